@@ -1,0 +1,291 @@
+package changelog
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/toolcrib/toolcrib/platform/postgres"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// Migrations is the migration set that creates the log's tables; add it to
+// the owning service's [postgres.Migrate] call.
+func Migrations() postgres.Set {
+	sub, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		panic(err) // embedded directory always exists
+	}
+	return postgres.Set{Name: "changelog", FS: sub}
+}
+
+// ErrCompacted is returned when a watcher resumes from a revision whose
+// successors are no longer all kept.
+var ErrCompacted = errors.New("changelog: revision compacted")
+
+// Entry is one committed change.
+type Entry struct {
+	// Revision is gapless and in commit order, from 1.
+	Revision int64
+	// CommittedAt is the transaction time of the change.
+	CommittedAt time.Time
+	// Kind is the writer's label for the payload.
+	Kind string
+	// Payload is the writer's encoding of the change.
+	Payload []byte
+}
+
+// ErrAhead is returned when a watcher resumes from a revision the log has
+// not reached, e.g. after the database was restored from an older backup.
+var ErrAhead = errors.New("changelog: revision ahead of the log")
+
+// Log is the change log in one schema.
+type Log struct {
+	pool    *pgxpool.Pool
+	channel string
+	logger  *slog.Logger
+
+	mu      sync.Mutex
+	waiters map[chan struct{}]struct{}
+}
+
+// New returns the log of the pool's schema. channel is the NOTIFY channel,
+// unique per schema (e.g. `registry_changes`).
+func New(pool *pgxpool.Pool, channel string, logger *slog.Logger) *Log {
+	return &Log{pool: pool, channel: channel, logger: logger, waiters: map[chan struct{}]struct{}{}}
+}
+
+// Append records a change in tx and returns its revision. Every writer
+// queues on the counter row until tx ends, which is what keeps revisions in
+// commit order; keep the transactions that append short.
+func (l *Log) Append(ctx context.Context, tx pgx.Tx, kind string, payload []byte) (int64, time.Time, error) {
+	var rev int64
+	if err := tx.QueryRow(ctx, "UPDATE change_counter SET revision = revision + 1 RETURNING revision").Scan(&rev); err != nil {
+		return 0, time.Time{}, fmt.Errorf("changelog: next revision: %w", err)
+	}
+	var at time.Time
+	if err := tx.QueryRow(ctx, "INSERT INTO changes (revision, kind, payload) VALUES ($1, $2, $3) RETURNING committed_at",
+		rev, kind, payload).Scan(&at); err != nil {
+		return 0, time.Time{}, fmt.Errorf("changelog: append: %w", err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", l.channel, strconv.FormatInt(rev, 10)); err != nil {
+		return 0, time.Time{}, fmt.Errorf("changelog: notify: %w", err)
+	}
+	return rev, at, nil
+}
+
+// Head returns the newest committed revision; 0 when the log is empty.
+func (l *Log) Head(ctx context.Context) (int64, error) {
+	var rev int64
+	err := l.pool.QueryRow(ctx, "SELECT revision FROM change_counter").Scan(&rev)
+	return rev, err
+}
+
+// HeadTx returns the newest revision visible to tx, for lists that return the
+// revision to watch from.
+func HeadTx(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (int64, error) {
+	var rev int64
+	err := q.QueryRow(ctx, "SELECT revision FROM change_counter").Scan(&rev)
+	return rev, err
+}
+
+// Read returns up to limit entries with revision > after, in order. It
+// returns [ErrCompacted] when entries after `after` were deleted.
+func (l *Log) Read(ctx context.Context, after int64, limit int) ([]Entry, error) {
+	rows, err := l.pool.Query(ctx, `SELECT revision, committed_at, kind, payload FROM changes
+WHERE revision > $1 ORDER BY revision LIMIT $2`, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Entry, error) {
+		var e Entry
+		err := r.Scan(&e.Revision, &e.CommittedAt, &e.Kind, &e.Payload)
+		return e, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(entries) > 0 && entries[0].Revision != after+1 {
+		return nil, fmt.Errorf("%w: asked for changes after %d, oldest kept is %d", ErrCompacted, after, entries[0].Revision)
+	}
+	if len(entries) == 0 {
+		// Nothing after `after`. In one snapshot: if the head is past it,
+		// those entries were deleted.
+		var head int64
+		var oldest *int64
+		if err := l.pool.QueryRow(ctx, `SELECT c.revision, (SELECT min(revision) FROM changes WHERE revision > $1)
+FROM change_counter c`, after).Scan(&head, &oldest); err != nil {
+			return nil, err
+		}
+		if head > after && (oldest == nil || *oldest != after+1) {
+			return nil, fmt.Errorf("%w: asked for changes after %d, head is %d and they are no longer kept", ErrCompacted, after, head)
+		}
+	}
+	return entries, nil
+}
+
+// Compact deletes entries committed before olderThan, always keeping the
+// newest keepAtLeast entries. It returns how many were deleted.
+func (l *Log) Compact(ctx context.Context, olderThan time.Time, keepAtLeast int) (int64, error) {
+	tag, err := l.pool.Exec(ctx, `DELETE FROM changes WHERE committed_at < $1
+AND revision <= (SELECT revision FROM change_counter) - $2`, olderThan, keepAtLeast)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+// Listen keeps a LISTEN connection open until ctx ends, waking watchers on
+// every notification. It reconnects after errors; watchers still poll on
+// every heartbeat, so a gap while reconnecting delays them, never loses a
+// change.
+func (l *Log) Listen(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := l.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		l.logger.WarnContext(ctx, "change log listener lost its connection; reconnecting", "channel", l.channel, "error", err)
+		l.wake()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (l *Log) listenOnce(ctx context.Context) error {
+	conn, err := l.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
+		return err
+	}
+	defer func() {
+		// Leave the pooled connection clean.
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "UNLISTEN *")
+	}()
+	l.wake() // anything committed before LISTEN took effect
+	for {
+		if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+			return err
+		}
+		l.wake()
+	}
+}
+
+func (l *Log) subscribe() chan struct{} {
+	ch := make(chan struct{}, 1)
+	l.mu.Lock()
+	l.waiters[ch] = struct{}{}
+	l.mu.Unlock()
+	return ch
+}
+
+func (l *Log) unsubscribe(ch chan struct{}) {
+	l.mu.Lock()
+	delete(l.waiters, ch)
+	l.mu.Unlock()
+}
+
+func (l *Log) wake() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for ch := range l.waiters {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Event is what a watcher receives: an entry, or a heartbeat when Entry is
+// nil.
+type Event struct {
+	// Entry is the change; nil for a heartbeat.
+	Entry *Entry
+	// Head is, for a heartbeat, the newest revision; every change up to it
+	// has been delivered.
+	Head int64
+	// SentAt is when a heartbeat was made.
+	SentAt time.Time
+}
+
+// Watch delivers every entry after `from` in order, then each new one as it
+// commits, with a heartbeat every interval, until ctx ends or send fails.
+// It returns [ErrCompacted] when `from` is too old. Run [Log.Listen] in the
+// same process for prompt delivery.
+func (l *Log) Watch(ctx context.Context, from int64, heartbeat time.Duration, send func(Event) error) error {
+	wake := l.subscribe()
+	defer l.unsubscribe(wake)
+	ticker := time.NewTicker(heartbeat)
+	defer ticker.Stop()
+	head, err := l.Head(ctx)
+	if err != nil {
+		return err
+	}
+	if from > head {
+		return fmt.Errorf("%w: asked for changes after %d, head is %d", ErrAhead, from, head)
+	}
+	cursor := from
+	drain := func() error {
+		for {
+			entries, err := l.Read(ctx, cursor, 500)
+			if err != nil {
+				return err
+			}
+			for i := range entries {
+				if err := send(Event{Entry: &entries[i]}); err != nil {
+					return err
+				}
+				cursor = entries[i].Revision
+			}
+			if len(entries) < 500 {
+				return nil
+			}
+		}
+	}
+	if err := drain(); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wake:
+			if err := drain(); err != nil {
+				return err
+			}
+		case <-ticker.C:
+			head, err = l.Head(ctx)
+			if err != nil {
+				return err
+			}
+			if head > cursor {
+				if err := drain(); err != nil {
+					return err
+				}
+			}
+			// cursor >= head now: everything up to head was sent.
+			if err := send(Event{Head: max(head, cursor), SentAt: time.Now()}); err != nil {
+				return err
+			}
+		}
+	}
+}

@@ -1,0 +1,165 @@
+package changelog_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/toolcrib/toolcrib/platform/changelog"
+	"github.com/toolcrib/toolcrib/platform/pgtest"
+	"github.com/toolcrib/toolcrib/platform/postgres"
+)
+
+func newLog(t *testing.T) (*changelog.Log, *pgxpool.Pool) {
+	t.Helper()
+	url := pgtest.NewDatabase(t, pgtest.Schema{Name: "cl", Sets: []postgres.Set{changelog.Migrations()}})
+	pool, err := postgres.Open(context.Background(), url, "cl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return changelog.New(pool, "cl_changes", slog.New(slog.NewTextHandler(io.Discard, nil))), pool
+}
+
+func appendOne(ctx context.Context, l *changelog.Log, pool *pgxpool.Pool, payload string) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, _, err := l.Append(ctx, tx, "test", []byte(payload))
+		return err
+	})
+}
+
+// Concurrent writers: a watcher sees every committed change exactly once,
+// in revision order, with no gap; a rolled-back change takes no revision.
+func TestWatchSeesEveryChangeInOrder(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l, pool := newLog(t)
+	go l.Listen(ctx)
+
+	const writers, each = 8, 25
+	var got []int64
+	var mu sync.Mutex
+	watchDone := make(chan error, 1)
+	go func() {
+		watchDone <- l.Watch(ctx, 0, 50*time.Millisecond, func(ev changelog.Event) error {
+			if ev.Entry == nil {
+				return nil
+			}
+			mu.Lock()
+			got = append(got, ev.Entry.Revision)
+			n := len(got)
+			mu.Unlock()
+			if n == writers*each {
+				return io.EOF
+			}
+			return nil
+		})
+	}()
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if err := appendOne(ctx, l, pool, fmt.Sprintf("%d/%d", w, i)); err != nil {
+					t.Error(err)
+				}
+				// A rolled-back append must not leave a gap.
+				_ = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					if _, _, err := l.Append(ctx, tx, "test", []byte("rolled back")); err != nil {
+						return err
+					}
+					return errors.New("roll back")
+				})
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-watchDone:
+		if !errors.Is(err, io.EOF) {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("watcher did not see every change")
+	}
+	for i, rev := range got {
+		if rev != int64(i+1) {
+			t.Fatalf("position %d has revision %d: gap or reorder", i, rev)
+		}
+	}
+	entries, err := l.Read(ctx, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if string(e.Payload) == "rolled back" {
+			t.Fatal("a rolled-back change is in the log")
+		}
+	}
+}
+
+// Resuming from a revision delivers exactly the changes after it; resuming
+// from a compacted revision fails with ErrCompacted; from the future with
+// ErrAhead; heartbeats report the head.
+func TestWatchResumeCompactionAndHeartbeat(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l, pool := newLog(t)
+	for i := range 10 {
+		if err := appendOne(ctx, l, pool, fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var revs []int64
+	var heartbeat int64
+	err := l.Watch(ctx, 6, 20*time.Millisecond, func(ev changelog.Event) error {
+		if ev.Entry != nil {
+			revs = append(revs, ev.Entry.Revision)
+			return nil
+		}
+		heartbeat = ev.Head
+		return io.EOF
+	})
+	if !errors.Is(err, io.EOF) {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(revs) != "[7 8 9 10]" || heartbeat != 10 {
+		t.Fatalf("resumed revisions %v heartbeat %d, want [7 8 9 10] and 10", revs, heartbeat)
+	}
+	n, err := l.Compact(ctx, time.Now().Add(time.Hour), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 7 {
+		t.Fatalf("compacted %d entries, want 7", n)
+	}
+	err = l.Watch(ctx, 5, time.Second, func(changelog.Event) error { return nil })
+	if !errors.Is(err, changelog.ErrCompacted) {
+		t.Fatalf("resume from compacted revision: %v", err)
+	}
+	err = l.Watch(ctx, 11, time.Second, func(changelog.Event) error { return nil })
+	if !errors.Is(err, changelog.ErrAhead) {
+		t.Fatalf("resume from the future: %v", err)
+	}
+	// Revisions 8 to 10 are kept: resuming from 7 needs nothing compacted.
+	revs = nil
+	err = l.Watch(ctx, 7, 20*time.Millisecond, func(ev changelog.Event) error {
+		if ev.Entry == nil {
+			return io.EOF
+		}
+		revs = append(revs, ev.Entry.Revision)
+		return nil
+	})
+	if !errors.Is(err, io.EOF) || fmt.Sprint(revs) != "[8 9 10]" {
+		t.Fatalf("resume from oldest kept: %v %v", revs, err)
+	}
+}

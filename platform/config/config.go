@@ -1,0 +1,263 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Set is a flag set whose flags fall back to environment variables.
+type Set struct {
+	fs      *flag.FlagSet
+	lookup  func(string) (string, bool)
+	envErrs []error
+	envs    map[string]string // flag name -> env var name
+}
+
+// NewSet returns a Set for the named command. lookup reads the environment;
+// nil means os.LookupEnv.
+func NewSet(name string, lookup func(string) (string, bool)) *Set {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return &Set{fs: fs, lookup: lookup, envs: map[string]string{}}
+}
+
+// FlagSet returns the underlying flag set, e.g. for printing usage.
+func (s *Set) FlagSet() *flag.FlagSet { return s.fs }
+
+// EnvName returns the environment variable that backs a flag.
+func EnvName(flagName string) string {
+	return "TOOLCRIB_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func (s *Set) env(name, env string) (string, bool) {
+	if env == "" {
+		env = EnvName(name)
+	}
+	s.envs[name] = env
+	return s.lookup(env)
+}
+
+// String registers a string flag. env names the environment variable; empty
+// means [EnvName] of the flag.
+func (s *Set) String(p *string, name, env, def, usage string) {
+	if v, ok := s.env(name, env); ok {
+		def = v
+	}
+	s.fs.StringVar(p, name, def, usage+" (env "+s.envs[name]+")")
+}
+
+// Duration registers a duration flag.
+func (s *Set) Duration(p *time.Duration, name, env string, def time.Duration, usage string) {
+	if v, ok := s.env(name, env); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			s.envErrs = append(s.envErrs, fmt.Errorf("%s=%q: not a duration (e.g. 5s, 2m)", s.envs[name], v))
+		} else {
+			def = d
+		}
+	}
+	s.fs.DurationVar(p, name, def, usage+" (env "+s.envs[name]+")")
+}
+
+// Int registers an int flag.
+func (s *Set) Int(p *int, name, env string, def int, usage string) {
+	if v, ok := s.env(name, env); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			s.envErrs = append(s.envErrs, fmt.Errorf("%s=%q: not an integer", s.envs[name], v))
+		} else {
+			def = n
+		}
+	}
+	s.fs.IntVar(p, name, def, usage+" (env "+s.envs[name]+")")
+}
+
+// Bool registers a bool flag.
+func (s *Set) Bool(p *bool, name, env string, def bool, usage string) {
+	if v, ok := s.env(name, env); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			s.envErrs = append(s.envErrs, fmt.Errorf("%s=%q: not a boolean", s.envs[name], v))
+		} else {
+			def = b
+		}
+	}
+	s.fs.BoolVar(p, name, def, usage+" (env "+s.envs[name]+")")
+}
+
+// Parse parses args. It returns every malformed environment value and the
+// first flag error together.
+func (s *Set) Parse(args []string) error {
+	errs := append([]error(nil), s.envErrs...)
+	if err := s.fs.Parse(args); err != nil {
+		errs = append(errs, err)
+	} else if s.fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments: %q", s.fs.Args()))
+	}
+	return errors.Join(errs...)
+}
+
+// Usage returns the flag help text.
+func (s *Set) Usage() string {
+	var b strings.Builder
+	s.fs.SetOutput(&b)
+	s.fs.PrintDefaults()
+	s.fs.SetOutput(io.Discard)
+	return b.String()
+}
+
+// Common is the configuration every service shares.
+type Common struct {
+	// ListenAddr is the gRPC address (host:port).
+	ListenAddr string
+	// MetricsAddr is the HTTP address of /metrics; empty disables it.
+	MetricsAddr string
+	// PostgresURL is the connection URL.
+	PostgresURL string
+	// RedisAddr is host:port of Redis; empty when the service uses none.
+	RedisAddr string
+	// RedisPrefix prefixes every Redis key the service writes.
+	RedisPrefix string
+	// LogLevel is the minimum level logged.
+	LogLevel slog.Level
+	// LogFormat is `json` or `text`.
+	LogFormat string
+	// ShutdownTimeout bounds the graceful drain on a signal.
+	ShutdownTimeout time.Duration
+	// Migrate runs the service's migrations at start-up.
+	Migrate bool
+	// AuthJWKS is the path of the JWKS file with the identity provider's
+	// public keys.
+	AuthJWKS string
+	// AuthIssuer is the required `iss` claim; empty accepts any.
+	AuthIssuer string
+	// AuthAudience is the required `aud` claim.
+	AuthAudience string
+	// AdminGroup is the group whose members are platform admins.
+	AdminGroup string
+	// ServiceGroup is the group whose members are toolcrib services.
+	ServiceGroup string
+	// DependencyCheckInterval is how often Postgres and Redis are pinged to
+	// keep the health status true.
+	DependencyCheckInterval time.Duration
+	// ServiceTokenFile holds the bearer token this service presents to other
+	// toolcrib services; re-read when it changes. Empty when the service
+	// calls none.
+	ServiceTokenFile string
+
+	// Listening, when set, is called with the gRPC address once the service
+	// listens (tests and the dev launcher use port 0). Not a flag.
+	Listening func(grpcAddr string)
+
+	logLevel string
+}
+
+// Defaults are a service's own default addresses.
+type Defaults struct {
+	// ListenAddr, e.g. 127.0.0.1:7101.
+	ListenAddr string
+	// MetricsAddr, e.g. 127.0.0.1:9101.
+	MetricsAddr string
+	// UsesRedis registers the Redis flags.
+	UsesRedis bool
+}
+
+// DefaultPostgresURL is used when neither flag nor environment names one.
+const DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+// Register adds the common flags for service (e.g. `registry`) to s.
+// Listen and metrics addresses have service-specific environment variables
+// (TOOLCRIB_REGISTRY_LISTEN); the rest are shared (TOOLCRIB_POSTGRES_URL).
+func (c *Common) Register(s *Set, service string, d Defaults) {
+	svc := strings.ToUpper(service)
+	s.String(&c.ListenAddr, "listen", "TOOLCRIB_"+svc+"_LISTEN", d.ListenAddr, "gRPC listen address")
+	s.String(&c.MetricsAddr, "metrics-listen", "TOOLCRIB_"+svc+"_METRICS_LISTEN", d.MetricsAddr, "Prometheus /metrics HTTP address; empty disables it")
+	s.String(&c.PostgresURL, "postgres-url", "", DefaultPostgresURL, "PostgreSQL connection URL")
+	if d.UsesRedis {
+		s.String(&c.RedisAddr, "redis-addr", "", "127.0.0.1:6379", "Redis address host:port")
+		s.String(&c.RedisPrefix, "redis-prefix", "", "toolcrib:", "prefix of every Redis key")
+	}
+	s.String(&c.logLevel, "log-level", "", "info", "minimum log level: debug, info, warn, error")
+	s.String(&c.LogFormat, "log-format", "", "text", "log format: text or json")
+	s.Duration(&c.ShutdownTimeout, "shutdown-timeout", "", 15*time.Second, "how long a graceful stop may drain in-flight calls")
+	s.Bool(&c.Migrate, "migrate", "", true, "run database migrations at start-up")
+	s.String(&c.AuthJWKS, "auth-jwks", "", ".toolcrib/dev/jwks.json", "JWKS file with the identity provider's public keys")
+	s.String(&c.AuthIssuer, "auth-issuer", "", "toolcrib-dev", "required token issuer (iss); empty accepts any")
+	s.String(&c.AuthAudience, "auth-audience", "", "toolcrib", "required token audience (aud)")
+	s.String(&c.AdminGroup, "admin-group", "", "toolcrib-admins", "group whose members are platform admins")
+	s.String(&c.ServiceGroup, "service-group", "", "toolcrib-services", "group whose members are toolcrib services")
+	s.Duration(&c.DependencyCheckInterval, "dependency-check-interval", "", 2*time.Second, "how often Postgres and Redis are checked for the health status")
+	s.String(&c.ServiceTokenFile, "service-token-file", "", ".toolcrib/dev/service-token", "file with the bearer token this service presents to other toolcrib services")
+}
+
+// Validate reports every problem with the common configuration.
+func (c *Common) Validate() error {
+	var errs []error
+	bad := func(flagName, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("--%s: %s", flagName, fmt.Sprintf(format, args...)))
+	}
+	if _, _, err := net.SplitHostPort(c.ListenAddr); err != nil {
+		bad("listen", "%q is not host:port", c.ListenAddr)
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			bad("metrics-listen", "%q is not host:port", c.MetricsAddr)
+		}
+	}
+	if u, err := url.Parse(c.PostgresURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		bad("postgres-url", "must be a postgres:// URL")
+	}
+	if c.RedisAddr != "" {
+		if _, _, err := net.SplitHostPort(c.RedisAddr); err != nil {
+			bad("redis-addr", "%q is not host:port", c.RedisAddr)
+		}
+	}
+	if c.logLevel != "" {
+		if err := c.LogLevel.UnmarshalText([]byte(c.logLevel)); err != nil {
+			bad("log-level", "%q is not one of debug, info, warn, error", c.logLevel)
+		}
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		bad("log-format", "%q is not text or json", c.LogFormat)
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("shutdown-timeout", "must be positive")
+	}
+	if c.DependencyCheckInterval <= 0 {
+		bad("dependency-check-interval", "must be positive")
+	}
+	if c.AuthJWKS == "" {
+		bad("auth-jwks", "required")
+	}
+	if c.AuthAudience == "" {
+		bad("auth-audience", "required")
+	}
+	if c.AdminGroup == "" {
+		bad("admin-group", "required")
+	}
+	return errors.Join(errs...)
+}
+
+// Logger builds the structured logger the configuration asks for.
+func (c *Common) Logger(w io.Writer, service string) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.LogLevel}
+	var h slog.Handler
+	if c.LogFormat == "json" {
+		h = slog.NewJSONHandler(w, opts)
+	} else {
+		h = slog.NewTextHandler(w, opts)
+	}
+	return slog.New(h).With("service", service)
+}

@@ -1,0 +1,1 @@
+CREATE TABLE items (id integer PRIMARY KEY, name text NOT NULL);

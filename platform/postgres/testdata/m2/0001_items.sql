@@ -1,0 +1,1 @@
+CREATE TABLE items (id integer PRIMARY KEY, label text NOT NULL);

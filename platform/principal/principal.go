@@ -1,0 +1,277 @@
+package principal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/toolcrib/toolcrib/platform/apierror"
+)
+
+// Principal is a verified caller.
+type Principal struct {
+	// Subject is the token's `sub`.
+	Subject string
+	// Tenant is the token's `tenant` claim; empty for platform principals.
+	Tenant string
+	// Groups is the token's `groups` claim.
+	Groups []string
+	// Admin is true for members of the configured admin group.
+	Admin bool
+	// Service is true for members of the configured service group.
+	Service bool
+	// ExpiresAt is the token's expiry.
+	ExpiresAt time.Time
+}
+
+// InGroup reports whether the principal is a member of group.
+func (p Principal) InGroup(group string) bool { return slices.Contains(p.Groups, group) }
+
+// Owns reports whether owner names the principal: its subject, or
+// `group:<name>` of one of its groups.
+func (p Principal) Owns(owner string) bool {
+	if g, ok := strings.CutPrefix(owner, "group:"); ok {
+		return p.InGroup(g)
+	}
+	return owner != "" && owner == p.Subject
+}
+
+// ErrInvalidToken is wrapped by every verification failure.
+var ErrInvalidToken = errors.New("invalid token")
+
+// VerifierConfig configures a [Verifier].
+type VerifierConfig struct {
+	// JWKS is the JSON Web Key Set with the identity provider's public keys.
+	JWKS []byte
+	// Issuer is the required `iss`; empty accepts any.
+	Issuer string
+	// Audience is the required `aud`.
+	Audience string
+	// AdminGroup makes its members admins.
+	AdminGroup string
+	// ServiceGroup makes its members service principals.
+	ServiceGroup string
+	// Leeway tolerates clock skew on exp/nbf/iat; 0 means 30s.
+	Leeway time.Duration
+}
+
+// Verifier checks tokens against configured keys.
+type Verifier struct {
+	cfg  VerifierConfig
+	keys jose.JSONWebKeySet
+	now  func() time.Time
+}
+
+var algorithms = []jose.SignatureAlgorithm{jose.EdDSA, jose.ES256, jose.ES384, jose.RS256, jose.PS256}
+
+// NewVerifier parses the key set and returns a verifier.
+func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
+	var set jose.JSONWebKeySet
+	if err := json.Unmarshal(cfg.JWKS, &set); err != nil {
+		return nil, fmt.Errorf("principal: parse JWKS: %w", err)
+	}
+	if len(set.Keys) == 0 {
+		return nil, errors.New("principal: the JWKS has no keys")
+	}
+	for _, k := range set.Keys {
+		if !k.IsPublic() {
+			return nil, fmt.Errorf("principal: JWKS key %q is a private key; give only public keys", k.KeyID)
+		}
+	}
+	if cfg.Leeway == 0 {
+		cfg.Leeway = 30 * time.Second
+	}
+	return &Verifier{cfg: cfg, keys: set, now: time.Now}, nil
+}
+
+// LoadVerifier reads the JWKS from a file.
+func LoadVerifier(path string, cfg VerifierConfig) (*Verifier, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("principal: read JWKS: %w", err)
+	}
+	cfg.JWKS = b
+	return NewVerifier(cfg)
+}
+
+// SetClock replaces the verifier's clock (tests).
+func (v *Verifier) SetClock(now func() time.Time) { v.now = now }
+
+type extraClaims struct {
+	Tenant string   `json:"tenant"`
+	Groups []string `json:"groups"`
+}
+
+// Verify checks a compact JWT and returns its principal.
+func (v *Verifier) Verify(token string) (Principal, error) {
+	tok, err := jwt.ParseSigned(token, algorithms)
+	if err != nil {
+		return Principal{}, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+	}
+	if len(tok.Headers) != 1 {
+		return Principal{}, fmt.Errorf("%w: expected one signature", ErrInvalidToken)
+	}
+	keys := v.keys.Keys
+	if kid := tok.Headers[0].KeyID; kid != "" {
+		keys = v.keys.Key(kid)
+		if len(keys) == 0 {
+			return Principal{}, fmt.Errorf("%w: unknown key id %q", ErrInvalidToken, kid)
+		}
+	}
+	var std jwt.Claims
+	var extra extraClaims
+	var lastErr error
+	verified := false
+	for _, k := range keys {
+		if err := tok.Claims(k.Key, &std, &extra); err != nil {
+			lastErr = err
+			continue
+		}
+		verified = true
+		break
+	}
+	if !verified {
+		return Principal{}, fmt.Errorf("%w: signature: %v", ErrInvalidToken, lastErr)
+	}
+	if std.Expiry == nil {
+		return Principal{}, fmt.Errorf("%w: no expiry", ErrInvalidToken)
+	}
+	if std.Subject == "" {
+		return Principal{}, fmt.Errorf("%w: no subject", ErrInvalidToken)
+	}
+	exp := jwt.Expected{Time: v.now()}
+	if v.cfg.Issuer != "" {
+		exp.Issuer = v.cfg.Issuer
+	}
+	if v.cfg.Audience != "" {
+		exp.AnyAudience = jwt.Audience{v.cfg.Audience}
+	}
+	if err := std.ValidateWithLeeway(exp, v.cfg.Leeway); err != nil {
+		return Principal{}, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+	}
+	p := Principal{Subject: std.Subject, Tenant: extra.Tenant, Groups: extra.Groups, ExpiresAt: std.Expiry.Time()}
+	p.Admin = v.cfg.AdminGroup != "" && p.InGroup(v.cfg.AdminGroup)
+	p.Service = v.cfg.ServiceGroup != "" && p.InGroup(v.cfg.ServiceGroup)
+	return p, nil
+}
+
+type ctxKey struct{}
+
+// NewContext returns ctx carrying p.
+func NewContext(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, ctxKey{}, p)
+}
+
+// FromContext returns the verified principal of the request, if any.
+func FromContext(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(ctxKey{}).(Principal)
+	return p, ok
+}
+
+// Require returns the request's principal or an Unauthenticated error.
+func Require(ctx context.Context) (Principal, error) {
+	p, ok := FromContext(ctx)
+	if !ok {
+		return Principal{}, apierror.Unauthenticated("a bearer token is required")
+	}
+	return p, nil
+}
+
+// RequireAdmin returns the principal if it is a platform admin.
+func RequireAdmin(ctx context.Context) (Principal, error) {
+	p, err := Require(ctx)
+	if err != nil {
+		return p, err
+	}
+	if !p.Admin {
+		return p, apierror.PermissionDenied("this operation needs a platform admin")
+	}
+	return p, nil
+}
+
+// RequireAdminOrService returns the principal if it is a platform admin or
+// a toolcrib service.
+func RequireAdminOrService(ctx context.Context) (Principal, error) {
+	p, err := Require(ctx)
+	if err != nil {
+		return p, err
+	}
+	if !p.Admin && !p.Service {
+		return p, apierror.PermissionDenied("this operation needs a platform admin or a toolcrib service")
+	}
+	return p, nil
+}
+
+// public reports whether a method needs no credential: health checks and
+// server reflection.
+func public(fullMethod string) bool {
+	return strings.HasPrefix(fullMethod, "/grpc.health.v1.Health/") ||
+		strings.HasPrefix(fullMethod, "/grpc.reflection.")
+}
+
+func (v *Verifier) authenticate(ctx context.Context, fullMethod string) (context.Context, error) {
+	if public(fullMethod) {
+		return ctx, nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	vals := md.Get("authorization")
+	if len(vals) == 0 {
+		return ctx, apierror.Unauthenticated("missing authorization metadata: send `authorization: Bearer <token>`")
+	}
+	if len(vals) > 1 {
+		return ctx, apierror.Unauthenticated("more than one authorization value")
+	}
+	raw, ok := strings.CutPrefix(vals[0], "Bearer ")
+	if !ok {
+		return ctx, apierror.Unauthenticated("authorization must be `Bearer <token>`")
+	}
+	p, err := v.Verify(strings.TrimSpace(raw))
+	if err != nil {
+		// The reason is safe to return: it names the failed check, never the
+		// token.
+		return ctx, &apierror.Error{Code: codes.Unauthenticated, Reason: "INVALID_TOKEN", Message: err.Error()}
+	}
+	return NewContext(ctx, p), nil
+}
+
+// UnaryServerInterceptor verifies the bearer token of every call except
+// health and reflection, and puts the principal in the context. A call with
+// no valid token fails UNAUTHENTICATED before reaching the handler.
+func (v *Verifier) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		ctx, err := v.authenticate(ctx, info.FullMethod)
+		if err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// StreamServerInterceptor is the streaming form of UnaryServerInterceptor.
+func (v *Verifier) StreamServerInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		ctx, err := v.authenticate(ss.Context(), info.FullMethod)
+		if err != nil {
+			return err
+		}
+		return handler(srv, &wrappedStream{ServerStream: ss, ctx: ctx})
+	}
+}
+
+type wrappedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (w *wrappedStream) Context() context.Context { return w.ctx }

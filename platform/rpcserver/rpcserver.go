@@ -1,0 +1,351 @@
+package rpcserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/toolcrib/toolcrib/platform/apierror"
+)
+
+// Check is one dependency the service needs to serve, e.g. a Postgres ping.
+type Check struct {
+	// Name is logged when the check fails, e.g. `postgres`.
+	Name string
+	// Func returns nil when the dependency answers.
+	Func func(context.Context) error
+}
+
+// Options configure a [Server].
+type Options struct {
+	// Service is the service name (`registry`); used in logs and metrics.
+	Service string
+	// HealthNames are the names whose health status tracks the checks, e.g.
+	// `toolcrib.registry.v1.RegistryService`. The overall status ("") always
+	// does.
+	HealthNames []string
+	// ListenAddr is the gRPC address.
+	ListenAddr string
+	// MetricsAddr is the /metrics HTTP address; empty disables it.
+	MetricsAddr string
+	// Logger logs calls and lifecycle events.
+	Logger *slog.Logger
+	// Checks must all pass for the service to report SERVING.
+	Checks []Check
+	// CheckInterval is how often the checks run.
+	CheckInterval time.Duration
+	// Ready runs once, the first time every check passes, before the status
+	// becomes SERVING (e.g. migrations). It is retried on the next check
+	// interval while it fails.
+	Ready func(context.Context) error
+	// ShutdownTimeout bounds the graceful drain.
+	ShutdownTimeout time.Duration
+	// Unary and Stream are added after the shared interceptors (e.g.
+	// authentication), in order.
+	Unary  []grpc.UnaryServerInterceptor
+	Stream []grpc.StreamServerInterceptor
+	// Register adds the service implementations.
+	Register func(*grpc.Server)
+	// Registerer receives extra service metrics; nil creates a registry.
+	Registerer *prometheus.Registry
+}
+
+// Server is a gRPC server with health, reflection, metrics and a drain.
+type Server struct {
+	opts     Options
+	grpc     *grpc.Server
+	health   *health.Server
+	lis      net.Listener
+	metrics  *http.Server
+	mlis     net.Listener
+	reg      *prometheus.Registry
+	draining chan struct{}
+
+	mu       sync.Mutex
+	serving  bool
+	ready    bool
+	reported map[string]bool
+}
+
+// New listens on the configured addresses and builds the server; nothing
+// is served until [Server.Run].
+func New(opts Options) (*Server, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.CheckInterval <= 0 {
+		opts.CheckInterval = 2 * time.Second
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = 15 * time.Second
+	}
+	reg := opts.Registerer
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srvMetrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
+		grpcprom.WithHistogramBuckets([]float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}),
+	))
+	reg.MustRegister(srvMetrics)
+
+	logger := opts.Logger
+	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall)}
+	panicHandler := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+		logger.ErrorContext(ctx, "panic in handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		return &apierror.Error{Code: codes.Internal, Message: "internal error"}
+	})
+	unary := []grpc.UnaryServerInterceptor{
+		logging.UnaryServerInterceptor(slogLogger(logger), logOpts...),
+		srvMetrics.UnaryServerInterceptor(),
+		recovery.UnaryServerInterceptor(panicHandler),
+		apierror.UnaryServerInterceptor(logger),
+	}
+	unary = append(unary, opts.Unary...)
+	stream := []grpc.StreamServerInterceptor{
+		logging.StreamServerInterceptor(slogLogger(logger), logOpts...),
+		srvMetrics.StreamServerInterceptor(),
+		recovery.StreamServerInterceptor(panicHandler),
+		apierror.StreamServerInterceptor(logger),
+	}
+	stream = append(stream, opts.Stream...)
+
+	g := grpc.NewServer(
+		grpc.StatsHandler(otelgrpc.NewServerHandler()),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
+	)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(g, hs)
+	reflection.Register(g)
+	if opts.Register != nil {
+		opts.Register(g)
+	}
+	srvMetrics.InitializeMetrics(g)
+	s := &Server{opts: opts, grpc: g, health: hs, reg: reg, draining: make(chan struct{})}
+	s.setStatus(false)
+
+	lis, err := net.Listen("tcp", opts.ListenAddr)
+	if err != nil {
+		return nil, fmt.Errorf("rpcserver: listen %s: %w", opts.ListenAddr, err)
+	}
+	s.lis = lis
+	if opts.MetricsAddr != "" {
+		mlis, err := net.Listen("tcp", opts.MetricsAddr)
+		if err != nil {
+			lis.Close()
+			return nil, fmt.Errorf("rpcserver: listen %s: %w", opts.MetricsAddr, err)
+		}
+		s.mlis = mlis
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	}
+	return s, nil
+}
+
+// Addr is the address the gRPC server listens on.
+func (s *Server) Addr() net.Addr { return s.lis.Addr() }
+
+// MetricsAddr is the address of /metrics; nil when disabled.
+func (s *Server) MetricsAddr() net.Addr {
+	if s.mlis == nil {
+		return nil
+	}
+	return s.mlis.Addr()
+}
+
+// Registry is the Prometheus registry of the server's metrics.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// Draining is closed when shutdown starts. Long-running streaming handlers
+// (Watch) return when it closes so the drain can finish.
+func (s *Server) Draining() <-chan struct{} { return s.draining }
+
+// Serving reports whether the health status is SERVING.
+func (s *Server) Serving() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.serving
+}
+
+func (s *Server) setStatus(serving bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	s.health.SetServingStatus("", st)
+	for _, n := range s.opts.HealthNames {
+		s.health.SetServingStatus(n, st)
+	}
+}
+
+// Run serves until ctx ends, then drains and stops. It returns nil after a
+// clean shutdown.
+func (s *Server) Run(ctx context.Context) error {
+	log := s.opts.Logger
+	errc := make(chan error, 2)
+	go func() { errc <- s.grpc.Serve(s.lis) }()
+	if s.metrics != nil {
+		go func() {
+			if err := s.metrics.Serve(s.mlis); !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+	}
+	attrs := []any{"grpc", s.lis.Addr().String()}
+	if s.mlis != nil {
+		attrs = append(attrs, "metrics", "http://"+s.mlis.Addr().String()+"/metrics")
+	}
+	log.InfoContext(ctx, "listening", attrs...)
+
+	checkCtx, stopChecks := context.WithCancel(ctx)
+	defer stopChecks()
+	checksDone := make(chan struct{})
+	go func() {
+		defer close(checksDone)
+		s.checkLoop(checkCtx)
+	}()
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		runErr = fmt.Errorf("rpcserver: serve: %w", err)
+	}
+	stopChecks()
+	<-checksDone
+	s.shutdown()
+	return runErr
+}
+
+func (s *Server) shutdown() {
+	log := s.opts.Logger
+	log.Info("shutting down: NOT_SERVING, draining in-flight calls", "deadline", s.opts.ShutdownTimeout)
+	s.mu.Lock()
+	s.serving = false
+	s.mu.Unlock()
+	s.health.Shutdown()
+	close(s.draining)
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+		log.Info("drained; stopped")
+	case <-time.After(s.opts.ShutdownTimeout):
+		log.Warn("drain deadline passed; stopping remaining calls")
+		s.grpc.Stop()
+		<-done
+	}
+	if s.metrics != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = s.metrics.Shutdown(ctx)
+	}
+}
+
+func (s *Server) checkLoop(ctx context.Context) {
+	t := time.NewTicker(s.opts.CheckInterval)
+	defer t.Stop()
+	for {
+		s.runChecks(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Server) runChecks(ctx context.Context) {
+	log := s.opts.Logger
+	ok := true
+	for _, c := range s.opts.Checks {
+		cctx, cancel := context.WithTimeout(ctx, s.opts.CheckInterval)
+		err := c.Func(cctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			ok = false
+			if s.Serving() || !s.wasReported(c.Name) {
+				log.WarnContext(ctx, "dependency not answering; NOT_SERVING", "dependency", c.Name, "error", err)
+			}
+			break
+		}
+	}
+	s.mu.Lock()
+	ready := s.ready
+	s.mu.Unlock()
+	if ok && !ready && s.opts.Ready != nil {
+		if err := s.opts.Ready(ctx); err != nil {
+			if ctx.Err() == nil {
+				log.WarnContext(ctx, "start-up step failed; will retry", "error", err)
+			}
+			ok = false
+		} else {
+			s.mu.Lock()
+			s.ready = true
+			s.mu.Unlock()
+		}
+	} else if ok && !ready {
+		s.mu.Lock()
+		s.ready = true
+		s.mu.Unlock()
+	}
+	s.mu.Lock()
+	changed := s.serving != ok
+	s.serving = ok
+	if ok {
+		s.reported = nil
+	}
+	s.mu.Unlock()
+	if changed && ctx.Err() == nil {
+		s.setStatus(ok)
+		if ok {
+			log.InfoContext(ctx, "dependencies answer; SERVING")
+		}
+	}
+}
+
+// wasReported keeps the log quiet while a dependency stays down at start-up:
+// only the first failure of each check is logged until it recovers.
+func (s *Server) wasReported(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reported == nil {
+		s.reported = map[string]bool{}
+	}
+	r := s.reported[name]
+	s.reported[name] = true
+	return r
+}
+
+func slogLogger(l *slog.Logger) logging.Logger {
+	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		l.Log(ctx, slog.Level(lvl), msg, fields...)
+	})
+}

@@ -1,0 +1,332 @@
+package rpcserver
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/toolcrib/toolcrib/platform/pgtest"
+	"github.com/toolcrib/toolcrib/platform/postgres"
+)
+
+// gate is a loopback TCP proxy to Postgres that can be cut: while closed it
+// accepts and immediately drops connections, as an unreachable server would
+// look to a client with a short connect timeout.
+type gate struct {
+	lis    net.Listener
+	target string
+	open   atomic.Bool
+	mu     sync.Mutex
+	conns  []net.Conn
+}
+
+func newGate(t *testing.T, target string) *gate {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gate{lis: lis, target: target}
+	t.Cleanup(func() { lis.Close(); g.cut() })
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			if !g.open.Load() {
+				c.Close()
+				continue
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			g.mu.Lock()
+			g.conns = append(g.conns, c, up)
+			g.mu.Unlock()
+			go func() { _, _ = io.Copy(up, c); up.Close() }()
+			go func() { _, _ = io.Copy(c, up); c.Close() }()
+		}
+	}()
+	return g
+}
+
+// cut closes the gate and every proxied connection.
+func (g *gate) cut() {
+	g.open.Store(false)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, c := range g.conns {
+		c.Close()
+	}
+	g.conns = nil
+}
+
+func healthStatus(ctx context.Context, t *testing.T, addr string) healthpb.HealthCheckResponse_ServingStatus {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "toolcrib.test.v1.TestService"})
+	if err != nil {
+		t.Fatalf("health check: %v", err)
+	}
+	return resp.Status
+}
+
+func waitStatus(t *testing.T, addr string, want healthpb.HealthCheckResponse_ServingStatus, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		got := healthStatus(ctx, t, addr)
+		cancel()
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health status %v after %v, want %v", got, within, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestHealthFollowsPostgres: NOT_SERVING while Postgres is unreachable,
+// SERVING once it answers, NOT_SERVING again when it stops answering.
+func TestHealthFollowsPostgres(t *testing.T) {
+	u := pgtest.ServerURL()
+	host := "127.0.0.1:5432"
+	if h := hostOf(u); h != "" {
+		host = h
+	}
+	g := newGate(t, host)
+	dsn := strings.Replace(u, host, g.lis.Addr().String(), 1)
+	if !strings.Contains(dsn, "connect_timeout") {
+		dsn += map[bool]string{true: "&", false: "?"}[strings.Contains(dsn, "?")] + "connect_timeout=1"
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pool, err := postgres.Open(ctx, dsn, "public")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var readyRuns atomic.Int32
+	srv, err := New(Options{
+		Service:       "test",
+		HealthNames:   []string{"toolcrib.test.v1.TestService"},
+		ListenAddr:    "127.0.0.1:0",
+		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Checks:        []Check{{Name: "postgres", Func: pool.Ping}},
+		CheckInterval: 100 * time.Millisecond,
+		Ready:         func(context.Context) error { readyRuns.Add(1); return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	addr := srv.Addr().String()
+
+	// Unreachable: stays NOT_SERVING over many check intervals.
+	for range 10 {
+		if st := healthStatus(ctx, t, addr); st != healthpb.HealthCheckResponse_NOT_SERVING {
+			t.Fatalf("status %v while Postgres is unreachable", st)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if readyRuns.Load() != 0 {
+		t.Fatal("start-up step ran before Postgres answered")
+	}
+	g.open.Store(true)
+	waitStatus(t, addr, healthpb.HealthCheckResponse_SERVING, 10*time.Second)
+	if readyRuns.Load() != 1 {
+		t.Fatalf("start-up step ran %d times, want 1", readyRuns.Load())
+	}
+	g.cut()
+	waitStatus(t, addr, healthpb.HealthCheckResponse_NOT_SERVING, 10*time.Second)
+	g.open.Store(true)
+	waitStatus(t, addr, healthpb.HealthCheckResponse_SERVING, 10*time.Second)
+	if readyRuns.Load() != 1 {
+		t.Fatalf("start-up step ran %d times after recovery, want 1", readyRuns.Load())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func hostOf(u string) string {
+	_, rest, ok := strings.Cut(u, "@")
+	if !ok {
+		return ""
+	}
+	h, _, _ := strings.Cut(rest, "/")
+	return h
+}
+
+// slowDesc is a one-method service whose Sleep call takes the requested time.
+var slowDesc = grpc.ServiceDesc{
+	ServiceName: "toolcrib.test.v1.TestService",
+	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{{
+		MethodName: "Sleep",
+		Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			in := new(durationpb.Duration)
+			if err := dec(in); err != nil {
+				return nil, err
+			}
+			fmt.Println("CALL STARTED")
+			select {
+			case <-time.After(in.AsDuration()):
+				return &emptypb.Empty{}, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		},
+	}},
+}
+
+// TestDrainHelperProcess is the server process of TestSIGTERMDrains.
+func TestDrainHelperProcess(t *testing.T) {
+	if os.Getenv("TOOLCRIB_DRAIN_HELPER") == "" {
+		t.Skip("helper process for TestSIGTERMDrains")
+	}
+	timeout, _ := time.ParseDuration(os.Getenv("TOOLCRIB_DRAIN_HELPER"))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	srv, err := New(Options{
+		Service:         "test",
+		ListenAddr:      "127.0.0.1:0",
+		Logger:          slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		CheckInterval:   50 * time.Millisecond,
+		ShutdownTimeout: timeout,
+		Register:        func(s *grpc.Server) { s.RegisterService(&slowDesc, struct{}{}) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("ADDR", srv.Addr())
+	if err := srv.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("EXITED")
+}
+
+// runDrain starts the helper, makes one Sleep(call) call, sends SIGTERM once
+// the call is in flight, and returns the call's error, when it ended and
+// when the process exited.
+func runDrain(t *testing.T, shutdownTimeout, call time.Duration) (callErr error, callEnd, exit time.Time, stderr string) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDrainHelperProcess$", "-test.v")
+	cmd.Env = append(os.Environ(), "TOOLCRIB_DRAIN_HELPER="+shutdownTimeout.String())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errBuf strings.Builder
+	cmd.Stderr = &errBuf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	var addr string
+	for l := range lines {
+		if a, ok := strings.CutPrefix(l, "ADDR "); ok {
+			addr = a
+			break
+		}
+	}
+	if addr == "" {
+		t.Fatalf("helper printed no address; stderr: %s", errBuf.String())
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	type result struct {
+		err error
+		at  time.Time
+	}
+	res := make(chan result, 1)
+	go func() {
+		err := conn.Invoke(context.Background(), "/toolcrib.test.v1.TestService/Sleep", durationpb.New(call), new(emptypb.Empty))
+		res <- result{err, time.Now()}
+	}()
+	for l := range lines {
+		if l == "CALL STARTED" {
+			break
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range lines {
+		}
+	}()
+	r := <-res
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("helper exited with %v; stderr: %s", err, errBuf.String())
+	}
+	return r.err, r.at, time.Now(), errBuf.String()
+}
+
+// TestSIGTERMDrains: SIGTERM lets an in-flight call finish before exit.
+func TestSIGTERMDrains(t *testing.T) {
+	callErr, callEnd, exit, stderr := runDrain(t, 10*time.Second, 1500*time.Millisecond)
+	if callErr != nil {
+		t.Fatalf("in-flight call failed during drain: %v", callErr)
+	}
+	if exit.Before(callEnd) {
+		t.Fatal("process exited before the in-flight call finished")
+	}
+	if !strings.Contains(stderr, "draining in-flight calls") || !strings.Contains(stderr, "drained; stopped") {
+		t.Fatalf("shutdown not logged; stderr: %s", stderr)
+	}
+}
+
+// TestSIGTERMDrainDeadline: a call longer than the drain deadline is cut
+// and the process still exits.
+func TestSIGTERMDrainDeadline(t *testing.T) {
+	start := time.Now()
+	callErr, _, _, stderr := runDrain(t, 500*time.Millisecond, time.Minute)
+	if code := status.Code(callErr); code != codes.Unavailable && code != codes.Canceled {
+		t.Fatalf("call outliving the drain deadline ended with %v, want Unavailable or Canceled", callErr)
+	}
+	if time.Since(start) > 30*time.Second {
+		t.Fatal("process did not stop at the drain deadline")
+	}
+	if !strings.Contains(stderr, "drain deadline passed") {
+		t.Fatalf("forced stop not logged; stderr: %s", stderr)
+	}
+}
