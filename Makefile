@@ -1,0 +1,29 @@
+# toolcrib — common tasks. `make help` lists them.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+# Tools are pinned in tools/go.mod and run through `go tool`; the tools
+# module stays out of the workspace so its dependencies do not mix with ours.
+TOOL := GOWORK=off go -C tools tool
+MODULES = $(shell go list -m -f '{{.Dir}}')
+GO_TEST_FLAGS ?= -race -count=1
+
+.PHONY: help generate lint test run bench
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
+
+generate: ## regenerate gen/ from proto/ with buf and the pinned local plugins
+	rm -rf gen/toolcrib
+	buf=$$($(TOOL) -n buf) && GOWORK=off $$buf generate
+
+lint: ## gofmt, go vet (every module), buf lint, buf format
+	@out=$$(git ls-files --cached --others --exclude-standard '*.go' | { grep -v '^gen/' || true; } | xargs -r gofmt -l); \
+	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	for m in $(MODULES); do (cd $$m && go vet ./...); done
+	buf=$$($(TOOL) -n buf) && $$buf lint && $$buf format -d --exit-code
+
+test: ## run every module's tests with -race (needs Postgres and Redis)
+	for m in $(MODULES); do echo "== $$m"; (cd $$m && go test $(GO_TEST_FLAGS) ./...); done
+
+run: ## start every implemented service against local Postgres and Redis
+	go run ./cli/cmd/toolcrib dev up
