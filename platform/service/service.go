@@ -1,0 +1,167 @@
+// Package service is the start-up and shutdown sequence every toolcrib
+// service shares, written once: open the Postgres pool (and Redis), load the
+// token verifier, build the gRPC server with health, reflection and the
+// shared interceptors, migrate once Postgres answers, run the service's
+// background loops, and on cancellation drain and close everything in
+// reverse order.
+//
+// A service's Run is a thin call to [Run] with its [Spec] and a setup
+// function that registers its gRPC implementation and returns its loops.
+package service
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"log/slog"
+
+	"github.com/toolcrib/toolcrib/platform/config"
+	"github.com/toolcrib/toolcrib/platform/postgres"
+	"github.com/toolcrib/toolcrib/platform/principal"
+	"github.com/toolcrib/toolcrib/platform/redisclient"
+	"github.com/toolcrib/toolcrib/platform/rpcserver"
+	"github.com/toolcrib/toolcrib/platform/telemetry"
+)
+
+// Spec describes one service.
+type Spec struct {
+	// Name is the service name, e.g. `registry`.
+	Name string
+	// Schema is its Postgres schema.
+	Schema string
+	// Migrations are its migration sets, in order.
+	Migrations []postgres.Set
+	// HealthNames are its gRPC service names, e.g.
+	// `toolcrib.registry.v1.RegistryService`.
+	HealthNames []string
+	// UsesRedis makes Redis a dependency (pinged for health).
+	UsesRedis bool
+}
+
+// Deps are what Run opened for the service.
+type Deps struct {
+	// Pool is the service's Postgres pool (search_path = its schema).
+	Pool *pgxpool.Pool
+	// Redis is the Redis client; nil unless the spec uses Redis.
+	Redis *redisclient.Client
+	// Verifier checks bearer tokens.
+	Verifier *principal.Verifier
+	// Logger is the service's logger.
+	Logger *slog.Logger
+	// Draining is closed when shutdown starts; streaming handlers return.
+	Draining <-chan struct{}
+}
+
+// Parts are what the service's setup returns.
+type Parts struct {
+	// Register adds the gRPC implementations.
+	Register func(*grpc.Server)
+	// Loops run in the background until ctx ends; an error from one stops
+	// the service. They start at once: a loop that needs the database must
+	// retry until it answers (migrations may not have run yet).
+	Loops []func(ctx context.Context) error
+	// Close releases what setup opened; called after the server stopped.
+	Close func()
+}
+
+// Run starts the service and blocks until ctx ends (nil after a clean stop)
+// or a part fails.
+func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context.Context, d *Deps) (Parts, error)) error {
+	logger := c.Logger(os.Stderr, spec.Name)
+	shutdownTracing, err := telemetry.Setup(ctx, spec.Name)
+	if err != nil {
+		return fmt.Errorf("%s: tracing: %w", spec.Name, err)
+	}
+	defer func() { _ = shutdownTracing(context.WithoutCancel(ctx)) }()
+
+	verifier, err := principal.LoadVerifier(c.AuthJWKS, principal.VerifierConfig{
+		Issuer: c.AuthIssuer, Audience: c.AuthAudience, AdminGroup: c.AdminGroup, ServiceGroup: c.ServiceGroup,
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", spec.Name, err)
+	}
+	pool, err := postgres.Open(ctx, c.PostgresURL, spec.Schema)
+	if err != nil {
+		return fmt.Errorf("%s: %w", spec.Name, err)
+	}
+	defer pool.Close()
+	checks := []rpcserver.Check{{Name: "postgres", Func: pool.Ping}}
+	d := &Deps{Pool: pool, Verifier: verifier, Logger: logger}
+	if spec.UsesRedis {
+		d.Redis = redisclient.Open(c.RedisAddr, c.RedisPrefix)
+		defer d.Redis.Close()
+		checks = append(checks, rpcserver.Check{Name: "redis", Func: d.Redis.Check})
+	}
+
+	var srv *rpcserver.Server
+	draining := make(chan struct{})
+	d.Draining = draining
+	parts, err := setup(ctx, d)
+	if err != nil {
+		return fmt.Errorf("%s: %w", spec.Name, err)
+	}
+	if parts.Close != nil {
+		defer parts.Close()
+	}
+	var ready func(context.Context) error
+	if c.Migrate {
+		ready = func(ctx context.Context) error {
+			return postgres.Migrate(ctx, pool, spec.Schema, logger, spec.Migrations...)
+		}
+	}
+	srv, err = rpcserver.New(rpcserver.Options{
+		Service:         spec.Name,
+		HealthNames:     spec.HealthNames,
+		ListenAddr:      c.ListenAddr,
+		MetricsAddr:     c.MetricsAddr,
+		Logger:          logger,
+		Checks:          checks,
+		CheckInterval:   c.DependencyCheckInterval,
+		Ready:           ready,
+		ShutdownTimeout: c.ShutdownTimeout,
+		Unary:           []grpc.UnaryServerInterceptor{verifier.UnaryServerInterceptor()},
+		Stream:          []grpc.StreamServerInterceptor{verifier.StreamServerInterceptor()},
+		Register:        parts.Register,
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", spec.Name, err)
+	}
+	go func() {
+		<-srv.Draining()
+		close(draining)
+	}()
+	if c.Listening != nil {
+		c.Listening(srv.Addr().String())
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return srv.Run(gctx) })
+	for _, loop := range parts.Loops {
+		g.Go(func() error {
+			if err := loop(gctx); err != nil && gctx.Err() == nil {
+				return err
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// Migrate runs the spec's migrations once and returns; it is the `migrate`
+// subcommand of each service's main.
+func Migrate(ctx context.Context, spec Spec, c config.Common) error {
+	logger := c.Logger(os.Stderr, spec.Name)
+	pool, err := postgres.Open(ctx, c.PostgresURL, spec.Schema)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := pool.Ping(ctx); err != nil {
+		return fmt.Errorf("%s: postgres: %w", spec.Name, err)
+	}
+	return postgres.Migrate(ctx, pool, spec.Schema, logger, spec.Migrations...)
+}
