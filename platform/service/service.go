@@ -12,12 +12,12 @@ package service
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
-	"log/slog"
 
 	"github.com/toolcrib/toolcrib/platform/config"
 	"github.com/toolcrib/toolcrib/platform/postgres"
