@@ -12,8 +12,10 @@ import (
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -114,15 +116,19 @@ func New(opts Options) (*Server, error) {
 		logger.ErrorContext(ctx, "panic in handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		return &apierror.Error{Code: codes.Internal, Message: "internal error"}
 	})
+	// Health probes are frequent and say nothing new; they are not logged.
+	notHealth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+		return c.Service != healthpb.Health_ServiceDesc.ServiceName
+	})
 	unary := []grpc.UnaryServerInterceptor{
-		logging.UnaryServerInterceptor(slogLogger(logger), logOpts...),
+		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(slogLogger(logger), logOpts...), notHealth),
 		srvMetrics.UnaryServerInterceptor(),
 		recovery.UnaryServerInterceptor(panicHandler),
 		apierror.UnaryServerInterceptor(logger),
 	}
 	unary = append(unary, opts.Unary...)
 	stream := []grpc.StreamServerInterceptor{
-		logging.StreamServerInterceptor(slogLogger(logger), logOpts...),
+		selector.StreamServerInterceptor(logging.StreamServerInterceptor(slogLogger(logger), logOpts...), notHealth),
 		srvMetrics.StreamServerInterceptor(),
 		recovery.StreamServerInterceptor(panicHandler),
 		apierror.StreamServerInterceptor(logger),

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -192,6 +193,16 @@ var slowDesc = grpc.ServiceDesc{
 	ServiceName: "toolcrib.test.v1.TestService",
 	HandlerType: (*any)(nil),
 	Methods: []grpc.MethodDesc{{
+		MethodName: "Panic",
+		Handler: func(_ any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
+			in := new(emptypb.Empty)
+			if err := dec(in); err != nil {
+				return nil, err
+			}
+			h := func(context.Context, any) (any, error) { panic("handler bug with secret detail") }
+			return icpt(ctx, in, &grpc.UnaryServerInfo{FullMethod: "/toolcrib.test.v1.TestService/Panic"}, h)
+		},
+	}, {
 		MethodName: "Sleep",
 		Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 			in := new(durationpb.Duration)
@@ -329,4 +340,73 @@ func TestSIGTERMDrainDeadline(t *testing.T) {
 	if !strings.Contains(stderr, "drain deadline passed") {
 		t.Fatalf("forced stop not logged; stderr: %s", stderr)
 	}
+}
+
+// TestPanicRecoveryAndMetrics: a panicking handler answers Internal without
+// its detail, the server keeps serving, and /metrics counts the calls.
+func TestPanicRecoveryAndMetrics(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs strings.Builder
+	var mu sync.Mutex
+	srv, err := New(Options{
+		Service:       "test",
+		HealthNames:   []string{"toolcrib.test.v1.TestService"},
+		ListenAddr:    "127.0.0.1:0",
+		MetricsAddr:   "127.0.0.1:0",
+		Logger:        slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil)),
+		CheckInterval: 50 * time.Millisecond,
+		Register:      func(s *grpc.Server) { s.RegisterService(&slowDesc, struct{}{}) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	waitStatus(t, srv.Addr().String(), healthpb.HealthCheckResponse_SERVING, 5*time.Second)
+	conn, err := grpc.NewClient(srv.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for range 2 {
+		err := conn.Invoke(ctx, "/toolcrib.test.v1.TestService/Panic", new(emptypb.Empty), new(emptypb.Empty))
+		st, _ := status.FromError(err)
+		if st.Code() != codes.Internal || strings.Contains(st.Message(), "secret") {
+			t.Fatalf("panic answered %v %q", st.Code(), st.Message())
+		}
+	}
+	if err := conn.Invoke(ctx, "/toolcrib.test.v1.TestService/Sleep", durationpb.New(0), new(emptypb.Empty)); err != nil {
+		t.Fatalf("server stopped serving after a panic: %v", err)
+	}
+	resp, err := http.Get("http://" + srv.MetricsAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `grpc_server_handled_total{grpc_code="Internal",grpc_method="Panic",grpc_service="toolcrib.test.v1.TestService",grpc_type="unary"} 2`) {
+		t.Fatalf("metrics do not count the two failed calls:\n%s", body)
+	}
+	mu.Lock()
+	logged := logs.String()
+	mu.Unlock()
+	if !strings.Contains(logged, "panic in handler") || !strings.Contains(logged, "handler bug with secret detail") {
+		t.Fatalf("panic not logged: %s", logged)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
