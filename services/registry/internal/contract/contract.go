@@ -170,6 +170,10 @@ const (
 	maxFieldName     = 256
 )
 
+// ValidScope reports whether s is a scope name:
+// `[A-Za-z0-9][A-Za-z0-9:._/*-]{0,127}`, e.g. `shipment:read`.
+func ValidScope(s string) bool { return scopePattern.MatchString(s) }
+
 // ValidServerID reports whether id is a server id:
 // `[a-z0-9][a-z0-9_-]{0,62}`, so it has no dot.
 func ValidServerID(id string) bool { return serverIDPattern.MatchString(id) }

@@ -267,6 +267,15 @@ type Pair struct {
 	AudienceClass string
 }
 
+// PairRevision returns the discovery revision of the last move applied to
+// the pair; 0 when none was.
+func (s *Store) PairRevision(ctx context.Context, p Pair) (int64, error) {
+	var rev int64
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(max(discovery_revision), 0) FROM source_pointers
+WHERE server_id = $1 AND audience_class = $2`, p.ServerID, p.AudienceClass).Scan(&rev)
+	return rev, err
+}
+
 // SourcePairs returns every (server, audience class) that discovery scans
 // (an audience class covers the server) or whose pointer was applied.
 func (s *Store) SourcePairs(ctx context.Context) ([]Pair, error) {
