@@ -63,6 +63,7 @@ var errStreamEnded = errors.New("discovery ended the watch stream")
 
 // Run follows discovery until ctx ends; it always returns nil then.
 func (l *Loop) Run(ctx context.Context) error {
+	l.waitForStore(ctx)
 	backoff := l.MinBackoff
 	var lastWarn time.Time
 	for ctx.Err() == nil {
@@ -93,6 +94,27 @@ func (l *Loop) Run(ctx context.Context) error {
 		backoff = min(2*backoff, l.MaxBackoff)
 	}
 	return nil
+}
+
+// waitForStore waits, quietly, until the store answers: at start-up the
+// loop runs before the migrations that create its tables.
+func (l *Loop) waitForStore(ctx context.Context) {
+	start := time.Now()
+	for ctx.Err() == nil {
+		_, err := l.store.DiscoveryCursor(ctx)
+		if err == nil {
+			return
+		}
+		level := slog.LevelDebug
+		if time.Since(start) > l.WarnEvery {
+			level, start = slog.LevelWarn, time.Now()
+		}
+		l.logger.Log(ctx, level, "waiting for the registry's tables before following discovery", "error", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(l.MinBackoff):
+		}
+	}
 }
 
 // follow watches from the stored cursor and applies every move until the
