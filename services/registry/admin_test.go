@@ -180,9 +180,7 @@ func TestServers(t *testing.T) {
 // the tenants covering the server.
 func TestServicePinsIdentityOnFirstUseOnly(t *testing.T) {
 	t.Parallel()
-	r := registrytest.Start(t, registrytest.Options{NoDiscovery: true})
-	setup(t, r)
-	ctx, admin := ctxT(t), r.Admin(t)
+	r, ctx, admin := startFixture(t)
 	svc := r.Client(t, r.Auth.Service(t))
 	pin := "sha256:" + strings.Repeat("ab", 32)
 
@@ -228,9 +226,7 @@ func TestServicePinsIdentityOnFirstUseOnly(t *testing.T) {
 // echoed; a stale version is ABORTED; each change bumps the owning tenant.
 func TestAudienceClasses(t *testing.T) {
 	t.Parallel()
-	r := registrytest.Start(t, registrytest.Options{NoDiscovery: true})
-	setup(t, r)
-	ctx, admin := ctxT(t), r.Admin(t)
+	_, ctx, admin := startFixture(t)
 
 	const token = "ghp_0123456789abcdefTOKEN"
 	_, err := admin.PutAudienceClass(ctx, &registryv1.PutAudienceClassRequest{AudienceClass: &registryv1.AudienceClass{
@@ -278,9 +274,7 @@ func TestAudienceClasses(t *testing.T) {
 // concurrent revokes get two epochs; a tenant reads only its own policy.
 func TestGrantsRevokesAndPolicy(t *testing.T) {
 	t.Parallel()
-	r := registrytest.Start(t, registrytest.Options{NoDiscovery: true})
-	setup(t, r)
-	ctx, admin := ctxT(t), r.Admin(t)
+	r, ctx, admin := startFixture(t)
 	if _, err := admin.PutTenant(ctx, &registryv1.PutTenantRequest{Tenant: &registryv1.Tenant{TenantId: "tenant-b"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -305,25 +299,11 @@ func TestGrantsRevokesAndPolicy(t *testing.T) {
 	wantCode(t, err, codes.NotFound, "NOT_FOUND")
 
 	epoch = epochOf(t, admin, tenant)
-	var wg sync.WaitGroup
-	got := make([]int64, 2)
-	for i, scope := range []string{"shipment:read", "order:read"} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			resp, err := admin.RevokeScopes(ctx, &registryv1.RevokeScopesRequest{TenantId: tenant, Group: "readers", Scopes: []string{scope}})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			got[i] = resp.GetPolicyEpoch()
-		}()
-	}
-	wg.Wait()
-	slices.Sort(got)
-	if got[0] != epoch+1 || got[1] != epoch+2 {
-		t.Fatalf("two concurrent revokes returned epochs %v, want %d and %d", got, epoch+1, epoch+2)
-	}
+	scopes := []string{"shipment:read", "order:read"}
+	wantConsecutiveEpochs(t, epoch, len(scopes), func(i int) (int64, error) {
+		resp, err := admin.RevokeScopes(ctx, &registryv1.RevokeScopesRequest{TenantId: tenant, Group: "readers", Scopes: []string{scopes[i]}})
+		return resp.GetPolicyEpoch(), err
+	})
 
 	mine := r.Client(t, r.Auth.User(t, "alice", tenant))
 	pol, err := mine.GetPolicy(ctx, &registryv1.GetPolicyRequest{TenantId: tenant})
@@ -346,31 +326,36 @@ func TestGrantsRevokesAndPolicy(t *testing.T) {
 // distinct consecutive epochs.
 func TestConcurrentGrantsGetConsecutiveEpochs(t *testing.T) {
 	t.Parallel()
-	r := registrytest.Start(t, registrytest.Options{NoDiscovery: true})
-	setup(t, r)
-	ctx, admin := ctxT(t), r.Admin(t)
-	start := epochOf(t, admin, tenant)
-	const n = 16
+	_, ctx, admin := startFixture(t)
+	wantConsecutiveEpochs(t, epochOf(t, admin, tenant), 16, func(i int) (int64, error) {
+		resp, err := admin.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: tenant,
+			Subject: fmt.Sprintf("user-%d", i%3), Scopes: []string{fmt.Sprintf("scope:%d", i)}})
+		return resp.GetPolicyEpoch(), err
+	})
+}
+
+// wantConsecutiveEpochs runs n changes at once and fails unless they
+// returned the n epochs after start, each once: no bump lost or shared.
+func wantConsecutiveEpochs(t *testing.T, start int64, n int, change func(i int) (int64, error)) {
+	t.Helper()
 	got := make([]int64, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := admin.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: tenant,
-				Subject: fmt.Sprintf("user-%d", i%3), Scopes: []string{fmt.Sprintf("scope:%d", i)}})
+			e, err := change(i)
 			if err != nil {
 				t.Error(err)
-				return
 			}
-			got[i] = resp.GetPolicyEpoch()
+			got[i] = e
 		}()
 	}
 	wg.Wait()
 	slices.Sort(got)
 	for i, e := range got {
 		if e != start+int64(i)+1 {
-			t.Fatalf("epochs %v are not %d consecutive values after %d", got, n, start)
+			t.Fatalf("%d concurrent changes returned epochs %v, want the %d consecutive epochs after %d", n, got, n, start)
 		}
 	}
 }

@@ -62,6 +62,25 @@ func setup(t *testing.T, r *registrytest.Registry) {
 	}
 }
 
+// startFixture starts a registry without discovery, with the fixture's
+// server, tenant and class, and returns a context and an admin client.
+func startFixture(t *testing.T) (*registrytest.Registry, context.Context, registryv1.RegistryServiceClient) {
+	t.Helper()
+	r := registrytest.Start(t, registrytest.Options{NoDiscovery: true})
+	setup(t, r)
+	return r, ctxT(t), r.Admin(t)
+}
+
+// startWithTool starts a registry following the fake discovery, with the
+// fixture set up and shipment_status discovered with description.
+func startWithTool(t *testing.T, description string) (*registrytest.Registry, context.Context, registryv1.RegistryServiceClient) {
+	t.Helper()
+	r := registrytest.Start(t, registrytest.Options{})
+	setup(t, r)
+	discover(t, r, shipmentStatus(description))
+	return r, ctxT(t), r.Admin(t)
+}
+
 // shipmentStatus is the seed's tool at a given description; its
 // outputSchema requires shipment_id, status and updated_at.
 func shipmentStatus(description string) *catalogv1.ToolDescriptor {

@@ -59,10 +59,7 @@ func TestDiscoveredToolAppearsPendingAndDisabled(t *testing.T) {
 // and every change bumps the tenant's epoch.
 func TestReviewFlow(t *testing.T) {
 	t.Parallel()
-	r := registrytest.Start(t, registrytest.Options{})
-	setup(t, r)
-	ctx, admin := ctxT(t), r.Admin(t)
-	discover(t, r, shipmentStatus("Query the current status of a shipment."))
+	r, ctx, admin := startWithTool(t, "Query the current status of a shipment.")
 	epoch := epochOf(t, admin, tenant)
 	bumped := func(step string) {
 		t.Helper()
@@ -160,10 +157,7 @@ func TestReviewFlow(t *testing.T) {
 // nothing is written.
 func TestPublishRefusesConflictingContracts(t *testing.T) {
 	t.Parallel()
-	r := registrytest.Start(t, registrytest.Options{})
-	setup(t, r)
-	ctx, admin := ctxT(t), r.Admin(t)
-	discover(t, r, shipmentStatus("Query the current status of a shipment."))
+	_, ctx, admin := startWithTool(t, "Query the current status of a shipment.")
 	epoch := epochOf(t, admin, tenant)
 
 	c := contractFor(toolID)
@@ -200,10 +194,7 @@ func TestPublishRefusesConflictingContracts(t *testing.T) {
 // approved, even with the current digest.
 func TestApprovalRevalidatesAgainstCurrentDescriptor(t *testing.T) {
 	t.Parallel()
-	r := registrytest.Start(t, registrytest.Options{})
-	setup(t, r)
-	ctx, admin := ctxT(t), r.Admin(t)
-	discover(t, r, shipmentStatus("v1"))
+	r, ctx, admin := startWithTool(t, "v1")
 	if _, err := admin.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: contractFor(toolID)}); err != nil {
 		t.Fatal(err)
 	}
@@ -219,10 +210,7 @@ func TestApprovalRevalidatesAgainstCurrentDescriptor(t *testing.T) {
 // approve, enable, disable or roll back.
 func TestOnlyOwnerOrAdminReviews(t *testing.T) {
 	t.Parallel()
-	r := registrytest.Start(t, registrytest.Options{})
-	setup(t, r)
-	ctx := ctxT(t)
-	discover(t, r, shipmentStatus("v1"))
+	r, ctx, _ := startWithTool(t, "v1")
 	owner := r.Client(t, r.Auth.User(t, "lee", "", owners))
 	stranger := r.Client(t, r.Auth.User(t, "mallory", tenant, "shipping"))
 
@@ -259,10 +247,7 @@ func TestOnlyOwnerOrAdminReviews(t *testing.T) {
 // reason.
 func TestRollback(t *testing.T) {
 	t.Parallel()
-	r := registrytest.Start(t, registrytest.Options{})
-	setup(t, r)
-	ctx, admin := ctxT(t), r.Admin(t)
-	discover(t, r, shipmentStatus("v1"))
+	r, ctx, admin := startWithTool(t, "v1")
 
 	_, err := admin.RollbackTool(ctx, &registryv1.RollbackToolRequest{ToolId: toolID})
 	wantCode(t, err, codes.FailedPrecondition, "NO_APPROVED_VERSION")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -357,42 +358,14 @@ func tenantCommands() []command {
 				})
 			},
 		},
-		{
-			name:    "grant",
-			args:    "<tenant-id>",
-			summary: "grant a subject or group of a tenant scopes and audience classes (admin); bumps the tenant's policy epoch",
-			flags:   grantFlags,
-			run: func(ctx context.Context, e *env, a []string) error {
-				if err := needArgs(a, 1, "<tenant-id>"); err != nil {
-					return err
-				}
-				resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.GrantScopesResponse, error) {
-					return c.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: a[0], Subject: subject, Group: group, Scopes: scopes, AudienceClasses: classes})
-				})
-				if err != nil {
-					return err
-				}
-				return e.output(resp, func(w *tabwriter.Writer) { printGrant(w, resp.GetGrant(), resp.GetPolicyEpoch()) })
-			},
-		},
-		{
-			name:    "revoke",
-			args:    "<tenant-id>",
-			summary: "revoke scopes and audience classes from a subject's or group's grant (admin); bumps the tenant's policy epoch",
-			flags:   grantFlags,
-			run: func(ctx context.Context, e *env, a []string) error {
-				if err := needArgs(a, 1, "<tenant-id>"); err != nil {
-					return err
-				}
-				resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.RevokeScopesResponse, error) {
-					return c.RevokeScopes(ctx, &registryv1.RevokeScopesRequest{TenantId: a[0], Subject: subject, Group: group, Scopes: scopes, AudienceClasses: classes})
-				})
-				if err != nil {
-					return err
-				}
-				return e.output(resp, func(w *tabwriter.Writer) { printGrant(w, resp.GetGrant(), resp.GetPolicyEpoch()) })
-			},
-		},
+		grantCommand("grant", "grant a subject or group of a tenant scopes and audience classes (admin); bumps the tenant's policy epoch",
+			grantFlags, printGrant, func(ctx context.Context, c registryv1.RegistryServiceClient, tenant string) (grantResponse, error) {
+				return c.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: tenant, Subject: subject, Group: group, Scopes: scopes, AudienceClasses: classes})
+			}),
+		grantCommand("revoke", "revoke scopes and audience classes from a subject's or group's grant (admin); bumps the tenant's policy epoch",
+			grantFlags, printGrant, func(ctx context.Context, c registryv1.RegistryServiceClient, tenant string) (grantResponse, error) {
+				return c.RevokeScopes(ctx, &registryv1.RevokeScopesRequest{TenantId: tenant, Subject: subject, Group: group, Scopes: scopes, AudienceClasses: classes})
+			}),
 		{
 			name:    "policy show",
 			args:    "<tenant-id>",
@@ -425,6 +398,33 @@ func tenantCommands() []command {
 					}
 				})
 			},
+		},
+	}
+}
+
+// grantResponse is what GrantScopes and RevokeScopes answer.
+type grantResponse interface {
+	proto.Message
+	GetGrant() *registryv1.Grant
+	GetPolicyEpoch() int64
+}
+
+// grantCommand is `grant` or `revoke`: the same flags, another RPC.
+func grantCommand(name, summary string, flags func(*flag.FlagSet), print func(io.Writer, *registryv1.Grant, int64),
+	call func(context.Context, registryv1.RegistryServiceClient, string) (grantResponse, error)) command {
+	return command{
+		name: name, args: "<tenant-id>", summary: summary, flags: flags,
+		run: func(ctx context.Context, e *env, a []string) error {
+			if err := needArgs(a, 1, "<tenant-id>"); err != nil {
+				return err
+			}
+			resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (grantResponse, error) {
+				return call(ctx, c, a[0])
+			})
+			if err != nil {
+				return err
+			}
+			return e.output(resp, func(w *tabwriter.Writer) { print(w, resp.GetGrant(), resp.GetPolicyEpoch()) })
 		},
 	}
 }

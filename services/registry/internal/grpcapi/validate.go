@@ -61,22 +61,22 @@ func checkIdent(v *apierror.Violations, field, s string) {
 	}
 }
 
-func checkServerID(v *apierror.Violations, field, id string) {
+// checkID checks a required id against its pattern.
+func checkID(v *apierror.Violations, field, id string, valid func(string) bool, pattern string) {
 	switch {
 	case id == "":
 		v.Add(field, "required")
-	case !contract.ValidServerID(id):
-		v.Add(field, "must match [a-z0-9][a-z0-9_-]{0,62}")
+	case !valid(id):
+		v.Add(field, "must match %s", pattern)
 	}
 }
 
+func checkServerID(v *apierror.Violations, field, id string) {
+	checkID(v, field, id, contract.ValidServerID, "[a-z0-9][a-z0-9_-]{0,62}")
+}
+
 func checkTenantID(v *apierror.Violations, field, id string) {
-	switch {
-	case id == "":
-		v.Add(field, "required")
-	case !tenantIDPattern.MatchString(id):
-		v.Add(field, "must match [a-z0-9][a-z0-9-]{0,62}")
-	}
+	checkID(v, field, id, tenantIDPattern.MatchString, "[a-z0-9][a-z0-9-]{0,62}")
 }
 
 // checkClassName checks `<tenant_id>.<class>`.
