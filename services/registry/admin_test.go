@@ -359,3 +359,56 @@ func wantConsecutiveEpochs(t *testing.T, start int64, n int, change func(i int) 
 		}
 	}
 }
+
+// Bad input is refused whole and precisely (I12): every RPC called with an
+// empty request by an admin answers INVALID_ARGUMENT (or NOT_FOUND for a
+// well-formed name that does not exist), never INTERNAL or UNKNOWN.
+func TestEmptyRequestsAreRefusedPrecisely(t *testing.T) {
+	t.Parallel()
+	_, ctx, admin := startFixture(t)
+	calls := map[string]func() error{
+		"RegisterServer": func() error { _, err := admin.RegisterServer(ctx, &registryv1.RegisterServerRequest{}); return err },
+		"GetServer":      func() error { _, err := admin.GetServer(ctx, &registryv1.GetServerRequest{}); return err },
+		"UpdateServer":   func() error { _, err := admin.UpdateServer(ctx, &registryv1.UpdateServerRequest{}); return err },
+		"PutTenant":      func() error { _, err := admin.PutTenant(ctx, &registryv1.PutTenantRequest{}); return err },
+		"PutAudienceClass": func() error {
+			_, err := admin.PutAudienceClass(ctx, &registryv1.PutAudienceClassRequest{})
+			return err
+		},
+		"GetAudienceClass": func() error {
+			_, err := admin.GetAudienceClass(ctx, &registryv1.GetAudienceClassRequest{})
+			return err
+		},
+		"PublishContract": func() error { _, err := admin.PublishContract(ctx, &registryv1.PublishContractRequest{}); return err },
+		"ApproveTool":     func() error { _, err := admin.ApproveTool(ctx, &registryv1.ApproveToolRequest{}); return err },
+		"EnableTool":      func() error { _, err := admin.EnableTool(ctx, &registryv1.EnableToolRequest{}); return err },
+		"DisableTool":     func() error { _, err := admin.DisableTool(ctx, &registryv1.DisableToolRequest{}); return err },
+		"RollbackTool":    func() error { _, err := admin.RollbackTool(ctx, &registryv1.RollbackToolRequest{}); return err },
+		"GetTool":         func() error { _, err := admin.GetTool(ctx, &registryv1.GetToolRequest{}); return err },
+		"GrantScopes":     func() error { _, err := admin.GrantScopes(ctx, &registryv1.GrantScopesRequest{}); return err },
+		"RevokeScopes":    func() error { _, err := admin.RevokeScopes(ctx, &registryv1.RevokeScopesRequest{}); return err },
+		"GetPolicy":       func() error { _, err := admin.GetPolicy(ctx, &registryv1.GetPolicyRequest{}); return err },
+		"ApproveTool unknown tool": func() error {
+			_, err := admin.ApproveTool(ctx, &registryv1.ApproveToolRequest{ToolId: "logistics.nope", ApprovalDigest: "sha256:" + strings.Repeat("0", 64)})
+			return err
+		},
+		"ListTools bad state": func() error {
+			_, err := admin.ListTools(ctx, &registryv1.ListToolsRequest{ReviewState: 42, PageSize: -1})
+			return err
+		},
+	}
+	for name, call := range calls {
+		want := codes.InvalidArgument
+		if strings.Contains(name, "unknown") {
+			want = codes.NotFound
+		}
+		t.Run(name, func(t *testing.T) { wantCode(t, call(), want, "") })
+	}
+	// The empty lists are fine.
+	if _, err := admin.ListServers(ctx, &registryv1.ListServersRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.ListAudienceClasses(ctx, &registryv1.ListAudienceClassesRequest{}); err != nil {
+		t.Fatal(err)
+	}
+}
