@@ -1,4 +1,4 @@
-// Package registry will hold the registry service (DESIGN §2, §5). Its API
-// is defined in proto/toolcrib/registry/v1; the service is not implemented
-// yet, so `make run` does not start it.
+// Package registry is the registry service (DESIGN §2, §5): MCP servers,
+// tenants and their policy epochs, audience classes, grants, and the
+// owner-reviewed contracts of the tools discovery finds.
 package registry

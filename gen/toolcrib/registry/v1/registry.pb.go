@@ -19,7 +19,15 @@
 // affected tenant in the same transaction as the change. A tenant is affected
 // by a tool change when one of its audience classes covers the tool's server.
 // Admission therefore needs no other version in its decision cache key: a new
-// epoch is a new key.
+// epoch is a new key. The bump is `UPDATE ... SET policy_epoch =
+// policy_epoch + 1` on the tenant row, so concurrent changes queue on that
+// row and each gets its own epoch; none is lost. Every bump is also sent on
+// Watch as a PolicyChange, after the object changes of the same transaction.
+//
+// Reads (Get*, List*) need any verified principal; GetPolicy and Watch are
+// narrower (see each RPC). List responses carry the registry revision they
+// were read at, so a client can list and then watch from that revision
+// without a gap.
 
 package registryv1
 
@@ -960,7 +968,7 @@ func (x *DownstreamMapping) GetIdentity() string {
 type DataPolicy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Classification label, e.g. `internal`, `confidential`; empty means
-	// `internal`.
+	// `internal` (and is stored as `internal`).
 	Classification string `protobuf:"bytes,1,opt,name=classification,proto3" json:"classification,omitempty"`
 	// Whether results may contain personal data.
 	PersonalData bool `protobuf:"varint,2,opt,name=personal_data,json=personalData,proto3" json:"personal_data,omitempty"`
@@ -1038,11 +1046,12 @@ type ToolContract struct {
 	DownstreamMapping *DownstreamMapping `protobuf:"bytes,6,opt,name=downstream_mapping,json=downstreamMapping,proto3" json:"downstream_mapping,omitempty"`
 	// What its results may carry.
 	DataPolicy *DataPolicy `protobuf:"bytes,7,opt,name=data_policy,json=dataPolicy,proto3" json:"data_policy,omitempty"`
-	// Result fields that may reach the agent (the projection); empty means no
-	// projection (all fields).
+	// Result fields that may reach the agent (the projection), top-level
+	// property names of the result; empty means no projection (all fields).
+	// A set: stored sorted, a name given twice is refused.
 	AllowedFields []string `protobuf:"bytes,8,rep,name=allowed_fields,json=allowedFields,proto3" json:"allowed_fields,omitempty"`
 	// Result fields a result must carry to count as evidence; must be a subset
-	// of `allowed_fields` when that is set.
+	// of `allowed_fields` when that is set. A set: stored sorted.
 	RequiredEvidence []string `protobuf:"bytes,9,rep,name=required_evidence,json=requiredEvidence,proto3" json:"required_evidence,omitempty"`
 	// When a call needs user confirmation.
 	Confirmation  Confirmation `protobuf:"varint,10,opt,name=confirmation,proto3,enum=toolcrib.registry.v1.Confirmation" json:"confirmation,omitempty"`
@@ -1154,7 +1163,14 @@ func (x *ToolContract) GetConfirmation() Confirmation {
 // bound together by the approval digest.
 type ApprovedVersion struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// `sha256:<hex>` over the RFC 8785 JSON of {descriptor_digest, contract}.
+	// `sha256:<hex>` over the RFC 8785 JSON of {descriptor_digest, contract}:
+	// `{"contract":{"allowed_fields":[…],"authorization":"AUTHORIZATION_…",
+	// "confirmation":"CONFIRMATION_…","data_policy":{"classification":…,
+	// "personal_data":…,"retention_days":…},"deadline_ms":…,
+	// "downstream_mapping":{"destination":…,"identity":…,"operation":…},
+	// "effect":"EFFECT_CLASS_…","required_evidence":[…],"scope":…,
+	// "tool_id":…},"descriptor_digest":"sha256:…"}`. Enums are their full
+	// names, lists are sorted, every member is always present.
 	ApprovalDigest string `protobuf:"bytes,1,opt,name=approval_digest,json=approvalDigest,proto3" json:"approval_digest,omitempty"`
 	// The descriptor digest approved.
 	DescriptorDigest string `protobuf:"bytes,2,opt,name=descriptor_digest,json=descriptorDigest,proto3" json:"descriptor_digest,omitempty"`
@@ -1442,7 +1458,8 @@ type ToolEvent struct {
 	// Registry revision of the change.
 	Revision int64 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
 	// What happened: `DISCOVERED`, `DESCRIPTOR_CHANGED`, `REMOVED_AT_SOURCE`,
-	// `PUBLISHED`, `APPROVED`, `ENABLED`, `DISABLED`, `ROLLED_BACK`.
+	// `RESTORED_AT_SOURCE`, `PUBLISHED`, `APPROVED`, `ENABLED`, `DISABLED`,
+	// `ROLLED_BACK`.
 	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Subject that made the change; `discovery` for changes seen at the source.
 	Actor string `protobuf:"bytes,3,opt,name=actor,proto3" json:"actor,omitempty"`
@@ -3736,7 +3753,10 @@ type PolicyChange struct {
 	// The grant that changed; unset when the bump came from a tool or
 	// audience change.
 	Grant *Grant `protobuf:"bytes,3,opt,name=grant,proto3" json:"grant,omitempty"`
-	// What caused the bump, e.g. `REVOKE`, `GRANT`, `TOOL_DISABLED`.
+	// What caused the bump: `GRANT`, `REVOKE`, `AUDIENCE_CLASS`,
+	// `SERVER_TRUST`, `CONTRACT_PUBLISHED`, `TOOL_APPROVED`, `TOOL_ENABLED`,
+	// `TOOL_DISABLED`, `TOOL_ROLLED_BACK` or `SOURCE_CHANGED` (discovery
+	// committed a new, changed or removed descriptor).
 	Cause         string `protobuf:"bytes,4,opt,name=cause,proto3" json:"cause,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

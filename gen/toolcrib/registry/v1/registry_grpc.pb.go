@@ -19,7 +19,15 @@
 // affected tenant in the same transaction as the change. A tenant is affected
 // by a tool change when one of its audience classes covers the tool's server.
 // Admission therefore needs no other version in its decision cache key: a new
-// epoch is a new key.
+// epoch is a new key. The bump is `UPDATE ... SET policy_epoch =
+// policy_epoch + 1` on the tenant row, so concurrent changes queue on that
+// row and each gets its own epoch; none is lost. Every bump is also sent on
+// Watch as a PolicyChange, after the object changes of the same transaction.
+//
+// Reads (Get*, List*) need any verified principal; GetPolicy and Watch are
+// narrower (see each RPC). List responses carry the registry revision they
+// were read at, so a client can list and then watch from that revision
+// without a gap.
 
 package registryv1
 
@@ -72,11 +80,19 @@ type RegistryServiceClient interface {
 	ListServers(ctx context.Context, in *ListServersRequest, opts ...grpc.CallOption) (*ListServersResponse, error)
 	// UpdateServer replaces a server's mutable fields. Admin only; ABORTED when
 	// `expected_version` is not the stored version (optimistic concurrency).
+	// One exception: a service principal (discovery) may set an `identity_pin`
+	// that is still empty (trust on first use) when nothing else changes; any
+	// other change by a service is PERMISSION_DENIED. A change of
+	// `trust_level` bumps the policy epoch of every tenant whose audience
+	// classes cover the server.
 	UpdateServer(ctx context.Context, in *UpdateServerRequest, opts ...grpc.CallOption) (*UpdateServerResponse, error)
-	// PutTenant creates a tenant or updates its display name. Admin only.
+	// PutTenant creates a tenant (at policy epoch 1) or updates its display
+	// name. Admin only. Does not bump the epoch.
 	PutTenant(ctx context.Context, in *PutTenantRequest, opts ...grpc.CallOption) (*PutTenantResponse, error)
 	// PutAudienceClass creates or updates an audience class. Admin only. Bumps
-	// the owning tenant's policy epoch.
+	// the owning tenant's policy epoch. NOT_FOUND when the tenant is unknown;
+	// INVALID_ARGUMENT when a server is not registered or a secret reference
+	// is not `env:NAME` or `file:/path` (the value is never echoed back).
 	PutAudienceClass(ctx context.Context, in *PutAudienceClassRequest, opts ...grpc.CallOption) (*PutAudienceClassResponse, error)
 	// GetAudienceClass returns one audience class. NOT_FOUND when unknown.
 	GetAudienceClass(ctx context.Context, in *GetAudienceClassRequest, opts ...grpc.CallOption) (*GetAudienceClassResponse, error)
@@ -86,20 +102,33 @@ type RegistryServiceClient interface {
 	// seen. The tool owner or an admin only. INVALID_ARGUMENT with one field
 	// violation per problem when required evidence is not a subset of the
 	// allowed fields, when the allowed fields drop a field the tool's
-	// outputSchema marks required, or when effect class or scope is missing.
-	// The new version is unreviewed until approved.
+	// outputSchema marks required, or when effect class, scope or
+	// authorization is missing. NOT_FOUND when discovery has not committed the
+	// tool. The new version is unreviewed until approved (unless an approval
+	// of exactly the same approval digest is still in force).
 	PublishContract(ctx context.Context, in *PublishContractRequest, opts ...grpc.CallOption) (*PublishContractResponse, error)
 	// ApproveTool approves the exact approval digest the reviewer saw.
 	// FAILED_PRECONDITION when that digest is no longer the tool's current
-	// approval digest. The tool owner or an admin only.
+	// approval digest (ErrorInfo reason `APPROVAL_DIGEST_STALE`), when no
+	// contract is published (`NO_CONTRACT`), or when the contract no longer
+	// holds for the current descriptor (`CONTRACT_INVALID`, with field
+	// violations). Approving a digest already approved changes nothing. The
+	// tool owner or an admin only.
 	ApproveTool(ctx context.Context, in *ApproveToolRequest, opts ...grpc.CallOption) (*ApproveToolResponse, error)
 	// EnableTool lets admission allow calls to the tool's approved version.
+	// The tool owner or an admin only; enabling an enabled tool changes
+	// nothing.
 	EnableTool(ctx context.Context, in *EnableToolRequest, opts ...grpc.CallOption) (*EnableToolResponse, error)
 	// DisableTool is the kill switch: admission denies every call with
-	// DISABLED from the epoch this change bumps to.
+	// DISABLED from the epoch this change bumps to. The tool owner or an admin
+	// only; disabling a disabled tool changes nothing.
 	DisableTool(ctx context.Context, in *DisableToolRequest, opts ...grpc.CallOption) (*DisableToolResponse, error)
 	// RollbackTool makes the last approved version before the current state
-	// the current one (see the request). FAILED_PRECONDITION when there is none.
+	// the current one (see the request). FAILED_PRECONDITION when there is none
+	// (ErrorInfo reason `NO_APPROVED_VERSION`), or when the current contract
+	// already is the newest approved one (`NOTHING_TO_ROLL_BACK`: the
+	// descriptor changed at the source, which a rollback cannot undo). The
+	// tool owner or an admin only.
 	RollbackTool(ctx context.Context, in *RollbackToolRequest, opts ...grpc.CallOption) (*RollbackToolResponse, error)
 	// GetTool returns one tool, with its history when asked.
 	GetTool(ctx context.Context, in *GetToolRequest, opts ...grpc.CallOption) (*GetToolResponse, error)
@@ -109,15 +138,19 @@ type RegistryServiceClient interface {
 	// grant in a tenant. Admin only. Bumps the tenant's policy epoch.
 	GrantScopes(ctx context.Context, in *GrantScopesRequest, opts ...grpc.CallOption) (*GrantScopesResponse, error)
 	// RevokeScopes removes scopes and audience classes from a grant. Admin
-	// only. Bumps the tenant's policy epoch in the same transaction.
+	// only. Bumps the tenant's policy epoch in the same transaction, even when
+	// nothing named was held. NOT_FOUND when the grant does not exist.
 	RevokeScopes(ctx context.Context, in *RevokeScopesRequest, opts ...grpc.CallOption) (*RevokeScopesResponse, error)
 	// GetPolicy returns a tenant's policy epoch, grants and audience classes.
-	// Admins may read any tenant; other principals only their own.
+	// Admins and services may read any tenant; other principals only their
+	// own (PERMISSION_DENIED otherwise).
 	GetPolicy(ctx context.Context, in *GetPolicyRequest, opts ...grpc.CallOption) (*GetPolicyResponse, error)
 	// Watch streams every registry change in commit order from a revision, with
 	// heartbeats. FAILED_PRECONDITION (ErrorInfo reason `REVISION_COMPACTED`)
 	// when the revision is no longer kept: the client must re-list and watch
-	// from the revision the lists returned.
+	// from the revision the lists returned. Admin or service principals only.
+	// The stream ends (OK) when the server shuts down; resume elsewhere from
+	// the last revision received.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
 }
 
@@ -343,11 +376,19 @@ type RegistryServiceServer interface {
 	ListServers(context.Context, *ListServersRequest) (*ListServersResponse, error)
 	// UpdateServer replaces a server's mutable fields. Admin only; ABORTED when
 	// `expected_version` is not the stored version (optimistic concurrency).
+	// One exception: a service principal (discovery) may set an `identity_pin`
+	// that is still empty (trust on first use) when nothing else changes; any
+	// other change by a service is PERMISSION_DENIED. A change of
+	// `trust_level` bumps the policy epoch of every tenant whose audience
+	// classes cover the server.
 	UpdateServer(context.Context, *UpdateServerRequest) (*UpdateServerResponse, error)
-	// PutTenant creates a tenant or updates its display name. Admin only.
+	// PutTenant creates a tenant (at policy epoch 1) or updates its display
+	// name. Admin only. Does not bump the epoch.
 	PutTenant(context.Context, *PutTenantRequest) (*PutTenantResponse, error)
 	// PutAudienceClass creates or updates an audience class. Admin only. Bumps
-	// the owning tenant's policy epoch.
+	// the owning tenant's policy epoch. NOT_FOUND when the tenant is unknown;
+	// INVALID_ARGUMENT when a server is not registered or a secret reference
+	// is not `env:NAME` or `file:/path` (the value is never echoed back).
 	PutAudienceClass(context.Context, *PutAudienceClassRequest) (*PutAudienceClassResponse, error)
 	// GetAudienceClass returns one audience class. NOT_FOUND when unknown.
 	GetAudienceClass(context.Context, *GetAudienceClassRequest) (*GetAudienceClassResponse, error)
@@ -357,20 +398,33 @@ type RegistryServiceServer interface {
 	// seen. The tool owner or an admin only. INVALID_ARGUMENT with one field
 	// violation per problem when required evidence is not a subset of the
 	// allowed fields, when the allowed fields drop a field the tool's
-	// outputSchema marks required, or when effect class or scope is missing.
-	// The new version is unreviewed until approved.
+	// outputSchema marks required, or when effect class, scope or
+	// authorization is missing. NOT_FOUND when discovery has not committed the
+	// tool. The new version is unreviewed until approved (unless an approval
+	// of exactly the same approval digest is still in force).
 	PublishContract(context.Context, *PublishContractRequest) (*PublishContractResponse, error)
 	// ApproveTool approves the exact approval digest the reviewer saw.
 	// FAILED_PRECONDITION when that digest is no longer the tool's current
-	// approval digest. The tool owner or an admin only.
+	// approval digest (ErrorInfo reason `APPROVAL_DIGEST_STALE`), when no
+	// contract is published (`NO_CONTRACT`), or when the contract no longer
+	// holds for the current descriptor (`CONTRACT_INVALID`, with field
+	// violations). Approving a digest already approved changes nothing. The
+	// tool owner or an admin only.
 	ApproveTool(context.Context, *ApproveToolRequest) (*ApproveToolResponse, error)
 	// EnableTool lets admission allow calls to the tool's approved version.
+	// The tool owner or an admin only; enabling an enabled tool changes
+	// nothing.
 	EnableTool(context.Context, *EnableToolRequest) (*EnableToolResponse, error)
 	// DisableTool is the kill switch: admission denies every call with
-	// DISABLED from the epoch this change bumps to.
+	// DISABLED from the epoch this change bumps to. The tool owner or an admin
+	// only; disabling a disabled tool changes nothing.
 	DisableTool(context.Context, *DisableToolRequest) (*DisableToolResponse, error)
 	// RollbackTool makes the last approved version before the current state
-	// the current one (see the request). FAILED_PRECONDITION when there is none.
+	// the current one (see the request). FAILED_PRECONDITION when there is none
+	// (ErrorInfo reason `NO_APPROVED_VERSION`), or when the current contract
+	// already is the newest approved one (`NOTHING_TO_ROLL_BACK`: the
+	// descriptor changed at the source, which a rollback cannot undo). The
+	// tool owner or an admin only.
 	RollbackTool(context.Context, *RollbackToolRequest) (*RollbackToolResponse, error)
 	// GetTool returns one tool, with its history when asked.
 	GetTool(context.Context, *GetToolRequest) (*GetToolResponse, error)
@@ -380,15 +434,19 @@ type RegistryServiceServer interface {
 	// grant in a tenant. Admin only. Bumps the tenant's policy epoch.
 	GrantScopes(context.Context, *GrantScopesRequest) (*GrantScopesResponse, error)
 	// RevokeScopes removes scopes and audience classes from a grant. Admin
-	// only. Bumps the tenant's policy epoch in the same transaction.
+	// only. Bumps the tenant's policy epoch in the same transaction, even when
+	// nothing named was held. NOT_FOUND when the grant does not exist.
 	RevokeScopes(context.Context, *RevokeScopesRequest) (*RevokeScopesResponse, error)
 	// GetPolicy returns a tenant's policy epoch, grants and audience classes.
-	// Admins may read any tenant; other principals only their own.
+	// Admins and services may read any tenant; other principals only their
+	// own (PERMISSION_DENIED otherwise).
 	GetPolicy(context.Context, *GetPolicyRequest) (*GetPolicyResponse, error)
 	// Watch streams every registry change in commit order from a revision, with
 	// heartbeats. FAILED_PRECONDITION (ErrorInfo reason `REVISION_COMPACTED`)
 	// when the revision is no longer kept: the client must re-list and watch
-	// from the revision the lists returned.
+	// from the revision the lists returned. Admin or service principals only.
+	// The stream ends (OK) when the server shuts down; resume elsewhere from
+	// the last revision received.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
 	mustEmbedUnimplementedRegistryServiceServer()
 }

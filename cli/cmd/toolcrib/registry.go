@@ -1,0 +1,549 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+)
+
+// registryClient dials the registry.
+func (e *env) registryClient() (registryv1.RegistryServiceClient, error) {
+	c, err := e.dial(e.registryAddr)
+	if err != nil {
+		return nil, err
+	}
+	return registryv1.NewRegistryServiceClient(c), nil
+}
+
+// callRegistry runs one unary call with the per-call deadline.
+func callRegistry[T any](ctx context.Context, e *env, call func(context.Context, registryv1.RegistryServiceClient) (T, error)) (T, error) {
+	var zero T
+	c, err := e.registryClient()
+	if err != nil {
+		return zero, err
+	}
+	ctx, cancel := e.callCtx(ctx)
+	defer cancel()
+	return call(ctx, c)
+}
+
+// listFlag collects a repeatable flag; each value may also be a
+// comma-separated list.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
+}
+
+// parseEnum accepts an enum value in any common spelling: `read-only`,
+// `READ_ONLY` or the full `EFFECT_CLASS_READ_ONLY`.
+func parseEnum(what, value, prefix string, values map[string]int32) (int32, error) {
+	if value == "" {
+		return 0, nil
+	}
+	name := strings.ToUpper(strings.ReplaceAll(value, "-", "_"))
+	if !strings.HasPrefix(name, prefix) {
+		name = prefix + name
+	}
+	v, ok := values[name]
+	if !ok || v == 0 {
+		var names []string
+		for n, v := range values {
+			if v != 0 {
+				names = append(names, strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(n, prefix), "_", "-")))
+			}
+		}
+		return 0, fmt.Errorf("%s %q: not one of %s", what, value, strings.Join(slices.Sorted(slices.Values(names)), ", "))
+	}
+	return v, nil
+}
+
+// enumName is the short, lower-case spelling of an enum value name.
+func enumName(full, prefix string) string {
+	return strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(full, prefix), "_", "-"))
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func when(t *timestamppb.Timestamp) string {
+	if t == nil {
+		return "-"
+	}
+	return t.AsTime().UTC().Format(time.RFC3339)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// shortDigest abbreviates a digest for tables; `tool show` prints it whole.
+func shortDigest(d string) string {
+	if len(d) > len("sha256:")+12 {
+		return d[:len("sha256:")+12] + "…"
+	}
+	return orDash(d)
+}
+
+func registryCommands() []command {
+	var all []command
+	all = append(all, serverCommands()...)
+	all = append(all, tenantCommands()...)
+	all = append(all, toolCommands()...)
+	all = append(all, watchCommand())
+	return all
+}
+
+func serverCommands() []command {
+	var (
+		owner, url, stdioCmd, trust, revSource, pin, displayName, description string
+		args                                                                  listFlag
+		scanInterval                                                          time.Duration
+		pageSize                                                              int
+	)
+	return []command{
+		{
+			name:    "server register",
+			args:    "<server-id>",
+			summary: "register an MCP server (admin): its owner, transport (--url or --command), trust level and revision source",
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&owner, "owner", "", "subject or group:<name> owning the server's tools; may approve them (required)")
+				fs.StringVar(&url, "url", "", "streamable HTTP endpoint, https:// (http:// only to loopback)")
+				fs.StringVar(&stdioCmd, "command", "", "stdio: the command starting the server")
+				fs.Var(&args, "arg", "stdio: an argument of the command (repeat for several)")
+				fs.StringVar(&trust, "trust", "", "trust level: first-party, partner or third-party (required)")
+				fs.StringVar(&revSource, "revision-source", "server-provided", "catalog revision source: server-provided or none")
+				fs.StringVar(&pin, "identity-pin", "", "sha256:<hex> identity pin; empty pins on the first scan")
+				fs.DurationVar(&scanInterval, "scan-interval", 0, "how often discovery rescans; 0 for discovery's default")
+				fs.StringVar(&displayName, "display-name", "", "human-readable name")
+				fs.StringVar(&description, "description", "", "free text for operators")
+			},
+			run: func(ctx context.Context, e *env, a []string) error {
+				if err := needArgs(a, 1, "<server-id>"); err != nil {
+					return err
+				}
+				s := &registryv1.Server{ServerId: a[0], Owner: owner, IdentityPin: pin, DisplayName: displayName, Description: description}
+				switch {
+				case url != "" && stdioCmd != "":
+					return errors.New("give --url or --command, not both")
+				case url != "":
+					s.Transport = &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: url}}
+				case stdioCmd != "":
+					s.Transport = &registryv1.Server_Stdio{Stdio: &registryv1.StdioTransport{Command: stdioCmd, Args: args}}
+				}
+				t, err := parseEnum("--trust", trust, "TRUST_LEVEL_", registryv1.TrustLevel_value)
+				if err != nil {
+					return err
+				}
+				rs, err := parseEnum("--revision-source", revSource, "REVISION_SOURCE_", registryv1.RevisionSource_value)
+				if err != nil {
+					return err
+				}
+				s.TrustLevel, s.RevisionSource = registryv1.TrustLevel(t), registryv1.RevisionSource(rs)
+				if scanInterval != 0 {
+					s.ScanInterval = durationpb.New(scanInterval)
+				}
+				resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.RegisterServerResponse, error) {
+					return c.RegisterServer(ctx, &registryv1.RegisterServerRequest{Server: s})
+				})
+				if err != nil {
+					return err
+				}
+				return e.output(resp, func(w *tabwriter.Writer) { printServer(w, resp.GetServer()) })
+			},
+		},
+		{
+			name:    "server list",
+			summary: "list registered servers",
+			flags: func(fs *flag.FlagSet) {
+				fs.IntVar(&pageSize, "page-size", 0, "servers per request; every page is fetched")
+			},
+			run: func(ctx context.Context, e *env, a []string) error {
+				if err := needArgs(a, 0, "no arguments"); err != nil {
+					return err
+				}
+				all := &registryv1.ListServersResponse{}
+				for {
+					resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.ListServersResponse, error) {
+						return c.ListServers(ctx, &registryv1.ListServersRequest{PageSize: int32(pageSize), PageToken: all.GetNextPageToken()})
+					})
+					if err != nil {
+						return err
+					}
+					all.Servers, all.NextPageToken, all.Revision = append(all.Servers, resp.GetServers()...), resp.GetNextPageToken(), resp.GetRevision()
+					if all.NextPageToken == "" {
+						break
+					}
+				}
+				return e.output(all, func(w *tabwriter.Writer) {
+					fmt.Fprintln(w, "SERVER\tOWNER\tTRANSPORT\tTRUST\tPIN\tVERSION")
+					for _, s := range all.GetServers() {
+						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\n", s.GetServerId(), s.GetOwner(), transport(s),
+							enumName(s.GetTrustLevel().String(), "TRUST_LEVEL_"), shortDigest(s.GetIdentityPin()), s.GetVersion())
+					}
+					fmt.Fprintf(w, "(%d servers, registry revision %d)\n", len(all.GetServers()), all.GetRevision())
+				})
+			},
+		},
+		{
+			name:    "server show",
+			args:    "<server-id>",
+			summary: "show one registered server: owner, transport, trust level, identity pin and record version",
+			run: func(ctx context.Context, e *env, a []string) error {
+				if err := needArgs(a, 1, "<server-id>"); err != nil {
+					return err
+				}
+				resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.GetServerResponse, error) {
+					return c.GetServer(ctx, &registryv1.GetServerRequest{ServerId: a[0]})
+				})
+				if err != nil {
+					return err
+				}
+				return e.output(resp, func(w *tabwriter.Writer) { printServer(w, resp.GetServer()) })
+			},
+		},
+	}
+}
+
+func transport(s *registryv1.Server) string {
+	if st := s.GetStdio(); st != nil {
+		return strings.TrimSpace("stdio: " + st.GetCommand() + " " + strings.Join(st.GetArgs(), " "))
+	}
+	return s.GetStreamableHttp().GetUrl()
+}
+
+func printServer(w io.Writer, s *registryv1.Server) {
+	fmt.Fprintf(w, "server\t%s\n", s.GetServerId())
+	if s.GetDisplayName() != "" {
+		fmt.Fprintf(w, "name\t%s\n", s.GetDisplayName())
+	}
+	fmt.Fprintf(w, "owner\t%s\n", s.GetOwner())
+	fmt.Fprintf(w, "transport\t%s\n", transport(s))
+	fmt.Fprintf(w, "trust\t%s\n", enumName(s.GetTrustLevel().String(), "TRUST_LEVEL_"))
+	fmt.Fprintf(w, "revision source\t%s\n", enumName(s.GetRevisionSource().String(), "REVISION_SOURCE_"))
+	fmt.Fprintf(w, "identity pin\t%s\n", orDash(s.GetIdentityPin()))
+	if s.GetScanInterval() != nil {
+		fmt.Fprintf(w, "scan interval\t%s\n", s.GetScanInterval().AsDuration())
+	}
+	fmt.Fprintf(w, "version\t%d (updated %s)\n", s.GetVersion(), when(s.GetUpdatedAt()))
+}
+
+func tenantCommands() []command {
+	var (
+		displayName, description, subject, group string
+		tenantFilter, serverFilter               string
+		servers, scopes, classes                 listFlag
+		version                                  int64
+	)
+	grantFlags := func(fs *flag.FlagSet) {
+		fs.StringVar(&subject, "subject", "", "the subject (token sub) the grant is for")
+		fs.StringVar(&group, "group", "", "the group (token groups claim) the grant is for")
+		fs.Var(&scopes, "scope", "a scope, e.g. shipment:read (repeat or comma-separate)")
+		fs.Var(&classes, "audience", "an audience class of the tenant (repeat or comma-separate)")
+	}
+	printGrant := func(w io.Writer, g *registryv1.Grant, epoch int64) {
+		who := "subject " + g.GetSubject()
+		if g.GetGroup() != "" {
+			who = "group " + g.GetGroup()
+		}
+		fmt.Fprintf(w, "tenant\t%s\n", g.GetTenantId())
+		fmt.Fprintf(w, "grant to\t%s\n", who)
+		fmt.Fprintf(w, "scopes\t%s\n", orDash(strings.Join(g.GetScopes(), ", ")))
+		fmt.Fprintf(w, "audience classes\t%s\n", orDash(strings.Join(g.GetAudienceClasses(), ", ")))
+		fmt.Fprintf(w, "policy epoch\t%d\n", epoch)
+	}
+	return []command{
+		{
+			name:    "tenant put",
+			args:    "<tenant-id>",
+			summary: "create a tenant (at policy epoch 1) or change its display name (admin)",
+			flags:   func(fs *flag.FlagSet) { fs.StringVar(&displayName, "display-name", "", "human-readable name") },
+			run: func(ctx context.Context, e *env, a []string) error {
+				if err := needArgs(a, 1, "<tenant-id>"); err != nil {
+					return err
+				}
+				resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.PutTenantResponse, error) {
+					return c.PutTenant(ctx, &registryv1.PutTenantRequest{Tenant: &registryv1.Tenant{TenantId: a[0], DisplayName: displayName}})
+				})
+				if err != nil {
+					return err
+				}
+				return e.output(resp, func(w *tabwriter.Writer) {
+					fmt.Fprintf(w, "tenant\t%s\npolicy epoch\t%d\n", resp.GetTenant().GetTenantId(), resp.GetTenant().GetPolicyEpoch())
+				})
+			},
+		},
+		{
+			name: "audience put",
+			args: "<tenant-id>.<class>",
+			summary: "create or update an audience class (admin): the servers it reads, each with a secret reference " +
+				"(env:NAME or file:/path) for the upstream credential; bumps the tenant's policy epoch",
+			flags: func(fs *flag.FlagSet) {
+				fs.Var(&servers, "server", "a server the class reads: <server-id> or <server-id>=<secret-ref> (repeat for several)")
+				fs.StringVar(&description, "description", "", "free text")
+				fs.Int64Var(&version, "version", 0, "0 to create; to update, the version you read (a stale one is refused)")
+			},
+			run: func(ctx context.Context, e *env, a []string) error {
+				if err := needArgs(a, 1, "<tenant-id>.<class>"); err != nil {
+					return err
+				}
+				tenant, _, _ := strings.Cut(a[0], ".")
+				ac := &registryv1.AudienceClass{Name: a[0], TenantId: tenant, Description: description}
+				for _, s := range servers {
+					id, ref, _ := strings.Cut(s, "=")
+					ac.Servers = append(ac.Servers, &registryv1.AudienceServer{ServerId: id, SecretRef: ref})
+				}
+				resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.PutAudienceClassResponse, error) {
+					return c.PutAudienceClass(ctx, &registryv1.PutAudienceClassRequest{AudienceClass: ac, ExpectedVersion: version})
+				})
+				if err != nil {
+					return err
+				}
+				return e.output(resp, func(w *tabwriter.Writer) {
+					printAudienceClass(w, resp.GetAudienceClass())
+					fmt.Fprintf(w, "policy epoch\t%d\n", resp.GetPolicyEpoch())
+				})
+			},
+		},
+		{
+			name:    "audience list",
+			summary: "list audience classes (--tenant and --server filter)",
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&tenantFilter, "tenant", "", "only classes of this tenant")
+				fs.StringVar(&serverFilter, "server", "", "only classes reading this server")
+			},
+			run: func(ctx context.Context, e *env, a []string) error {
+				if err := needArgs(a, 0, "no arguments"); err != nil {
+					return err
+				}
+				resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.ListAudienceClassesResponse, error) {
+					return c.ListAudienceClasses(ctx, &registryv1.ListAudienceClassesRequest{TenantId: tenantFilter, ServerId: serverFilter, PageSize: 1000})
+				})
+				if err != nil {
+					return err
+				}
+				return e.output(resp, func(w *tabwriter.Writer) {
+					fmt.Fprintln(w, "CLASS\tTENANT\tSERVERS\tVERSION")
+					for _, ac := range resp.GetAudienceClasses() {
+						fmt.Fprintf(w, "%s\t%s\t%s\t%d\n", ac.GetName(), ac.GetTenantId(), classServers(ac), ac.GetVersion())
+					}
+				})
+			},
+		},
+		grantCommand("grant", "grant a subject or group of a tenant scopes and audience classes (admin); bumps the tenant's policy epoch",
+			grantFlags, printGrant, func(ctx context.Context, c registryv1.RegistryServiceClient, tenant string) (grantResponse, error) {
+				return c.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: tenant, Subject: subject, Group: group, Scopes: scopes, AudienceClasses: classes})
+			}),
+		grantCommand("revoke", "revoke scopes and audience classes from a subject's or group's grant (admin); bumps the tenant's policy epoch",
+			grantFlags, printGrant, func(ctx context.Context, c registryv1.RegistryServiceClient, tenant string) (grantResponse, error) {
+				return c.RevokeScopes(ctx, &registryv1.RevokeScopesRequest{TenantId: tenant, Subject: subject, Group: group, Scopes: scopes, AudienceClasses: classes})
+			}),
+		{
+			name:    "policy show",
+			args:    "<tenant-id>",
+			summary: "show a tenant's policy epoch, grants and audience classes",
+			run: func(ctx context.Context, e *env, a []string) error {
+				if err := needArgs(a, 1, "<tenant-id>"); err != nil {
+					return err
+				}
+				resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.GetPolicyResponse, error) {
+					return c.GetPolicy(ctx, &registryv1.GetPolicyRequest{TenantId: a[0]})
+				})
+				if err != nil {
+					return err
+				}
+				p := resp.GetPolicy()
+				return e.output(resp, func(w *tabwriter.Writer) {
+					fmt.Fprintf(w, "tenant\t%s\npolicy epoch\t%d\nregistry revision\t%d\n\n", p.GetTenantId(), p.GetPolicyEpoch(), resp.GetRevision())
+					fmt.Fprintln(w, "GRANT TO\tSCOPES\tAUDIENCE CLASSES\tUPDATED")
+					for _, g := range p.GetGrants() {
+						who := g.GetSubject()
+						if g.GetGroup() != "" {
+							who = "group:" + g.GetGroup()
+						}
+						fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", who, orDash(strings.Join(g.GetScopes(), ",")),
+							orDash(strings.Join(g.GetAudienceClasses(), ",")), when(g.GetUpdatedAt()))
+					}
+					fmt.Fprintln(w, "\nAUDIENCE CLASS\tSERVERS\tVERSION")
+					for _, ac := range p.GetAudienceClasses() {
+						fmt.Fprintf(w, "%s\t%s\t%d\n", ac.GetName(), classServers(ac), ac.GetVersion())
+					}
+				})
+			},
+		},
+	}
+}
+
+// grantResponse is what GrantScopes and RevokeScopes answer.
+type grantResponse interface {
+	proto.Message
+	GetGrant() *registryv1.Grant
+	GetPolicyEpoch() int64
+}
+
+// grantCommand is `grant` or `revoke`: the same flags, another RPC.
+func grantCommand(name, summary string, flags func(*flag.FlagSet), print func(io.Writer, *registryv1.Grant, int64),
+	call func(context.Context, registryv1.RegistryServiceClient, string) (grantResponse, error)) command {
+	return command{
+		name: name, args: "<tenant-id>", summary: summary, flags: flags,
+		run: func(ctx context.Context, e *env, a []string) error {
+			if err := needArgs(a, 1, "<tenant-id>"); err != nil {
+				return err
+			}
+			resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (grantResponse, error) {
+				return call(ctx, c, a[0])
+			})
+			if err != nil {
+				return err
+			}
+			return e.output(resp, func(w *tabwriter.Writer) { print(w, resp.GetGrant(), resp.GetPolicyEpoch()) })
+		},
+	}
+}
+
+// classServers lists a class's servers with their secret references (the
+// references, never a credential).
+func classServers(ac *registryv1.AudienceClass) string {
+	var out []string
+	for _, s := range ac.GetServers() {
+		if s.GetSecretRef() != "" {
+			out = append(out, s.GetServerId()+"="+s.GetSecretRef())
+		} else {
+			out = append(out, s.GetServerId())
+		}
+	}
+	return orDash(strings.Join(out, ", "))
+}
+
+func printAudienceClass(w io.Writer, ac *registryv1.AudienceClass) {
+	fmt.Fprintf(w, "audience class\t%s\n", ac.GetName())
+	fmt.Fprintf(w, "tenant\t%s\n", ac.GetTenantId())
+	fmt.Fprintf(w, "servers\t%s\n", classServers(ac))
+	fmt.Fprintf(w, "version\t%d\n", ac.GetVersion())
+}
+
+func watchCommand() command {
+	var (
+		from       int64
+		count      int
+		heartbeats bool
+	)
+	return command{
+		name: "watch",
+		summary: "stream registry changes in commit order (admin or service); resume with --from <last revision seen>. " +
+			"With --json, one JSON object per line",
+		flags: func(fs *flag.FlagSet) {
+			fs.Int64Var(&from, "from", 0, "show changes after this revision; 0 for every change still kept")
+			fs.IntVar(&count, "count", 0, "stop after this many changes; 0 streams until interrupted")
+			fs.BoolVar(&heartbeats, "heartbeats", false, "also print heartbeats")
+		},
+		run: func(ctx context.Context, e *env, a []string) error {
+			if err := needArgs(a, 0, "no arguments"); err != nil {
+				return err
+			}
+			c, err := e.registryClient()
+			if err != nil {
+				return err
+			}
+			stream, err := c.Watch(ctx, &registryv1.WatchRequest{FromRevision: from})
+			if err != nil {
+				return err
+			}
+			seen := 0
+			for count == 0 || seen < count {
+				msg, err := stream.Recv()
+				if errors.Is(err, io.EOF) {
+					fmt.Fprintln(e.stderr, "toolcrib: the registry ended the stream (shutting down); resume with --from", from)
+					return nil
+				}
+				if err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+				if msg.GetHeartbeat() != nil && !heartbeats {
+					continue
+				}
+				if ch := msg.GetChange(); ch != nil {
+					from = ch.GetRevision()
+					seen++
+				}
+				if e.asJSON {
+					b, err := protojson.Marshal(msg)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintln(e.stdout, string(b))
+					continue
+				}
+				fmt.Fprintln(e.stdout, describeWatch(msg))
+			}
+			return nil
+		},
+	}
+}
+
+// describeWatch is one readable line per Watch message.
+func describeWatch(msg *registryv1.WatchResponse) string {
+	if hb := msg.GetHeartbeat(); hb != nil {
+		return fmt.Sprintf("heartbeat  head=%d  %s", hb.GetRevision(), when(hb.GetSentAt()))
+	}
+	ch := msg.GetChange()
+	head := fmt.Sprintf("#%d  %s  %-7s", ch.GetRevision(), when(ch.GetCommittedAt()), enumName(ch.GetKind().String(), "CHANGE_KIND_"))
+	switch o := ch.GetObject().(type) {
+	case *registryv1.Change_Server:
+		return fmt.Sprintf("%s  server %s (owner %s, version %d)", head, o.Server.GetServerId(), o.Server.GetOwner(), o.Server.GetVersion())
+	case *registryv1.Change_Tenant:
+		return fmt.Sprintf("%s  tenant %s", head, o.Tenant.GetTenantId())
+	case *registryv1.Change_AudienceClass:
+		return fmt.Sprintf("%s  audience class %s (%s)", head, o.AudienceClass.GetName(), classServers(o.AudienceClass))
+	case *registryv1.Change_Tool:
+		t := o.Tool
+		return fmt.Sprintf("%s  tool %s %s enabled=%s present=%s approval=%s", head, t.GetToolId(),
+			enumName(t.GetReviewState().String(), "REVIEW_STATE_"), yesNo(t.GetEnabled()), yesNo(t.GetPresentAtSource()), shortDigest(t.GetApprovalDigest()))
+	case *registryv1.Change_Policy:
+		p := o.Policy
+		line := fmt.Sprintf("%s  policy %s epoch %d (%s)", head, p.GetTenantId(), p.GetPolicyEpoch(), strings.ToLower(p.GetCause()))
+		if g := p.GetGrant(); g != nil {
+			who := g.GetSubject()
+			if g.GetGroup() != "" {
+				who = "group:" + g.GetGroup()
+			}
+			line += fmt.Sprintf(" %s: scopes [%s] classes [%s]", who, strings.Join(g.GetScopes(), ","), strings.Join(g.GetAudienceClasses(), ","))
+		}
+		return line
+	}
+	return head
+}
+
+// effectName is the short name of an effect class.
+func effectName(e catalogv1.EffectClass) string { return enumName(e.String(), "EFFECT_CLASS_") }

@@ -1,0 +1,412 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/proto"
+
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+)
+
+// contractFile is the YAML (or JSON) form of a contract for `contract
+// publish --file`; enum values may be short (`read-only`) or full
+// (`EFFECT_CLASS_READ_ONLY`). Unknown keys are refused.
+type contractFile struct {
+	ToolID            string   `yaml:"tool_id"`
+	Effect            string   `yaml:"effect"`
+	Scope             string   `yaml:"scope"`
+	Authorization     string   `yaml:"authorization"`
+	DeadlineMS        int32    `yaml:"deadline_ms"`
+	Confirmation      string   `yaml:"confirmation"`
+	AllowedFields     []string `yaml:"allowed_fields"`
+	RequiredEvidence  []string `yaml:"required_evidence"`
+	DownstreamMapping struct {
+		Destination string `yaml:"destination"`
+		Operation   string `yaml:"operation"`
+		Identity    string `yaml:"identity"`
+	} `yaml:"downstream_mapping"`
+	DataPolicy struct {
+		Classification string `yaml:"classification"`
+		PersonalData   bool   `yaml:"personal_data"`
+		RetentionDays  int32  `yaml:"retention_days"`
+	} `yaml:"data_policy"`
+}
+
+func readContractFile(path string) (contractFile, error) {
+	var f contractFile
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return f, err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		return f, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// toProto builds the contract; tool is the positional tool id.
+func (f contractFile) toProto(tool string) (*registryv1.ToolContract, error) {
+	if f.ToolID != "" && f.ToolID != tool {
+		return nil, fmt.Errorf("the file is for tool %q, not %q", f.ToolID, tool)
+	}
+	effect, err := parseEnum("effect", f.Effect, "EFFECT_CLASS_", catalogv1.EffectClass_value)
+	if err != nil {
+		return nil, err
+	}
+	auth, err := parseEnum("authorization", f.Authorization, "AUTHORIZATION_", registryv1.Authorization_value)
+	if err != nil {
+		return nil, err
+	}
+	conf, err := parseEnum("confirmation", f.Confirmation, "CONFIRMATION_", registryv1.Confirmation_value)
+	if err != nil {
+		return nil, err
+	}
+	return &registryv1.ToolContract{
+		ToolId: tool, Effect: catalogv1.EffectClass(effect), Scope: f.Scope, Authorization: registryv1.Authorization(auth),
+		DeadlineMs: f.DeadlineMS, Confirmation: registryv1.Confirmation(conf),
+		AllowedFields: f.AllowedFields, RequiredEvidence: f.RequiredEvidence,
+		DownstreamMapping: &registryv1.DownstreamMapping{Destination: f.DownstreamMapping.Destination,
+			Operation: f.DownstreamMapping.Operation, Identity: f.DownstreamMapping.Identity},
+		DataPolicy: &registryv1.DataPolicy{Classification: f.DataPolicy.Classification,
+			PersonalData: f.DataPolicy.PersonalData, RetentionDays: f.DataPolicy.RetentionDays},
+	}, nil
+}
+
+// overrides records contract flags given on the command line, which
+// override the file's values.
+type overrides map[string]func(*contractFile)
+
+func (o overrides) str(fs *flag.FlagSet, name, usage string, apply func(*contractFile, string)) {
+	fs.Func(name, usage, func(v string) error {
+		o[name] = func(f *contractFile) { apply(f, v) }
+		return nil
+	})
+}
+
+func (o overrides) num(fs *flag.FlagSet, name, usage string, apply func(*contractFile, int32)) {
+	fs.Func(name, usage, func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			return fmt.Errorf("not a number: %q", v)
+		}
+		o[name] = func(f *contractFile) { apply(f, int32(n)) }
+		return nil
+	})
+}
+
+func (o overrides) list(fs *flag.FlagSet, name, usage string, apply func(*contractFile, []string)) {
+	var l listFlag
+	fs.Func(name, usage, func(v string) error {
+		if err := l.Set(v); err != nil {
+			return err
+		}
+		o[name] = func(f *contractFile) { apply(f, l) }
+		return nil
+	})
+}
+
+func contractCommand() command {
+	var file string
+	set := overrides{}
+	return command{
+		name: "contract publish",
+		args: "<tool-id>",
+		summary: "publish a contract for a discovered tool (its owner or an admin), from --file (YAML or JSON) and/or flags; " +
+			"flags override the file. The tool becomes unreviewed until its new approval digest is approved",
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&file, "file", "", "contract file, YAML or JSON, with the keys of the flags below (tool_id, effect, scope, "+
+				"authorization, deadline_ms, confirmation, allowed_fields, required_evidence, downstream_mapping{destination, "+
+				"operation, identity}, data_policy{classification, personal_data, retention_days})")
+			set.str(fs, "effect", "effect class: read-only, reservation, write or destructive", func(f *contractFile, v string) { f.Effect = v })
+			set.str(fs, "scope", "scope a caller must hold, e.g. shipment:read", func(f *contractFile, v string) { f.Scope = v })
+			set.str(fs, "authorization", "whose authority the call runs with: caller-and-tenant, caller or service",
+				func(f *contractFile, v string) { f.Authorization = v })
+			set.num(fs, "deadline-ms", "deadline of one call in milliseconds; 0 for the platform default",
+				func(f *contractFile, v int32) { f.DeadlineMS = v })
+			set.str(fs, "confirmation", "autonomous-allowed or always; empty for the default (WRITE and DESTRUCTIVE need it)",
+				func(f *contractFile, v string) { f.Confirmation = v })
+			set.list(fs, "allowed-fields", "result fields that may reach the agent (comma-separated or repeated); none means all",
+				func(f *contractFile, v []string) { f.AllowedFields = v })
+			set.list(fs, "required-evidence", "result fields a result must carry as evidence; must be allowed fields",
+				func(f *contractFile, v []string) { f.RequiredEvidence = v })
+			set.str(fs, "destination", "downstream system, e.g. shipments-api",
+				func(f *contractFile, v string) { f.DownstreamMapping.Destination = v })
+			set.str(fs, "operation", "downstream operation, e.g. 'GET /shipments/{id}'",
+				func(f *contractFile, v string) { f.DownstreamMapping.Operation = v })
+			set.str(fs, "identity", "identity presented downstream; empty for the caller's",
+				func(f *contractFile, v string) { f.DownstreamMapping.Identity = v })
+			set.str(fs, "classification", "data classification of results; empty means internal",
+				func(f *contractFile, v string) { f.DataPolicy.Classification = v })
+			set.str(fs, "personal-data", "true when results may contain personal data", func(f *contractFile, v string) {
+				f.DataPolicy.PersonalData, _ = strconv.ParseBool(v)
+			})
+			set.num(fs, "retention-days", "how long results may be kept, in days",
+				func(f *contractFile, v int32) { f.DataPolicy.RetentionDays = v })
+		},
+		run: func(ctx context.Context, e *env, a []string) error {
+			if err := needArgs(a, 1, "<tool-id>"); err != nil {
+				return err
+			}
+			var f contractFile
+			if file != "" {
+				var err error
+				if f, err = readContractFile(file); err != nil {
+					return err
+				}
+			}
+			for _, apply := range set {
+				apply(&f)
+			}
+			c, err := f.toProto(a[0])
+			if err != nil {
+				return err
+			}
+			resp, err := callRegistry(ctx, e, func(ctx context.Context, rc registryv1.RegistryServiceClient) (*registryv1.PublishContractResponse, error) {
+				return rc.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: c})
+			})
+			if err != nil {
+				return err
+			}
+			return e.output(resp, func(w *tabwriter.Writer) {
+				printTool(w, resp.GetTool())
+				fmt.Fprintf(w, "\nnext: review it with `toolcrib tool show %s`, then approve exactly this digest:\n"+
+					"  toolcrib tool approve %s %s\n", a[0], a[0], resp.GetTool().GetApprovalDigest())
+			})
+		},
+	}
+}
+
+// toolResponse is a response carrying the tool after a review action.
+type toolResponse interface {
+	proto.Message
+	GetTool() *registryv1.Tool
+}
+
+// toolAction runs a review action and prints the tool after it.
+func toolAction(ctx context.Context, e *env, call func(context.Context, registryv1.RegistryServiceClient) (toolResponse, error)) error {
+	resp, err := callRegistry(ctx, e, call)
+	if err != nil {
+		return err
+	}
+	return e.output(resp, func(w *tabwriter.Writer) { printTool(w, resp.GetTool()) })
+}
+
+func toolCommands() []command {
+	var (
+		server, state, reason, comment string
+		noHistory                      bool
+	)
+	return []command{
+		contractCommand(),
+		{
+			name:    "tool list",
+			summary: "list tools, optionally of one server or in one review state (pending, unreviewed, approved)",
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&server, "server", "", "only tools of this server")
+				fs.StringVar(&state, "state", "", "only tools in this review state: pending (no contract), unreviewed or approved")
+			},
+			run: func(ctx context.Context, e *env, a []string) error {
+				if err := needArgs(a, 0, "no arguments"); err != nil {
+					return err
+				}
+				if state == "pending" {
+					state = "pending-contract"
+				}
+				st, err := parseEnum("--state", state, "REVIEW_STATE_", registryv1.ReviewState_value)
+				if err != nil {
+					return err
+				}
+				all := &registryv1.ListToolsResponse{}
+				for {
+					resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.ListToolsResponse, error) {
+						return c.ListTools(ctx, &registryv1.ListToolsRequest{ServerId: server, ReviewState: registryv1.ReviewState(st),
+							PageToken: all.GetNextPageToken()})
+					})
+					if err != nil {
+						return err
+					}
+					all.Tools, all.NextPageToken, all.Revision = append(all.Tools, resp.GetTools()...), resp.GetNextPageToken(), resp.GetRevision()
+					if all.NextPageToken == "" {
+						break
+					}
+				}
+				return e.output(all, func(w *tabwriter.Writer) {
+					fmt.Fprintln(w, "TOOL\tSTATE\tENABLED\tAT SOURCE\tCONTRACT\tAPPROVAL DIGEST")
+					for _, t := range all.GetTools() {
+						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", t.GetToolId(), enumName(t.GetReviewState().String(), "REVIEW_STATE_"),
+							yesNo(t.GetEnabled()), yesNo(t.GetPresentAtSource()), contractVersion(t), shortDigest(t.GetApprovalDigest()))
+					}
+					fmt.Fprintf(w, "(%d tools, registry revision %d)\n", len(all.GetTools()), all.GetRevision())
+				})
+			},
+		},
+		{
+			name:    "tool show",
+			args:    "<tool-id>",
+			summary: "show a tool: review state, the exact approval digest to approve, its contract, approvals and history",
+			flags:   func(fs *flag.FlagSet) { fs.BoolVar(&noHistory, "no-history", false, "leave out the history") },
+			run: func(ctx context.Context, e *env, a []string) error {
+				if err := needArgs(a, 1, "<tool-id>"); err != nil {
+					return err
+				}
+				resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.GetToolResponse, error) {
+					return c.GetTool(ctx, &registryv1.GetToolRequest{ToolId: a[0], IncludeHistory: !noHistory})
+				})
+				if err != nil {
+					return err
+				}
+				return e.output(resp, func(w *tabwriter.Writer) {
+					printTool(w, resp.GetTool())
+					if len(resp.GetHistory()) > 0 {
+						fmt.Fprintln(w, "\nREV\tAT\tEVENT\tBY\tCONTRACT\tAPPROVAL DIGEST\tDETAIL")
+						for _, h := range resp.GetHistory() {
+							fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", h.GetRevision(), when(h.GetAt()), h.GetKind(), h.GetActor(),
+								versionOrDash(h.GetContractVersion()), shortDigest(h.GetApprovalDigest()), safeText(h.GetDetail()))
+						}
+					}
+				})
+			},
+		},
+		{
+			name:    "tool approve",
+			args:    "<tool-id> <approval-digest>",
+			summary: "approve the exact approval digest you reviewed (the tool's owner or an admin); a digest that is no longer current is refused",
+			flags:   func(fs *flag.FlagSet) { fs.StringVar(&comment, "comment", "", "your review note") },
+			run: func(ctx context.Context, e *env, a []string) error {
+				if err := needArgs(a, 2, "<tool-id> <approval-digest>"); err != nil {
+					return err
+				}
+				return toolAction(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (toolResponse, error) {
+					return c.ApproveTool(ctx, &registryv1.ApproveToolRequest{ToolId: a[0], ApprovalDigest: a[1], Comment: comment})
+				})
+			},
+		},
+		{
+			name:    "tool enable",
+			args:    "<tool-id>",
+			summary: "let admission allow calls to the tool's approved version (the tool's owner or an admin)",
+			run: func(ctx context.Context, e *env, a []string) error {
+				if err := needArgs(a, 1, "<tool-id>"); err != nil {
+					return err
+				}
+				return toolAction(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (toolResponse, error) {
+					return c.EnableTool(ctx, &registryv1.EnableToolRequest{ToolId: a[0]})
+				})
+			},
+		},
+		{
+			name:    "tool disable",
+			args:    "<tool-id>",
+			summary: "the kill switch: admission denies every call to the tool from the policy epoch this bumps to",
+			flags:   func(fs *flag.FlagSet) { fs.StringVar(&reason, "reason", "", "why; shown in history and decisions") },
+			run: func(ctx context.Context, e *env, a []string) error {
+				if err := needArgs(a, 1, "<tool-id>"); err != nil {
+					return err
+				}
+				return toolAction(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (toolResponse, error) {
+					return c.DisableTool(ctx, &registryv1.DisableToolRequest{ToolId: a[0], Reason: reason})
+				})
+			},
+		},
+		{
+			name: "tool rollback",
+			args: "<tool-id>",
+			summary: "go back to the last approved contract: an unreviewed contract is replaced by the newest approved one; " +
+				"an approved one has its approval withdrawn and the previous approval becomes current",
+			flags: func(fs *flag.FlagSet) { fs.StringVar(&reason, "reason", "", "why; recorded in history") },
+			run: func(ctx context.Context, e *env, a []string) error {
+				if err := needArgs(a, 1, "<tool-id>"); err != nil {
+					return err
+				}
+				return toolAction(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (toolResponse, error) {
+					return c.RollbackTool(ctx, &registryv1.RollbackToolRequest{ToolId: a[0], Reason: reason})
+				})
+			},
+		},
+	}
+}
+
+func contractVersion(t *registryv1.Tool) string {
+	if t.GetContractVersion() == 0 {
+		return "-"
+	}
+	return "v" + strconv.FormatInt(t.GetContractVersion(), 10)
+}
+
+func versionOrDash(v int64) string {
+	if v == 0 {
+		return "-"
+	}
+	return "v" + strconv.FormatInt(v, 10)
+}
+
+// safeText quotes text from MCP servers (untrusted) when it holds anything
+// a terminal could interpret.
+func safeText(s string) string {
+	if strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }) {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+func printTool(w io.Writer, t *registryv1.Tool) {
+	fmt.Fprintf(w, "tool\t%s\n", t.GetToolId())
+	fmt.Fprintf(w, "owner\t%s\n", t.GetOwner())
+	fmt.Fprintf(w, "review state\t%s\n", enumName(t.GetReviewState().String(), "REVIEW_STATE_"))
+	enabled := yesNo(t.GetEnabled())
+	if !t.GetEnabled() && t.GetDisabledReason() != "" {
+		enabled += " (" + safeText(t.GetDisabledReason()) + ")"
+	}
+	fmt.Fprintf(w, "enabled\t%s\n", enabled)
+	fmt.Fprintf(w, "present at source\t%s\n", yesNo(t.GetPresentAtSource()))
+	var desc struct {
+		Description string `json:"description"`
+	}
+	if json.Unmarshal(t.GetDescriptorRaw(), &desc) == nil && desc.Description != "" {
+		fmt.Fprintf(w, "description\t%s\n", strconv.Quote(desc.Description))
+	}
+	fmt.Fprintf(w, "descriptor digest\t%s\n", orDash(t.GetDescriptorDigest()))
+	fmt.Fprintf(w, "approval digest\t%s\n", orDash(t.GetApprovalDigest()))
+	if c := t.GetContract(); c != nil {
+		fmt.Fprintf(w, "contract\tv%d: effect %s, scope %s, authorization %s, deadline %s\n", t.GetContractVersion(),
+			effectName(c.GetEffect()), c.GetScope(), enumName(c.GetAuthorization().String(), "AUTHORIZATION_"), deadlineText(c.GetDeadlineMs()))
+		fmt.Fprintf(w, "\tallowed fields [%s], required evidence [%s]\n", strings.Join(c.GetAllowedFields(), ", "), strings.Join(c.GetRequiredEvidence(), ", "))
+		if dm := c.GetDownstreamMapping(); dm.GetDestination() != "" || dm.GetOperation() != "" || dm.GetIdentity() != "" {
+			fmt.Fprintf(w, "\tdownstream %s %s as %s\n", orDash(dm.GetDestination()), orDash(dm.GetOperation()), orDash(dm.GetIdentity()))
+		}
+		dp := c.GetDataPolicy()
+		fmt.Fprintf(w, "\tdata %s, personal data %s, kept %d days, confirmation %s\n", dp.GetClassification(), yesNo(dp.GetPersonalData()),
+			dp.GetRetentionDays(), enumName(c.GetConfirmation().String(), "CONFIRMATION_"))
+	} else {
+		fmt.Fprintf(w, "contract\tnone published yet (`toolcrib contract publish %s ...`)\n", t.GetToolId())
+	}
+	for i, a := range t.GetApprovals() {
+		label := ""
+		if i == 0 {
+			label = "approvals"
+		}
+		fmt.Fprintf(w, "%s\t%s v%d by %s at %s (descriptor %s)\n", label, a.GetApprovalDigest(), a.GetContractVersion(),
+			a.GetApprovedBy(), when(a.GetApprovedAt()), shortDigest(a.GetDescriptorDigest()))
+	}
+}
+
+func deadlineText(ms int32) string {
+	if ms == 0 {
+		return "platform default"
+	}
+	return strconv.Itoa(int(ms)) + "ms"
+}

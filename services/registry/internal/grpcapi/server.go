@@ -1,0 +1,439 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/toolcrib/toolcrib/platform/apierror"
+	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/principal"
+	"github.com/toolcrib/toolcrib/services/registry/internal/contract"
+	"github.com/toolcrib/toolcrib/services/registry/internal/store"
+
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+)
+
+// Options configure a [Server].
+type Options struct {
+	// Heartbeat is the Watch heartbeat interval.
+	Heartbeat time.Duration
+	// Draining is closed when the server shuts down; Watch streams end.
+	Draining <-chan struct{}
+	// Logger logs stream failures.
+	Logger *slog.Logger
+}
+
+// Server implements [registryv1.RegistryServiceServer].
+type Server struct {
+	registryv1.UnimplementedRegistryServiceServer
+	store *store.Store
+	opts  Options
+}
+
+// New returns the service on st.
+func New(st *store.Store, opts Options) *Server {
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Server{store: st, opts: opts}
+}
+
+// translate turns the store's typed errors into API errors; it is the one
+// place that does. Anything else passes through (an [apierror.Error] keeps
+// its meaning, the rest becomes INTERNAL at the interceptor, logged).
+func translate(err error) error {
+	var (
+		nf    *store.NotFoundError
+		ex    *store.ExistsError
+		stale *store.StaleVersionError
+		inv   *store.InvalidError
+		pre   *store.PreconditionError
+		perm  *store.PermissionError
+	)
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &nf):
+		return apierror.NotFound(nf.Kind, nf.ID)
+	case errors.As(err, &ex):
+		return apierror.AlreadyExists(ex.Kind, ex.ID)
+	case errors.As(err, &stale):
+		e := apierror.Aborted("VERSION_MISMATCH", stale.Error())
+		e.Metadata = map[string]string{"kind": stale.Kind, "id": stale.ID, "stored_version": fmt.Sprint(stale.Stored)}
+		return e
+	case errors.As(err, &inv):
+		return inv.Violations.Err()
+	case errors.As(err, &pre):
+		return &apierror.Error{Code: codes.FailedPrecondition, Reason: pre.Reason, Message: pre.Message, Violations: pre.Violations}
+	case errors.As(err, &perm):
+		return apierror.PermissionDenied(perm.Message)
+	}
+	return err
+}
+
+// RegisterServer implements RegistryService.RegisterServer.
+func (s *Server) RegisterServer(ctx context.Context, req *registryv1.RegisterServerRequest) (*registryv1.RegisterServerResponse, error) {
+	if _, err := principal.RequireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	var v apierror.Violations
+	validateServer(&v, "server", req.GetServer())
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	srv, err := s.store.RegisterServer(ctx, normalizeServer(req.GetServer()))
+	if err != nil {
+		return nil, translate(err)
+	}
+	return &registryv1.RegisterServerResponse{Server: srv}, nil
+}
+
+// normalizeServer drops output-only fields and a zero scan interval.
+func normalizeServer(in *registryv1.Server) *registryv1.Server {
+	s := proto.Clone(in).(*registryv1.Server)
+	s.Version, s.CreatedAt, s.UpdatedAt = 0, nil, nil
+	if s.GetScanInterval().AsDuration() == 0 {
+		s.ScanInterval = nil
+	}
+	return s
+}
+
+// GetServer implements RegistryService.GetServer.
+func (s *Server) GetServer(ctx context.Context, req *registryv1.GetServerRequest) (*registryv1.GetServerResponse, error) {
+	if _, err := principal.Require(ctx); err != nil {
+		return nil, err
+	}
+	var v apierror.Violations
+	checkServerID(&v, "server_id", req.GetServerId())
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	srv, err := s.store.GetServer(ctx, req.GetServerId())
+	if err != nil {
+		return nil, translate(err)
+	}
+	return &registryv1.GetServerResponse{Server: srv}, nil
+}
+
+// ListServers implements RegistryService.ListServers.
+func (s *Server) ListServers(ctx context.Context, req *registryv1.ListServersRequest) (*registryv1.ListServersResponse, error) {
+	if _, err := principal.Require(ctx); err != nil {
+		return nil, err
+	}
+	var v apierror.Violations
+	p := page(&v, req.GetPageSize(), req.GetPageToken())
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	servers, hasMore, rev, err := s.store.ListServers(ctx, p)
+	if err != nil {
+		return nil, translate(err)
+	}
+	resp := &registryv1.ListServersResponse{Servers: servers, Revision: rev}
+	if len(servers) > 0 {
+		resp.NextPageToken = nextToken(hasMore, servers[len(servers)-1].GetServerId())
+	}
+	return resp, nil
+}
+
+// UpdateServer implements RegistryService.UpdateServer.
+func (s *Server) UpdateServer(ctx context.Context, req *registryv1.UpdateServerRequest) (*registryv1.UpdateServerResponse, error) {
+	p, err := principal.Require(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !p.Admin && !p.Service {
+		return nil, apierror.PermissionDenied("this operation needs a platform admin")
+	}
+	var v apierror.Violations
+	validateServer(&v, "server", req.GetServer())
+	if req.GetExpectedVersion() <= 0 {
+		v.Add("expected_version", "required: the version you read")
+	}
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	srv, err := s.store.UpdateServer(ctx, p, normalizeServer(req.GetServer()), req.GetExpectedVersion())
+	if err != nil {
+		return nil, translate(err)
+	}
+	return &registryv1.UpdateServerResponse{Server: srv}, nil
+}
+
+// PutTenant implements RegistryService.PutTenant.
+func (s *Server) PutTenant(ctx context.Context, req *registryv1.PutTenantRequest) (*registryv1.PutTenantResponse, error) {
+	if _, err := principal.RequireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	var v apierror.Violations
+	if req.GetTenant() == nil {
+		v.Add("tenant", "required")
+	}
+	checkTenantID(&v, "tenant.tenant_id", req.GetTenant().GetTenantId())
+	checkText(&v, "tenant.display_name", req.GetTenant().GetDisplayName(), maxName)
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	t, err := s.store.PutTenant(ctx, req.GetTenant())
+	if err != nil {
+		return nil, translate(err)
+	}
+	return &registryv1.PutTenantResponse{Tenant: t}, nil
+}
+
+// PutAudienceClass implements RegistryService.PutAudienceClass.
+func (s *Server) PutAudienceClass(ctx context.Context, req *registryv1.PutAudienceClassRequest) (*registryv1.PutAudienceClassResponse, error) {
+	if _, err := principal.RequireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	var v apierror.Violations
+	validateAudienceClass(&v, req.GetAudienceClass())
+	if req.GetExpectedVersion() < 0 {
+		v.Add("expected_version", "must be 0 (create) or the version you read")
+	}
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	a, epoch, err := s.store.PutAudienceClass(ctx, req.GetAudienceClass(), req.GetExpectedVersion())
+	if err != nil {
+		return nil, translate(err)
+	}
+	return &registryv1.PutAudienceClassResponse{AudienceClass: a, PolicyEpoch: epoch}, nil
+}
+
+// GetAudienceClass implements RegistryService.GetAudienceClass.
+func (s *Server) GetAudienceClass(ctx context.Context, req *registryv1.GetAudienceClassRequest) (*registryv1.GetAudienceClassResponse, error) {
+	if _, err := principal.Require(ctx); err != nil {
+		return nil, err
+	}
+	var v apierror.Violations
+	checkClassName(&v, "name", req.GetName())
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	a, err := s.store.GetAudienceClass(ctx, req.GetName())
+	if err != nil {
+		return nil, translate(err)
+	}
+	return &registryv1.GetAudienceClassResponse{AudienceClass: a}, nil
+}
+
+// ListAudienceClasses implements RegistryService.ListAudienceClasses.
+func (s *Server) ListAudienceClasses(ctx context.Context, req *registryv1.ListAudienceClassesRequest) (*registryv1.ListAudienceClassesResponse, error) {
+	if _, err := principal.Require(ctx); err != nil {
+		return nil, err
+	}
+	var v apierror.Violations
+	if req.GetTenantId() != "" {
+		checkTenantID(&v, "tenant_id", req.GetTenantId())
+	}
+	if req.GetServerId() != "" {
+		checkServerID(&v, "server_id", req.GetServerId())
+	}
+	p := page(&v, req.GetPageSize(), req.GetPageToken())
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	classes, hasMore, rev, err := s.store.ListAudienceClasses(ctx, store.ClassFilter{TenantID: req.GetTenantId(), ServerID: req.GetServerId()}, p)
+	if err != nil {
+		return nil, translate(err)
+	}
+	resp := &registryv1.ListAudienceClassesResponse{AudienceClasses: classes, Revision: rev}
+	if len(classes) > 0 {
+		resp.NextPageToken = nextToken(hasMore, classes[len(classes)-1].GetName())
+	}
+	return resp, nil
+}
+
+// PublishContract implements RegistryService.PublishContract.
+func (s *Server) PublishContract(ctx context.Context, req *registryv1.PublishContractRequest) (*registryv1.PublishContractResponse, error) {
+	p, err := principal.Require(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var v apierror.Violations
+	if req.GetContract() == nil {
+		v.Add("contract", "required")
+	}
+	contract.CheckToolID(&v, "contract.tool_id", req.GetContract().GetToolId())
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	// The rest of the contract is validated against the tool's descriptor,
+	// inside the transaction that publishes it.
+	t, err := s.store.PublishContract(ctx, p, req.GetContract())
+	if err != nil {
+		return nil, translate(err)
+	}
+	return &registryv1.PublishContractResponse{Tool: t}, nil
+}
+
+// toolAction validates a tool id and the optional free text of a review
+// action, and returns the caller.
+func toolAction(ctx context.Context, toolID, textField, text string) (principal.Principal, error) {
+	p, err := principal.Require(ctx)
+	if err != nil {
+		return p, err
+	}
+	var v apierror.Violations
+	contract.CheckToolID(&v, "tool_id", toolID)
+	checkText(&v, textField, text, maxText)
+	return p, v.Err()
+}
+
+// ApproveTool implements RegistryService.ApproveTool.
+func (s *Server) ApproveTool(ctx context.Context, req *registryv1.ApproveToolRequest) (*registryv1.ApproveToolResponse, error) {
+	p, err := toolAction(ctx, req.GetToolId(), "comment", req.GetComment())
+	if err != nil {
+		return nil, err
+	}
+	if d := req.GetApprovalDigest(); !canonical.ValidDigest(d) {
+		return nil, apierror.InvalidArgument(apierror.FieldViolation{Field: "approval_digest",
+			Description: "required: the sha256:<hex> approval digest shown for the tool"})
+	}
+	t, err := s.store.ApproveTool(ctx, p, req.GetToolId(), req.GetApprovalDigest(), req.GetComment())
+	if err != nil {
+		return nil, translate(err)
+	}
+	return &registryv1.ApproveToolResponse{Tool: t}, nil
+}
+
+// EnableTool implements RegistryService.EnableTool.
+func (s *Server) EnableTool(ctx context.Context, req *registryv1.EnableToolRequest) (*registryv1.EnableToolResponse, error) {
+	p, err := toolAction(ctx, req.GetToolId(), "", "")
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.store.SetEnabled(ctx, p, req.GetToolId(), true, "")
+	if err != nil {
+		return nil, translate(err)
+	}
+	return &registryv1.EnableToolResponse{Tool: t}, nil
+}
+
+// DisableTool implements RegistryService.DisableTool.
+func (s *Server) DisableTool(ctx context.Context, req *registryv1.DisableToolRequest) (*registryv1.DisableToolResponse, error) {
+	p, err := toolAction(ctx, req.GetToolId(), "reason", req.GetReason())
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.store.SetEnabled(ctx, p, req.GetToolId(), false, req.GetReason())
+	if err != nil {
+		return nil, translate(err)
+	}
+	return &registryv1.DisableToolResponse{Tool: t}, nil
+}
+
+// RollbackTool implements RegistryService.RollbackTool.
+func (s *Server) RollbackTool(ctx context.Context, req *registryv1.RollbackToolRequest) (*registryv1.RollbackToolResponse, error) {
+	p, err := toolAction(ctx, req.GetToolId(), "reason", req.GetReason())
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.store.RollbackTool(ctx, p, req.GetToolId(), req.GetReason())
+	if err != nil {
+		return nil, translate(err)
+	}
+	return &registryv1.RollbackToolResponse{Tool: t}, nil
+}
+
+// GetTool implements RegistryService.GetTool.
+func (s *Server) GetTool(ctx context.Context, req *registryv1.GetToolRequest) (*registryv1.GetToolResponse, error) {
+	if _, err := toolAction(ctx, req.GetToolId(), "", ""); err != nil {
+		return nil, err
+	}
+	t, history, err := s.store.GetTool(ctx, req.GetToolId(), req.GetIncludeHistory())
+	if err != nil {
+		return nil, translate(err)
+	}
+	return &registryv1.GetToolResponse{Tool: t, History: history}, nil
+}
+
+// ListTools implements RegistryService.ListTools.
+func (s *Server) ListTools(ctx context.Context, req *registryv1.ListToolsRequest) (*registryv1.ListToolsResponse, error) {
+	if _, err := principal.Require(ctx); err != nil {
+		return nil, err
+	}
+	var v apierror.Violations
+	if req.GetServerId() != "" {
+		checkServerID(&v, "server_id", req.GetServerId())
+	}
+	if _, ok := registryv1.ReviewState_name[int32(req.GetReviewState())]; !ok {
+		v.Add("review_state", "unknown review state %d", req.GetReviewState())
+	}
+	p := page(&v, req.GetPageSize(), req.GetPageToken())
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	tools, hasMore, rev, err := s.store.ListTools(ctx, store.ToolFilter{ServerID: req.GetServerId(), State: req.GetReviewState()}, p)
+	if err != nil {
+		return nil, translate(err)
+	}
+	resp := &registryv1.ListToolsResponse{Tools: tools, Revision: rev}
+	if len(tools) > 0 {
+		resp.NextPageToken = nextToken(hasMore, tools[len(tools)-1].GetToolId())
+	}
+	return resp, nil
+}
+
+// GrantScopes implements RegistryService.GrantScopes.
+func (s *Server) GrantScopes(ctx context.Context, req *registryv1.GrantScopesRequest) (*registryv1.GrantScopesResponse, error) {
+	if _, err := principal.RequireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	g, err := grantChange(req.GetTenantId(), req.GetSubject(), req.GetGroup(), req.GetScopes(), req.GetAudienceClasses())
+	if err != nil {
+		return nil, err
+	}
+	grant, epoch, err := s.store.Grant(ctx, g)
+	if err != nil {
+		return nil, translate(err)
+	}
+	return &registryv1.GrantScopesResponse{Grant: grant, PolicyEpoch: epoch}, nil
+}
+
+// RevokeScopes implements RegistryService.RevokeScopes.
+func (s *Server) RevokeScopes(ctx context.Context, req *registryv1.RevokeScopesRequest) (*registryv1.RevokeScopesResponse, error) {
+	if _, err := principal.RequireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	g, err := grantChange(req.GetTenantId(), req.GetSubject(), req.GetGroup(), req.GetScopes(), req.GetAudienceClasses())
+	if err != nil {
+		return nil, err
+	}
+	grant, epoch, err := s.store.Revoke(ctx, g)
+	if err != nil {
+		return nil, translate(err)
+	}
+	return &registryv1.RevokeScopesResponse{Grant: grant, PolicyEpoch: epoch}, nil
+}
+
+// GetPolicy implements RegistryService.GetPolicy.
+func (s *Server) GetPolicy(ctx context.Context, req *registryv1.GetPolicyRequest) (*registryv1.GetPolicyResponse, error) {
+	p, err := principal.Require(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var v apierror.Violations
+	checkTenantID(&v, "tenant_id", req.GetTenantId())
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	if !p.Admin && !p.Service && p.Tenant != req.GetTenantId() {
+		return nil, apierror.PermissionDenied("only platform admins and services may read another tenant's policy")
+	}
+	policy, rev, err := s.store.GetPolicy(ctx, req.GetTenantId())
+	if err != nil {
+		return nil, translate(err)
+	}
+	return &registryv1.GetPolicyResponse{Policy: policy, Revision: rev}, nil
+}

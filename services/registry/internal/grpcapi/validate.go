@@ -1,0 +1,295 @@
+package grpcapi
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/url"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/toolcrib/toolcrib/platform/apierror"
+	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/services/registry/internal/contract"
+	"github.com/toolcrib/toolcrib/services/registry/internal/store"
+
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+)
+
+var (
+	tenantIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+	classPartRe     = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	envNamePattern  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+)
+
+// Limits on free text and lists.
+const (
+	maxName        = 200
+	maxText        = 2000
+	maxPrincipal   = 256
+	maxList        = 1000
+	maxPath        = 4096
+	minScanEvery   = time.Second
+	maxScanEvery   = 7 * 24 * time.Hour
+	defaultPage    = 100
+	maxPage        = 1000
+	pageTokenV1    = "v1:"
+	ownerGroupPref = "group:"
+)
+
+func checkText(v *apierror.Violations, field, s string, limit int) {
+	if len(s) > limit {
+		v.Add(field, "longer than %d bytes", limit)
+	} else if strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }) {
+		v.Add(field, "contains a control character")
+	}
+}
+
+// checkIdent checks a subject, group or owner name: non-empty, no white
+// space or control characters.
+func checkIdent(v *apierror.Violations, field, s string) {
+	switch {
+	case s == "":
+		v.Add(field, "required")
+	case len(s) > maxPrincipal:
+		v.Add(field, "longer than %d bytes", maxPrincipal)
+	case strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
+		v.Add(field, "contains white space or a control character")
+	}
+}
+
+// checkID checks a required id against its pattern.
+func checkID(v *apierror.Violations, field, id string, valid func(string) bool, pattern string) {
+	switch {
+	case id == "":
+		v.Add(field, "required")
+	case !valid(id):
+		v.Add(field, "must match %s", pattern)
+	}
+}
+
+func checkServerID(v *apierror.Violations, field, id string) {
+	checkID(v, field, id, contract.ValidServerID, "[a-z0-9][a-z0-9_-]{0,62}")
+}
+
+func checkTenantID(v *apierror.Violations, field, id string) {
+	checkID(v, field, id, tenantIDPattern.MatchString, "[a-z0-9][a-z0-9-]{0,62}")
+}
+
+// checkClassName checks `<tenant_id>.<class>`.
+func checkClassName(v *apierror.Violations, field, name string) {
+	tenant, class, ok := strings.Cut(name, ".")
+	switch {
+	case name == "":
+		v.Add(field, "required")
+	case !ok || !tenantIDPattern.MatchString(tenant) || !classPartRe.MatchString(class):
+		v.Add(field, "must be <tenant_id>.<class>: lowercase letters, digits, - and _ (e.g. tenant-a.readers)")
+	}
+}
+
+// validateServer checks every field of a server record under prefix.
+func validateServer(v *apierror.Violations, prefix string, s *registryv1.Server) {
+	f := func(name string) string { return prefix + "." + name }
+	if s == nil {
+		v.Add(prefix, "required")
+		return
+	}
+	checkServerID(v, f("server_id"), s.GetServerId())
+	checkText(v, f("display_name"), s.GetDisplayName(), maxName)
+	checkText(v, f("description"), s.GetDescription(), maxText)
+	owner := s.GetOwner()
+	if g, isGroup := strings.CutPrefix(owner, ownerGroupPref); isGroup {
+		checkIdent(v, f("owner"), g)
+	} else {
+		checkIdent(v, f("owner"), owner)
+	}
+	switch t := s.GetTransport().(type) {
+	case *registryv1.Server_StreamableHttp:
+		checkEndpoint(v, f("streamable_http.url"), t.StreamableHttp.GetUrl())
+	case *registryv1.Server_Stdio:
+		if t.Stdio.GetCommand() == "" {
+			v.Add(f("stdio.command"), "required")
+		} else {
+			checkText(v, f("stdio.command"), t.Stdio.GetCommand(), maxPath)
+		}
+		for i, a := range t.Stdio.GetArgs() {
+			if strings.ContainsRune(a, 0) {
+				v.Add(fmt.Sprintf("%s[%d]", f("stdio.args"), i), "contains a NUL byte")
+			}
+		}
+	default:
+		v.Add(f("transport"), "exactly one of streamable_http and stdio is required")
+	}
+	if tl := s.GetTrustLevel(); tl == registryv1.TrustLevel_TRUST_LEVEL_UNSPECIFIED {
+		v.Add(f("trust_level"), "required: one of FIRST_PARTY, PARTNER, THIRD_PARTY")
+	} else if _, ok := registryv1.TrustLevel_name[int32(tl)]; !ok {
+		v.Add(f("trust_level"), "unknown trust level %d", tl)
+	}
+	if rs := s.GetRevisionSource(); rs == registryv1.RevisionSource_REVISION_SOURCE_UNSPECIFIED {
+		v.Add(f("revision_source"), "required: SERVER_PROVIDED or NONE")
+	} else if _, ok := registryv1.RevisionSource_name[int32(rs)]; !ok {
+		v.Add(f("revision_source"), "unknown revision source %d", rs)
+	}
+	if pin := s.GetIdentityPin(); pin != "" && !canonical.ValidDigest(pin) {
+		v.Add(f("identity_pin"), "must be sha256:<64 lowercase hex digits>, or empty to pin on first scan")
+	}
+	if si := s.GetScanInterval(); si != nil {
+		if err := si.CheckValid(); err != nil {
+			v.Add(f("scan_interval"), "not a valid duration")
+		} else if d := si.AsDuration(); d != 0 && (d < minScanEvery || d > maxScanEvery) {
+			v.Add(f("scan_interval"), "must be 0 (the discovery default) or between %v and %v", minScanEvery, maxScanEvery)
+		}
+	}
+}
+
+// checkEndpoint accepts https URLs, and http only to a loopback host. A URL
+// carrying credentials is refused without echoing it.
+func checkEndpoint(v *apierror.Violations, field, raw string) {
+	if raw == "" {
+		v.Add(field, "required")
+		return
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || u.Host == "" || u.Opaque != "":
+		v.Add(field, "must be an absolute https:// URL (http:// only to a loopback host)")
+	case u.User != nil:
+		v.Add(field, "must not carry credentials; give the credential to an audience class as a secret reference (the URL is not shown)")
+	case u.Scheme == "https":
+	case u.Scheme == "http" && loopback(u.Hostname()):
+	case u.Scheme == "http":
+		v.Add(field, "http:// is allowed only to a loopback host (127.0.0.1, ::1, localhost); use https://")
+	default:
+		v.Add(field, "scheme must be https (or http to a loopback host)")
+	}
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// checkSecretRef accepts `env:NAME` and `file:/absolute/path`. The value is
+// never put in the description: a user may have pasted a token by mistake.
+func checkSecretRef(v *apierror.Violations, field, ref string) {
+	if ref == "" {
+		return
+	}
+	if name, ok := strings.CutPrefix(ref, "env:"); ok && envNamePattern.MatchString(name) {
+		return
+	}
+	if p, ok := strings.CutPrefix(ref, "file:"); ok && strings.HasPrefix(p, "/") && path.Clean(p) == p && len(p) <= maxPath &&
+		!strings.ContainsFunc(p, unicode.IsControl) {
+		return
+	}
+	v.Add(field, secretRefHelp)
+}
+
+// secretRefHelp is the whole description of a refused secret reference: it
+// never includes the value.
+const secretRefHelp = "must be a secret reference, env:NAME or file:/absolute/path; the value given is not shown, in case it is a credential"
+
+func validateAudienceClass(v *apierror.Violations, a *registryv1.AudienceClass) {
+	const prefix = "audience_class"
+	if a == nil {
+		v.Add(prefix, "required")
+		return
+	}
+	checkClassName(v, prefix+".name", a.GetName())
+	checkTenantID(v, prefix+".tenant_id", a.GetTenantId())
+	if tenant, _, _ := strings.Cut(a.GetName(), "."); a.GetTenantId() != "" && tenant != a.GetTenantId() {
+		v.Add(prefix+".tenant_id", "must be the name's prefix %q", tenant)
+	}
+	checkText(v, prefix+".description", a.GetDescription(), maxText)
+	if len(a.GetServers()) > maxList {
+		v.Add(prefix+".servers", "more than %d servers", maxList)
+	}
+	seen := map[string]bool{}
+	for i, s := range a.GetServers() {
+		at := fmt.Sprintf("%s.servers[%d]", prefix, i)
+		checkServerID(v, at+".server_id", s.GetServerId())
+		if seen[s.GetServerId()] {
+			v.Add(at+".server_id", "server %q is listed twice", s.GetServerId())
+		}
+		seen[s.GetServerId()] = true
+		checkSecretRef(v, at+".secret_ref", s.GetSecretRef())
+	}
+}
+
+// grantChange validates a grant or revoke request.
+func grantChange(tenant, subject, group string, scopes, classes []string) (store.GrantChange, error) {
+	var v apierror.Violations
+	checkTenantID(&v, "tenant_id", tenant)
+	switch {
+	case subject == "" && group == "":
+		v.Add("subject", "exactly one of subject and group is required")
+	case subject != "" && group != "":
+		v.Add("group", "give subject or group, not both")
+	case subject != "":
+		checkIdent(&v, "subject", subject)
+	default:
+		checkIdent(&v, "group", group)
+		if strings.HasPrefix(group, ownerGroupPref) {
+			v.Add("group", "give the group name without the %q prefix", ownerGroupPref)
+		}
+	}
+	if len(scopes) == 0 && len(classes) == 0 {
+		v.Add("scopes", "give at least one scope or audience class")
+	}
+	if len(scopes) > maxList || len(classes) > maxList {
+		v.Add("scopes", "more than %d entries", maxList)
+	}
+	for i, s := range scopes {
+		if !contract.ValidScope(s) {
+			v.Add(fmt.Sprintf("scopes[%d]", i), "must match [A-Za-z0-9][A-Za-z0-9:._/*-]{0,127}")
+		}
+	}
+	for i, c := range classes {
+		at := fmt.Sprintf("audience_classes[%d]", i)
+		checkClassName(&v, at, c)
+		if t, _, _ := strings.Cut(c, "."); tenant != "" && t != tenant && c != "" {
+			v.Add(at, "audience class %q belongs to tenant %q, not %q", c, t, tenant)
+		}
+	}
+	if err := v.Err(); err != nil {
+		return store.GrantChange{}, err
+	}
+	return store.GrantChange{TenantID: tenant, Subject: subject, Group: group, Scopes: scopes, AudienceClasses: classes}, nil
+}
+
+// page validates a page size and token.
+func page(v *apierror.Violations, size int32, token string) store.Page {
+	p := store.Page{Limit: int(size)}
+	switch {
+	case size < 0:
+		v.Add("page_size", "must not be negative")
+	case size == 0:
+		p.Limit = defaultPage
+	case size > maxPage:
+		p.Limit = maxPage
+	}
+	if token != "" {
+		b, err := base64.RawURLEncoding.DecodeString(token)
+		after, ok := strings.CutPrefix(string(b), pageTokenV1)
+		if err != nil || !ok || after == "" {
+			v.Add("page_token", "not a token this service returned")
+		}
+		p.After = after
+	}
+	return p
+}
+
+// nextToken returns the token for the page after last; empty when there is
+// none.
+func nextToken(hasMore bool, last string) string {
+	if !hasMore {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(pageTokenV1 + last))
+}

@@ -1,0 +1,15 @@
+// Package review decides where a tool stands in owner review, from the
+// facts the registry stores: the descriptor digest at the source, the
+// current contract, and the approvals still in force. It holds no state and
+// touches no database, so every rule is a pure function with a table test.
+//
+// The rules (DESIGN §5, I5):
+//   - no contract published: PENDING_CONTRACT;
+//   - the current approval digest (descriptor digest + contract) is the
+//     digest of an approval in force: APPROVED;
+//   - otherwise UNREVIEWED — so a new descriptor at the source, or a newly
+//     published contract, is unreviewed until someone approves exactly it.
+//
+// Rollback ([PlanRollback]) only ever moves the contract back to one that
+// was approved; it cannot change the descriptor at the source.
+package review

@@ -1,0 +1,64 @@
+package store
+
+import (
+	"fmt"
+
+	"github.com/toolcrib/toolcrib/platform/apierror"
+)
+
+// NotFoundError says a named object does not exist.
+type NotFoundError struct {
+	// Kind is the object kind, e.g. `tool`.
+	Kind string
+	// ID names it.
+	ID string
+}
+
+func (e *NotFoundError) Error() string { return fmt.Sprintf("%s %q not found", e.Kind, e.ID) }
+
+// ExistsError says an object to create already exists.
+type ExistsError struct {
+	Kind string
+	ID   string
+}
+
+func (e *ExistsError) Error() string { return fmt.Sprintf("%s %q already exists", e.Kind, e.ID) }
+
+// StaleVersionError says a write named a version that is no longer the
+// stored one (optimistic concurrency).
+type StaleVersionError struct {
+	Kind     string
+	ID       string
+	Expected int64
+	Stored   int64
+}
+
+func (e *StaleVersionError) Error() string {
+	return fmt.Sprintf("%s %q is at version %d, not %d: re-read it and retry", e.Kind, e.ID, e.Stored, e.Expected)
+}
+
+// InvalidError says the request is malformed; one violation per problem.
+type InvalidError struct {
+	Violations apierror.Violations
+}
+
+func (e *InvalidError) Error() string {
+	return fmt.Sprintf("invalid request: %d problems", len(e.Violations))
+}
+
+// PreconditionError says the records are not in the state the request
+// needs. Reason is the ErrorInfo reason (e.g. APPROVAL_DIGEST_STALE).
+type PreconditionError struct {
+	Reason     string
+	Message    string
+	Violations apierror.Violations
+}
+
+func (e *PreconditionError) Error() string { return e.Reason + ": " + e.Message }
+
+// PermissionError says the verified principal may not do this.
+type PermissionError struct {
+	Message string
+}
+
+func (e *PermissionError) Error() string { return e.Message }

@@ -1,0 +1,238 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/toolcrib/toolcrib/platform/changelog"
+	"github.com/toolcrib/toolcrib/platform/postgres"
+	"github.com/toolcrib/toolcrib/services/registry/internal/contract"
+
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+)
+
+// Store is the registry's PostgreSQL store.
+type Store struct {
+	pool *pgxpool.Pool
+	log  *changelog.Log
+}
+
+// New returns a store on pool (search_path = registry) appending to log.
+func New(pool *pgxpool.Pool, log *changelog.Log) *Store {
+	return &Store{pool: pool, log: log}
+}
+
+// Log is the Watch log the store appends to.
+func (s *Store) Log() *changelog.Log { return s.log }
+
+// maxAttempts bounds the retries of a write that lost to a deadlock or a
+// serialization failure.
+const maxAttempts = 4
+
+// write runs fn in a transaction, appends the changes it queued and
+// commits; retried on a deadlock or serialization failure.
+func (s *Store) write(ctx context.Context, fn func(u *unit) error) error {
+	for attempt := 1; ; attempt++ {
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			u := &unit{tx: tx}
+			if err := fn(u); err != nil {
+				return err
+			}
+			return u.flush(ctx, s.log)
+		})
+		if err != nil && postgres.IsSerializationFailure(err) && attempt < maxAttempts {
+			continue
+		}
+		return err
+	}
+}
+
+// read runs fn in a read-only REPEATABLE READ transaction: everything it
+// reads, including the log head, is one snapshot.
+func (s *Store) read(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+}
+
+// OldestRevision returns the revision of the oldest change still kept, or
+// head+1 when none is kept. Watch from OldestRevision()-1 sends every
+// change still kept.
+func (s *Store) OldestRevision(ctx context.Context) (int64, error) {
+	var rev int64
+	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT min(revision) FROM changes),
+	(SELECT revision + 1 FROM change_counter))`).Scan(&rev)
+	return rev, err
+}
+
+// unit is one write transaction. It queues the changes it makes and
+// appends them to the log in [unit.flush], after every row lock it takes.
+type unit struct {
+	tx       pgx.Tx
+	objects  []queued
+	policies []*registryv1.PolicyChange
+}
+
+type queued struct {
+	logKind string
+	change  *registryv1.Change
+	events  []toolEvent
+}
+
+// toolEvent is one history entry, written with the revision of its tool's
+// change.
+type toolEvent struct {
+	toolID           string
+	kind             string
+	actor            string
+	detail           string
+	descriptorDigest string
+	contractVersion  int64
+	approvalDigest   string
+	contract         *contract.Doc
+}
+
+func (u *unit) emitServer(kind registryv1.ChangeKind, s *registryv1.Server) {
+	u.objects = append(u.objects, queued{logKind: "server", change: &registryv1.Change{Kind: kind, Object: &registryv1.Change_Server{Server: s}}})
+}
+
+func (u *unit) emitTenant(kind registryv1.ChangeKind, t *registryv1.Tenant) {
+	u.objects = append(u.objects, queued{logKind: "tenant", change: &registryv1.Change{Kind: kind, Object: &registryv1.Change_Tenant{Tenant: t}}})
+}
+
+func (u *unit) emitAudienceClass(kind registryv1.ChangeKind, a *registryv1.AudienceClass) {
+	u.objects = append(u.objects, queued{logKind: "audience_class", change: &registryv1.Change{Kind: kind, Object: &registryv1.Change_AudienceClass{AudienceClass: a}}})
+}
+
+func (u *unit) emitTool(kind registryv1.ChangeKind, t *registryv1.Tool, events []toolEvent) {
+	u.objects = append(u.objects, queued{logKind: "tool", change: &registryv1.Change{Kind: kind, Object: &registryv1.Change_Tool{Tool: t}}, events: events})
+}
+
+// bump raises the policy epoch of each tenant by one and queues a
+// PolicyChange for each; it returns them so the caller can attach a grant.
+// Tenants are bumped one row at a time in id order, so transactions bumping
+// overlapping sets queue instead of deadlocking. An unknown tenant is a
+// [NotFoundError].
+func (u *unit) bump(ctx context.Context, tenants []string, cause string) ([]*registryv1.PolicyChange, error) {
+	sorted := slices.Clone(tenants)
+	slices.Sort(sorted)
+	sorted = slices.Compact(sorted)
+	var out []*registryv1.PolicyChange
+	for _, t := range sorted {
+		var epoch int64
+		err := u.tx.QueryRow(ctx, "UPDATE tenants SET policy_epoch = policy_epoch + 1 WHERE tenant_id = $1 RETURNING policy_epoch", t).Scan(&epoch)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, &NotFoundError{Kind: "tenant", ID: t}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bump policy epoch of %s: %w", t, err)
+		}
+		pc := &registryv1.PolicyChange{TenantId: t, PolicyEpoch: epoch, Cause: cause}
+		u.policies = append(u.policies, pc)
+		out = append(out, pc)
+	}
+	return out, nil
+}
+
+// flush appends the queued changes to the log, object changes first, and
+// writes the tool events with the revision of their tool's change.
+func (u *unit) flush(ctx context.Context, log *changelog.Log) error {
+	for _, q := range u.objects {
+		rev, err := appendChange(ctx, log, u.tx, q.logKind, q.change)
+		if err != nil {
+			return err
+		}
+		for _, ev := range q.events {
+			var c []byte
+			if ev.contract != nil {
+				if c, err = ev.contract.Marshal(); err != nil {
+					return err
+				}
+			}
+			if _, err := u.tx.Exec(ctx, `INSERT INTO tool_events (tool_id, revision, kind, actor, descriptor_digest,
+	contract_version, approval_digest, detail, contract) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+				ev.toolID, rev, ev.kind, ev.actor, ev.descriptorDigest, ev.contractVersion, ev.approvalDigest, ev.detail, c); err != nil {
+				return fmt.Errorf("write tool event: %w", err)
+			}
+		}
+	}
+	for _, pc := range u.policies {
+		ch := &registryv1.Change{Kind: registryv1.ChangeKind_CHANGE_KIND_UPDATED, Object: &registryv1.Change_Policy{Policy: pc}}
+		if _, err := appendChange(ctx, log, u.tx, "policy", ch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// appendChange stores ch without its revision and commit time; Watch fills
+// them in from the log entry.
+func appendChange(ctx context.Context, log *changelog.Log, tx pgx.Tx, kind string, ch *registryv1.Change) (int64, error) {
+	payload, err := proto.Marshal(ch)
+	if err != nil {
+		return 0, fmt.Errorf("marshal change: %w", err)
+	}
+	rev, _, err := log.Append(ctx, tx, kind, payload)
+	return rev, err
+}
+
+// DecodeChange turns a log entry into the Change sent on Watch.
+func DecodeChange(e changelog.Entry) (*registryv1.Change, error) {
+	ch := &registryv1.Change{}
+	if err := proto.Unmarshal(e.Payload, ch); err != nil {
+		return nil, fmt.Errorf("change %d: %w", e.Revision, err)
+	}
+	ch.Revision = e.Revision
+	ch.CommittedAt = timestamppb.New(e.CommittedAt)
+	return ch, nil
+}
+
+// querier is what both a pool and a transaction offer.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// affectedTenants returns the tenants owning an audience class that covers
+// the server: those whose admission decisions a change of the server's
+// tools can alter.
+func affectedTenants(ctx context.Context, q querier, serverID string) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT DISTINCT c.tenant_id FROM audience_servers s
+JOIN audience_classes c ON c.name = s.class_name WHERE s.server_id = $1 ORDER BY 1`, serverID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// Page bounds a list: items after After (exclusive), at most Limit.
+type Page struct {
+	After string
+	Limit int
+}
+
+// ts converts a time to a timestamp message.
+func ts(t time.Time) *timestamppb.Timestamp { return timestamppb.New(t) }
+
+// jsonOrNil marshals d, or returns nil for a nil contract.
+func jsonOrNil(d *contract.Doc) ([]byte, error) {
+	if d == nil {
+		return nil, nil
+	}
+	return json.Marshal(d)
+}
+
+// more trims a list read with Limit+1 rows and reports whether more exist.
+func more[T any](items []T, limit int) ([]T, bool) {
+	if len(items) > limit {
+		return items[:limit], true
+	}
+	return items, false
+}

@@ -1,0 +1,226 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/toolcrib/toolcrib/platform/apierror"
+	"github.com/toolcrib/toolcrib/platform/changelog"
+
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+)
+
+// PutTenant creates a tenant at policy epoch 1, or updates its display
+// name. It does not bump the epoch: a name changes no decision.
+func (s *Store) PutTenant(ctx context.Context, t *registryv1.Tenant) (*registryv1.Tenant, error) {
+	var out *registryv1.Tenant
+	err := s.write(ctx, func(u *unit) error {
+		var (
+			res       registryv1.Tenant
+			createdAt time.Time
+			inserted  bool
+		)
+		err := u.tx.QueryRow(ctx, `INSERT INTO tenants (tenant_id, display_name) VALUES ($1, $2)
+ON CONFLICT (tenant_id) DO UPDATE SET display_name = EXCLUDED.display_name
+RETURNING tenant_id, display_name, policy_epoch, created_at, xmax = 0`, t.GetTenantId(), t.GetDisplayName()).
+			Scan(&res.TenantId, &res.DisplayName, &res.PolicyEpoch, &createdAt, &inserted)
+		if err != nil {
+			return err
+		}
+		res.CreatedAt = ts(createdAt)
+		out = &res
+		kind := registryv1.ChangeKind_CHANGE_KIND_UPDATED
+		if inserted {
+			kind = registryv1.ChangeKind_CHANGE_KIND_CREATED
+		}
+		u.emitTenant(kind, out)
+		return nil
+	})
+	return out, err
+}
+
+// GrantChange names a grant and what to add to or remove from it.
+type GrantChange struct {
+	TenantID string
+	// Subject or Group; exactly one is set.
+	Subject string
+	Group   string
+	// Scopes and AudienceClasses to add or remove.
+	Scopes          []string
+	AudienceClasses []string
+}
+
+func (g GrantChange) id() string {
+	if g.Group != "" {
+		return g.TenantID + "/group:" + g.Group
+	}
+	return g.TenantID + "/" + g.Subject
+}
+
+// Grant adds scopes and audience classes to a grant, creating it if
+// needed, and bumps the tenant's epoch in the same transaction. Audience
+// classes must belong to the tenant ([InvalidError] otherwise); an unknown
+// tenant is a [NotFoundError].
+func (s *Store) Grant(ctx context.Context, g GrantChange) (*registryv1.Grant, int64, error) {
+	return s.changeGrant(ctx, g, "GRANT", func(scopes, classes []string, exists bool) ([]string, []string, error) {
+		return union(scopes, g.Scopes), union(classes, g.AudienceClasses), nil
+	})
+}
+
+// Revoke removes scopes and audience classes from a grant and bumps the
+// tenant's epoch in the same transaction, even when nothing named was held.
+// A grant left empty is deleted. [NotFoundError] when the grant does not
+// exist.
+func (s *Store) Revoke(ctx context.Context, g GrantChange) (*registryv1.Grant, int64, error) {
+	return s.changeGrant(ctx, g, "REVOKE", func(scopes, classes []string, exists bool) ([]string, []string, error) {
+		if !exists {
+			return nil, nil, &NotFoundError{Kind: "grant", ID: g.id()}
+		}
+		return minus(scopes, g.Scopes), minus(classes, g.AudienceClasses), nil
+	})
+}
+
+func (s *Store) changeGrant(ctx context.Context, g GrantChange, cause string,
+	edit func(scopes, classes []string, exists bool) ([]string, []string, error)) (*registryv1.Grant, int64, error) {
+	var (
+		out   *registryv1.Grant
+		epoch int64
+	)
+	err := s.write(ctx, func(u *unit) error {
+		// The bump comes first: its row lock on the tenant serializes every
+		// grant change of the tenant, so the read-modify-write below is safe.
+		pcs, err := u.bump(ctx, []string{g.TenantID}, cause)
+		if err != nil {
+			return err
+		}
+		if cause == "GRANT" {
+			if err := checkClasses(ctx, u.tx, g.TenantID, g.AudienceClasses); err != nil {
+				return err
+			}
+		}
+		var scopes, classes []string
+		err = u.tx.QueryRow(ctx, `SELECT scopes, audience_classes FROM grants WHERE tenant_id = $1 AND subject = $2 AND grp = $3`,
+			g.TenantID, g.Subject, g.Group).Scan(&scopes, &classes)
+		exists := err == nil
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		scopes, classes, err = edit(scopes, classes, exists)
+		if err != nil {
+			return err
+		}
+		grant := &registryv1.Grant{TenantId: g.TenantID, Subject: g.Subject, Group: g.Group, Scopes: scopes, AudienceClasses: classes}
+		var at time.Time
+		if len(scopes) == 0 && len(classes) == 0 {
+			if _, err := u.tx.Exec(ctx, `DELETE FROM grants WHERE tenant_id = $1 AND subject = $2 AND grp = $3`,
+				g.TenantID, g.Subject, g.Group); err != nil {
+				return err
+			}
+			if err := u.tx.QueryRow(ctx, "SELECT now()").Scan(&at); err != nil {
+				return err
+			}
+		} else if err := u.tx.QueryRow(ctx, `INSERT INTO grants (tenant_id, subject, grp, scopes, audience_classes)
+VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant_id, subject, grp)
+DO UPDATE SET scopes = EXCLUDED.scopes, audience_classes = EXCLUDED.audience_classes, updated_at = now()
+RETURNING updated_at`, g.TenantID, g.Subject, g.Group, nonNil(scopes), nonNil(classes)).Scan(&at); err != nil {
+			return fmt.Errorf("write grant: %w", err)
+		}
+		grant.UpdatedAt = ts(at)
+		pcs[0].Grant = grant
+		out, epoch = grant, pcs[0].PolicyEpoch
+		return nil
+	})
+	return out, epoch, err
+}
+
+// checkClasses reports every named class that is not a class of tenant.
+func checkClasses(ctx context.Context, q querier, tenant string, names []string) error {
+	rows, err := q.Query(ctx, "SELECT name FROM audience_classes WHERE tenant_id = $1 AND name = ANY($2)", tenant, names)
+	if err != nil {
+		return err
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	var v apierror.Violations
+	for i, n := range names {
+		if !slices.Contains(found, n) {
+			v.Add(fmt.Sprintf("audience_classes[%d]", i), "audience class %q does not exist in tenant %q", n, tenant)
+		}
+	}
+	if len(v) > 0 {
+		return &InvalidError{Violations: v}
+	}
+	return nil
+}
+
+// GetPolicy returns a tenant's epoch, grants and audience classes, and the
+// log revision they were read at. [NotFoundError] for an unknown tenant.
+func (s *Store) GetPolicy(ctx context.Context, tenant string) (*registryv1.Policy, int64, error) {
+	var (
+		p   = &registryv1.Policy{TenantId: tenant}
+		rev int64
+	)
+	err := s.read(ctx, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, "SELECT policy_epoch FROM tenants WHERE tenant_id = $1", tenant).Scan(&p.PolicyEpoch)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return &NotFoundError{Kind: "tenant", ID: tenant}
+		}
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT tenant_id, subject, grp, scopes, audience_classes, updated_at FROM grants
+WHERE tenant_id = $1 ORDER BY subject, grp`, tenant)
+		if err != nil {
+			return err
+		}
+		p.Grants, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*registryv1.Grant, error) {
+			var g registryv1.Grant
+			var at time.Time
+			err := r.Scan(&g.TenantId, &g.Subject, &g.Group, &g.Scopes, &g.AudienceClasses, &at)
+			g.UpdatedAt = ts(at)
+			return &g, err
+		})
+		if err != nil {
+			return err
+		}
+		p.AudienceClasses, _, err = listClasses(ctx, tx, ClassFilter{TenantID: tenant}, Page{Limit: maxClassesPerPolicy})
+		if err != nil {
+			return err
+		}
+		rev, err = changelog.HeadTx(ctx, tx)
+		return err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return p, rev, nil
+}
+
+// maxClassesPerPolicy bounds the audience classes GetPolicy returns.
+const maxClassesPerPolicy = 10_000
+
+func union(have, add []string) []string {
+	out := append(slices.Clone(have), add...)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func minus(have, remove []string) []string {
+	out := slices.DeleteFunc(slices.Clone(have), func(s string) bool { return slices.Contains(remove, s) })
+	slices.Sort(out)
+	return out
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
