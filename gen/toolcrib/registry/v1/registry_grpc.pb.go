@@ -13,13 +13,19 @@
 // Admin RPCs need a platform-admin principal; approving, enabling, disabling
 // and rolling back a tool need the tool's owner or a platform admin.
 //
-// Policy epochs: every change that can alter an admission decision (grant or
-// revoke, audience class change, publish, approve, enable, disable, rollback,
-// a new or changed descriptor from discovery) bumps the policy epoch of every
-// affected tenant in the same transaction as the change. A tenant is affected
-// by a tool change when one of its audience classes covers the tool's server.
-// Admission therefore needs no other version in its decision cache key: a new
-// epoch is a new key. The bump is `UPDATE ... SET policy_epoch =
+// Policy epochs: every policy change that can alter an admission decision
+// (grant or revoke, audience class change, server trust change, publish,
+// approve, enable, disable, rollback) bumps the policy epoch of every affected
+// tenant in the same transaction as the change. A tenant is affected by a tool
+// change when one of its audience classes covers the tool's server. Changes
+// at the source (a new, changed or removed descriptor committed by discovery)
+// do not bump the epoch: they arrive with a new generation, which is already
+// part of admission's decision cache key, and approvals are bound to
+// descriptor digests, so a source change cannot make an old decision wrong
+// at the old generation. (Bumping on them would also make discovery refuse
+// every concurrent scan of the tenant with POLICY_EPOCH_CHANGED.) Admission
+// therefore needs no other version in its decision cache key: a new epoch or
+// a new generation is a new key. The bump is `UPDATE ... SET policy_epoch =
 // policy_epoch + 1` on the tenant row, so concurrent changes queue on that
 // row and each gets its own epoch; none is lost. Every bump is also sent on
 // Watch as a PolicyChange, after the object changes of the same transaction.

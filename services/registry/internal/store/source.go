@@ -61,9 +61,11 @@ type ApplyResult struct {
 //     false (REMOVED_AT_SOURCE); listed again → RESTORED_AT_SOURCE.
 //
 // A tool's descriptor is the one listed by the most recently moved pointer
-// that lists it. If any tool changed, the epoch of every tenant covering the
-// server is bumped (cause SOURCE_CHANGED). A move for a server the registry
-// does not know is skipped; the cursor still advances.
+// that lists it. Source changes do not bump policy epochs: they come with a
+// new generation, which admission's cache key already carries, and approvals
+// are bound to descriptor digests (see the registry.proto package comment).
+// A move for a server the registry does not know is skipped; the cursor
+// still advances.
 func (s *Store) ApplyPointer(ctx context.Context, up PointerUpdate) (ApplyResult, error) {
 	var res ApplyResult
 	err := s.write(ctx, func(u *unit) error {
@@ -108,19 +110,7 @@ WHERE source_pointers.discovery_revision < EXCLUDED.discovery_revision`,
 			return err
 		}
 		res.Changed, err = reconcileTools(ctx, u, up.ServerID, owner, names)
-		if err != nil {
-			return err
-		}
-		if len(res.Changed) > 0 {
-			tenants, err := affectedTenants(ctx, u.tx, up.ServerID)
-			if err != nil {
-				return err
-			}
-			if _, err := u.bump(ctx, tenants, "SOURCE_CHANGED"); err != nil {
-				return err
-			}
-		}
-		return nil
+		return err
 	})
 	return res, err
 }
