@@ -5,8 +5,25 @@ go 1.26.8
 replace (
 	github.com/toolcrib/toolcrib/gen => ../gen
 	github.com/toolcrib/toolcrib/platform => ../platform
+	github.com/toolcrib/toolcrib/revision => ../revision
 	github.com/toolcrib/toolcrib/services/admission => ../services/admission
 	github.com/toolcrib/toolcrib/services/discovery => ../services/discovery
 	github.com/toolcrib/toolcrib/services/lease => ../services/lease
 	github.com/toolcrib/toolcrib/services/registry => ../services/registry
+)
+
+require (
+	github.com/modelcontextprotocol/go-sdk v1.8.0
+	github.com/toolcrib/toolcrib/revision v0.0.0-00010101000000-000000000000
+)
+
+require (
+	github.com/google/jsonschema-go v0.4.3 // indirect
+	github.com/segmentio/asm v1.1.3 // indirect
+	github.com/segmentio/encoding v0.5.4 // indirect
+	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
+	golang.org/x/oauth2 v0.35.0 // indirect
+	golang.org/x/sync v0.20.0 // indirect
+	golang.org/x/sys v0.41.0 // indirect
+	golang.org/x/time v0.15.0 // indirect
 )
