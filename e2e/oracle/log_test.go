@@ -30,6 +30,17 @@ func without(events []fixture.Event, drop func(fixture.Event) bool) []fixture.Ev
 	return slices.DeleteFunc(slices.Clone(events), drop)
 }
 
+// withCursor returns events with request n's cursor replaced.
+func withCursor(events []fixture.Event, n int, cursor string) []fixture.Event {
+	ev := slices.Clone(events)
+	for i := range ev {
+		if ev[i].Request == n && ev[i].Kind == fixture.EventRequest {
+			ev[i].Cursor = cursor
+		}
+	}
+	return ev
+}
+
 // slipIn adds e just before the answer to request n.
 func slipIn(t *testing.T, events []fixture.Event, n int, e fixture.Event) []fixture.Event {
 	t.Helper()
@@ -57,25 +68,8 @@ func TestLogsTheReferenceCrawlCannotJudge(t *testing.T) {
 		{"page 2 was never answered (a crawler killed while the server blocked)",
 			without(versionedLog, func(e fixture.Event) bool { return e.Request == 2 && e.Kind == fixture.EventPage }), cfg, oracle.ErrUnfinished},
 		{"page 2 was asked with another cursor than page 1 returned",
-			func() []fixture.Event {
-				ev := slices.Clone(versionedLog)
-				for i := range ev {
-					if ev[i].Request == 2 && ev[i].Kind == fixture.EventRequest {
-						ev[i].Cursor = "made-up"
-					}
-				}
-				return ev
-			}(), cfg, oracle.ErrDeviation},
-		{"the re-check carried a cursor",
-			func() []fixture.Event {
-				ev := slices.Clone(versionedLog)
-				for i := range ev {
-					if ev[i].Request == 4 && ev[i].Kind == fixture.EventRequest {
-						ev[i].Cursor = "x"
-					}
-				}
-				return ev
-			}(), cfg, oracle.ErrDeviation},
+			withCursor(versionedLog, 2, "made-up"), cfg, oracle.ErrDeviation},
+		{"the re-check carried a cursor", withCursor(versionedLog, 4, "x"), cfg, oracle.ErrDeviation},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/toolcrib/toolcrib/e2e/fixture"
-	"github.com/toolcrib/toolcrib/e2e/internal/walker"
+	"github.com/toolcrib/toolcrib/e2e/internal/fixturetest"
 	"github.com/toolcrib/toolcrib/e2e/oracle"
 	"github.com/toolcrib/toolcrib/e2e/scenario"
 )
@@ -25,7 +25,7 @@ func BenchmarkRound(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		events, err := walker.Walk(context.Background(), s, tr, sc.Script.ProtocolVersion)
+		events, err := fixturetest.Walk(context.Background(), s, tr, sc.Script.ProtocolVersion)
 		if err != nil {
 			b.Fatal(err)
 		}

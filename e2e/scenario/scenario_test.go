@@ -13,7 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolcrib/toolcrib/e2e/fixture"
-	"github.com/toolcrib/toolcrib/e2e/internal/walker"
+	"github.com/toolcrib/toolcrib/e2e/internal/fixturetest"
 	"github.com/toolcrib/toolcrib/e2e/oracle"
 	"github.com/toolcrib/toolcrib/e2e/scenario"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
@@ -91,7 +91,7 @@ func run(t *testing.T, sc scenario.Scenario) ([]fixture.Event, oracle.Outcome, e
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	events, err := walker.Walk(ctx, s, tr, sc.Script.ProtocolVersion)
+	events, err := fixturetest.Walk(ctx, s, tr, sc.Script.ProtocolVersion)
 	if err != nil {
 		t.Fatalf("%s: %v", sc, err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -190,17 +191,11 @@ func (inv *inventory) adminHandler(log *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /admin/tools", func(w http.ResponseWriter, _ *http.Request) {
 		inv.writeState(w)
 	})
-	mux.HandleFunc("PUT /admin/tools/{name}/description", func(w http.ResponseWriter, r *http.Request) {
-		name := r.PathValue("name")
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
+	mux.HandleFunc("PUT /admin/tools/{name}/description", inv.toolAction(log, "description changed", func(name string, r *http.Request) error {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
 		desc := strings.TrimSpace(string(body))
 		if err != nil || desc == "" {
-			http.Error(w, "the body must be the new description", http.StatusBadRequest)
-			return
-		}
-		if !inv.known(name) {
-			http.Error(w, "unknown tool", http.StatusNotFound)
-			return
+			return errors.New("the body must be the new description")
 		}
 		inv.mu.Lock()
 		inv.descriptions[name] = desc
@@ -209,36 +204,42 @@ func (inv *inventory) adminHandler(log *slog.Logger) http.Handler {
 		if !gone {
 			inv.addTool(name)
 		}
-		log.Info("description changed", "tool", name, "revision", inv.catalog.Revision())
-		inv.writeState(w)
-	})
-	mux.HandleFunc("DELETE /admin/tools/{name}", func(w http.ResponseWriter, r *http.Request) {
-		name := r.PathValue("name")
-		if !inv.known(name) {
-			http.Error(w, "unknown tool", http.StatusNotFound)
-			return
-		}
+		return nil
+	}))
+	mux.HandleFunc("DELETE /admin/tools/{name}", inv.toolAction(log, "tool removed", func(name string, _ *http.Request) error {
 		inv.mu.Lock()
 		inv.removed[name] = true
 		inv.mu.Unlock()
 		inv.catalog.RemoveTools(name)
-		log.Info("tool removed", "tool", name, "revision", inv.catalog.Revision())
-		inv.writeState(w)
-	})
-	mux.HandleFunc("POST /admin/tools/{name}/restore", func(w http.ResponseWriter, r *http.Request) {
+		return nil
+	}))
+	mux.HandleFunc("POST /admin/tools/{name}/restore", inv.toolAction(log, "tool restored", func(name string, _ *http.Request) error {
+		inv.mu.Lock()
+		delete(inv.removed, name)
+		inv.mu.Unlock()
+		inv.addTool(name)
+		return nil
+	}))
+	return mux
+}
+
+// toolAction returns a handler that runs act on the tool named in the path
+// (404 for an unknown one, 400 when act fails), logs what happened and
+// answers the new state.
+func (inv *inventory) toolAction(log *slog.Logger, what string, act func(name string, r *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
 		if !inv.known(name) {
 			http.Error(w, "unknown tool", http.StatusNotFound)
 			return
 		}
-		inv.mu.Lock()
-		delete(inv.removed, name)
-		inv.mu.Unlock()
-		inv.addTool(name)
-		log.Info("tool restored", "tool", name, "revision", inv.catalog.Revision())
+		if err := act(name, r); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		log.Info(what, "tool", name, "revision", inv.catalog.Revision())
 		inv.writeState(w)
-	})
-	return mux
+	}
 }
 
 func (inv *inventory) known(name string) bool {

@@ -1,9 +1,4 @@
-// Package walker is a test helper for the fixture, oracle and scenario
-// tests: it walks a fixture the way the oracle's reference crawl does, so
-// those packages can produce real mutation logs without the discovery
-// crawler. It is deliberately naive and internal to e2e: it is not a
-// crawler and judges nothing.
-package walker
+package fixturetest
 
 import (
 	"context"
@@ -27,10 +22,10 @@ const MaxRequests = 200
 // the re-check, or when the SDK answers from its own cache without asking
 // the server.
 func Walk(ctx context.Context, s *fixture.Server, tr mcp.Transport, version string) ([]fixture.Event, error) {
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "walker", Version: "1"}, nil).
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "fixturetest-walker", Version: "1"}, nil).
 		Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
-		return nil, fmt.Errorf("walker: connect: %w", err)
+		return nil, fmt.Errorf("fixturetest: connect: %w", err)
 	}
 	defer cs.Close()
 	mark := s.Log().Mark()
