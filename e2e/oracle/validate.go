@@ -1,0 +1,337 @@
+package oracle
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/toolcrib/toolcrib/e2e/fixture"
+	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
+	"github.com/toolcrib/toolcrib/platform/canonical"
+)
+
+// parsedTool is one tool as the checks see it.
+type parsedTool struct {
+	index   int
+	name    string
+	members map[string]json.RawMessage
+	canon   []byte
+	schemas []parsedSchema // inputSchema, then outputSchema when present
+}
+
+type parsedSchema struct {
+	member string // "inputSchema" or "outputSchema"
+	raw    json.RawMessage
+	value  any // decoded with UseNumber
+}
+
+type check struct {
+	reason discoveryv1.RunReason
+	fails  func(t *parsedTool, lim Limits) string // "" when the tool passes
+}
+
+// checks are the validation rules in the order of the package doc, after
+// MALFORMED_TOOL and DUPLICATE_TOOL_NAME (which need every tool at once).
+var checks = []check{
+	{discoveryv1.RunReason_RUN_REASON_INVALID_TOOL_NAME, checkName},
+	{discoveryv1.RunReason_RUN_REASON_INVALID_SCHEMA, checkSchemaShape},
+	{discoveryv1.RunReason_RUN_REASON_UNKNOWN_DIALECT, checkDialect},
+	{discoveryv1.RunReason_RUN_REASON_NETWORK_REF, checkNetworkRefs},
+	{discoveryv1.RunReason_RUN_REASON_UNRESOLVED_REF, checkLocalRefs},
+	{discoveryv1.RunReason_RUN_REASON_SCHEMA_TOO_LARGE, checkSize},
+	{discoveryv1.RunReason_RUN_REASON_SCHEMA_TOO_DEEP, checkDepth},
+	{discoveryv1.RunReason_RUN_REASON_INVALID_ICON, checkIcons},
+}
+
+// validate returns the reason a whole catalog is quarantined, or
+// UNSPECIFIED when it passes.
+func validate(tools []fixture.Tool, lim Limits) (discoveryv1.RunReason, string) {
+	parsed := make([]*parsedTool, len(tools))
+	for i, t := range tools {
+		p, why := parse(i, t.JSON())
+		if why != "" {
+			return discoveryv1.RunReason_RUN_REASON_MALFORMED_TOOL, fmt.Sprintf("tool %d: %s", i, why)
+		}
+		parsed[i] = p
+	}
+	first := map[string]int{}
+	for _, p := range parsed {
+		if j, dup := first[p.name]; dup {
+			return discoveryv1.RunReason_RUN_REASON_DUPLICATE_TOOL_NAME,
+				fmt.Sprintf("tools %d and %d are both named %q", j, p.index, p.name)
+		}
+		first[p.name] = p.index
+	}
+	for _, c := range checks {
+		for _, p := range parsed {
+			if why := c.fails(p, lim); why != "" {
+				return c.reason, fmt.Sprintf("tool %d (%q): %s", p.index, p.name, why)
+			}
+		}
+	}
+	return discoveryv1.RunReason_RUN_REASON_UNSPECIFIED, ""
+}
+
+func parse(i int, raw json.RawMessage) (*parsedTool, string) {
+	canon, err := canonical.Transform(raw)
+	if err != nil {
+		return nil, "not I-JSON: " + err.Error()
+	}
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, "not a JSON object"
+	}
+	p := &parsedTool{index: i, canon: canon}
+	if err := json.Unmarshal(raw, &p.members); err != nil {
+		return nil, "not a JSON object: " + err.Error()
+	}
+	name, ok := p.members["name"]
+	if !ok || len(name) == 0 || name[0] != '"' || json.Unmarshal(name, &p.name) != nil {
+		return nil, "no string name"
+	}
+	for _, member := range []string{"inputSchema", "outputSchema"} {
+		raw, ok := p.members[member]
+		if !ok {
+			continue
+		}
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.UseNumber()
+		var v any
+		_ = d.Decode(&v) // valid JSON: canonical accepted the whole tool
+		p.schemas = append(p.schemas, parsedSchema{member: member, raw: raw, value: v})
+	}
+	return p, ""
+}
+
+func checkName(t *parsedTool, _ Limits) string {
+	if len(t.name) < 1 || len(t.name) > 128 {
+		return fmt.Sprintf("name is %d bytes long, want 1 to 128", len(t.name))
+	}
+	for _, c := range []byte(t.name) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return fmt.Sprintf("name has byte %q outside [A-Za-z0-9_.-]", c)
+		}
+	}
+	return ""
+}
+
+func checkSchemaShape(t *parsedTool, _ Limits) string {
+	if _, ok := t.members["inputSchema"]; !ok {
+		return "no inputSchema"
+	}
+	for _, s := range t.schemas {
+		obj, ok := s.value.(map[string]any)
+		if !ok {
+			return s.member + " is not a JSON object"
+		}
+		if typ, _ := obj["type"].(string); typ != "object" {
+			return s.member + ` has no "type": "object"`
+		}
+	}
+	return ""
+}
+
+// Dialects toolcrib pins schemas to, in the normalized form the dialect
+// check compares against.
+var allowedDialects = map[string]bool{
+	"https://json-schema.org/draft/2020-12/schema": true,
+	"https://json-schema.org/draft-07/schema":      true,
+}
+
+func checkDialect(t *parsedTool, _ Limits) string {
+	for _, s := range t.schemas {
+		obj := s.value.(map[string]any) // checkSchemaShape ran first
+		v, ok := obj["$schema"]
+		if !ok {
+			continue
+		}
+		name, isString := v.(string)
+		norm := strings.TrimSuffix(name, "#")
+		if rest, ok := strings.CutPrefix(norm, "http://"); ok {
+			norm = "https://" + rest
+		}
+		if !isString || !allowedDialects[norm] {
+			return fmt.Sprintf("%s $schema %v is not 2020-12 or draft-07", s.member, v)
+		}
+	}
+	return ""
+}
+
+// refs returns every string `$ref` and `$dynamicRef` in v.
+func refs(v any) []string {
+	var out []string
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, m := range v {
+				if s, ok := m.(string); ok && (k == "$ref" || k == "$dynamicRef") {
+					out = append(out, s)
+				}
+				walk(m)
+			}
+		case []any:
+			for _, m := range v {
+				walk(m)
+			}
+		}
+	}
+	walk(v)
+	return out
+}
+
+func checkNetworkRefs(t *parsedTool, _ Limits) string {
+	for _, s := range t.schemas {
+		for _, ref := range refs(s.value) {
+			if !strings.HasPrefix(ref, "#") {
+				return fmt.Sprintf("%s refers to %q outside itself", s.member, ref)
+			}
+		}
+	}
+	return ""
+}
+
+func checkLocalRefs(t *parsedTool, _ Limits) string {
+	for _, s := range t.schemas {
+		for _, ref := range refs(s.value) {
+			if !resolves(s.value, ref[1:]) {
+				return fmt.Sprintf("%s reference %q does not resolve", s.member, ref)
+			}
+		}
+	}
+	return ""
+}
+
+// resolves reports whether fragment (after the `#`) names something in
+// root: the root itself, a JSON pointer, or an anchor.
+func resolves(root any, fragment string) bool {
+	frag, err := url.PathUnescape(fragment)
+	if err != nil {
+		return false
+	}
+	if frag == "" {
+		return true
+	}
+	if !strings.HasPrefix(frag, "/") {
+		return hasAnchor(root, frag)
+	}
+	cur := root
+	for _, tok := range strings.Split(frag[1:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch v := cur.(type) {
+		case map[string]any:
+			next, ok := v[tok]
+			if !ok {
+				return false
+			}
+			cur = next
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(v) || strconv.Itoa(i) != tok {
+				return false
+			}
+			cur = v[i]
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func hasAnchor(v any, name string) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		for _, k := range []string{"$anchor", "$dynamicAnchor"} {
+			if s, ok := v[k].(string); ok && s == name {
+				return true
+			}
+		}
+		for _, m := range v {
+			if hasAnchor(m, name) {
+				return true
+			}
+		}
+	case []any:
+		for _, m := range v {
+			if hasAnchor(m, name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func checkSize(t *parsedTool, lim Limits) string {
+	if lim.MaxToolBytes > 0 && len(t.canon) > lim.MaxToolBytes {
+		return fmt.Sprintf("the tool is %d canonical bytes, limit %d", len(t.canon), lim.MaxToolBytes)
+	}
+	if lim.MaxSchemaBytes <= 0 {
+		return ""
+	}
+	for _, s := range t.schemas {
+		c, _ := canonical.Transform(s.raw) // part of a tool canonical accepted
+		if len(c) > lim.MaxSchemaBytes {
+			return fmt.Sprintf("%s is %d canonical bytes, limit %d", s.member, len(c), lim.MaxSchemaBytes)
+		}
+	}
+	return ""
+}
+
+// depth is 0 for a scalar and one more than the deepest member for an
+// object or array.
+func depth(v any) int {
+	d := 0
+	switch v := v.(type) {
+	case map[string]any:
+		for _, m := range v {
+			d = max(d, depth(m))
+		}
+		return d + 1
+	case []any:
+		for _, m := range v {
+			d = max(d, depth(m))
+		}
+		return d + 1
+	}
+	return 0
+}
+
+func checkDepth(t *parsedTool, lim Limits) string {
+	if lim.MaxSchemaDepth <= 0 {
+		return ""
+	}
+	for _, s := range t.schemas {
+		if d := depth(s.value); d > lim.MaxSchemaDepth {
+			return fmt.Sprintf("%s is %d deep, limit %d", s.member, d, lim.MaxSchemaDepth)
+		}
+	}
+	return ""
+}
+
+func checkIcons(t *parsedTool, _ Limits) string {
+	raw, ok := t.members["icons"]
+	if !ok {
+		return ""
+	}
+	var icons []json.RawMessage
+	if err := json.Unmarshal(raw, &icons); err != nil || len(raw) == 0 || raw[0] != '[' {
+		return "icons is not an array"
+	}
+	for i, icon := range icons {
+		var obj map[string]json.RawMessage
+		if len(icon) == 0 || icon[0] != '{' || json.Unmarshal(icon, &obj) != nil {
+			return fmt.Sprintf("icon %d is not an object", i)
+		}
+		var src string
+		if s, ok := obj["src"]; !ok || len(s) == 0 || s[0] != '"' || json.Unmarshal(s, &src) != nil {
+			return fmt.Sprintf("icon %d has no string src", i)
+		}
+		scheme, _, found := strings.Cut(src, ":")
+		if scheme = strings.ToLower(scheme); !found || (scheme != "https" && scheme != "data") {
+			return fmt.Sprintf("icon %d src %q is neither https nor data", i, src)
+		}
+	}
+	return ""
+}
