@@ -1,0 +1,388 @@
+package crawl
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// methodToolsList and notificationToolsListChanged are the MCP names the tap
+// watches for.
+const (
+	methodToolsList              = "tools/list"
+	notificationToolsListChanged = "notifications/tools/list_changed"
+)
+
+// errMessageTooLarge is returned by a tapped HTTP body when one message is
+// larger than the scan's byte cap allows.
+var errMessageTooLarge = errors.New("crawl: message larger than the byte cap")
+
+// tap sees every JSON-RPC message of one session in wire order, below the
+// go-sdk's typed decoding:
+//
+//   - it captures the raw `result` bytes of the crawl's own tools/list calls,
+//     so tools keep every field exactly as sent (the SDK's typed mcp.Tool drops
+//     unknown fields, and its ListToolsResult cannot tell an empty nextCursor
+//     from an absent one);
+//   - it rewrites an outgoing tools/list to carry an explicit `"cursor": ""`
+//     when the server returned an empty-string cursor (2026-07-28), which the
+//     SDK's ListToolsParams would omit;
+//   - it counts `notifications/tools/list_changed` at the moment the message
+//     is read off the wire, so a notification that precedes a page's response
+//     on the wire is always seen before that response is used.
+//
+// The crawl issues one tools/list at a time per session: [tap.arm] marks
+// the next outgoing tools/list as the crawl's call.
+type tap struct {
+	limit int64 // largest message accepted, bytes
+
+	mu      sync.Mutex
+	armed   *call // the next tools/list written becomes this call
+	pending map[any]*call
+
+	changed   atomic.Int64
+	changedCh chan struct{} // receives (non-blocking) on every list_changed
+	overflow  atomic.Bool
+}
+
+// call is one tools/list request of the crawl.
+type call struct {
+	explicitEmptyCursor bool
+
+	mu       sync.Mutex
+	sent     bool
+	answered bool
+	result   json.RawMessage
+	err      *jsonrpc.Error
+}
+
+func newTap(limit int64) *tap {
+	return &tap{limit: limit, pending: map[any]*call{}, changedCh: make(chan struct{}, 1)}
+}
+
+// arm prepares the capture of the next tools/list request.
+func (t *tap) arm(explicitEmptyCursor bool) *call {
+	c := &call{explicitEmptyCursor: explicitEmptyCursor}
+	t.mu.Lock()
+	t.armed = c
+	t.mu.Unlock()
+	return c
+}
+
+// disarm forgets the call (after it returned).
+func (t *tap) disarm(c *call) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.armed == c {
+		t.armed = nil
+	}
+	for id, p := range t.pending {
+		if p == c {
+			delete(t.pending, id)
+		}
+	}
+}
+
+// outgoing registers an outgoing request and returns the request to send
+// (rewritten when the armed call needs an explicit empty cursor).
+func (t *tap) outgoing(req *jsonrpc.Request) *jsonrpc.Request {
+	if req.Method != methodToolsList || !req.IsCall() {
+		return req
+	}
+	t.mu.Lock()
+	c := t.armed
+	t.armed = nil
+	if c != nil {
+		t.pending[req.ID.Raw()] = c
+	}
+	t.mu.Unlock()
+	if c == nil {
+		return req
+	}
+	c.mu.Lock()
+	c.sent = true
+	c.mu.Unlock()
+	if !c.explicitEmptyCursor {
+		return req
+	}
+	params := map[string]json.RawMessage{}
+	if len(req.Params) > 0 && !bytes.Equal(bytes.TrimSpace(req.Params), []byte("null")) {
+		if err := json.Unmarshal(req.Params, &params); err != nil {
+			return req
+		}
+	}
+	params["cursor"] = json.RawMessage(`""`)
+	b, err := json.Marshal(params)
+	if err != nil {
+		return req
+	}
+	cp := *req
+	cp.Params = b
+	return &cp
+}
+
+// observe looks at one incoming message.
+func (t *tap) observe(msg jsonrpc.Message) {
+	switch m := msg.(type) {
+	case *jsonrpc.Request:
+		if m.Method == notificationToolsListChanged {
+			t.changed.Add(1)
+			select {
+			case t.changedCh <- struct{}{}:
+			default:
+			}
+		}
+	case *jsonrpc.Response:
+		t.mu.Lock()
+		c := t.pending[m.ID.Raw()]
+		delete(t.pending, m.ID.Raw())
+		t.mu.Unlock()
+		if c == nil {
+			return
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.answered = true
+		if m.Error != nil {
+			var we *jsonrpc.Error
+			if errors.As(m.Error, &we) {
+				c.err = we
+			} else {
+				c.err = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: m.Error.Error()}
+			}
+			return
+		}
+		c.result = m.Result
+	}
+}
+
+// outcome returns what the server answered to the call.
+func (c *call) outcome() (sent, answered bool, result json.RawMessage, werr *jsonrpc.Error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sent, c.answered, c.result, c.err
+}
+
+// --- any go-sdk transport: wrap the connection ---
+
+// tapTransport wraps a go-sdk transport whose connections the client session
+// does not need to update (stdio, in-memory, IO): every message passes the
+// tap. Streamable HTTP connections must not be wrapped (the session updates
+// them with the negotiated version and starts their standalone SSE stream);
+// they are tapped at the HTTP layer by [tapRoundTripper].
+type tapTransport struct {
+	inner mcp.Transport
+	tap   *tap
+}
+
+func (t *tapTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &tapConn{Connection: c, tap: t.tap}, nil
+}
+
+type tapConn struct {
+	mcp.Connection
+	tap *tap
+}
+
+func (c *tapConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if err == nil {
+		c.tap.observe(msg)
+	}
+	return msg, err
+}
+
+func (c *tapConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if req, ok := msg.(*jsonrpc.Request); ok {
+		msg = c.tap.outgoing(req)
+	}
+	return c.Connection.Write(ctx, msg)
+}
+
+// --- streamable HTTP: tap request and response bodies ---
+
+// tapRoundTripper sees every HTTP exchange of a streamable HTTP session: it
+// registers (and if needed rewrites) outgoing tools/list bodies, adds the
+// upstream credential, and hands response bodies to the tap as the SDK
+// reads them.
+type tapRoundTripper struct {
+	base       http.RoundTripper
+	tap        *tap
+	credential string
+}
+
+func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	if rt.credential != "" {
+		req.Header.Set("Authorization", "Bearer "+rt.credential)
+	}
+	if req.Method == http.MethodPost && req.Body != nil {
+		body, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		if msg, err := jsonrpc.DecodeMessage(body); err == nil {
+			if r, ok := msg.(*jsonrpc.Request); ok {
+				if out := rt.tap.outgoing(r); out != r {
+					if b, err := jsonrpc.EncodeMessage(out); err == nil {
+						body = b
+					}
+				}
+			}
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.ContentLength = int64(len(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	resp, err := rt.base.RoundTrip(req)
+	if err != nil || resp.Body == nil {
+		return resp, err
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch mt {
+	case "application/json":
+		resp.Body = &tapBody{rc: resp.Body, tap: rt.tap}
+	case "text/event-stream":
+		resp.Body = &tapBody{rc: resp.Body, tap: rt.tap, sse: true}
+	}
+	return resp, nil
+}
+
+// tapBody passes a response body through to the SDK, feeding the tap first.
+// For application/json the whole body is one message (or batch); for
+// text/event-stream every event's data is one.
+type tapBody struct {
+	rc   io.ReadCloser
+	tap  *tap
+	sse  bool
+	buf  []byte // JSON body so far, or the current SSE line
+	data []byte // SSE: data of the current event
+	err  error
+}
+
+func (b *tapBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	n, err := b.rc.Read(p)
+	if n > 0 {
+		if ferr := b.feed(p[:n]); ferr != nil {
+			b.err = ferr
+			return 0, ferr
+		}
+	}
+	if err == io.EOF && !b.sse && len(b.buf) > 0 {
+		b.deliver(b.buf)
+		b.buf = nil
+	}
+	return n, err
+}
+
+func (b *tapBody) Close() error { return b.rc.Close() }
+
+func (b *tapBody) feed(p []byte) error {
+	if !b.sse {
+		b.buf = append(b.buf, p...)
+		if int64(len(b.buf)) > b.tap.limit {
+			b.tap.overflow.Store(true)
+			return errMessageTooLarge
+		}
+		return nil
+	}
+	for len(p) > 0 {
+		i := bytes.IndexAny(p, "\r\n")
+		if i < 0 {
+			b.buf = append(b.buf, p...)
+			if int64(len(b.buf)) > b.tap.limit {
+				b.tap.overflow.Store(true)
+				return errMessageTooLarge
+			}
+			return nil
+		}
+		line := p[:i]
+		if len(b.buf) > 0 {
+			b.buf = append(b.buf, line...)
+			line = b.buf
+		}
+		// A "\r\n" pair ends one line; skip the "\n" of it. A lone "\r"
+		// also ends a line (SSE allows all three forms).
+		skip := 1
+		if p[i] == '\r' && i+1 < len(p) && p[i+1] == '\n' {
+			skip = 2
+		}
+		if err := b.line(line); err != nil {
+			return err
+		}
+		b.buf = b.buf[:0]
+		p = p[i+skip:]
+	}
+	return nil
+}
+
+// line handles one SSE line (without its end).
+func (b *tapBody) line(l []byte) error {
+	if len(l) == 0 {
+		if len(b.data) > 0 {
+			b.deliver(b.data)
+			b.data = b.data[:0]
+		}
+		return nil
+	}
+	field, value, _ := bytes.Cut(l, []byte(":"))
+	if string(field) != "data" {
+		return nil // event, id, retry, comments
+	}
+	value = bytes.TrimPrefix(value, []byte(" "))
+	if len(b.data) > 0 {
+		b.data = append(b.data, '\n')
+	}
+	b.data = append(b.data, value...)
+	if int64(len(b.data)) > b.tap.limit {
+		b.tap.overflow.Store(true)
+		return errMessageTooLarge
+	}
+	return nil
+}
+
+// deliver decodes one message (or a batch) and shows it to the tap.
+func (b *tapBody) deliver(data []byte) {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return
+	}
+	if data[0] == '[' {
+		var batch []json.RawMessage
+		if err := json.Unmarshal(data, &batch); err != nil {
+			return
+		}
+		for _, m := range batch {
+			if msg, err := jsonrpc.DecodeMessage(m); err == nil {
+				b.tap.observe(msg)
+			}
+		}
+		return
+	}
+	if msg, err := jsonrpc.DecodeMessage(data); err == nil {
+		b.tap.observe(msg)
+	}
+}
+
+// String makes a tap readable in test failures.
+func (t *tap) String() string {
+	return fmt.Sprintf("tap{list_changed=%d overflow=%v}", t.changed.Load(), t.overflow.Load())
+}
