@@ -89,7 +89,9 @@ func reasonValue(name string) discoveryv1.RunReason {
 	return discoveryv1.RunReason(discoveryv1.RunReason_value["RUN_REASON_"+name])
 }
 
-func triggerName(t discoveryv1.ScanTrigger) string { return strings.TrimPrefix(t.String(), "SCAN_TRIGGER_") }
+func triggerName(t discoveryv1.ScanTrigger) string {
+	return strings.TrimPrefix(t.String(), "SCAN_TRIGGER_")
+}
 
 func triggerValue(name string) discoveryv1.ScanTrigger {
 	return discoveryv1.ScanTrigger(discoveryv1.ScanTrigger_value["SCAN_TRIGGER_"+name])

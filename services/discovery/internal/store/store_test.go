@@ -165,7 +165,7 @@ func TestLostCASWritesNothing(t *testing.T) {
 func TestConcurrentCommitsToOnePointerExactlyOneWins(t *testing.T) {
 	f := newFixture(t)
 	for round, exp := range []func() store.Expected{
-		func() store.Expected { return store.Expected{} },                // first generation: INSERT race
+		func() store.Expected { return store.Expected{} },              // first generation: INSERT race
 		func() store.Expected { return f.view(t, "inv", "a.readers") }, // N -> N+1: UPDATE race
 	} {
 		e := exp()
