@@ -3,6 +3,7 @@ package discovery_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -65,6 +66,7 @@ func runChild(raw string) {
 	cfg.ListenAddr, cfg.MetricsAddr, cfg.PostgresURL = "127.0.0.1:0", "", s.PostgresURL
 	cfg.AuthJWKS, cfg.AuthIssuer, cfg.AuthAudience = s.JWKS, servicetest.Issuer, servicetest.Audience
 	cfg.ServiceTokenFile, cfg.RegistryAddr, cfg.Worker = s.TokenFile, s.RegistryAddr, s.Worker
+	cfg.Listening = func(addr string) { fmt.Println(addr) }
 	cfg.NoAutoScans, cfg.Workers = true, 2
 	cfg.ScanTimeout, cfg.RescueAfter = 5*time.Minute, 6*time.Minute
 	cfg.LookupEnv = func(string) (string, bool) { return secret, true }
@@ -90,9 +92,14 @@ type env struct {
 // and a fake registry on loopback gRPC. mod adjusts the configuration.
 func start(t *testing.T, mod func(*discovery.Config)) *env {
 	t.Helper()
-	e := &env{t: t, auth: servicetest.NewAuth(t)}
-	e.url = pgtest.NewDatabase(t, pgtest.Schema{Name: "discovery", Sets: discovery.Spec().Migrations})
-	e.reg = newRegFake(t)
+	return startOn(t, servicetest.NewAuth(t), pgtest.NewDatabase(t, pgtest.Schema{Name: "discovery", Sets: discovery.Spec().Migrations}), newRegFake(t), mod)
+}
+
+// startOn runs discovery on an existing database and fake registry (a
+// second worker set shares both).
+func startOn(t *testing.T, auth *servicetest.Auth, url string, reg *regFake, mod func(*discovery.Config)) *env {
+	t.Helper()
+	e := &env{t: t, auth: auth, url: url, reg: reg}
 	cfg, err := discovery.ParseConfig(nil, func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)

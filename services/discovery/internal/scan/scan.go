@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -347,6 +348,8 @@ func trustDigest(srv *registryv1.Server, audienceClass string, b *registryv1.Aud
 	return d
 }
 
+var schemeName = regexp.MustCompile(`^[a-z][a-z0-9+.-]{0,15}$`)
+
 // resolveSecret resolves a secret reference at scan time. Errors name the
 // reference, never a value.
 func resolveSecret(ref string, lookup func(string) (string, bool)) (string, error) {
@@ -372,8 +375,12 @@ func resolveSecret(ref string, lookup func(string) (string, bool)) (string, erro
 		}
 		return v, nil
 	}
-	scheme, _, _ := strings.Cut(ref, ":")
-	return "", fmt.Errorf("secret reference scheme %q is not supported (use env: or file:)", scheme)
+	// Name the scheme only when it looks like one: a reference without a
+	// scheme may be a pasted credential.
+	if scheme, _, ok := strings.Cut(ref, ":"); ok && schemeName.MatchString(scheme) {
+		return "", fmt.Errorf("secret reference scheme %q is not supported (use env:NAME or file:/path)", scheme)
+	}
+	return "", errors.New("the secret reference is not env:NAME or file:/path")
 }
 
 // buildSnapshot makes the snapshot a commit writes.
