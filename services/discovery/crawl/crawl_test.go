@@ -6,6 +6,8 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -503,4 +505,41 @@ func TestListChangedAfterTheCrawlIsDelivered(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPlainGoSDKServer crawls an unmodified go-sdk server (its own
+// name-based pagination, SSE responses over HTTP, no revision): an
+// unversioned observation of every tool.
+func TestPlainGoSDKServer(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "plain", Version: "v1"}, &mcp.ServerOptions{PageSize: 2})
+	for _, name := range []string{"e", "d", "c", "b", "a"} {
+		s.AddTool(&mcp.Tool{Name: name, Description: "tool " + name, InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{}, nil
+			})
+	}
+	check := func(t *testing.T, r *crawl.Result) {
+		want(t, r, unversioned, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
+		if len(r.Tools) != 5 || len(r.Pages) != 3 {
+			t.Fatalf("tools %d pages %d", len(r.Tools), len(r.Pages))
+		}
+		if !strings.Contains(string(r.Tools[0].Raw), `"name":"a"`) {
+			t.Fatalf("first tool %s", r.Tools[0].Raw)
+		}
+	}
+	t.Run("http", func(t *testing.T) {
+		h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+		srv := httptest.NewServer(h)
+		defer srv.Close()
+		check(t, crawl.Crawl(ctx(t), crawl.Target{URL: srv.URL}, crawl.Options{}))
+	})
+	t.Run("in-memory", func(t *testing.T) {
+		ct, st := mcp.NewInMemoryTransports()
+		ss, err := s.Connect(ctx(t), st, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ss.Close()
+		check(t, crawl.Crawl(ctx(t), crawl.Target{Transport: ct, Identity: "sha256:x"}, crawl.Options{}))
+	})
 }

@@ -131,8 +131,15 @@ func (t *tap) outgoing(req *jsonrpc.Request) *jsonrpc.Request {
 	return &cp
 }
 
-// observe looks at one incoming message.
-func (t *tap) observe(msg jsonrpc.Message) {
+// stubResult replaces a captured tools/list result before the go-sdk sees
+// it: the crawl uses only the raw bytes, and decoding (and re-validating)
+// every tool twice would double the cost of a large catalog.
+var stubResult = json.RawMessage(`{"tools":[]}`)
+
+// observe looks at one incoming message and reports whether it was the
+// answer to one of the crawl's own tools/list calls (whose result the
+// caller then replaces with [stubResult]).
+func (t *tap) observe(msg jsonrpc.Message) (captured bool) {
 	switch m := msg.(type) {
 	case *jsonrpc.Request:
 		if m.Method == notificationToolsListChanged {
@@ -148,7 +155,7 @@ func (t *tap) observe(msg jsonrpc.Message) {
 		delete(t.pending, m.ID.Raw())
 		t.mu.Unlock()
 		if c == nil {
-			return
+			return false
 		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -160,10 +167,12 @@ func (t *tap) observe(msg jsonrpc.Message) {
 			} else {
 				c.err = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: m.Error.Error()}
 			}
-			return
+			return false
 		}
 		c.result = m.Result
+		return true
 	}
+	return false
 }
 
 // outcome returns what the server answered to the call.
@@ -200,8 +209,10 @@ type tapConn struct {
 
 func (c *tapConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
-	if err == nil {
-		c.tap.observe(msg)
+	if err == nil && c.tap.observe(msg) {
+		cp := *msg.(*jsonrpc.Response)
+		cp.Result = stubResult
+		msg = &cp
 	}
 	return msg, err
 }
@@ -263,86 +274,153 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 	return resp, nil
 }
 
-// tapBody passes a response body through to the SDK, feeding the tap first.
-// For application/json the whole body is one message (or batch); for
-// text/event-stream every event's data is one.
+// tapBody shows a response body to the tap before the SDK reads it, and
+// hands the SDK the body with the crawl's own tools/list results replaced by
+// [stubResult]. An application/json body is one message (or batch) and is
+// held until it is complete; a text/event-stream body is passed on event by
+// event, each held until its blank line (the SDK dispatches events only
+// then, too).
 type tapBody struct {
-	rc   io.ReadCloser
-	tap  *tap
-	sse  bool
-	buf  []byte // JSON body so far, or the current SSE line
-	data []byte // SSE: data of the current event
-	err  error
+	rc    io.ReadCloser
+	tap   *tap
+	sse   bool
+	in    []byte // bytes read, not yet a whole message / line
+	event []byte // SSE: raw lines of the current event
+	data  []byte // SSE: data of the current event
+	out   []byte // ready for the SDK
+	eof   error  // the underlying body's end (io.EOF or an error)
+	scr   []byte
 }
 
 func (b *tapBody) Read(p []byte) (int, error) {
-	if b.err != nil {
-		return 0, b.err
-	}
-	n, err := b.rc.Read(p)
-	if n > 0 {
-		if ferr := b.feed(p[:n]); ferr != nil {
-			b.err = ferr
-			return 0, ferr
+	for len(b.out) == 0 {
+		if b.eof != nil {
+			return 0, b.eof
+		}
+		if b.scr == nil {
+			b.scr = make([]byte, 32<<10)
+		}
+		n, err := b.rc.Read(b.scr)
+		if n > 0 {
+			if ferr := b.feed(b.scr[:n]); ferr != nil {
+				b.eof = ferr
+				return 0, ferr
+			}
+		}
+		if err != nil {
+			if !b.sse && err == io.EOF && len(b.in) > 0 {
+				b.out = append(b.out, b.rewrite(b.in)...)
+				b.in = nil
+			} else if b.sse && len(b.in) > 0 {
+				b.event = append(b.event, b.in...)
+				b.in = nil
+				b.out = append(b.out, b.event...)
+				b.event = nil
+			}
+			b.eof = err
 		}
 	}
-	if err == io.EOF && !b.sse && len(b.buf) > 0 {
-		b.deliver(b.buf)
-		b.buf = nil
-	}
-	return n, err
+	n := copy(p, b.out)
+	b.out = b.out[n:]
+	return n, nil
 }
 
 func (b *tapBody) Close() error { return b.rc.Close() }
 
+// rewrite shows one JSON text (message or batch) to the tap and returns it,
+// with captured results replaced.
+func (b *tapBody) rewrite(data []byte) []byte {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return data
+	}
+	if trimmed[0] == '[' {
+		var batch []json.RawMessage
+		if err := json.Unmarshal(trimmed, &batch); err != nil {
+			return data
+		}
+		changed := false
+		for i, m := range batch {
+			if out, ok := b.rewriteOne(m); ok {
+				batch[i], changed = out, true
+			}
+		}
+		if !changed {
+			return data
+		}
+		out, err := json.Marshal(batch)
+		if err != nil {
+			return data
+		}
+		return out
+	}
+	if out, ok := b.rewriteOne(trimmed); ok {
+		return out
+	}
+	return data
+}
+
+func (b *tapBody) rewriteOne(data []byte) ([]byte, bool) {
+	msg, err := jsonrpc.DecodeMessage(data)
+	if err != nil || !b.tap.observe(msg) {
+		return nil, false
+	}
+	cp := *msg.(*jsonrpc.Response)
+	cp.Result = stubResult
+	out, err := jsonrpc.EncodeMessage(&cp)
+	return out, err == nil
+}
+
 func (b *tapBody) feed(p []byte) error {
 	if !b.sse {
-		b.buf = append(b.buf, p...)
-		if int64(len(b.buf)) > b.tap.limit {
+		b.in = append(b.in, p...)
+		if int64(len(b.in)) > b.tap.limit {
 			b.tap.overflow.Store(true)
 			return errMessageTooLarge
 		}
 		return nil
 	}
-	for len(p) > 0 {
-		i := bytes.IndexAny(p, "\r\n")
+	b.in = append(b.in, p...)
+	for {
+		i := bytes.IndexAny(b.in, "\r\n")
 		if i < 0 {
-			b.buf = append(b.buf, p...)
-			if int64(len(b.buf)) > b.tap.limit {
+			if int64(len(b.in)) > b.tap.limit {
 				b.tap.overflow.Store(true)
 				return errMessageTooLarge
 			}
 			return nil
 		}
-		line := p[:i]
-		if len(b.buf) > 0 {
-			b.buf = append(b.buf, line...)
-			line = b.buf
+		end := i + 1
+		if b.in[i] == '\r' {
+			if i+1 == len(b.in) {
+				return nil // wait: this may be the first half of "\r\n"
+			}
+			if b.in[i+1] == '\n' {
+				end = i + 2
+			}
 		}
-		// A "\r\n" pair ends one line; skip the "\n" of it. A lone "\r"
-		// also ends a line (SSE allows all three forms).
-		skip := 1
-		if p[i] == '\r' && i+1 < len(p) && p[i+1] == '\n' {
-			skip = 2
-		}
-		if err := b.line(line); err != nil {
+		line, raw := b.in[:i], b.in[:end]
+		if err := b.line(line, raw); err != nil {
 			return err
 		}
-		b.buf = b.buf[:0]
-		p = p[i+skip:]
+		b.in = b.in[end:]
 	}
-	return nil
 }
 
-// line handles one SSE line (without its end).
-func (b *tapBody) line(l []byte) error {
-	if len(l) == 0 {
+// line handles one SSE line; raw includes its line end.
+func (b *tapBody) line(l, raw []byte) error {
+	if len(l) == 0 { // the end of an event
+		b.event = append(b.event, raw...)
 		if len(b.data) > 0 {
-			b.deliver(b.data)
-			b.data = b.data[:0]
+			if out := b.rewrite(b.data); !bytes.Equal(out, b.data) {
+				b.event = rebuildEvent(b.event, out)
+			}
 		}
+		b.out = append(b.out, b.event...)
+		b.event, b.data = b.event[:0:0], b.data[:0]
 		return nil
 	}
+	b.event = append(b.event, raw...)
 	field, value, _ := bytes.Cut(l, []byte(":"))
 	if string(field) != "data" {
 		return nil // event, id, retry, comments
@@ -359,27 +437,19 @@ func (b *tapBody) line(l []byte) error {
 	return nil
 }
 
-// deliver decodes one message (or a batch) and shows it to the tap.
-func (b *tapBody) deliver(data []byte) {
-	data = bytes.TrimSpace(data)
-	if len(data) == 0 {
-		return
-	}
-	if data[0] == '[' {
-		var batch []json.RawMessage
-		if err := json.Unmarshal(data, &batch); err != nil {
-			return
+// rebuildEvent keeps an event's non-data lines and replaces its data.
+func rebuildEvent(event, data []byte) []byte {
+	var out []byte
+	for _, l := range bytes.SplitAfter(event, []byte("\n")) {
+		trimmed := bytes.TrimRight(l, "\r\n")
+		if len(trimmed) == 0 || bytes.HasPrefix(trimmed, []byte("data")) {
+			continue
 		}
-		for _, m := range batch {
-			if msg, err := jsonrpc.DecodeMessage(m); err == nil {
-				b.tap.observe(msg)
-			}
-		}
-		return
+		out = append(out, l...)
 	}
-	if msg, err := jsonrpc.DecodeMessage(data); err == nil {
-		b.tap.observe(msg)
-	}
+	out = append(out, "data: "...)
+	out = append(out, data...)
+	return append(out, "\n\n"...)
 }
 
 // String makes a tap readable in test failures.

@@ -84,27 +84,24 @@ func (w *scanWorker) Work(ctx context.Context, job *river.Job[ScanArgs]) error {
 		return river.JobSnooze(time.Second)
 	}
 	defer release()
-	if _, err := s.store.MarkLost(ctx, a.ServerID, a.AudienceClass, ""); err != nil {
-		return err
-	}
+	// Holding the pair's lock, any unfinished run of the pair is dead: mark
+	// it lost while starting this one.
 	trigger := discoveryv1.ScanTrigger(discoveryv1.ScanTrigger_value[a.Trigger])
 	runID, err := s.store.StartRun(ctx, store.NewRun{ScanID: strconv.FormatInt(job.ID, 10), Attempt: job.Attempt,
-		ServerID: a.ServerID, AudienceClass: a.AudienceClass, Trigger: trigger, Worker: s.cfg.Worker})
+		ServerID: a.ServerID, AudienceClass: a.AudienceClass, Trigger: trigger, Worker: s.cfg.Worker, MarkLost: true})
 	if err != nil {
 		return err
 	}
-	out := s.scan(ctx, runID, job.ID, a)
+	// A commit completes the job in its own transaction rather than in
+	// River's asynchronous batch, so a TriggerScan right after the run ended
+	// queues a new scan instead of finding this one "already queued".
+	complete := func(ctx context.Context, tx pgx.Tx) error {
+		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		return err
+	}
+	out := s.scan(ctx, runID, job.ID, a, complete)
 	switch out.disposition {
 	case done:
-		// Complete the job now rather than in River's asynchronous batch, so
-		// a TriggerScan right after the run ended queues a new scan instead
-		// of finding this one "already queued".
-		if err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-			return err
-		}); err != nil {
-			s.lg.WarnContext(ctx, "complete scan job", "job", job.ID, "error", err)
-		}
 		return nil
 	case cancel:
 		return river.JobCancel(errIncomplete{reason: out.reason})

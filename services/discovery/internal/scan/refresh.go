@@ -23,7 +23,8 @@ func (s *Scanner) linger(st *scanState, decided int64) {
 		if sess.ListChangedCount() > decided {
 			s.rescanAfterListChanged(st.ctx, st.args, st.jobID)
 		}
-		_ = sess.Close()
+		// Closing (an HTTP DELETE, or a process exit) need not delay the job.
+		s.lingering.Go(func() { _ = sess.Close() })
 		return
 	}
 	s.lingering.Add(1)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
@@ -42,6 +43,10 @@ const (
 	stDiscovering = catalogv1.DiscoveryState_DISCOVERY_STATE_DISCOVERING
 	stEligible    = catalogv1.DiscoveryState_DISCOVERY_STATE_ELIGIBLE
 )
+
+// validatingRecordThreshold is the catalog size from which the transient
+// VALIDATING state is written to the run record.
+const validatingRecordThreshold = 1000
 
 // scanState is what one scan accumulates for its run record.
 type scanState struct {
@@ -113,7 +118,7 @@ func binding(c *registryv1.AudienceClass, serverID string) *registryv1.AudienceS
 }
 
 // scan runs one scan; see the package doc.
-func (s *Scanner) scan(ctx context.Context, runID string, jobID int64, a ScanArgs) outcome {
+func (s *Scanner) scan(ctx context.Context, runID string, jobID int64, a ScanArgs, complete func(context.Context, pgx.Tx) error) outcome {
 	st := &scanState{s: s, ctx: ctx, runID: runID, jobID: jobID, args: a, started: time.Now().Truncate(candidate.Micro)}
 	defer func() {
 		if st.sess != nil {
@@ -126,7 +131,7 @@ func (s *Scanner) scan(ctx context.Context, runID string, jobID int64, a ScanArg
 	if err != nil {
 		return st.registryFault("server "+a.ServerID, err)
 	}
-	cls, err := s.reg.AudienceClass(ctx, a.AudienceClass)
+	cls, err := s.audienceClass(ctx, a.AudienceClass, st.started)
 	if err != nil {
 		return st.registryFault("audience class "+a.AudienceClass, err)
 	}
@@ -135,7 +140,7 @@ func (s *Scanner) scan(ctx context.Context, runID string, jobID int64, a ScanArg
 	if bind == nil {
 		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_NOT_REGISTERED, "audience class %s no longer covers server %s", a.AudienceClass, a.ServerID)
 	}
-	epoch, err := s.reg.PolicyEpoch(ctx, cls.GetTenantId())
+	epoch, err := s.policyEpoch(ctx, cls.GetTenantId(), st.started)
 	if err != nil {
 		return st.registryFault("the policy of tenant "+cls.GetTenantId(), err)
 	}
@@ -144,7 +149,6 @@ func (s *Scanner) scan(ctx context.Context, runID string, jobID int64, a ScanArg
 	if err != nil {
 		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "reading the pointer: %v", err)
 	}
-	_ = s.store.UpdateRun(ctx, runID, store.Progress{State: stDiscovering, TenantID: cls.GetTenantId(), PolicyEpoch: epoch})
 
 	// 2. The credential, only in memory.
 	credential, err := resolveSecret(bind.GetSecretRef(), s.cfg.LookupEnv)
@@ -180,8 +184,8 @@ func (s *Scanner) scan(ctx context.Context, runID string, jobID int64, a ScanArg
 	}
 	trust := trustDigest(srv, a.AudienceClass, bind)
 	st.end.TrustConfigDigest = trust
-	_ = s.store.UpdateRun(ctx, runID, store.Progress{State: stDiscovering, ProtocolVersion: sess.ProtocolVersion(),
-		IdentityDigest: sess.IdentityDigest(), TrustConfigDigest: trust})
+	_ = s.store.UpdateRun(ctx, runID, store.Progress{State: stDiscovering, TenantID: cls.GetTenantId(), PolicyEpoch: epoch,
+		ProtocolVersion: sess.ProtocolVersion(), IdentityDigest: sess.IdentityDigest(), TrustConfigDigest: trust})
 
 	// 4. Crawl and validate.
 	res := sess.Crawl(ctx)
@@ -195,7 +199,11 @@ func (s *Scanner) scan(ctx context.Context, runID string, jobID int64, a ScanArg
 		return st.fail(res.State, res.Reason, "%s", res.Detail)
 	}
 	decided := sess.ListChangedCount()
-	_ = s.store.UpdateRun(ctx, runID, store.Progress{State: stValidating})
+	if len(res.Tools) >= validatingRecordThreshold {
+		// Validating a small catalog takes microseconds; recording the
+		// transient state is worth a round trip only for large ones.
+		_ = s.store.UpdateRun(ctx, runID, store.Progress{State: stValidating})
+	}
 	cand := candidate.Assess(res, s.cfg.Limits)
 	st.end.Flags = cand.Flags
 	if !cand.Committable() {
@@ -217,7 +225,7 @@ func (s *Scanner) scan(ctx context.Context, runID string, jobID int64, a ScanArg
 	if view.Active && view.SourceRevision == revision && view.PageRoot == res.PageRoot &&
 		view.IdentityDigest == res.IdentityDigest && view.TrustConfigDigest == trust {
 		st.end.Detail = fmt.Sprintf("same source revision and page root as generation %d; its freshness was extended", view.Expected.Generation)
-		if _, err := s.store.Refresh(ctx, runID, a.ServerID, a.AudienceClass, view.Expected, freshUntil, epoch, st.end); err != nil {
+		if _, err := s.store.Refresh(ctx, runID, a.ServerID, a.AudienceClass, view.Expected, freshUntil, epoch, st.end, complete); err != nil {
 			return st.commitFault(err)
 		}
 		s.linger(st, decided)
@@ -228,7 +236,7 @@ func (s *Scanner) scan(ctx context.Context, runID string, jobID int64, a ScanArg
 	if committed == catalogv1.DiscoveryState_DISCOVERY_STATE_SNAPSHOT_PROVEN {
 		committed = stEligible
 	}
-	if _, err := s.store.Commit(ctx, store.Commit{RunID: runID, Expected: view.Expected, Snapshot: snap, State: committed, Run: st.end}); err != nil {
+	if _, err := s.store.Commit(ctx, store.Commit{RunID: runID, Expected: view.Expected, Snapshot: snap, State: committed, Run: st.end, InTx: complete}); err != nil {
 		return st.commitFault(err)
 	}
 	s.linger(st, decided)
@@ -250,7 +258,10 @@ func (st *scanState) commitFault(err error) outcome {
 // recheck re-reads what the scan started from, right before the commit.
 func (st *scanState) recheck(srv *registryv1.Server, trust string, epoch int64) (outcome, bool) {
 	s, ctx, a := st.s, st.ctx, st.args
-	now, err := s.reg.PolicyEpoch(ctx, st.end.TenantID)
+	// Reads started now, after the crawl ended (shared with other scans
+	// re-checking at the same moment).
+	after := time.Now()
+	now, err := s.policyEpoch(ctx, st.end.TenantID, after)
 	if err != nil {
 		return st.registryFault("the policy of tenant "+st.end.TenantID, err), false
 	}
@@ -266,7 +277,7 @@ func (st *scanState) recheck(srv *registryv1.Server, trust string, epoch int64) 
 		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_IDENTITY_MISMATCH,
 			"the server's identity pin changed during the scan to %s; the scan observed %s", srv2.GetIdentityPin(), st.end.IdentityDigest), false
 	}
-	cls2, err := s.reg.AudienceClass(ctx, a.AudienceClass)
+	cls2, err := s.audienceClass(ctx, a.AudienceClass, after)
 	if err != nil {
 		return st.registryFault("audience class "+a.AudienceClass, err), false
 	}

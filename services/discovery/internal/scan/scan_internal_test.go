@@ -1,9 +1,12 @@
 package scan
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,5 +118,36 @@ func TestBackoff(t *testing.T) {
 		if got > want || got < want-time.Second/2 {
 			t.Errorf("attempt %d: %v, want %v", attempt, got, want)
 		}
+	}
+}
+
+func TestFreshReadsAreSharedButNeverStale(t *testing.T) {
+	var f fresh[int]
+	var fetches atomic.Int32
+	release := make(chan struct{})
+	fetch := func(context.Context) (int, error) {
+		n := fetches.Add(1)
+		<-release
+		return int(n), nil
+	}
+	before := time.Now()
+	var wg sync.WaitGroup
+	got := make([]int, 5)
+	wg.Go(func() { got[0], _ = f.get(context.Background(), "k", before, fetch) })
+	for fetches.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	for i := 1; i < 5; i++ {
+		wg.Go(func() { got[i], _ = f.get(context.Background(), "k", before, fetch) })
+	}
+	time.Sleep(20 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	if fetches.Load() != 1 || got[4] != 1 {
+		t.Fatalf("%d fetches, results %v: readers that allow the in-flight fetch must share it", fetches.Load(), got)
+	}
+	// A reader that needs a read started after now gets a new fetch.
+	if v, _ := f.get(context.Background(), "k", time.Now(), fetch); v != 2 || fetches.Load() != 2 {
+		t.Fatalf("stale read served: %d after %d fetches", v, fetches.Load())
 	}
 }

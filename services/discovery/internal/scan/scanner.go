@@ -20,6 +20,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/changelog"
 	"github.com/toolcrib/toolcrib/services/discovery/crawl"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/store"
@@ -121,6 +122,9 @@ type Scanner struct {
 	reg   registry.Registry
 	lg    *slog.Logger
 	river *river.Client[pgx.Tx]
+
+	classes fresh[*registryv1.AudienceClass]
+	epochs  fresh[int64]
 
 	lingering  sync.WaitGroup
 	stopLinger chan struct{}
@@ -294,6 +298,21 @@ func (quietErrors) HandlePanic(_ context.Context, _ *rivertype.JobRow, _ any, _ 
 	return nil
 }
 
+// audienceClass reads a class from a fetch started at or after `after`.
+func (s *Scanner) audienceClass(ctx context.Context, name string, after time.Time) (*registryv1.AudienceClass, error) {
+	return s.classes.get(ctx, name, after, func(ctx context.Context) (*registryv1.AudienceClass, error) {
+		return s.reg.AudienceClass(ctx, name)
+	})
+}
+
+// policyEpoch reads a tenant's epoch from a fetch started at or after
+// `after`.
+func (s *Scanner) policyEpoch(ctx context.Context, tenant string, after time.Time) (int64, error) {
+	return s.epochs.get(ctx, tenant, after, func(ctx context.Context) (int64, error) {
+		return s.reg.PolicyEpoch(ctx, tenant)
+	})
+}
+
 // Trigger errors.
 var (
 	ErrNotReady      = errors.New("scan: the job queue is not migrated yet")
@@ -313,7 +332,7 @@ func (s *Scanner) Trigger(ctx context.Context, serverID, audienceClass string) (
 	}
 	var pairs [][2]string
 	if audienceClass != "" {
-		c, err := s.reg.AudienceClass(ctx, audienceClass)
+		c, err := s.audienceClass(ctx, audienceClass, time.Now())
 		if err != nil {
 			if errors.Is(err, registry.ErrNotFound) {
 				return nil, ErrUnknownClass

@@ -74,6 +74,9 @@ type Commit struct {
 	// Run is the run's end record (state and generation are set by the
 	// commit).
 	Run RunEnd
+	// InTx, when set, runs last inside the commit's transaction (the scan
+	// completes its queue job there, atomically with the commit).
+	InTx func(context.Context, pgx.Tx) error
 }
 
 // Committed is the outcome of a successful commit.
@@ -90,23 +93,21 @@ func (s *Store) Commit(ctx context.Context, c Commit) (*Committed, error) {
 	server, aud := snap.GetServerId(), snap.GetAudienceClass()
 	var out *Committed
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var now time.Time
-		if err := tx.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
-			return err
-		}
 		expires := snap.GetExpiresAt().AsTime()
-		// 1. The CAS.
+		// 1. The CAS (now() is the transaction's time, used for every
+		// timestamp the commit writes).
 		var gen int64
+		var now time.Time
 		var err error
 		if c.Expected.Generation == 0 {
 			err = tx.QueryRow(ctx, `INSERT INTO pointers (server_id, audience_class, tenant_id, generation, last_generation, state, moved_at, fresh_until, revision)
-VALUES ($1, $2, $3, 1, 1, 'ACTIVE', $4, $5, 0) ON CONFLICT DO NOTHING RETURNING generation`,
-				server, aud, snap.GetTenant(), now, expires).Scan(&gen)
+VALUES ($1, $2, $3, 1, 1, 'ACTIVE', now(), $4, 0) ON CONFLICT DO NOTHING RETURNING generation, moved_at`,
+				server, aud, snap.GetTenant(), expires).Scan(&gen, &now)
 		} else {
 			err = tx.QueryRow(ctx, `UPDATE pointers SET generation = last_generation + 1, last_generation = last_generation + 1,
-state = 'ACTIVE', moved_at = $5, fresh_until = $6
-WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND revision = $4 RETURNING generation`,
-				server, aud, c.Expected.Generation, c.Expected.Revision, now, expires).Scan(&gen)
+state = 'ACTIVE', moved_at = now(), fresh_until = $5
+WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND revision = $4 RETURNING generation, moved_at`,
+				server, aud, c.Expected.Generation, c.Expected.Revision, expires).Scan(&gen, &now)
 		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrCASConflict
@@ -181,6 +182,9 @@ WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND retired_at 
 		}
 		ptr.Revision = rev
 		out = &Committed{Pointer: ptr, Receipt: rcpt}
+		if c.InTx != nil {
+			return c.InTx(ctx, tx)
+		}
 		return nil
 	})
 	if err != nil {
@@ -233,7 +237,7 @@ func (r *toolRows) Err() error { return nil }
 // the freshness of the pointer and its generation to freshUntil, appends a
 // REFRESH change and ends the run (unchanged, confirming the generation).
 // [ErrCASConflict] when the pointer moved or is closed.
-func (s *Store) Refresh(ctx context.Context, runID string, serverID, audienceClass string, exp Expected, freshUntil time.Time, policyEpoch int64, run RunEnd) (*Committed, error) {
+func (s *Store) Refresh(ctx context.Context, runID string, serverID, audienceClass string, exp Expected, freshUntil time.Time, policyEpoch int64, run RunEnd, inTx func(context.Context, pgx.Tx) error) (*Committed, error) {
 	var out *Committed
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var now time.Time
@@ -279,6 +283,9 @@ WHERE server_id = $1 AND audience_class = $2 AND generation = $3`, serverID, aud
 		}
 		ptr.Revision = rev
 		out = &Committed{Pointer: ptr, Receipt: rcpt}
+		if inTx != nil {
+			return inTx(ctx, tx)
+		}
 		return nil
 	})
 	return out, err

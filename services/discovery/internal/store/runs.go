@@ -22,26 +22,34 @@ type NewRun struct {
 	TenantID      string
 	Trigger       discoveryv1.ScanTrigger
 	Worker        string
+	// MarkLost first ends every unfinished run of the pair as INCOMPLETE
+	// WORKER_LOST, in the same statement (see [Store.MarkLost]).
+	MarkLost bool
 }
 
 // StartRun records a run in DISCOVERING and returns its id.
 func (s *Store) StartRun(ctx context.Context, r NewRun) (string, error) {
 	id := newUUID()
-	_, err := s.pool.Exec(ctx, `INSERT INTO runs (run_id, scan_id, attempt, server_id, audience_class, tenant_id, state, trigger, worker)
+	_, err := s.pool.Exec(ctx, `WITH lost AS (
+  UPDATE runs SET state = 'INCOMPLETE', reason = 'WORKER_LOST', finished_at = now(), detail = `+lostDetail+`
+  WHERE $9 AND server_id = $4 AND audience_class = $5 AND finished_at IS NULL)
+INSERT INTO runs (run_id, scan_id, attempt, server_id, audience_class, tenant_id, state, trigger, worker)
 VALUES ($1,$2,$3,$4,$5,$6,'DISCOVERING',$7,$8)`,
-		id, r.ScanID, max(r.Attempt, 1), r.ServerID, r.AudienceClass, r.TenantID, triggerName(r.Trigger), r.Worker)
+		id, r.ScanID, max(r.Attempt, 1), r.ServerID, r.AudienceClass, r.TenantID, triggerName(r.Trigger), r.Worker, r.MarkLost)
 	if err != nil {
 		return "", fmt.Errorf("store: start run: %w", err)
 	}
 	return id, nil
 }
 
+const lostDetail = `'the worker running this scan stopped before it finished (' || worker || '); the scan was retried'`
+
 // MarkLost ends every unfinished run of the pointer, except except, as
 // INCOMPLETE WORKER_LOST: their worker stopped without finishing them. The
 // caller must hold the pointer's scan lock, so no live run is among them.
 func (s *Store) MarkLost(ctx context.Context, serverID, audienceClass, except string) (int64, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE runs SET state = 'INCOMPLETE', reason = 'WORKER_LOST', finished_at = now(),
-detail = 'the worker running this scan stopped before it finished (' || worker || '); the scan was retried'
+detail = `+lostDetail+`
 WHERE server_id = $1 AND audience_class = $2 AND finished_at IS NULL AND run_id::text <> $3`, serverID, audienceClass, except)
 	if err != nil {
 		return 0, fmt.Errorf("store: mark lost runs: %w", err)
