@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/toolcrib/toolcrib/platform/principal"
+	"github.com/toolcrib/toolcrib/services/discovery"
 )
 
 // devDir holds the development signing key, its JWKS and minted tokens.
@@ -36,6 +37,13 @@ type launchable struct {
 // launchables lists every implemented service, in start order.
 func launchables() []launchable {
 	var l []launchable
+	l = append(l, launchable{name: "discovery", run: func(ctx context.Context) error {
+		cfg, err := discovery.ParseConfig(nil, nil)
+		if err != nil {
+			return err
+		}
+		return discovery.Run(ctx, cfg)
+	}})
 	return l
 }
 

@@ -109,6 +109,7 @@ func (e *env) output(m proto.Message, text func(w *tabwriter.Writer)) error {
 func commands() []command {
 	var all []command
 	all = append(all, devCommands()...)
+	all = append(all, discoveryCommands()...)
 	sort.Slice(all, func(i, j int) bool { return all[i].name < all[j].name })
 	return all
 }

@@ -131,16 +131,22 @@ func (s *Scanner) refreshDue(ctx context.Context) error {
 // watchRegistry queues scans for registry changes that can change a scan's
 // outcome (see the package doc), resuming after errors.
 func (s *Scanner) watchRegistry(ctx context.Context) error {
+	delay := time.Second
 	for ctx.Err() == nil {
+		began := time.Now()
 		err := s.watchOnce(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		s.lg.WarnContext(ctx, "registry watch ended; restarting", "error", err)
+		if time.Since(began) > time.Minute {
+			delay = time.Second // it had been working: retry soon
+		}
+		s.lg.WarnContext(ctx, "registry watch ended; restarting", "error", err, "retry_in", delay)
 		select {
 		case <-ctx.Done():
-		case <-time.After(2 * time.Second):
+		case <-time.After(delay):
 		}
+		delay = min(2*delay, 30*time.Second)
 	}
 	return nil
 }
