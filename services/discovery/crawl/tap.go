@@ -311,11 +311,11 @@ func (b *tapBody) Read(p []byte) (int, error) {
 			if !b.sse && err == io.EOF && len(b.in) > 0 {
 				b.out = append(b.out, b.rewrite(b.in)...)
 				b.in = nil
-			} else if b.sse && len(b.in) > 0 {
-				b.event = append(b.event, b.in...)
-				b.in = nil
+			} else if b.sse {
+				// An unterminated last event is passed on as it came.
 				b.out = append(b.out, b.event...)
-				b.event = nil
+				b.out = append(b.out, b.in...)
+				b.in, b.event = nil, nil
 			}
 			b.eof = err
 		}
