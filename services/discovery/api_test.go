@@ -3,6 +3,7 @@ package discovery_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"sort"
@@ -372,5 +373,39 @@ func TestWatchEndsWhenTheServerDrains(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("run: %v", err)
+	}
+}
+
+func TestRetentionJobDeletesOnlyUnusedGenerations(t *testing.T) {
+	e := start(t, func(c *discovery.Config) {
+		c.SnapshotTTL, c.RetentionInterval, c.RetentionGrace = 700*time.Millisecond, 200*time.Millisecond, 0
+	})
+	cat := discoverytest.NewCatalog("r-1", 0, discoverytest.Tools("x", 2)...)
+	srv := discoverytest.NewHTTP(t, cat, discoverytest.ServerOptions{}, false)
+	e.register("inventory", srv.URL, registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED, "")
+	for i := 1; i <= 3; i++ {
+		cat.SetTools(fmt.Sprintf("r-%d", i), discoverytest.Tools(fmt.Sprintf("v%d", i), 2)...)
+		want(t, e.scanAndWait("inventory", class), eligible, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
+	}
+	if _, err := e.admin.BindGeneration(ctxT(t), &discoveryv1.BindGenerationRequest{ServerId: "inventory", AudienceClass: class,
+		Generation: 2, RunId: "agent-run-7", BoundUntil: timestamppb.New(time.Now().Add(time.Hour))}); err != nil {
+		t.Fatal(err)
+	}
+	// Every snapshot expires within a second; generation 1 (retired,
+	// unbound) goes, 2 (bound) and 3 (active) stay.
+	eventually(t, "retention", func() bool {
+		gens, err := e.admin.ListGenerations(ctxT(t), &discoveryv1.ListGenerationsRequest{ServerId: "inventory", AudienceClass: class})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var nums []int64
+		for _, g := range gens.GetGenerations() {
+			nums = append(nums, g.GetGeneration())
+		}
+		return slices.Equal(nums, []int64{3, 2})
+	})
+	gens, _ := e.admin.ListGenerations(ctxT(t), &discoveryv1.ListGenerationsRequest{ServerId: "inventory", AudienceClass: class})
+	if !gens.GetGenerations()[0].GetActive() || gens.GetGenerations()[1].GetBoundUntil() == nil {
+		t.Fatalf("kept %v", gens.GetGenerations())
 	}
 }
