@@ -41,6 +41,23 @@ func inMemory(t *testing.T, l discoverytest.Lister, o discoverytest.ServerOption
 	return crawl.Target{Transport: tr, Identity: "sha256:test"}, s
 }
 
+// transport names one way of reaching a test server.
+type transport struct {
+	name   string
+	target func(t *testing.T) crawl.Target
+}
+
+// inMemoryAndHTTP reaches a lister over go-sdk in-memory transports and over
+// streamable HTTP (stateful) on loopback.
+func inMemoryAndHTTP(l discoverytest.Lister) []transport {
+	return []transport{
+		{"in-memory", func(t *testing.T) crawl.Target { tg, _ := inMemory(t, l, discoverytest.ServerOptions{}); return tg }},
+		{"http", func(t *testing.T) crawl.Target {
+			return crawl.Target{URL: discoverytest.NewHTTP(t, l, discoverytest.ServerOptions{}, false).URL}
+		}},
+	}
+}
+
 func want(t *testing.T, r *crawl.Result, state catalogv1.DiscoveryState, reason discoveryv1.RunReason) {
 	t.Helper()
 	if r.State != state || r.Reason != reason {
@@ -108,15 +125,7 @@ func TestToolObjectsAreKeptVerbatimWithUnknownFields(t *testing.T) {
 	l := discoverytest.ListerFunc(func(call int, cursor *string) discoverytest.Reply {
 		return discoverytest.Reply{Result: json.RawMessage(`{"tools":[` + rawTool + `],"_meta":{"dev.toolcrib/catalog-revision":"r"}}`)}
 	})
-	for _, tc := range []struct {
-		name   string
-		target func(t *testing.T) crawl.Target
-	}{
-		{"in-memory", func(t *testing.T) crawl.Target { tg, _ := inMemory(t, l, discoverytest.ServerOptions{}); return tg }},
-		{"http", func(t *testing.T) crawl.Target {
-			return crawl.Target{URL: discoverytest.NewHTTP(t, l, discoverytest.ServerOptions{}, false).URL}
-		}},
-	} {
+	for _, tc := range inMemoryAndHTTP(l) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := crawl.Crawl(ctx(t), tc.target(t), crawl.Options{Versioned: true})
 			want(t, r, proven, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
@@ -148,18 +157,9 @@ func TestListChangedDuringScanAbortsIt(t *testing.T) {
 	cat.OnList = func(c *discoverytest.Catalog, call int, cursor *string, r *discoverytest.Reply) {
 		r.NotifyBefore = call == 2 // before the third page, i.e. after page 2
 	}
-	for _, tc := range []struct {
-		name   string
-		target func(t *testing.T) crawl.Target
-	}{
-		{"in-memory", func(t *testing.T) crawl.Target { tg, _ := inMemory(t, cat, discoverytest.ServerOptions{}); return tg }},
-		{"http", func(t *testing.T) crawl.Target {
-			return crawl.Target{URL: discoverytest.NewHTTP(t, cat, discoverytest.ServerOptions{}, false).URL}
-		}},
-		{"http-stateless-2026-07-28", func(t *testing.T) crawl.Target {
-			return crawl.Target{URL: discoverytest.NewHTTP(t, cat, discoverytest.ServerOptions{Stateless: true}, false).URL}
-		}},
-	} {
+	for _, tc := range append(inMemoryAndHTTP(cat), transport{"http-stateless-2026-07-28", func(t *testing.T) crawl.Target {
+		return crawl.Target{URL: discoverytest.NewHTTP(t, cat, discoverytest.ServerOptions{Stateless: true}, false).URL}
+	}}) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := crawl.Crawl(ctx(t), tc.target(t), crawl.Options{Versioned: true})
 			want(t, r, incomplete, discoveryv1.RunReason_RUN_REASON_LIST_CHANGED)
@@ -295,15 +295,7 @@ func TestEmptyStringCursorIsNotTheEnd(t *testing.T) {
 			cursors = append(cursors, fmt.Sprintf("%q", *cursor))
 		}
 	}
-	for _, tc := range []struct {
-		name   string
-		target func(t *testing.T) crawl.Target
-	}{
-		{"in-memory", func(t *testing.T) crawl.Target { tg, _ := inMemory(t, cat, discoverytest.ServerOptions{}); return tg }},
-		{"http", func(t *testing.T) crawl.Target {
-			return crawl.Target{URL: discoverytest.NewHTTP(t, cat, discoverytest.ServerOptions{}, false).URL}
-		}},
-	} {
+	for _, tc := range inMemoryAndHTTP(cat) {
 		t.Run(tc.name, func(t *testing.T) {
 			cursors = nil
 			r := crawl.Crawl(ctx(t), tc.target(t), crawl.Options{Versioned: true})
