@@ -87,6 +87,34 @@ func checkPageSize(v *apierror.Violations, n int32) int {
 	return int(n)
 }
 
+// pair is a request naming a (server, audience class).
+type pair interface {
+	GetServerId() string
+	GetAudienceClass() string
+}
+
+// pairViolations checks a request's server id and audience class (both
+// required).
+func pairViolations(req pair) apierror.Violations {
+	var v apierror.Violations
+	checkServer(&v, "server_id", req.GetServerId())
+	checkClass(&v, "audience_class", req.GetAudienceClass(), true)
+	return v
+}
+
+// pairVisible returns whether p may read the pair; false (and no error)
+// when discovery knows nothing of it.
+func (s *Server) pairVisible(ctx context.Context, p principal.Principal, req pair) (bool, error) {
+	tenant, err := s.store.Tenant(ctx, req.GetServerId(), req.GetAudienceClass())
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, internal(err)
+	}
+	return visible(p, tenant), nil
+}
+
 // token encodes and decodes page tokens (opaque to clients).
 func encodeToken(v any) string {
 	b, _ := json.Marshal(v)
@@ -272,9 +300,7 @@ func (s *Server) GetActiveSnapshot(ctx context.Context, req *discoveryv1.GetActi
 	if err != nil {
 		return nil, err
 	}
-	var v apierror.Violations
-	checkServer(&v, "server_id", req.GetServerId())
-	checkClass(&v, "audience_class", req.GetAudienceClass(), true)
+	v := pairViolations(req)
 	limit, tok, hasTok := toolsPage(&v, req.GetToolsPageSize(), req.GetToolsPageToken())
 	if err := v.Err(); err != nil {
 		return nil, err
@@ -303,9 +329,7 @@ func (s *Server) GetSnapshot(ctx context.Context, req *discoveryv1.GetSnapshotRe
 	if err != nil {
 		return nil, err
 	}
-	var v apierror.Violations
-	checkServer(&v, "server_id", req.GetServerId())
-	checkClass(&v, "audience_class", req.GetAudienceClass(), true)
+	v := pairViolations(req)
 	if req.GetGeneration() < 1 {
 		v.Add("generation", "required, from 1")
 	}
@@ -316,12 +340,11 @@ func (s *Server) GetSnapshot(ctx context.Context, req *discoveryv1.GetSnapshotRe
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	tenant, err := s.store.Tenant(ctx, req.GetServerId(), req.GetAudienceClass())
-	if errors.Is(err, store.ErrNotFound) || (err == nil && !visible(p, tenant)) {
+	if ok, err := s.pairVisible(ctx, p, req); err != nil || !ok {
+		if err != nil {
+			return nil, err
+		}
 		return nil, apierror.NotFound("generation", req.GetServerId()+"/"+req.GetAudienceClass()+"/"+itoa(req.GetGeneration()))
-	}
-	if err != nil {
-		return nil, internal(err)
 	}
 	snap, next, err := s.snapshot(ctx, req.GetServerId(), req.GetAudienceClass(), req.GetGeneration(), tok.Offset, limit)
 	if err != nil {
@@ -340,9 +363,7 @@ func (s *Server) ListGenerations(ctx context.Context, req *discoveryv1.ListGener
 	if err != nil {
 		return nil, err
 	}
-	var v apierror.Violations
-	checkServer(&v, "server_id", req.GetServerId())
-	checkClass(&v, "audience_class", req.GetAudienceClass(), true)
+	v := pairViolations(req)
 	limit := checkPageSize(&v, req.GetPageSize())
 	var tok generationsToken
 	if t := req.GetPageToken(); t != "" && (!decodeToken(t, &tok) || tok.Before < 1) {
@@ -351,12 +372,8 @@ func (s *Server) ListGenerations(ctx context.Context, req *discoveryv1.ListGener
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	tenant, err := s.store.Tenant(ctx, req.GetServerId(), req.GetAudienceClass())
-	if errors.Is(err, store.ErrNotFound) || (err == nil && !visible(p, tenant)) {
-		return &discoveryv1.ListGenerationsResponse{}, nil
-	}
-	if err != nil {
-		return nil, internal(err)
+	if ok, err := s.pairVisible(ctx, p, req); err != nil || !ok {
+		return &discoveryv1.ListGenerationsResponse{}, err
 	}
 	gens, more, err := s.store.ListGenerations(ctx, req.GetServerId(), req.GetAudienceClass(), tok.Before, limit)
 	if err != nil {
@@ -375,9 +392,7 @@ func (s *Server) Rollback(ctx context.Context, req *discoveryv1.RollbackRequest)
 	if _, err := principal.RequireAdminOrService(ctx); err != nil {
 		return nil, err
 	}
-	var v apierror.Violations
-	checkServer(&v, "server_id", req.GetServerId())
-	checkClass(&v, "audience_class", req.GetAudienceClass(), true)
+	v := pairViolations(req)
 	if req.GetExpectedGeneration() < 1 {
 		v.Add("expected_generation", "required, from 1")
 	}
@@ -416,9 +431,7 @@ func (s *Server) BindGeneration(ctx context.Context, req *discoveryv1.BindGenera
 	if _, err := principal.RequireAdminOrService(ctx); err != nil {
 		return nil, err
 	}
-	var v apierror.Violations
-	checkServer(&v, "server_id", req.GetServerId())
-	checkClass(&v, "audience_class", req.GetAudienceClass(), true)
+	v := pairViolations(req)
 	if req.GetGeneration() < 1 {
 		v.Add("generation", "required, from 1")
 	}
