@@ -62,6 +62,9 @@ type Config struct {
 	RetentionInterval  time.Duration
 	RetentionGrace     time.Duration
 	ChangeLogRetention time.Duration
+	// RunRetention is how long finished runs are kept (those that produced
+	// a retained snapshot stay with it).
+	RunRetention time.Duration
 	// FetchCooldown is the job queue's minimum time between fetches.
 	FetchCooldown time.Duration
 
@@ -127,6 +130,7 @@ func flags(c *Config, lookup func(string) (string, bool)) *config.Set {
 	s.Duration(&c.RetentionInterval, "retention-interval", "", 10*time.Minute, "how often unused generations are deleted")
 	s.Duration(&c.RetentionGrace, "retention-grace", "", 24*time.Hour, "how long an expired, unbound, inactive generation is kept")
 	s.Duration(&c.ChangeLogRetention, "changelog-retention", "", 24*time.Hour, "how long Watch history is kept")
+	s.Duration(&c.RunRetention, "run-retention", "", 7*24*time.Hour, "how long finished runs are kept (runs of retained snapshots stay)")
 	s.Duration(&c.FetchCooldown, "fetch-cooldown", "", 20*time.Millisecond, "shortest time between job fetches")
 	return s
 }
@@ -145,9 +149,10 @@ func (c *Config) Validate() error {
 	positive := map[string]time.Duration{"scan-timeout": c.ScanTimeout, "refresh-interval": c.RefreshInterval,
 		"refresh-tick": c.RefreshTick, "retry-base": c.RetryBase, "retry-max": c.RetryMax, "snapshot-ttl": c.SnapshotTTL,
 		"connect-timeout": c.ConnectTimeout, "page-timeout": c.PageTimeout, "watch-heartbeat": c.WatchHeartbeat,
-		"retention-interval": c.RetentionInterval, "changelog-retention": c.ChangeLogRetention, "fetch-cooldown": c.FetchCooldown}
+		"retention-interval": c.RetentionInterval, "changelog-retention": c.ChangeLogRetention, "fetch-cooldown": c.FetchCooldown,
+		"run-retention": c.RunRetention}
 	for _, name := range []string{"scan-timeout", "refresh-interval", "refresh-tick", "retry-base", "retry-max", "snapshot-ttl",
-		"connect-timeout", "page-timeout", "watch-heartbeat", "retention-interval", "changelog-retention", "fetch-cooldown"} {
+		"connect-timeout", "page-timeout", "watch-heartbeat", "retention-interval", "changelog-retention", "fetch-cooldown", "run-retention"} {
 		if positive[name] <= 0 {
 			bad(name, "must be positive")
 		}

@@ -193,7 +193,7 @@ func (c *Config) scanConfig() (scan.Config, error) {
 		RetryBase: c.RetryBase, RetryMax: c.RetryMax, MaxAttempts: c.MaxAttempts,
 		SnapshotTTL: c.SnapshotTTL, Linger: linger,
 		RetentionInterval: c.RetentionInterval, RetentionGrace: grace,
-		ChangeLogRetention: c.ChangeLogRetention, FetchCooldown: c.FetchCooldown,
+		ChangeLogRetention: c.ChangeLogRetention, RunRetention: c.RunRetention, FetchCooldown: c.FetchCooldown,
 		Crawl: crawl.Options{
 			MaxPages: c.MaxPages, MaxTools: c.MaxTools, MaxBytes: int64(c.MaxBytes),
 			ConnectTimeout: c.ConnectTimeout, PageTimeout: c.PageTimeout, RootCAs: roots,

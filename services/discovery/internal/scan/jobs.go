@@ -161,7 +161,7 @@ func (w *retentionWorker) Work(ctx context.Context, _ *river.Job[RetentionArgs])
 	s := w.s
 	now := time.Now()
 	grace := max(s.cfg.RetentionGrace, 0)
-	gone, err := s.store.Retain(ctx, now, now.Add(-grace))
+	gone, err := s.store.Retain(ctx, now, now.Add(-grace), now.Add(-s.cfg.RunRetention))
 	if err != nil {
 		return err
 	}

@@ -45,7 +45,9 @@ const (
 )
 
 // validatingRecordThreshold is the catalog size from which the transient
-// VALIDATING state is written to the run record.
+// VALIDATING and SNAPSHOT_PROVEN states are written to the run record
+// (for smaller catalogs they last microseconds; the run goes from
+// DISCOVERING to its end state in the record).
 const validatingRecordThreshold = 1000
 
 // scanState is what one scan accumulates for its run record.
@@ -208,6 +210,9 @@ func (s *Scanner) scan(ctx context.Context, runID string, jobID int64, a ScanArg
 	st.end.Flags = cand.Flags
 	if !cand.Committable() {
 		return st.fail(cand.State, cand.Reason, "%s", cand.Detail)
+	}
+	if len(res.Tools) >= validatingRecordThreshold {
+		_ = s.store.UpdateRun(ctx, runID, store.Progress{State: cand.State})
 	}
 
 	// 5. Nothing that the scan started from may have changed.

@@ -60,6 +60,9 @@ type Config struct {
 	RetentionInterval  time.Duration
 	RetentionGrace     time.Duration
 	ChangeLogRetention time.Duration
+	// RunRetention is how long finished runs are kept unless a retained
+	// snapshot came from them (7 days).
+	RunRetention time.Duration
 	// FetchCooldown and FetchPollInterval tune River's fetching (20ms, 1s).
 	FetchCooldown     time.Duration
 	FetchPollInterval time.Duration
@@ -101,6 +104,7 @@ func (c Config) withDefaults() Config {
 	def(&c.RetentionInterval, 10*time.Minute)
 	def(&c.RetentionGrace, 24*time.Hour)
 	def(&c.ChangeLogRetention, 24*time.Hour)
+	def(&c.RunRetention, 7*24*time.Hour)
 	def(&c.FetchCooldown, 20*time.Millisecond)
 	def(&c.FetchPollInterval, time.Second)
 	if c.LookupEnv == nil {

@@ -141,9 +141,10 @@ type Retained struct {
 // Retain deletes (I11) every generation that is not named by its pointer,
 // whose freshness ended before `expiredBefore`, and that no live run is
 // bound to (a binding ending after now). It also drops bindings that ended
-// before expiredBefore. The database trigger refuses to delete a pointer's
-// generation whatever this query says.
-func (s *Store) Retain(ctx context.Context, now, expiredBefore time.Time) ([]Retained, error) {
+// before expiredBefore, and runs (with their pages) that finished before
+// runsBefore and produced no retained snapshot. The database trigger
+// refuses to delete a pointer's generation whatever this query says.
+func (s *Store) Retain(ctx context.Context, now, expiredBefore, runsBefore time.Time) ([]Retained, error) {
 	var out []Retained
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SET LOCAL toolcrib.retention = 'on'"); err != nil {
@@ -167,7 +168,11 @@ RETURNING s.server_id, s.audience_class, s.generation`, now, expiredBefore)
 		if err != nil {
 			return fmt.Errorf("store: retention: %w", err)
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM bindings WHERE bound_until < $1`, expiredBefore)
+		if _, err := tx.Exec(ctx, `DELETE FROM bindings WHERE bound_until < $1`, expiredBefore); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM runs r WHERE r.finished_at < $1
+AND NOT EXISTS (SELECT 1 FROM snapshots s WHERE s.run_id = r.run_id)`, runsBefore)
 		return err
 	})
 	return out, err

@@ -325,7 +325,7 @@ func TestRetentionKeepsActiveFreshAndBoundGenerations(t *testing.T) {
 		t.Fatalf("binding an unknown generation: %v", err)
 	}
 	now := time.Now()
-	gone, err := f.st.Retain(ctx, now, now)
+	gone, err := f.st.Retain(ctx, now, now, now.Add(-time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func TestRetentionKeepsActiveFreshAndBoundGenerations(t *testing.T) {
 	}
 	// Once the binding ends, generation 2 goes too; 3 (fresh) and 4 (active) stay.
 	later := now.Add(2 * time.Hour)
-	gone, err = f.st.Retain(ctx, later, now)
+	gone, err = f.st.Retain(ctx, later, now, now.Add(-time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,6 +347,21 @@ func TestRetentionKeepsActiveFreshAndBoundGenerations(t *testing.T) {
 	}
 	if _, _, err := f.st.Snapshot(ctx, "inv", "a.b", 1, 0, 0); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("deleted snapshot still readable: %v", err)
+	}
+	// Old runs go too, unless a retained snapshot came from them.
+	lone := f.run(t, "inv", "a.b")
+	if err := f.st.FinishRun(ctx, lone, store.RunEnd{State: catalogv1.DiscoveryState_DISCOVERY_STATE_INCOMPLETE}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.Retain(ctx, later, now, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.GetRun(ctx, lone, false); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("old run kept: %v", err)
+	}
+	runs, _, _ := f.st.ListRuns(ctx, store.RunFilter{}, nil, 100)
+	if len(runs) != 2 {
+		t.Fatalf("%d runs kept, want the 2 whose snapshots are retained", len(runs))
 	}
 }
 
