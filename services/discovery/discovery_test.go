@@ -18,9 +18,12 @@ import (
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/pgtest"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/services/discovery"
 	"github.com/toolcrib/toolcrib/services/discovery/crawl"
 	"github.com/toolcrib/toolcrib/services/discovery/discoverytest"
+	"github.com/toolcrib/toolcrib/services/discovery/registry"
 )
 
 func TestProvenScanCommitsGenerationOne(t *testing.T) {
@@ -362,4 +365,19 @@ func TestCacheScopePrivateIsRecordedPerClass(t *testing.T) {
 func withPin(s *registryv1.Server, pin string) *registryv1.Server {
 	s.IdentityPin = pin
 	return s
+}
+
+func TestInjectedRegistryImplementation(t *testing.T) {
+	reg := newRegFake(t)
+	client, err := registry.Dial(reg.addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	e := startOn(t, servicetest.NewAuth(t), pgtest.NewDatabase(t, pgtest.Schema{Name: "discovery", Sets: discovery.Spec().Migrations}), reg,
+		func(c *discovery.Config) { c.Registry, c.RegistryAddr = client, "unused:1" })
+	cat := discoverytest.NewCatalog("r-1", 0, discoverytest.Tools("x", 2)...)
+	srv := discoverytest.NewHTTP(t, cat, discoverytest.ServerOptions{}, false)
+	e.register("inventory", srv.URL, registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED, "")
+	want(t, e.scanAndWait("inventory", class), eligible, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
 }
