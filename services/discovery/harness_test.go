@@ -44,7 +44,9 @@ func TestMain(m *testing.M) {
 		runChild(spec)
 		return
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	discoverytest.Cleanup()
+	os.Exit(code)
 }
 
 const childEnv = "TOOLCRIB_DISCOVERY_TEST_CHILD"

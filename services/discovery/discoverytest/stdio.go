@@ -61,6 +61,14 @@ func StdioServer(t testing.TB, spec StdioSpec) (command string, args []string) {
 	return buildPath, []string{path}
 }
 
+// Cleanup removes the built test server; call it from TestMain after the
+// tests ran.
+func Cleanup() {
+	if buildPath != "" {
+		_ = os.RemoveAll(filepath.Dir(buildPath))
+	}
+}
+
 type buildError struct {
 	out string
 	err error
