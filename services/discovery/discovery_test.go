@@ -381,3 +381,29 @@ func TestInjectedRegistryImplementation(t *testing.T) {
 	e.register("inventory", srv.URL, registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED, "")
 	want(t, e.scanAndWait("inventory", class), eligible, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
 }
+
+func TestManualTriggerExpeditesAWaitingRetry(t *testing.T) {
+	e := start(t, func(c *discovery.Config) { c.RetryBase, c.RetryMax = time.Hour, time.Hour })
+	cat := discoverytest.NewCatalog("", 0, discoverytest.Tools("x", 2)...) // no revision: REVISION_MISSING
+	srv := discoverytest.NewHTTP(t, cat, discoverytest.ServerOptions{}, false)
+	e.register("inventory", srv.URL, registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED, "")
+	tk := e.scan("inventory", class)
+	want(t, e.wait(tk.GetScanId(), discovery.Terminal), incomplete, discoveryv1.RunReason_RUN_REASON_REVISION_MISSING)
+	// The retry is an hour away; the operator fixes the server and asks now.
+	cat.SetTools("r-1", discoverytest.Tools("x", 2)...)
+	// (Until the queue has recorded the failed attempt, the ticket points at
+	// the running job and changes nothing; so ask until the retry starts.)
+	eventually(t, "the second attempt", func() bool {
+		again := e.scan("inventory", class)
+		if !again.GetAlreadyQueued() || again.GetScanId() != tk.GetScanId() {
+			t.Fatalf("ticket %v", again)
+		}
+		runs, _ := e.admin.ListRuns(ctxT(t), &discoveryv1.ListRunsRequest{ScanId: tk.GetScanId()})
+		return len(runs.GetRuns()) == 2
+	})
+	r := e.wait(tk.GetScanId(), nil)
+	want(t, r, eligible, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
+	if r.GetAttempt() != 2 {
+		t.Fatalf("attempt %d", r.GetAttempt())
+	}
+}

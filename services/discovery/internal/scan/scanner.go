@@ -258,6 +258,14 @@ func (s *Scanner) Enqueue(ctx context.Context, trigger discoveryv1.ScanTrigger, 
 	out := make([]Ticket, len(res))
 	for i, r := range res {
 		out[i] = Ticket{ServerID: pairs[i][0], AudienceClass: pairs[i][1], ScanID: strconv.FormatInt(r.Job.ID, 10), AlreadyQueued: r.UniqueSkippedAsDuplicate}
+		// An on-demand scan should not wait out a retry backoff: a queued
+		// scan that is waiting for its next attempt is made due now.
+		if trigger == discoveryv1.ScanTrigger_SCAN_TRIGGER_MANUAL && r.UniqueSkippedAsDuplicate &&
+			(r.Job.State == rivertype.JobStateRetryable || r.Job.State == rivertype.JobStateScheduled) {
+			if _, err := s.river.JobRetry(ctx, r.Job.ID); err != nil {
+				s.lg.WarnContext(ctx, "make a queued scan due now", "scan", r.Job.ID, "error", err)
+			}
+		}
 	}
 	return out, nil
 }
