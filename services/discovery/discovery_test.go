@@ -394,12 +394,20 @@ func TestManualTriggerExpeditesAWaitingRetry(t *testing.T) {
 	// (Until the queue has recorded the failed attempt, the ticket points at
 	// the running job and changes nothing; so ask until the retry starts.)
 	eventually(t, "the second attempt", func() bool {
-		again := e.scan("inventory", class)
-		if !again.GetAlreadyQueued() || again.GetScanId() != tk.GetScanId() {
-			t.Fatalf("ticket %v", again)
+		if runs, _ := e.admin.ListRuns(ctxT(t), &discoveryv1.ListRunsRequest{ScanId: tk.GetScanId()}); len(runs.GetRuns()) == 2 {
+			return true
 		}
+		again := e.scan("inventory", class)
+		if again.GetAlreadyQueued() && again.GetScanId() == tk.GetScanId() {
+			return false
+		}
+		// A new scan is queued only once the first one has ended, i.e. its
+		// second attempt ran in the meantime.
 		runs, _ := e.admin.ListRuns(ctxT(t), &discoveryv1.ListRunsRequest{ScanId: tk.GetScanId()})
-		return len(runs.GetRuns()) == 2
+		if len(runs.GetRuns()) != 2 {
+			t.Fatalf("ticket %v, first %v", again, tk)
+		}
+		return true
 	})
 	r := e.wait(tk.GetScanId(), nil)
 	want(t, r, eligible, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
