@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/toolcrib/toolcrib/platform/principal"
+	"github.com/toolcrib/toolcrib/services/discovery"
 	"github.com/toolcrib/toolcrib/services/registry"
 )
 
@@ -43,6 +44,13 @@ func launchables() []launchable {
 			return err
 		}
 		return registry.Run(ctx, cfg)
+	}})
+	l = append(l, launchable{name: "discovery", run: func(ctx context.Context) error {
+		cfg, err := discovery.ParseConfig(nil, nil)
+		if err != nil {
+			return err
+		}
+		return discovery.Run(ctx, cfg)
 	}})
 	return l
 }

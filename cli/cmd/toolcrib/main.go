@@ -110,6 +110,7 @@ func commands() []command {
 	var all []command
 	all = append(all, devCommands()...)
 	all = append(all, registryCommands()...)
+	all = append(all, discoveryCommands()...)
 	sort.Slice(all, func(i, j int) bool { return all[i].name < all[j].name })
 	return all
 }

@@ -306,6 +306,10 @@ const (
 	// No fresh generation could prove current authorization; the server is
 	// closed for this audience class until a new proven scan commits.
 	PointerMove_POINTER_MOVE_CLOSE PointerMove = 3
+	// A rescan proved the active generation again (same source revision and
+	// page root): the generation stays, only the pointer's `fresh_until` moved
+	// later.
+	PointerMove_POINTER_MOVE_REFRESH PointerMove = 4
 )
 
 // Enum value maps for PointerMove.
@@ -315,12 +319,14 @@ var (
 		1: "POINTER_MOVE_ACTIVATE",
 		2: "POINTER_MOVE_ROLLBACK",
 		3: "POINTER_MOVE_CLOSE",
+		4: "POINTER_MOVE_REFRESH",
 	}
 	PointerMove_value = map[string]int32{
 		"POINTER_MOVE_UNSPECIFIED": 0,
 		"POINTER_MOVE_ACTIVATE":    1,
 		"POINTER_MOVE_ROLLBACK":    2,
 		"POINTER_MOVE_CLOSE":       3,
+		"POINTER_MOVE_REFRESH":     4,
 	}
 )
 
@@ -820,7 +826,8 @@ type CatalogReceipt struct {
 	ServerId string `protobuf:"bytes,2,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
 	// Audience class of the pointer.
 	AudienceClass string `protobuf:"bytes,3,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
-	// The generation that became active.
+	// The generation that became active (for REFRESH: that stayed active; for
+	// CLOSE: the generation that was active last).
 	Generation int64 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
 	// The generation that was active before; 0 when none was.
 	PreviousGeneration int64 `protobuf:"varint,5,opt,name=previous_generation,json=previousGeneration,proto3" json:"previous_generation,omitempty"`
@@ -1122,12 +1129,13 @@ const file_toolcrib_catalog_v1_catalog_proto_rawDesc = "" +
 	"\x19DECISION_REASON_FORBIDDEN\x10\f\x12%\n" +
 	"!DECISION_REASON_ARGUMENTS_INVALID\x10\r\x12)\n" +
 	"%DECISION_REASON_CONFIRMATION_REQUIRED\x10\x0e\x12!\n" +
-	"\x1dDECISION_REASON_SERVER_CLOSED\x10\x0f*y\n" +
+	"\x1dDECISION_REASON_SERVER_CLOSED\x10\x0f*\x93\x01\n" +
 	"\vPointerMove\x12\x1c\n" +
 	"\x18POINTER_MOVE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15POINTER_MOVE_ACTIVATE\x10\x01\x12\x19\n" +
 	"\x15POINTER_MOVE_ROLLBACK\x10\x02\x12\x16\n" +
-	"\x12POINTER_MOVE_CLOSE\x10\x03B\xd5\x01\n" +
+	"\x12POINTER_MOVE_CLOSE\x10\x03\x12\x18\n" +
+	"\x14POINTER_MOVE_REFRESH\x10\x04B\xd5\x01\n" +
 	"\x17com.toolcrib.catalog.v1B\fCatalogProtoP\x01Z>github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1;catalogv1\xa2\x02\x03TCX\xaa\x02\x13Toolcrib.Catalog.V1\xca\x02\x13Toolcrib\\Catalog\\V1\xe2\x02\x1fToolcrib\\Catalog\\V1\\GPBMetadata\xea\x02\x15Toolcrib::Catalog::V1b\x06proto3"
 
 var (

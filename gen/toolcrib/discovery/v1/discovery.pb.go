@@ -93,6 +93,15 @@ const (
 	RunReason_RUN_REASON_CREDENTIAL_UNAVAILABLE RunReason = 25
 	// A tool object is not valid JSON or lacks required MCP fields.
 	RunReason_RUN_REASON_MALFORMED_TOOL RunReason = 26
+	// The server or audience class is no longer registered, or the class no
+	// longer covers the server; the scan is dropped, not retried.
+	RunReason_RUN_REASON_NOT_REGISTERED RunReason = 27
+	// The registry could not be read at scan start or right before the
+	// commit; the scan is retried.
+	RunReason_RUN_REASON_REGISTRY_UNAVAILABLE RunReason = 28
+	// The server negotiated an MCP protocol version older than the oldest one
+	// discovery accepts (2025-06-18 by default).
+	RunReason_RUN_REASON_PROTOCOL_UNSUPPORTED RunReason = 29
 )
 
 // Enum value maps for RunReason.
@@ -125,6 +134,9 @@ var (
 		24: "RUN_REASON_WORKER_LOST",
 		25: "RUN_REASON_CREDENTIAL_UNAVAILABLE",
 		26: "RUN_REASON_MALFORMED_TOOL",
+		27: "RUN_REASON_NOT_REGISTERED",
+		28: "RUN_REASON_REGISTRY_UNAVAILABLE",
+		29: "RUN_REASON_PROTOCOL_UNSUPPORTED",
 	}
 	RunReason_value = map[string]int32{
 		"RUN_REASON_UNSPECIFIED":            0,
@@ -154,6 +166,9 @@ var (
 		"RUN_REASON_WORKER_LOST":            24,
 		"RUN_REASON_CREDENTIAL_UNAVAILABLE": 25,
 		"RUN_REASON_MALFORMED_TOOL":         26,
+		"RUN_REASON_NOT_REGISTERED":         27,
+		"RUN_REASON_REGISTRY_UNAVAILABLE":   28,
+		"RUN_REASON_PROTOCOL_UNSUPPORTED":   29,
 	}
 )
 
@@ -537,9 +552,16 @@ type Run struct {
 	// Pages, in order; only filled by GetRun with `include_pages`.
 	Pages []*Page `protobuf:"bytes,25,rep,name=pages,proto3" json:"pages,omitempty"`
 	// Findings that did not refuse the catalog.
-	Flags         []*RunFlag `protobuf:"bytes,26,rep,name=flags,proto3" json:"flags,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Flags []*RunFlag `protobuf:"bytes,26,rep,name=flags,proto3" json:"flags,omitempty"`
+	// `private` when a page carried `cacheScope: private` (the catalog then
+	// belongs to this audience class only), `shared` when pages said so or
+	// said nothing; empty before the first page.
+	CacheScope string `protobuf:"bytes,27,opt,name=cache_scope,json=cacheScope,proto3" json:"cache_scope,omitempty"`
+	// For a run that ended UNCHANGED, the active generation it proved again
+	// (and whose freshness it extended); 0 otherwise.
+	ConfirmedGeneration int64 `protobuf:"varint,28,opt,name=confirmed_generation,json=confirmedGeneration,proto3" json:"confirmed_generation,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Run) Reset() {
@@ -752,6 +774,20 @@ func (x *Run) GetFlags() []*RunFlag {
 		return x.Flags
 	}
 	return nil
+}
+
+func (x *Run) GetCacheScope() string {
+	if x != nil {
+		return x.CacheScope
+	}
+	return ""
+}
+
+func (x *Run) GetConfirmedGeneration() int64 {
+	if x != nil {
+		return x.ConfirmedGeneration
+	}
+	return 0
 }
 
 // ActivePointer is the one place caches, visible-set builders and admission
@@ -1448,8 +1484,15 @@ type GetActiveSnapshotRequest struct {
 	ServerId string `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
 	// Audience class; required.
 	AudienceClass string `protobuf:"bytes,2,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Maximum tools to return in the snapshot; 0 returns every tool (large
+	// catalogs may then exceed the client's message size limit).
+	ToolsPageSize int32 `protobuf:"varint,3,opt,name=tools_page_size,json=toolsPageSize,proto3" json:"tools_page_size,omitempty"`
+	// Token from a previous response's `next_tools_page_token`; empty for the
+	// first tools. ABORTED when the pointer moved to another generation since
+	// the token was issued.
+	ToolsPageToken string `protobuf:"bytes,4,opt,name=tools_page_token,json=toolsPageToken,proto3" json:"tools_page_token,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GetActiveSnapshotRequest) Reset() {
@@ -1496,15 +1539,32 @@ func (x *GetActiveSnapshotRequest) GetAudienceClass() string {
 	return ""
 }
 
+func (x *GetActiveSnapshotRequest) GetToolsPageSize() int32 {
+	if x != nil {
+		return x.ToolsPageSize
+	}
+	return 0
+}
+
+func (x *GetActiveSnapshotRequest) GetToolsPageToken() string {
+	if x != nil {
+		return x.ToolsPageToken
+	}
+	return ""
+}
+
 // GetActiveSnapshotResponse is the response of GetActiveSnapshot.
 type GetActiveSnapshotResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The pointer.
 	Pointer *ActivePointer `protobuf:"bytes,1,opt,name=pointer,proto3" json:"pointer,omitempty"`
 	// The active snapshot; unset when the pointer is CLOSED.
-	Snapshot      *v1.Snapshot `protobuf:"bytes,2,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Snapshot *v1.Snapshot `protobuf:"bytes,2,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// Token for the next tools of the same generation (usable with
+	// GetActiveSnapshot or GetSnapshot); empty when every tool was returned.
+	NextToolsPageToken string `protobuf:"bytes,3,opt,name=next_tools_page_token,json=nextToolsPageToken,proto3" json:"next_tools_page_token,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *GetActiveSnapshotResponse) Reset() {
@@ -1551,6 +1611,13 @@ func (x *GetActiveSnapshotResponse) GetSnapshot() *v1.Snapshot {
 	return nil
 }
 
+func (x *GetActiveSnapshotResponse) GetNextToolsPageToken() string {
+	if x != nil {
+		return x.NextToolsPageToken
+	}
+	return ""
+}
+
 // GetSnapshotRequest is the request of GetSnapshot.
 type GetSnapshotRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1559,9 +1626,14 @@ type GetSnapshotRequest struct {
 	// Audience class; required.
 	AudienceClass string `protobuf:"bytes,2,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
 	// Generation; required, from 1.
-	Generation    int64 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Generation int64 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	// Maximum tools to return in the snapshot; 0 returns every tool.
+	ToolsPageSize int32 `protobuf:"varint,4,opt,name=tools_page_size,json=toolsPageSize,proto3" json:"tools_page_size,omitempty"`
+	// Token from a previous response's `next_tools_page_token`; empty for the
+	// first tools. INVALID_ARGUMENT when it belongs to another generation.
+	ToolsPageToken string `protobuf:"bytes,5,opt,name=tools_page_token,json=toolsPageToken,proto3" json:"tools_page_token,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GetSnapshotRequest) Reset() {
@@ -1615,13 +1687,29 @@ func (x *GetSnapshotRequest) GetGeneration() int64 {
 	return 0
 }
 
+func (x *GetSnapshotRequest) GetToolsPageSize() int32 {
+	if x != nil {
+		return x.ToolsPageSize
+	}
+	return 0
+}
+
+func (x *GetSnapshotRequest) GetToolsPageToken() string {
+	if x != nil {
+		return x.ToolsPageToken
+	}
+	return ""
+}
+
 // GetSnapshotResponse is the response of GetSnapshot.
 type GetSnapshotResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The snapshot.
-	Snapshot      *v1.Snapshot `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The snapshot; its `tools` hold only the requested page when paging.
+	Snapshot *v1.Snapshot `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// Token for the next tools; empty when every tool was returned.
+	NextToolsPageToken string `protobuf:"bytes,2,opt,name=next_tools_page_token,json=nextToolsPageToken,proto3" json:"next_tools_page_token,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *GetSnapshotResponse) Reset() {
@@ -1659,6 +1747,13 @@ func (x *GetSnapshotResponse) GetSnapshot() *v1.Snapshot {
 		return x.Snapshot
 	}
 	return nil
+}
+
+func (x *GetSnapshotResponse) GetNextToolsPageToken() string {
+	if x != nil {
+		return x.NextToolsPageToken
+	}
+	return ""
 }
 
 // ListGenerationsRequest is the request of ListGenerations.
@@ -2275,7 +2370,7 @@ const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
 	"\aRunFlag\x12\x1b\n" +
 	"\ttool_name\x18\x01 \x01(\tR\btoolName\x12\x12\n" +
 	"\x04flag\x18\x02 \x01(\tR\x04flag\x12\x16\n" +
-	"\x06detail\x18\x03 \x01(\tR\x06detail\"\x80\b\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\"\xd4\b\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
 	"\ascan_id\x18\x02 \x01(\tR\x06scanId\x12\x18\n" +
@@ -2309,7 +2404,10 @@ const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
 	"\x0fidentity_digest\x18\x17 \x01(\tR\x0eidentityDigest\x12.\n" +
 	"\x13trust_config_digest\x18\x18 \x01(\tR\x11trustConfigDigest\x121\n" +
 	"\x05pages\x18\x19 \x03(\v2\x1b.toolcrib.discovery.v1.PageR\x05pages\x124\n" +
-	"\x05flags\x18\x1a \x03(\v2\x1e.toolcrib.discovery.v1.RunFlagR\x05flags\"\xed\x03\n" +
+	"\x05flags\x18\x1a \x03(\v2\x1e.toolcrib.discovery.v1.RunFlagR\x05flags\x12\x1f\n" +
+	"\vcache_scope\x18\x1b \x01(\tR\n" +
+	"cacheScope\x121\n" +
+	"\x14confirmed_generation\x18\x1c \x01(\x03R\x13confirmedGeneration\"\xed\x03\n" +
 	"\rActivePointer\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12%\n" +
 	"\x0eaudience_class\x18\x02 \x01(\tR\raudienceClass\x12\x1b\n" +
@@ -2370,21 +2468,27 @@ const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
 	"page_token\x18\x06 \x01(\tR\tpageToken\"j\n" +
 	"\x10ListRunsResponse\x12.\n" +
 	"\x04runs\x18\x01 \x03(\v2\x1a.toolcrib.discovery.v1.RunR\x04runs\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"^\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb0\x01\n" +
 	"\x18GetActiveSnapshotRequest\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12%\n" +
-	"\x0eaudience_class\x18\x02 \x01(\tR\raudienceClass\"\x96\x01\n" +
+	"\x0eaudience_class\x18\x02 \x01(\tR\raudienceClass\x12&\n" +
+	"\x0ftools_page_size\x18\x03 \x01(\x05R\rtoolsPageSize\x12(\n" +
+	"\x10tools_page_token\x18\x04 \x01(\tR\x0etoolsPageToken\"\xc9\x01\n" +
 	"\x19GetActiveSnapshotResponse\x12>\n" +
 	"\apointer\x18\x01 \x01(\v2$.toolcrib.discovery.v1.ActivePointerR\apointer\x129\n" +
-	"\bsnapshot\x18\x02 \x01(\v2\x1d.toolcrib.catalog.v1.SnapshotR\bsnapshot\"x\n" +
+	"\bsnapshot\x18\x02 \x01(\v2\x1d.toolcrib.catalog.v1.SnapshotR\bsnapshot\x121\n" +
+	"\x15next_tools_page_token\x18\x03 \x01(\tR\x12nextToolsPageToken\"\xca\x01\n" +
 	"\x12GetSnapshotRequest\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12%\n" +
 	"\x0eaudience_class\x18\x02 \x01(\tR\raudienceClass\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x03 \x01(\x03R\n" +
-	"generation\"P\n" +
+	"generation\x12&\n" +
+	"\x0ftools_page_size\x18\x04 \x01(\x05R\rtoolsPageSize\x12(\n" +
+	"\x10tools_page_token\x18\x05 \x01(\tR\x0etoolsPageToken\"\x83\x01\n" +
 	"\x13GetSnapshotResponse\x129\n" +
-	"\bsnapshot\x18\x01 \x01(\v2\x1d.toolcrib.catalog.v1.SnapshotR\bsnapshot\"\x98\x01\n" +
+	"\bsnapshot\x18\x01 \x01(\v2\x1d.toolcrib.catalog.v1.SnapshotR\bsnapshot\x121\n" +
+	"\x15next_tools_page_token\x18\x02 \x01(\tR\x12nextToolsPageToken\"\x98\x01\n" +
 	"\x16ListGenerationsRequest\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12%\n" +
 	"\x0eaudience_class\x18\x02 \x01(\tR\raudienceClass\x12\x1b\n" +
@@ -2424,7 +2528,7 @@ const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
 	"\rWatchResponse\x12>\n" +
 	"\x06change\x18\x01 \x01(\v2$.toolcrib.discovery.v1.PointerChangeH\x00R\x06change\x12>\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x1e.toolcrib.catalog.v1.HeartbeatH\x00R\theartbeatB\a\n" +
-	"\x05event*\xd2\x06\n" +
+	"\x05event*\xbb\a\n" +
 	"\tRunReason\x12\x1a\n" +
 	"\x16RUN_REASON_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17RUN_REASON_LIST_CHANGED\x10\x01\x12 \n" +
@@ -2453,7 +2557,10 @@ const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
 	"\x14RUN_REASON_UNCHANGED\x10\x17\x12\x1a\n" +
 	"\x16RUN_REASON_WORKER_LOST\x10\x18\x12%\n" +
 	"!RUN_REASON_CREDENTIAL_UNAVAILABLE\x10\x19\x12\x1d\n" +
-	"\x19RUN_REASON_MALFORMED_TOOL\x10\x1a*\xa0\x01\n" +
+	"\x19RUN_REASON_MALFORMED_TOOL\x10\x1a\x12\x1d\n" +
+	"\x19RUN_REASON_NOT_REGISTERED\x10\x1b\x12#\n" +
+	"\x1fRUN_REASON_REGISTRY_UNAVAILABLE\x10\x1c\x12#\n" +
+	"\x1fRUN_REASON_PROTOCOL_UNSUPPORTED\x10\x1d*\xa0\x01\n" +
 	"\vScanTrigger\x12\x1c\n" +
 	"\x18SCAN_TRIGGER_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SCAN_TRIGGER_PERIODIC\x10\x01\x12\x17\n" +

@@ -1,0 +1,738 @@
+package crawl
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
+	"github.com/toolcrib/toolcrib/platform/canonical"
+)
+
+// RevisionMetaKey is the `_meta` key of a tools/list result that carries the
+// source catalog revision.
+const RevisionMetaKey = "dev.toolcrib/catalog-revision"
+
+// DefaultCredentialEnv is the environment variable a stdio server receives
+// its upstream credential in.
+const DefaultCredentialEnv = "TOOLCRIB_UPSTREAM_TOKEN"
+
+// Target is the server to read.
+type Target struct {
+	// URL is a streamable HTTP endpoint (`https://…`, or `http://…`).
+	URL string
+	// Command and Args start a stdio server.
+	Command string
+	Args    []string
+	// Transport is any other go-sdk transport; Identity is then its
+	// identity digest (there is nothing to observe).
+	Transport mcp.Transport
+	Identity  string
+	// Pin is the expected identity digest; empty accepts whatever the
+	// server presents (trust on first use).
+	Pin string
+	// Credential is the upstream credential; empty sends none.
+	Credential string
+}
+
+// Options bound and shape a crawl. The zero value means the defaults.
+type Options struct {
+	// Versioned says the source must carry a catalog revision on every page
+	// (registry revision source SERVER_PROVIDED).
+	Versioned bool
+	// MaxPages, MaxTools and MaxBytes cap one scan; 0 means 10,000 pages,
+	// 250,000 tools and 512 MiB.
+	MaxPages int
+	MaxTools int
+	MaxBytes int64
+	// ConnectTimeout bounds connecting and initializing; 0 means 30s.
+	ConnectTimeout time.Duration
+	// PageTimeout bounds one tools/list call; 0 means 30s.
+	PageTimeout time.Duration
+	// RootCAs are the roots https chains are verified against; nil means the
+	// system roots. [LoadRoots] returns the system roots plus a CA file.
+	RootCAs *x509.CertPool
+	// AllowInsecureHTTP allows plain http to non-loopback hosts.
+	AllowInsecureHTTP bool
+	// ProtocolVersion is the version asked for; empty means the newest the
+	// go-sdk speaks.
+	ProtocolVersion string
+	// MinProtocolVersion is the oldest version accepted; empty means
+	// 2025-06-18.
+	MinProtocolVersion string
+	// CredentialEnv names the variable a stdio server gets the credential
+	// in; empty means [DefaultCredentialEnv].
+	CredentialEnv string
+	// Logger receives the go-sdk's diagnostics; nil discards them.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxPages <= 0 {
+		o.MaxPages = 10_000
+	}
+	if o.MaxTools <= 0 {
+		o.MaxTools = 250_000
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = 512 << 20
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = 30 * time.Second
+	}
+	if o.PageTimeout <= 0 {
+		o.PageTimeout = 30 * time.Second
+	}
+	if o.MinProtocolVersion == "" {
+		o.MinProtocolVersion = "2025-06-18"
+	}
+	if o.CredentialEnv == "" {
+		o.CredentialEnv = DefaultCredentialEnv
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Page is what one tools/list call returned.
+type Page struct {
+	// Index is the position in the scan, from 0.
+	Index int
+	// CursorIn is the cursor sent; empty for the first page.
+	CursorIn string
+	// CursorOut is the `nextCursor` received; empty when absent.
+	CursorOut string
+	// HasNext is true when the result carried a `nextCursor`.
+	HasNext bool
+	// Revision is the page's source revision; HasRevision says whether it
+	// carried one.
+	Revision    string
+	HasRevision bool
+	// ToolCount is the number of tools on the page.
+	ToolCount int
+	// Digest is `sha256:<hex>` of the canonical JSON array of the page's
+	// tools, in order.
+	Digest string
+	// Bytes is the size of the raw result.
+	Bytes int64
+	// ReceivedAt is when the result arrived.
+	ReceivedAt time.Time
+	// CacheScope is the page's `cacheScope`; empty when absent.
+	CacheScope string
+}
+
+// Tool is one tool object as the server sent it.
+type Tool struct {
+	// Raw is the tool object exactly as sent.
+	Raw []byte
+	// Canonical is its RFC 8785 form; nil when the object could not be
+	// canonicalized (see Malformed).
+	Canonical []byte
+	// Digest is the descriptor digest, `sha256:<hex>` of Canonical; empty
+	// when malformed.
+	Digest string
+	// Page is the index of the page that listed it.
+	Page int
+	// Malformed says why the tool is not a canonicalizable JSON object;
+	// empty when it is one.
+	Malformed string
+}
+
+// Result is the outcome of one crawl.
+type Result struct {
+	// State is SNAPSHOT_PROVEN, UNVERSIONED_OBSERVATION, INCOMPLETE or
+	// QUARANTINED.
+	State catalogv1.DiscoveryState
+	// Reason is why it ended there; UNSPECIFIED for the first two.
+	Reason discoveryv1.RunReason
+	// Detail explains the reason; never contains the credential.
+	Detail string
+	// ProtocolVersion is the negotiated MCP version; empty before
+	// initialization.
+	ProtocolVersion string
+	// IdentityDigest is the identity observed; EndpointDigest identifies the
+	// endpoint (URL or command line).
+	IdentityDigest string
+	EndpointDigest string
+	// Revision is the first page's source revision; ClosingRevision the
+	// closing re-check's.
+	Revision        string
+	ClosingRevision string
+	// CacheScope is `private` when any page said so, `shared` otherwise
+	// (once a page was read).
+	CacheScope string
+	// Pages are the pages read, in order (without the closing re-check).
+	Pages []Page
+	// Tools are every tool of every page, in order.
+	Tools []Tool
+	// Bytes is the total size of every result read, re-check included.
+	Bytes int64
+	// PageRoot is `sha256:<hex>` of the canonical JSON array of the page
+	// digests; set once every page was read.
+	PageRoot string
+	// StartedAt and FinishedAt bound the page loop.
+	StartedAt, FinishedAt time.Time
+}
+
+// Whole reports whether the crawl proved a whole catalog (versioned or not).
+func (r *Result) Whole() bool {
+	return r.State == catalogv1.DiscoveryState_DISCOVERY_STATE_SNAPSHOT_PROVEN ||
+		r.State == catalogv1.DiscoveryState_DISCOVERY_STATE_UNVERSIONED_OBSERVATION
+}
+
+// Fault is why a session could not be opened or a crawl ended early.
+type Fault struct {
+	// State is INCOMPLETE or QUARANTINED.
+	State catalogv1.DiscoveryState
+	// Reason is the run reason.
+	Reason discoveryv1.RunReason
+	// Detail explains it.
+	Detail string
+}
+
+func (f *Fault) Error() string { return f.Reason.String() + ": " + f.Detail }
+
+func incomplete(reason discoveryv1.RunReason, format string, args ...any) *Fault {
+	return &Fault{State: catalogv1.DiscoveryState_DISCOVERY_STATE_INCOMPLETE, Reason: reason, Detail: fmt.Sprintf(format, args...)}
+}
+
+func quarantined(reason discoveryv1.RunReason, format string, args ...any) *Fault {
+	return &Fault{State: catalogv1.DiscoveryState_DISCOVERY_STATE_QUARANTINED, Reason: reason, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Session is one open MCP client session to the target.
+type Session struct {
+	opts       Options
+	tap        *tap
+	cs         *mcp.ClientSession
+	id         *identity // https only
+	identity   string
+	endpoint   string
+	credential string
+	httpT      *http.Transport
+	protocol   string
+}
+
+// Open connects to the target and initializes a session. A returned fault
+// says why not; the session is then nil.
+func Open(ctx context.Context, t Target, o Options) (*Session, *Fault) {
+	o = o.withDefaults()
+	// One message may be as large as the whole scan's byte budget plus room
+	// for the JSON-RPC envelope.
+	s := &Session{opts: o, tap: newTap(o.MaxBytes + 1<<20), credential: t.Credential}
+	transport, f := s.transport(t)
+	if f != nil {
+		return nil, f
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "toolcrib-discovery", Version: "v1"}, &mcp.ClientOptions{
+		Logger: o.Logger,
+		// No roots, sampling or elicitation: discovery only lists tools.
+		Capabilities: &mcp.ClientCapabilities{},
+		// The tap counts list_changed in wire order; the handler only makes
+		// the SDK subscribe to it under 2026-07-28 (subscriptions/listen).
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {},
+	})
+	cctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
+	defer cancel()
+	cs, err := client.Connect(cctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: o.ProtocolVersion})
+	if err != nil {
+		s.closeTransport()
+		if f := s.identityFault(); f != nil {
+			return nil, f
+		}
+		return nil, incomplete(discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "connect: %s", s.scrub(err.Error()))
+	}
+	s.cs = cs
+	if ir := cs.InitializeResult(); ir != nil {
+		s.protocol = ir.ProtocolVersion
+	}
+	if s.id != nil {
+		s.identity, _ = s.id.state()
+	}
+	if s.protocol < o.MinProtocolVersion {
+		_ = s.Close()
+		return nil, incomplete(discoveryv1.RunReason_RUN_REASON_PROTOCOL_UNSUPPORTED,
+			"the server negotiated MCP %q; the oldest version accepted is %s", s.protocol, o.MinProtocolVersion)
+	}
+	return s, nil
+}
+
+// transport builds the go-sdk transport for the target, checking what can
+// be checked before connecting.
+func (s *Session) transport(t Target) (mcp.Transport, *Fault) {
+	o := s.opts
+	n := 0
+	for _, set := range []bool{t.URL != "", t.Command != "", t.Transport != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return nil, incomplete(discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "a target needs exactly one of a URL, a command or a transport")
+	}
+	switch {
+	case t.URL != "":
+		u, err := url.Parse(t.URL)
+		if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+			return nil, incomplete(discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "endpoint %s is not an http(s) URL", redactURL(t.URL))
+		}
+		s.endpoint = URLDigest(t.URL)
+		var tlsConf *tls.Config
+		if u.Scheme == "https" {
+			roots := o.RootCAs
+			if roots == nil {
+				var err error
+				if roots, err = x509.SystemCertPool(); err != nil {
+					roots = x509.NewCertPool()
+				}
+			}
+			s.id = &identity{pin: t.Pin}
+			tlsConf = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12, VerifyConnection: s.id.verify}
+		} else {
+			if !loopback(u) && !o.AllowInsecureHTTP {
+				return nil, incomplete(discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR,
+					"plain http is allowed only to loopback hosts; %s is not one", u.Hostname())
+			}
+			s.identity = URLDigest(t.URL)
+			if t.Pin != "" && t.Pin != s.identity {
+				return nil, quarantined(discoveryv1.RunReason_RUN_REASON_IDENTITY_MISMATCH,
+					"endpoint identity %s differs from the pin %s", s.identity, t.Pin)
+			}
+		}
+		s.httpT = &http.Transport{
+			Proxy:               nil, // never route the credential through an ambient proxy
+			DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			TLSClientConfig:     tlsConf,
+			TLSHandshakeTimeout: 10 * time.Second,
+			ForceAttemptHTTP2:   true,
+			MaxIdleConnsPerHost: 4,
+			IdleConnTimeout:     30 * time.Second,
+		}
+		client := &http.Client{
+			Transport: &tapRoundTripper{base: s.httpT, tap: s.tap, credential: t.Credential},
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return errors.New("redirects are refused: an MCP endpoint is registered with its final URL")
+			},
+		}
+		return &mcp.StreamableClientTransport{Endpoint: t.URL, HTTPClient: client, MaxRetries: -1}, nil
+	case t.Command != "":
+		s.identity = CommandDigest(t.Command, t.Args)
+		s.endpoint = s.identity
+		if t.Pin != "" && t.Pin != s.identity {
+			return nil, quarantined(discoveryv1.RunReason_RUN_REASON_IDENTITY_MISMATCH,
+				"command identity %s differs from the pin %s", s.identity, t.Pin)
+		}
+		cmd := exec.Command(t.Command, t.Args...)
+		cmd.Env = stdioEnv(o.CredentialEnv, t.Credential)
+		return &tapTransport{inner: &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, tap: s.tap}, nil
+	default:
+		if t.Identity == "" {
+			return nil, incomplete(discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "a transport target needs its identity digest")
+		}
+		s.identity, s.endpoint = t.Identity, t.Identity
+		if t.Pin != "" && t.Pin != s.identity {
+			return nil, quarantined(discoveryv1.RunReason_RUN_REASON_IDENTITY_MISMATCH,
+				"transport identity %s differs from the pin %s", s.identity, t.Pin)
+		}
+		if st, ok := t.Transport.(*mcp.StreamableClientTransport); ok {
+			cp := *st
+			base := http.DefaultTransport
+			if cp.HTTPClient != nil && cp.HTTPClient.Transport != nil {
+				base = cp.HTTPClient.Transport
+			}
+			hc := &http.Client{}
+			if cp.HTTPClient != nil {
+				*hc = *cp.HTTPClient
+			}
+			hc.Transport = &tapRoundTripper{base: base, tap: s.tap, credential: t.Credential}
+			cp.HTTPClient = hc
+			return &cp, nil
+		}
+		return &tapTransport{inner: t.Transport, tap: s.tap}, nil
+	}
+}
+
+// LoadRoots returns the system roots plus the PEM certificates of caFile
+// (none when caFile is empty).
+func LoadRoots(caFile string) (*x509.CertPool, error) {
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		roots = x509.NewCertPool()
+	}
+	if caFile == "" {
+		return roots, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("crawl: read CA file: %w", err)
+	}
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("crawl: %s holds no PEM certificate", caFile)
+	}
+	return roots, nil
+}
+
+// stdioEnv is the environment of a stdio server: only what a program needs
+// to run, never discovery's own configuration, plus the credential.
+func stdioEnv(credentialEnv, credential string) []string {
+	var env []string
+	for _, k := range []string{"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TZ"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	if credential != "" {
+		env = append(env, credentialEnv+"="+credential)
+	}
+	return env
+}
+
+// identityFault reports a TLS identity mismatch seen in any handshake.
+func (s *Session) identityFault() *Fault {
+	if s.id == nil {
+		return nil
+	}
+	observed, mismatch := s.id.state()
+	if mismatch == "" {
+		return nil
+	}
+	if s.id.pin != "" {
+		return quarantined(discoveryv1.RunReason_RUN_REASON_IDENTITY_MISMATCH,
+			"the server presented key %s; the pin is %s", mismatch, s.id.pin)
+	}
+	return quarantined(discoveryv1.RunReason_RUN_REASON_IDENTITY_MISMATCH,
+		"the server presented key %s after %s within one scan", mismatch, observed)
+}
+
+// scrub removes the credential from text and bounds its length.
+func (s *Session) scrub(text string) string {
+	if s.credential != "" {
+		text = strings.ReplaceAll(text, s.credential, "[redacted]")
+	}
+	if len(text) > 500 {
+		text = text[:500] + "…"
+	}
+	return text
+}
+
+// ProtocolVersion is the negotiated MCP version.
+func (s *Session) ProtocolVersion() string { return s.protocol }
+
+// IdentityDigest is the identity the server presented (or its configured
+// one, for stdio, plain http and custom transports).
+func (s *Session) IdentityDigest() string { return s.identity }
+
+// EndpointDigest identifies the endpoint.
+func (s *Session) EndpointDigest() string { return s.endpoint }
+
+// ListChangedCount is the number of `notifications/tools/list_changed`
+// received so far.
+func (s *Session) ListChangedCount() int64 { return s.tap.changed.Load() }
+
+// ListChanged receives (at most one pending value) whenever a
+// `notifications/tools/list_changed` arrives; use [Session.ListChangedCount]
+// to tell new notifications from ones seen before.
+func (s *Session) ListChanged() <-chan struct{} { return s.tap.changedCh }
+
+// Close ends the session (and a stdio server's process).
+func (s *Session) Close() error {
+	var err error
+	if s.cs != nil {
+		err = s.cs.Close()
+	}
+	s.closeTransport()
+	return err
+}
+
+func (s *Session) closeTransport() {
+	if s.httpT != nil {
+		s.httpT.CloseIdleConnections()
+	}
+}
+
+// Crawl opens a session, crawls it and closes it.
+func Crawl(ctx context.Context, t Target, o Options) *Result {
+	s, f := Open(ctx, t, o)
+	if f != nil {
+		now := time.Now()
+		return &Result{State: f.State, Reason: f.Reason, Detail: f.Detail, StartedAt: now, FinishedAt: now}
+	}
+	defer s.Close()
+	return s.Crawl(ctx)
+}
+
+// wirePage is a parsed tools/list result.
+type wirePage struct {
+	tools       []json.RawMessage
+	hasNext     bool
+	next        string
+	revision    string
+	hasRevision bool
+	cacheScope  string
+	bytes       int64
+}
+
+// Crawl reads every page and the closing re-check. It may be called once.
+func (s *Session) Crawl(ctx context.Context) *Result {
+	o := s.opts
+	r := &Result{
+		ProtocolVersion: s.protocol,
+		IdentityDigest:  s.identity,
+		EndpointDigest:  s.endpoint,
+		StartedAt:       time.Now(),
+	}
+	baseline := s.tap.changed.Load()
+	end := func(f *Fault) *Result {
+		r.State, r.Reason, r.Detail = f.State, f.Reason, s.scrub(f.Detail)
+		r.FinishedAt = time.Now()
+		return r
+	}
+	// common applies rules 1–3 of the package doc.
+	common := func() *Fault {
+		if f := s.identityFault(); f != nil {
+			return f
+		}
+		if n := s.tap.changed.Load(); n > baseline {
+			return incomplete(discoveryv1.RunReason_RUN_REASON_LIST_CHANGED,
+				"notifications/tools/list_changed arrived during the scan (after %d page(s))", len(r.Pages))
+		}
+		if s.tap.overflow.Load() {
+			return incomplete(discoveryv1.RunReason_RUN_REASON_BYTE_CAP, "one message exceeded the byte cap of %d bytes", o.MaxBytes)
+		}
+		return nil
+	}
+	seen := map[string]bool{}
+	var cursor *string
+	var firstDigest string
+	for i := 0; ; i++ {
+		if i >= o.MaxPages {
+			return end(incomplete(discoveryv1.RunReason_RUN_REASON_PAGE_CAP, "more than %d pages", o.MaxPages))
+		}
+		wp, f := s.fetch(ctx, cursor, common)
+		if f != nil {
+			return end(f)
+		}
+		r.Bytes += wp.bytes
+		if r.Bytes > o.MaxBytes {
+			return end(incomplete(discoveryv1.RunReason_RUN_REASON_BYTE_CAP, "more than %d bytes", o.MaxBytes))
+		}
+		if len(r.Tools)+len(wp.tools) > o.MaxTools {
+			return end(incomplete(discoveryv1.RunReason_RUN_REASON_TOOL_CAP, "more than %d tools", o.MaxTools))
+		}
+		p := Page{
+			Index: i, HasNext: wp.hasNext, CursorOut: wp.next, Revision: wp.revision, HasRevision: wp.hasRevision,
+			ToolCount: len(wp.tools), Bytes: wp.bytes, ReceivedAt: time.Now(), CacheScope: wp.cacheScope,
+		}
+		if cursor != nil {
+			p.CursorIn = *cursor
+		}
+		if i == 0 {
+			r.Revision = wp.revision
+			r.CacheScope = "shared"
+		}
+		if wp.cacheScope == "private" {
+			r.CacheScope = "private"
+		}
+		p.Digest, r.Tools = digestPage(wp.tools, i, true, r.Tools)
+		if i == 0 {
+			firstDigest = p.Digest
+		}
+		r.Pages = append(r.Pages, p)
+		if o.Versioned {
+			if !wp.hasRevision {
+				return end(incomplete(discoveryv1.RunReason_RUN_REASON_REVISION_MISSING, "page %d carries no %s", i, RevisionMetaKey))
+			}
+			if wp.revision != r.Revision {
+				return end(incomplete(discoveryv1.RunReason_RUN_REASON_REVISION_MISMATCH,
+					"page %d carries revision %q, page 0 carried %q", i, wp.revision, r.Revision))
+			}
+		}
+		if !wp.hasNext {
+			break
+		}
+		if cursor != nil && wp.next == *cursor {
+			return end(incomplete(discoveryv1.RunReason_RUN_REASON_REPEATED_CURSOR, "page %d returned the cursor it was sent", i))
+		}
+		if seen[wp.next] {
+			return end(incomplete(discoveryv1.RunReason_RUN_REASON_CURSOR_CYCLE, "page %d returned a cursor sent earlier in the scan", i))
+		}
+		seen[wp.next] = true
+		next := wp.next
+		cursor = &next
+	}
+
+	// The closing re-check: the first page again.
+	wp, f := s.fetch(ctx, nil, common)
+	if f != nil {
+		return end(f)
+	}
+	r.Bytes += wp.bytes
+	if r.Bytes > o.MaxBytes {
+		return end(incomplete(discoveryv1.RunReason_RUN_REASON_BYTE_CAP, "more than %d bytes", o.MaxBytes))
+	}
+	r.ClosingRevision = wp.revision
+	if o.Versioned {
+		if !wp.hasRevision {
+			return end(incomplete(discoveryv1.RunReason_RUN_REASON_REVISION_MISSING, "the closing re-check carries no %s", RevisionMetaKey))
+		}
+		if wp.revision != r.Revision {
+			return end(incomplete(discoveryv1.RunReason_RUN_REASON_REVISION_MISMATCH,
+				"the closing re-check carries revision %q, page 0 carried %q", wp.revision, r.Revision))
+		}
+	}
+	if d, _ := digestPage(wp.tools, 0, false, nil); d != firstDigest {
+		return end(incomplete(discoveryv1.RunReason_RUN_REASON_REVISION_MISMATCH,
+			"the closing re-check listed other tools than page 0 (%s, was %s)", d, firstDigest))
+	}
+	if f := common(); f != nil {
+		return end(f)
+	}
+	digests := make([]string, len(r.Pages))
+	for i, p := range r.Pages {
+		digests[i] = p.Digest
+	}
+	root, err := canonical.DigestValue(digests)
+	if err != nil {
+		return end(incomplete(discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "page root: %v", err))
+	}
+	r.PageRoot = root
+	r.State = catalogv1.DiscoveryState_DISCOVERY_STATE_UNVERSIONED_OBSERVATION
+	if o.Versioned {
+		r.State = catalogv1.DiscoveryState_DISCOVERY_STATE_SNAPSHOT_PROVEN
+	}
+	r.FinishedAt = time.Now()
+	return r
+}
+
+// fetch sends one tools/list and returns its parsed raw result.
+func (s *Session) fetch(ctx context.Context, cursor *string, common func() *Fault) (*wirePage, *Fault) {
+	pctx, cancel := context.WithTimeout(ctx, s.opts.PageTimeout)
+	defer cancel()
+	params := &mcp.ListToolsParams{}
+	if cursor != nil {
+		params.Cursor = *cursor
+	}
+	c := s.tap.arm(cursor != nil && *cursor == "")
+	res, err := s.cs.ListTools(pctx, params)
+	s.tap.disarm(c)
+	if res != nil {
+		// Keep the SDK's list cache from ever answering the crawl (see the
+		// package doc): the cache holds this very result.
+		res.TTLMs = 0
+	}
+	if f := common(); f != nil {
+		return nil, f
+	}
+	sent, answered, raw, werr := c.outcome()
+	switch {
+	case answered && werr != nil:
+		if werr.Code == jsonrpc.CodeInvalidParams && cursor != nil {
+			return nil, incomplete(discoveryv1.RunReason_RUN_REASON_REVISION_MISMATCH,
+				"the server refused the cursor as invalid (JSON-RPC %d: %s): its revision moved on", werr.Code, s.scrub(werr.Message))
+		}
+		return nil, incomplete(discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "tools/list failed: JSON-RPC %d: %s", werr.Code, s.scrub(werr.Message))
+	case answered:
+		// A typed-decoding error of the SDK (e.g. a tool the SDK cannot
+		// represent) does not matter: the raw result is what counts.
+	case err != nil:
+		if ctx.Err() != nil {
+			return nil, incomplete(discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "scan cancelled: %v", context.Cause(ctx))
+		}
+		return nil, incomplete(discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "tools/list failed: %s", s.scrub(err.Error()))
+	case !sent:
+		return nil, incomplete(discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "tools/list was answered without reaching the server")
+	default:
+		return nil, incomplete(discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "no tools/list response was captured")
+	}
+	wp, perr := parsePage(raw)
+	if perr != nil {
+		return nil, incomplete(discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "malformed tools/list result: %v", perr)
+	}
+	return wp, nil
+}
+
+// parsePage parses one raw tools/list result.
+func parsePage(raw json.RawMessage) (*wirePage, error) {
+	var w struct {
+		Tools      *[]json.RawMessage         `json:"tools"`
+		NextCursor json.RawMessage            `json:"nextCursor"`
+		Meta       map[string]json.RawMessage `json:"_meta"`
+		CacheScope json.RawMessage            `json:"cacheScope"`
+	}
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return nil, err
+	}
+	if w.Tools == nil {
+		return nil, errors.New("no tools array")
+	}
+	p := &wirePage{tools: *w.Tools, bytes: int64(len(raw))}
+	if len(w.NextCursor) > 0 && string(w.NextCursor) != "null" {
+		if err := json.Unmarshal(w.NextCursor, &p.next); err != nil {
+			return nil, errors.New("nextCursor is not a string")
+		}
+		p.hasNext = true
+	}
+	if rv, ok := w.Meta[RevisionMetaKey]; ok && string(rv) != "null" {
+		var s string
+		switch {
+		case json.Unmarshal(rv, &s) == nil:
+			p.revision, p.hasRevision = s, true
+		case len(rv) > 0 && (rv[0] == '-' || rv[0] >= '0' && rv[0] <= '9'):
+			p.revision, p.hasRevision = string(rv), true
+		}
+	}
+	if len(w.CacheScope) > 0 {
+		_ = json.Unmarshal(w.CacheScope, &p.cacheScope)
+	}
+	return p, nil
+}
+
+// digestPage canonicalizes a page's tools once, appends them to tools and
+// returns the page digest: sha256 of the canonical JSON array of the page's
+// tools (a tool that cannot be canonicalized contributes its raw bytes).
+func digestPage(raws []json.RawMessage, page int, keep bool, tools []Tool) (string, []Tool) {
+	h := sha256.New()
+	h.Write([]byte{'['})
+	for i, raw := range raws {
+		if i > 0 {
+			h.Write([]byte{','})
+		}
+		t := Tool{Raw: raw, Page: page}
+		c, err := canonical.Transform(raw)
+		switch {
+		case err != nil:
+			t.Malformed = err.Error()
+			h.Write(raw)
+		case c[0] != '{':
+			t.Malformed = "the tool is not a JSON object"
+			h.Write(c)
+		default:
+			t.Canonical = c
+			t.Digest = canonical.DigestBytes(c)
+			h.Write(c)
+		}
+		if keep {
+			tools = append(tools, t)
+		}
+	}
+	h.Write([]byte{']'})
+	return canonical.DigestPrefix + hex.EncodeToString(h.Sum(nil)), tools
+}

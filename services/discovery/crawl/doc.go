@@ -1,0 +1,92 @@
+// Package crawl reads one MCP server's `tools/list`, page by page, over a
+// go-sdk [mcp.ClientSession], and proves (or refuses) that the pages form
+// one whole catalog (DESIGN §6, invariant I2).
+//
+// It is importable from outside the discovery module on purpose: the fault
+// suite drives it with any go-sdk transport and compares its outcome with an
+// independent oracle.
+//
+// # Sessions and transports
+//
+// [Open] connects to a [Target]: streamable HTTP (`https://`, or `http://` on
+// loopback only unless [Options.AllowInsecureHTTP]), stdio (a command and
+// its arguments, started with a minimal environment), or any other go-sdk
+// [mcp.Transport] (in-memory, custom). The client asks for the newest
+// protocol version the go-sdk speaks (2026-07-28, stateless, via
+// `server/discover`) and falls back to `initialize` (2025-11-25 or whatever
+// older version the server picks); the negotiated version is recorded, and
+// versions older than [Options.MinProtocolVersion] are refused with
+// PROTOCOL_UNSUPPORTED.
+//
+// Identity (compared with the registry's pin before any credential is sent
+// where the transport allows it):
+//   - https: [SPKIDigest] of the TLS leaf certificate, after the chain was
+//     verified against the system roots plus [Options.RootCAs]; checked in
+//     the handshake of every connection of the session;
+//   - stdio: [CommandDigest] of [command, args...], checked before the
+//     process starts;
+//   - plain http: [URLDigest] of the URL.
+//
+// A mismatch ends the scan QUARANTINED with IDENTITY_MISMATCH.
+//
+// The upstream credential is sent as `Authorization: Bearer` (HTTP) or in
+// the environment variable [Options.CredentialEnv] (stdio). It is never
+// logged, stored or put in a detail; details are scrubbed of it.
+//
+// # Raw capture
+//
+// The go-sdk's typed [mcp.Tool] drops fields it does not know and its
+// ListToolsResult cannot tell an empty `nextCursor` from an absent one, so
+// the session taps the wire below the SDK's decoding (a wrapped
+// [mcp.Connection] for stdio, in-memory and other transports; a wrapped
+// HTTP round tripper for streamable HTTP, whose connection the SDK must keep
+// unwrapped) and keeps the raw `result` bytes of every tools/list it sends.
+// Every tool is kept exactly as sent ([Tool.Raw]); its descriptor digest is
+// [canonical.DigestBytes] of its RFC 8785 form, computed once.
+//
+// The go-sdk caches list results for their `ttlMs` under protocol
+// 2026-07-28. The crawl must never be answered from that cache (the closing
+// re-check would prove nothing), so after every call it sets the returned
+// result's TTL to zero; the cache holds that same result and drops it on the
+// next lookup. A test proves the re-check reaches the server.
+//
+// # The page loop
+//
+// The loop is the crawl's own, not the SDK iterator. For every page it
+// records the cursor sent and received, whether a `nextCursor` was present
+// (since 2026-07-28 an empty-string cursor is a cursor, not the end), the
+// source revision `_meta["dev.toolcrib/catalog-revision"]`, the tool count,
+// the page digest and the size. After the last page it reads the first page
+// once more (the closing re-check).
+//
+// The outcome is decided by the first rule that applies, checked in this
+// order after every response (so the end state and reason are a function of
+// the message order on the wire):
+//
+//  1. the TLS identity did not match: QUARANTINED IDENTITY_MISMATCH;
+//  2. a `notifications/tools/list_changed` was read since the first request:
+//     INCOMPLETE LIST_CHANGED;
+//  3. one message exceeded the byte cap: INCOMPLETE BYTE_CAP;
+//  4. the call failed: a JSON-RPC -32602 answer to a request that carried a
+//     cursor is INCOMPLETE REVISION_MISMATCH (a revision-bound cursor outlived
+//     its revision); any other failure is INCOMPLETE TRANSPORT_ERROR;
+//  5. the result is not a tools/list result object: INCOMPLETE
+//     TRANSPORT_ERROR;
+//  6. bytes over [Options.MaxBytes]: BYTE_CAP; tools over
+//     [Options.MaxTools]: TOOL_CAP;
+//  7. versioned source ([Options.Versioned]): a page without a revision is
+//     INCOMPLETE REVISION_MISSING, a revision other than the first page's is
+//     INCOMPLETE REVISION_MISMATCH;
+//  8. a `nextCursor` equal to the cursor just sent: INCOMPLETE
+//     REPEATED_CURSOR; one sent earlier in the scan: INCOMPLETE CURSOR_CYCLE;
+//     a next page beyond [Options.MaxPages]: INCOMPLETE PAGE_CAP.
+//
+// The closing re-check applies rules 1–7 and additionally requires its tool
+// digest to equal the first page's (REVISION_MISMATCH otherwise: the catalog
+// moved, or the server served different content under one revision). A
+// final check of rules 1 and 2 follows it.
+//
+// A crawl that passes is SNAPSHOT_PROVEN for a versioned source and
+// UNVERSIONED_OBSERVATION otherwise. Validation of the tools is the job of
+// package validate; the crawl only keeps what it needs to prove wholeness.
+package crawl

@@ -1,0 +1,319 @@
+package discoverytest
+
+import (
+	"context"
+	"net"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/apierror"
+)
+
+// Registry is an in-memory fake of the registry's gRPC API, enough for
+// discovery: servers, audience classes, tenants' policy epochs, UpdateServer
+// (only to set an empty identity pin, like the real registry allows a
+// service principal) and Watch. Every change is appended to its own change
+// log, so Watch behaves like the real one.
+type Registry struct {
+	registryv1.UnimplementedRegistryServiceServer
+
+	mu      sync.Mutex
+	servers map[string]*registryv1.Server
+	classes map[string]*registryv1.AudienceClass
+	epochs  map[string]int64
+	changes []*registryv1.Change
+	wake    chan struct{}
+	// Tokens are the bearer tokens calls presented, in order.
+	tokens []string
+	// Unavailable makes every call fail with UNAVAILABLE while true.
+	unavailable bool
+}
+
+// NewRegistry returns an empty fake registry.
+func NewRegistry() *Registry {
+	return &Registry{servers: map[string]*registryv1.Server{}, classes: map[string]*registryv1.AudienceClass{},
+		epochs: map[string]int64{}, wake: make(chan struct{})}
+}
+
+// StartRegistry serves a fake registry over real gRPC on a loopback port
+// and returns it with its address; it stops when the test ends.
+func StartRegistry(t testing.TB) (*Registry, string) {
+	t.Helper()
+	r := NewRegistry()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(r.record), grpc.ChainStreamInterceptor(r.recordStream))
+	registryv1.RegisterRegistryServiceServer(srv, r)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return r, lis.Addr().String()
+}
+
+func (r *Registry) token(ctx context.Context) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tokens = append(r.tokens, strings.Join(md.Get("authorization"), ","))
+	if r.unavailable {
+		return status.Error(codes.Unavailable, "fake registry is down")
+	}
+	return nil
+}
+
+func (r *Registry) record(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if err := r.token(ctx); err != nil {
+		return nil, err
+	}
+	return h(ctx, req)
+}
+
+func (r *Registry) recordStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if err := r.token(ss.Context()); err != nil {
+		return err
+	}
+	return h(srv, ss)
+}
+
+// Tokens returns the authorization values calls presented so far.
+func (r *Registry) Tokens() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.tokens)
+}
+
+// SetUnavailable makes every later call fail (true) or succeed (false).
+func (r *Registry) SetUnavailable(down bool) {
+	r.mu.Lock()
+	r.unavailable = down
+	r.mu.Unlock()
+}
+
+func (r *Registry) appendLocked(c *registryv1.Change) {
+	c.Revision = int64(len(r.changes) + 1)
+	c.CommittedAt = timestamppb.Now()
+	r.changes = append(r.changes, c)
+	close(r.wake)
+	r.wake = make(chan struct{})
+}
+
+// PutServer creates or replaces a server (version bumped).
+func (r *Registry) PutServer(s *registryv1.Server) *registryv1.Server {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s = proto.Clone(s).(*registryv1.Server)
+	kind := registryv1.ChangeKind_CHANGE_KIND_CREATED
+	if old, ok := r.servers[s.GetServerId()]; ok {
+		s.Version = old.GetVersion() + 1
+		kind = registryv1.ChangeKind_CHANGE_KIND_UPDATED
+	} else {
+		s.Version = 1
+	}
+	r.servers[s.GetServerId()] = s
+	r.appendLocked(&registryv1.Change{Kind: kind, Object: &registryv1.Change_Server{Server: proto.Clone(s).(*registryv1.Server)}})
+	return proto.Clone(s).(*registryv1.Server)
+}
+
+// GetServerRecord returns the stored server.
+func (r *Registry) GetServerRecord(id string) *registryv1.Server {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s, ok := r.servers[id]; ok {
+		return proto.Clone(s).(*registryv1.Server)
+	}
+	return nil
+}
+
+// Class returns a copy of a stored audience class; nil when unknown.
+func (r *Registry) Class(name string) *registryv1.AudienceClass {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.classes[name]; ok {
+		return proto.Clone(c).(*registryv1.AudienceClass)
+	}
+	return nil
+}
+
+// PutClass creates or replaces an audience class and bumps its tenant's
+// epoch, like the real registry.
+func (r *Registry) PutClass(c *registryv1.AudienceClass) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c = proto.Clone(c).(*registryv1.AudienceClass)
+	kind := registryv1.ChangeKind_CHANGE_KIND_CREATED
+	if old, ok := r.classes[c.GetName()]; ok {
+		c.Version = old.GetVersion() + 1
+		kind = registryv1.ChangeKind_CHANGE_KIND_UPDATED
+	} else {
+		c.Version = 1
+	}
+	r.classes[c.GetName()] = c
+	r.appendLocked(&registryv1.Change{Kind: kind, Object: &registryv1.Change_AudienceClass{AudienceClass: proto.Clone(c).(*registryv1.AudienceClass)}})
+	r.bumpLocked(c.GetTenantId(), "AUDIENCE_CLASS")
+}
+
+// AddTenant creates a tenant at policy epoch 1 (no-op when it exists).
+func (r *Registry) AddTenant(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.epochs[id]; !ok {
+		r.epochs[id] = 1
+	}
+}
+
+// Epoch returns a tenant's policy epoch.
+func (r *Registry) Epoch(tenant string) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.epochs[tenant]
+}
+
+// BumpEpoch raises a tenant's policy epoch and returns it.
+func (r *Registry) BumpEpoch(tenant string) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.bumpLocked(tenant, "TEST")
+}
+
+func (r *Registry) bumpLocked(tenant, cause string) int64 {
+	if r.epochs[tenant] == 0 {
+		r.epochs[tenant] = 1
+	}
+	r.epochs[tenant]++
+	r.appendLocked(&registryv1.Change{Kind: registryv1.ChangeKind_CHANGE_KIND_UPDATED,
+		Object: &registryv1.Change_Policy{Policy: &registryv1.PolicyChange{TenantId: tenant, PolicyEpoch: r.epochs[tenant], Cause: cause}}})
+	return r.epochs[tenant]
+}
+
+// GetServer implements the RPC.
+func (r *Registry) GetServer(_ context.Context, req *registryv1.GetServerRequest) (*registryv1.GetServerResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.servers[req.GetServerId()]
+	if !ok {
+		return nil, apierror.NotFound("server", req.GetServerId())
+	}
+	return &registryv1.GetServerResponse{Server: proto.Clone(s).(*registryv1.Server)}, nil
+}
+
+// ListServers implements the RPC (one page).
+func (r *Registry) ListServers(context.Context, *registryv1.ListServersRequest) (*registryv1.ListServersResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	resp := &registryv1.ListServersResponse{Revision: int64(len(r.changes))}
+	for _, s := range r.servers {
+		resp.Servers = append(resp.Servers, proto.Clone(s).(*registryv1.Server))
+	}
+	sort.Slice(resp.Servers, func(i, j int) bool { return resp.Servers[i].GetServerId() < resp.Servers[j].GetServerId() })
+	return resp, nil
+}
+
+// UpdateServer implements the RPC: only setting an empty identity pin.
+func (r *Registry) UpdateServer(_ context.Context, req *registryv1.UpdateServerRequest) (*registryv1.UpdateServerResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.servers[req.GetServer().GetServerId()]
+	if !ok {
+		return nil, apierror.NotFound("server", req.GetServer().GetServerId())
+	}
+	if s.GetVersion() != req.GetExpectedVersion() {
+		return nil, apierror.Aborted("VERSION_MISMATCH", "the server changed")
+	}
+	want := proto.Clone(s).(*registryv1.Server)
+	want.IdentityPin = req.GetServer().GetIdentityPin()
+	if s.GetIdentityPin() != "" || !proto.Equal(stripMeta(want), stripMeta(req.GetServer())) {
+		return nil, apierror.PermissionDenied("a service may only set an empty identity pin")
+	}
+	s.IdentityPin = want.GetIdentityPin()
+	s.Version++
+	r.appendLocked(&registryv1.Change{Kind: registryv1.ChangeKind_CHANGE_KIND_UPDATED, Object: &registryv1.Change_Server{Server: proto.Clone(s).(*registryv1.Server)}})
+	return &registryv1.UpdateServerResponse{Server: proto.Clone(s).(*registryv1.Server)}, nil
+}
+
+func stripMeta(s *registryv1.Server) *registryv1.Server {
+	c := proto.Clone(s).(*registryv1.Server)
+	c.Version, c.CreatedAt, c.UpdatedAt = 0, nil, nil
+	return c
+}
+
+// GetAudienceClass implements the RPC.
+func (r *Registry) GetAudienceClass(_ context.Context, req *registryv1.GetAudienceClassRequest) (*registryv1.GetAudienceClassResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.classes[req.GetName()]
+	if !ok {
+		return nil, apierror.NotFound("audience class", req.GetName())
+	}
+	return &registryv1.GetAudienceClassResponse{AudienceClass: proto.Clone(c).(*registryv1.AudienceClass)}, nil
+}
+
+// ListAudienceClasses implements the RPC (one page).
+func (r *Registry) ListAudienceClasses(_ context.Context, req *registryv1.ListAudienceClassesRequest) (*registryv1.ListAudienceClassesResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	resp := &registryv1.ListAudienceClassesResponse{Revision: int64(len(r.changes))}
+	for _, c := range r.classes {
+		if req.GetTenantId() != "" && c.GetTenantId() != req.GetTenantId() {
+			continue
+		}
+		if req.GetServerId() != "" && !slices.ContainsFunc(c.GetServers(), func(s *registryv1.AudienceServer) bool { return s.GetServerId() == req.GetServerId() }) {
+			continue
+		}
+		resp.AudienceClasses = append(resp.AudienceClasses, proto.Clone(c).(*registryv1.AudienceClass))
+	}
+	sort.Slice(resp.AudienceClasses, func(i, j int) bool { return resp.AudienceClasses[i].GetName() < resp.AudienceClasses[j].GetName() })
+	return resp, nil
+}
+
+// GetPolicy implements the RPC (epoch and classes; no grants).
+func (r *Registry) GetPolicy(_ context.Context, req *registryv1.GetPolicyRequest) (*registryv1.GetPolicyResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.epochs[req.GetTenantId()]
+	if !ok {
+		return nil, apierror.NotFound("tenant", req.GetTenantId())
+	}
+	return &registryv1.GetPolicyResponse{Policy: &registryv1.Policy{TenantId: req.GetTenantId(), PolicyEpoch: e}, Revision: int64(len(r.changes))}, nil
+}
+
+// Watch implements the RPC with heartbeats every 200 ms.
+func (r *Registry) Watch(req *registryv1.WatchRequest, stream registryv1.RegistryService_WatchServer) error {
+	next := req.GetFromRevision()
+	for {
+		r.mu.Lock()
+		pending := slices.Clone(r.changes[min(int(next), len(r.changes)):])
+		wake := r.wake
+		head := int64(len(r.changes))
+		r.mu.Unlock()
+		for _, c := range pending {
+			if err := stream.Send(&registryv1.WatchResponse{Event: &registryv1.WatchResponse_Change{Change: c}}); err != nil {
+				return err
+			}
+			next = c.GetRevision()
+		}
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case <-wake:
+		case <-time.After(200 * time.Millisecond):
+			if err := stream.Send(&registryv1.WatchResponse{Event: &registryv1.WatchResponse_Heartbeat{
+				Heartbeat: &catalogv1.Heartbeat{Revision: head, SentAt: timestamppb.Now()}}}); err != nil {
+				return err
+			}
+		}
+	}
+}

@@ -1,0 +1,66 @@
+// Package scan runs discovery's scans as jobs on a Postgres queue
+// (github.com/riverqueue/river, its tables in the `discovery` schema), so
+// several discovery processes share the work without any leader election of
+// their own.
+//
+// # Jobs
+//
+//   - `discovery_scan` scans one (server, audience class). It is unique by
+//     those two while available, pending, scheduled, retryable or running, so
+//     one pair is never queued or scanned twice at once; a duplicate insert
+//     returns the queued scan (TriggerScan's `already_queued`). A run that
+//     ends INCOMPLETE returns an error and River retries it with exponential
+//     backoff (base [Config.RetryBase], cap [Config.RetryMax], at most
+//     [Config.MaxAttempts] attempts); QUARANTINED and NOT_REGISTERED runs are
+//     cancelled (an operator must act; the periodic refresh tries again).
+//   - `discovery_refresh` is periodic (enqueued by River's elected leader
+//     only): it lists the registry's servers and audience classes and queues
+//     a scan of every pair whose last run started longer ago than the
+//     server's `scan_interval` (or [Config.RefreshInterval]).
+//   - `discovery_retention` is periodic: it deletes retained generations
+//     that are neither active, fresh nor bound (I11) and compacts the change
+//     log.
+//
+// Each process also watches the registry and queues scans when a server's
+// transport, trust level, revision source or pin changes (not when
+// discovery itself sets an empty pin) and when an audience class binds a
+// server anew or changes its secret reference. Policy epoch bumps do not
+// queue scans: they do not change what a server lists, every commit re-reads
+// the epoch anyway, and the registry bumps epochs on every committed
+// descriptor change, so rescanning on bumps would turn each commit into a
+// rescan of every pointer of the tenant.
+//
+// # One scan
+//
+// A scan takes a Postgres advisory lock on its pair for its whole duration,
+// on a connection of its own (so the lock dies with a killed process), and
+// snoozes when another worker holds it. Holding the lock, it first marks any
+// unfinished run of the pair INCOMPLETE WORKER_LOST (its worker died: River
+// rescued the job after [Config.RescueAfter]) and starts its own run. Then:
+//
+//  1. it reads the server, the audience class and the tenant's policy epoch
+//     from the registry (NOT_REGISTERED, REGISTRY_UNAVAILABLE) and the
+//     pointer (the CAS expectation);
+//  2. resolves the class's secret reference for the server, `env:NAME` or
+//     `file:/path` (CREDENTIAL_UNAVAILABLE); the credential lives only in
+//     memory for the scan;
+//  3. opens an MCP session (package crawl); on first use (empty pin) it pins
+//     the observed identity in the registry (UpdateServer with the read
+//     version), then records the trust configuration digest;
+//  4. crawls, and validates a whole catalog (package candidate);
+//  5. re-reads the policy epoch, the server and the class right before the
+//     commit: a changed epoch is POLICY_EPOCH_CHANGED, a pin that no longer
+//     matches the observed identity is IDENTITY_MISMATCH, any other change
+//     of the trust configuration is TRUST_CONFIG_CHANGED (all INCOMPLETE,
+//     retried);
+//  6. commits by the pointer CAS (CAS_CONFLICT when it lost), or, when the
+//     active generation has the same source revision, page root, identity
+//     and trust configuration, refreshes it (UNCHANGED, no new generation).
+//
+// After a commit (or refresh) the MCP session stays open for
+// [Config.Linger]: a `notifications/tools/list_changed` in that window (or
+// one that arrived after the crawl decided) queues a rescan (trigger
+// LIST_CHANGED). The window lives in the process that ran the scan; if the
+// process stops, the periodic refresh still catches the change, and the
+// source revision catches A-B-A changes whichever scan sees them.
+package scan

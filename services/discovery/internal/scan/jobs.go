@@ -1,0 +1,175 @@
+package scan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+
+	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
+	"github.com/toolcrib/toolcrib/services/discovery/internal/store"
+)
+
+// ScanArgs are the arguments of a `discovery_scan` job.
+type ScanArgs struct {
+	ServerID      string `json:"server_id" river:"unique"`
+	AudienceClass string `json:"audience_class" river:"unique"`
+	// Trigger is the ScanTrigger name; not part of the uniqueness.
+	Trigger string `json:"trigger"`
+}
+
+// Kind implements river.JobArgs.
+func (ScanArgs) Kind() string { return "discovery_scan" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts: one queued or running
+// scan per pair.
+func (ScanArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: Queue, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
+		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+		rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+	}}}
+}
+
+// RefreshArgs are the arguments of the periodic `discovery_refresh` job.
+type RefreshArgs struct{}
+
+// Kind implements river.JobArgs.
+func (RefreshArgs) Kind() string { return "discovery_refresh" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (RefreshArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: Queue, MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{
+		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateScheduled,
+	}}}
+}
+
+// RetentionArgs are the arguments of the periodic `discovery_retention` job.
+type RetentionArgs struct{}
+
+// Kind implements river.JobArgs.
+func (RetentionArgs) Kind() string { return "discovery_retention" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (RetentionArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: Queue, MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{
+		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateScheduled,
+	}}}
+}
+
+type scanWorker struct {
+	river.WorkerDefaults[ScanArgs]
+	s *Scanner
+}
+
+// errIncomplete makes River retry a scan that ended INCOMPLETE.
+type errIncomplete struct{ reason discoveryv1.RunReason }
+
+func (e errIncomplete) Error() string { return "scan incomplete: " + e.reason.String() }
+
+func (w *scanWorker) Work(ctx context.Context, job *river.Job[ScanArgs]) error {
+	s := w.s
+	a := job.Args
+	release, locked, err := s.lockPair(ctx, a.ServerID, a.AudienceClass)
+	if err != nil {
+		return fmt.Errorf("scan lock: %w", err)
+	}
+	if !locked {
+		return river.JobSnooze(time.Second)
+	}
+	defer release()
+	// Holding the pair's lock, any unfinished run of the pair is dead: mark
+	// it lost while starting this one.
+	trigger := discoveryv1.ScanTrigger(discoveryv1.ScanTrigger_value[a.Trigger])
+	runID, err := s.store.StartRun(ctx, store.NewRun{ScanID: strconv.FormatInt(job.ID, 10), Attempt: job.Attempt,
+		ServerID: a.ServerID, AudienceClass: a.AudienceClass, Trigger: trigger, Worker: s.cfg.Worker, MarkLost: true})
+	if err != nil {
+		return err
+	}
+	// A commit completes the job in its own transaction rather than in
+	// River's asynchronous batch, so a TriggerScan right after the run ended
+	// queues a new scan instead of finding this one "already queued".
+	complete := func(ctx context.Context, tx pgx.Tx) error {
+		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		return err
+	}
+	out := s.scan(ctx, runID, job.ID, a, complete)
+	switch out.disposition {
+	case done:
+		return nil
+	case cancel:
+		return river.JobCancel(errIncomplete{reason: out.reason})
+	default:
+		return errIncomplete{reason: out.reason}
+	}
+}
+
+// lockPair takes the pair's advisory lock on a connection of its own for the
+// scan's whole duration; a killed process's connection (and lock) dies with
+// it.
+func (s *Scanner) lockPair(ctx context.Context, server, aud string) (func(), bool, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	key := pairKey(server, aud)
+	var ok bool
+	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&ok); err != nil {
+		conn.Release()
+		return nil, false, err
+	}
+	if !ok {
+		conn.Release()
+		return nil, false, nil
+	}
+	return func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", key); err != nil {
+			// Do not return a connection that may still hold the lock.
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+		conn.Release()
+	}, true, nil
+}
+
+func pairKey(server, aud string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("toolcrib.discovery.scan\x00" + server + "\x00" + aud))
+	return int64(h.Sum64())
+}
+
+type refreshWorker struct {
+	river.WorkerDefaults[RefreshArgs]
+	s *Scanner
+}
+
+func (w *refreshWorker) Work(ctx context.Context, _ *river.Job[RefreshArgs]) error {
+	return w.s.refreshDue(ctx)
+}
+
+type retentionWorker struct {
+	river.WorkerDefaults[RetentionArgs]
+	s *Scanner
+}
+
+func (w *retentionWorker) Work(ctx context.Context, _ *river.Job[RetentionArgs]) error {
+	s := w.s
+	now := time.Now()
+	grace := max(s.cfg.RetentionGrace, 0)
+	gone, err := s.store.Retain(ctx, now, now.Add(-grace), now.Add(-s.cfg.RunRetention))
+	if err != nil {
+		return err
+	}
+	if len(gone) > 0 {
+		s.lg.InfoContext(ctx, "retention deleted generations", "count", len(gone))
+	}
+	if _, err := s.log.Compact(ctx, now.Add(-s.cfg.ChangeLogRetention), 1000); err != nil {
+		return errors.Join(errors.New("compact change log"), err)
+	}
+	return nil
+}

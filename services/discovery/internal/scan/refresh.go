@@ -1,0 +1,252 @@
+package scan
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/proto"
+
+	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+)
+
+// linger keeps a committed scan's session open for Config.Linger and queues
+// a rescan when `notifications/tools/list_changed` arrives after the crawl
+// decided (including before the commit). It takes the session over.
+func (s *Scanner) linger(st *scanState, decided int64) {
+	sess := st.sess
+	st.sess = nil
+	if s.cfg.Linger < 0 {
+		if sess.ListChangedCount() > decided {
+			s.rescanAfterListChanged(st.ctx, st.args, st.jobID)
+		}
+		// Closing (an HTTP DELETE, or a process exit) need not delay the job.
+		s.lingering.Go(func() { _ = sess.Close() })
+		return
+	}
+	s.lingering.Add(1)
+	go func() {
+		defer s.lingering.Done()
+		defer sess.Close()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(st.ctx), s.cfg.Linger+30*time.Second)
+		defer cancel()
+		timer := time.NewTimer(s.cfg.Linger)
+		defer timer.Stop()
+		for sess.ListChangedCount() == decided {
+			select {
+			case <-sess.ListChanged():
+			case <-timer.C:
+				return
+			case <-s.stopLinger:
+				return
+			}
+		}
+		s.rescanAfterListChanged(ctx, st.args, st.jobID)
+	}()
+}
+
+// rescanAfterListChanged queues a LIST_CHANGED rescan. The scan's own job
+// may not be marked completed yet (River completes in batches), and while
+// it is running a unique insert would return it; so the insert is retried
+// until it lands on a job other than the finished one.
+func (s *Scanner) rescanAfterListChanged(ctx context.Context, a ScanArgs, ownJob int64) {
+	for range 40 {
+		t, err := s.Enqueue(ctx, discoveryv1.ScanTrigger_SCAN_TRIGGER_LIST_CHANGED, [2]string{a.ServerID, a.AudienceClass})
+		if err == nil && (len(t) == 0 || !t[0].AlreadyQueued || t[0].ScanID != itoa(ownJob)) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	s.lg.WarnContext(ctx, "could not queue a rescan after list_changed", "server", a.ServerID, "audience_class", a.AudienceClass)
+}
+
+// refreshDue queues a PERIODIC scan of every (server, class) pair whose last
+// run started longer ago than the server's scan interval.
+func (s *Scanner) refreshDue(ctx context.Context) error {
+	servers, _, err := s.reg.Servers(ctx)
+	if err != nil {
+		return err
+	}
+	classes, err := s.reg.AudienceClasses(ctx, "")
+	if err != nil {
+		return err
+	}
+	interval := map[string]time.Duration{}
+	for _, srv := range servers {
+		d := s.cfg.RefreshInterval
+		if si := srv.GetScanInterval(); si != nil && si.AsDuration() > 0 {
+			d = si.AsDuration()
+		}
+		interval[srv.GetServerId()] = d
+	}
+	last := map[[2]string]time.Time{}
+	rows, err := s.pool.Query(ctx, `SELECT server_id, audience_class, max(started_at) FROM runs GROUP BY 1, 2`)
+	if err != nil {
+		return err
+	}
+	type lastRun struct {
+		server, aud string
+		at          time.Time
+	}
+	runs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (lastRun, error) {
+		var l lastRun
+		err := r.Scan(&l.server, &l.aud, &l.at)
+		return l, err
+	})
+	if err != nil {
+		return err
+	}
+	for _, l := range runs {
+		last[[2]string{l.server, l.aud}] = l.at
+	}
+	now := time.Now()
+	var due [][2]string
+	for _, c := range classes {
+		for _, b := range c.GetServers() {
+			d, ok := interval[b.GetServerId()]
+			if !ok {
+				continue // bound to a server that is not registered
+			}
+			pair := [2]string{b.GetServerId(), c.GetName()}
+			if at, ok := last[pair]; !ok || now.Sub(at) >= d {
+				due = append(due, pair)
+			}
+		}
+	}
+	for chunk := range slices.Chunk(due, 500) {
+		if _, err := s.Enqueue(ctx, discoveryv1.ScanTrigger_SCAN_TRIGGER_PERIODIC, chunk...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// watchRegistry queues scans for registry changes that can change a scan's
+// outcome (see the package doc), resuming after errors.
+func (s *Scanner) watchRegistry(ctx context.Context) error {
+	delay := time.Second
+	for ctx.Err() == nil {
+		began := time.Now()
+		err := s.watchOnce(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if time.Since(began) > time.Minute {
+			delay = time.Second // it had been working: retry soon
+		}
+		s.lg.WarnContext(ctx, "registry watch ended; restarting", "error", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+	return nil
+}
+
+func (s *Scanner) watchOnce(ctx context.Context) error {
+	servers, rev, err := s.reg.Servers(ctx)
+	if err != nil {
+		return err
+	}
+	known := map[string]*registryv1.Server{}
+	for _, srv := range servers {
+		known[srv.GetServerId()] = srv
+	}
+	classes := map[string]map[string]string{} // class -> server -> secret ref
+	all, err := s.reg.AudienceClasses(ctx, "")
+	if err != nil {
+		return err
+	}
+	for _, c := range all {
+		classes[c.GetName()] = bindings(c)
+	}
+	return s.reg.Watch(ctx, rev, func(ch *registryv1.Change) error {
+		var pairs [][2]string
+		switch obj := ch.GetObject().(type) {
+		case *registryv1.Change_Server:
+			srv := obj.Server
+			old := known[srv.GetServerId()]
+			known[srv.GetServerId()] = srv
+			if ch.GetKind() == registryv1.ChangeKind_CHANGE_KIND_DELETED || !materialServerChange(old, srv) {
+				return nil
+			}
+			for name, b := range classes {
+				if _, ok := b[srv.GetServerId()]; ok {
+					pairs = append(pairs, [2]string{srv.GetServerId(), name})
+				}
+			}
+		case *registryv1.Change_AudienceClass:
+			c := obj.AudienceClass
+			old := classes[c.GetName()]
+			now := bindings(c)
+			classes[c.GetName()] = now
+			if ch.GetKind() == registryv1.ChangeKind_CHANGE_KIND_DELETED {
+				delete(classes, c.GetName())
+				return nil
+			}
+			for server, ref := range now {
+				if prev, ok := old[server]; !ok || prev != ref {
+					pairs = append(pairs, [2]string{server, c.GetName()})
+				}
+			}
+		}
+		if len(pairs) > 0 {
+			slices.SortFunc(pairs, func(a, b [2]string) int {
+				if a[0] != b[0] {
+					return compare(a[0], b[0])
+				}
+				return compare(a[1], b[1])
+			})
+			if _, err := s.Enqueue(ctx, discoveryv1.ScanTrigger_SCAN_TRIGGER_REGISTRY_CHANGE, pairs...); err != nil {
+				s.lg.WarnContext(ctx, "queue scans for a registry change", "error", err)
+			}
+		}
+		return nil
+	})
+}
+
+func bindings(c *registryv1.AudienceClass) map[string]string {
+	m := map[string]string{}
+	for _, b := range c.GetServers() {
+		m[b.GetServerId()] = b.GetSecretRef()
+	}
+	return m
+}
+
+// materialServerChange reports whether a server change can change what a
+// scan sees or trusts: a new server, or another transport, trust level,
+// revision source or pin — except discovery's own first-use pin (an empty
+// pin becoming set), which must not cause a rescan.
+func materialServerChange(old, cur *registryv1.Server) bool {
+	if old == nil {
+		return true
+	}
+	a, b := proto.Clone(old).(*registryv1.Server), proto.Clone(cur).(*registryv1.Server)
+	if a.GetIdentityPin() == "" {
+		b.IdentityPin = ""
+	}
+	for _, x := range []*registryv1.Server{a, b} {
+		x.DisplayName, x.Owner, x.Description, x.Version, x.CreatedAt, x.UpdatedAt, x.ScanInterval = "", "", "", 0, nil, nil, nil
+	}
+	return !proto.Equal(a, b)
+}
+
+func compare(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,425 @@
+package scan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/services/discovery/candidate"
+	"github.com/toolcrib/toolcrib/services/discovery/crawl"
+	"github.com/toolcrib/toolcrib/services/discovery/internal/store"
+	"github.com/toolcrib/toolcrib/services/discovery/registry"
+)
+
+type disposition int
+
+const (
+	done   disposition = iota // finished: nothing to retry
+	retry                     // INCOMPLETE: River retries with backoff
+	cancel                    // QUARANTINED or gone: no retry
+)
+
+type outcome struct {
+	disposition disposition
+	reason      discoveryv1.RunReason
+}
+
+const (
+	stIncomplete  = catalogv1.DiscoveryState_DISCOVERY_STATE_INCOMPLETE
+	stQuarantined = catalogv1.DiscoveryState_DISCOVERY_STATE_QUARANTINED
+	stUnversioned = catalogv1.DiscoveryState_DISCOVERY_STATE_UNVERSIONED_OBSERVATION
+	stValidating  = catalogv1.DiscoveryState_DISCOVERY_STATE_VALIDATING
+	stDiscovering = catalogv1.DiscoveryState_DISCOVERY_STATE_DISCOVERING
+	stEligible    = catalogv1.DiscoveryState_DISCOVERY_STATE_ELIGIBLE
+)
+
+// validatingRecordThreshold is the catalog size from which the transient
+// VALIDATING and SNAPSHOT_PROVEN states are written to the run record
+// (for smaller catalogs they last microseconds; the run goes from
+// DISCOVERING to its end state in the record).
+const validatingRecordThreshold = 1000
+
+// scanState is what one scan accumulates for its run record.
+type scanState struct {
+	s       *Scanner
+	ctx     context.Context
+	runID   string
+	jobID   int64
+	args    ScanArgs
+	started time.Time
+	end     store.RunEnd
+	sess    *crawl.Session // closed at the end unless handed to linger
+}
+
+// finish records the run's end (on a context that survives the job's) and
+// says what River should do.
+func (st *scanState) finish() outcome {
+	ctx, cancelFn := context.WithTimeout(context.WithoutCancel(st.ctx), 30*time.Second)
+	defer cancelFn()
+	if err := st.s.store.FinishRun(ctx, st.runID, st.end); err != nil {
+		st.s.lg.ErrorContext(ctx, "record run end", "run", st.runID, "error", err)
+	}
+	return dispose(st.end.State, st.end.Reason)
+}
+
+func dispose(state catalogv1.DiscoveryState, reason discoveryv1.RunReason) outcome {
+	switch {
+	case state == stQuarantined || reason == discoveryv1.RunReason_RUN_REASON_NOT_REGISTERED:
+		return outcome{cancel, reason}
+	case state == stIncomplete:
+		return outcome{retry, reason}
+	}
+	return outcome{done, reason}
+}
+
+// fail ends the run INCOMPLETE or QUARANTINED.
+func (st *scanState) fail(state catalogv1.DiscoveryState, reason discoveryv1.RunReason, format string, args ...any) outcome {
+	st.end.State, st.end.Reason, st.end.Detail = state, reason, fmt.Sprintf(format, args...)
+	return st.finish()
+}
+
+// registryFault turns a registry error into the run's end.
+func (st *scanState) registryFault(what string, err error) outcome {
+	if errors.Is(err, registry.ErrNotFound) {
+		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_NOT_REGISTERED, "%s is no longer registered", what)
+	}
+	if st.ctx.Err() != nil {
+		return st.cancelled()
+	}
+	return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_REGISTRY_UNAVAILABLE, "reading %s from the registry: %v", what, err)
+}
+
+// cancelled ends a run whose job context ended: a timeout, or the process
+// stopping (the scan is retried either way).
+func (st *scanState) cancelled() outcome {
+	if errors.Is(st.ctx.Err(), context.DeadlineExceeded) {
+		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "the scan exceeded its timeout of %s", st.s.cfg.ScanTimeout)
+	}
+	return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_WORKER_LOST, "the discovery process stopped during the scan (%s)", st.s.cfg.Worker)
+}
+
+// binding returns the class's binding for the server, nil when none.
+func binding(c *registryv1.AudienceClass, serverID string) *registryv1.AudienceServer {
+	for _, b := range c.GetServers() {
+		if b.GetServerId() == serverID {
+			return b
+		}
+	}
+	return nil
+}
+
+// scan runs one scan; see the package doc.
+func (s *Scanner) scan(ctx context.Context, runID string, jobID int64, a ScanArgs, complete func(context.Context, pgx.Tx) error) outcome {
+	st := &scanState{s: s, ctx: ctx, runID: runID, jobID: jobID, args: a, started: time.Now().Truncate(candidate.Micro)}
+	defer func() {
+		if st.sess != nil {
+			_ = st.sess.Close()
+		}
+	}()
+
+	// 1. Registry and pointer.
+	srv, err := s.reg.Server(ctx, a.ServerID)
+	if err != nil {
+		return st.registryFault("server "+a.ServerID, err)
+	}
+	cls, err := s.audienceClass(ctx, a.AudienceClass, st.started)
+	if err != nil {
+		return st.registryFault("audience class "+a.AudienceClass, err)
+	}
+	st.end.TenantID = cls.GetTenantId()
+	bind := binding(cls, a.ServerID)
+	if bind == nil {
+		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_NOT_REGISTERED, "audience class %s no longer covers server %s", a.AudienceClass, a.ServerID)
+	}
+	epoch, err := s.policyEpoch(ctx, cls.GetTenantId(), st.started)
+	if err != nil {
+		return st.registryFault("the policy of tenant "+cls.GetTenantId(), err)
+	}
+	st.end.PolicyEpoch = epoch
+	view, err := s.store.View(ctx, a.ServerID, a.AudienceClass)
+	if err != nil {
+		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "reading the pointer: %v", err)
+	}
+
+	// 2. The credential, only in memory.
+	credential, err := resolveSecret(bind.GetSecretRef(), s.cfg.LookupEnv)
+	if err != nil {
+		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_CREDENTIAL_UNAVAILABLE, "%v", err)
+	}
+
+	// 3. Session, first-use pin, trust configuration.
+	target, err := targetOf(srv, credential)
+	if err != nil {
+		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "%v", err)
+	}
+	opts := s.cfg.Crawl
+	opts.Versioned = srv.GetRevisionSource() == registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED
+	sess, f := crawl.Open(ctx, target, opts)
+	if f != nil {
+		if ctx.Err() != nil {
+			return st.cancelled()
+		}
+		return st.fail(f.State, f.Reason, "%s", f.Detail)
+	}
+	st.sess = sess
+	st.end.ProtocolVersion, st.end.IdentityDigest = sess.ProtocolVersion(), sess.IdentityDigest()
+	if srv.GetIdentityPin() == "" {
+		pinned, err := s.pin(ctx, srv, sess.IdentityDigest())
+		if err != nil {
+			if errors.Is(err, errPinChanged) {
+				return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_IDENTITY_MISMATCH, "%v", err)
+			}
+			return st.registryFault("server "+a.ServerID, err)
+		}
+		srv = pinned
+	}
+	trust := trustDigest(srv, a.AudienceClass, bind)
+	st.end.TrustConfigDigest = trust
+	_ = s.store.UpdateRun(ctx, runID, store.Progress{State: stDiscovering, TenantID: cls.GetTenantId(), PolicyEpoch: epoch,
+		ProtocolVersion: sess.ProtocolVersion(), IdentityDigest: sess.IdentityDigest(), TrustConfigDigest: trust})
+
+	// 4. Crawl and validate.
+	res := sess.Crawl(ctx)
+	st.end.SourceRevision, st.end.ClosingRevision = res.Revision, res.ClosingRevision
+	st.end.PageRoot, st.end.Pages, st.end.ToolCount, st.end.Bytes = res.PageRoot, res.Pages, len(res.Tools), res.Bytes
+	st.end.CacheScope = res.CacheScope
+	if !res.Whole() {
+		if ctx.Err() != nil {
+			return st.cancelled()
+		}
+		return st.fail(res.State, res.Reason, "%s", res.Detail)
+	}
+	decided := sess.ListChangedCount()
+	if len(res.Tools) >= validatingRecordThreshold {
+		// Validating a small catalog takes microseconds; recording the
+		// transient state is worth a round trip only for large ones.
+		_ = s.store.UpdateRun(ctx, runID, store.Progress{State: stValidating})
+	}
+	cand := candidate.Assess(res, s.cfg.Limits)
+	st.end.Flags = cand.Flags
+	if !cand.Committable() {
+		return st.fail(cand.State, cand.Reason, "%s", cand.Detail)
+	}
+	if len(res.Tools) >= validatingRecordThreshold {
+		_ = s.store.UpdateRun(ctx, runID, store.Progress{State: cand.State})
+	}
+
+	// 5. Nothing that the scan started from may have changed.
+	if out, ok := st.recheck(srv, trust, epoch); !ok {
+		return out
+	}
+
+	// 6. Commit, or refresh an unchanged active generation.
+	revision := ""
+	if opts.Versioned {
+		revision = res.Revision
+	}
+	st.end.State = cand.State
+	freshUntil := st.started.Add(s.cfg.SnapshotTTL)
+	if view.Active && view.SourceRevision == revision && view.PageRoot == res.PageRoot &&
+		view.IdentityDigest == res.IdentityDigest && view.TrustConfigDigest == trust {
+		st.end.Detail = fmt.Sprintf("same source revision and page root as generation %d; its freshness was extended", view.Expected.Generation)
+		if _, err := s.store.Refresh(ctx, runID, a.ServerID, a.AudienceClass, view.Expected, freshUntil, epoch, st.end, complete); err != nil {
+			return st.commitFault(err)
+		}
+		s.linger(st, decided)
+		return outcome{done, discoveryv1.RunReason_RUN_REASON_UNCHANGED}
+	}
+	snap := buildSnapshot(srv, cls, cand, st, epoch, revision, trust, freshUntil)
+	committed := cand.State
+	if committed == catalogv1.DiscoveryState_DISCOVERY_STATE_SNAPSHOT_PROVEN {
+		committed = stEligible
+	}
+	if _, err := s.store.Commit(ctx, store.Commit{RunID: runID, Expected: view.Expected, Snapshot: snap, State: committed, Run: st.end, InTx: complete}); err != nil {
+		return st.commitFault(err)
+	}
+	s.linger(st, decided)
+	return outcome{done, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED}
+}
+
+// commitFault ends a run whose commit (or refresh) failed.
+func (st *scanState) commitFault(err error) outcome {
+	if errors.Is(err, store.ErrCASConflict) {
+		st.end.Generation = 0
+		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_CAS_CONFLICT, "the pointer moved since the scan started; this candidate lost the compare-and-swap")
+	}
+	if st.ctx.Err() != nil {
+		return st.cancelled()
+	}
+	return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "commit failed: %v", err)
+}
+
+// recheck re-reads what the scan started from, right before the commit.
+func (st *scanState) recheck(srv *registryv1.Server, trust string, epoch int64) (outcome, bool) {
+	s, ctx, a := st.s, st.ctx, st.args
+	// Reads started now, after the crawl ended (shared with other scans
+	// re-checking at the same moment).
+	after := time.Now()
+	now, err := s.policyEpoch(ctx, st.end.TenantID, after)
+	if err != nil {
+		return st.registryFault("the policy of tenant "+st.end.TenantID, err), false
+	}
+	if now != epoch {
+		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_POLICY_EPOCH_CHANGED,
+			"tenant %s's policy epoch moved from %d to %d during the scan", st.end.TenantID, epoch, now), false
+	}
+	srv2, err := s.reg.Server(ctx, a.ServerID)
+	if err != nil {
+		return st.registryFault("server "+a.ServerID, err), false
+	}
+	if srv2.GetIdentityPin() != srv.GetIdentityPin() && srv2.GetIdentityPin() != st.end.IdentityDigest {
+		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_IDENTITY_MISMATCH,
+			"the server's identity pin changed during the scan to %s; the scan observed %s", srv2.GetIdentityPin(), st.end.IdentityDigest), false
+	}
+	cls2, err := s.audienceClass(ctx, a.AudienceClass, after)
+	if err != nil {
+		return st.registryFault("audience class "+a.AudienceClass, err), false
+	}
+	bind2 := binding(cls2, a.ServerID)
+	if bind2 == nil {
+		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_NOT_REGISTERED, "audience class %s no longer covers server %s", a.AudienceClass, a.ServerID), false
+	}
+	if d := trustDigest(srv2, a.AudienceClass, bind2); d != trust {
+		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_TRUST_CONFIG_CHANGED,
+			"the trust configuration changed during the scan (%s, was %s)", d, trust), false
+	}
+	return outcome{}, true
+}
+
+var errPinChanged = errors.New("the server was pinned to another identity meanwhile")
+
+// pin sets an empty identity pin to the observed identity (trust on first
+// use). When another scan pinned first, the new pin must be ours.
+func (s *Scanner) pin(ctx context.Context, srv *registryv1.Server, observed string) (*registryv1.Server, error) {
+	pinned, err := s.reg.PinIdentity(ctx, srv, observed)
+	if err == nil {
+		return pinned, nil
+	}
+	if !errors.Is(err, registry.ErrConflict) {
+		return nil, err
+	}
+	again, err := s.reg.Server(ctx, srv.GetServerId())
+	if err != nil {
+		return nil, err
+	}
+	switch again.GetIdentityPin() {
+	case observed:
+		return again, nil
+	case "":
+		return nil, fmt.Errorf("%w: the server changed before it could be pinned", registry.ErrUnavailable)
+	}
+	return nil, fmt.Errorf("%w: pinned %s, observed %s", errPinChanged, again.GetIdentityPin(), observed)
+}
+
+// targetOf builds the crawl target of a server.
+func targetOf(srv *registryv1.Server, credential string) (crawl.Target, error) {
+	t := crawl.Target{Pin: srv.GetIdentityPin(), Credential: credential}
+	switch {
+	case srv.GetStreamableHttp() != nil:
+		t.URL = srv.GetStreamableHttp().GetUrl()
+	case srv.GetStdio() != nil:
+		t.Command, t.Args = srv.GetStdio().GetCommand(), srv.GetStdio().GetArgs()
+	default:
+		return t, fmt.Errorf("server %s has no transport", srv.GetServerId())
+	}
+	return t, nil
+}
+
+// trustDigest is `sha256:<hex>` of the canonical JSON of what the scan
+// trusts: the server's transport, trust level, identity pin and revision
+// source, and the audience class's binding for it (class name and secret
+// reference, never the secret). Versions are left out: an edit of an
+// unrelated field must not refuse a commit.
+func trustDigest(srv *registryv1.Server, audienceClass string, b *registryv1.AudienceServer) string {
+	in := struct {
+		ServerID       string   `json:"server_id"`
+		URL            string   `json:"url,omitempty"`
+		Command        string   `json:"command,omitempty"`
+		Args           []string `json:"args,omitempty"`
+		TrustLevel     string   `json:"trust_level"`
+		IdentityPin    string   `json:"identity_pin"`
+		RevisionSource string   `json:"revision_source"`
+		AudienceClass  string   `json:"audience_class"`
+		SecretRef      string   `json:"secret_ref"`
+	}{
+		ServerID: srv.GetServerId(), URL: srv.GetStreamableHttp().GetUrl(), Command: srv.GetStdio().GetCommand(),
+		Args: srv.GetStdio().GetArgs(), TrustLevel: srv.GetTrustLevel().String(), IdentityPin: srv.GetIdentityPin(),
+		RevisionSource: srv.GetRevisionSource().String(), AudienceClass: audienceClass, SecretRef: b.GetSecretRef(),
+	}
+	d, err := canonical.DigestValue(in)
+	if err != nil {
+		panic(err) // plain strings always encode
+	}
+	return d
+}
+
+var schemeName = regexp.MustCompile(`^[a-z][a-z0-9+.-]{0,15}$`)
+
+// resolveSecret resolves a secret reference at scan time. Errors name the
+// reference, never a value.
+func resolveSecret(ref string, lookup func(string) (string, bool)) (string, error) {
+	switch {
+	case ref == "":
+		return "", nil
+	case strings.HasPrefix(ref, "env:"):
+		name := strings.TrimPrefix(ref, "env:")
+		v, ok := lookup(name)
+		if !ok || strings.TrimSpace(v) == "" {
+			return "", fmt.Errorf("secret reference %s: the environment variable is not set", ref)
+		}
+		return strings.TrimSpace(v), nil
+	case strings.HasPrefix(ref, "file:"):
+		path := strings.TrimPrefix(ref, "file:")
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", fmt.Errorf("secret reference %s: cannot read the file", ref)
+		}
+		v := strings.TrimSpace(string(b))
+		if v == "" {
+			return "", fmt.Errorf("secret reference %s: the file is empty", ref)
+		}
+		return v, nil
+	}
+	// Name the scheme only when it looks like one: a reference without a
+	// scheme may be a pasted credential.
+	if scheme, _, ok := strings.Cut(ref, ":"); ok && schemeName.MatchString(scheme) {
+		return "", fmt.Errorf("secret reference scheme %q is not supported (use env:NAME or file:/path)", scheme)
+	}
+	return "", errors.New("the secret reference is not env:NAME or file:/path")
+}
+
+// buildSnapshot makes the snapshot a commit writes.
+func buildSnapshot(srv *registryv1.Server, cls *registryv1.AudienceClass, cand *candidate.Candidate, st *scanState,
+	epoch int64, revision, trust string, expires time.Time) *catalogv1.Snapshot {
+	res := cand.Crawl
+	snap := &catalogv1.Snapshot{
+		Schema: "toolCatalogSnapshot.v1", ServerId: srv.GetServerId(), IdentityDigest: res.IdentityDigest,
+		EndpointDigest: res.EndpointDigest, ProtocolVersion: res.ProtocolVersion, AudienceClass: cls.GetName(),
+		Tenant: cls.GetTenantId(), DiscoveryStartedAt: timestamppb.New(st.started), ExpiresAt: timestamppb.New(expires),
+		PolicyEpoch: epoch, SourceRevision: revision, PageRoot: res.PageRoot, CacheScope: res.CacheScope,
+		TrustConfigDigest: trust, Tools: make([]*catalogv1.ToolDescriptor, len(cand.Tools)),
+	}
+	for _, p := range res.Pages {
+		snap.PageDigests = append(snap.PageDigests, p.Digest)
+	}
+	for i, t := range cand.Tools {
+		snap.Tools[i] = &catalogv1.ToolDescriptor{
+			ToolId: srv.GetServerId() + "." + t.Derived.Name, Name: t.Derived.Name, Title: t.Derived.Title,
+			Description: t.Derived.Description, DescriptorDigest: t.Crawled.Digest, InputSchemaDigest: t.Derived.InputSchemaDigest,
+			OutputSchemaDigest: t.Derived.OutputSchemaDigest, Raw: t.Crawled.Raw, Annotations: t.Derived.Annotations,
+			Flags: t.Derived.Flags, SchemaDialect: t.Derived.Dialect,
+		}
+	}
+	return snap
+}

@@ -1,0 +1,292 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
+	"github.com/toolcrib/toolcrib/services/discovery/candidate"
+)
+
+// Expected is where the pointer was when the scan started: the CAS compares
+// both the generation and the change-log revision of the pointer's last
+// move, so a pointer that moved away and back (A-B-A) still fails it. The
+// zero value means the pointer did not exist.
+type Expected struct {
+	Generation int64
+	Revision   int64
+}
+
+// ScanView is what a scan needs to know about its pointer at start.
+type ScanView struct {
+	// Expected is the CAS expectation.
+	Expected Expected
+	// Active is true when the pointer names an active (not closed)
+	// generation; the fields below describe that generation.
+	Active            bool
+	SourceRevision    string
+	PageRoot          string
+	IdentityDigest    string
+	TrustConfigDigest string
+	SnapshotState     catalogv1.DiscoveryState
+}
+
+// View returns the scan view of a pointer (the zero view when none exists).
+func (s *Store) View(ctx context.Context, serverID, audienceClass string) (ScanView, error) {
+	var v ScanView
+	var state, snapState string
+	err := s.pool.QueryRow(ctx, `SELECT p.generation, p.revision, p.state, s.source_revision, s.page_root, s.identity_digest,
+s.trust_config_digest, s.state
+FROM pointers p JOIN snapshots s USING (server_id, audience_class, generation)
+WHERE p.server_id = $1 AND p.audience_class = $2`, serverID, audienceClass).
+		Scan(&v.Expected.Generation, &v.Expected.Revision, &state, &v.SourceRevision, &v.PageRoot, &v.IdentityDigest,
+			&v.TrustConfigDigest, &snapState)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ScanView{}, nil
+	}
+	if err != nil {
+		return v, fmt.Errorf("store: pointer view: %w", err)
+	}
+	v.Active = state == "ACTIVE"
+	v.SnapshotState = stateValue(snapState)
+	return v, nil
+}
+
+// Commit is one candidate offered to the pointer CAS.
+type Commit struct {
+	// RunID is the run that produced it.
+	RunID string
+	// Expected is the pointer as observed at scan start.
+	Expected Expected
+	// Snapshot is the snapshot to write: every field but generation and
+	// snapshot_digest, which the commit fills; its tools carry their raw
+	// JSON and digests.
+	Snapshot *catalogv1.Snapshot
+	// State is the committed state: ELIGIBLE (proven) or
+	// UNVERSIONED_OBSERVATION.
+	State catalogv1.DiscoveryState
+	// Run is the run's end record (state and generation are set by the
+	// commit).
+	Run RunEnd
+	// InTx, when set, runs last inside the commit's transaction (the scan
+	// completes its queue job there, atomically with the commit).
+	InTx func(context.Context, pgx.Tx) error
+}
+
+// Committed is the outcome of a successful commit.
+type Committed struct {
+	Pointer *discoveryv1.ActivePointer
+	Receipt *catalogv1.CatalogReceipt
+}
+
+// Commit is the one acceptance point (see the package doc). It returns
+// [ErrCASConflict] when the pointer is no longer at c.Expected; nothing is
+// written then (the caller records the run's end separately).
+func (s *Store) Commit(ctx context.Context, c Commit) (*Committed, error) {
+	snap := c.Snapshot
+	server, aud := snap.GetServerId(), snap.GetAudienceClass()
+	var out *Committed
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		expires := snap.GetExpiresAt().AsTime()
+		// 1. The CAS (now() is the transaction's time, used for every
+		// timestamp the commit writes).
+		var gen int64
+		var now time.Time
+		var err error
+		if c.Expected.Generation == 0 {
+			err = tx.QueryRow(ctx, `INSERT INTO pointers (server_id, audience_class, tenant_id, generation, last_generation, state, moved_at, fresh_until, revision)
+VALUES ($1, $2, $3, 1, 1, 'ACTIVE', now(), $4, 0) ON CONFLICT DO NOTHING RETURNING generation, moved_at`,
+				server, aud, snap.GetTenant(), expires).Scan(&gen, &now)
+		} else {
+			err = tx.QueryRow(ctx, `UPDATE pointers SET generation = last_generation + 1, last_generation = last_generation + 1,
+state = 'ACTIVE', moved_at = now(), fresh_until = $5
+WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND revision = $4 RETURNING generation, moved_at`,
+				server, aud, c.Expected.Generation, c.Expected.Revision, expires).Scan(&gen, &now)
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrCASConflict
+		}
+		if err != nil {
+			return fmt.Errorf("store: pointer CAS: %w", err)
+		}
+
+		// 2. The immutable snapshot, its tools and its lifecycle row.
+		snap.Generation = gen
+		snap.State = c.State
+		snap.RunId = c.RunID
+		snap.Schema = "toolCatalogSnapshot.v1"
+		digest, err := candidate.SnapshotDigest(snap, c.State)
+		if err != nil {
+			return err
+		}
+		snap.SnapshotDigest = digest
+		if _, err := tx.Exec(ctx, `INSERT INTO snapshots (server_id, audience_class, generation, tenant_id, run_id, state,
+identity_digest, endpoint_digest, protocol_version, discovery_started_at, expires_at, policy_epoch, source_revision,
+page_root, page_digests, cache_scope, trust_config_digest, snapshot_digest, tool_count, committed_at)
+VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20)`,
+			server, aud, gen, snap.GetTenant(), c.RunID, stateName(c.State), snap.GetIdentityDigest(), snap.GetEndpointDigest(),
+			snap.GetProtocolVersion(), snap.GetDiscoveryStartedAt().AsTime(), expires, snap.GetPolicyEpoch(), snap.GetSourceRevision(),
+			snap.GetPageRoot(), nonNil(snap.GetPageDigests()), snap.GetCacheScope(), snap.GetTrustConfigDigest(), digest,
+			len(snap.GetTools()), now); err != nil {
+			return fmt.Errorf("store: snapshot: %w", err)
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"snapshot_tools"},
+			[]string{"server_id", "audience_class", "generation", "ordinal", "name", "tool_id", "descriptor_digest",
+				"input_schema_digest", "output_schema_digest", "schema_dialect", "flags", "raw"},
+			&toolRows{server: server, aud: aud, gen: gen, tools: snap.GetTools()}); err != nil {
+			return fmt.Errorf("store: snapshot tools: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO generations (server_id, audience_class, generation, fresh_until) VALUES ($1,$2,$3,$4)`,
+			server, aud, gen, expires); err != nil {
+			return fmt.Errorf("store: generation: %w", err)
+		}
+		// 3. Retire the previous generation.
+		if c.Expected.Generation > 0 {
+			if _, err := tx.Exec(ctx, `UPDATE generations SET retired_at = $4
+WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND retired_at IS NULL`, server, aud, c.Expected.Generation, now); err != nil {
+				return fmt.Errorf("store: retire: %w", err)
+			}
+		}
+		// 4. The run's end.
+		run := c.Run
+		run.State = catalogv1.DiscoveryState_DISCOVERY_STATE_ELIGIBLE
+		if c.State == catalogv1.DiscoveryState_DISCOVERY_STATE_UNVERSIONED_OBSERVATION {
+			run.State = c.State
+		}
+		run.Generation = gen
+		if err := finishRun(ctx, tx, c.RunID, run); err != nil {
+			return err
+		}
+		// 5. Change log and receipt.
+		ptr := &discoveryv1.ActivePointer{
+			ServerId: server, AudienceClass: aud, TenantId: snap.GetTenant(), Generation: gen,
+			State: discoveryv1.PointerState_POINTER_STATE_ACTIVE, SnapshotState: c.State,
+			MovedAt: timestamppb.New(now), FreshUntil: timestamppb.New(expires),
+			SourceRevision: snap.GetSourceRevision(), PageRoot: snap.GetPageRoot(),
+		}
+		rcpt := &catalogv1.CatalogReceipt{
+			ReceiptId: newUUID(), ServerId: server, AudienceClass: aud, Generation: gen,
+			PreviousGeneration: c.Expected.Generation, SourceRevision: snap.GetSourceRevision(), PageRoot: snap.GetPageRoot(),
+			SnapshotDigest: digest, PolicyEpoch: snap.GetPolicyEpoch(), AcceptedAt: timestamppb.New(now), RunId: c.RunID,
+			Move: catalogv1.PointerMove_POINTER_MOVE_ACTIVATE,
+		}
+		rev, err := s.appendChange(ctx, tx, ptr, rcpt, "")
+		if err != nil {
+			return err
+		}
+		ptr.Revision = rev
+		out = &Committed{Pointer: ptr, Receipt: rcpt}
+		if c.InTx != nil {
+			return c.InTx(ctx, tx)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// toolRows feeds COPY from the snapshot's tools without building [][]any.
+type toolRows struct {
+	server, aud string
+	gen         int64
+	tools       []*catalogv1.ToolDescriptor
+	i           int
+	row         []any
+}
+
+func (r *toolRows) Next() bool {
+	r.i++
+	return r.i <= len(r.tools)
+}
+
+func (r *toolRows) Values() ([]any, error) {
+	t := r.tools[r.i-1]
+	flags := t.GetFlags()
+	if flags == nil {
+		flags = []string{}
+	}
+	if r.row == nil {
+		r.row = make([]any, 12)
+	}
+	r.row[0], r.row[1], r.row[2], r.row[3] = r.server, r.aud, r.gen, int32(r.i-1)
+	r.row[4], r.row[5], r.row[6] = t.GetName(), t.GetToolId(), t.GetDescriptorDigest()
+	r.row[7], r.row[8], r.row[9] = t.GetInputSchemaDigest(), t.GetOutputSchemaDigest(), t.GetSchemaDialect()
+	r.row[10], r.row[11] = flags, t.GetRaw()
+	return r.row, nil
+}
+
+func (r *toolRows) Err() error { return nil }
+
+// Refresh is the commit of a rescan that proved the active generation
+// again (same source revision and page root): by the same CAS it extends
+// the freshness of the pointer and its generation to freshUntil, appends a
+// REFRESH change and ends the run (unchanged, confirming the generation).
+// [ErrCASConflict] when the pointer moved or is closed.
+func (s *Store) Refresh(ctx context.Context, runID string, serverID, audienceClass string, exp Expected, freshUntil time.Time, policyEpoch int64, run RunEnd, inTx func(context.Context, pgx.Tx) error) (*Committed, error) {
+	var out *Committed
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var now time.Time
+		if err := tx.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
+			return err
+		}
+		ptr := &discoveryv1.ActivePointer{ServerId: serverID, AudienceClass: audienceClass, State: discoveryv1.PointerState_POINTER_STATE_ACTIVE}
+		var movedAt, fresh time.Time
+		var snapState, digest string
+		err := tx.QueryRow(ctx, `WITH p AS (
+  UPDATE pointers SET fresh_until = greatest(fresh_until, $5)
+  WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND revision = $4 AND state = 'ACTIVE'
+  RETURNING tenant_id, generation, moved_at, fresh_until)
+SELECT p.tenant_id, p.generation, p.moved_at, p.fresh_until, s.state, s.source_revision, s.page_root, s.snapshot_digest
+FROM p JOIN snapshots s ON s.server_id = $1 AND s.audience_class = $2 AND s.generation = p.generation`,
+			serverID, audienceClass, exp.Generation, exp.Revision, freshUntil).
+			Scan(&ptr.TenantId, &ptr.Generation, &movedAt, &fresh, &snapState, &ptr.SourceRevision, &ptr.PageRoot, &digest)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrCASConflict
+		}
+		if err != nil {
+			return fmt.Errorf("store: refresh CAS: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE generations SET fresh_until = greatest(fresh_until, $4)
+WHERE server_id = $1 AND audience_class = $2 AND generation = $3`, serverID, audienceClass, exp.Generation, freshUntil); err != nil {
+			return fmt.Errorf("store: refresh generation: %w", err)
+		}
+		ptr.MovedAt, ptr.FreshUntil, ptr.SnapshotState = timestamppb.New(movedAt), timestamppb.New(fresh), stateValue(snapState)
+		run.ConfirmedGeneration = exp.Generation
+		run.Reason = discoveryv1.RunReason_RUN_REASON_UNCHANGED
+		if err := finishRun(ctx, tx, runID, run); err != nil {
+			return err
+		}
+		rcpt := &catalogv1.CatalogReceipt{
+			ReceiptId: newUUID(), ServerId: serverID, AudienceClass: audienceClass, Generation: exp.Generation,
+			PreviousGeneration: exp.Generation, SourceRevision: ptr.SourceRevision, PageRoot: ptr.PageRoot,
+			SnapshotDigest: digest, PolicyEpoch: policyEpoch, AcceptedAt: timestamppb.New(now), RunId: runID,
+			Move: catalogv1.PointerMove_POINTER_MOVE_REFRESH,
+		}
+		rev, err := s.appendChange(ctx, tx, ptr, rcpt, "")
+		if err != nil {
+			return err
+		}
+		ptr.Revision = rev
+		out = &Committed{Pointer: ptr, Receipt: rcpt}
+		if inTx != nil {
+			return inTx(ctx, tx)
+		}
+		return nil
+	})
+	return out, err
+}

@@ -1,0 +1,25 @@
+// Package store keeps discovery's state in Postgres (schema `discovery`):
+// runs and their pages, immutable snapshots and their tools, the lifecycle
+// of generations, the active pointers, catalog receipts and generation
+// bindings.
+//
+// The one acceptance point (I1) is [Store.Commit]: in ONE transaction it
+// compare-and-swaps the pointer of (server, audience class) from the
+// generation and change-log revision observed at scan start to a new
+// generation (the pointer's last generation + 1, so numbers never repeat,
+// also after a rollback), inserts the immutable snapshot with every tool's
+// raw JSON (COPY), the generation's lifecycle row, retires the previous
+// generation, records the run's end state and pages, appends the move to
+// the change log (Watch) and writes the catalog receipt. A lost CAS returns
+// [ErrCASConflict] and writes nothing. [Store.Refresh] is the same CAS for a
+// rescan that proved the active catalog again: only freshness moves.
+//
+// Snapshots and their tools are immutable in the database as well: triggers
+// refuse every UPDATE and TRUNCATE, and every DELETE except by the retention
+// sweep ([Store.Retain]), which never deletes the generation a pointer names.
+//
+// Errors: [ErrNotFound] when a named run, pointer or generation does not
+// exist; [ErrCASConflict] when the pointer is not where the caller expected;
+// [ErrNotFresh] when a rollback target has expired. Everything else is an
+// internal error.
+package store

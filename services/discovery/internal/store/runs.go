@@ -1,0 +1,161 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
+	"github.com/toolcrib/toolcrib/services/discovery/crawl"
+	"github.com/toolcrib/toolcrib/services/discovery/validate"
+)
+
+// NewRun starts a run.
+type NewRun struct {
+	ScanID        string
+	Attempt       int
+	ServerID      string
+	AudienceClass string
+	TenantID      string
+	Trigger       discoveryv1.ScanTrigger
+	Worker        string
+	// MarkLost first ends every unfinished run of the pair as INCOMPLETE
+	// WORKER_LOST, in the same statement (see [Store.MarkLost]).
+	MarkLost bool
+}
+
+// StartRun records a run in DISCOVERING and returns its id.
+func (s *Store) StartRun(ctx context.Context, r NewRun) (string, error) {
+	id := newUUID()
+	_, err := s.pool.Exec(ctx, `WITH lost AS (
+  UPDATE runs SET state = 'INCOMPLETE', reason = 'WORKER_LOST', finished_at = now(), detail = `+lostDetail+`
+  WHERE $9 AND server_id = $4 AND audience_class = $5 AND finished_at IS NULL)
+INSERT INTO runs (run_id, scan_id, attempt, server_id, audience_class, tenant_id, state, trigger, worker)
+VALUES ($1,$2,$3,$4,$5,$6,'DISCOVERING',$7,$8)`,
+		id, r.ScanID, max(r.Attempt, 1), r.ServerID, r.AudienceClass, r.TenantID, triggerName(r.Trigger), r.Worker, r.MarkLost)
+	if err != nil {
+		return "", fmt.Errorf("store: start run: %w", err)
+	}
+	return id, nil
+}
+
+const lostDetail = `'the worker running this scan stopped before it finished (' || worker || '); the scan was retried'`
+
+// MarkLost ends every unfinished run of the pointer, except except, as
+// INCOMPLETE WORKER_LOST: their worker stopped without finishing them. The
+// caller must hold the pointer's scan lock, so no live run is among them.
+func (s *Store) MarkLost(ctx context.Context, serverID, audienceClass, except string) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE runs SET state = 'INCOMPLETE', reason = 'WORKER_LOST', finished_at = now(),
+detail = `+lostDetail+`
+WHERE server_id = $1 AND audience_class = $2 AND finished_at IS NULL AND run_id::text <> $3`, serverID, audienceClass, except)
+	if err != nil {
+		return 0, fmt.Errorf("store: mark lost runs: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// Progress is what a run learned while it is still going.
+type Progress struct {
+	State             catalogv1.DiscoveryState
+	TenantID          string
+	PolicyEpoch       int64
+	ProtocolVersion   string
+	IdentityDigest    string
+	TrustConfigDigest string
+}
+
+// UpdateRun records progress of an unfinished run.
+func (s *Store) UpdateRun(ctx context.Context, runID string, p Progress) error {
+	_, err := s.pool.Exec(ctx, `UPDATE runs SET state = $2,
+tenant_id = CASE WHEN $3 = '' THEN tenant_id ELSE $3 END,
+policy_epoch = CASE WHEN $4 = 0 THEN policy_epoch ELSE $4 END,
+protocol_version = CASE WHEN $5 = '' THEN protocol_version ELSE $5 END,
+identity_digest = CASE WHEN $6 = '' THEN identity_digest ELSE $6 END,
+trust_config_digest = CASE WHEN $7 = '' THEN trust_config_digest ELSE $7 END
+WHERE run_id = $1 AND finished_at IS NULL`,
+		runID, stateName(p.State), p.TenantID, p.PolicyEpoch, p.ProtocolVersion, p.IdentityDigest, p.TrustConfigDigest)
+	if err != nil {
+		return fmt.Errorf("store: update run: %w", err)
+	}
+	return nil
+}
+
+// RunEnd is a run's final record.
+type RunEnd struct {
+	State               catalogv1.DiscoveryState
+	Reason              discoveryv1.RunReason
+	Detail              string
+	TenantID            string
+	ProtocolVersion     string
+	SourceRevision      string
+	ClosingRevision     string
+	PageRoot            string
+	ToolCount           int
+	Bytes               int64
+	PolicyEpoch         int64
+	Generation          int64
+	ConfirmedGeneration int64
+	IdentityDigest      string
+	TrustConfigDigest   string
+	CacheScope          string
+	Flags               []validate.Flag
+	Pages               []crawl.Page
+}
+
+type storedFlag struct {
+	Tool   string `json:"tool_name"`
+	Flag   string `json:"flag"`
+	Detail string `json:"detail"`
+}
+
+// FinishRun records a run's end outside a commit.
+func (s *Store) FinishRun(ctx context.Context, runID string, e RunEnd) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return finishRun(ctx, tx, runID, e) })
+}
+
+// finishRun writes the run's final state and its pages in tx. A run that
+// already finished (e.g. marked lost by another worker) is left alone.
+func finishRun(ctx context.Context, tx pgx.Tx, runID string, e RunEnd) error {
+	flags := make([]storedFlag, len(e.Flags))
+	for i, f := range e.Flags {
+		flags[i] = storedFlag{Tool: f.Tool, Flag: f.Flag, Detail: f.Detail}
+	}
+	fj, err := json.Marshal(flags)
+	if err != nil {
+		return err
+	}
+	tag, err := tx.Exec(ctx, `UPDATE runs SET state = $2, reason = $3, detail = $4, finished_at = now(),
+tenant_id = CASE WHEN $5 = '' THEN tenant_id ELSE $5 END,
+protocol_version = CASE WHEN $6 = '' THEN protocol_version ELSE $6 END,
+source_revision = $7, closing_revision = $8, page_root = $9, page_count = $10, tool_count = $11, bytes = $12,
+policy_epoch = CASE WHEN $13 = 0 THEN policy_epoch ELSE $13 END, generation = $14, confirmed_generation = $15,
+identity_digest = CASE WHEN $16 = '' THEN identity_digest ELSE $16 END,
+trust_config_digest = CASE WHEN $17 = '' THEN trust_config_digest ELSE $17 END,
+cache_scope = $18, flags = $19
+WHERE run_id = $1 AND finished_at IS NULL`,
+		runID, stateName(e.State), reasonName(e.Reason), e.Detail, e.TenantID, e.ProtocolVersion,
+		e.SourceRevision, e.ClosingRevision, e.PageRoot, len(e.Pages), e.ToolCount, e.Bytes,
+		e.PolicyEpoch, e.Generation, e.ConfirmedGeneration, e.IdentityDigest, e.TrustConfigDigest, e.CacheScope, fj)
+	if err != nil {
+		return fmt.Errorf("store: finish run: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return nil
+	}
+	if len(e.Pages) == 0 {
+		return nil
+	}
+	rows := make([][]any, len(e.Pages))
+	for i, p := range e.Pages {
+		rows[i] = []any{runID, p.Index, p.CursorIn, p.CursorOut, p.HasNext, p.Revision, p.ToolCount, p.Digest, p.Bytes, p.ReceivedAt}
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"run_pages"},
+		[]string{"run_id", "idx", "cursor_in", "cursor_out", "has_next", "revision", "tool_count", "page_digest", "bytes", "received_at"},
+		pgx.CopyFromRows(rows)); err != nil {
+		return fmt.Errorf("store: run pages: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
+	"github.com/toolcrib/toolcrib/platform/changelog"
+	"github.com/toolcrib/toolcrib/platform/postgres"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// Schema is discovery's Postgres schema.
+const Schema = "discovery"
+
+// Migrations are discovery's own migration set (the change log's comes from
+// package changelog; River's from rivermigrate).
+func Migrations() postgres.Set {
+	sub, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		panic(err)
+	}
+	return postgres.Set{Name: "discovery", FS: sub}
+}
+
+// Sets are every SQL migration set of the schema, in order.
+func Sets() []postgres.Set { return []postgres.Set{changelog.Migrations(), Migrations()} }
+
+// Sentinel errors; see the package doc.
+var (
+	ErrNotFound    = errors.New("store: not found")
+	ErrCASConflict = errors.New("store: the pointer moved")
+	ErrNotFresh    = errors.New("store: the generation has expired")
+	ErrClosed      = errors.New("store: the pointer is closed")
+)
+
+// ChangeKind is the change-log kind of pointer changes.
+const ChangeKind = "pointer"
+
+// Store is discovery's storage.
+type Store struct {
+	pool *pgxpool.Pool
+	log  *changelog.Log
+	now  func() time.Time
+}
+
+// New returns a store on pool, appending pointer changes to log.
+func New(pool *pgxpool.Pool, log *changelog.Log) *Store {
+	return &Store{pool: pool, log: log, now: time.Now}
+}
+
+// Pool is the store's pool.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// stateName and stateValue convert discovery states to the stored names.
+func stateName(s catalogv1.DiscoveryState) string {
+	return strings.TrimPrefix(s.String(), "DISCOVERY_STATE_")
+}
+
+func stateValue(name string) catalogv1.DiscoveryState {
+	return catalogv1.DiscoveryState(catalogv1.DiscoveryState_value["DISCOVERY_STATE_"+name])
+}
+
+func reasonName(r discoveryv1.RunReason) string {
+	if r == discoveryv1.RunReason_RUN_REASON_UNSPECIFIED {
+		return ""
+	}
+	return strings.TrimPrefix(r.String(), "RUN_REASON_")
+}
+
+func reasonValue(name string) discoveryv1.RunReason {
+	if name == "" {
+		return discoveryv1.RunReason_RUN_REASON_UNSPECIFIED
+	}
+	return discoveryv1.RunReason(discoveryv1.RunReason_value["RUN_REASON_"+name])
+}
+
+func triggerName(t discoveryv1.ScanTrigger) string {
+	return strings.TrimPrefix(t.String(), "SCAN_TRIGGER_")
+}
+
+func triggerValue(name string) discoveryv1.ScanTrigger {
+	return discoveryv1.ScanTrigger(discoveryv1.ScanTrigger_value["SCAN_TRIGGER_"+name])
+}
+
+func moveName(m catalogv1.PointerMove) string { return strings.TrimPrefix(m.String(), "POINTER_MOVE_") }
+
+func moveValue(name string) catalogv1.PointerMove {
+	return catalogv1.PointerMove(catalogv1.PointerMove_value["POINTER_MOVE_"+name])
+}
+
+// newUUID returns a random (version 4) UUID.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+func ts(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+// appendChange appends a pointer change to the log in tx, and stamps the
+// pointer row and the receipt with its revision.
+func (s *Store) appendChange(ctx context.Context, tx pgx.Tx, ptr *discoveryv1.ActivePointer, rcpt *catalogv1.CatalogReceipt, reason string) (int64, error) {
+	payload, err := proto.Marshal(&discoveryv1.PointerChange{Pointer: ptr, Receipt: rcpt})
+	if err != nil {
+		return 0, err
+	}
+	rev, _, err := s.log.Append(ctx, tx, ChangeKind, payload)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE pointers SET revision = $3 WHERE server_id = $1 AND audience_class = $2`,
+		ptr.GetServerId(), ptr.GetAudienceClass(), rev); err != nil {
+		return 0, fmt.Errorf("store: stamp pointer: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO receipts (receipt_id, server_id, audience_class, generation, previous_generation,
+source_revision, page_root, snapshot_digest, policy_epoch, accepted_at, run_id, move, reason, revision)
+VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14)`,
+		rcpt.GetReceiptId(), rcpt.GetServerId(), rcpt.GetAudienceClass(), rcpt.GetGeneration(), rcpt.GetPreviousGeneration(),
+		rcpt.GetSourceRevision(), rcpt.GetPageRoot(), rcpt.GetSnapshotDigest(), rcpt.GetPolicyEpoch(), rcpt.GetAcceptedAt().AsTime(),
+		rcpt.GetRunId(), moveName(rcpt.GetMove()), reason, rev); err != nil {
+		return 0, fmt.Errorf("store: receipt: %w", err)
+	}
+	return rev, nil
+}
+
+// DecodeChange decodes a change-log entry written by the store, filling in
+// the revision.
+func DecodeChange(e changelog.Entry) (*discoveryv1.PointerChange, error) {
+	var c discoveryv1.PointerChange
+	if err := proto.Unmarshal(e.Payload, &c); err != nil {
+		return nil, fmt.Errorf("store: decode change %d: %w", e.Revision, err)
+	}
+	c.Revision = e.Revision
+	if c.Pointer != nil {
+		c.Pointer.Revision = e.Revision
+	}
+	return &c, nil
+}

@@ -1,0 +1,202 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+)
+
+// Errors a [Registry] returns; anything else wraps [ErrUnavailable].
+var (
+	// ErrNotFound: the named server, class or tenant does not exist.
+	ErrNotFound = errors.New("registry: not found")
+	// ErrConflict: the server changed since it was read (optimistic
+	// concurrency lost).
+	ErrConflict = errors.New("registry: the record changed")
+	// ErrCompacted: a watch asked to resume from a compacted revision.
+	ErrCompacted = errors.New("registry: watch revision compacted")
+	// ErrUnavailable: the registry could not be reached or failed.
+	ErrUnavailable = errors.New("registry: unavailable")
+)
+
+// Registry is what discovery needs from the registry.
+type Registry interface {
+	// Server returns a server; ErrNotFound when unknown.
+	Server(ctx context.Context, id string) (*registryv1.Server, error)
+	// AudienceClass returns a class; ErrNotFound when unknown.
+	AudienceClass(ctx context.Context, name string) (*registryv1.AudienceClass, error)
+	// Servers returns every server and the registry revision the list was
+	// read at.
+	Servers(ctx context.Context) ([]*registryv1.Server, int64, error)
+	// AudienceClasses returns every class covering serverID (every class
+	// when serverID is empty).
+	AudienceClasses(ctx context.Context, serverID string) ([]*registryv1.AudienceClass, error)
+	// PolicyEpoch returns a tenant's current policy epoch; ErrNotFound
+	// when the tenant is unknown.
+	PolicyEpoch(ctx context.Context, tenantID string) (int64, error)
+	// PinIdentity sets the identity pin of s (read with an empty pin) to
+	// pin, by optimistic concurrency on s.Version, and returns the stored
+	// server; ErrConflict when the server changed meanwhile.
+	PinIdentity(ctx context.Context, s *registryv1.Server, pin string) (*registryv1.Server, error)
+	// Watch calls fn for every change after `from`, in order, until ctx
+	// ends or fn fails; ErrCompacted when `from` is no longer kept.
+	// Heartbeats are consumed silently.
+	Watch(ctx context.Context, from int64, fn func(*registryv1.Change) error) error
+}
+
+// Client is the gRPC implementation of [Registry].
+type Client struct {
+	conn *grpc.ClientConn
+	rpc  registryv1.RegistryServiceClient
+}
+
+// Dial returns a client of the registry at addr presenting creds (e.g.
+// [principal.FileToken] with the service token) on every call. Connecting is
+// lazy: an unreachable registry fails calls, not Dial.
+func Dial(addr string, creds credentials.PerRPCCredentials) (*Client, error) {
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if creds != nil {
+		opts = append(opts, grpc.WithPerRPCCredentials(creds))
+	}
+	conn, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("registry: dial %s: %w", addr, err)
+	}
+	return &Client{conn: conn, rpc: registryv1.NewRegistryServiceClient(conn)}, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// translate maps a gRPC error to the package's errors.
+func translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	switch st.Code() {
+	case codes.NotFound:
+		return fmt.Errorf("%w: %s", ErrNotFound, st.Message())
+	case codes.Aborted:
+		return fmt.Errorf("%w: %s", ErrConflict, st.Message())
+	case codes.FailedPrecondition:
+		for _, d := range st.Details() {
+			if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == "REVISION_COMPACTED" {
+				return fmt.Errorf("%w: %s", ErrCompacted, st.Message())
+			}
+		}
+	case codes.Canceled:
+		return err
+	}
+	return fmt.Errorf("%w: %s: %s", ErrUnavailable, st.Code(), st.Message())
+}
+
+// Server implements [Registry].
+func (c *Client) Server(ctx context.Context, id string) (*registryv1.Server, error) {
+	r, err := c.rpc.GetServer(ctx, &registryv1.GetServerRequest{ServerId: id})
+	if err != nil {
+		return nil, translate(err)
+	}
+	return r.GetServer(), nil
+}
+
+// AudienceClass implements [Registry].
+func (c *Client) AudienceClass(ctx context.Context, name string) (*registryv1.AudienceClass, error) {
+	r, err := c.rpc.GetAudienceClass(ctx, &registryv1.GetAudienceClassRequest{Name: name})
+	if err != nil {
+		return nil, translate(err)
+	}
+	return r.GetAudienceClass(), nil
+}
+
+// Servers implements [Registry].
+func (c *Client) Servers(ctx context.Context) ([]*registryv1.Server, int64, error) {
+	var out []*registryv1.Server
+	var rev int64
+	token := ""
+	for first := true; first || token != ""; first = false {
+		r, err := c.rpc.ListServers(ctx, &registryv1.ListServersRequest{PageSize: 1000, PageToken: token})
+		if err != nil {
+			return nil, 0, translate(err)
+		}
+		if first {
+			rev = r.GetRevision()
+		}
+		out = append(out, r.GetServers()...)
+		token = r.GetNextPageToken()
+	}
+	return out, rev, nil
+}
+
+// AudienceClasses implements [Registry].
+func (c *Client) AudienceClasses(ctx context.Context, serverID string) ([]*registryv1.AudienceClass, error) {
+	var out []*registryv1.AudienceClass
+	token := ""
+	for first := true; first || token != ""; first = false {
+		r, err := c.rpc.ListAudienceClasses(ctx, &registryv1.ListAudienceClassesRequest{ServerId: serverID, PageSize: 1000, PageToken: token})
+		if err != nil {
+			return nil, translate(err)
+		}
+		out = append(out, r.GetAudienceClasses()...)
+		token = r.GetNextPageToken()
+	}
+	return out, nil
+}
+
+// PolicyEpoch implements [Registry].
+func (c *Client) PolicyEpoch(ctx context.Context, tenantID string) (int64, error) {
+	r, err := c.rpc.GetPolicy(ctx, &registryv1.GetPolicyRequest{TenantId: tenantID})
+	if err != nil {
+		return 0, translate(err)
+	}
+	return r.GetPolicy().GetPolicyEpoch(), nil
+}
+
+// PinIdentity implements [Registry].
+func (c *Client) PinIdentity(ctx context.Context, s *registryv1.Server, pin string) (*registryv1.Server, error) {
+	upd := cloneServer(s)
+	upd.IdentityPin = pin
+	r, err := c.rpc.UpdateServer(ctx, &registryv1.UpdateServerRequest{Server: upd, ExpectedVersion: s.GetVersion()})
+	if err != nil {
+		return nil, translate(err)
+	}
+	return r.GetServer(), nil
+}
+
+// Watch implements [Registry].
+func (c *Client) Watch(ctx context.Context, from int64, fn func(*registryv1.Change) error) error {
+	stream, err := c.rpc.Watch(ctx, &registryv1.WatchRequest{FromRevision: from})
+	if err != nil {
+		return translate(err)
+	}
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("%w: watch stream ended", ErrUnavailable)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return translate(err)
+		}
+		if ch := msg.GetChange(); ch != nil {
+			if err := fn(ch); err != nil {
+				return err
+			}
+		}
+	}
+}
