@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
@@ -67,11 +68,24 @@ type VerifierConfig struct {
 }
 
 // Verifier checks tokens against configured keys.
+//
+// A token that verified is remembered (up to [verifiedCacheSize] tokens)
+// until it expires, so a caller presenting the same token on every call
+// pays for one signature check, not one per call. The keys never change
+// for the life of a Verifier, so a remembered result stays true; expiry is
+// checked again on every use.
 type Verifier struct {
 	cfg  VerifierConfig
 	keys jose.JSONWebKeySet
 	now  func() time.Time
+
+	mu       sync.Mutex
+	verified map[string]Principal
 }
+
+// verifiedCacheSize bounds the remembered tokens; when full, the cache is
+// emptied and refilled by the next calls.
+const verifiedCacheSize = 4096
 
 var algorithms = []jose.SignatureAlgorithm{jose.EdDSA, jose.ES256, jose.ES384, jose.RS256, jose.PS256}
 
@@ -92,7 +106,7 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	if cfg.Leeway == 0 {
 		cfg.Leeway = 30 * time.Second
 	}
-	return &Verifier{cfg: cfg, keys: set, now: time.Now}, nil
+	return &Verifier{cfg: cfg, keys: set, now: time.Now, verified: map[string]Principal{}}, nil
 }
 
 // LoadVerifier reads the JWKS from a file.
@@ -115,6 +129,31 @@ type extraClaims struct {
 
 // Verify checks a compact JWT and returns its principal.
 func (v *Verifier) Verify(token string) (Principal, error) {
+	v.mu.Lock()
+	p, ok := v.verified[token]
+	v.mu.Unlock()
+	if ok {
+		if v.now().Before(p.ExpiresAt.Add(v.cfg.Leeway)) {
+			return p, nil
+		}
+		v.mu.Lock()
+		delete(v.verified, token)
+		v.mu.Unlock()
+	}
+	p, err := v.verify(token)
+	if err != nil {
+		return Principal{}, err
+	}
+	v.mu.Lock()
+	if len(v.verified) >= verifiedCacheSize {
+		clear(v.verified)
+	}
+	v.verified[token] = p
+	v.mu.Unlock()
+	return p, nil
+}
+
+func (v *Verifier) verify(token string) (Principal, error) {
 	tok, err := jwt.ParseSigned(token, algorithms)
 	if err != nil {
 		return Principal{}, fmt.Errorf("%w: %v", ErrInvalidToken, err)

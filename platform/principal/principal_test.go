@@ -148,3 +148,30 @@ func TestRequireAdmin(t *testing.T) {
 		t.Fatalf("no principal: %v", err)
 	}
 }
+
+// A remembered token is still refused once it expires, and a token that
+// failed is never remembered as good.
+func TestVerifiedTokensAreRememberedOnlyUntilExpiry(t *testing.T) {
+	s, v := newPair(t)
+	now := time.Now()
+	v.SetClock(func() time.Time { return now })
+	tok, _ := s.Mint(Claims{Subject: "alice", TTL: time.Minute})
+	for range 3 {
+		if _, err := v.Verify(tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(v.verified) != 1 {
+		t.Fatalf("%d tokens remembered, want 1", len(v.verified))
+	}
+	now = now.Add(2 * time.Minute) // past exp + 30s leeway
+	if _, err := v.Verify(tok); !errors.Is(err, ErrInvalidToken) {
+		t.Fatalf("an expired, remembered token verified: %v", err)
+	}
+	if len(v.verified) != 0 {
+		t.Fatal("the expired token is still remembered")
+	}
+	if _, err := v.Verify("garbage"); err == nil || len(v.verified) != 0 {
+		t.Fatal("a refused token was remembered")
+	}
+}
