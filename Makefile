@@ -8,7 +8,7 @@ TOOL := GOWORK=off go -C tools tool
 MODULES = $(shell go list -m -f '{{.Dir}}')
 GO_TEST_FLAGS ?= -race -count=1
 
-.PHONY: help generate lint test run bench
+.PHONY: help generate lint test run bench bench-discovery
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
@@ -27,3 +27,11 @@ test: ## run every module's tests with -race (needs Postgres and Redis)
 
 run: ## start every implemented service against local Postgres and Redis
 	go run ./cli/cmd/toolcrib dev up
+
+bench: bench-discovery ## run every benchmark (speed targets of DESIGN §9)
+
+bench-discovery: ## crawl+validate+commit 800 servers/5,000 tools and 1 server/100,000 tools; one line per case
+	@log=$$(mktemp); \
+	  if ! (cd e2e && TOOLCRIB_BENCH=1 go test -count=1 -run '^TestDiscoveryScale$$' -v -timeout 20m ./bench/) > $$log 2>&1; then \
+	    cat $$log; rm -f $$log; exit 1; fi; \
+	  grep -E '^(discovery:|  \()' $$log; rm -f $$log

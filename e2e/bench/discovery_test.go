@@ -1,0 +1,190 @@
+// Package bench measures the DESIGN §9 discovery targets through the real
+// services: the registry, the discovery workers on their Postgres queue, and
+// fixture MCP servers over streamable HTTP on loopback. `make bench-discovery`
+// runs it and prints one line per case; it is never a timed test and never
+// fails on time.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/toolcrib/toolcrib/e2e/fixture"
+	"github.com/toolcrib/toolcrib/e2e/stack"
+	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/services/discovery"
+	"github.com/toolcrib/toolcrib/services/registry"
+)
+
+const (
+	tenant = "bench"
+	class  = "bench.readers"
+)
+
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// startStack runs the registry (its discovery intake off, so only
+// discovery's own work is measured) and discovery with scans driven by the
+// benchmark alone.
+func startStack(t *testing.T) *stack.Stack {
+	return stack.Start(t, stack.Options{
+		Registry: func(c *registry.Config) { c.DiscoveryAddr = "" },
+		Discovery: func(c *discovery.Config) {
+			c.NoAutoScans = true
+			c.Linger = 0
+			c.Workers = 32
+		},
+	})
+}
+
+// register adds the servers and one audience class covering them all.
+func register(ctx context.Context, t *testing.T, st *stack.Stack, ids, urls []string) {
+	t.Helper()
+	if _, err := st.Registry.PutTenant(ctx, &registryv1.PutTenantRequest{Tenant: &registryv1.Tenant{TenantId: tenant}}); err != nil {
+		t.Fatal(err)
+	}
+	bindings := make([]*registryv1.AudienceServer, len(ids))
+	for i, id := range ids {
+		if _, err := st.Registry.RegisterServer(ctx, &registryv1.RegisterServerRequest{Server: &registryv1.Server{
+			ServerId: id, Owner: "group:bench",
+			Transport:      &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: urls[i]}},
+			TrustLevel:     registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY,
+			RevisionSource: registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED,
+			ScanInterval:   durationpb.New(24 * time.Hour),
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		bindings[i] = &registryv1.AudienceServer{ServerId: id}
+	}
+	if _, err := st.Registry.PutAudienceClass(ctx, &registryv1.PutAudienceClassRequest{AudienceClass: &registryv1.AudienceClass{
+		Name: class, TenantId: tenant, Servers: bindings}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// crawl triggers a scan of every server from 8 callers at once and waits
+// until every pointer is active; it returns the wall time.
+func crawl(ctx context.Context, t *testing.T, st *stack.Stack, ids []string) time.Duration {
+	t.Helper()
+	keys := make([]discovery.PointerKey, len(ids))
+	for i, id := range ids {
+		keys[i] = discovery.PointerKey{ServerID: id, AudienceClass: class}
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < len(ids); i += 8 {
+				if _, err := st.Discovery.TriggerScan(ctx, &discoveryv1.TriggerScanRequest{ServerId: ids[i], AudienceClass: class}); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if _, err := discovery.WaitPointers(ctx, st.Discovery, 0, keys, nil); err != nil {
+		t.Fatal(err)
+	}
+	return time.Since(start)
+}
+
+// checkAll asserts every pointer committed generation 1 with all its tools.
+func checkAll(ctx context.Context, t *testing.T, st *stack.Stack, ids []string, tools int) {
+	t.Helper()
+	total := 0
+	for _, id := range ids {
+		gens, err := st.Discovery.ListGenerations(ctx, &discoveryv1.ListGenerationsRequest{ServerId: id, AudienceClass: class})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := gens.GetGenerations()
+		if len(g) != 1 || !g[0].GetActive() {
+			t.Fatalf("%s: generations %v", id, g)
+		}
+		total += int(g[0].GetToolCount())
+	}
+	if total != tools {
+		t.Fatalf("committed %d tools, want %d", total, tools)
+	}
+}
+
+func TestDiscoveryScale(t *testing.T) {
+	if os.Getenv("TOOLCRIB_BENCH") == "" {
+		t.Skip("a benchmark: run it with `make bench-discovery` (TOOLCRIB_BENCH=1)")
+	}
+	t.Run("800 servers", func(t *testing.T) {
+		const servers, tools = 800, 5000
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		st := startStack(t)
+		fleet, err := fixture.StartFleet(fixture.FleetScripts(servers, tools, 4, 1), fixture.HTTPOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { fleet.Close() })
+		ids := make([]string, servers)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("srv-%03d", i)
+		}
+		register(ctx, t, st, ids, fleet.URLs)
+		c0 := cpuSeconds()
+		took := crawl(ctx, t, st, ids)
+		cpu := cpuSeconds() - c0
+		checkAll(ctx, t, st, ids, tools)
+		fmt.Printf("discovery: servers=%d tools=%d seconds=%.2f\n", servers, tools, took.Seconds())
+		fmt.Printf("  (cpu %.2f s in this process: services and fixture servers; %d pages)\n", cpu, pagesOf(fleet))
+	})
+	t.Run("one large server", func(t *testing.T) {
+		const tools, pageSize = 100_000, 100
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		st := startStack(t)
+		srv, err := fixture.New(fixture.Script{Name: "large", Versioned: true, PageSize: pageSize,
+			Tools: fixture.LargeCatalog(tools, 2)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { srv.Close() })
+		ep, err := srv.StartHTTP(fixture.HTTPOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ep.Close() })
+		register(ctx, t, st, []string{"large"}, []string{ep.URL})
+		c0 := cpuSeconds()
+		took := crawl(ctx, t, st, []string{"large"})
+		cpu := cpuSeconds() - c0
+		checkAll(ctx, t, st, []string{"large"}, tools)
+		runs, err := st.Discovery.ListRuns(ctx, &discoveryv1.ListRunsRequest{ServerId: "large"})
+		if err != nil || len(runs.GetRuns()) != 1 {
+			t.Fatalf("runs %v %v", runs, err)
+		}
+		fmt.Printf("discovery: servers=1 tools=%d pages=%d seconds=%.2f\n", tools, runs.GetRuns()[0].GetPageCount(), took.Seconds())
+		fmt.Printf("  (cpu %.2f s in this process: services and fixture server)\n", cpu)
+	})
+}
+
+// pagesOf counts the tools/list pages the fleet served.
+func pagesOf(f *fixture.Fleet) int {
+	n := 0
+	for _, s := range f.Servers {
+		for _, e := range s.Log().Events() {
+			if e.Kind == fixture.EventPage {
+				n++
+			}
+		}
+	}
+	return n
+}

@@ -1,0 +1,109 @@
+// Package stack starts the implemented toolcrib services together for
+// whole-suite tests and benchmarks: the real registry and the real discovery
+// service, each through its own Run (as main and `toolcrib dev up` start
+// them), on loopback port 0, sharing one fresh Postgres database (each in its
+// own schema) and one throwaway identity provider.
+package stack
+
+import (
+	"context"
+	"net"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/pgtest"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
+	"github.com/toolcrib/toolcrib/services/discovery"
+	"github.com/toolcrib/toolcrib/services/registry"
+)
+
+// Stack is a running registry and discovery service.
+type Stack struct {
+	// Auth mints tokens the services accept.
+	Auth *servicetest.Auth
+	// PostgresURL is the shared test database.
+	PostgresURL string
+	// RegistryAddr and DiscoveryAddr are the gRPC addresses.
+	RegistryAddr, DiscoveryAddr string
+	// Registry and Discovery are clients presenting an admin token.
+	Registry  registryv1.RegistryServiceClient
+	Discovery discoveryv1.DiscoveryServiceClient
+	// AdminConn is the admin connection to the registry, for more clients.
+	AdminConn *grpc.ClientConn
+}
+
+// Options adjust the services' configuration before they start.
+type Options struct {
+	// Registry edits the registry's configuration; nil keeps the defaults.
+	Registry func(*registry.Config)
+	// Discovery edits the discovery configuration; nil keeps the defaults.
+	Discovery func(*discovery.Config)
+}
+
+// reserveAddr picks a free loopback port for a service another service must
+// know before it starts (the registry follows discovery, discovery reads
+// the registry); the small window before the service binds it is
+// acceptable in tests.
+func reserveAddr(t testing.TB) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// Start runs the registry and discovery until the test ends and waits until
+// both are SERVING.
+func Start(t testing.TB, opts Options) *Stack {
+	t.Helper()
+	url := pgtest.NewDatabase(t,
+		pgtest.Schema{Name: "registry", Sets: registry.Migrations()},
+		pgtest.Schema{Name: "discovery", Sets: discovery.Spec().Migrations})
+	auth := servicetest.NewAuth(t)
+	regAddr, discAddr := reserveAddr(t), reserveAddr(t)
+
+	rcfg, err := registry.ParseConfig(nil, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcfg.DiscoveryAddr = discAddr
+	if opts.Registry != nil {
+		opts.Registry(&rcfg)
+	}
+	servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+		rcfg.Common = auth.Common(t, url, false, listening)
+		rcfg.ListenAddr = regAddr
+		return registry.Run(ctx, rcfg)
+	})
+
+	dcfg, err := discovery.ParseConfig(nil, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	dcfg.RegistryAddr = regAddr
+	if opts.Discovery != nil {
+		opts.Discovery(&dcfg)
+	}
+	servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+		dcfg.Common = auth.Common(t, url, false, listening)
+		dcfg.ListenAddr = discAddr
+		return discovery.Run(ctx, dcfg)
+	})
+
+	admin := auth.Admin(t)
+	rconn := servicetest.Dial(t, regAddr, admin)
+	return &Stack{
+		Auth:          auth,
+		PostgresURL:   url,
+		RegistryAddr:  regAddr,
+		DiscoveryAddr: discAddr,
+		Registry:      registryv1.NewRegistryServiceClient(rconn),
+		Discovery:     discoveryv1.NewDiscoveryServiceClient(servicetest.Dial(t, discAddr, admin)),
+		AdminConn:     rconn,
+	}
+}
