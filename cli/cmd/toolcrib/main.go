@@ -27,6 +27,7 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -195,7 +196,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, commandUsage(c))
 		return err
 	}
-	return c.run(ctx, e, cfs.Args())
+	err := c.run(ctx, e, cfs.Args())
+	if status.Code(err) == codes.Unauthenticated && e.token == "" {
+		if _, statErr := os.Stat(e.tokenFile); statErr != nil {
+			err = fmt.Errorf("%w\n  no token was sent: %s does not exist; run the CLI from the repository root after `make run`, or pass --token (TOOLCRIB_TOKEN)", err, e.tokenFile)
+		}
+	}
+	return err
 }
 
 // find returns the command whose name is the longest prefix of words.

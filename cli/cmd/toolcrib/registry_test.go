@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/toolcrib/toolcrib/services/registry/registrytest"
 
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
@@ -187,5 +190,16 @@ func TestRegistryCommandsHaveHelp(t *testing.T) {
 	_ = run(context.Background(), []string{"help", "tool", "approve"}, &out, &out)
 	if !strings.Contains(out.String(), "-comment") {
 		t.Fatalf("tool approve help lacks its flag:\n%s", out.String())
+	}
+}
+
+// Without a token the CLI says why the call was refused and how to get one.
+func TestMissingTokenIsExplained(t *testing.T) {
+	r := registrytest.Start(t, registrytest.Options{})
+	var out, errOut bytes.Buffer
+	missing := filepath.Join(t.TempDir(), "admin-token")
+	err := run(context.Background(), []string{"--registry", r.Addr, "--token-file", missing, "server", "list"}, &out, &errOut)
+	if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "no token was sent: "+missing+" does not exist") {
+		t.Fatalf("err = %v", err)
 	}
 }
