@@ -11,9 +11,13 @@ package service
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
@@ -164,4 +168,43 @@ func Migrate(ctx context.Context, spec Spec, c config.Common) error {
 		return fmt.Errorf("%s: postgres: %w", spec.Name, err)
 	}
 	return postgres.Migrate(ctx, pool, spec.Schema, logger, spec.Migrations...)
+}
+
+// Command is the run function of a service's command line, `<name>
+// [migrate] [flags]`: it parses the configuration (printing usage for -h),
+// then migrates and exits, or runs the service until ctx ends.
+func Command[C any](name string, parse func(args []string) (C, error), usage func() string,
+	run, migrate func(context.Context, C) error) func(context.Context, []string) error {
+	return func(ctx context.Context, args []string) error {
+		migrating := len(args) > 0 && args[0] == "migrate"
+		if migrating {
+			args = args[1:]
+		}
+		cfg, err := parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(os.Stdout, "Usage: %s [migrate] [flags]\n\n`%s migrate` applies the schema and exits; without it the service runs until SIGINT or SIGTERM.\n\nFlags:\n%s", name, name, usage())
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if migrating {
+			return migrate(ctx, cfg)
+		}
+		return run(ctx, cfg)
+	}
+}
+
+// Main runs a service command with the process's arguments until SIGINT or
+// SIGTERM, and exits non-zero when it fails.
+func Main(name string, command func(context.Context, []string) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := command(ctx, os.Args[1:])
+	stop()
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		}
+		os.Exit(1)
+	}
 }
