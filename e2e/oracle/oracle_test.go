@@ -102,9 +102,16 @@ func scenarios() []scenario {
 			state:  incomplete, reason: discoveryv1.RunReason_RUN_REASON_LIST_CHANGED},
 		{name: "a list_changed scheduled after the re-check is late and changes nothing",
 			script: versioned(step(5, func(s *fixture.Step) { s.Notify = true })), state: proven, tools: seven},
-		{name: "a change between pages 1 and 2 makes a revision-bound server refuse page 2's cursor",
+		{name: "a change between pages 1 and 2 makes a revision-bound server refuse page 2's cursor: -32602 is the revision moving",
 			script: versioned(mutate(2, fixture.Remove("a"))),
-			state:  incomplete, reason: discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR},
+			state:  incomplete, reason: discoveryv1.RunReason_RUN_REASON_REVISION_MISMATCH},
+		{name: "an unversioned server refusing a cursor is a transport error: there is no revision to have moved",
+			script: func() fixture.Script {
+				s := versioned(step(2, func(s *fixture.Step) { s.Cursor = fixture.CursorForge }))
+				s.Versioned = false
+				return s
+			}(),
+			state: incomplete, reason: discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR},
 		{name: "a change between pages 1 and 2 on a lenient server shows r-2 on page 2",
 			script: func() fixture.Script {
 				s := versioned(mutate(2, fixture.Remove("a")))
@@ -144,12 +151,25 @@ func scenarios() []scenario {
 		{name: "2025-11-25: an empty nextCursor on page 2 ends the list, so a lying server gets 6 tools proven",
 			script: pin(versioned(step(2, func(s *fixture.Step) { s.Cursor = fixture.CursorEmpty })), fixture.Version20251125),
 			state:  proven, tools: seven[:6], partial: true},
-		{name: "a server that ends its list early cannot be caught: 3 tools proven, not whole",
+		{name: "a server that ends its list after page 1 is caught by the re-check, which shows a next page",
 			script: versioned(step(1, func(s *fixture.Step) { s.Cursor = fixture.CursorEnd })),
-			state:  proven, tools: seven[:3], partial: true},
-		{name: "a forged cursor on page 2 gets page 3 refused",
+			state:  incomplete, reason: discoveryv1.RunReason_RUN_REASON_REVISION_MISMATCH},
+		{name: "a server that ends its list after page 2 cannot be caught: 6 tools proven, not whole",
+			script: versioned(step(2, func(s *fixture.Step) { s.Cursor = fixture.CursorEnd })),
+			state:  proven, tools: seven[:6], partial: true},
+		{name: "the re-check cut into other pages than the walk is still whole",
+			script: versioned(step(1, func(s *fixture.Step) { s.PageSize = 5 })),
+			state:  proven, tools: seven},
+		{name: "an unversioned catalog changed in front of the walk's pages is caught by the re-check",
+			script: func() fixture.Script {
+				s := versioned(mutate(4, fixture.Insert(0, fixture.NewTool("new", "new"))))
+				s.Versioned = false
+				return s
+			}(),
+			state: incomplete, reason: discoveryv1.RunReason_RUN_REASON_REVISION_MISMATCH},
+		{name: "a forged cursor on page 2 gets page 3 refused with -32602, which a versioned crawl reads as the revision moving",
 			script: versioned(step(2, func(s *fixture.Step) { s.Cursor = fixture.CursorForge })),
-			state:  incomplete, reason: discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR},
+			state:  incomplete, reason: discoveryv1.RunReason_RUN_REASON_REVISION_MISMATCH},
 		{name: "a JSON-RPC error on page 2",
 			script: versioned(step(2, func(s *fixture.Step) { s.Error = &fixture.RPCError{Code: -32603, Message: "boom"} })),
 			state:  incomplete, reason: discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR},
@@ -200,9 +220,15 @@ func scenarios() []scenario {
 		{name: "two tools named dup with different schemas",
 			script: withTools(versioned(), fixture.NewTool("a", "a"), dup[0], dup[1]),
 			state:  quarantined, reason: discoveryv1.RunReason_RUN_REASON_DUPLICATE_TOOL_NAME},
-		{name: "duplicates are checked before names: both faults, the duplicate is reported",
+		{name: "the first broken tool decides: a bad name before a duplicate pair is reported",
 			script: withTools(versioned(), fixture.NewTool("bad name", "x"), dup[0], dup[1]),
+			state:  quarantined, reason: discoveryv1.RunReason_RUN_REASON_INVALID_TOOL_NAME},
+		{name: "the first broken tool decides: a duplicate pair before an unknown dialect is reported",
+			script: withTools(versioned(), dup[0], dup[1], fixture.ToolWithDialect("z", "https://json-schema.org/draft/2019-09/schema")),
 			state:  quarantined, reason: discoveryv1.RunReason_RUN_REASON_DUPLICATE_TOOL_NAME},
+		{name: "the first broken tool decides: an unknown dialect before a duplicate pair is reported",
+			script: withTools(versioned(), fixture.ToolWithDialect("z", "https://json-schema.org/draft/2019-09/schema"), dup[0], dup[1]),
+			state:  quarantined, reason: discoveryv1.RunReason_RUN_REASON_UNKNOWN_DIALECT},
 		{name: "an unversioned catalog is validated too",
 			script: fixture.Script{PageSize: 3, Tools: []fixture.Tool{dup[0], dup[1]}},
 			state:  quarantined, reason: discoveryv1.RunReason_RUN_REASON_DUPLICATE_TOOL_NAME},
