@@ -77,15 +77,14 @@
 //     scalar has depth 0 and an object or array one more than its deepest
 //     member (so `{"type":"object"}` has depth 1);
 //     c. INVALID_SCHEMA: not a JSON object;
-//     d. UNKNOWN_DIALECT: a root `$schema` that is not a string naming
-//     2020-12 or draft-07. A name is compared after removing one trailing
-//     `#` and reading `http://` as `https://`, against
-//     `https://json-schema.org/draft/2020-12/schema` and
+//     d. UNKNOWN_DIALECT: a `$schema`, at the root or in any subschema,
+//     that is not a string naming 2020-12 or draft-07. A name is compared
+//     after removing one trailing `#` and reading `http://` as `https://`,
+//     against `https://json-schema.org/draft/2020-12/schema` and
 //     `https://json-schema.org/draft-07/schema`. No `$schema` means
 //     2020-12;
-//     e. NETWORK_REF: any member `$ref` or `$dynamicRef` with a string
-//     value not starting with `#`, anywhere in the schema (data that looks
-//     like a reference counts too: nothing is fetched either way);
+//     e. NETWORK_REF: a `$ref`, `$dynamicRef` or `$recursiveRef` of any
+//     subschema with a string value not starting with `#`;
 //     f. INVALID_SCHEMA: its `type` is not "object";
 //     g. UNRESOLVED_REF: a `#...` reference that does not resolve in its
 //     own schema: `#` is the root, `#/a/b` a JSON pointer (percent-decoded,
@@ -93,6 +92,12 @@
 //     `$dynamicAnchor` equal to name;
 //  7. INVALID_ICON: an `icons` member that is not an array of objects
 //     with a string `src` whose scheme is `https` or `data`.
+//
+// A subschema is any object in a schema except inside the values of the
+// data keywords `enum`, `const`, `default`, `examples` and `example`
+// (instances, in which nothing is a keyword); the members of `properties`,
+// `patternProperties`, `$defs`, `definitions`, `dependentSchemas` and
+// `dependencies` are subschemas whatever their names.
 //
 // Findings that do not refuse a catalog (e.g. a description that addresses
 // the model) are not modelled: the oracle has no opinion on flags.

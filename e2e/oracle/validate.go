@@ -151,42 +151,94 @@ var allowedDialects = map[string]bool{
 }
 
 func checkDialect(s parsedSchema, _ Limits) string {
-	obj := s.value.(map[string]any) // checkIsObject ran first
-	v, ok := obj["$schema"]
-	if !ok {
-		return ""
-	}
-	name, isString := v.(string)
-	norm := strings.TrimSuffix(name, "#")
-	if rest, ok := strings.CutPrefix(norm, "http://"); ok {
-		norm = "https://" + rest
-	}
-	if !isString || !allowedDialects[norm] {
-		return fmt.Sprintf("$schema %v is not 2020-12 or draft-07", v)
-	}
-	return ""
+	var bad string
+	subschemas(s.value, func(obj map[string]any) bool {
+		v, ok := obj["$schema"]
+		if !ok {
+			return true
+		}
+		name, isString := v.(string)
+		norm := strings.TrimSuffix(name, "#")
+		if rest, ok := strings.CutPrefix(norm, "http://"); ok {
+			norm = "https://" + rest
+		}
+		if !isString || !allowedDialects[norm] {
+			bad = fmt.Sprintf("$schema %v is not 2020-12 or draft-07", v)
+			return false
+		}
+		return true
+	})
+	return bad
 }
 
-// refs returns every string `$ref` and `$dynamicRef` in v.
-func refs(v any) []string {
-	var out []string
-	var walk func(any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			for k, m := range v {
-				if s, ok := m.(string); ok && (k == "$ref" || k == "$dynamicRef") {
-					out = append(out, s)
+// dataKeywords hold instances, not schemas: nothing in them is a keyword.
+var dataKeywords = map[string]bool{"enum": true, "const": true, "default": true, "examples": true, "example": true}
+
+// nameMaps are keywords whose value maps names (not keywords) to schemas.
+var nameMaps = map[string]bool{"properties": true, "patternProperties": true, "$defs": true, "definitions": true,
+	"dependentSchemas": true, "dependencies": true}
+
+// subschemas calls fn for the schema v and every object that may be a
+// schema inside it: everything but the values of data keywords, with the
+// members of name maps taken as schemas whatever their names. It stops
+// when fn returns false.
+func subschemas(v any, fn func(map[string]any) bool) bool {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return true
+	}
+	if !fn(obj) {
+		return false
+	}
+	for k, m := range obj {
+		switch {
+		case dataKeywords[k]:
+		case nameMaps[k]:
+			if named, ok := m.(map[string]any); ok {
+				for _, sub := range named {
+					if !inside(sub, fn) {
+						return false
+					}
 				}
-				walk(m)
 			}
-		case []any:
-			for _, m := range v {
-				walk(m)
+		default:
+			if !inside(m, fn) {
+				return false
 			}
 		}
 	}
-	walk(v)
+	return true
+}
+
+// inside visits what may be schemas in a member's value.
+func inside(v any, fn func(map[string]any) bool) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		return subschemas(v, fn)
+	case []any:
+		for _, e := range v {
+			if !inside(e, fn) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// refKeywords are the keywords whose value is a reference.
+var refKeywords = []string{"$ref", "$dynamicRef", "$recursiveRef"}
+
+// refs returns every string reference in a schema's subschemas.
+func refs(v any) []string {
+	var out []string
+	subschemas(v, func(obj map[string]any) bool {
+		for _, k := range refKeywords {
+			if s, ok := obj[k].(string); ok {
+				out = append(out, s)
+			}
+		}
+		return true
+	})
 	return out
 }
 
