@@ -2,14 +2,11 @@ package faults_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -47,19 +44,11 @@ const (
 	noReason = discoveryv1.RunReason_RUN_REASON_UNSPECIFIED
 )
 
-// childEnv, when set, makes the test binary a discovery worker process
-// (for TestDiscoveryKilledMidPaginationIsRetriedElsewhere) running the JSON
-// childSpec in it until it is killed.
-const childEnv = "TOOLCRIB_FAULTS_DISCOVERY_CHILD"
-
-// childSpec is what a child discovery process needs.
-type childSpec struct {
-	PostgresURL, JWKS, TokenFile, RegistryAddr, Worker string
-}
-
+// TestMain doubles as a discovery worker process for
+// TestDiscoveryKilledMidPaginationIsRetriedElsewhere
+// (discoverytest.StartChild) and removes the stdio fixture binary.
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(childEnv); spec != "" {
-		runChild(spec)
+	if discoverytest.RunChild() {
 		return
 	}
 	code := m.Run()
@@ -67,28 +56,6 @@ func TestMain(m *testing.M) {
 		_ = os.RemoveAll(stdioDir)
 	}
 	os.Exit(code)
-}
-
-func runChild(raw string) {
-	var s childSpec
-	if err := json.Unmarshal([]byte(raw), &s); err != nil {
-		panic(err)
-	}
-	cfg, err := discovery.ParseConfig(nil, func(string) (string, bool) { return "", false })
-	if err != nil {
-		panic(err)
-	}
-	cfg.ListenAddr, cfg.MetricsAddr, cfg.PostgresURL = "127.0.0.1:0", "", s.PostgresURL
-	cfg.AuthJWKS, cfg.AuthIssuer, cfg.AuthAudience = s.JWKS, servicetest.Issuer, servicetest.Audience
-	cfg.AdminGroup, cfg.ServiceGroup = servicetest.AdminGroup, servicetest.ServiceGroup
-	cfg.ServiceTokenFile, cfg.RegistryAddr, cfg.Worker = s.TokenFile, s.RegistryAddr, s.Worker
-	cfg.Listening = func(addr string) { fmt.Println(addr) }
-	cfg.NoAutoScans, cfg.Workers, cfg.Migrate = true, 2, true
-	cfg.DependencyCheckInterval = 100 * time.Millisecond
-	cfg.LookupEnv = func(k string) (string, bool) { v, ok := secrets[k]; return v, ok }
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	_ = discovery.Run(ctx, cfg)
 }
 
 // The stdio fixture binary (e2e/cmd/mcpfixture), built once per test
@@ -339,6 +306,33 @@ func (e *env) onlyGenerationsFrom(server, className string, runs ...*discoveryv1
 	if !slices.Equal(got, want) {
 		e.t.Fatalf("generations (number:run) %v, want %v: a run that did not prove its catalog activated one", got, want)
 	}
+}
+
+// failsOnceThenProves waits for a scan whose first attempt meets a one-off
+// fault: attempt 1 ends INCOMPLETE with reason and activates nothing;
+// attempt 2 proves the whole catalog and commits generation 1; the oracle
+// judges both scans in the fixture's log the same way. It returns the two
+// runs.
+func (e *env) failsOnceThenProves(t *testing.T, scanID, server string, s *fixture.Server, reason discoveryv1.RunReason) (first, final *discoveryv1.Run) {
+	t.Helper()
+	first = e.wait(scanID, attempt(1))
+	want(t, first, incomplete, reason)
+	final = e.wait(scanID, nil)
+	want(t, final, eligible, noReason)
+	if first.GetGeneration() != 0 || final.GetAttempt() != 2 || final.GetGeneration() != 1 {
+		t.Fatalf("the faulty attempt committed generation %d; the retry was attempt %d committing generation %d, want attempt 2 committing 1",
+			first.GetGeneration(), final.GetAttempt(), final.GetGeneration())
+	}
+	e.onlyGenerationsFrom(server, class, final)
+	events := s.Log().Events()
+	e.checkWhole(t, server, class, events)
+	scans := scanLogs(events)
+	if len(scans) != 2 {
+		t.Fatalf("%d scans in the fixture's log, want 2", len(scans))
+	}
+	agrees(t, first, judge(t, scans[0], serverProvided))
+	agrees(t, final, judge(t, scans[1], serverProvided))
+	return first, final
 }
 
 // checkWhole asserts that the active snapshot of a pair is ELIGIBLE and

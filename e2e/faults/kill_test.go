@@ -1,10 +1,6 @@
 package faults_test
 
 import (
-	"bufio"
-	"encoding/json"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -41,28 +37,8 @@ func TestDiscoveryKilledMidPaginationIsRetriedElsewhere(t *testing.T) {
 
 	// Worker set A: a child process.
 	common := auth.Common(t, dbURL, false, nil)
-	spec, _ := json.Marshal(childSpec{PostgresURL: dbURL, JWKS: auth.JWKSPath, TokenFile: common.ServiceTokenFile,
-		RegistryAddr: regAddr, Worker: "worker-a:killed"})
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+string(spec))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	lines := bufio.NewScanner(out)
-	if !lines.Scan() {
-		t.Fatal("the child discovery process printed no address")
-	}
-	childAddr := lines.Text()
-	go func() {
-		for lines.Scan() {
-		}
-	}()
-	servicetest.WaitServing(t, childAddr, 30*time.Second)
+	childAddr, cmd := discoverytest.StartChild(t, discoverytest.Child{PostgresURL: dbURL, JWKS: auth.JWKSPath,
+		TokenFile: common.ServiceTokenFile, RegistryAddr: regAddr, Worker: "worker-a:killed", Secrets: secrets})
 	child := discoveryv1.NewDiscoveryServiceClient(servicetest.Dial(t, childAddr, auth.Admin(t)))
 	tk, err := child.TriggerScan(ctxT(t), &discoveryv1.TriggerScanRequest{ServerId: server, AudienceClass: class})
 	if err != nil {

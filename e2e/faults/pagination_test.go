@@ -68,26 +68,10 @@ func TestListChangedAfterPage2AbortsTheScan(t *testing.T) {
 				Tools: tools("inv", 6), Steps: []fixture.Step{{Request: 3, Notify: true}}})
 			e.register(server, overHTTP(serveHTTP(t, s, fixture.HTTPOptions{}).URL), serverProvided, "")
 
-			id := e.scan(server, class)
-			first := e.wait(id, attempt(1))
-			want(t, first, incomplete, discoveryv1.RunReason_RUN_REASON_LIST_CHANGED)
-			if pages := e.run(first.GetRunId()).GetPages(); len(pages) != 2 || first.GetGeneration() != 0 {
-				t.Fatalf("the aborted run recorded %d pages and generation %d, want the 2 pages read before the notification and none", len(pages), first.GetGeneration())
+			first, _ := e.failsOnceThenProves(t, e.scan(server, class), server, s, discoveryv1.RunReason_RUN_REASON_LIST_CHANGED)
+			if pages := e.run(first.GetRunId()).GetPages(); len(pages) != 2 {
+				t.Fatalf("the aborted run recorded %d pages, want the 2 read before the notification", len(pages))
 			}
-			final := e.wait(id, nil)
-			want(t, final, eligible, noReason)
-			if final.GetAttempt() != 2 || final.GetGeneration() != 1 {
-				t.Fatalf("retry: attempt %d generation %d, want attempt 2 committing generation 1", final.GetAttempt(), final.GetGeneration())
-			}
-			e.onlyGenerationsFrom(server, class, final)
-			events := s.Log().Events()
-			e.checkWhole(t, server, class, events)
-			scans := scanLogs(events)
-			if len(scans) != 2 {
-				t.Fatalf("%d scans in the fixture log, want 2", len(scans))
-			}
-			agrees(t, first, judge(t, scans[0], serverProvided))
-			agrees(t, final, judge(t, scans[1], serverProvided))
 		})
 	}
 }
@@ -224,18 +208,10 @@ func TestSourceRevisionChangingBetweenPages(t *testing.T) {
 				s := startFixture(t, fixture.Script{ProtocolVersion: p.version, Versioned: true, PageSize: 2, StaleCursor: policy,
 					Tools: tools("inv", 5), Steps: []fixture.Step{{Request: 2, Mutate: []fixture.Mutation{fixture.Insert(0, fixture.NewTool("new", "A new tool."))}}}})
 				e.register(server, overHTTP(serveHTTP(t, s, fixture.HTTPOptions{}).URL), serverProvided, "")
-				id := e.scan(server, class)
-				first := e.wait(id, attempt(1))
-				want(t, first, incomplete, discoveryv1.RunReason_RUN_REASON_REVISION_MISMATCH)
-				final := e.wait(id, nil)
-				want(t, final, eligible, noReason)
-				e.onlyGenerationsFrom(server, class, final)
-				if snap := e.checkWhole(t, server, class, s.Log().Events()); snap.GetSourceRevision() != "r-2" || len(snap.GetTools()) != 6 {
+				e.failsOnceThenProves(t, e.scan(server, class), server, s, discoveryv1.RunReason_RUN_REASON_REVISION_MISMATCH)
+				if snap := e.active(server, class).GetSnapshot(); snap.GetSourceRevision() != "r-2" || len(snap.GetTools()) != 6 {
 					t.Fatalf("retry proved %s with %d tools, want r-2 with 6", snap.GetSourceRevision(), len(snap.GetTools()))
 				}
-				scans := scanLogs(s.Log().Events())
-				agrees(t, first, judge(t, scans[0], serverProvided))
-				agrees(t, final, judge(t, scans[1], serverProvided))
 			})
 		}
 	}
@@ -266,16 +242,7 @@ func TestCursorFaultsAreIncomplete(t *testing.T) {
 			server := fmt.Sprintf("cursor-%d", i)
 			s := startFixture(t, fixture.Script{ProtocolVersion: tc.version, Versioned: true, PageSize: 2, Tools: tools("inv", 7), Steps: []fixture.Step{tc.step}})
 			e.register(server, overHTTP(serveHTTP(t, s, fixture.HTTPOptions{}).URL), serverProvided, "")
-			id := e.scan(server, class)
-			first := e.wait(id, attempt(1))
-			want(t, first, incomplete, tc.reason)
-			final := e.wait(id, nil)
-			want(t, final, eligible, noReason)
-			e.onlyGenerationsFrom(server, class, final)
-			e.checkWhole(t, server, class, s.Log().Events())
-			scans := scanLogs(s.Log().Events())
-			agrees(t, first, judge(t, scans[0], serverProvided))
-			agrees(t, final, judge(t, scans[1], serverProvided))
+			e.failsOnceThenProves(t, e.scan(server, class), server, s, tc.reason)
 		})
 	}
 }
