@@ -36,3 +36,17 @@ bench-discovery: ## crawl+validate+commit 800 servers/5,000 tools and 1 server/1
 	  if ! (cd e2e && TOOLCRIB_BENCH=1 go test -count=1 -run '^TestDiscoveryScale$$' -v -timeout 20m ./bench/) > $$log 2>&1; then \
 	    cat $$log; rm -f $$log; exit 1; fi; \
 	  grep -E '^(discovery:|  \()' $$log; rm -f $$log
+
+# The fault suite in full: every test of e2e/faults with FAULT_ROUNDS
+# randomized rounds and the pointer-CAS linearizability check, each
+# recording its counters in a temporary directory; the last line is the
+# summary (faultsummary fails on a violation or a counter nobody recorded).
+FAULT_ROUNDS ?= 100000
+FAULT_CAS_ROUNDS ?= 300
+.PHONY: faults
+faults: ## the discovery fault suite: 100,000 randomized rounds, named faults, CAS check; one summary line
+	@dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
+	  export TOOLCRIB_FAULTS_DIR="$$dir" TOOLCRIB_FAULT_ROUNDS=$(FAULT_ROUNDS) TOOLCRIB_FAULT_CAS_ROUNDS=$(FAULT_CAS_ROUNDS); \
+	  go test -count=1 -timeout 60m ./e2e/faults/; \
+	  go test -count=1 -run '^TestPointer' ./services/discovery/internal/store/; \
+	  go run ./e2e/cmd/faultsummary "$$dir"

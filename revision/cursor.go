@@ -80,7 +80,10 @@ func (c *CursorCodec) Decode(cursor string) (revision string, position int, err 
 		return "", 0, fmt.Errorf("%w: longer than %d bytes", ErrInvalidCursor, MaxCursorLength)
 	}
 	raw, err := cursorEncoding.DecodeString(cursor)
-	if err != nil {
+	// The decoder skips CR and LF and ignores a last character's unused
+	// bits: accept only the one spelling Encode gives, so a cursor has no
+	// second spelling.
+	if err != nil || cursorEncoding.EncodeToString(raw) != cursor {
 		return "", 0, fmt.Errorf("%w: not base64url", ErrInvalidCursor)
 	}
 	if len(raw) < 1+macLength {

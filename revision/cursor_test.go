@@ -52,6 +52,10 @@ func TestCursorDecodeRefuses(t *testing.T) {
 		"last byte changed":       valid[:len(valid)-1] + string(valid[len(valid)-1]^1),
 		"too long":                strings.Repeat("A", revision.MaxCursorLength+1),
 		"only a tag":              strings.Repeat("A", 22),
+		// Found by FuzzCursorDecode: base64 decoding skips CR and LF, which
+		// gave a cursor a second spelling.
+		"a carriage return inside": valid[:8] + "\r" + valid[8:],
+		"a line feed at the end":   valid + "\n",
 	}
 	for name, cursor := range cases {
 		t.Run(name, func(t *testing.T) {

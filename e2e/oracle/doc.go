@@ -28,11 +28,21 @@
 //     session without an id) after the scan's first request arrived and
 //     before this response: INCOMPLETE, LIST_CHANGED. A notification sent
 //     after the re-check's response is late and changes nothing;
-//   - a JSON-RPC error (including -32602 for a refused cursor) or a
-//     dropped connection: INCOMPLETE, TRANSPORT_ERROR;
+//   - revision source SERVER_PROVIDED only: JSON-RPC error -32602 (invalid
+//     params) to a request that carried a cursor: INCOMPLETE,
+//     REVISION_MISMATCH (DESIGN §6: a revision-bound cursor of an expired
+//     revision is refused that way, so the revision moved between pages);
+//   - any other JSON-RPC error or a dropped connection: INCOMPLETE,
+//     TRANSPORT_ERROR;
 //   - revision source SERVER_PROVIDED only: no revision on the page:
 //     REVISION_MISSING; a revision other than page 1's: REVISION_MISMATCH.
-//     The re-check is checked the same way and then the scan is whole;
+//     The re-check is checked the same way;
+//   - the re-check only: its tools must be the walk's first tools (the
+//     same RFC 8785 JSON; byte for byte for a tool that is not I-JSON),
+//     and all of them when it has no next page (none left over when it
+//     has one): otherwise REVISION_MISMATCH, for either revision source.
+//     Pages may be cut differently on the second reading; their content
+//     may not differ. Then the scan is whole;
 //   - walk pages only, then: `nextCursor` equal to the cursor the request
 //     carried: REPEATED_CURSOR; equal to any cursor sent earlier in the
 //     scan (including the first request's empty cursor, from 2026-07-28
@@ -49,37 +59,45 @@
 //
 // # Validation
 //
-// A whole catalog, proven or unversioned, is then validated; the first
-// check (in this order) that any tool fails makes it QUARANTINED with that
-// check's reason. Completeness faults always win over content faults.
+// A whole catalog, proven or unversioned, is then validated tool by tool
+// in page order; the first tool that fails a check makes it QUARANTINED
+// with the reason of the first check (in this order) it fails.
+// Completeness faults always win over content faults.
 //
 //  1. MALFORMED_TOOL: a tool that is not a JSON object, has no string
 //     `name`, or is not I-JSON (platform/canonical refuses it);
-//  2. DUPLICATE_TOOL_NAME: two tools with the same name;
-//  3. INVALID_TOOL_NAME: a name outside `[A-Za-z0-9_.-]{1,128}`;
-//  4. INVALID_SCHEMA: `inputSchema` missing, not an object, or its `type`
-//     not "object"; an `outputSchema` that is present and not an object
-//     with `type` "object";
-//  5. UNKNOWN_DIALECT: a root `$schema` of either schema that is not a
-//     string naming 2020-12 or draft-07. A name is compared after removing
-//     one trailing `#` and reading `http://` as `https://`, against
-//     `https://json-schema.org/draft/2020-12/schema` and
-//     `https://json-schema.org/draft-07/schema`. No `$schema` means 2020-12;
-//  6. NETWORK_REF: any member `$ref` or `$dynamicRef` with a string value
-//     not starting with `#`, anywhere in either schema (data that looks
-//     like a reference counts too: nothing is fetched either way);
-//  7. UNRESOLVED_REF: a `#...` reference that does not resolve in its own
-//     schema: `#` is the root, `#/a/b` a JSON pointer (percent-decoded,
+//  2. INVALID_TOOL_NAME: a name outside `[A-Za-z0-9_.-]{1,128}`;
+//  3. DUPLICATE_TOOL_NAME: an earlier tool has the same name;
+//  4. SCHEMA_TOO_LARGE: the tool as served is longer than MaxToolBytes;
+//  5. INVALID_SCHEMA: no `inputSchema`;
+//  6. for `inputSchema`, then `outputSchema` when present:
+//     a. SCHEMA_TOO_LARGE: its canonical JSON is longer than
+//     MaxSchemaBytes;
+//     b. SCHEMA_TOO_DEEP: nested deeper than MaxSchemaDepth, where a
+//     scalar has depth 0 and an object or array one more than its deepest
+//     member (so `{"type":"object"}` has depth 1);
+//     c. INVALID_SCHEMA: not a JSON object;
+//     d. UNKNOWN_DIALECT: a `$schema`, at the root or in any subschema,
+//     that is not a string naming 2020-12 or draft-07. A name is compared
+//     after removing one trailing `#` and reading `http://` as `https://`,
+//     against `https://json-schema.org/draft/2020-12/schema` and
+//     `https://json-schema.org/draft-07/schema`. No `$schema` means
+//     2020-12;
+//     e. NETWORK_REF: a `$ref`, `$dynamicRef` or `$recursiveRef` of any
+//     subschema with a string value not starting with `#`;
+//     f. INVALID_SCHEMA: its `type` is not "object";
+//     g. UNRESOLVED_REF: a `#...` reference that does not resolve in its
+//     own schema: `#` is the root, `#/a/b` a JSON pointer (percent-decoded,
 //     then `~1` and `~0` unescaped), `#name` a subschema with `$anchor` or
 //     `$dynamicAnchor` equal to name;
-//  8. SCHEMA_TOO_LARGE: a schema whose canonical JSON is longer than
-//     MaxSchemaBytes, or a tool whose canonical JSON is longer than
-//     MaxToolBytes;
-//  9. SCHEMA_TOO_DEEP: a schema nested deeper than MaxSchemaDepth, where
-//     a scalar has depth 0 and an object or array one more than its
-//     deepest member (so `{"type":"object"}` has depth 1);
-//  10. INVALID_ICON: an `icons` member that is not an array of objects
+//  7. INVALID_ICON: an `icons` member that is not an array of objects
 //     with a string `src` whose scheme is `https` or `data`.
+//
+// A subschema is any object in a schema except inside the values of the
+// data keywords `enum`, `const`, `default`, `examples` and `example`
+// (instances, in which nothing is a keyword); the members of `properties`,
+// `patternProperties`, `$defs`, `definitions`, `dependentSchemas` and
+// `dependencies` are subschemas whatever their names.
 //
 // Findings that do not refuse a catalog (e.g. a description that addresses
 // the model) are not modelled: the oracle has no opinion on flags.

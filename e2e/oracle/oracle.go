@@ -275,6 +275,12 @@ func (w *walk) step(ex *exchange) (bool, error) {
 	}
 	switch resp.Kind {
 	case fixture.EventError:
+		if w.versioned && resp.Code == codeInvalidParams && !w.recheck && w.out.Pages > 0 {
+			// DESIGN §6: a revision-bound cursor of an expired revision is
+			// answered -32602; the revision moved between pages.
+			return w.incomplete(discoveryv1.RunReason_RUN_REASON_REVISION_MISMATCH,
+				"request %d: the server refused the cursor with JSON-RPC error %d: %s", r.Request, resp.Code, resp.Message)
+		}
 		return w.incomplete(discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR,
 			"request %d answered JSON-RPC error %d: %s", r.Request, resp.Code, resp.Message)
 	case fixture.EventCrash:
@@ -295,6 +301,10 @@ func (w *walk) step(ex *exchange) (bool, error) {
 		}
 	}
 	if w.recheck {
+		if why := w.recheckDiffers(p); why != "" {
+			return w.incomplete(discoveryv1.RunReason_RUN_REASON_REVISION_MISMATCH,
+				"the closing re-check (request %d) %s", r.Request, why)
+		}
 		w.out = w.whole()
 		return true, nil
 	}
@@ -338,6 +348,41 @@ func (w *walk) step(ex *exchange) (bool, error) {
 	}
 	return false, nil
 }
+
+// recheckDiffers says how the closing re-check's page contradicts the
+// walk's tools, "" when it does not.
+func (w *walk) recheckDiffers(p *fixture.Event) string {
+	hasNext := p.HasNext && (w.modern || p.NextCursor != "")
+	n := len(p.Tools)
+	switch {
+	case n > len(w.tools):
+		return fmt.Sprintf("lists %d tools, more than the %d of the whole walk", n, len(w.tools))
+	case !hasNext && n != len(w.tools):
+		return fmt.Sprintf("lists %d tools and no next page, the walk read %d", n, len(w.tools))
+	case hasNext && n == len(w.tools):
+		return fmt.Sprintf("lists all %d tools of the walk and a next page", n)
+	}
+	for i, t := range p.Tools {
+		if !sameContent(t.JSON(), w.tools[i].JSON()) {
+			return fmt.Sprintf("lists other content at position %d than the walk read", i)
+		}
+	}
+	return ""
+}
+
+// sameContent compares two tools as RFC 8785 JSON, or byte for byte when
+// either is not I-JSON.
+func sameContent(a, b []byte) bool {
+	ca, errA := canonical.Transform(a)
+	cb, errB := canonical.Transform(b)
+	if errA != nil || errB != nil {
+		return errA != nil && errB != nil && string(a) == string(b)
+	}
+	return string(ca) == string(cb)
+}
+
+// codeInvalidParams is JSON-RPC's "invalid params" error code.
+const codeInvalidParams = -32602
 
 // notificationBefore returns the first list_changed sent to the scan's
 // session after the scan began and before seq.

@@ -28,51 +28,63 @@ type parsedSchema struct {
 	value  any // decoded with UseNumber
 }
 
-type check struct {
-	reason discoveryv1.RunReason
-	fails  func(t *parsedTool, lim Limits) string // "" when the tool passes
-}
-
-// checks are the validation rules in the order of the package doc, after
-// MALFORMED_TOOL and DUPLICATE_TOOL_NAME (which need every tool at once).
-var checks = []check{
-	{discoveryv1.RunReason_RUN_REASON_INVALID_TOOL_NAME, checkName},
-	{discoveryv1.RunReason_RUN_REASON_INVALID_SCHEMA, checkSchemaShape},
-	{discoveryv1.RunReason_RUN_REASON_UNKNOWN_DIALECT, checkDialect},
-	{discoveryv1.RunReason_RUN_REASON_NETWORK_REF, checkNetworkRefs},
-	{discoveryv1.RunReason_RUN_REASON_UNRESOLVED_REF, checkLocalRefs},
-	{discoveryv1.RunReason_RUN_REASON_SCHEMA_TOO_LARGE, checkSize},
-	{discoveryv1.RunReason_RUN_REASON_SCHEMA_TOO_DEEP, checkDepth},
-	{discoveryv1.RunReason_RUN_REASON_INVALID_ICON, checkIcons},
-}
-
 // validate returns the reason a whole catalog is quarantined, or
-// UNSPECIFIED when it passes.
+// UNSPECIFIED when it passes: the first tool (in page order) that fails a
+// check decides, with the first check it fails (see the package doc).
 func validate(tools []fixture.Tool, lim Limits) (discoveryv1.RunReason, string) {
-	parsed := make([]*parsedTool, len(tools))
+	first := map[string]int{}
 	for i, t := range tools {
 		p, why := parse(i, t.JSON())
 		if why != "" {
 			return discoveryv1.RunReason_RUN_REASON_MALFORMED_TOOL, fmt.Sprintf("tool %d: %s", i, why)
 		}
-		parsed[i] = p
-	}
-	first := map[string]int{}
-	for _, p := range parsed {
-		if j, dup := first[p.name]; dup {
-			return discoveryv1.RunReason_RUN_REASON_DUPLICATE_TOOL_NAME,
-				fmt.Sprintf("tools %d and %d are both named %q", j, p.index, p.name)
+		refuse := func(reason discoveryv1.RunReason, why string) (discoveryv1.RunReason, string) {
+			return reason, fmt.Sprintf("tool %d (%q): %s", i, p.name, why)
 		}
-		first[p.name] = p.index
-	}
-	for _, c := range checks {
-		for _, p := range parsed {
-			if why := c.fails(p, lim); why != "" {
-				return c.reason, fmt.Sprintf("tool %d (%q): %s", p.index, p.name, why)
+		if why := checkName(p); why != "" {
+			return refuse(discoveryv1.RunReason_RUN_REASON_INVALID_TOOL_NAME, why)
+		}
+		if j, dup := first[p.name]; dup {
+			return refuse(discoveryv1.RunReason_RUN_REASON_DUPLICATE_TOOL_NAME, fmt.Sprintf("tool %d has the same name", j))
+		}
+		first[p.name] = i
+		if lim.MaxToolBytes > 0 && len(t.JSON()) > lim.MaxToolBytes {
+			return refuse(discoveryv1.RunReason_RUN_REASON_SCHEMA_TOO_LARGE,
+				fmt.Sprintf("the tool is %d bytes as served, limit %d", len(t.JSON()), lim.MaxToolBytes))
+		}
+		if _, ok := p.members["inputSchema"]; !ok {
+			return refuse(discoveryv1.RunReason_RUN_REASON_INVALID_SCHEMA, "no inputSchema")
+		}
+		for _, sc := range p.schemas {
+			for _, c := range schemaChecks {
+				if why := c.fails(sc, lim); why != "" {
+					return refuse(c.reason, sc.member+" "+why)
+				}
 			}
+		}
+		if why := checkIcons(p); why != "" {
+			return refuse(discoveryv1.RunReason_RUN_REASON_INVALID_ICON, why)
 		}
 	}
 	return discoveryv1.RunReason_RUN_REASON_UNSPECIFIED, ""
+}
+
+// schemaCheck is one rule for one schema.
+type schemaCheck struct {
+	reason discoveryv1.RunReason
+	fails  func(s parsedSchema, lim Limits) string // "" when the schema passes
+}
+
+// schemaChecks are the rules for each schema of a tool, in the order of
+// the package doc.
+var schemaChecks = []schemaCheck{
+	{discoveryv1.RunReason_RUN_REASON_SCHEMA_TOO_LARGE, checkSize},
+	{discoveryv1.RunReason_RUN_REASON_SCHEMA_TOO_DEEP, checkDepth},
+	{discoveryv1.RunReason_RUN_REASON_INVALID_SCHEMA, checkIsObject},
+	{discoveryv1.RunReason_RUN_REASON_UNKNOWN_DIALECT, checkDialect},
+	{discoveryv1.RunReason_RUN_REASON_NETWORK_REF, checkNetworkRefs},
+	{discoveryv1.RunReason_RUN_REASON_INVALID_SCHEMA, checkObjectType},
+	{discoveryv1.RunReason_RUN_REASON_UNRESOLVED_REF, checkLocalRefs},
 }
 
 func parse(i int, raw json.RawMessage) (*parsedTool, string) {
@@ -105,7 +117,7 @@ func parse(i int, raw json.RawMessage) (*parsedTool, string) {
 	return p, ""
 }
 
-func checkName(t *parsedTool, _ Limits) string {
+func checkName(t *parsedTool) string {
 	if len(t.name) < 1 || len(t.name) > 128 {
 		return fmt.Sprintf("name is %d bytes long, want 1 to 128", len(t.name))
 	}
@@ -117,18 +129,16 @@ func checkName(t *parsedTool, _ Limits) string {
 	return ""
 }
 
-func checkSchemaShape(t *parsedTool, _ Limits) string {
-	if _, ok := t.members["inputSchema"]; !ok {
-		return "no inputSchema"
+func checkIsObject(s parsedSchema, _ Limits) string {
+	if _, ok := s.value.(map[string]any); !ok {
+		return "is not a JSON object"
 	}
-	for _, s := range t.schemas {
-		obj, ok := s.value.(map[string]any)
-		if !ok {
-			return s.member + " is not a JSON object"
-		}
-		if typ, _ := obj["type"].(string); typ != "object" {
-			return s.member + ` has no "type": "object"`
-		}
+	return ""
+}
+
+func checkObjectType(s parsedSchema, _ Limits) string {
+	if typ, _ := s.value.(map[string]any)["type"].(string); typ != "object" {
+		return `has no "type": "object"`
 	}
 	return ""
 }
@@ -140,12 +150,12 @@ var allowedDialects = map[string]bool{
 	"https://json-schema.org/draft-07/schema":      true,
 }
 
-func checkDialect(t *parsedTool, _ Limits) string {
-	for _, s := range t.schemas {
-		obj := s.value.(map[string]any) // checkSchemaShape ran first
+func checkDialect(s parsedSchema, _ Limits) string {
+	var bad string
+	subschemas(s.value, func(obj map[string]any) bool {
 		v, ok := obj["$schema"]
 		if !ok {
-			continue
+			return true
 		}
 		name, isString := v.(string)
 		norm := strings.TrimSuffix(name, "#")
@@ -153,52 +163,98 @@ func checkDialect(t *parsedTool, _ Limits) string {
 			norm = "https://" + rest
 		}
 		if !isString || !allowedDialects[norm] {
-			return fmt.Sprintf("%s $schema %v is not 2020-12 or draft-07", s.member, v)
+			bad = fmt.Sprintf("$schema %v is not 2020-12 or draft-07", v)
+			return false
 		}
-	}
-	return ""
+		return true
+	})
+	return bad
 }
 
-// refs returns every string `$ref` and `$dynamicRef` in v.
-func refs(v any) []string {
-	var out []string
-	var walk func(any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			for k, m := range v {
-				if s, ok := m.(string); ok && (k == "$ref" || k == "$dynamicRef") {
-					out = append(out, s)
+// dataKeywords hold instances, not schemas: nothing in them is a keyword.
+var dataKeywords = map[string]bool{"enum": true, "const": true, "default": true, "examples": true, "example": true}
+
+// nameMaps are keywords whose value maps names (not keywords) to schemas.
+var nameMaps = map[string]bool{"properties": true, "patternProperties": true, "$defs": true, "definitions": true,
+	"dependentSchemas": true, "dependencies": true}
+
+// subschemas calls fn for the schema v and every object that may be a
+// schema inside it: everything but the values of data keywords, with the
+// members of name maps taken as schemas whatever their names. It stops
+// when fn returns false.
+func subschemas(v any, fn func(map[string]any) bool) bool {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return true
+	}
+	if !fn(obj) {
+		return false
+	}
+	for k, m := range obj {
+		switch {
+		case dataKeywords[k]:
+		case nameMaps[k]:
+			if named, ok := m.(map[string]any); ok {
+				for _, sub := range named {
+					if !inside(sub, fn) {
+						return false
+					}
 				}
-				walk(m)
 			}
-		case []any:
-			for _, m := range v {
-				walk(m)
+		default:
+			if !inside(m, fn) {
+				return false
 			}
 		}
 	}
-	walk(v)
+	return true
+}
+
+// inside visits what may be schemas in a member's value.
+func inside(v any, fn func(map[string]any) bool) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		return subschemas(v, fn)
+	case []any:
+		for _, e := range v {
+			if !inside(e, fn) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// refKeywords are the keywords whose value is a reference.
+var refKeywords = []string{"$ref", "$dynamicRef", "$recursiveRef"}
+
+// refs returns every string reference in a schema's subschemas.
+func refs(v any) []string {
+	var out []string
+	subschemas(v, func(obj map[string]any) bool {
+		for _, k := range refKeywords {
+			if s, ok := obj[k].(string); ok {
+				out = append(out, s)
+			}
+		}
+		return true
+	})
 	return out
 }
 
-func checkNetworkRefs(t *parsedTool, _ Limits) string {
-	for _, s := range t.schemas {
-		for _, ref := range refs(s.value) {
-			if !strings.HasPrefix(ref, "#") {
-				return fmt.Sprintf("%s refers to %q outside itself", s.member, ref)
-			}
+func checkNetworkRefs(s parsedSchema, _ Limits) string {
+	for _, ref := range refs(s.value) {
+		if !strings.HasPrefix(ref, "#") {
+			return fmt.Sprintf("refers to %q outside itself", ref)
 		}
 	}
 	return ""
 }
 
-func checkLocalRefs(t *parsedTool, _ Limits) string {
-	for _, s := range t.schemas {
-		for _, ref := range refs(s.value) {
-			if !resolves(s.value, ref[1:]) {
-				return fmt.Sprintf("%s reference %q does not resolve", s.member, ref)
-			}
+func checkLocalRefs(s parsedSchema, _ Limits) string {
+	for _, ref := range refs(s.value) {
+		if !resolves(s.value, ref[1:]) {
+			return fmt.Sprintf("reference %q does not resolve", ref)
 		}
 	}
 	return ""
@@ -263,18 +319,13 @@ func hasAnchor(v any, name string) bool {
 	return false
 }
 
-func checkSize(t *parsedTool, lim Limits) string {
-	if lim.MaxToolBytes > 0 && len(t.canon) > lim.MaxToolBytes {
-		return fmt.Sprintf("the tool is %d canonical bytes, limit %d", len(t.canon), lim.MaxToolBytes)
-	}
+func checkSize(s parsedSchema, lim Limits) string {
 	if lim.MaxSchemaBytes <= 0 {
 		return ""
 	}
-	for _, s := range t.schemas {
-		c, _ := canonical.Transform(s.raw) // part of a tool canonical accepted
-		if len(c) > lim.MaxSchemaBytes {
-			return fmt.Sprintf("%s is %d canonical bytes, limit %d", s.member, len(c), lim.MaxSchemaBytes)
-		}
+	c, _ := canonical.Transform(s.raw) // part of a tool canonical accepted
+	if len(c) > lim.MaxSchemaBytes {
+		return fmt.Sprintf("is %d canonical bytes, limit %d", len(c), lim.MaxSchemaBytes)
 	}
 	return ""
 }
@@ -298,19 +349,17 @@ func depth(v any) int {
 	return 0
 }
 
-func checkDepth(t *parsedTool, lim Limits) string {
+func checkDepth(s parsedSchema, lim Limits) string {
 	if lim.MaxSchemaDepth <= 0 {
 		return ""
 	}
-	for _, s := range t.schemas {
-		if d := depth(s.value); d > lim.MaxSchemaDepth {
-			return fmt.Sprintf("%s is %d deep, limit %d", s.member, d, lim.MaxSchemaDepth)
-		}
+	if d := depth(s.value); d > lim.MaxSchemaDepth {
+		return fmt.Sprintf("is %d deep, limit %d", d, lim.MaxSchemaDepth)
 	}
 	return ""
 }
 
-func checkIcons(t *parsedTool, _ Limits) string {
+func checkIcons(t *parsedTool) string {
 	raw, ok := t.members["icons"]
 	if !ok {
 		return ""

@@ -2,11 +2,7 @@ package discovery_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 	"testing"
 	"time"
 
@@ -36,46 +32,15 @@ const (
 	quarantined = catalogv1.DiscoveryState_DISCOVERY_STATE_QUARANTINED
 )
 
-// TestMain doubles as a discovery worker process for the kill test: with
-// childEnv set, the binary runs discovery from the JSON configuration in it
-// until it is killed.
+// TestMain doubles as a discovery worker process for the kill test
+// (discoverytest.StartChild).
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(childEnv); spec != "" {
-		runChild(spec)
+	if discoverytest.RunChild() {
 		return
 	}
 	code := m.Run()
 	discoverytest.Cleanup()
 	os.Exit(code)
-}
-
-const childEnv = "TOOLCRIB_DISCOVERY_TEST_CHILD"
-
-// childSpec is what the child process needs to run discovery.
-type childSpec struct {
-	PostgresURL, JWKS, TokenFile, RegistryAddr, Worker string
-}
-
-func runChild(raw string) {
-	var s childSpec
-	if err := json.Unmarshal([]byte(raw), &s); err != nil {
-		panic(err)
-	}
-	cfg, err := discovery.ParseConfig(nil, func(string) (string, bool) { return "", false })
-	if err != nil {
-		panic(err)
-	}
-	cfg.ListenAddr, cfg.MetricsAddr, cfg.PostgresURL = "127.0.0.1:0", "", s.PostgresURL
-	cfg.AuthJWKS, cfg.AuthIssuer, cfg.AuthAudience = s.JWKS, servicetest.Issuer, servicetest.Audience
-	cfg.ServiceTokenFile, cfg.RegistryAddr, cfg.Worker = s.TokenFile, s.RegistryAddr, s.Worker
-	cfg.Listening = func(addr string) { fmt.Println(addr) }
-	cfg.NoAutoScans, cfg.Workers = true, 2
-	cfg.ScanTimeout, cfg.RescueAfter = 5*time.Minute, 6*time.Minute
-	cfg.LookupEnv = func(string) (string, bool) { return secret, true }
-	cfg.DependencyCheckInterval = 100 * time.Millisecond
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	_ = discovery.Run(ctx, cfg)
 }
 
 // env is one discovery service under test with its fake registry.

@@ -1,10 +1,6 @@
 package discovery_test
 
 import (
-	"bufio"
-	"encoding/json"
-	"os"
-	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -50,28 +46,8 @@ func TestWorkerKilledMidScanIsRetriedByAnother(t *testing.T) {
 
 	// Worker set A: a child process.
 	common := auth.Common(t, url, false, nil)
-	spec, _ := json.Marshal(childSpec{PostgresURL: url, JWKS: auth.JWKSPath, TokenFile: common.ServiceTokenFile,
-		RegistryAddr: reg.addr, Worker: "worker-a:killed"})
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+string(spec))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	lines := bufio.NewScanner(out)
-	if !lines.Scan() {
-		t.Fatal("the child process printed no address")
-	}
-	childAddr := lines.Text()
-	go func() {
-		for lines.Scan() {
-		}
-	}()
-	servicetest.WaitServing(t, childAddr, 30*time.Second)
+	childAddr, cmd := discoverytest.StartChild(t, discoverytest.Child{PostgresURL: url, JWKS: auth.JWKSPath,
+		TokenFile: common.ServiceTokenFile, RegistryAddr: reg.addr, Worker: "worker-a:killed", Fallback: secret})
 	child := discoveryv1.NewDiscoveryServiceClient(servicetest.Dial(t, childAddr, auth.Admin(t)))
 	tk, err := child.TriggerScan(ctxT(t), &discoveryv1.TriggerScanRequest{ServerId: "inventory", AudienceClass: class})
 	if err != nil {

@@ -278,7 +278,7 @@ func discoveryCommands() []command {
 				}
 				for {
 					msg, err := stream.Recv()
-					if errors.Is(err, io.EOF) || ctx.Err() != nil {
+					if errors.Is(err, io.EOF) || (err != nil && stoppedByCaller(ctx, err)) {
 						return nil
 					}
 					if err != nil {

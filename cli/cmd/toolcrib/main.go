@@ -65,6 +65,18 @@ type env struct {
 	conns         map[string]*grpc.ClientConn
 }
 
+// stoppedByCaller reports whether a watch stream failed only because the
+// caller's context ended: cancelled, or past its deadline. The server may
+// act on the deadline (sent as grpc-timeout) a moment before the client's
+// own timer fires, so DeadlineExceeded counts whenever ctx has a deadline.
+func stoppedByCaller(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	_, hasDeadline := ctx.Deadline()
+	return hasDeadline && status.Code(err) == codes.DeadlineExceeded
+}
+
 // dial returns a client connection to addr carrying the bearer token.
 func (e *env) dial(addr string) (*grpc.ClientConn, error) {
 	if c, ok := e.conns[addr]; ok {

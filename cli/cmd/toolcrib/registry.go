@@ -462,7 +462,7 @@ func watchCommand() command {
 					return nil
 				}
 				if err != nil {
-					if ctx.Err() != nil {
+					if stoppedByCaller(ctx, err) {
 						return nil
 					}
 					return err

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/toolcrib/toolcrib/e2e/faultreport"
+	"github.com/toolcrib/toolcrib/platform/faultreport"
 )
 
 func main() {

@@ -1,6 +1,7 @@
 package crawl
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -29,6 +30,10 @@ import (
 // RevisionMetaKey is the `_meta` key of a tools/list result that carries the
 // source catalog revision.
 const RevisionMetaKey = "dev.toolcrib/catalog-revision"
+
+// Version20260728 is the first MCP protocol version in which an
+// empty-string `nextCursor` is a cursor rather than the end of the list.
+const Version20260728 = "2026-07-28"
 
 // DefaultCredentialEnv is the environment variable a stdio server receives
 // its upstream credential in.
@@ -120,7 +125,8 @@ type Page struct {
 	CursorIn string
 	// CursorOut is the `nextCursor` received; empty when absent.
 	CursorOut string
-	// HasNext is true when the result carried a `nextCursor`.
+	// HasNext is true when the page has a next page: the result carried a
+	// `nextCursor` (before 2026-07-28, a non-empty one).
 	HasNext bool
 	// Revision is the page's source revision; HasRevision says whether it
 	// carried one.
@@ -519,9 +525,17 @@ func (s *Session) Crawl(ctx context.Context) *Result {
 		}
 		return nil
 	}
+	// Since 2026-07-28 an empty-string cursor is a cursor, and the first
+	// request's absent cursor is indistinguishable from it for a server (the
+	// revision package and go-sdk both start over at ""): a `nextCursor` of
+	// "" from then on points back at the first page.
+	modern := s.protocol >= Version20260728
 	seen := map[string]bool{}
+	if modern {
+		seen[""] = true
+	}
 	var cursor *string
-	var firstDigest string
+	var walkBytes int64
 	for i := 0; ; i++ {
 		if i >= o.MaxPages {
 			return end(incomplete(discoveryv1.RunReason_RUN_REASON_PAGE_CAP, "more than %d pages", o.MaxPages))
@@ -531,15 +545,15 @@ func (s *Session) Crawl(ctx context.Context) *Result {
 			return end(f)
 		}
 		r.Bytes += wp.bytes
-		if r.Bytes > o.MaxBytes {
-			return end(incomplete(discoveryv1.RunReason_RUN_REASON_BYTE_CAP, "more than %d bytes", o.MaxBytes))
-		}
-		if len(r.Tools)+len(wp.tools) > o.MaxTools {
-			return end(incomplete(discoveryv1.RunReason_RUN_REASON_TOOL_CAP, "more than %d tools", o.MaxTools))
-		}
+		walkBytes += wp.bytes
+		// Before 2026-07-28 an empty-string nextCursor ends the list.
+		hasNext := wp.hasNext && (modern || wp.next != "")
 		p := Page{
-			Index: i, HasNext: wp.hasNext, CursorOut: wp.next, Revision: wp.revision, HasRevision: wp.hasRevision,
+			Index: i, HasNext: hasNext, CursorOut: wp.next, Revision: wp.revision, HasRevision: wp.hasRevision,
 			ToolCount: len(wp.tools), Bytes: wp.bytes, ReceivedAt: time.Now(), CacheScope: wp.cacheScope,
+		}
+		if !hasNext {
+			p.CursorOut = ""
 		}
 		if cursor != nil {
 			p.CursorIn = *cursor
@@ -552,10 +566,8 @@ func (s *Session) Crawl(ctx context.Context) *Result {
 			r.CacheScope = "private"
 		}
 		p.Digest, r.Tools = digestPage(wp.tools, i, true, r.Tools)
-		if i == 0 {
-			firstDigest = p.Digest
-		}
 		r.Pages = append(r.Pages, p)
+		// Rules 7 and 8 of the package doc, in that order.
 		if o.Versioned {
 			if !wp.hasRevision {
 				return end(incomplete(discoveryv1.RunReason_RUN_REASON_REVISION_MISSING, "page %d carries no %s", i, RevisionMetaKey))
@@ -565,14 +577,22 @@ func (s *Session) Crawl(ctx context.Context) *Result {
 					"page %d carries revision %q, page 0 carried %q", i, wp.revision, r.Revision))
 			}
 		}
-		if !wp.hasNext {
+		if hasNext {
+			if (cursor != nil || modern) && wp.next == p.CursorIn {
+				return end(incomplete(discoveryv1.RunReason_RUN_REASON_REPEATED_CURSOR, "page %d returned the cursor it was sent", i))
+			}
+			if seen[wp.next] {
+				return end(incomplete(discoveryv1.RunReason_RUN_REASON_CURSOR_CYCLE, "page %d returned a cursor sent earlier in the scan", i))
+			}
+		}
+		if len(r.Tools) > o.MaxTools {
+			return end(incomplete(discoveryv1.RunReason_RUN_REASON_TOOL_CAP, "more than %d tools", o.MaxTools))
+		}
+		if walkBytes > o.MaxBytes {
+			return end(incomplete(discoveryv1.RunReason_RUN_REASON_BYTE_CAP, "more than %d bytes", o.MaxBytes))
+		}
+		if !hasNext {
 			break
-		}
-		if cursor != nil && wp.next == *cursor {
-			return end(incomplete(discoveryv1.RunReason_RUN_REASON_REPEATED_CURSOR, "page %d returned the cursor it was sent", i))
-		}
-		if seen[wp.next] {
-			return end(incomplete(discoveryv1.RunReason_RUN_REASON_CURSOR_CYCLE, "page %d returned a cursor sent earlier in the scan", i))
 		}
 		seen[wp.next] = true
 		next := wp.next
@@ -585,9 +605,6 @@ func (s *Session) Crawl(ctx context.Context) *Result {
 		return end(f)
 	}
 	r.Bytes += wp.bytes
-	if r.Bytes > o.MaxBytes {
-		return end(incomplete(discoveryv1.RunReason_RUN_REASON_BYTE_CAP, "more than %d bytes", o.MaxBytes))
-	}
 	r.ClosingRevision = wp.revision
 	if o.Versioned {
 		if !wp.hasRevision {
@@ -598,9 +615,8 @@ func (s *Session) Crawl(ctx context.Context) *Result {
 				"the closing re-check carries revision %q, page 0 carried %q", wp.revision, r.Revision))
 		}
 	}
-	if d, _ := digestPage(wp.tools, 0, false, nil); d != firstDigest {
-		return end(incomplete(discoveryv1.RunReason_RUN_REASON_REVISION_MISMATCH,
-			"the closing re-check listed other tools than page 0 (%s, was %s)", d, firstDigest))
+	if detail := recheckDiffers(wp, r.Tools, modern); detail != "" {
+		return end(incomplete(discoveryv1.RunReason_RUN_REASON_REVISION_MISMATCH, "the closing re-check %s", detail))
 	}
 	if f := common(); f != nil {
 		return end(f)
@@ -622,6 +638,40 @@ func (s *Session) Crawl(ctx context.Context) *Result {
 	return r
 }
 
+// recheckDiffers says how the closing re-check's first page contradicts
+// the tools the walk read ("" when it does not): its tools must be the
+// walk's first tools, and the whole walk when it has no next page. Pages
+// may be cut differently on the second reading; their content may not
+// differ.
+func recheckDiffers(wp *wirePage, walk []Tool, modern bool) string {
+	hasNext := wp.hasNext && (modern || wp.next != "")
+	n := len(wp.tools)
+	switch {
+	case n > len(walk):
+		return fmt.Sprintf("lists %d tools on its first page; the whole walk read %d", n, len(walk))
+	case !hasNext && n != len(walk):
+		return fmt.Sprintf("lists %d tools and no next page; the walk read %d", n, len(walk))
+	case hasNext && n == len(walk):
+		return fmt.Sprintf("lists all %d tools the walk read and a next page", n)
+	}
+	_, again := digestPage(wp.tools, 0, true, nil)
+	for i, t := range again {
+		if !sameTool(t, walk[i]) {
+			return fmt.Sprintf("lists other content at position %d than the walk read", i)
+		}
+	}
+	return ""
+}
+
+// sameTool compares two captures of a tool by descriptor digest, or by raw
+// bytes when they could not be canonicalized.
+func sameTool(a, b Tool) bool {
+	if a.Digest != "" || b.Digest != "" {
+		return a.Digest == b.Digest
+	}
+	return bytes.Equal(a.Raw, b.Raw)
+}
+
 // fetch sends one tools/list and returns its parsed raw result.
 func (s *Session) fetch(ctx context.Context, cursor *string, common func() *Fault) (*wirePage, *Fault) {
 	pctx, cancel := context.WithTimeout(ctx, s.opts.PageTimeout)
@@ -630,7 +680,7 @@ func (s *Session) fetch(ctx context.Context, cursor *string, common func() *Faul
 	if cursor != nil {
 		params.Cursor = *cursor
 	}
-	c := s.tap.arm(cursor != nil && *cursor == "")
+	c := s.tap.arm()
 	res, err := s.cs.ListTools(pctx, params)
 	s.tap.disarm(c)
 	if res != nil {
@@ -644,7 +694,7 @@ func (s *Session) fetch(ctx context.Context, cursor *string, common func() *Faul
 	sent, answered, raw, werr := c.outcome()
 	switch {
 	case answered && werr != nil:
-		if werr.Code == jsonrpc.CodeInvalidParams && cursor != nil {
+		if werr.Code == jsonrpc.CodeInvalidParams && cursor != nil && s.opts.Versioned {
 			return nil, incomplete(discoveryv1.RunReason_RUN_REASON_REVISION_MISMATCH,
 				"the server refused the cursor as invalid (JSON-RPC %d: %s): its revision moved on", werr.Code, s.scrub(werr.Message))
 		}

@@ -250,6 +250,10 @@ func TestCursorFaults(t *testing.T) {
 		{"repeated", func(call int) string { return "same" }, discoveryv1.RunReason_RUN_REASON_REPEATED_CURSOR},
 		{"cycle", func(call int) string { return []string{"a", "b", "c", "a"}[call] }, discoveryv1.RunReason_RUN_REASON_CURSOR_CYCLE},
 		{"empty repeated", func(call int) string { return "" }, discoveryv1.RunReason_RUN_REASON_REPEATED_CURSOR},
+		// Since 2026-07-28 the first request's absent cursor is "" to the
+		// server: an empty nextCursor on page 1 points back at page 1.
+		{"empty on the first page", func(call int) string { return []string{"", "b"}[min(call, 1)] }, discoveryv1.RunReason_RUN_REASON_REPEATED_CURSOR},
+		{"empty later, after the first page", func(call int) string { return []string{"a", "b", ""}[min(call, 2)] }, discoveryv1.RunReason_RUN_REASON_CURSOR_CYCLE},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := discoverytest.ListerFunc(func(call int, cursor *string) discoverytest.Reply { return page(tc.next(call)) })
@@ -284,27 +288,49 @@ func TestCaps(t *testing.T) {
 	})
 }
 
-func TestEmptyStringCursorIsNotTheEnd(t *testing.T) {
-	cat := discoverytest.NewCatalog("r", 2, discoverytest.Tools("x", 4)...)
-	cat.EmptyFirstCursor = true
-	var cursors []string
-	cat.OnList = func(c *discoverytest.Catalog, call int, cursor *string, r *discoverytest.Reply) {
-		if cursor == nil {
-			cursors = append(cursors, "<none>")
-		} else {
-			cursors = append(cursors, fmt.Sprintf("%q", *cursor))
-		}
-	}
-	for _, tc := range inMemoryAndHTTP(cat) {
+// TestEmptyStringCursorIsNotTheEndSince20260728 protects DESIGN §6: from
+// protocol 2026-07-28 on an empty-string nextCursor is not the end of the
+// list, so a server that ends its list that way never gets a partial
+// catalog proven. Nor is it followed: the first request's absent cursor is
+// "" to a server too (the revision package and go-sdk start over at ""),
+// so "" leads back to page 1 — a cursor cycle (a repeated cursor on page
+// 1), even for a server that claims to tell "" from no cursor.
+func TestEmptyStringCursorIsNotTheEndSince20260728(t *testing.T) {
+	cat := discoverytest.NewCatalog("r", 2, discoverytest.Tools("x", 6)...)
+	cat.EmptyCursorPage = 2
+	for _, tc := range []transport{
+		{"in-memory", func(t *testing.T) crawl.Target {
+			tg, _ := inMemory(t, cat, discoverytest.ServerOptions{Versions: []string{"2026-07-28"}})
+			return tg
+		}},
+		{"http-stateless", func(t *testing.T) crawl.Target {
+			return crawl.Target{URL: discoverytest.NewHTTP(t, cat, discoverytest.ServerOptions{Stateless: true}, false).URL}
+		}},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cursors = nil
 			r := crawl.Crawl(ctx(t), tc.target(t), crawl.Options{Versioned: true})
-			want(t, r, proven, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
-			if len(r.Tools) != 4 || len(r.Pages) != 2 || !r.Pages[0].HasNext || r.Pages[0].CursorOut != "" {
-				t.Fatalf("tools %d pages %+v", len(r.Tools), r.Pages)
+			want(t, r, incomplete, discoveryv1.RunReason_RUN_REASON_CURSOR_CYCLE)
+			if r.ProtocolVersion != "2026-07-28" || len(r.Pages) != 2 || !r.Pages[1].HasNext || r.Pages[1].CursorOut != "" {
+				t.Fatalf("version %s pages %+v", r.ProtocolVersion, r.Pages)
 			}
-			if got := strings.Join(cursors, " "); got != `<none> "" <none>` {
-				t.Fatalf("cursors sent: %s", got)
+		})
+	}
+}
+
+// TestEmptyStringCursorEndsTheListBefore20260728 protects the other half
+// of DESIGN §6: before 2026-07-28 an empty-string nextCursor ends the list
+// (go-sdk servers of those versions cannot even send one), so the crawl
+// does not ask for a page the server never offered.
+func TestEmptyStringCursorEndsTheListBefore20260728(t *testing.T) {
+	cat := discoverytest.NewCatalog("r", 2, discoverytest.Tools("x", 6)...)
+	cat.EmptyCursorPage = 2
+	for _, v := range []string{"2025-06-18", "2025-11-25"} {
+		t.Run(v, func(t *testing.T) {
+			target, srv := inMemory(t, cat, discoverytest.ServerOptions{Versions: []string{v}})
+			r := crawl.Crawl(ctx(t), target, crawl.Options{Versioned: true})
+			want(t, r, proven, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
+			if len(r.Pages) != 2 || r.Pages[1].HasNext || len(r.Tools) != 4 || srv.Calls() != 3 {
+				t.Fatalf("pages %+v, %d tools, %d calls: want 2 pages, 4 tools, 2 pages + the re-check", r.Pages, len(r.Tools), srv.Calls())
 			}
 		})
 	}
@@ -534,4 +560,148 @@ func TestPlainGoSDKServer(t *testing.T) {
 		defer ss.Close()
 		check(t, crawl.Crawl(ctx(t), crawl.Target{Transport: ct, Identity: "sha256:x"}, crawl.Options{}))
 	})
+}
+
+// The tests below are regressions found by the randomized fault suite
+// (e2e/faults), which compares this crawler with an independent oracle.
+
+// TestRecheckMayCutPagesDifferently: a whole catalog under one revision is
+// proven even when the closing re-check's first page is cut at another
+// size than the walk's (page sizes are the server's choice); only its
+// content must agree with what the walk read.
+func TestRecheckMayCutPagesDifferently(t *testing.T) {
+	cat := discoverytest.NewCatalog("r-1", 3, discoverytest.Tools("x", 6)...)
+	cat.OnList = func(c *discoverytest.Catalog, call int, cursor *string, r *discoverytest.Reply) {
+		c.PageSize = 3
+		if call == 2 { // the closing re-check
+			c.PageSize = 2
+		}
+	}
+	for _, src := range []struct {
+		name      string
+		versioned bool
+		state     catalogv1.DiscoveryState
+	}{{"versioned", true, proven}, {"unversioned", false, unversioned}} {
+		t.Run(src.name, func(t *testing.T) {
+			target, _ := inMemory(t, cat, discoverytest.ServerOptions{})
+			r := crawl.Crawl(ctx(t), target, crawl.Options{Versioned: src.versioned})
+			want(t, r, src.state, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
+			if len(r.Tools) != 6 || len(r.Pages) != 2 {
+				t.Fatalf("%d tools over %d pages", len(r.Tools), len(r.Pages))
+			}
+		})
+	}
+}
+
+// TestRecheckContradictingTheWalkIsRefused: the re-check's tools must be
+// the walk's first tools, and all of them when it has no next page.
+func TestRecheckContradictingTheWalkIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		rev       string
+		pageSize  int
+		atRecheck func(c *discoverytest.Catalog)
+	}{
+		{"unversioned catalog changed in front of the walk", "", 2, func(c *discoverytest.Catalog) {
+			c.Set("", append([]json.RawMessage{discoverytest.Tool("new")}, discoverytest.Tools("x", 4)...)...)
+		}},
+		{"unversioned catalog grew behind a one-page walk", "", 0, func(c *discoverytest.Catalog) {
+			c.Set("", discoverytest.Tools("x", 5)...)
+		}},
+		{"a one-page walk whose server ended the list early", "r-1", 2, func(c *discoverytest.Catalog) {
+			// The walk's page 1 had no nextCursor (see below); the re-check
+			// shows the next page the walk was denied.
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cat := discoverytest.NewCatalog(tc.rev, tc.pageSize, discoverytest.Tools("x", 4)...)
+			calls := 0
+			cat.OnList = func(c *discoverytest.Catalog, call int, cursor *string, r *discoverytest.Reply) {
+				calls++
+				if cursor == nil && calls > 1 {
+					tc.atRecheck(c)
+				}
+				if calls == 1 && tc.rev != "" { // the lie: page 1 of 2 says it is the last
+					r.Result = json.RawMessage(fmt.Sprintf(`{"tools":[%s,%s],"_meta":{%q:%q}}`,
+						discoverytest.Tool("x_0"), discoverytest.Tool("x_1"), discoverytest.RevisionKey, tc.rev))
+				}
+			}
+			target, _ := inMemory(t, cat, discoverytest.ServerOptions{})
+			r := crawl.Crawl(ctx(t), target, crawl.Options{Versioned: tc.rev != ""})
+			want(t, r, incomplete, discoveryv1.RunReason_RUN_REASON_REVISION_MISMATCH)
+		})
+	}
+}
+
+// TestByteCapBoundsTheWalkNotTheRecheck: the caps bound the catalog read by
+// the walk; a catalog of exactly MaxBytes is proven although the re-check
+// reads more.
+func TestByteCapBoundsTheWalkNotTheRecheck(t *testing.T) {
+	cat := discoverytest.NewCatalog("r-1", 2, discoverytest.Tools("x", 4)...)
+	target, _ := inMemory(t, cat, discoverytest.ServerOptions{})
+	r := crawl.Crawl(ctx(t), target, crawl.Options{Versioned: true})
+	want(t, r, proven, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
+	var walk int64
+	for _, p := range r.Pages {
+		walk += p.Bytes
+	}
+	if r.Bytes <= walk {
+		t.Fatalf("result bytes %d do not include the re-check (walk %d)", r.Bytes, walk)
+	}
+	target, _ = inMemory(t, cat, discoverytest.ServerOptions{})
+	want(t, crawl.Crawl(ctx(t), target, crawl.Options{Versioned: true, MaxBytes: walk}), proven, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
+	target, _ = inMemory(t, cat, discoverytest.ServerOptions{})
+	want(t, crawl.Crawl(ctx(t), target, crawl.Options{Versioned: true, MaxBytes: walk - 1}), incomplete, discoveryv1.RunReason_RUN_REASON_BYTE_CAP)
+}
+
+// TestIntegrityFaultsComeBeforeCaps: on one page, a revision fault, then a
+// cursor fault, then the caps decide the reason (crawl/doc.go rules 6–8).
+func TestIntegrityFaultsComeBeforeCaps(t *testing.T) {
+	page := func(rev, next string, tools int) discoverytest.Reply {
+		ts := make([]string, tools)
+		for i := range ts {
+			ts[i] = string(discoverytest.Tool(fmt.Sprintf("t%d", i)))
+		}
+		nc := ""
+		if next != "" {
+			nc = fmt.Sprintf(`,"nextCursor":%q`, next)
+		}
+		return discoverytest.Reply{Result: json.RawMessage(fmt.Sprintf(`{"tools":[%s]%s,"_meta":{%q:%q}}`, strings.Join(ts, ","), nc, discoverytest.RevisionKey, rev))}
+	}
+	for _, tc := range []struct {
+		name   string
+		second discoverytest.Reply
+		reason discoveryv1.RunReason
+	}{
+		{"another revision and over the tool cap", page("r-2", "", 5), discoveryv1.RunReason_RUN_REASON_REVISION_MISMATCH},
+		{"a repeated cursor and over the tool cap", page("r-1", "c1", 5), discoveryv1.RunReason_RUN_REASON_REPEATED_CURSOR},
+		{"a cursor cycle and over the tool cap", page("r-1", "c0", 5), discoveryv1.RunReason_RUN_REASON_CURSOR_CYCLE},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := discoverytest.ListerFunc(func(call int, cursor *string) discoverytest.Reply {
+				switch {
+				case cursor == nil:
+					return page("r-1", "c0", 1)
+				case *cursor == "c0":
+					return page("r-1", "c1", 1)
+				}
+				return tc.second
+			})
+			target, _ := inMemory(t, l, discoverytest.ServerOptions{})
+			want(t, crawl.Crawl(ctx(t), target, crawl.Options{Versioned: true, MaxTools: 4}), incomplete, tc.reason)
+		})
+	}
+}
+
+// TestRefusedCursorOfAnUnversionedSourceIsATransportError: -32602 means
+// "your revision expired" only for a source that has revisions (DESIGN §6).
+func TestRefusedCursorOfAnUnversionedSourceIsATransportError(t *testing.T) {
+	cat := discoverytest.NewCatalog("", 2, discoverytest.Tools("x", 5)...)
+	cat.OnList = func(c *discoverytest.Catalog, call int, cursor *string, r *discoverytest.Reply) {
+		if cursor != nil {
+			r.Error = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid cursor"}
+		}
+	}
+	target, _ := inMemory(t, cat, discoverytest.ServerOptions{})
+	want(t, crawl.Crawl(ctx(t), target, crawl.Options{}), incomplete, discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR)
 }

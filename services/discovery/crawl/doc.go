@@ -53,11 +53,12 @@
 // # The page loop
 //
 // The loop is the crawl's own, not the SDK iterator. For every page it
-// records the cursor sent and received, whether a `nextCursor` was present
-// (since 2026-07-28 an empty-string cursor is a cursor, not the end), the
-// source revision `_meta["dev.toolcrib/catalog-revision"]`, the tool count,
-// the page digest and the size. After the last page it reads the first page
-// once more (the closing re-check).
+// records the cursor sent and received, whether the page has a next page
+// (a `nextCursor`; before 2026-07-28 an empty-string one is the end of the
+// list, since then it is a cursor), the source revision
+// `_meta["dev.toolcrib/catalog-revision"]`, the tool count, the page digest
+// and the size. After the last page it reads the first page once more (the
+// closing re-check).
 //
 // The outcome is decided by the first rule that applies, checked in this
 // order after every response (so the end state and reason are a function of
@@ -67,24 +68,33 @@
 //  2. a `notifications/tools/list_changed` was read since the first request:
 //     INCOMPLETE LIST_CHANGED;
 //  3. one message exceeded the byte cap: INCOMPLETE BYTE_CAP;
-//  4. the call failed: a JSON-RPC -32602 answer to a request that carried a
-//     cursor is INCOMPLETE REVISION_MISMATCH (a revision-bound cursor outlived
-//     its revision); any other failure is INCOMPLETE TRANSPORT_ERROR;
+//  4. the call failed: for a versioned source ([Options.Versioned]) a
+//     JSON-RPC -32602 answer to a request that carried a cursor is
+//     INCOMPLETE REVISION_MISMATCH (a revision-bound cursor outlived its
+//     revision, DESIGN §6); any other failure is INCOMPLETE
+//     TRANSPORT_ERROR;
 //  5. the result is not a tools/list result object: INCOMPLETE
 //     TRANSPORT_ERROR;
-//  6. bytes over [Options.MaxBytes]: BYTE_CAP; tools over
-//     [Options.MaxTools]: TOOL_CAP;
-//  7. versioned source ([Options.Versioned]): a page without a revision is
-//     INCOMPLETE REVISION_MISSING, a revision other than the first page's is
+//  6. versioned source: a page without a revision is INCOMPLETE
+//     REVISION_MISSING, a revision other than the first page's is
 //     INCOMPLETE REVISION_MISMATCH;
-//  8. a `nextCursor` equal to the cursor just sent: INCOMPLETE
-//     REPEATED_CURSOR; one sent earlier in the scan: INCOMPLETE CURSOR_CYCLE;
-//     a next page beyond [Options.MaxPages]: INCOMPLETE PAGE_CAP.
+//  7. a `nextCursor` equal to the cursor just sent: INCOMPLETE
+//     REPEATED_CURSOR; one sent earlier in the scan: INCOMPLETE
+//     CURSOR_CYCLE. From 2026-07-28 on the first request's absent cursor
+//     counts as "" (a server cannot tell them apart: the revision package
+//     and go-sdk start over at ""), so an empty `nextCursor` never leads
+//     anywhere new;
+//  8. tools over [Options.MaxTools]: TOOL_CAP; bytes of the pages read so
+//     far over [Options.MaxBytes]: BYTE_CAP; a next page beyond
+//     [Options.MaxPages]: INCOMPLETE PAGE_CAP. The caps bound the walk; the
+//     re-check is not counted.
 //
-// The closing re-check applies rules 1–7 and additionally requires its tool
-// digest to equal the first page's (REVISION_MISMATCH otherwise: the catalog
-// moved, or the server served different content under one revision). A
-// final check of rules 1 and 2 follows it.
+// The closing re-check applies rules 1–6 and additionally requires its
+// tools to be the walk's first tools (by descriptor digest), and all of
+// them when it has no next page (REVISION_MISMATCH otherwise: the catalog
+// moved, or the server served different content under one revision); the
+// pages may be cut differently the second time. A final check of rules 1
+// and 2 follows it.
 //
 // A crawl that passes is SNAPSHOT_PROVEN for a versioned source and
 // UNVERSIONED_OBSERVATION otherwise. Validation of the tools is the job of

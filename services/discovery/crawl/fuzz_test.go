@@ -54,7 +54,7 @@ func FuzzTapBodyPassesStreamsThrough(f *testing.F) {
 // TestTapBodyStubsTheCrawlsOwnAnswer checks the one rewrite the tap makes.
 func TestTapBodyStubsTheCrawlsOwnAnswer(t *testing.T) {
 	tp := newTap(1 << 20)
-	c := tp.arm(false)
+	c := tp.arm()
 	req := json.RawMessage(`{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{}}`)
 	msg := mustDecode(t, req)
 	tp.outgoing(msg)

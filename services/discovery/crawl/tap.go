@@ -34,9 +34,6 @@ var errMessageTooLarge = errors.New("crawl: message larger than the byte cap")
 //     so tools keep every field exactly as sent (the SDK's typed mcp.Tool drops
 //     unknown fields, and its ListToolsResult cannot tell an empty nextCursor
 //     from an absent one);
-//   - it rewrites an outgoing tools/list to carry an explicit `"cursor": ""`
-//     when the server returned an empty-string cursor (2026-07-28), which the
-//     SDK's ListToolsParams would omit;
 //   - it counts `notifications/tools/list_changed` at the moment the message
 //     is read off the wire, so a notification that precedes a page's response
 //     on the wire is always seen before that response is used.
@@ -57,8 +54,6 @@ type tap struct {
 
 // call is one tools/list request of the crawl.
 type call struct {
-	explicitEmptyCursor bool
-
 	mu       sync.Mutex
 	sent     bool
 	answered bool
@@ -71,8 +66,8 @@ func newTap(limit int64) *tap {
 }
 
 // arm prepares the capture of the next tools/list request.
-func (t *tap) arm(explicitEmptyCursor bool) *call {
-	c := &call{explicitEmptyCursor: explicitEmptyCursor}
+func (t *tap) arm() *call {
+	c := &call{}
 	t.mu.Lock()
 	t.armed = c
 	t.mu.Unlock()
@@ -93,11 +88,10 @@ func (t *tap) disarm(c *call) {
 	}
 }
 
-// outgoing registers an outgoing request and returns the request to send
-// (rewritten when the armed call needs an explicit empty cursor).
-func (t *tap) outgoing(req *jsonrpc.Request) *jsonrpc.Request {
+// outgoing registers an outgoing request as the armed call's.
+func (t *tap) outgoing(req *jsonrpc.Request) {
 	if req.Method != methodToolsList || !req.IsCall() {
-		return req
+		return
 	}
 	t.mu.Lock()
 	c := t.armed
@@ -107,28 +101,11 @@ func (t *tap) outgoing(req *jsonrpc.Request) *jsonrpc.Request {
 	}
 	t.mu.Unlock()
 	if c == nil {
-		return req
+		return
 	}
 	c.mu.Lock()
 	c.sent = true
 	c.mu.Unlock()
-	if !c.explicitEmptyCursor {
-		return req
-	}
-	params := map[string]json.RawMessage{}
-	if len(req.Params) > 0 && !bytes.Equal(bytes.TrimSpace(req.Params), []byte("null")) {
-		if err := json.Unmarshal(req.Params, &params); err != nil {
-			return req
-		}
-	}
-	params["cursor"] = json.RawMessage(`""`)
-	b, err := json.Marshal(params)
-	if err != nil {
-		return req
-	}
-	cp := *req
-	cp.Params = b
-	return &cp
 }
 
 // stubResult replaces a captured tools/list result before the go-sdk sees
@@ -219,7 +196,7 @@ func (c *tapConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 
 func (c *tapConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if req, ok := msg.(*jsonrpc.Request); ok {
-		msg = c.tap.outgoing(req)
+		c.tap.outgoing(req)
 	}
 	return c.Connection.Write(ctx, msg)
 }
@@ -227,7 +204,7 @@ func (c *tapConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 // --- streamable HTTP: tap request and response bodies ---
 
 // tapRoundTripper sees every HTTP exchange of a streamable HTTP session: it
-// registers (and if needed rewrites) outgoing tools/list bodies, adds the
+// registers outgoing tools/list requests, adds the
 // upstream credential, and hands response bodies to the tap as the SDK
 // reads them.
 type tapRoundTripper struct {
@@ -249,11 +226,7 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 		}
 		if msg, err := jsonrpc.DecodeMessage(body); err == nil {
 			if r, ok := msg.(*jsonrpc.Request); ok {
-				if out := rt.tap.outgoing(r); out != r {
-					if b, err := jsonrpc.EncodeMessage(out); err == nil {
-						body = b
-					}
-				}
+				rt.tap.outgoing(r)
 			}
 		}
 		req.Body = io.NopCloser(bytes.NewReader(body))

@@ -43,9 +43,12 @@ type Catalog struct {
 	// OnList, when set, runs before each answer is built (under the
 	// catalog's lock) and may change the catalog or the reply options.
 	OnList func(c *Catalog, call int, cursor *string, r *Reply)
-	// EmptyFirstCursor makes the first page's nextCursor the empty string
-	// (a valid cursor since 2026-07-28) instead of `<offset>@<revision>`.
-	EmptyFirstCursor bool
+	// EmptyCursorPage, when 2 or more, makes the nextCursor of that page
+	// (from 1) the empty string (a valid cursor since 2026-07-28), standing
+	// for the offset after it; an explicit `"cursor": ""` is then answered
+	// with the next page. (The first page's absent cursor is also "" to a
+	// server, so page 1 cannot use it.)
+	EmptyCursorPage int
 
 	tools []json.RawMessage
 }
@@ -92,8 +95,8 @@ func (c *Catalog) List(call int, cursor *string) Reply {
 	}
 	offset := 0
 	if cursor != nil {
-		if *cursor == "" && c.EmptyFirstCursor {
-			offset = c.size()
+		if *cursor == "" && c.EmptyCursorPage >= 2 {
+			offset = c.EmptyCursorPage * c.size()
 		} else {
 			off, rev, ok := strings.Cut(*cursor, "@")
 			n, err := strconv.Atoi(off)
@@ -110,7 +113,7 @@ func (c *Catalog) List(call int, cursor *string) Reply {
 	}
 	res := map[string]any{"tools": c.tools[offset:end]}
 	if end < len(c.tools) {
-		if offset == 0 && c.EmptyFirstCursor {
+		if c.EmptyCursorPage >= 2 && end == c.EmptyCursorPage*c.size() {
 			res["nextCursor"] = ""
 		} else {
 			res["nextCursor"] = fmt.Sprintf("%d@%s", end, c.Revision)

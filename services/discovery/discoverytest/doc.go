@@ -1,8 +1,9 @@
 // Package discoverytest holds test support for discovery and its users:
 // go-sdk MCP servers whose `tools/list` is scripted (in-memory, streamable
 // HTTP with or without TLS, and a stdio binary), a paged catalog with
-// revision-bound cursors, and an in-process fake of the registry's gRPC
-// API.
+// revision-bound cursors, an in-process fake of the registry's gRPC API,
+// and a discovery worker in a child process for tests that kill one
+// ([StartChild], [RunChild]).
 //
 // The scripted servers answer tools/list below the go-sdk's typed layer, so
 // a test controls every byte of a result (unknown fields, empty-string

@@ -39,7 +39,10 @@ const (
 	RunReason_RUN_REASON_UNSPECIFIED RunReason = 0
 	// `notifications/tools/list_changed` arrived during the scan.
 	RunReason_RUN_REASON_LIST_CHANGED RunReason = 1
-	// A page or the closing re-check carried a different source revision.
+	// A page or the closing re-check carried a different source revision; a
+	// server with a source revision refused a cursor with JSON-RPC -32602 (its
+	// revision expired between pages); or the closing re-check listed other
+	// tools than the pages read (the catalog changed during the scan).
 	RunReason_RUN_REASON_REVISION_MISMATCH RunReason = 2
 	// A page of a server whose revision source is SERVER_PROVIDED carried no
 	// revision.

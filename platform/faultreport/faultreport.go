@@ -7,6 +7,10 @@
 // file in that directory; [Summarize] adds them up. A figure no test
 // recorded is reported as missing, never as zero: the line only says what
 // the tests themselves counted.
+//
+// It lives in platform so that tests of every module can record: the e2e
+// fault suite, and the pointer-CAS linearizability check inside the
+// discovery service's store.
 package faultreport
 
 import (
