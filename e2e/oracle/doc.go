@@ -19,7 +19,12 @@
 //     NONE the re-check may be skipped; if it is in the log it counts.)
 //  3. It stops at the first fault, in the order the server sent things:
 //     a `notifications/tools/list_changed` sent before a response is
-//     handled before that response.
+//     handled before that response. One interleaving has no such order for
+//     the client: over streamable HTTP ([Config.ConcurrentStreams]) a
+//     notification written on a request's stream followed by a dropped
+//     connection, which the client may see first on its standalone SSE
+//     stream. The outcome is LIST_CHANGED with TRANSPORT_ERROR also allowed
+//     ([Outcome.AlsoAllowed]); INCOMPLETE, nothing activated, either way.
 //
 // Each response is checked in this order; the first rule that fires ends
 // the scan with its reason:

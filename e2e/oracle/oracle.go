@@ -30,6 +30,14 @@ type Config struct {
 	RevisionSource registryv1.RevisionSource
 	// Limits are the crawler's caps.
 	Limits Limits
+	// ConcurrentStreams says the transport carries one session over several
+	// concurrent streams (streamable HTTP: a stream per request plus the
+	// standalone SSE stream). Over such a transport a notification written
+	// on a request's stream and a dropped connection seen first on another
+	// stream are not ordered for the client, so both causes are correct
+	// (see [Outcome.AlsoAllowed]). In-memory and stdio carry one ordered
+	// stream: false.
+	ConcurrentStreams bool
 }
 
 // Limits are a crawl's caps; zero means no cap.
@@ -69,6 +77,14 @@ type Outcome struct {
 	// Reason is the one cause of INCOMPLETE or QUARANTINED; UNSPECIFIED
 	// otherwise.
 	Reason discoveryv1.RunReason
+	// AlsoAllowed are other reasons a correct crawler may give for the same
+	// State, when the log cannot order what the client saw. It is set in one
+	// case only: over [Config.ConcurrentStreams], a list_changed followed by
+	// a connection drop in the same exchange is LIST_CHANGED, or
+	// TRANSPORT_ERROR when the client saw the drop on its standalone stream
+	// first. The state (INCOMPLETE, nothing activated) is the same either
+	// way. Empty otherwise: one reason is right.
+	AlsoAllowed []discoveryv1.RunReason
 	// Detail says what happened, for humans.
 	Detail string
 	// ProtocolVersion is the version the scan ran at.
@@ -269,6 +285,9 @@ func (w *walk) step(ex *exchange) (bool, error) {
 	w.out.Requests++
 	w.out.DecidedAt = r.Request
 	if n, ok := w.notificationBefore(resp.Seq); ok {
+		if resp.Kind == fixture.EventCrash && w.cfg.ConcurrentStreams {
+			w.out.AlsoAllowed = []discoveryv1.RunReason{discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR}
+		}
 		return w.incomplete(discoveryv1.RunReason_RUN_REASON_LIST_CHANGED,
 			"list_changed sent (event %d, on request %d's stream when not 0) before the answer to request %d",
 			n.Seq, n.Request, r.Request)

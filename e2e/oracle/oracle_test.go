@@ -458,3 +458,44 @@ func TestAClientCacheThatAnswersTheRecheckLeavesTheScanUnfinished(t *testing.T) 
 		t.Fatalf("Expect = %v, want ErrUnfinished", err)
 	}
 }
+
+// Over concurrent streams (streamable HTTP) a list_changed written on a
+// request's stream and a dropped connection that the client may see first
+// on its standalone stream are not ordered for the client: LIST_CHANGED and
+// TRANSPORT_ERROR are both right, INCOMPLETE either way. Over one ordered
+// stream only LIST_CHANGED is.
+func TestNotificationThenDropIsUnorderedOnlyOverConcurrentStreams(t *testing.T) {
+	script := versioned()
+	script.Steps = []fixture.Step{{Request: 2, Notify: true}, {Request: 2, Crash: true}}
+	s := start(t, script)
+	events := drive(t, s, inMemory(t, s), "")
+	for _, concurrent := range []bool{false, true} {
+		got, err := oracle.Expect(events, oracle.Config{RevisionSource: serverProvided, ConcurrentStreams: concurrent})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != catalogv1.DiscoveryState_DISCOVERY_STATE_INCOMPLETE || got.Reason != discoveryv1.RunReason_RUN_REASON_LIST_CHANGED {
+			t.Fatalf("concurrent=%v: %v %v", concurrent, got.State, got.Reason)
+		}
+		wantAlso := 0
+		if concurrent {
+			wantAlso = 1
+		}
+		if len(got.AlsoAllowed) != wantAlso || concurrent && got.AlsoAllowed[0] != discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR {
+			t.Fatalf("concurrent=%v: also allowed %v", concurrent, got.AlsoAllowed)
+		}
+	}
+	// A drop alone, or a notification alone, stays one reason.
+	for _, steps := range [][]fixture.Step{{{Request: 2, Crash: true}}, {{Request: 2, Notify: true}}} {
+		script := versioned()
+		script.Steps = steps
+		s := start(t, script)
+		got, err := oracle.Expect(drive(t, s, inMemory(t, s), ""), oracle.Config{RevisionSource: serverProvided, ConcurrentStreams: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.AlsoAllowed) != 0 {
+			t.Fatalf("steps %+v: also allowed %v", steps, got.AlsoAllowed)
+		}
+	}
+}
