@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/toolcrib/toolcrib/platform/config"
-	"github.com/toolcrib/toolcrib/services/discovery/registry"
+	"github.com/toolcrib/toolcrib/services/discovery/registryclient"
 )
 
 // Config is discovery's configuration.
@@ -70,7 +70,7 @@ type Config struct {
 
 	// Registry, when set, is used instead of dialing RegistryAddr (tests and
 	// benchmarks in one process). Not a flag.
-	Registry registry.Registry
+	Registry registryclient.Registry
 	// LookupEnv resolves `env:` secret references; nil means the process
 	// environment. Not a flag.
 	LookupEnv func(string) (string, bool)

@@ -18,7 +18,7 @@ import (
 	"github.com/toolcrib/toolcrib/services/discovery/internal/grpcapi"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/scan"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/store"
-	"github.com/toolcrib/toolcrib/services/discovery/registry"
+	"github.com/toolcrib/toolcrib/services/discovery/registryclient"
 	"github.com/toolcrib/toolcrib/services/discovery/validate"
 )
 
@@ -52,9 +52,9 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		log := changelog.New(d.Pool, ChangeChannel, d.Logger)
 		reg := cfg.Registry
-		var regClient *registry.Client
+		var regClient *registryclient.Client
 		if reg == nil {
-			regClient, err = registry.Dial(cfg.RegistryAddr, &principal.FileToken{Path: cfg.ServiceTokenFile})
+			regClient, err = registryclient.Dial(cfg.RegistryAddr, &principal.FileToken{Path: cfg.ServiceTokenFile})
 			if err != nil {
 				wpool.Close()
 				return service.Parts{}, err

@@ -23,7 +23,7 @@ import (
 	"github.com/toolcrib/toolcrib/services/discovery"
 	"github.com/toolcrib/toolcrib/services/discovery/crawl"
 	"github.com/toolcrib/toolcrib/services/discovery/discoverytest"
-	"github.com/toolcrib/toolcrib/services/discovery/registry"
+	"github.com/toolcrib/toolcrib/services/discovery/registryclient"
 )
 
 func TestProvenScanCommitsGenerationOne(t *testing.T) {
@@ -369,7 +369,7 @@ func withPin(s *registryv1.Server, pin string) *registryv1.Server {
 
 func TestInjectedRegistryImplementation(t *testing.T) {
 	reg := newRegFake(t)
-	client, err := registry.Dial(reg.addr, nil)
+	client, err := registryclient.Dial(reg.addr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

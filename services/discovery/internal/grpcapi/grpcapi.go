@@ -18,7 +18,7 @@ import (
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/scan"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/store"
-	"github.com/toolcrib/toolcrib/services/discovery/registry"
+	"github.com/toolcrib/toolcrib/services/discovery/registryclient"
 )
 
 // Scheduler queues scans.
@@ -149,7 +149,7 @@ func (s *Server) TriggerScan(ctx context.Context, req *discoveryv1.TriggerScanRe
 		return nil, apierror.NotFound("audience class", req.GetAudienceClass())
 	case errors.Is(err, scan.ErrNotCovered):
 		return nil, apierror.FailedPrecondition("NOT_COVERED", "audience class "+req.GetAudienceClass()+" does not cover server "+req.GetServerId())
-	case errors.Is(err, registry.ErrUnavailable):
+	case errors.Is(err, registryclient.ErrUnavailable):
 		return nil, apierror.Unavailable("the registry cannot be read; retry later", err)
 	case errors.Is(err, scan.ErrNotReady):
 		return nil, apierror.Unavailable("the scan queue is starting; retry later", err)

@@ -19,7 +19,7 @@ import (
 	"github.com/toolcrib/toolcrib/services/discovery/candidate"
 	"github.com/toolcrib/toolcrib/services/discovery/crawl"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/store"
-	"github.com/toolcrib/toolcrib/services/discovery/registry"
+	"github.com/toolcrib/toolcrib/services/discovery/registryclient"
 )
 
 type disposition int
@@ -91,7 +91,7 @@ func (st *scanState) fail(state catalogv1.DiscoveryState, reason discoveryv1.Run
 
 // registryFault turns a registry error into the run's end.
 func (st *scanState) registryFault(what string, err error) outcome {
-	if errors.Is(err, registry.ErrNotFound) {
+	if errors.Is(err, registryclient.ErrNotFound) {
 		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_NOT_REGISTERED, "%s is no longer registered", what)
 	}
 	if st.ctx.Err() != nil {
@@ -306,7 +306,7 @@ func (s *Scanner) pin(ctx context.Context, srv *registryv1.Server, observed stri
 	if err == nil {
 		return pinned, nil
 	}
-	if !errors.Is(err, registry.ErrConflict) {
+	if !errors.Is(err, registryclient.ErrConflict) {
 		return nil, err
 	}
 	again, err := s.reg.Server(ctx, srv.GetServerId())
@@ -317,7 +317,7 @@ func (s *Scanner) pin(ctx context.Context, srv *registryv1.Server, observed stri
 	case observed:
 		return again, nil
 	case "":
-		return nil, fmt.Errorf("%w: the server changed before it could be pinned", registry.ErrUnavailable)
+		return nil, fmt.Errorf("%w: the server changed before it could be pinned", registryclient.ErrUnavailable)
 	}
 	return nil, fmt.Errorf("%w: pinned %s, observed %s", errPinChanged, again.GetIdentityPin(), observed)
 }

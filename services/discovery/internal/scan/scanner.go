@@ -24,7 +24,7 @@ import (
 	"github.com/toolcrib/toolcrib/platform/changelog"
 	"github.com/toolcrib/toolcrib/services/discovery/crawl"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/store"
-	"github.com/toolcrib/toolcrib/services/discovery/registry"
+	"github.com/toolcrib/toolcrib/services/discovery/registryclient"
 	"github.com/toolcrib/toolcrib/services/discovery/validate"
 )
 
@@ -123,7 +123,7 @@ type Scanner struct {
 	pool  *pgxpool.Pool
 	store *store.Store
 	log   *changelog.Log
-	reg   registry.Registry
+	reg   registryclient.Registry
 	lg    *slog.Logger
 	river *river.Client[pgx.Tx]
 
@@ -138,7 +138,7 @@ type Scanner struct {
 // New builds a scanner. pool must have room for two connections per worker
 // plus River's own (see [PoolSize]); nothing touches the database until
 // [Scanner.Run].
-func New(pool *pgxpool.Pool, st *store.Store, log *changelog.Log, reg registry.Registry, cfg Config, lg *slog.Logger) (*Scanner, error) {
+func New(pool *pgxpool.Pool, st *store.Store, log *changelog.Log, reg registryclient.Registry, cfg Config, lg *slog.Logger) (*Scanner, error) {
 	cfg = cfg.withDefaults()
 	s := &Scanner{cfg: cfg, pool: pool, store: st, log: log, reg: reg, lg: lg, stopLinger: make(chan struct{})}
 	workers := river.NewWorkers()
@@ -337,7 +337,7 @@ var (
 // every class covering it when audienceClass is empty.
 func (s *Scanner) Trigger(ctx context.Context, serverID, audienceClass string) ([]Ticket, error) {
 	if _, err := s.reg.Server(ctx, serverID); err != nil {
-		if errors.Is(err, registry.ErrNotFound) {
+		if errors.Is(err, registryclient.ErrNotFound) {
 			return nil, ErrUnknownServer
 		}
 		return nil, err
@@ -346,7 +346,7 @@ func (s *Scanner) Trigger(ctx context.Context, serverID, audienceClass string) (
 	if audienceClass != "" {
 		c, err := s.audienceClass(ctx, audienceClass, time.Now())
 		if err != nil {
-			if errors.Is(err, registry.ErrNotFound) {
+			if errors.Is(err, registryclient.ErrNotFound) {
 				return nil, ErrUnknownClass
 			}
 			return nil, err

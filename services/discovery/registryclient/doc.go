@@ -7,4 +7,4 @@
 // scans, and writes exactly one thing: the identity pin of a server whose
 // pin is empty, after its first scan (trust on first use). The registry
 // allows a service principal that one update.
-package registry
+package registryclient
