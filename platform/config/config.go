@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/toolcrib/toolcrib/platform/principal"
 )
 
 // Set is a flag set whose flags fall back to environment variables.
@@ -145,9 +147,18 @@ type Common struct {
 	AuthIssuer string
 	// AuthAudience is the required `aud` claim.
 	AuthAudience string
-	// AdminGroup is the group whose members are platform admins.
+	// AuthPlatformTenant is the tenant (the token's `tenant` claim) whose
+	// members may be admins and services; the admin and service groups of
+	// any other tenant give no role.
+	AuthPlatformTenant string
+	// AuthMaxTokenLifetime is the longest lifetime (exp - iat) a token may
+	// have; longer-lived tokens are refused.
+	AuthMaxTokenLifetime time.Duration
+	// AdminGroup is the group whose members (of the platform tenant) are
+	// platform admins.
 	AdminGroup string
-	// ServiceGroup is the group whose members are toolcrib services.
+	// ServiceGroup is the group whose members (of the platform tenant) are
+	// toolcrib services.
 	ServiceGroup string
 	// DependencyCheckInterval is how often Postgres and Redis are pinged to
 	// keep the health status true.
@@ -174,6 +185,9 @@ type Defaults struct {
 	UsesRedis bool
 }
 
+// DefaultPlatformTenant is the platform tenant unless configured otherwise.
+const DefaultPlatformTenant = "toolcrib-platform"
+
 // DefaultPostgresURL is used when neither flag nor environment names one.
 const DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
@@ -196,8 +210,10 @@ func (c *Common) Register(s *Set, service string, d Defaults) {
 	s.String(&c.AuthJWKS, "auth-jwks", "", ".toolcrib/dev/jwks.json", "JWKS file with the identity provider's public keys")
 	s.String(&c.AuthIssuer, "auth-issuer", "", "toolcrib-dev", "required token issuer (iss); empty accepts any")
 	s.String(&c.AuthAudience, "auth-audience", "", "toolcrib", "required token audience (aud)")
-	s.String(&c.AdminGroup, "admin-group", "", "toolcrib-admins", "group whose members are platform admins")
-	s.String(&c.ServiceGroup, "service-group", "", "toolcrib-services", "group whose members are toolcrib services")
+	s.String(&c.AuthPlatformTenant, "auth-platform-tenant", "", DefaultPlatformTenant, "tenant whose members may be admins and services; the admin and service groups count only there")
+	s.Duration(&c.AuthMaxTokenLifetime, "auth-max-token-lifetime", "", principal.DefaultMaxTokenLifetime, "longest token lifetime (exp - iat) accepted")
+	s.String(&c.AdminGroup, "admin-group", "", "toolcrib-admins", "group whose members of the platform tenant are platform admins")
+	s.String(&c.ServiceGroup, "service-group", "", "toolcrib-services", "group whose members of the platform tenant are toolcrib services")
 	s.Duration(&c.DependencyCheckInterval, "dependency-check-interval", "", 2*time.Second, "how often Postgres and Redis are checked for the health status")
 	s.String(&c.ServiceTokenFile, "service-token-file", "", ".toolcrib/dev/service-token", "file with the bearer token this service presents to other toolcrib services")
 }
@@ -246,6 +262,12 @@ func (c *Common) Validate() error {
 	}
 	if c.AdminGroup == "" {
 		bad("admin-group", "required")
+	}
+	if !principal.ValidTenantID(c.AuthPlatformTenant) {
+		bad("auth-platform-tenant", "must be a tenant id matching %s", principal.TenantIDPattern)
+	}
+	if c.AuthMaxTokenLifetime <= 0 {
+		bad("auth-max-token-lifetime", "must be positive")
 	}
 	return errors.Join(errs...)
 }

@@ -24,13 +24,15 @@ import (
 type Principal struct {
 	// Subject is the token's `sub`.
 	Subject string
-	// Tenant is the token's `tenant` claim; empty for platform principals.
+	// Tenant is the token's `tenant` claim.
 	Tenant string
 	// Groups is the token's `groups` claim.
 	Groups []string
-	// Admin is true for members of the configured admin group.
+	// Admin is true for members of the configured admin group of the
+	// configured platform tenant, and only for them.
 	Admin bool
-	// Service is true for members of the configured service group.
+	// Service is true for members of the configured service group of the
+	// configured platform tenant, and only for them.
 	Service bool
 	// ExpiresAt is the token's expiry.
 	ExpiresAt time.Time
@@ -39,13 +41,19 @@ type Principal struct {
 // InGroup reports whether the principal is a member of group.
 func (p Principal) InGroup(group string) bool { return slices.Contains(p.Groups, group) }
 
-// Owns reports whether owner names the principal: its subject, or
-// `group:<name>` of one of its groups.
+// Owns reports whether owner (an [Owner] in its written form) names the
+// principal: the owner's tenant is the principal's tenant, and its group is
+// one of the principal's groups or its subject is the principal's subject.
+// A malformed owner names nobody.
 func (p Principal) Owns(owner string) bool {
-	if g, ok := strings.CutPrefix(owner, "group:"); ok {
-		return p.InGroup(g)
+	o, err := ParseOwner(owner)
+	if err != nil || p.Tenant == "" || o.Tenant != p.Tenant {
+		return false
 	}
-	return owner != "" && owner == p.Subject
+	if o.Group != "" {
+		return p.InGroup(o.Group)
+	}
+	return o.Subject == p.Subject
 }
 
 // ErrInvalidToken is wrapped by every verification failure.
@@ -59,13 +67,25 @@ type VerifierConfig struct {
 	Issuer string
 	// Audience is the required `aud`.
 	Audience string
-	// AdminGroup makes its members admins.
+	// PlatformTenant is the tenant whose members may hold the admin and
+	// service roles; required when AdminGroup or ServiceGroup is set. A
+	// member of AdminGroup in any other tenant is no admin: group names are
+	// chosen by each tenant, so only the platform tenant's count.
+	PlatformTenant string
+	// AdminGroup makes its members of PlatformTenant admins.
 	AdminGroup string
-	// ServiceGroup makes its members service principals.
+	// ServiceGroup makes its members of PlatformTenant service principals.
 	ServiceGroup string
+	// MaxLifetime is the longest lifetime a token may have: exp - iat, or
+	// exp - now for a token without iat. 0 means [DefaultMaxTokenLifetime].
+	MaxLifetime time.Duration
 	// Leeway tolerates clock skew on exp/nbf/iat; 0 means 30s.
 	Leeway time.Duration
 }
+
+// DefaultMaxTokenLifetime is the longest token lifetime accepted unless
+// configured otherwise.
+const DefaultMaxTokenLifetime = 24 * time.Hour
 
 // Verifier checks tokens against configured keys.
 //
@@ -105,6 +125,15 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	}
 	if cfg.Leeway == 0 {
 		cfg.Leeway = 30 * time.Second
+	}
+	if cfg.MaxLifetime == 0 {
+		cfg.MaxLifetime = DefaultMaxTokenLifetime
+	}
+	if cfg.MaxLifetime < 0 {
+		return nil, errors.New("principal: the maximum token lifetime must be positive")
+	}
+	if (cfg.AdminGroup != "" || cfg.ServiceGroup != "") && !ValidTenantID(cfg.PlatformTenant) {
+		return nil, fmt.Errorf("principal: admin and service groups need a platform tenant matching %s", TenantIDPattern)
 	}
 	return &Verifier{cfg: cfg, keys: set, now: time.Now, verified: map[string]Principal{}}, nil
 }
@@ -199,9 +228,17 @@ func (v *Verifier) verify(token string) (Principal, error) {
 	if err := std.ValidateWithLeeway(exp, v.cfg.Leeway); err != nil {
 		return Principal{}, fmt.Errorf("%w: %v", ErrInvalidToken, err)
 	}
+	from := exp.Time
+	if std.IssuedAt != nil {
+		from = std.IssuedAt.Time()
+	}
+	if life := std.Expiry.Time().Sub(from); life > v.cfg.MaxLifetime {
+		return Principal{}, fmt.Errorf("%w: lifetime %v exceeds the maximum %v", ErrInvalidToken, life.Round(time.Second), v.cfg.MaxLifetime)
+	}
 	p := Principal{Subject: std.Subject, Tenant: extra.Tenant, Groups: extra.Groups, ExpiresAt: std.Expiry.Time()}
-	p.Admin = v.cfg.AdminGroup != "" && p.InGroup(v.cfg.AdminGroup)
-	p.Service = v.cfg.ServiceGroup != "" && p.InGroup(v.cfg.ServiceGroup)
+	platform := v.cfg.PlatformTenant != "" && p.Tenant == v.cfg.PlatformTenant
+	p.Admin = platform && v.cfg.AdminGroup != "" && p.InGroup(v.cfg.AdminGroup)
+	p.Service = platform && v.cfg.ServiceGroup != "" && p.InGroup(v.cfg.ServiceGroup)
 	return p, nil
 }
 

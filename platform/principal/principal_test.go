@@ -29,7 +29,8 @@ func newPair(t *testing.T) (*Signer, *Verifier) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := NewVerifier(VerifierConfig{JWKS: jwks, Issuer: "issuer-a", Audience: "toolcrib", AdminGroup: "admins", ServiceGroup: "services"})
+	v, err := NewVerifier(VerifierConfig{JWKS: jwks, Issuer: "issuer-a", Audience: "toolcrib",
+		PlatformTenant: "platform", AdminGroup: "admins", ServiceGroup: "services"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +39,7 @@ func newPair(t *testing.T) (*Signer, *Verifier) {
 
 func TestVerifyAcceptsAndMapsClaims(t *testing.T) {
 	s, v := newPair(t)
-	tok, err := s.Mint(Claims{Subject: "alice", Tenant: "tenant-a", Groups: []string{"admins", "readers"}})
+	tok, err := s.Mint(Claims{Subject: "alice", Tenant: "platform", Groups: []string{"admins", "readers"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,11 +47,131 @@ func TestVerifyAcceptsAndMapsClaims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Subject != "alice" || p.Tenant != "tenant-a" || !p.Admin || p.Service || !p.InGroup("readers") {
+	if p.Subject != "alice" || p.Tenant != "platform" || !p.Admin || p.Service || !p.InGroup("readers") {
 		t.Fatalf("principal %+v", p)
 	}
-	if !p.Owns("alice") || !p.Owns("group:readers") || p.Owns("group:writers") || p.Owns("bob") || p.Owns("") {
-		t.Fatal("Owns is wrong")
+}
+
+// Admin and service roles count only for principals of the platform
+// tenant: the same group names in any other tenant, or with no tenant
+// claim, give no role.
+func TestRolesCountOnlyInThePlatformTenant(t *testing.T) {
+	s, v := newPair(t)
+	for _, tc := range []struct {
+		tenant         string
+		groups         []string
+		admin, service bool
+	}{
+		{"platform", []string{"admins"}, true, false},
+		{"platform", []string{"services"}, false, true},
+		{"platform", []string{"readers"}, false, false},
+		{"tenant-a", []string{"admins", "services"}, false, false},
+		{"", []string{"admins", "services"}, false, false},
+		{"platform-x", []string{"admins", "services"}, false, false},
+	} {
+		tok, err := s.Mint(Claims{Subject: "x", Tenant: tc.tenant, Groups: tc.groups})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := v.Verify(tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Admin != tc.admin || p.Service != tc.service {
+			t.Errorf("tenant %q groups %v: admin %v service %v, want %v %v", tc.tenant, tc.groups, p.Admin, p.Service, tc.admin, tc.service)
+		}
+	}
+	key, _ := GenerateKey()
+	jwks, _ := (&Signer{key: key}).PublicJWKS()
+	if _, err := NewVerifier(VerifierConfig{JWKS: jwks, Audience: "toolcrib", AdminGroup: "admins"}); err == nil {
+		t.Fatal("a verifier with an admin group and no platform tenant was built")
+	}
+}
+
+// An owner names its tenant: the same group or subject in another tenant
+// owns nothing, and a bare group or subject (the old form) names nobody.
+func TestOwnsBindsTheTenant(t *testing.T) {
+	a := Principal{Subject: "alice", Tenant: "tenant-a", Groups: []string{"inventory-team"}}
+	b := Principal{Subject: "alice", Tenant: "tenant-b", Groups: []string{"inventory-team"}}
+	noTenant := Principal{Subject: "alice", Groups: []string{"inventory-team"}}
+	for owner, want := range map[string]bool{
+		"tenant-a/group:inventory-team": true,
+		"tenant-a/user:alice":           true,
+		"tenant-a/group:writers":        false,
+		"tenant-a/user:bob":             false,
+		"group:inventory-team":          false,
+		"alice":                         false,
+		"":                              false,
+	} {
+		if got := a.Owns(owner); got != want {
+			t.Errorf("tenant-a Owns(%q) = %v, want %v", owner, got, want)
+		}
+		if b.Owns(owner) || noTenant.Owns(owner) {
+			t.Errorf("a principal of another tenant (or none) owns %q", owner)
+		}
+	}
+}
+
+func TestParseOwner(t *testing.T) {
+	for in, want := range map[string]Owner{
+		"tenant-a/group:inventory-team": {Tenant: "tenant-a", Group: "inventory-team"},
+		"tenant-a/user:alice@example":   {Tenant: "tenant-a", Subject: "alice@example"},
+		"t/user:auth0|a/b:c":            {Tenant: "t", Subject: "auth0|a/b:c"},
+	} {
+		got, err := ParseOwner(in)
+		if err != nil || got != want || got.String() != in {
+			t.Errorf("ParseOwner(%q) = %+v, %v (String %q)", in, got, err, got.String())
+		}
+	}
+	for _, in := range []string{"", "group:x", "alice", "Tenant-A/group:x", "tenant-a/x", "tenant-a/group:", "tenant-a/user:",
+		"tenant-a/group:a b", "tenant-a/user:a\x1b[31m", "/group:x", "tenant-a/group:" + strings.Repeat("x", MaxOwnerName+1)} {
+		_, err := ParseOwner(in)
+		var oe *OwnerError
+		if !errors.As(err, &oe) {
+			t.Errorf("ParseOwner(%q) = %v, want an OwnerError", in, err)
+		} else if in != "" && strings.Contains(err.Error(), in) {
+			t.Errorf("the error echoes the input: %v", err)
+		}
+	}
+}
+
+// A token may live at most MaxLifetime (24h by default), measured from iat,
+// or from now when it carries none.
+func TestMaxTokenLifetime(t *testing.T) {
+	s, v := newPair(t)
+	century := 100 * 365 * 24 * time.Hour
+	for name, c := range map[string]Claims{
+		"100 years":         {Subject: "alice", TTL: century},
+		"100 years, no iat": {Subject: "alice", TTL: century, OmitIssuedAt: true},
+		"25 hours":          {Subject: "alice", TTL: 25 * time.Hour},
+		"25 hours, no iat":  {Subject: "alice", TTL: 25 * time.Hour, OmitIssuedAt: true},
+	} {
+		tok, err := s.Mint(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := v.Verify(tok); !errors.Is(err, ErrInvalidToken) || !strings.Contains(err.Error(), "exceeds the maximum") {
+			t.Errorf("%s: %v, want refused for its lifetime", name, err)
+		}
+	}
+	for name, c := range map[string]Claims{
+		"24 hours":       {Subject: "alice", TTL: 24 * time.Hour},
+		"1 hour, no iat": {Subject: "alice", TTL: time.Hour, OmitIssuedAt: true},
+	} {
+		tok, _ := s.Mint(c)
+		if _, err := v.Verify(tok); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// A shorter configured maximum refuses what the default accepts.
+	jwks, _ := s.PublicJWKS()
+	short, err := NewVerifier(VerifierConfig{JWKS: jwks, Audience: "toolcrib", MaxLifetime: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := s.Mint(Claims{Subject: "alice", TTL: time.Hour})
+	if _, err := short.Verify(tok); !errors.Is(err, ErrInvalidToken) {
+		t.Fatalf("a 1h token passed a 10m maximum: %v", err)
 	}
 }
 

@@ -32,7 +32,7 @@ type Signer struct {
 type Claims struct {
 	// Subject (`sub`); required.
 	Subject string
-	// Tenant (`tenant`); empty for platform principals.
+	// Tenant (`tenant`); platform principals carry the platform tenant.
 	Tenant string
 	// Groups (`groups`).
 	Groups []string
@@ -40,6 +40,8 @@ type Claims struct {
 	TTL time.Duration
 	// Audience overrides the signer's audience when set.
 	Audience string
+	// OmitIssuedAt leaves out `iat` (tests of verifiers).
+	OmitIssuedAt bool
 }
 
 // NewSigner returns a signer for a private Ed25519 JWK.
@@ -87,6 +89,9 @@ func (s *Signer) Mint(c Claims) (string, error) {
 		Audience: jwt.Audience{aud},
 		IssuedAt: jwt.NewNumericDate(now),
 		Expiry:   jwt.NewNumericDate(now.Add(ttl)),
+	}
+	if c.OmitIssuedAt {
+		std.IssuedAt = nil
 	}
 	return jwt.Signed(s.signer).Claims(std).Claims(extraClaims{Tenant: c.Tenant, Groups: c.Groups}).Serialize()
 }

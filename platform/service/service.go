@@ -83,7 +83,8 @@ func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context
 	defer func() { _ = shutdownTracing(context.WithoutCancel(ctx)) }()
 
 	verifier, err := principal.LoadVerifier(c.AuthJWKS, principal.VerifierConfig{
-		Issuer: c.AuthIssuer, Audience: c.AuthAudience, AdminGroup: c.AdminGroup, ServiceGroup: c.ServiceGroup,
+		Issuer: c.AuthIssuer, Audience: c.AuthAudience, PlatformTenant: c.AuthPlatformTenant,
+		AdminGroup: c.AdminGroup, ServiceGroup: c.ServiceGroup, MaxLifetime: c.AuthMaxTokenLifetime,
 	})
 	if err != nil {
 		return fmt.Errorf("%s: %w", spec.Name, err)

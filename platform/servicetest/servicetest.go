@@ -29,6 +29,9 @@ const (
 	Audience     = "toolcrib"
 	AdminGroup   = "toolcrib-admins"
 	ServiceGroup = "toolcrib-services"
+	// PlatformTenant is the tenant of admin and service tokens; the admin
+	// and service groups count only there.
+	PlatformTenant = "toolcrib-platform"
 )
 
 // Auth is a throwaway identity provider for one test.
@@ -63,14 +66,16 @@ func (a *Auth) Token(t testing.TB, c principal.Claims) string {
 	return tok
 }
 
-// Admin mints a platform-admin token.
+// Admin mints a platform-admin token: the admin group in the platform
+// tenant.
 func (a *Auth) Admin(t testing.TB) string {
-	return a.Token(t, principal.Claims{Subject: "test-admin", Groups: []string{AdminGroup}})
+	return a.Token(t, principal.Claims{Subject: "test-admin", Tenant: PlatformTenant, Groups: []string{AdminGroup}})
 }
 
-// Service mints a toolcrib-service token.
+// Service mints a toolcrib-service token: the service group in the
+// platform tenant.
 func (a *Auth) Service(t testing.TB) string {
-	return a.Token(t, principal.Claims{Subject: "test-service", Groups: []string{ServiceGroup}})
+	return a.Token(t, principal.Claims{Subject: "test-service", Tenant: PlatformTenant, Groups: []string{ServiceGroup}})
 }
 
 // User mints a token for subject in tenant with groups.
@@ -100,6 +105,8 @@ func (a *Auth) Common(t testing.TB, postgresURL string, redis bool, listening fu
 		AuthJWKS:                a.JWKSPath,
 		AuthIssuer:              Issuer,
 		AuthAudience:            Audience,
+		AuthPlatformTenant:      PlatformTenant,
+		AuthMaxTokenLifetime:    principal.DefaultMaxTokenLifetime,
 		AdminGroup:              AdminGroup,
 		ServiceGroup:            ServiceGroup,
 		DependencyCheckInterval: 100 * time.Millisecond,

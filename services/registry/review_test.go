@@ -37,7 +37,7 @@ func TestDiscoveredToolAppearsPendingAndDisabled(t *testing.T) {
 		t.Fatalf("a new tool at the source moved tenant-a's epoch %d -> %d; source changes come with a new generation and bump nothing", before, e)
 	}
 	verifier, err := principal.LoadVerifier(r.Auth.JWKSPath, principal.VerifierConfig{Issuer: servicetest.Issuer,
-		Audience: servicetest.Audience, ServiceGroup: servicetest.ServiceGroup})
+		Audience: servicetest.Audience, ServiceGroup: servicetest.ServiceGroup, PlatformTenant: servicetest.PlatformTenant})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/toolcrib/toolcrib/platform/config"
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/services/discovery"
 	"github.com/toolcrib/toolcrib/services/registry"
@@ -26,6 +27,23 @@ const (
 	devIssuer   = "toolcrib-dev"
 	devAudience = "toolcrib"
 )
+
+// devAdminGroup and devServiceGroup match the services' default
+// --admin-group and --service-group.
+const (
+	devAdminGroup   = "toolcrib-admins"
+	devServiceGroup = "toolcrib-services"
+)
+
+// devPlatformTenant is the platform tenant the launched services use (their
+// --auth-platform-tenant, from the environment or the default): admin and
+// service tokens must carry it, or their groups give no role.
+func devPlatformTenant() string {
+	if t, ok := os.LookupEnv(config.EnvName("auth-platform-tenant")); ok {
+		return t
+	}
+	return config.DefaultPlatformTenant
+}
 
 // launchable is a service `toolcrib dev up` starts in this process.
 type launchable struct {
@@ -76,7 +94,7 @@ func devCommands() []command {
 	var (
 		sub, tenant, groups string
 		ttl                 time.Duration
-		admin               bool
+		admin, service      bool
 	)
 	return []command{
 		{
@@ -96,10 +114,11 @@ func devCommands() []command {
 			summary: "mint a development token signed by the local dev key and print it",
 			flags: func(fs *flag.FlagSet) {
 				fs.StringVar(&sub, "sub", "dev-user", "subject")
-				fs.StringVar(&tenant, "tenant", "", "tenant claim; empty for a platform principal")
+				fs.StringVar(&tenant, "tenant", "", "tenant claim; --admin and --service imply the platform tenant")
 				fs.StringVar(&groups, "groups", "", "comma-separated groups")
-				fs.BoolVar(&admin, "admin", false, "add the admin group (toolcrib-admins)")
-				fs.DurationVar(&ttl, "ttl", time.Hour, "lifetime")
+				fs.BoolVar(&admin, "admin", false, "a platform admin: the admin group (toolcrib-admins) in the platform tenant")
+				fs.BoolVar(&service, "service", false, "a toolcrib service: the service group (toolcrib-services) in the platform tenant")
+				fs.DurationVar(&ttl, "ttl", time.Hour, "lifetime (services refuse more than their --auth-max-token-lifetime, default 24h)")
 			},
 			run: func(ctx context.Context, e *env, args []string) error {
 				s, err := devSigner()
@@ -112,8 +131,18 @@ func devCommands() []command {
 						gs = append(gs, g)
 					}
 				}
+				if admin || service {
+					platform := devPlatformTenant()
+					if tenant != "" && tenant != platform {
+						return fmt.Errorf("--admin and --service tokens belong to the platform tenant %q, not %q: admin and service groups count only there", platform, tenant)
+					}
+					tenant = platform
+				}
 				if admin {
-					gs = append(gs, "toolcrib-admins")
+					gs = append(gs, devAdminGroup)
+				}
+				if service {
+					gs = append(gs, devServiceGroup)
 				}
 				tok, err := s.Mint(principal.Claims{Subject: sub, Tenant: tenant, Groups: gs, TTL: ttl})
 				if err != nil {
@@ -140,10 +169,11 @@ func devUp(ctx context.Context, e *env) error {
 		return err
 	}
 	adminToken := filepath.Join(devDir, "admin-token")
-	if err := writeToken(s, adminToken, principal.Claims{Subject: "dev-admin", Groups: []string{"toolcrib-admins"}, TTL: 24 * time.Hour}); err != nil {
+	if err := writeToken(s, adminToken, principal.Claims{Subject: "dev-admin", Tenant: devPlatformTenant(), Groups: []string{devAdminGroup}, TTL: 24 * time.Hour}); err != nil {
 		return err
 	}
-	if err := writeToken(s, filepath.Join(devDir, "service-token"), principal.Claims{Subject: "toolcrib-dev-service", Groups: []string{"toolcrib-services"}, TTL: 24 * time.Hour}); err != nil {
+	if err := writeToken(s, filepath.Join(devDir, "service-token"), principal.Claims{Subject: "toolcrib-dev-service", Tenant: devPlatformTenant(),
+		Groups: []string{devServiceGroup}, TTL: 24 * time.Hour}); err != nil {
 		return err
 	}
 	svcs := launchables()

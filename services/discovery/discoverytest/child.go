@@ -56,7 +56,7 @@ func RunChild() bool {
 	}
 	cfg.ListenAddr, cfg.MetricsAddr, cfg.PostgresURL = "127.0.0.1:0", "", c.PostgresURL
 	cfg.AuthJWKS, cfg.AuthIssuer, cfg.AuthAudience = c.JWKS, servicetest.Issuer, servicetest.Audience
-	cfg.AdminGroup, cfg.ServiceGroup = servicetest.AdminGroup, servicetest.ServiceGroup
+	cfg.AdminGroup, cfg.ServiceGroup, cfg.AuthPlatformTenant = servicetest.AdminGroup, servicetest.ServiceGroup, servicetest.PlatformTenant
 	cfg.ServiceTokenFile, cfg.RegistryAddr, cfg.Worker = c.TokenFile, c.RegistryAddr, c.Worker
 	cfg.Listening = func(addr string) { fmt.Println(addr) }
 	cfg.NoAutoScans, cfg.Workers, cfg.Migrate = true, 2, true
