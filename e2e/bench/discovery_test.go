@@ -58,7 +58,7 @@ func register(ctx context.Context, t *testing.T, st *stack.Stack, ids, urls []st
 	bindings := make([]*registryv1.AudienceServer, len(ids))
 	for i, id := range ids {
 		if _, err := st.Registry.RegisterServer(ctx, &registryv1.RegisterServerRequest{Server: &registryv1.Server{
-			ServerId: id, Owner: "group:bench",
+			ServerId: id, Owner: tenant + "/group:bench",
 			Transport:      &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: urls[i]}},
 			TrustLevel:     registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY,
 			RevisionSource: registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED,

@@ -32,7 +32,7 @@ func TestPolicyEpochBumpDuringScanRefusesTheCAS(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := admin.RegisterServer(ctx, &registryv1.RegisterServerRequest{Server: &registryv1.Server{
-		ServerId: server, Owner: "group:inventory-owners", TrustLevel: registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY,
+		ServerId: server, Owner: tenant + "/group:inventory-owners", TrustLevel: registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY,
 		RevisionSource: serverProvided, Transport: overHTTP(ep.URL).GetTransport().(*registryv1.Server_StreamableHttp),
 	}}); err != nil {
 		t.Fatal(err)

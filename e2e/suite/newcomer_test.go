@@ -81,7 +81,7 @@ func TestNewcomerFlow(t *testing.T) {
 
 	reg := st.Registry
 	if _, err := reg.RegisterServer(ctx, &registryv1.RegisterServerRequest{Server: &registryv1.Server{
-		ServerId: serverID, Owner: "group:inventory-team",
+		ServerId: serverID, Owner: tenant + "/group:inventory-team",
 		Transport:      &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: ep.URL}},
 		TrustLevel:     registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY,
 		RevisionSource: registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED,

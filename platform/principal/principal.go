@@ -56,6 +56,14 @@ func (p Principal) Owns(owner string) bool {
 	return o.Subject == p.Subject
 }
 
+// SeesTenant reports whether p may read the tenant's records: platform
+// admins and services read every tenant, any other principal only the
+// tenant of its token. The tenant's data is then shown to p; to anyone else
+// it must look exactly as if it did not exist.
+func (p Principal) SeesTenant(tenant string) bool {
+	return p.Admin || p.Service || (p.Tenant != "" && p.Tenant == tenant)
+}
+
 // ErrInvalidToken is wrapped by every verification failure.
 var ErrInvalidToken = errors.New("invalid token")
 

@@ -189,7 +189,7 @@ func TestServicePinsIdentityOnFirstUseOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	sneaky := proto.Clone(cur.GetServer()).(*registryv1.Server)
-	sneaky.IdentityPin, sneaky.Owner = pin, "mallory"
+	sneaky.IdentityPin, sneaky.Owner = pin, "tenant-a/user:mallory"
 	_, err = svc.UpdateServer(ctx, &registryv1.UpdateServerRequest{Server: sneaky, ExpectedVersion: 1})
 	wantCode(t, err, codes.PermissionDenied, "PERMISSION_DENIED")
 
@@ -315,8 +315,9 @@ func TestGrantsRevokesAndPolicy(t *testing.T) {
 		!slices.Equal(p.GetGrants()[0].GetAudienceClasses(), []string{class}) || len(p.GetAudienceClasses()) != 1 || pol.GetRevision() == 0 {
 		t.Fatalf("policy %v", pol)
 	}
+	// Another tenant's policy is NOT_FOUND, as an unknown tenant's is.
 	_, err = mine.GetPolicy(ctx, &registryv1.GetPolicyRequest{TenantId: "tenant-b"})
-	wantCode(t, err, codes.PermissionDenied, "PERMISSION_DENIED")
+	wantCode(t, err, codes.NotFound, "NOT_FOUND")
 	if _, err := r.Client(t, r.Auth.Service(t)).GetPolicy(ctx, &registryv1.GetPolicyRequest{TenantId: "tenant-b"}); err != nil {
 		t.Fatalf("a service reads any tenant: %v", err)
 	}

@@ -36,7 +36,7 @@ func ctxT(t *testing.T) context.Context {
 
 func logisticsServer() *registryv1.Server {
 	return &registryv1.Server{
-		ServerId: server, DisplayName: "Logistics", Owner: "group:" + owners,
+		ServerId: server, DisplayName: "Logistics", Owner: tenant + "/group:" + owners,
 		Transport:      &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: "https://logistics.example.test/mcp"}},
 		TrustLevel:     registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY,
 		RevisionSource: registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED,

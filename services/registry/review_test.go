@@ -26,7 +26,7 @@ func TestDiscoveredToolAppearsPendingAndDisabled(t *testing.T) {
 
 	tool := discover(t, r, shipmentStatus("Query the current status of a shipment."))
 	if tool.GetReviewState() != registryv1.ReviewState_REVIEW_STATE_PENDING_CONTRACT || tool.GetEnabled() ||
-		!tool.GetPresentAtSource() || tool.GetOwner() != "group:"+owners || tool.GetApprovalDigest() != "" || tool.GetContract() != nil {
+		!tool.GetPresentAtSource() || tool.GetOwner() != tenant+"/group:"+owners || tool.GetApprovalDigest() != "" || tool.GetContract() != nil {
 		t.Fatalf("discovered tool: %v", tool)
 	}
 	_, history := getTool(t, r.Admin(t), toolID)
@@ -217,7 +217,7 @@ func TestApprovalRevalidatesAgainstCurrentDescriptor(t *testing.T) {
 func TestOnlyOwnerOrAdminReviews(t *testing.T) {
 	t.Parallel()
 	r, ctx, _ := startWithTool(t, "v1")
-	owner := r.Client(t, r.Auth.User(t, "lee", "", owners))
+	owner := r.Client(t, r.Auth.User(t, "lee", tenant, owners))
 	stranger := r.Client(t, r.Auth.User(t, "mallory", tenant, "shipping"))
 
 	_, err := stranger.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: contractFor(toolID)})

@@ -112,7 +112,7 @@ func serverCommands() []command {
 			args:    "<server-id>",
 			summary: "register an MCP server (admin): its owner, transport (--url or --command), trust level and revision source",
 			flags: func(fs *flag.FlagSet) {
-				fs.StringVar(&owner, "owner", "", "subject or group:<name> owning the server's tools; may approve them (required)")
+				fs.StringVar(&owner, "owner", "", "owner of the server's tools, who may approve them: <tenant>/group:<group> or <tenant>/user:<subject> (required)")
 				fs.StringVar(&url, "url", "", "streamable HTTP endpoint, https:// (http:// only to loopback)")
 				fs.StringVar(&stdioCmd, "command", "", "stdio: the command starting the server")
 				fs.Var(&args, "arg", "stdio: an argument of the command (repeat for several)")

@@ -59,7 +59,7 @@ func TestReviewFlowThroughTheCLI(t *testing.T) {
 	r := registrytest.Start(t, registrytest.Options{})
 	admin := r.Auth.Admin(t)
 
-	out := mustCLI(t, r, admin, "server", "register", "--owner", "group:logistics-platform",
+	out := mustCLI(t, r, admin, "server", "register", "--owner", "tenant-a/group:logistics-platform",
 		"--url", "https://logistics.example.test/mcp", "--trust", "first-party", "--scan-interval", "5m", "logistics")
 	wantLines(t, out, `server\s+logistics`, `trust\s+first-party`, `revision source\s+server-provided`, `version\s+1 `)
 	mustCLI(t, r, admin, "tenant", "put", "--display-name", "Tenant A", "tenant-a")

@@ -500,7 +500,11 @@ type Server struct {
 	ServerId string `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
 	// Human-readable name; empty means the id is shown.
 	DisplayName string `protobuf:"bytes,2,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
-	// Subject or group (`group:<name>`) owning the server's tools; may approve.
+	// Owner of the server's tools, who may publish, approve, enable, disable and
+	// roll them back: `<tenant>/group:<group>` (members of the group in that
+	// tenant) or `<tenant>/user:<subject>`. The tenant is the `tenant` claim of
+	// the owner's tokens; the same group name in another tenant owns nothing.
+	// Required.
 	Owner string `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
 	// How to reach the server; exactly one is set.
 	//
@@ -3605,7 +3609,12 @@ func (x *RevokeScopesResponse) GetPolicyEpoch() int64 {
 type GetPolicyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Tenant id; required.
-	TenantId      string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// Policy epoch to read the policy at: the grants and audience classes in
+	// force once the change that produced this epoch committed. A policy at a
+	// passed epoch never changes, so two reads at one epoch agree. 0 means the
+	// current epoch; negative is INVALID_ARGUMENT.
+	AtEpoch       int64 `protobuf:"varint,2,opt,name=at_epoch,json=atEpoch,proto3" json:"at_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3647,12 +3656,20 @@ func (x *GetPolicyRequest) GetTenantId() string {
 	return ""
 }
 
+func (x *GetPolicyRequest) GetAtEpoch() int64 {
+	if x != nil {
+		return x.AtEpoch
+	}
+	return 0
+}
+
 // GetPolicyResponse is the response of GetPolicy.
 type GetPolicyResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The tenant's policy.
+	// The tenant's policy; its `policy_epoch` is `at_epoch` when that was set.
 	Policy *Policy `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
-	// Registry revision the policy was read at.
+	// Registry revision the policy was read at (the log head at the read, also
+	// for a past epoch).
 	Revision      int64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4301,9 +4318,10 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\x10audience_classes\x18\x05 \x03(\tR\x0faudienceClasses\"l\n" +
 	"\x14RevokeScopesResponse\x121\n" +
 	"\x05grant\x18\x01 \x01(\v2\x1b.toolcrib.registry.v1.GrantR\x05grant\x12!\n" +
-	"\fpolicy_epoch\x18\x02 \x01(\x03R\vpolicyEpoch\"/\n" +
+	"\fpolicy_epoch\x18\x02 \x01(\x03R\vpolicyEpoch\"J\n" +
 	"\x10GetPolicyRequest\x12\x1b\n" +
-	"\ttenant_id\x18\x01 \x01(\tR\btenantId\"e\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
+	"\bat_epoch\x18\x02 \x01(\x03R\aatEpoch\"e\n" +
 	"\x11GetPolicyResponse\x124\n" +
 	"\x06policy\x18\x01 \x01(\v2\x1c.toolcrib.registry.v1.PolicyR\x06policy\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x03R\brevision\"3\n" +

@@ -100,9 +100,15 @@ type RegistryServiceClient interface {
 	// INVALID_ARGUMENT when a server is not registered or a secret reference
 	// is not `env:NAME` or `file:/path` (the value is never echoed back).
 	PutAudienceClass(ctx context.Context, in *PutAudienceClassRequest, opts ...grpc.CallOption) (*PutAudienceClassResponse, error)
-	// GetAudienceClass returns one audience class. NOT_FOUND when unknown.
+	// GetAudienceClass returns one audience class. Platform admins and services
+	// see every class; any other principal only its own tenant's, and gets
+	// NOT_FOUND for another tenant's class exactly as for a class that does not
+	// exist. Secret references are returned only to admins and services.
 	GetAudienceClass(ctx context.Context, in *GetAudienceClassRequest, opts ...grpc.CallOption) (*GetAudienceClassResponse, error)
-	// ListAudienceClasses returns audience classes ordered by name.
+	// ListAudienceClasses returns audience classes ordered by name. Principals
+	// other than platform admins and services see only their own tenant's
+	// classes (filtering by another tenant returns an empty list, as for an
+	// unknown tenant) and no secret references.
 	ListAudienceClasses(ctx context.Context, in *ListAudienceClassesRequest, opts ...grpc.CallOption) (*ListAudienceClassesResponse, error)
 	// PublishContract publishes a new contract version for a tool discovery has
 	// seen. The tool owner or an admin only. INVALID_ARGUMENT with one field
@@ -147,9 +153,14 @@ type RegistryServiceClient interface {
 	// only. Bumps the tenant's policy epoch in the same transaction, even when
 	// nothing named was held. NOT_FOUND when the grant does not exist.
 	RevokeScopes(ctx context.Context, in *RevokeScopesRequest, opts ...grpc.CallOption) (*RevokeScopesResponse, error)
-	// GetPolicy returns a tenant's policy epoch, grants and audience classes.
-	// Admins and services may read any tenant; other principals only their
-	// own (PERMISSION_DENIED otherwise).
+	// GetPolicy returns a tenant's policy epoch, grants and audience classes,
+	// now or at a past epoch (`at_epoch`). Admins and services may read any
+	// tenant; other principals only their own, and get NOT_FOUND for another
+	// tenant exactly as for a tenant that does not exist. Secret references in
+	// the audience classes are returned only to admins and services.
+	// OUT_OF_RANGE with reason EPOCH_NOT_REACHED for an epoch above the
+	// tenant's current one, EPOCH_BEFORE_HISTORY for one from before the
+	// registry kept the tenant's policy history.
 	GetPolicy(ctx context.Context, in *GetPolicyRequest, opts ...grpc.CallOption) (*GetPolicyResponse, error)
 	// Watch streams every registry change in commit order from a revision, with
 	// heartbeats. FAILED_PRECONDITION (ErrorInfo reason `REVISION_COMPACTED`)
@@ -396,9 +407,15 @@ type RegistryServiceServer interface {
 	// INVALID_ARGUMENT when a server is not registered or a secret reference
 	// is not `env:NAME` or `file:/path` (the value is never echoed back).
 	PutAudienceClass(context.Context, *PutAudienceClassRequest) (*PutAudienceClassResponse, error)
-	// GetAudienceClass returns one audience class. NOT_FOUND when unknown.
+	// GetAudienceClass returns one audience class. Platform admins and services
+	// see every class; any other principal only its own tenant's, and gets
+	// NOT_FOUND for another tenant's class exactly as for a class that does not
+	// exist. Secret references are returned only to admins and services.
 	GetAudienceClass(context.Context, *GetAudienceClassRequest) (*GetAudienceClassResponse, error)
-	// ListAudienceClasses returns audience classes ordered by name.
+	// ListAudienceClasses returns audience classes ordered by name. Principals
+	// other than platform admins and services see only their own tenant's
+	// classes (filtering by another tenant returns an empty list, as for an
+	// unknown tenant) and no secret references.
 	ListAudienceClasses(context.Context, *ListAudienceClassesRequest) (*ListAudienceClassesResponse, error)
 	// PublishContract publishes a new contract version for a tool discovery has
 	// seen. The tool owner or an admin only. INVALID_ARGUMENT with one field
@@ -443,9 +460,14 @@ type RegistryServiceServer interface {
 	// only. Bumps the tenant's policy epoch in the same transaction, even when
 	// nothing named was held. NOT_FOUND when the grant does not exist.
 	RevokeScopes(context.Context, *RevokeScopesRequest) (*RevokeScopesResponse, error)
-	// GetPolicy returns a tenant's policy epoch, grants and audience classes.
-	// Admins and services may read any tenant; other principals only their
-	// own (PERMISSION_DENIED otherwise).
+	// GetPolicy returns a tenant's policy epoch, grants and audience classes,
+	// now or at a past epoch (`at_epoch`). Admins and services may read any
+	// tenant; other principals only their own, and get NOT_FOUND for another
+	// tenant exactly as for a tenant that does not exist. Secret references in
+	// the audience classes are returned only to admins and services.
+	// OUT_OF_RANGE with reason EPOCH_NOT_REACHED for an epoch above the
+	// tenant's current one, EPOCH_BEFORE_HISTORY for one from before the
+	// registry kept the tenant's policy history.
 	GetPolicy(context.Context, *GetPolicyRequest) (*GetPolicyResponse, error)
 	// Watch streams every registry change in commit order from a revision, with
 	// heartbeats. FAILED_PRECONDITION (ErrorInfo reason `REVISION_COMPACTED`)

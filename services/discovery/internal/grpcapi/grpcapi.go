@@ -118,9 +118,7 @@ func decodeToken(s string, v any) bool {
 }
 
 // visible reports whether p may read the tenant's data.
-func visible(p principal.Principal, tenant string) bool {
-	return p.Admin || p.Service || (p.Tenant != "" && p.Tenant == tenant)
-}
+func visible(p principal.Principal, tenant string) bool { return p.SeesTenant(tenant) }
 
 // internal wraps an unexpected error (logged by the interceptor, never sent).
 func internal(err error) error {

@@ -19,6 +19,10 @@ import (
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 )
 
+// noTenant is a tenant filter no class matches (tenant ids never contain
+// `/`): what a principal that may see no tenant lists.
+const noTenant = "/"
+
 // Options configure a [Server].
 type Options struct {
 	// Heartbeat is the Watch heartbeat interval.
@@ -58,6 +62,7 @@ func translate(err error) error {
 		inv   *store.InvalidError
 		pre   *store.PreconditionError
 		perm  *store.PermissionError
+		epoch *store.EpochError
 	)
 	switch {
 	case err == nil:
@@ -76,8 +81,33 @@ func translate(err error) error {
 		return &apierror.Error{Code: codes.FailedPrecondition, Reason: pre.Reason, Message: pre.Message, Violations: pre.Violations}
 	case errors.As(err, &perm):
 		return apierror.PermissionDenied(perm.Message)
+	case errors.As(err, &epoch):
+		e := &apierror.Error{Code: codes.OutOfRange, Reason: epoch.Reason, Message: epoch.Error()}
+		e.Metadata = map[string]string{"tenant_id": epoch.Tenant, "policy_epoch": fmt.Sprint(epoch.Current), "history_since": fmt.Sprint(epoch.Since)}
+		return e
 	}
 	return err
+}
+
+// seesSecretRefs reports whether p may read audience classes' secret
+// references: platform admins and services (discovery resolves them) only.
+func seesSecretRefs(p principal.Principal) bool { return p.Admin || p.Service }
+
+// redact returns the classes as p may see them: without secret references
+// unless p is an admin or a service. The stored messages are not changed.
+func redact(p principal.Principal, classes []*registryv1.AudienceClass) []*registryv1.AudienceClass {
+	if seesSecretRefs(p) {
+		return classes
+	}
+	out := make([]*registryv1.AudienceClass, len(classes))
+	for i, a := range classes {
+		c := proto.Clone(a).(*registryv1.AudienceClass)
+		for _, s := range c.GetServers() {
+			s.SecretRef = ""
+		}
+		out[i] = c
+	}
+	return out
 }
 
 // RegisterServer implements RegistryService.RegisterServer.
@@ -212,7 +242,8 @@ func (s *Server) PutAudienceClass(ctx context.Context, req *registryv1.PutAudien
 
 // GetAudienceClass implements RegistryService.GetAudienceClass.
 func (s *Server) GetAudienceClass(ctx context.Context, req *registryv1.GetAudienceClassRequest) (*registryv1.GetAudienceClassResponse, error) {
-	if _, err := principal.Require(ctx); err != nil {
+	p, err := principal.Require(ctx)
+	if err != nil {
 		return nil, err
 	}
 	var v apierror.Violations
@@ -221,15 +252,20 @@ func (s *Server) GetAudienceClass(ctx context.Context, req *registryv1.GetAudien
 		return nil, err
 	}
 	a, err := s.store.GetAudienceClass(ctx, req.GetName())
+	if err == nil && !p.SeesTenant(a.GetTenantId()) {
+		// Another tenant's class is answered exactly as a missing one.
+		err = &store.NotFoundError{Kind: "audience class", ID: req.GetName()}
+	}
 	if err != nil {
 		return nil, translate(err)
 	}
-	return &registryv1.GetAudienceClassResponse{AudienceClass: a}, nil
+	return &registryv1.GetAudienceClassResponse{AudienceClass: redact(p, []*registryv1.AudienceClass{a})[0]}, nil
 }
 
 // ListAudienceClasses implements RegistryService.ListAudienceClasses.
 func (s *Server) ListAudienceClasses(ctx context.Context, req *registryv1.ListAudienceClassesRequest) (*registryv1.ListAudienceClassesResponse, error) {
-	if _, err := principal.Require(ctx); err != nil {
+	caller, err := principal.Require(ctx)
+	if err != nil {
 		return nil, err
 	}
 	var v apierror.Violations
@@ -243,11 +279,22 @@ func (s *Server) ListAudienceClasses(ctx context.Context, req *registryv1.ListAu
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	classes, hasMore, rev, err := s.store.ListAudienceClasses(ctx, store.ClassFilter{TenantID: req.GetTenantId(), ServerID: req.GetServerId()}, p)
+	f := store.ClassFilter{TenantID: req.GetTenantId(), ServerID: req.GetServerId()}
+	if !caller.Admin && !caller.Service {
+		// A tenant principal lists only its own tenant; filtering by another
+		// tenant matches nothing, as filtering by an unknown one does.
+		if f.TenantID == "" {
+			f.TenantID = caller.Tenant
+		}
+		if !caller.SeesTenant(f.TenantID) {
+			f.TenantID = noTenant
+		}
+	}
+	classes, hasMore, rev, err := s.store.ListAudienceClasses(ctx, f, p)
 	if err != nil {
 		return nil, translate(err)
 	}
-	resp := &registryv1.ListAudienceClassesResponse{AudienceClasses: classes, Revision: rev}
+	resp := &registryv1.ListAudienceClassesResponse{AudienceClasses: redact(caller, classes), Revision: rev}
 	if len(classes) > 0 {
 		resp.NextPageToken = nextToken(hasMore, classes[len(classes)-1].GetName())
 	}
@@ -425,15 +472,29 @@ func (s *Server) GetPolicy(ctx context.Context, req *registryv1.GetPolicyRequest
 	}
 	var v apierror.Violations
 	checkTenantID(&v, "tenant_id", req.GetTenantId())
+	if req.GetAtEpoch() < 0 {
+		v.Add("at_epoch", "must be 0 (the current epoch) or a policy epoch, from 1")
+	}
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	if !p.Admin && !p.Service && p.Tenant != req.GetTenantId() {
-		return nil, apierror.PermissionDenied("only platform admins and services may read another tenant's policy")
+	if !p.SeesTenant(req.GetTenantId()) {
+		// Another tenant's policy is answered exactly as an unknown tenant's,
+		// before anything (such as its epoch) is looked at.
+		return nil, translate(&store.NotFoundError{Kind: "tenant", ID: req.GetTenantId()})
 	}
-	policy, rev, err := s.store.GetPolicy(ctx, req.GetTenantId())
+	var (
+		policy *registryv1.Policy
+		rev    int64
+	)
+	if req.GetAtEpoch() == 0 {
+		policy, rev, err = s.store.GetPolicy(ctx, req.GetTenantId())
+	} else {
+		policy, rev, err = s.store.GetPolicyAt(ctx, req.GetTenantId(), req.GetAtEpoch())
+	}
 	if err != nil {
 		return nil, translate(err)
 	}
+	policy.AudienceClasses = redact(p, policy.GetAudienceClasses())
 	return &registryv1.GetPolicyResponse{Policy: policy, Revision: rev}, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolcrib/toolcrib/platform/apierror"
 	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/services/registry/internal/contract"
 	"github.com/toolcrib/toolcrib/services/registry/internal/store"
 
@@ -20,7 +21,7 @@ import (
 )
 
 var (
-	tenantIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+	tenantIDPattern = regexp.MustCompile(`^` + principal.TenantIDPattern + `$`)
 	classPartRe     = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 	envNamePattern  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 )
@@ -61,6 +62,18 @@ func checkIdent(v *apierror.Violations, field, s string) {
 	}
 }
 
+// checkOwner checks an owner, [principal.Owner] in its written form:
+// `<tenant>/group:<group>` or `<tenant>/user:<subject>`.
+func checkOwner(v *apierror.Violations, field, owner string) {
+	if owner == "" {
+		v.Add(field, "required: %s", principal.OwnerSyntax)
+		return
+	}
+	if _, err := principal.ParseOwner(owner); err != nil {
+		v.Add(field, "%v", err)
+	}
+}
+
 // checkID checks a required id against its pattern.
 func checkID(v *apierror.Violations, field, id string, valid func(string) bool, pattern string) {
 	switch {
@@ -76,7 +89,7 @@ func checkServerID(v *apierror.Violations, field, id string) {
 }
 
 func checkTenantID(v *apierror.Violations, field, id string) {
-	checkID(v, field, id, tenantIDPattern.MatchString, "[a-z0-9][a-z0-9-]{0,62}")
+	checkID(v, field, id, principal.ValidTenantID, principal.TenantIDPattern)
 }
 
 // checkClassName checks `<tenant_id>.<class>`.
@@ -100,12 +113,7 @@ func validateServer(v *apierror.Violations, prefix string, s *registryv1.Server)
 	checkServerID(v, f("server_id"), s.GetServerId())
 	checkText(v, f("display_name"), s.GetDisplayName(), maxName)
 	checkText(v, f("description"), s.GetDescription(), maxText)
-	owner := s.GetOwner()
-	if g, isGroup := strings.CutPrefix(owner, ownerGroupPref); isGroup {
-		checkIdent(v, f("owner"), g)
-	} else {
-		checkIdent(v, f("owner"), owner)
-	}
+	checkOwner(v, f("owner"), s.GetOwner())
 	switch t := s.GetTransport().(type) {
 	case *registryv1.Server_StreamableHttp:
 		checkEndpoint(v, f("streamable_http.url"), t.StreamableHttp.GetUrl())

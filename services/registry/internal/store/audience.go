@@ -73,6 +73,9 @@ VALUES ($1, $2, $3, $4)`, a.GetName(), srv.GetServerId(), srv.GetSecretRef(), i)
 			return err
 		}
 		out = classes[0]
+		if err := recordClass(ctx, u.tx, out, epoch); err != nil {
+			return err
+		}
 		kind := registryv1.ChangeKind_CHANGE_KIND_CREATED
 		if exists {
 			kind = registryv1.ChangeKind_CHANGE_KIND_UPDATED
@@ -81,6 +84,25 @@ VALUES ($1, $2, $3, $4)`, a.GetName(), srv.GetServerId(), srv.GetSecretRef(), i)
 		return nil
 	})
 	return out, epoch, err
+}
+
+// recordClass ends the class's current version at epoch and starts its
+// new version there, in the transaction that bumped the tenant to epoch.
+func recordClass(ctx context.Context, tx pgx.Tx, a *registryv1.AudienceClass, epoch int64) error {
+	if _, err := tx.Exec(ctx, "UPDATE class_history SET to_epoch = $2 WHERE name = $1 AND to_epoch IS NULL", a.GetName(), epoch); err != nil {
+		return fmt.Errorf("end class version: %w", err)
+	}
+	ids := make([]string, len(a.GetServers()))
+	refs := make([]string, len(a.GetServers()))
+	for i, s := range a.GetServers() {
+		ids[i], refs[i] = s.GetServerId(), s.GetSecretRef()
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO class_history (name, tenant_id, description, version, updated_at, server_ids, secret_refs, from_epoch)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, a.GetName(), a.GetTenantId(), a.GetDescription(), a.GetVersion(), a.GetUpdatedAt().AsTime(),
+		ids, refs, epoch); err != nil {
+		return fmt.Errorf("write class version: %w", err)
+	}
+	return nil
 }
 
 func checkServers(ctx context.Context, q querier, servers []*registryv1.AudienceServer) error {
@@ -160,24 +182,28 @@ ORDER BY c.name LIMIT $5`, page.After, f.Name, f.TenantID, f.ServerID, page.Limi
 	if err != nil {
 		return nil, false, err
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*registryv1.AudienceClass, error) {
-		var (
-			a         registryv1.AudienceClass
-			at        time.Time
-			ids, refs []string
-		)
-		if err := r.Scan(&a.Name, &a.TenantId, &a.Description, &a.Version, &at, &ids, &refs); err != nil {
-			return nil, err
-		}
-		a.UpdatedAt = ts(at)
-		for i := range ids {
-			a.Servers = append(a.Servers, &registryv1.AudienceServer{ServerId: ids[i], SecretRef: refs[i]})
-		}
-		return &a, nil
-	})
+	list, err := pgx.CollectRows(rows, scanClass)
 	if err != nil {
 		return nil, false, err
 	}
 	list, hasMore := more(list, page.Limit)
 	return list, hasMore, nil
+}
+
+// scanClass reads name, tenant_id, description, version, updated_at and the
+// parallel server id and secret reference arrays.
+func scanClass(r pgx.CollectableRow) (*registryv1.AudienceClass, error) {
+	var (
+		a         registryv1.AudienceClass
+		at        time.Time
+		ids, refs []string
+	)
+	if err := r.Scan(&a.Name, &a.TenantId, &a.Description, &a.Version, &at, &ids, &refs); err != nil {
+		return nil, err
+	}
+	a.UpdatedAt = ts(at)
+	for i := range ids {
+		a.Servers = append(a.Servers, &registryv1.AudienceServer{ServerId: ids[i], SecretRef: refs[i]})
+	}
+	return &a, nil
 }

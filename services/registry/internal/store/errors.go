@@ -62,3 +62,30 @@ type PermissionError struct {
 }
 
 func (e *PermissionError) Error() string { return e.Message }
+
+// Reasons of an [EpochError].
+const (
+	// ReasonEpochNotReached: the tenant's policy epoch is still below the
+	// one asked for.
+	ReasonEpochNotReached = "EPOCH_NOT_REACHED"
+	// ReasonEpochBeforeHistory: the epoch is from before the registry kept
+	// the tenant's policy history (tenants that existed before migration 2).
+	ReasonEpochBeforeHistory = "EPOCH_BEFORE_HISTORY"
+)
+
+// EpochError says a tenant's policy cannot be given at the epoch asked for.
+type EpochError struct {
+	// Reason is one of the Reason* constants.
+	Reason string
+	Tenant string
+	// Epoch is the epoch asked for; Current the tenant's epoch; Since the
+	// first epoch with history.
+	Epoch, Current, Since int64
+}
+
+func (e *EpochError) Error() string {
+	if e.Reason == ReasonEpochNotReached {
+		return fmt.Sprintf("tenant %q is at policy epoch %d; epoch %d has not been reached", e.Tenant, e.Current, e.Epoch)
+	}
+	return fmt.Sprintf("the policy history of tenant %q starts at epoch %d; epoch %d is before it", e.Tenant, e.Since, e.Epoch)
+}

@@ -41,7 +41,7 @@ var admin = principal.Principal{Subject: "root", Admin: true}
 func seed(t *testing.T, s *Store) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := s.RegisterServer(ctx, &registryv1.Server{ServerId: "srv", Owner: "alice",
+	if _, err := s.RegisterServer(ctx, &registryv1.Server{ServerId: "srv", Owner: "tenant-a/user:alice",
 		Transport:  &registryv1.Server_Stdio{Stdio: &registryv1.StdioTransport{Command: "srv"}},
 		TrustLevel: registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY, RevisionSource: registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED,
 	}); err != nil {
@@ -241,7 +241,7 @@ func TestApplyPointer(t *testing.T) {
 		t.Fatalf("apply: %+v %v", res, err)
 	}
 	if tool := get("srv.a"); tool.GetReviewState() != registryv1.ReviewState_REVIEW_STATE_PENDING_CONTRACT ||
-		tool.GetEnabled() || !tool.GetPresentAtSource() || tool.GetDescriptorDigest() != a1.DescriptorDigest || tool.GetOwner() != "alice" {
+		tool.GetEnabled() || !tool.GetPresentAtSource() || tool.GetDescriptorDigest() != a1.DescriptorDigest || tool.GetOwner() != "tenant-a/user:alice" {
 		t.Fatalf("discovered tool: %v", tool)
 	}
 	if e := epoch(t, s, "acme"); e != e0 {

@@ -131,11 +131,33 @@ RETURNING updated_at`, g.TenantID, g.Subject, g.Group, nonNil(scopes), nonNil(cl
 			return fmt.Errorf("write grant: %w", err)
 		}
 		grant.UpdatedAt = ts(at)
+		if err := recordGrant(ctx, u.tx, grant, pcs[0].PolicyEpoch); err != nil {
+			return err
+		}
 		pcs[0].Grant = grant
 		out, epoch = grant, pcs[0].PolicyEpoch
 		return nil
 	})
 	return out, epoch, err
+}
+
+// recordGrant ends the grant's current version at epoch and, unless the
+// grant is now empty (deleted), starts its new version there. It runs in
+// the transaction that bumped the tenant to epoch.
+func recordGrant(ctx context.Context, tx pgx.Tx, g *registryv1.Grant, epoch int64) error {
+	if _, err := tx.Exec(ctx, `UPDATE grant_history SET to_epoch = $4
+WHERE tenant_id = $1 AND subject = $2 AND grp = $3 AND to_epoch IS NULL`, g.GetTenantId(), g.GetSubject(), g.GetGroup(), epoch); err != nil {
+		return fmt.Errorf("end grant version: %w", err)
+	}
+	if len(g.GetScopes()) == 0 && len(g.GetAudienceClasses()) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO grant_history (tenant_id, subject, grp, scopes, audience_classes, updated_at, from_epoch)
+VALUES ($1, $2, $3, $4, $5, $6, $7)`, g.GetTenantId(), g.GetSubject(), g.GetGroup(), nonNil(g.GetScopes()), nonNil(g.GetAudienceClasses()),
+		g.GetUpdatedAt().AsTime(), epoch); err != nil {
+		return fmt.Errorf("write grant version: %w", err)
+	}
+	return nil
 }
 
 // checkClasses reports every named class that is not a class of tenant.
@@ -191,6 +213,65 @@ WHERE tenant_id = $1 ORDER BY subject, grp`, tenant)
 			return err
 		}
 		p.AudienceClasses, _, err = listClasses(ctx, tx, ClassFilter{TenantID: tenant}, Page{Limit: maxClassesPerPolicy})
+		if err != nil {
+			return err
+		}
+		rev, err = changelog.HeadTx(ctx, tx)
+		return err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return p, rev, nil
+}
+
+// GetPolicyAt returns a tenant's policy as it was at epoch: the grants and
+// audience classes in force once the change that produced epoch committed,
+// and the log revision of the read. A policy at a passed epoch never
+// changes. [NotFoundError] for an unknown tenant; [EpochError] for an
+// epoch the tenant has not reached, or one from before its history was
+// kept. epoch must be positive.
+func (s *Store) GetPolicyAt(ctx context.Context, tenant string, epoch int64) (*registryv1.Policy, int64, error) {
+	var (
+		p   = &registryv1.Policy{TenantId: tenant, PolicyEpoch: epoch}
+		rev int64
+	)
+	err := s.read(ctx, func(tx pgx.Tx) error {
+		var current, since int64
+		err := tx.QueryRow(ctx, "SELECT policy_epoch, history_since FROM tenants WHERE tenant_id = $1", tenant).Scan(&current, &since)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return &NotFoundError{Kind: "tenant", ID: tenant}
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case epoch > current:
+			return &EpochError{Reason: ReasonEpochNotReached, Tenant: tenant, Epoch: epoch, Current: current, Since: since}
+		case epoch < since:
+			return &EpochError{Reason: ReasonEpochBeforeHistory, Tenant: tenant, Epoch: epoch, Current: current, Since: since}
+		}
+		rows, err := tx.Query(ctx, `SELECT tenant_id, subject, grp, scopes, audience_classes, updated_at FROM grant_history
+WHERE tenant_id = $1 AND from_epoch <= $2 AND (to_epoch IS NULL OR to_epoch > $2) ORDER BY subject, grp`, tenant, epoch)
+		if err != nil {
+			return err
+		}
+		p.Grants, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*registryv1.Grant, error) {
+			var g registryv1.Grant
+			var at time.Time
+			err := r.Scan(&g.TenantId, &g.Subject, &g.Group, &g.Scopes, &g.AudienceClasses, &at)
+			g.UpdatedAt = ts(at)
+			return &g, err
+		})
+		if err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, `SELECT name, tenant_id, description, version, updated_at, server_ids, secret_refs FROM class_history
+WHERE tenant_id = $1 AND from_epoch <= $2 AND (to_epoch IS NULL OR to_epoch > $2) ORDER BY name LIMIT $3`, tenant, epoch, maxClassesPerPolicy)
+		if err != nil {
+			return err
+		}
+		p.AudienceClasses, err = pgx.CollectRows(rows, scanClass)
 		if err != nil {
 			return err
 		}
