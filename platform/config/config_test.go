@@ -48,3 +48,35 @@ func TestEveryProblemReportedTogether(t *testing.T) {
 		t.Fatal("stray argument accepted")
 	}
 }
+
+// The platform tenant and the maximum token lifetime have defaults,
+// environment twins and flags, and bad values are refused by name.
+func TestAuthPlatformTenantAndMaxTokenLifetime(t *testing.T) {
+	var c Common
+	s := NewSet("registry", env(nil))
+	c.Register(s, "registry", Defaults{ListenAddr: "127.0.0.1:7101"})
+	if err := s.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if c.AuthPlatformTenant != DefaultPlatformTenant || c.AuthMaxTokenLifetime != 24*time.Hour {
+		t.Fatalf("defaults %q %v", c.AuthPlatformTenant, c.AuthMaxTokenLifetime)
+	}
+	c = Common{}
+	s = NewSet("registry", env(map[string]string{"TOOLCRIB_AUTH_PLATFORM_TENANT": "ops", "TOOLCRIB_AUTH_MAX_TOKEN_LIFETIME": "1h"}))
+	c.Register(s, "registry", Defaults{ListenAddr: "127.0.0.1:7101"})
+	if err := s.Parse(nil); err != nil || c.AuthPlatformTenant != "ops" || c.AuthMaxTokenLifetime != time.Hour {
+		t.Fatalf("environment: %q %v %v", c.AuthPlatformTenant, c.AuthMaxTokenLifetime, err)
+	}
+	c = Common{}
+	s = NewSet("registry", env(nil))
+	c.Register(s, "registry", Defaults{ListenAddr: "127.0.0.1:7101"})
+	if err := s.Parse([]string{"--auth-platform-tenant", "", "--auth-max-token-lifetime", "0s"}); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Validate()
+	for _, want := range []string{"--auth-platform-tenant", "--auth-max-token-lifetime"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("validation error %v does not name %s", err, want)
+		}
+	}
+}
