@@ -144,6 +144,10 @@ func devCommands() []command {
 				if service {
 					gs = append(gs, devServiceGroup)
 				}
+				if ttl > principal.DefaultMaxTokenLifetime {
+					fmt.Fprintf(e.stderr, "toolcrib dev token: a %v token is refused by services with the default --auth-max-token-lifetime (%v)\n",
+						ttl, principal.DefaultMaxTokenLifetime)
+				}
 				tok, err := s.Mint(principal.Claims{Subject: sub, Tenant: tenant, Groups: gs, TTL: ttl})
 				if err != nil {
 					return err
