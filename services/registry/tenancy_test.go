@@ -405,3 +405,33 @@ func TestPolicyAtPastEpoch(t *testing.T) {
 		t.Fatalf("own past policy: %v %v", mine, err)
 	}
 }
+
+// A megabyte of input in a tenant id, a class name or an owner is refused
+// with a field violation that does not echo it.
+func TestMegabyteTenantClassAndOwnerAreRefusedWithoutEcho(t *testing.T) {
+	t.Parallel()
+	_, ctx, admin := startFixture(t)
+	huge := strings.Repeat("a", 1<<20)
+	_, err := admin.GetPolicy(ctx, &registryv1.GetPolicyRequest{TenantId: huge})
+	checkShort(t, wantFields(t, err, "tenant_id"), err)
+	_, err = admin.GetAudienceClass(ctx, &registryv1.GetAudienceClassRequest{Name: huge + "." + huge})
+	checkShort(t, wantFields(t, err, "name"), err)
+	_, err = admin.ListAudienceClasses(ctx, &registryv1.ListAudienceClassesRequest{TenantId: huge})
+	checkShort(t, wantFields(t, err, "tenant_id"), err)
+	s := logisticsServer()
+	s.ServerId, s.Owner = "other", "tenant-a/group:"+huge
+	_, err = admin.RegisterServer(ctx, &registryv1.RegisterServerRequest{Server: s})
+	checkShort(t, wantFields(t, err, "server.owner"), err)
+}
+
+func checkShort(t *testing.T, vs []violation, err error) {
+	t.Helper()
+	if n := len(status.Convert(err).Message()); n > 1000 {
+		t.Fatalf("a %d-byte message", n)
+	}
+	for _, v := range vs {
+		if len(v.description) > 200 {
+			t.Fatalf("a %d-byte description", len(v.description))
+		}
+	}
+}
