@@ -217,7 +217,7 @@ func TestApprovalRevalidatesAgainstCurrentDescriptor(t *testing.T) {
 func TestOnlyOwnerOrAdminReviews(t *testing.T) {
 	t.Parallel()
 	r, ctx, _ := startWithTool(t, "v1")
-	owner := r.Client(t, r.Auth.User(t, "lee", "", owners))
+	owner := r.Client(t, r.Auth.User(t, "lee", tenant, owners))
 	stranger := r.Client(t, r.Auth.User(t, "mallory", tenant, "shipping"))
 
 	_, err := stranger.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: contractFor(toolID)})
@@ -241,7 +241,8 @@ func TestOnlyOwnerOrAdminReviews(t *testing.T) {
 	if _, err := owner.EnableTool(ctx, &registryv1.EnableToolRequest{ToolId: toolID}); err != nil {
 		t.Fatal(err)
 	}
-	// Reads are open to any verified principal.
+	// Reads are open to any principal of a tenant whose classes see the
+	// tool.
 	if _, err := stranger.GetTool(ctx, &registryv1.GetToolRequest{ToolId: toolID}); err != nil {
 		t.Fatal(err)
 	}
