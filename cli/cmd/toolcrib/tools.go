@@ -260,11 +260,11 @@ func toolCommands() []command {
 			},
 		},
 		{
-			name:    "tool show",
-			args:    "<tool-id>",
+			name: "tool show",
+			args: "<tool-id>",
 			summary: "show a tool: its variants (which audience class sees which descriptor, with the exact approval digest to " +
 				"approve and the review state of each), its contract, approvals and history",
-			flags:   func(fs *flag.FlagSet) { fs.BoolVar(&noHistory, "no-history", false, "leave out the history") },
+			flags: func(fs *flag.FlagSet) { fs.BoolVar(&noHistory, "no-history", false, "leave out the history") },
 			run: func(ctx context.Context, e *env, a []string) error {
 				if err := needArgs(a, 1, "<tool-id>"); err != nil {
 					return err
