@@ -191,7 +191,8 @@ func (sc scope) filter(t *toolRow) (_ *toolRow, ok bool, err error) {
 	digests := map[string]bool{}
 	for _, v := range t.Variants {
 		if sc.sees(t.ServerID, v.Class) {
-			c.Variants = append(c.Variants, v)
+			vc := *v
+			c.Variants = append(c.Variants, &vc)
 			digests[v.DescriptorDigest] = true
 		}
 	}
