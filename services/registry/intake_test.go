@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/toolcrib/toolcrib/services/registry/registrytest"
 
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
@@ -116,4 +118,98 @@ func TestIntakeResumesAndResyncsAfterCompaction(t *testing.T) {
 	if last := d.Watches(); len(last) != len(w) {
 		t.Fatalf("the registry kept reconnecting: %v", last)
 	}
+}
+
+// The intake keeps one variant per audience class: what class B's pointer
+// moves do (a new descriptor, the tool dropped, the tool listed again)
+// changes B's variant only, while A's variant, its review state and its
+// presence stay as they were; the tool is absent at the source only when
+// no class lists it. After a compaction the re-read of every pointer keeps
+// both variants as they are.
+func TestIntakeKeepsEachAudienceClassItsOwnVariant(t *testing.T) {
+	t.Parallel()
+	r := registrytest.Start(t, registrytest.Options{})
+	setupTwoTenants(t, r)
+	ctx, admin, d := ctxT(t), r.Admin(t), r.Discovery
+	va, vb := shipmentStatus("a"), shipmentStatus("b")
+	d.Commit(server, class, va)
+	d.Commit(server, classB, vb)
+	tool := waitVariant(t, r, classB, vb.GetDescriptorDigest())
+	pub, err := admin.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: contractFor(toolID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := admin.ApproveTool(ctx, &registryv1.ApproveToolRequest{ToolId: toolID, ApprovalDigest: variantOf(t, pub.GetTool(), class).GetApprovalDigest()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := variantOf(t, app.GetTool(), class)
+	if a.GetReviewState() != registryv1.ReviewState_REVIEW_STATE_APPROVED || variantOf(t, app.GetTool(), classB).GetReviewState() != registryv1.ReviewState_REVIEW_STATE_UNREVIEWED {
+		t.Fatalf("after approving A: %v", app.GetTool().GetVariants())
+	}
+	unchangedA := func(step string, tool *registryv1.Tool) {
+		t.Helper()
+		if got := variantOf(t, tool, class); !proto.Equal(got, a) {
+			t.Fatalf("%s changed class A's variant:\nbefore %v\nafter  %v", step, a, got)
+		}
+	}
+
+	// B drops the tool: B's variant is absent, the tool is still present.
+	d.Commit(server, classB, registrytest.Tool(server, "other", "other"))
+	tool = r.WaitTool(t, toolID, func(tl *registryv1.Tool) bool { return !variantOfOK(tl, classB).GetPresentAtSource() })
+	unchangedA("class B dropping the tool", tool)
+	if !tool.GetPresentAtSource() || tool.GetDescriptorDigest() != va.GetDescriptorDigest() {
+		t.Fatalf("the tool is listed by A but shows %v", tool)
+	}
+	// B lists it again with a third descriptor.
+	vb2 := shipmentStatus("b2")
+	d.Commit(server, classB, vb2)
+	tool = waitVariant(t, r, classB, vb2.GetDescriptorDigest())
+	unchangedA("class B listing a new descriptor", tool)
+	if b := variantOf(t, tool, classB); !b.GetPresentAtSource() || b.GetReviewState() != registryv1.ReviewState_REVIEW_STATE_UNREVIEWED {
+		t.Fatalf("B back with a new descriptor: %v", b)
+	}
+	// The registry falls behind, discovery compacts past it, the registry
+	// re-reads every pointer.
+	d.Pause()
+	_, rev := d.Commit(server, classB, vb2, registrytest.Tool(server, "late", "late"))
+	d.Compact(rev)
+	d.Disconnect()
+	d.Resume()
+	r.WaitTool(t, "logistics.late", present(true))
+	tool, history := getTool(t, admin, toolID)
+	unchangedA("the re-read after compaction", tool)
+	var classA []string
+	for _, h := range history {
+		if h.GetAudienceClass() == class {
+			classA = append(classA, h.GetKind())
+		}
+	}
+	if !slices.Equal(classA, []string{"DISCOVERED"}) {
+		t.Fatalf("class A's source history %v: only its own discovery", classA)
+	}
+	// A drops it too: A's variant is absent and keeps its approval on
+	// record; B still lists it, so the tool is present, at B's descriptor.
+	d.Commit(server, class)
+	tool = r.WaitTool(t, toolID, func(tl *registryv1.Tool) bool { return !variantOfOK(tl, class).GetPresentAtSource() })
+	if got := variantOf(t, tool, class); got.GetReviewState() != registryv1.ReviewState_REVIEW_STATE_APPROVED ||
+		got.GetDescriptorDigest() != va.GetDescriptorDigest() {
+		t.Fatalf("A dropped the tool: %v", got)
+	}
+	if !tool.GetPresentAtSource() || tool.GetDescriptorDigest() != vb2.GetDescriptorDigest() {
+		t.Fatalf("B still lists the tool: %v", tool)
+	}
+	// Now nobody lists it.
+	d.Commit(server, classB)
+	r.WaitTool(t, toolID, present(false))
+}
+
+// variantOfOK is variantOf for polling: nil when there is none.
+func variantOfOK(tool *registryv1.Tool, class string) *registryv1.ToolVariant {
+	for _, v := range tool.GetVariants() {
+		if v.GetAudienceClass() == class {
+			return v
+		}
+	}
+	return nil
 }

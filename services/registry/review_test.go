@@ -241,7 +241,8 @@ func TestOnlyOwnerOrAdminReviews(t *testing.T) {
 	if _, err := owner.EnableTool(ctx, &registryv1.EnableToolRequest{ToolId: toolID}); err != nil {
 		t.Fatal(err)
 	}
-	// Reads are open to any verified principal.
+	// Reads are open to any principal of a tenant whose classes see the
+	// tool.
 	if _, err := stranger.GetTool(ctx, &registryv1.GetToolRequest{ToolId: toolID}); err != nil {
 		t.Fatal(err)
 	}

@@ -203,3 +203,54 @@ func TestMissingTokenIsExplained(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// `tool show` lists the variants: which audience class sees which
+// descriptor, each with its own approval digest and review state; the
+// publish hint names every digest to approve; a tenant's user sees only
+// its own classes' variants, and a tool only another tenant saw is not
+// found.
+func TestToolShowListsVariantsPerAudienceClass(t *testing.T) {
+	r := registrytest.Start(t, registrytest.Options{})
+	admin := r.Auth.Admin(t)
+	mustCLI(t, r, admin, "server", "register", "--owner", "group:logistics-platform",
+		"--url", "https://logistics.example.test/mcp", "--trust", "first-party", "logistics")
+	for _, tn := range []string{"tenant-a", "tenant-b"} {
+		mustCLI(t, r, admin, "tenant", "put", tn)
+		mustCLI(t, r, admin, "audience", "put", "--server", "logistics", tn+".readers")
+	}
+	va := registrytest.Tool("logistics", "shipment_status", "Query the current status of a shipment.")
+	vb := registrytest.Tool("logistics", "shipment_status", "TENANT-B PRIVATE: query and repair a shipment.")
+	r.Discovery.Commit("logistics", "tenant-a.readers", va)
+	r.Discovery.Commit("logistics", "tenant-b.readers", vb, registrytest.Tool("logistics", "b_only", "TENANT-B PRIVATE"))
+	r.WaitTool(t, "logistics.b_only", func(*registryv1.Tool) bool { return true })
+	r.WaitTool(t, "logistics.shipment_status", func(tl *registryv1.Tool) bool { return len(tl.GetVariants()) == 2 })
+
+	out := mustCLI(t, r, admin, "contract", "publish", "--effect", "read-only", "--scope", "shipment:read",
+		"--authorization", "caller", "logistics.shipment_status")
+	hints := regexp.MustCompile(`toolcrib tool approve logistics\.shipment_status (sha256:[0-9a-f]{64})`).FindAllStringSubmatch(out, -1)
+	if len(hints) != 2 || hints[0][1] == hints[1][1] {
+		t.Fatalf("publish should name one digest per descriptor:\n%s", out)
+	}
+	mustCLI(t, r, admin, "tool", "approve", "logistics.shipment_status", hints[0][1])
+	out = mustCLI(t, r, admin, "tool", "show", "logistics.shipment_status")
+	wantLines(t, out, `CLASS\s+REVIEW STATE\s+AT SOURCE\s+GENERATION\s+DESCRIPTOR DIGEST\s+APPROVAL DIGEST\s+DESCRIPTION`,
+		`tenant-a\.readers\s+approved\s+yes\s+1\s+sha256:[0-9a-f]{12}…\s+`+hints[0][1]+`\s+"Query the current status of a shipment\."`,
+		`tenant-b\.readers\s+unreviewed\s+yes\s+1\s+sha256:[0-9a-f]{12}…\s+`+hints[1][1]+`\s+"TENANT-B PRIVATE: query and repair a shipment\."`,
+		`DISCOVERED\s+discovery\s+-\s+\S+\s+-\s+tenant-b\.readers`)
+	out = mustCLI(t, r, admin, "tool", "list")
+	wantLines(t, out, `logistics\.shipment_status\s+.*\s+1/2\n`, `logistics\.b_only\s+.*\s+0/1\n`)
+
+	userA := r.Auth.User(t, "alice", "tenant-a")
+	out = mustCLI(t, r, userA, "tool", "show", "logistics.shipment_status")
+	wantLines(t, out, `tenant-a\.readers\s+approved`)
+	if strings.Contains(out, "tenant-b") || strings.Contains(out, "TENANT-B") {
+		t.Fatalf("tenant-a sees tenant-b's variant:\n%s", out)
+	}
+	_, err := cli(t, r, userA, "tool", "show", "logistics.b_only")
+	if status.Code(err) != codes.NotFound || strings.Contains(describe(err), "TENANT-B") {
+		t.Fatalf("tenant-a showing tenant-b's tool: %v", err)
+	}
+	if out := mustCLI(t, r, userA, "tool", "list"); strings.Contains(out, "b_only") {
+		t.Fatalf("tenant-a lists tenant-b's tool:\n%s", out)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -183,8 +184,11 @@ func contractCommand() command {
 			}
 			return e.output(resp, func(w *tabwriter.Writer) {
 				printTool(w, resp.GetTool())
-				fmt.Fprintf(w, "\nnext: review it with `toolcrib tool show %s`, then approve exactly this digest:\n"+
-					"  toolcrib tool approve %s %s\n", a[0], a[0], resp.GetTool().GetApprovalDigest())
+				fmt.Fprintf(w, "\nnext: review it with `toolcrib tool show %s`, then approve exactly the digest of each "+
+					"descriptor you reviewed:\n", a[0])
+				for _, d := range approvalCandidates(resp.GetTool()) {
+					fmt.Fprintf(w, "  toolcrib tool approve %s %s\n", a[0], d)
+				}
 			})
 		},
 	}
@@ -245,20 +249,22 @@ func toolCommands() []command {
 					}
 				}
 				return e.output(all, func(w *tabwriter.Writer) {
-					fmt.Fprintln(w, "TOOL\tSTATE\tENABLED\tAT SOURCE\tCONTRACT\tAPPROVAL DIGEST")
+					fmt.Fprintln(w, "TOOL\tSTATE\tENABLED\tAT SOURCE\tCONTRACT\tAPPROVAL DIGEST\tVARIANTS APPROVED")
 					for _, t := range all.GetTools() {
-						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", t.GetToolId(), enumName(t.GetReviewState().String(), "REVIEW_STATE_"),
-							yesNo(t.GetEnabled()), yesNo(t.GetPresentAtSource()), contractVersion(t), shortDigest(t.GetApprovalDigest()))
+						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.GetToolId(), enumName(t.GetReviewState().String(), "REVIEW_STATE_"),
+							yesNo(t.GetEnabled()), yesNo(t.GetPresentAtSource()), contractVersion(t), shortDigest(t.GetApprovalDigest()),
+							variantsApproved(t))
 					}
 					fmt.Fprintf(w, "(%d tools, registry revision %d)\n", len(all.GetTools()), all.GetRevision())
 				})
 			},
 		},
 		{
-			name:    "tool show",
-			args:    "<tool-id>",
-			summary: "show a tool: review state, the exact approval digest to approve, its contract, approvals and history",
-			flags:   func(fs *flag.FlagSet) { fs.BoolVar(&noHistory, "no-history", false, "leave out the history") },
+			name: "tool show",
+			args: "<tool-id>",
+			summary: "show a tool: its variants (which audience class sees which descriptor, with the exact approval digest to " +
+				"approve and the review state of each), its contract, approvals and history",
+			flags: func(fs *flag.FlagSet) { fs.BoolVar(&noHistory, "no-history", false, "leave out the history") },
 			run: func(ctx context.Context, e *env, a []string) error {
 				if err := needArgs(a, 1, "<tool-id>"); err != nil {
 					return err
@@ -272,10 +278,11 @@ func toolCommands() []command {
 				return e.output(resp, func(w *tabwriter.Writer) {
 					printTool(w, resp.GetTool())
 					if len(resp.GetHistory()) > 0 {
-						fmt.Fprintln(w, "\nREV\tAT\tEVENT\tBY\tCONTRACT\tAPPROVAL DIGEST\tDETAIL")
+						fmt.Fprintln(w, "\nREV\tAT\tEVENT\tBY\tCONTRACT\tAPPROVAL DIGEST\tDETAIL\tCLASS")
 						for _, h := range resp.GetHistory() {
-							fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", h.GetRevision(), when(h.GetAt()), h.GetKind(), h.GetActor(),
-								versionOrDash(h.GetContractVersion()), shortDigest(h.GetApprovalDigest()), safeText(h.GetDetail()))
+							fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.GetRevision(), when(h.GetAt()), h.GetKind(), h.GetActor(),
+								versionOrDash(h.GetContractVersion()), shortDigest(h.GetApprovalDigest()), orDash(safeText(h.GetDetail())),
+								orDash(h.GetAudienceClass()))
 						}
 					}
 				})
@@ -402,6 +409,67 @@ func printTool(w io.Writer, t *registryv1.Tool) {
 		fmt.Fprintf(w, "%s\t%s v%d by %s at %s (descriptor %s)\n", label, a.GetApprovalDigest(), a.GetContractVersion(),
 			a.GetApprovedBy(), when(a.GetApprovedAt()), shortDigest(a.GetDescriptorDigest()))
 	}
+	printVariants(w, t)
+}
+
+// printVariants prints which audience class sees which descriptor of the
+// tool, and where each stands in review: review is per descriptor.
+func printVariants(w io.Writer, t *registryv1.Tool) {
+	if len(t.GetVariants()) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nCLASS\tREVIEW STATE\tAT SOURCE\tGENERATION\tDESCRIPTOR DIGEST\tAPPROVAL DIGEST\tDESCRIPTION")
+	for _, v := range t.GetVariants() {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", v.GetAudienceClass(), enumName(v.GetReviewState().String(), "REVIEW_STATE_"),
+			yesNo(v.GetPresentAtSource()), v.GetGeneration(), shortDigest(v.GetDescriptorDigest()), orDash(v.GetApprovalDigest()),
+			descriptionOf(v.GetDescriptorRaw()))
+	}
+}
+
+// maxShownDescription bounds a description in a table, in runes.
+const maxShownDescription = 80
+
+// descriptionOf returns the quoted, shortened description of a raw tool
+// descriptor (untrusted text from an MCP server); `-` when it has none.
+func descriptionOf(raw []byte) string {
+	var desc struct {
+		Description string `json:"description"`
+	}
+	if json.Unmarshal(raw, &desc) != nil || desc.Description == "" {
+		return "-"
+	}
+	d := []rune(desc.Description)
+	if len(d) > maxShownDescription {
+		return strconv.Quote(string(d[:maxShownDescription])) + "…"
+	}
+	return strconv.Quote(desc.Description)
+}
+
+// approvalCandidates returns the approval digests of the variants not yet
+// approved, each once, in class order; the tool's own digest when it has
+// no variants.
+func approvalCandidates(t *registryv1.Tool) []string {
+	var out []string
+	for _, v := range t.GetVariants() {
+		if d := v.GetApprovalDigest(); d != "" && v.GetReviewState() != registryv1.ReviewState_REVIEW_STATE_APPROVED && !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	if len(out) == 0 && len(t.GetVariants()) == 0 && t.GetApprovalDigest() != "" {
+		out = append(out, t.GetApprovalDigest())
+	}
+	return out
+}
+
+// variantsApproved is `approved/total` over the tool's variants.
+func variantsApproved(t *registryv1.Tool) string {
+	n := 0
+	for _, v := range t.GetVariants() {
+		if v.GetReviewState() == registryv1.ReviewState_REVIEW_STATE_APPROVED {
+			n++
+		}
+	}
+	return fmt.Sprintf("%d/%d", n, len(t.GetVariants()))
 }
 
 func deadlineText(ms int32) string {

@@ -30,8 +30,22 @@
 // row and each gets its own epoch; none is lost. Every bump is also sent on
 // Watch as a PolicyChange, after the object changes of the same transaction.
 //
-// Reads (Get*, List*) need any verified principal; GetPolicy and Watch are
-// narrower (see each RPC). List responses carry the registry revision they
+// Reads (Get*, List*) need any verified principal; GetPolicy, GetToolReview
+// and Watch are narrower (see each RPC). Tools are read per tenant: a
+// principal that is neither a platform admin nor a service sees a tool only
+// when one of its tenant's audience classes covers the tool's server and has
+// seen the tool at the source (has a variant of it), and sees only those
+// variants; any other tool is NOT_FOUND, exactly as if it did not exist.
+//
+// Review is per descriptor. MCP lets `tools/list` differ by the credential
+// presented, so each audience class may see its own descriptor of a tool: a
+// tool has one variant per audience class that listed it (ToolVariant), and
+// each variant has its own approval digest over its descriptor digest and
+// the tool's one current contract, and its own review state. An approval
+// binds one descriptor digest and one contract (I5); two classes that see
+// different descriptors need two approvals; two classes that see the same
+// descriptor share it. A scan for one class changes only that class's
+// variant. Admission asks GetToolReview. List responses carry the registry revision they
 // were read at, so a client can list and then watch from that revision
 // without a gap.
 
@@ -278,7 +292,8 @@ func (Confirmation) EnumDescriptor() ([]byte, []int) {
 	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{3}
 }
 
-// ReviewState is where a tool stands in owner review.
+// ReviewState is where a tool, or one variant of it, stands in owner
+// review.
 type ReviewState int32
 
 const (
@@ -1169,6 +1184,129 @@ func (x *ToolContract) GetConfirmation() Confirmation {
 	return Confirmation_CONFIRMATION_UNSPECIFIED
 }
 
+// ToolVariant is what one audience class sees of a tool at the source, and
+// where that descriptor stands in review.
+type ToolVariant struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The audience class, `<tenant_id>.<class>`.
+	AudienceClass string `protobuf:"bytes,1,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
+	// The class's tenant.
+	TenantId string `protobuf:"bytes,2,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// `sha256:<hex>` descriptor digest of the tool in the newest generation
+	// of the class that listed it.
+	DescriptorDigest string `protobuf:"bytes,3,opt,name=descriptor_digest,json=descriptorDigest,proto3" json:"descriptor_digest,omitempty"`
+	// The raw tool JSON of that descriptor, verbatim from the source.
+	DescriptorRaw []byte `protobuf:"bytes,4,opt,name=descriptor_raw,json=descriptorRaw,proto3" json:"descriptor_raw,omitempty"`
+	// Approval digest over `descriptor_digest` and the tool's current
+	// contract; empty while no contract is published.
+	ApprovalDigest string `protobuf:"bytes,5,opt,name=approval_digest,json=approvalDigest,proto3" json:"approval_digest,omitempty"`
+	// Review state of `approval_digest`: PENDING_CONTRACT, UNREVIEWED or
+	// APPROVED.
+	ReviewState ReviewState `protobuf:"varint,6,opt,name=review_state,json=reviewState,proto3,enum=toolcrib.registry.v1.ReviewState" json:"review_state,omitempty"`
+	// False when the class's newest generation no longer lists the tool; the
+	// digest is then the last one it listed.
+	PresentAtSource bool `protobuf:"varint,7,opt,name=present_at_source,json=presentAtSource,proto3" json:"present_at_source,omitempty"`
+	// Discovery generation of the class that last changed this variant.
+	Generation int64 `protobuf:"varint,8,opt,name=generation,proto3" json:"generation,omitempty"`
+	// When this variant last changed at the source.
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolVariant) Reset() {
+	*x = ToolVariant{}
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolVariant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolVariant) ProtoMessage() {}
+
+func (x *ToolVariant) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolVariant.ProtoReflect.Descriptor instead.
+func (*ToolVariant) Descriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ToolVariant) GetAudienceClass() string {
+	if x != nil {
+		return x.AudienceClass
+	}
+	return ""
+}
+
+func (x *ToolVariant) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *ToolVariant) GetDescriptorDigest() string {
+	if x != nil {
+		return x.DescriptorDigest
+	}
+	return ""
+}
+
+func (x *ToolVariant) GetDescriptorRaw() []byte {
+	if x != nil {
+		return x.DescriptorRaw
+	}
+	return nil
+}
+
+func (x *ToolVariant) GetApprovalDigest() string {
+	if x != nil {
+		return x.ApprovalDigest
+	}
+	return ""
+}
+
+func (x *ToolVariant) GetReviewState() ReviewState {
+	if x != nil {
+		return x.ReviewState
+	}
+	return ReviewState_REVIEW_STATE_UNSPECIFIED
+}
+
+func (x *ToolVariant) GetPresentAtSource() bool {
+	if x != nil {
+		return x.PresentAtSource
+	}
+	return false
+}
+
+func (x *ToolVariant) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *ToolVariant) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
 // ApprovedVersion is one approval: a descriptor digest and a contract,
 // bound together by the approval digest.
 type ApprovedVersion struct {
@@ -1200,7 +1338,7 @@ type ApprovedVersion struct {
 
 func (x *ApprovedVersion) Reset() {
 	*x = ApprovedVersion{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[9]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1212,7 +1350,7 @@ func (x *ApprovedVersion) String() string {
 func (*ApprovedVersion) ProtoMessage() {}
 
 func (x *ApprovedVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[9]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1225,7 +1363,7 @@ func (x *ApprovedVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovedVersion.ProtoReflect.Descriptor instead.
 func (*ApprovedVersion) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{9}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ApprovedVersion) GetApprovalDigest() string {
@@ -1277,7 +1415,13 @@ func (x *ApprovedVersion) GetComment() string {
 	return ""
 }
 
-// Tool is the registry's record of one tool.
+// Tool is the registry's record of one tool. Review is per variant (see the
+// package comment): `variants` is authoritative. The tool-level
+// `descriptor_digest`, `descriptor_raw`, `review_state`, `approval_digest`
+// and `present_at_source` are kept for older clients and are deprecated:
+// they describe the variant most recently changed at the source among the
+// variants the caller may see (for a tenant principal, one of its own
+// classes' variants, never another tenant's).
 type Tool struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Tool id, `<server_id>.<tool name>`.
@@ -1288,27 +1432,26 @@ type Tool struct {
 	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
 	// Owner, from the server record.
 	Owner string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
-	// Review state of the current approval digest.
+	// Deprecated: review state of the newest visible variant; see `variants`.
 	ReviewState ReviewState `protobuf:"varint,5,opt,name=review_state,json=reviewState,proto3,enum=toolcrib.registry.v1.ReviewState" json:"review_state,omitempty"`
 	// Whether admission may allow calls. False by default for every new tool.
 	Enabled bool `protobuf:"varint,6,opt,name=enabled,proto3" json:"enabled,omitempty"`
-	// Descriptor digest of the tool in the newest committed generation that
-	// lists it; empty when no descriptor is known.
+	// Deprecated: descriptor digest of the newest visible variant (the one
+	// most recently changed at the source); see `variants`.
 	DescriptorDigest string `protobuf:"bytes,7,opt,name=descriptor_digest,json=descriptorDigest,proto3" json:"descriptor_digest,omitempty"`
-	// The raw tool JSON of that descriptor.
+	// Deprecated: the raw tool JSON of that descriptor; see `variants`.
 	DescriptorRaw []byte `protobuf:"bytes,8,opt,name=descriptor_raw,json=descriptorRaw,proto3" json:"descriptor_raw,omitempty"`
-	// False when the newest committed generation of the server no longer lists
-	// the tool.
+	// False when no visible variant is present at the source any more.
 	PresentAtSource bool `protobuf:"varint,9,opt,name=present_at_source,json=presentAtSource,proto3" json:"present_at_source,omitempty"`
 	// The current contract; unset while no contract is published.
 	Contract *ToolContract `protobuf:"bytes,10,opt,name=contract,proto3" json:"contract,omitempty"`
 	// Version of the current contract; 0 while none is published.
 	ContractVersion int64 `protobuf:"varint,11,opt,name=contract_version,json=contractVersion,proto3" json:"contract_version,omitempty"`
-	// Current approval digest over `descriptor_digest` and `contract`; empty
-	// while either is missing.
+	// Deprecated: approval digest over `descriptor_digest` and `contract`;
+	// empty while either is missing. Each variant has its own.
 	ApprovalDigest string `protobuf:"bytes,12,opt,name=approval_digest,json=approvalDigest,proto3" json:"approval_digest,omitempty"`
-	// Approved versions still in force, newest first. Admission serves the
-	// newest one whose descriptor digest is the one at the source.
+	// Approved versions still in force, newest first; for a tenant principal
+	// only those of descriptors its classes see.
 	Approvals []*ApprovedVersion `protobuf:"bytes,13,rep,name=approvals,proto3" json:"approvals,omitempty"`
 	// Record version, incremented on every change.
 	Version int64 `protobuf:"varint,14,opt,name=version,proto3" json:"version,omitempty"`
@@ -1316,13 +1459,16 @@ type Tool struct {
 	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// Why the tool was last disabled; empty when enabled or never disabled.
 	DisabledReason string `protobuf:"bytes,16,opt,name=disabled_reason,json=disabledReason,proto3" json:"disabled_reason,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// One variant per audience class that listed the tool, ordered by class;
+	// for a tenant principal only its own classes that cover the server.
+	Variants      []*ToolVariant `protobuf:"bytes,17,rep,name=variants,proto3" json:"variants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[10]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1480,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[10]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1493,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{10}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Tool) GetToolId() string {
@@ -1462,20 +1608,30 @@ func (x *Tool) GetDisabledReason() string {
 	return ""
 }
 
+func (x *Tool) GetVariants() []*ToolVariant {
+	if x != nil {
+		return x.Variants
+	}
+	return nil
+}
+
 // ToolEvent is one entry of a tool's history.
 type ToolEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Registry revision of the change.
 	Revision int64 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
 	// What happened: `DISCOVERED`, `DESCRIPTOR_CHANGED`, `REMOVED_AT_SOURCE`,
-	// `RESTORED_AT_SOURCE`, `PUBLISHED`, `APPROVED`, `ENABLED`, `DISABLED`,
+	// `RESTORED_AT_SOURCE` (changes at the source, each of one audience
+	// class's variant), `PUBLISHED`, `APPROVED`, `ENABLED`, `DISABLED`,
 	// `ROLLED_BACK`.
 	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Subject that made the change; `discovery` for changes seen at the source.
 	Actor string `protobuf:"bytes,3,opt,name=actor,proto3" json:"actor,omitempty"`
 	// When it happened.
 	At *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
-	// Descriptor digest after the change; empty when none.
+	// Descriptor digest after the change: of the variant for source changes
+	// and approvals, of the newest variant otherwise; empty when none (and,
+	// for a tenant principal, when it is not a digest its classes see).
 	DescriptorDigest string `protobuf:"bytes,5,opt,name=descriptor_digest,json=descriptorDigest,proto3" json:"descriptor_digest,omitempty"`
 	// Contract version after the change; 0 when none.
 	ContractVersion int64 `protobuf:"varint,6,opt,name=contract_version,json=contractVersion,proto3" json:"contract_version,omitempty"`
@@ -1484,14 +1640,19 @@ type ToolEvent struct {
 	// Free text (reason, comment); empty for none.
 	Detail string `protobuf:"bytes,8,opt,name=detail,proto3" json:"detail,omitempty"`
 	// The contract published by a `PUBLISHED` event; unset otherwise.
-	Contract      *ToolContract `protobuf:"bytes,9,opt,name=contract,proto3" json:"contract,omitempty"`
+	Contract *ToolContract `protobuf:"bytes,9,opt,name=contract,proto3" json:"contract,omitempty"`
+	// The audience class whose variant changed, for changes at the source;
+	// empty for changes to the whole tool. A tenant principal sees only the
+	// source changes of its own classes, and no approval of a descriptor its
+	// classes do not see.
+	AudienceClass string `protobuf:"bytes,10,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolEvent) Reset() {
 	*x = ToolEvent{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[11]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1503,7 +1664,7 @@ func (x *ToolEvent) String() string {
 func (*ToolEvent) ProtoMessage() {}
 
 func (x *ToolEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[11]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1516,7 +1677,7 @@ func (x *ToolEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolEvent.ProtoReflect.Descriptor instead.
 func (*ToolEvent) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{11}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ToolEvent) GetRevision() int64 {
@@ -1582,6 +1743,13 @@ func (x *ToolEvent) GetContract() *ToolContract {
 	return nil
 }
 
+func (x *ToolEvent) GetAudienceClass() string {
+	if x != nil {
+		return x.AudienceClass
+	}
+	return ""
+}
+
 // Grant gives one subject or group of a tenant scopes and audience classes.
 type Grant struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1603,7 +1771,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[12]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +1783,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[12]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +1796,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{12}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Grant) GetTenantId() string {
@@ -1690,7 +1858,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[13]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1702,7 +1870,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[13]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1715,7 +1883,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{13}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Policy) GetTenantId() string {
@@ -1757,7 +1925,7 @@ type RegisterServerRequest struct {
 
 func (x *RegisterServerRequest) Reset() {
 	*x = RegisterServerRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[14]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1769,7 +1937,7 @@ func (x *RegisterServerRequest) String() string {
 func (*RegisterServerRequest) ProtoMessage() {}
 
 func (x *RegisterServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[14]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1782,7 +1950,7 @@ func (x *RegisterServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{14}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RegisterServerRequest) GetServer() *Server {
@@ -1803,7 +1971,7 @@ type RegisterServerResponse struct {
 
 func (x *RegisterServerResponse) Reset() {
 	*x = RegisterServerResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[15]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1815,7 +1983,7 @@ func (x *RegisterServerResponse) String() string {
 func (*RegisterServerResponse) ProtoMessage() {}
 
 func (x *RegisterServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[15]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1828,7 +1996,7 @@ func (x *RegisterServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{15}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RegisterServerResponse) GetServer() *Server {
@@ -1849,7 +2017,7 @@ type GetServerRequest struct {
 
 func (x *GetServerRequest) Reset() {
 	*x = GetServerRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[16]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1861,7 +2029,7 @@ func (x *GetServerRequest) String() string {
 func (*GetServerRequest) ProtoMessage() {}
 
 func (x *GetServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[16]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1874,7 +2042,7 @@ func (x *GetServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerRequest.ProtoReflect.Descriptor instead.
 func (*GetServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{16}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetServerRequest) GetServerId() string {
@@ -1895,7 +2063,7 @@ type GetServerResponse struct {
 
 func (x *GetServerResponse) Reset() {
 	*x = GetServerResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[17]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1907,7 +2075,7 @@ func (x *GetServerResponse) String() string {
 func (*GetServerResponse) ProtoMessage() {}
 
 func (x *GetServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[17]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1920,7 +2088,7 @@ func (x *GetServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerResponse.ProtoReflect.Descriptor instead.
 func (*GetServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{17}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetServerResponse) GetServer() *Server {
@@ -1943,7 +2111,7 @@ type ListServersRequest struct {
 
 func (x *ListServersRequest) Reset() {
 	*x = ListServersRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[18]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1955,7 +2123,7 @@ func (x *ListServersRequest) String() string {
 func (*ListServersRequest) ProtoMessage() {}
 
 func (x *ListServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[18]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1968,7 +2136,7 @@ func (x *ListServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServersRequest.ProtoReflect.Descriptor instead.
 func (*ListServersRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{18}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListServersRequest) GetPageSize() int32 {
@@ -2000,7 +2168,7 @@ type ListServersResponse struct {
 
 func (x *ListServersResponse) Reset() {
 	*x = ListServersResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[19]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2012,7 +2180,7 @@ func (x *ListServersResponse) String() string {
 func (*ListServersResponse) ProtoMessage() {}
 
 func (x *ListServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[19]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2025,7 +2193,7 @@ func (x *ListServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServersResponse.ProtoReflect.Descriptor instead.
 func (*ListServersResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{19}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListServersResponse) GetServers() []*Server {
@@ -2062,7 +2230,7 @@ type UpdateServerRequest struct {
 
 func (x *UpdateServerRequest) Reset() {
 	*x = UpdateServerRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[20]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2074,7 +2242,7 @@ func (x *UpdateServerRequest) String() string {
 func (*UpdateServerRequest) ProtoMessage() {}
 
 func (x *UpdateServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[20]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2087,7 +2255,7 @@ func (x *UpdateServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServerRequest.ProtoReflect.Descriptor instead.
 func (*UpdateServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{20}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *UpdateServerRequest) GetServer() *Server {
@@ -2115,7 +2283,7 @@ type UpdateServerResponse struct {
 
 func (x *UpdateServerResponse) Reset() {
 	*x = UpdateServerResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[21]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2127,7 +2295,7 @@ func (x *UpdateServerResponse) String() string {
 func (*UpdateServerResponse) ProtoMessage() {}
 
 func (x *UpdateServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[21]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2140,7 +2308,7 @@ func (x *UpdateServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServerResponse.ProtoReflect.Descriptor instead.
 func (*UpdateServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{21}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UpdateServerResponse) GetServer() *Server {
@@ -2161,7 +2329,7 @@ type PutTenantRequest struct {
 
 func (x *PutTenantRequest) Reset() {
 	*x = PutTenantRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[22]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2173,7 +2341,7 @@ func (x *PutTenantRequest) String() string {
 func (*PutTenantRequest) ProtoMessage() {}
 
 func (x *PutTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[22]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2186,7 +2354,7 @@ func (x *PutTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTenantRequest.ProtoReflect.Descriptor instead.
 func (*PutTenantRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{22}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PutTenantRequest) GetTenant() *Tenant {
@@ -2207,7 +2375,7 @@ type PutTenantResponse struct {
 
 func (x *PutTenantResponse) Reset() {
 	*x = PutTenantResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[23]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2219,7 +2387,7 @@ func (x *PutTenantResponse) String() string {
 func (*PutTenantResponse) ProtoMessage() {}
 
 func (x *PutTenantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[23]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2232,7 +2400,7 @@ func (x *PutTenantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTenantResponse.ProtoReflect.Descriptor instead.
 func (*PutTenantResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{23}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PutTenantResponse) GetTenant() *Tenant {
@@ -2256,7 +2424,7 @@ type PutAudienceClassRequest struct {
 
 func (x *PutAudienceClassRequest) Reset() {
 	*x = PutAudienceClassRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[24]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2436,7 @@ func (x *PutAudienceClassRequest) String() string {
 func (*PutAudienceClassRequest) ProtoMessage() {}
 
 func (x *PutAudienceClassRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[24]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2449,7 @@ func (x *PutAudienceClassRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutAudienceClassRequest.ProtoReflect.Descriptor instead.
 func (*PutAudienceClassRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{24}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PutAudienceClassRequest) GetAudienceClass() *AudienceClass {
@@ -2311,7 +2479,7 @@ type PutAudienceClassResponse struct {
 
 func (x *PutAudienceClassResponse) Reset() {
 	*x = PutAudienceClassResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[25]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2323,7 +2491,7 @@ func (x *PutAudienceClassResponse) String() string {
 func (*PutAudienceClassResponse) ProtoMessage() {}
 
 func (x *PutAudienceClassResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[25]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2336,7 +2504,7 @@ func (x *PutAudienceClassResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutAudienceClassResponse.ProtoReflect.Descriptor instead.
 func (*PutAudienceClassResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{25}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PutAudienceClassResponse) GetAudienceClass() *AudienceClass {
@@ -2364,7 +2532,7 @@ type GetAudienceClassRequest struct {
 
 func (x *GetAudienceClassRequest) Reset() {
 	*x = GetAudienceClassRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[26]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2376,7 +2544,7 @@ func (x *GetAudienceClassRequest) String() string {
 func (*GetAudienceClassRequest) ProtoMessage() {}
 
 func (x *GetAudienceClassRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[26]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2389,7 +2557,7 @@ func (x *GetAudienceClassRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAudienceClassRequest.ProtoReflect.Descriptor instead.
 func (*GetAudienceClassRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{26}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetAudienceClassRequest) GetName() string {
@@ -2410,7 +2578,7 @@ type GetAudienceClassResponse struct {
 
 func (x *GetAudienceClassResponse) Reset() {
 	*x = GetAudienceClassResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[27]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2422,7 +2590,7 @@ func (x *GetAudienceClassResponse) String() string {
 func (*GetAudienceClassResponse) ProtoMessage() {}
 
 func (x *GetAudienceClassResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[27]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2435,7 +2603,7 @@ func (x *GetAudienceClassResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAudienceClassResponse.ProtoReflect.Descriptor instead.
 func (*GetAudienceClassResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{27}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetAudienceClassResponse) GetAudienceClass() *AudienceClass {
@@ -2462,7 +2630,7 @@ type ListAudienceClassesRequest struct {
 
 func (x *ListAudienceClassesRequest) Reset() {
 	*x = ListAudienceClassesRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[28]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2474,7 +2642,7 @@ func (x *ListAudienceClassesRequest) String() string {
 func (*ListAudienceClassesRequest) ProtoMessage() {}
 
 func (x *ListAudienceClassesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[28]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2487,7 +2655,7 @@ func (x *ListAudienceClassesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAudienceClassesRequest.ProtoReflect.Descriptor instead.
 func (*ListAudienceClassesRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{28}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListAudienceClassesRequest) GetTenantId() string {
@@ -2533,7 +2701,7 @@ type ListAudienceClassesResponse struct {
 
 func (x *ListAudienceClassesResponse) Reset() {
 	*x = ListAudienceClassesResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[29]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2545,7 +2713,7 @@ func (x *ListAudienceClassesResponse) String() string {
 func (*ListAudienceClassesResponse) ProtoMessage() {}
 
 func (x *ListAudienceClassesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[29]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2558,7 +2726,7 @@ func (x *ListAudienceClassesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAudienceClassesResponse.ProtoReflect.Descriptor instead.
 func (*ListAudienceClassesResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{29}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListAudienceClassesResponse) GetAudienceClasses() []*AudienceClass {
@@ -2593,7 +2761,7 @@ type PublishContractRequest struct {
 
 func (x *PublishContractRequest) Reset() {
 	*x = PublishContractRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[30]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2605,7 +2773,7 @@ func (x *PublishContractRequest) String() string {
 func (*PublishContractRequest) ProtoMessage() {}
 
 func (x *PublishContractRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[30]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2618,7 +2786,7 @@ func (x *PublishContractRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishContractRequest.ProtoReflect.Descriptor instead.
 func (*PublishContractRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{30}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PublishContractRequest) GetContract() *ToolContract {
@@ -2639,7 +2807,7 @@ type PublishContractResponse struct {
 
 func (x *PublishContractResponse) Reset() {
 	*x = PublishContractResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[31]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2651,7 +2819,7 @@ func (x *PublishContractResponse) String() string {
 func (*PublishContractResponse) ProtoMessage() {}
 
 func (x *PublishContractResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[31]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2664,7 +2832,7 @@ func (x *PublishContractResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishContractResponse.ProtoReflect.Descriptor instead.
 func (*PublishContractResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{31}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PublishContractResponse) GetTool() *Tool {
@@ -2679,7 +2847,10 @@ type ApproveToolRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Tool id; required.
 	ToolId string `protobuf:"bytes,1,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
-	// The approval digest the reviewer saw; required.
+	// The approval digest the reviewer saw: the current approval digest of a
+	// variant the caller may see (a tenant principal: of its own classes);
+	// required. It approves that descriptor under the current contract for
+	// every class that sees the same descriptor, and for no other.
 	ApprovalDigest string `protobuf:"bytes,2,opt,name=approval_digest,json=approvalDigest,proto3" json:"approval_digest,omitempty"`
 	// The reviewer's note; empty for none.
 	Comment       string `protobuf:"bytes,3,opt,name=comment,proto3" json:"comment,omitempty"`
@@ -2689,7 +2860,7 @@ type ApproveToolRequest struct {
 
 func (x *ApproveToolRequest) Reset() {
 	*x = ApproveToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[32]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2701,7 +2872,7 @@ func (x *ApproveToolRequest) String() string {
 func (*ApproveToolRequest) ProtoMessage() {}
 
 func (x *ApproveToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[32]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2714,7 +2885,7 @@ func (x *ApproveToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveToolRequest.ProtoReflect.Descriptor instead.
 func (*ApproveToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{32}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ApproveToolRequest) GetToolId() string {
@@ -2749,7 +2920,7 @@ type ApproveToolResponse struct {
 
 func (x *ApproveToolResponse) Reset() {
 	*x = ApproveToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[33]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2761,7 +2932,7 @@ func (x *ApproveToolResponse) String() string {
 func (*ApproveToolResponse) ProtoMessage() {}
 
 func (x *ApproveToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[33]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2774,7 +2945,7 @@ func (x *ApproveToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveToolResponse.ProtoReflect.Descriptor instead.
 func (*ApproveToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{33}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ApproveToolResponse) GetTool() *Tool {
@@ -2795,7 +2966,7 @@ type EnableToolRequest struct {
 
 func (x *EnableToolRequest) Reset() {
 	*x = EnableToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[34]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2807,7 +2978,7 @@ func (x *EnableToolRequest) String() string {
 func (*EnableToolRequest) ProtoMessage() {}
 
 func (x *EnableToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[34]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2820,7 +2991,7 @@ func (x *EnableToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnableToolRequest.ProtoReflect.Descriptor instead.
 func (*EnableToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{34}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *EnableToolRequest) GetToolId() string {
@@ -2841,7 +3012,7 @@ type EnableToolResponse struct {
 
 func (x *EnableToolResponse) Reset() {
 	*x = EnableToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[35]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2853,7 +3024,7 @@ func (x *EnableToolResponse) String() string {
 func (*EnableToolResponse) ProtoMessage() {}
 
 func (x *EnableToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[35]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2866,7 +3037,7 @@ func (x *EnableToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnableToolResponse.ProtoReflect.Descriptor instead.
 func (*EnableToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{35}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *EnableToolResponse) GetTool() *Tool {
@@ -2889,7 +3060,7 @@ type DisableToolRequest struct {
 
 func (x *DisableToolRequest) Reset() {
 	*x = DisableToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[36]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2901,7 +3072,7 @@ func (x *DisableToolRequest) String() string {
 func (*DisableToolRequest) ProtoMessage() {}
 
 func (x *DisableToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[36]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2914,7 +3085,7 @@ func (x *DisableToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisableToolRequest.ProtoReflect.Descriptor instead.
 func (*DisableToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{36}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DisableToolRequest) GetToolId() string {
@@ -2942,7 +3113,7 @@ type DisableToolResponse struct {
 
 func (x *DisableToolResponse) Reset() {
 	*x = DisableToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[37]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2954,7 +3125,7 @@ func (x *DisableToolResponse) String() string {
 func (*DisableToolResponse) ProtoMessage() {}
 
 func (x *DisableToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[37]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2967,7 +3138,7 @@ func (x *DisableToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisableToolResponse.ProtoReflect.Descriptor instead.
 func (*DisableToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{37}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DisableToolResponse) GetTool() *Tool {
@@ -2993,7 +3164,7 @@ type RollbackToolRequest struct {
 
 func (x *RollbackToolRequest) Reset() {
 	*x = RollbackToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[38]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3005,7 +3176,7 @@ func (x *RollbackToolRequest) String() string {
 func (*RollbackToolRequest) ProtoMessage() {}
 
 func (x *RollbackToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[38]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3018,7 +3189,7 @@ func (x *RollbackToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackToolRequest.ProtoReflect.Descriptor instead.
 func (*RollbackToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{38}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RollbackToolRequest) GetToolId() string {
@@ -3046,7 +3217,7 @@ type RollbackToolResponse struct {
 
 func (x *RollbackToolResponse) Reset() {
 	*x = RollbackToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[39]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3058,7 +3229,7 @@ func (x *RollbackToolResponse) String() string {
 func (*RollbackToolResponse) ProtoMessage() {}
 
 func (x *RollbackToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[39]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3071,7 +3242,7 @@ func (x *RollbackToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackToolResponse.ProtoReflect.Descriptor instead.
 func (*RollbackToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{39}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RollbackToolResponse) GetTool() *Tool {
@@ -3094,7 +3265,7 @@ type GetToolRequest struct {
 
 func (x *GetToolRequest) Reset() {
 	*x = GetToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[40]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3106,7 +3277,7 @@ func (x *GetToolRequest) String() string {
 func (*GetToolRequest) ProtoMessage() {}
 
 func (x *GetToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[40]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3119,7 +3290,7 @@ func (x *GetToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolRequest.ProtoReflect.Descriptor instead.
 func (*GetToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{40}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetToolRequest) GetToolId() string {
@@ -3149,7 +3320,7 @@ type GetToolResponse struct {
 
 func (x *GetToolResponse) Reset() {
 	*x = GetToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[41]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3161,7 +3332,7 @@ func (x *GetToolResponse) String() string {
 func (*GetToolResponse) ProtoMessage() {}
 
 func (x *GetToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[41]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3174,7 +3345,7 @@ func (x *GetToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolResponse.ProtoReflect.Descriptor instead.
 func (*GetToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{41}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetToolResponse) GetTool() *Tool {
@@ -3208,7 +3379,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[42]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3220,7 +3391,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[42]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3233,7 +3404,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{42}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListToolsRequest) GetServerId() string {
@@ -3279,7 +3450,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[43]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3291,7 +3462,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[43]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3304,7 +3475,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{43}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListToolsResponse) GetTools() []*Tool {
@@ -3322,6 +3493,264 @@ func (x *ListToolsResponse) GetNextPageToken() string {
 }
 
 func (x *ListToolsResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+// GetToolReviewRequest is the request of GetToolReview.
+type GetToolReviewRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tool id, `<server_id>.<tool name>`; required.
+	ToolId string `protobuf:"bytes,1,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
+	// The `sha256:<hex>` descriptor digest the caller's plan was made with;
+	// required.
+	DescriptorDigest string `protobuf:"bytes,2,opt,name=descriptor_digest,json=descriptorDigest,proto3" json:"descriptor_digest,omitempty"`
+	// The audience class the caller reads the tool as; required. Selects the
+	// tenant whose policy epoch is returned.
+	AudienceClass string `protobuf:"bytes,3,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetToolReviewRequest) Reset() {
+	*x = GetToolReviewRequest{}
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetToolReviewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetToolReviewRequest) ProtoMessage() {}
+
+func (x *GetToolReviewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetToolReviewRequest.ProtoReflect.Descriptor instead.
+func (*GetToolReviewRequest) Descriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *GetToolReviewRequest) GetToolId() string {
+	if x != nil {
+		return x.ToolId
+	}
+	return ""
+}
+
+func (x *GetToolReviewRequest) GetDescriptorDigest() string {
+	if x != nil {
+		return x.DescriptorDigest
+	}
+	return ""
+}
+
+func (x *GetToolReviewRequest) GetAudienceClass() string {
+	if x != nil {
+		return x.AudienceClass
+	}
+	return ""
+}
+
+// GetToolReviewResponse is the response of GetToolReview: everything
+// admission needs about a tool at one descriptor digest, read in one
+// transaction at `policy_epoch`.
+type GetToolReviewResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tool id.
+	ToolId string `protobuf:"bytes,1,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
+	// Server id.
+	ServerId string `protobuf:"bytes,2,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// The audience class asked about.
+	AudienceClass string `protobuf:"bytes,3,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
+	// Its tenant.
+	TenantId string `protobuf:"bytes,4,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// The tenant's policy epoch, read in the same transaction as everything
+	// else here: the answer holds at this epoch.
+	PolicyEpoch int64 `protobuf:"varint,5,opt,name=policy_epoch,json=policyEpoch,proto3" json:"policy_epoch,omitempty"`
+	// True when an approval of `approval_digest` is in force: the exact
+	// descriptor digest asked about is approved under the current contract.
+	Approved bool `protobuf:"varint,6,opt,name=approved,proto3" json:"approved,omitempty"`
+	// Review state of `approval_digest`: PENDING_CONTRACT (no contract; never
+	// approved), UNREVIEWED or APPROVED.
+	ReviewState ReviewState `protobuf:"varint,7,opt,name=review_state,json=reviewState,proto3,enum=toolcrib.registry.v1.ReviewState" json:"review_state,omitempty"`
+	// Whether admission may allow calls to the tool (the kill switch).
+	Enabled bool `protobuf:"varint,8,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	// Why the tool was disabled; empty when enabled or never disabled.
+	DisabledReason string `protobuf:"bytes,9,opt,name=disabled_reason,json=disabledReason,proto3" json:"disabled_reason,omitempty"`
+	// Approval digest over the descriptor digest asked about and the current
+	// contract; empty while no contract is published.
+	ApprovalDigest string `protobuf:"bytes,10,opt,name=approval_digest,json=approvalDigest,proto3" json:"approval_digest,omitempty"`
+	// The current contract (effect, scope, confirmation, allowed fields,
+	// required evidence, deadline, …); unset while none is published.
+	Contract *ToolContract `protobuf:"bytes,11,opt,name=contract,proto3" json:"contract,omitempty"`
+	// Version of the current contract; 0 while none is published.
+	ContractVersion int64 `protobuf:"varint,12,opt,name=contract_version,json=contractVersion,proto3" json:"contract_version,omitempty"`
+	// The approval in force for `approval_digest`; unset unless `approved`.
+	Approval *ApprovedVersion `protobuf:"bytes,13,opt,name=approval,proto3" json:"approval,omitempty"`
+	// True when the registry's record of the class's variant has exactly this
+	// descriptor digest and is present at the source. Informational: the
+	// registry follows discovery with a lag, so admission decides staleness
+	// (STALE_SCHEMA, STALE_CATALOG) from discovery's pointer, not from this.
+	CurrentAtSource bool `protobuf:"varint,14,opt,name=current_at_source,json=currentAtSource,proto3" json:"current_at_source,omitempty"`
+	// The server's trust level (THIRD_PARTY needs confirmation for calls with
+	// side effects).
+	TrustLevel TrustLevel `protobuf:"varint,15,opt,name=trust_level,json=trustLevel,proto3,enum=toolcrib.registry.v1.TrustLevel" json:"trust_level,omitempty"`
+	// Registry revision the answer was read at.
+	Revision      int64 `protobuf:"varint,16,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetToolReviewResponse) Reset() {
+	*x = GetToolReviewResponse{}
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetToolReviewResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetToolReviewResponse) ProtoMessage() {}
+
+func (x *GetToolReviewResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetToolReviewResponse.ProtoReflect.Descriptor instead.
+func (*GetToolReviewResponse) Descriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *GetToolReviewResponse) GetToolId() string {
+	if x != nil {
+		return x.ToolId
+	}
+	return ""
+}
+
+func (x *GetToolReviewResponse) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *GetToolReviewResponse) GetAudienceClass() string {
+	if x != nil {
+		return x.AudienceClass
+	}
+	return ""
+}
+
+func (x *GetToolReviewResponse) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *GetToolReviewResponse) GetPolicyEpoch() int64 {
+	if x != nil {
+		return x.PolicyEpoch
+	}
+	return 0
+}
+
+func (x *GetToolReviewResponse) GetApproved() bool {
+	if x != nil {
+		return x.Approved
+	}
+	return false
+}
+
+func (x *GetToolReviewResponse) GetReviewState() ReviewState {
+	if x != nil {
+		return x.ReviewState
+	}
+	return ReviewState_REVIEW_STATE_UNSPECIFIED
+}
+
+func (x *GetToolReviewResponse) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *GetToolReviewResponse) GetDisabledReason() string {
+	if x != nil {
+		return x.DisabledReason
+	}
+	return ""
+}
+
+func (x *GetToolReviewResponse) GetApprovalDigest() string {
+	if x != nil {
+		return x.ApprovalDigest
+	}
+	return ""
+}
+
+func (x *GetToolReviewResponse) GetContract() *ToolContract {
+	if x != nil {
+		return x.Contract
+	}
+	return nil
+}
+
+func (x *GetToolReviewResponse) GetContractVersion() int64 {
+	if x != nil {
+		return x.ContractVersion
+	}
+	return 0
+}
+
+func (x *GetToolReviewResponse) GetApproval() *ApprovedVersion {
+	if x != nil {
+		return x.Approval
+	}
+	return nil
+}
+
+func (x *GetToolReviewResponse) GetCurrentAtSource() bool {
+	if x != nil {
+		return x.CurrentAtSource
+	}
+	return false
+}
+
+func (x *GetToolReviewResponse) GetTrustLevel() TrustLevel {
+	if x != nil {
+		return x.TrustLevel
+	}
+	return TrustLevel_TRUST_LEVEL_UNSPECIFIED
+}
+
+func (x *GetToolReviewResponse) GetRevision() int64 {
 	if x != nil {
 		return x.Revision
 	}
@@ -3349,7 +3778,7 @@ type GrantScopesRequest struct {
 
 func (x *GrantScopesRequest) Reset() {
 	*x = GrantScopesRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[44]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3361,7 +3790,7 @@ func (x *GrantScopesRequest) String() string {
 func (*GrantScopesRequest) ProtoMessage() {}
 
 func (x *GrantScopesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[44]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3374,7 +3803,7 @@ func (x *GrantScopesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantScopesRequest.ProtoReflect.Descriptor instead.
 func (*GrantScopesRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{44}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GrantScopesRequest) GetTenantId() string {
@@ -3425,7 +3854,7 @@ type GrantScopesResponse struct {
 
 func (x *GrantScopesResponse) Reset() {
 	*x = GrantScopesResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[45]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3437,7 +3866,7 @@ func (x *GrantScopesResponse) String() string {
 func (*GrantScopesResponse) ProtoMessage() {}
 
 func (x *GrantScopesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[45]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3450,7 +3879,7 @@ func (x *GrantScopesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantScopesResponse.ProtoReflect.Descriptor instead.
 func (*GrantScopesResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{45}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GrantScopesResponse) GetGrant() *Grant {
@@ -3487,7 +3916,7 @@ type RevokeScopesRequest struct {
 
 func (x *RevokeScopesRequest) Reset() {
 	*x = RevokeScopesRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[46]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3499,7 +3928,7 @@ func (x *RevokeScopesRequest) String() string {
 func (*RevokeScopesRequest) ProtoMessage() {}
 
 func (x *RevokeScopesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[46]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3512,7 +3941,7 @@ func (x *RevokeScopesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeScopesRequest.ProtoReflect.Descriptor instead.
 func (*RevokeScopesRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{46}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RevokeScopesRequest) GetTenantId() string {
@@ -3563,7 +3992,7 @@ type RevokeScopesResponse struct {
 
 func (x *RevokeScopesResponse) Reset() {
 	*x = RevokeScopesResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[47]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3575,7 +4004,7 @@ func (x *RevokeScopesResponse) String() string {
 func (*RevokeScopesResponse) ProtoMessage() {}
 
 func (x *RevokeScopesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[47]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3588,7 +4017,7 @@ func (x *RevokeScopesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeScopesResponse.ProtoReflect.Descriptor instead.
 func (*RevokeScopesResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{47}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RevokeScopesResponse) GetGrant() *Grant {
@@ -3621,7 +4050,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[48]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3633,7 +4062,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[48]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3646,7 +4075,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{48}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetPolicyRequest) GetTenantId() string {
@@ -3677,7 +4106,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[49]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3689,7 +4118,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[49]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3702,7 +4131,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{49}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *Policy {
@@ -3731,7 +4160,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[50]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3743,7 +4172,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[50]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3756,7 +4185,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{50}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *WatchRequest) GetFromRevision() int64 {
@@ -3786,7 +4215,7 @@ type PolicyChange struct {
 
 func (x *PolicyChange) Reset() {
 	*x = PolicyChange{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[51]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3798,7 +4227,7 @@ func (x *PolicyChange) String() string {
 func (*PolicyChange) ProtoMessage() {}
 
 func (x *PolicyChange) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[51]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3811,7 +4240,7 @@ func (x *PolicyChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyChange.ProtoReflect.Descriptor instead.
 func (*PolicyChange) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{51}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PolicyChange) GetTenantId() string {
@@ -3867,7 +4296,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[52]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3879,7 +4308,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[52]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3892,7 +4321,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{52}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Change) GetRevision() int64 {
@@ -4023,7 +4452,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[53]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4035,7 +4464,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[53]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4048,7 +4477,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{53}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *WatchResponse) GetEvent() isWatchResponse_Event {
@@ -4163,7 +4592,20 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\x0eallowed_fields\x18\b \x03(\tR\rallowedFields\x12+\n" +
 	"\x11required_evidence\x18\t \x03(\tR\x10requiredEvidence\x12F\n" +
 	"\fconfirmation\x18\n" +
-	" \x01(\x0e2\".toolcrib.registry.v1.ConfirmationR\fconfirmation\"\xca\x02\n" +
+	" \x01(\x0e2\".toolcrib.registry.v1.ConfirmationR\fconfirmation\"\x9b\x03\n" +
+	"\vToolVariant\x12%\n" +
+	"\x0eaudience_class\x18\x01 \x01(\tR\raudienceClass\x12\x1b\n" +
+	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12+\n" +
+	"\x11descriptor_digest\x18\x03 \x01(\tR\x10descriptorDigest\x12%\n" +
+	"\x0edescriptor_raw\x18\x04 \x01(\fR\rdescriptorRaw\x12'\n" +
+	"\x0fapproval_digest\x18\x05 \x01(\tR\x0eapprovalDigest\x12D\n" +
+	"\freview_state\x18\x06 \x01(\x0e2!.toolcrib.registry.v1.ReviewStateR\vreviewState\x12*\n" +
+	"\x11present_at_source\x18\a \x01(\bR\x0fpresentAtSource\x12\x1e\n" +
+	"\n" +
+	"generation\x18\b \x01(\x03R\n" +
+	"generation\x129\n" +
+	"\n" +
+	"updated_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xca\x02\n" +
 	"\x0fApprovedVersion\x12'\n" +
 	"\x0fapproval_digest\x18\x01 \x01(\tR\x0eapprovalDigest\x12+\n" +
 	"\x11descriptor_digest\x18\x02 \x01(\tR\x10descriptorDigest\x12>\n" +
@@ -4173,7 +4615,7 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"approvedBy\x12;\n" +
 	"\vapproved_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"approvedAt\x12\x18\n" +
-	"\acomment\x18\a \x01(\tR\acomment\"\x9d\x05\n" +
+	"\acomment\x18\a \x01(\tR\acomment\"\xdc\x05\n" +
 	"\x04Tool\x12\x17\n" +
 	"\atool_id\x18\x01 \x01(\tR\x06toolId\x12\x1b\n" +
 	"\tserver_id\x18\x02 \x01(\tR\bserverId\x12\x12\n" +
@@ -4192,7 +4634,8 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\aversion\x18\x0e \x01(\x03R\aversion\x129\n" +
 	"\n" +
 	"updated_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12'\n" +
-	"\x0fdisabled_reason\x18\x10 \x01(\tR\x0edisabledReason\"\xd6\x02\n" +
+	"\x0fdisabled_reason\x18\x10 \x01(\tR\x0edisabledReason\x12=\n" +
+	"\bvariants\x18\x11 \x03(\v2!.toolcrib.registry.v1.ToolVariantR\bvariants\"\xfd\x02\n" +
 	"\tToolEvent\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x14\n" +
@@ -4202,7 +4645,9 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\x10contract_version\x18\x06 \x01(\x03R\x0fcontractVersion\x12'\n" +
 	"\x0fapproval_digest\x18\a \x01(\tR\x0eapprovalDigest\x12\x16\n" +
 	"\x06detail\x18\b \x01(\tR\x06detail\x12>\n" +
-	"\bcontract\x18\t \x01(\v2\".toolcrib.registry.v1.ToolContractR\bcontract\"\xd2\x01\n" +
+	"\bcontract\x18\t \x01(\v2\".toolcrib.registry.v1.ToolContractR\bcontract\x12%\n" +
+	"\x0eaudience_class\x18\n" +
+	" \x01(\tR\raudienceClass\"\xd2\x01\n" +
 	"\x05Grant\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x18\n" +
 	"\asubject\x18\x02 \x01(\tR\asubject\x12\x14\n" +
@@ -4300,7 +4745,30 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\x11ListToolsResponse\x120\n" +
 	"\x05tools\x18\x01 \x03(\v2\x1a.toolcrib.registry.v1.ToolR\x05tools\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x1a\n" +
-	"\brevision\x18\x03 \x01(\x03R\brevision\"\xa4\x01\n" +
+	"\brevision\x18\x03 \x01(\x03R\brevision\"\x83\x01\n" +
+	"\x14GetToolReviewRequest\x12\x17\n" +
+	"\atool_id\x18\x01 \x01(\tR\x06toolId\x12+\n" +
+	"\x11descriptor_digest\x18\x02 \x01(\tR\x10descriptorDigest\x12%\n" +
+	"\x0eaudience_class\x18\x03 \x01(\tR\raudienceClass\"\xbb\x05\n" +
+	"\x15GetToolReviewResponse\x12\x17\n" +
+	"\atool_id\x18\x01 \x01(\tR\x06toolId\x12\x1b\n" +
+	"\tserver_id\x18\x02 \x01(\tR\bserverId\x12%\n" +
+	"\x0eaudience_class\x18\x03 \x01(\tR\raudienceClass\x12\x1b\n" +
+	"\ttenant_id\x18\x04 \x01(\tR\btenantId\x12!\n" +
+	"\fpolicy_epoch\x18\x05 \x01(\x03R\vpolicyEpoch\x12\x1a\n" +
+	"\bapproved\x18\x06 \x01(\bR\bapproved\x12D\n" +
+	"\freview_state\x18\a \x01(\x0e2!.toolcrib.registry.v1.ReviewStateR\vreviewState\x12\x18\n" +
+	"\aenabled\x18\b \x01(\bR\aenabled\x12'\n" +
+	"\x0fdisabled_reason\x18\t \x01(\tR\x0edisabledReason\x12'\n" +
+	"\x0fapproval_digest\x18\n" +
+	" \x01(\tR\x0eapprovalDigest\x12>\n" +
+	"\bcontract\x18\v \x01(\v2\".toolcrib.registry.v1.ToolContractR\bcontract\x12)\n" +
+	"\x10contract_version\x18\f \x01(\x03R\x0fcontractVersion\x12A\n" +
+	"\bapproval\x18\r \x01(\v2%.toolcrib.registry.v1.ApprovedVersionR\bapproval\x12*\n" +
+	"\x11current_at_source\x18\x0e \x01(\bR\x0fcurrentAtSource\x12A\n" +
+	"\vtrust_level\x18\x0f \x01(\x0e2 .toolcrib.registry.v1.TrustLevelR\n" +
+	"trustLevel\x12\x1a\n" +
+	"\brevision\x18\x10 \x01(\x03R\brevision\"\xa4\x01\n" +
 	"\x12GrantScopesRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x18\n" +
 	"\asubject\x18\x02 \x01(\tR\asubject\x12\x14\n" +
@@ -4375,7 +4843,7 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\x17CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CHANGE_KIND_CREATED\x10\x01\x12\x17\n" +
 	"\x13CHANGE_KIND_UPDATED\x10\x02\x12\x17\n" +
-	"\x13CHANGE_KIND_DELETED\x10\x032\x9a\x0f\n" +
+	"\x13CHANGE_KIND_DELETED\x10\x032\x84\x10\n" +
 	"\x0fRegistryService\x12k\n" +
 	"\x0eRegisterServer\x12+.toolcrib.registry.v1.RegisterServerRequest\x1a,.toolcrib.registry.v1.RegisterServerResponse\x12\\\n" +
 	"\tGetServer\x12&.toolcrib.registry.v1.GetServerRequest\x1a'.toolcrib.registry.v1.GetServerResponse\x12b\n" +
@@ -4392,7 +4860,8 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\vDisableTool\x12(.toolcrib.registry.v1.DisableToolRequest\x1a).toolcrib.registry.v1.DisableToolResponse\x12e\n" +
 	"\fRollbackTool\x12).toolcrib.registry.v1.RollbackToolRequest\x1a*.toolcrib.registry.v1.RollbackToolResponse\x12V\n" +
 	"\aGetTool\x12$.toolcrib.registry.v1.GetToolRequest\x1a%.toolcrib.registry.v1.GetToolResponse\x12\\\n" +
-	"\tListTools\x12&.toolcrib.registry.v1.ListToolsRequest\x1a'.toolcrib.registry.v1.ListToolsResponse\x12b\n" +
+	"\tListTools\x12&.toolcrib.registry.v1.ListToolsRequest\x1a'.toolcrib.registry.v1.ListToolsResponse\x12h\n" +
+	"\rGetToolReview\x12*.toolcrib.registry.v1.GetToolReviewRequest\x1a+.toolcrib.registry.v1.GetToolReviewResponse\x12b\n" +
 	"\vGrantScopes\x12(.toolcrib.registry.v1.GrantScopesRequest\x1a).toolcrib.registry.v1.GrantScopesResponse\x12e\n" +
 	"\fRevokeScopes\x12).toolcrib.registry.v1.RevokeScopesRequest\x1a*.toolcrib.registry.v1.RevokeScopesResponse\x12\\\n" +
 	"\tGetPolicy\x12&.toolcrib.registry.v1.GetPolicyRequest\x1a'.toolcrib.registry.v1.GetPolicyResponse\x12R\n" +
@@ -4412,7 +4881,7 @@ func file_toolcrib_registry_v1_registry_proto_rawDescGZIP() []byte {
 }
 
 var file_toolcrib_registry_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_toolcrib_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_toolcrib_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_toolcrib_registry_v1_registry_proto_goTypes = []any{
 	(TrustLevel)(0),                     // 0: toolcrib.registry.v1.TrustLevel
 	(RevisionSource)(0),                 // 1: toolcrib.registry.v1.RevisionSource
@@ -4429,161 +4898,173 @@ var file_toolcrib_registry_v1_registry_proto_goTypes = []any{
 	(*DownstreamMapping)(nil),           // 12: toolcrib.registry.v1.DownstreamMapping
 	(*DataPolicy)(nil),                  // 13: toolcrib.registry.v1.DataPolicy
 	(*ToolContract)(nil),                // 14: toolcrib.registry.v1.ToolContract
-	(*ApprovedVersion)(nil),             // 15: toolcrib.registry.v1.ApprovedVersion
-	(*Tool)(nil),                        // 16: toolcrib.registry.v1.Tool
-	(*ToolEvent)(nil),                   // 17: toolcrib.registry.v1.ToolEvent
-	(*Grant)(nil),                       // 18: toolcrib.registry.v1.Grant
-	(*Policy)(nil),                      // 19: toolcrib.registry.v1.Policy
-	(*RegisterServerRequest)(nil),       // 20: toolcrib.registry.v1.RegisterServerRequest
-	(*RegisterServerResponse)(nil),      // 21: toolcrib.registry.v1.RegisterServerResponse
-	(*GetServerRequest)(nil),            // 22: toolcrib.registry.v1.GetServerRequest
-	(*GetServerResponse)(nil),           // 23: toolcrib.registry.v1.GetServerResponse
-	(*ListServersRequest)(nil),          // 24: toolcrib.registry.v1.ListServersRequest
-	(*ListServersResponse)(nil),         // 25: toolcrib.registry.v1.ListServersResponse
-	(*UpdateServerRequest)(nil),         // 26: toolcrib.registry.v1.UpdateServerRequest
-	(*UpdateServerResponse)(nil),        // 27: toolcrib.registry.v1.UpdateServerResponse
-	(*PutTenantRequest)(nil),            // 28: toolcrib.registry.v1.PutTenantRequest
-	(*PutTenantResponse)(nil),           // 29: toolcrib.registry.v1.PutTenantResponse
-	(*PutAudienceClassRequest)(nil),     // 30: toolcrib.registry.v1.PutAudienceClassRequest
-	(*PutAudienceClassResponse)(nil),    // 31: toolcrib.registry.v1.PutAudienceClassResponse
-	(*GetAudienceClassRequest)(nil),     // 32: toolcrib.registry.v1.GetAudienceClassRequest
-	(*GetAudienceClassResponse)(nil),    // 33: toolcrib.registry.v1.GetAudienceClassResponse
-	(*ListAudienceClassesRequest)(nil),  // 34: toolcrib.registry.v1.ListAudienceClassesRequest
-	(*ListAudienceClassesResponse)(nil), // 35: toolcrib.registry.v1.ListAudienceClassesResponse
-	(*PublishContractRequest)(nil),      // 36: toolcrib.registry.v1.PublishContractRequest
-	(*PublishContractResponse)(nil),     // 37: toolcrib.registry.v1.PublishContractResponse
-	(*ApproveToolRequest)(nil),          // 38: toolcrib.registry.v1.ApproveToolRequest
-	(*ApproveToolResponse)(nil),         // 39: toolcrib.registry.v1.ApproveToolResponse
-	(*EnableToolRequest)(nil),           // 40: toolcrib.registry.v1.EnableToolRequest
-	(*EnableToolResponse)(nil),          // 41: toolcrib.registry.v1.EnableToolResponse
-	(*DisableToolRequest)(nil),          // 42: toolcrib.registry.v1.DisableToolRequest
-	(*DisableToolResponse)(nil),         // 43: toolcrib.registry.v1.DisableToolResponse
-	(*RollbackToolRequest)(nil),         // 44: toolcrib.registry.v1.RollbackToolRequest
-	(*RollbackToolResponse)(nil),        // 45: toolcrib.registry.v1.RollbackToolResponse
-	(*GetToolRequest)(nil),              // 46: toolcrib.registry.v1.GetToolRequest
-	(*GetToolResponse)(nil),             // 47: toolcrib.registry.v1.GetToolResponse
-	(*ListToolsRequest)(nil),            // 48: toolcrib.registry.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),           // 49: toolcrib.registry.v1.ListToolsResponse
-	(*GrantScopesRequest)(nil),          // 50: toolcrib.registry.v1.GrantScopesRequest
-	(*GrantScopesResponse)(nil),         // 51: toolcrib.registry.v1.GrantScopesResponse
-	(*RevokeScopesRequest)(nil),         // 52: toolcrib.registry.v1.RevokeScopesRequest
-	(*RevokeScopesResponse)(nil),        // 53: toolcrib.registry.v1.RevokeScopesResponse
-	(*GetPolicyRequest)(nil),            // 54: toolcrib.registry.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),           // 55: toolcrib.registry.v1.GetPolicyResponse
-	(*WatchRequest)(nil),                // 56: toolcrib.registry.v1.WatchRequest
-	(*PolicyChange)(nil),                // 57: toolcrib.registry.v1.PolicyChange
-	(*Change)(nil),                      // 58: toolcrib.registry.v1.Change
-	(*WatchResponse)(nil),               // 59: toolcrib.registry.v1.WatchResponse
-	(*durationpb.Duration)(nil),         // 60: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),       // 61: google.protobuf.Timestamp
-	(v1.EffectClass)(0),                 // 62: toolcrib.catalog.v1.EffectClass
-	(*v1.Heartbeat)(nil),                // 63: toolcrib.catalog.v1.Heartbeat
+	(*ToolVariant)(nil),                 // 15: toolcrib.registry.v1.ToolVariant
+	(*ApprovedVersion)(nil),             // 16: toolcrib.registry.v1.ApprovedVersion
+	(*Tool)(nil),                        // 17: toolcrib.registry.v1.Tool
+	(*ToolEvent)(nil),                   // 18: toolcrib.registry.v1.ToolEvent
+	(*Grant)(nil),                       // 19: toolcrib.registry.v1.Grant
+	(*Policy)(nil),                      // 20: toolcrib.registry.v1.Policy
+	(*RegisterServerRequest)(nil),       // 21: toolcrib.registry.v1.RegisterServerRequest
+	(*RegisterServerResponse)(nil),      // 22: toolcrib.registry.v1.RegisterServerResponse
+	(*GetServerRequest)(nil),            // 23: toolcrib.registry.v1.GetServerRequest
+	(*GetServerResponse)(nil),           // 24: toolcrib.registry.v1.GetServerResponse
+	(*ListServersRequest)(nil),          // 25: toolcrib.registry.v1.ListServersRequest
+	(*ListServersResponse)(nil),         // 26: toolcrib.registry.v1.ListServersResponse
+	(*UpdateServerRequest)(nil),         // 27: toolcrib.registry.v1.UpdateServerRequest
+	(*UpdateServerResponse)(nil),        // 28: toolcrib.registry.v1.UpdateServerResponse
+	(*PutTenantRequest)(nil),            // 29: toolcrib.registry.v1.PutTenantRequest
+	(*PutTenantResponse)(nil),           // 30: toolcrib.registry.v1.PutTenantResponse
+	(*PutAudienceClassRequest)(nil),     // 31: toolcrib.registry.v1.PutAudienceClassRequest
+	(*PutAudienceClassResponse)(nil),    // 32: toolcrib.registry.v1.PutAudienceClassResponse
+	(*GetAudienceClassRequest)(nil),     // 33: toolcrib.registry.v1.GetAudienceClassRequest
+	(*GetAudienceClassResponse)(nil),    // 34: toolcrib.registry.v1.GetAudienceClassResponse
+	(*ListAudienceClassesRequest)(nil),  // 35: toolcrib.registry.v1.ListAudienceClassesRequest
+	(*ListAudienceClassesResponse)(nil), // 36: toolcrib.registry.v1.ListAudienceClassesResponse
+	(*PublishContractRequest)(nil),      // 37: toolcrib.registry.v1.PublishContractRequest
+	(*PublishContractResponse)(nil),     // 38: toolcrib.registry.v1.PublishContractResponse
+	(*ApproveToolRequest)(nil),          // 39: toolcrib.registry.v1.ApproveToolRequest
+	(*ApproveToolResponse)(nil),         // 40: toolcrib.registry.v1.ApproveToolResponse
+	(*EnableToolRequest)(nil),           // 41: toolcrib.registry.v1.EnableToolRequest
+	(*EnableToolResponse)(nil),          // 42: toolcrib.registry.v1.EnableToolResponse
+	(*DisableToolRequest)(nil),          // 43: toolcrib.registry.v1.DisableToolRequest
+	(*DisableToolResponse)(nil),         // 44: toolcrib.registry.v1.DisableToolResponse
+	(*RollbackToolRequest)(nil),         // 45: toolcrib.registry.v1.RollbackToolRequest
+	(*RollbackToolResponse)(nil),        // 46: toolcrib.registry.v1.RollbackToolResponse
+	(*GetToolRequest)(nil),              // 47: toolcrib.registry.v1.GetToolRequest
+	(*GetToolResponse)(nil),             // 48: toolcrib.registry.v1.GetToolResponse
+	(*ListToolsRequest)(nil),            // 49: toolcrib.registry.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),           // 50: toolcrib.registry.v1.ListToolsResponse
+	(*GetToolReviewRequest)(nil),        // 51: toolcrib.registry.v1.GetToolReviewRequest
+	(*GetToolReviewResponse)(nil),       // 52: toolcrib.registry.v1.GetToolReviewResponse
+	(*GrantScopesRequest)(nil),          // 53: toolcrib.registry.v1.GrantScopesRequest
+	(*GrantScopesResponse)(nil),         // 54: toolcrib.registry.v1.GrantScopesResponse
+	(*RevokeScopesRequest)(nil),         // 55: toolcrib.registry.v1.RevokeScopesRequest
+	(*RevokeScopesResponse)(nil),        // 56: toolcrib.registry.v1.RevokeScopesResponse
+	(*GetPolicyRequest)(nil),            // 57: toolcrib.registry.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),           // 58: toolcrib.registry.v1.GetPolicyResponse
+	(*WatchRequest)(nil),                // 59: toolcrib.registry.v1.WatchRequest
+	(*PolicyChange)(nil),                // 60: toolcrib.registry.v1.PolicyChange
+	(*Change)(nil),                      // 61: toolcrib.registry.v1.Change
+	(*WatchResponse)(nil),               // 62: toolcrib.registry.v1.WatchResponse
+	(*durationpb.Duration)(nil),         // 63: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),       // 64: google.protobuf.Timestamp
+	(v1.EffectClass)(0),                 // 65: toolcrib.catalog.v1.EffectClass
+	(*v1.Heartbeat)(nil),                // 66: toolcrib.catalog.v1.Heartbeat
 }
 var file_toolcrib_registry_v1_registry_proto_depIdxs = []int32{
 	6,  // 0: toolcrib.registry.v1.Server.streamable_http:type_name -> toolcrib.registry.v1.StreamableHttpTransport
 	7,  // 1: toolcrib.registry.v1.Server.stdio:type_name -> toolcrib.registry.v1.StdioTransport
 	0,  // 2: toolcrib.registry.v1.Server.trust_level:type_name -> toolcrib.registry.v1.TrustLevel
 	1,  // 3: toolcrib.registry.v1.Server.revision_source:type_name -> toolcrib.registry.v1.RevisionSource
-	60, // 4: toolcrib.registry.v1.Server.scan_interval:type_name -> google.protobuf.Duration
-	61, // 5: toolcrib.registry.v1.Server.created_at:type_name -> google.protobuf.Timestamp
-	61, // 6: toolcrib.registry.v1.Server.updated_at:type_name -> google.protobuf.Timestamp
-	61, // 7: toolcrib.registry.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	63, // 4: toolcrib.registry.v1.Server.scan_interval:type_name -> google.protobuf.Duration
+	64, // 5: toolcrib.registry.v1.Server.created_at:type_name -> google.protobuf.Timestamp
+	64, // 6: toolcrib.registry.v1.Server.updated_at:type_name -> google.protobuf.Timestamp
+	64, // 7: toolcrib.registry.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
 	10, // 8: toolcrib.registry.v1.AudienceClass.servers:type_name -> toolcrib.registry.v1.AudienceServer
-	61, // 9: toolcrib.registry.v1.AudienceClass.updated_at:type_name -> google.protobuf.Timestamp
-	62, // 10: toolcrib.registry.v1.ToolContract.effect:type_name -> toolcrib.catalog.v1.EffectClass
+	64, // 9: toolcrib.registry.v1.AudienceClass.updated_at:type_name -> google.protobuf.Timestamp
+	65, // 10: toolcrib.registry.v1.ToolContract.effect:type_name -> toolcrib.catalog.v1.EffectClass
 	2,  // 11: toolcrib.registry.v1.ToolContract.authorization:type_name -> toolcrib.registry.v1.Authorization
 	12, // 12: toolcrib.registry.v1.ToolContract.downstream_mapping:type_name -> toolcrib.registry.v1.DownstreamMapping
 	13, // 13: toolcrib.registry.v1.ToolContract.data_policy:type_name -> toolcrib.registry.v1.DataPolicy
 	3,  // 14: toolcrib.registry.v1.ToolContract.confirmation:type_name -> toolcrib.registry.v1.Confirmation
-	14, // 15: toolcrib.registry.v1.ApprovedVersion.contract:type_name -> toolcrib.registry.v1.ToolContract
-	61, // 16: toolcrib.registry.v1.ApprovedVersion.approved_at:type_name -> google.protobuf.Timestamp
-	4,  // 17: toolcrib.registry.v1.Tool.review_state:type_name -> toolcrib.registry.v1.ReviewState
-	14, // 18: toolcrib.registry.v1.Tool.contract:type_name -> toolcrib.registry.v1.ToolContract
-	15, // 19: toolcrib.registry.v1.Tool.approvals:type_name -> toolcrib.registry.v1.ApprovedVersion
-	61, // 20: toolcrib.registry.v1.Tool.updated_at:type_name -> google.protobuf.Timestamp
-	61, // 21: toolcrib.registry.v1.ToolEvent.at:type_name -> google.protobuf.Timestamp
-	14, // 22: toolcrib.registry.v1.ToolEvent.contract:type_name -> toolcrib.registry.v1.ToolContract
-	61, // 23: toolcrib.registry.v1.Grant.updated_at:type_name -> google.protobuf.Timestamp
-	18, // 24: toolcrib.registry.v1.Policy.grants:type_name -> toolcrib.registry.v1.Grant
-	11, // 25: toolcrib.registry.v1.Policy.audience_classes:type_name -> toolcrib.registry.v1.AudienceClass
-	8,  // 26: toolcrib.registry.v1.RegisterServerRequest.server:type_name -> toolcrib.registry.v1.Server
-	8,  // 27: toolcrib.registry.v1.RegisterServerResponse.server:type_name -> toolcrib.registry.v1.Server
-	8,  // 28: toolcrib.registry.v1.GetServerResponse.server:type_name -> toolcrib.registry.v1.Server
-	8,  // 29: toolcrib.registry.v1.ListServersResponse.servers:type_name -> toolcrib.registry.v1.Server
-	8,  // 30: toolcrib.registry.v1.UpdateServerRequest.server:type_name -> toolcrib.registry.v1.Server
-	8,  // 31: toolcrib.registry.v1.UpdateServerResponse.server:type_name -> toolcrib.registry.v1.Server
-	9,  // 32: toolcrib.registry.v1.PutTenantRequest.tenant:type_name -> toolcrib.registry.v1.Tenant
-	9,  // 33: toolcrib.registry.v1.PutTenantResponse.tenant:type_name -> toolcrib.registry.v1.Tenant
-	11, // 34: toolcrib.registry.v1.PutAudienceClassRequest.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
-	11, // 35: toolcrib.registry.v1.PutAudienceClassResponse.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
-	11, // 36: toolcrib.registry.v1.GetAudienceClassResponse.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
-	11, // 37: toolcrib.registry.v1.ListAudienceClassesResponse.audience_classes:type_name -> toolcrib.registry.v1.AudienceClass
-	14, // 38: toolcrib.registry.v1.PublishContractRequest.contract:type_name -> toolcrib.registry.v1.ToolContract
-	16, // 39: toolcrib.registry.v1.PublishContractResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	16, // 40: toolcrib.registry.v1.ApproveToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	16, // 41: toolcrib.registry.v1.EnableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	16, // 42: toolcrib.registry.v1.DisableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	16, // 43: toolcrib.registry.v1.RollbackToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	16, // 44: toolcrib.registry.v1.GetToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	17, // 45: toolcrib.registry.v1.GetToolResponse.history:type_name -> toolcrib.registry.v1.ToolEvent
-	4,  // 46: toolcrib.registry.v1.ListToolsRequest.review_state:type_name -> toolcrib.registry.v1.ReviewState
-	16, // 47: toolcrib.registry.v1.ListToolsResponse.tools:type_name -> toolcrib.registry.v1.Tool
-	18, // 48: toolcrib.registry.v1.GrantScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
-	18, // 49: toolcrib.registry.v1.RevokeScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
-	19, // 50: toolcrib.registry.v1.GetPolicyResponse.policy:type_name -> toolcrib.registry.v1.Policy
-	18, // 51: toolcrib.registry.v1.PolicyChange.grant:type_name -> toolcrib.registry.v1.Grant
-	61, // 52: toolcrib.registry.v1.Change.committed_at:type_name -> google.protobuf.Timestamp
-	5,  // 53: toolcrib.registry.v1.Change.kind:type_name -> toolcrib.registry.v1.ChangeKind
-	8,  // 54: toolcrib.registry.v1.Change.server:type_name -> toolcrib.registry.v1.Server
-	9,  // 55: toolcrib.registry.v1.Change.tenant:type_name -> toolcrib.registry.v1.Tenant
-	11, // 56: toolcrib.registry.v1.Change.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
-	16, // 57: toolcrib.registry.v1.Change.tool:type_name -> toolcrib.registry.v1.Tool
-	57, // 58: toolcrib.registry.v1.Change.policy:type_name -> toolcrib.registry.v1.PolicyChange
-	58, // 59: toolcrib.registry.v1.WatchResponse.change:type_name -> toolcrib.registry.v1.Change
-	63, // 60: toolcrib.registry.v1.WatchResponse.heartbeat:type_name -> toolcrib.catalog.v1.Heartbeat
-	20, // 61: toolcrib.registry.v1.RegistryService.RegisterServer:input_type -> toolcrib.registry.v1.RegisterServerRequest
-	22, // 62: toolcrib.registry.v1.RegistryService.GetServer:input_type -> toolcrib.registry.v1.GetServerRequest
-	24, // 63: toolcrib.registry.v1.RegistryService.ListServers:input_type -> toolcrib.registry.v1.ListServersRequest
-	26, // 64: toolcrib.registry.v1.RegistryService.UpdateServer:input_type -> toolcrib.registry.v1.UpdateServerRequest
-	28, // 65: toolcrib.registry.v1.RegistryService.PutTenant:input_type -> toolcrib.registry.v1.PutTenantRequest
-	30, // 66: toolcrib.registry.v1.RegistryService.PutAudienceClass:input_type -> toolcrib.registry.v1.PutAudienceClassRequest
-	32, // 67: toolcrib.registry.v1.RegistryService.GetAudienceClass:input_type -> toolcrib.registry.v1.GetAudienceClassRequest
-	34, // 68: toolcrib.registry.v1.RegistryService.ListAudienceClasses:input_type -> toolcrib.registry.v1.ListAudienceClassesRequest
-	36, // 69: toolcrib.registry.v1.RegistryService.PublishContract:input_type -> toolcrib.registry.v1.PublishContractRequest
-	38, // 70: toolcrib.registry.v1.RegistryService.ApproveTool:input_type -> toolcrib.registry.v1.ApproveToolRequest
-	40, // 71: toolcrib.registry.v1.RegistryService.EnableTool:input_type -> toolcrib.registry.v1.EnableToolRequest
-	42, // 72: toolcrib.registry.v1.RegistryService.DisableTool:input_type -> toolcrib.registry.v1.DisableToolRequest
-	44, // 73: toolcrib.registry.v1.RegistryService.RollbackTool:input_type -> toolcrib.registry.v1.RollbackToolRequest
-	46, // 74: toolcrib.registry.v1.RegistryService.GetTool:input_type -> toolcrib.registry.v1.GetToolRequest
-	48, // 75: toolcrib.registry.v1.RegistryService.ListTools:input_type -> toolcrib.registry.v1.ListToolsRequest
-	50, // 76: toolcrib.registry.v1.RegistryService.GrantScopes:input_type -> toolcrib.registry.v1.GrantScopesRequest
-	52, // 77: toolcrib.registry.v1.RegistryService.RevokeScopes:input_type -> toolcrib.registry.v1.RevokeScopesRequest
-	54, // 78: toolcrib.registry.v1.RegistryService.GetPolicy:input_type -> toolcrib.registry.v1.GetPolicyRequest
-	56, // 79: toolcrib.registry.v1.RegistryService.Watch:input_type -> toolcrib.registry.v1.WatchRequest
-	21, // 80: toolcrib.registry.v1.RegistryService.RegisterServer:output_type -> toolcrib.registry.v1.RegisterServerResponse
-	23, // 81: toolcrib.registry.v1.RegistryService.GetServer:output_type -> toolcrib.registry.v1.GetServerResponse
-	25, // 82: toolcrib.registry.v1.RegistryService.ListServers:output_type -> toolcrib.registry.v1.ListServersResponse
-	27, // 83: toolcrib.registry.v1.RegistryService.UpdateServer:output_type -> toolcrib.registry.v1.UpdateServerResponse
-	29, // 84: toolcrib.registry.v1.RegistryService.PutTenant:output_type -> toolcrib.registry.v1.PutTenantResponse
-	31, // 85: toolcrib.registry.v1.RegistryService.PutAudienceClass:output_type -> toolcrib.registry.v1.PutAudienceClassResponse
-	33, // 86: toolcrib.registry.v1.RegistryService.GetAudienceClass:output_type -> toolcrib.registry.v1.GetAudienceClassResponse
-	35, // 87: toolcrib.registry.v1.RegistryService.ListAudienceClasses:output_type -> toolcrib.registry.v1.ListAudienceClassesResponse
-	37, // 88: toolcrib.registry.v1.RegistryService.PublishContract:output_type -> toolcrib.registry.v1.PublishContractResponse
-	39, // 89: toolcrib.registry.v1.RegistryService.ApproveTool:output_type -> toolcrib.registry.v1.ApproveToolResponse
-	41, // 90: toolcrib.registry.v1.RegistryService.EnableTool:output_type -> toolcrib.registry.v1.EnableToolResponse
-	43, // 91: toolcrib.registry.v1.RegistryService.DisableTool:output_type -> toolcrib.registry.v1.DisableToolResponse
-	45, // 92: toolcrib.registry.v1.RegistryService.RollbackTool:output_type -> toolcrib.registry.v1.RollbackToolResponse
-	47, // 93: toolcrib.registry.v1.RegistryService.GetTool:output_type -> toolcrib.registry.v1.GetToolResponse
-	49, // 94: toolcrib.registry.v1.RegistryService.ListTools:output_type -> toolcrib.registry.v1.ListToolsResponse
-	51, // 95: toolcrib.registry.v1.RegistryService.GrantScopes:output_type -> toolcrib.registry.v1.GrantScopesResponse
-	53, // 96: toolcrib.registry.v1.RegistryService.RevokeScopes:output_type -> toolcrib.registry.v1.RevokeScopesResponse
-	55, // 97: toolcrib.registry.v1.RegistryService.GetPolicy:output_type -> toolcrib.registry.v1.GetPolicyResponse
-	59, // 98: toolcrib.registry.v1.RegistryService.Watch:output_type -> toolcrib.registry.v1.WatchResponse
-	80, // [80:99] is the sub-list for method output_type
-	61, // [61:80] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	4,  // 15: toolcrib.registry.v1.ToolVariant.review_state:type_name -> toolcrib.registry.v1.ReviewState
+	64, // 16: toolcrib.registry.v1.ToolVariant.updated_at:type_name -> google.protobuf.Timestamp
+	14, // 17: toolcrib.registry.v1.ApprovedVersion.contract:type_name -> toolcrib.registry.v1.ToolContract
+	64, // 18: toolcrib.registry.v1.ApprovedVersion.approved_at:type_name -> google.protobuf.Timestamp
+	4,  // 19: toolcrib.registry.v1.Tool.review_state:type_name -> toolcrib.registry.v1.ReviewState
+	14, // 20: toolcrib.registry.v1.Tool.contract:type_name -> toolcrib.registry.v1.ToolContract
+	16, // 21: toolcrib.registry.v1.Tool.approvals:type_name -> toolcrib.registry.v1.ApprovedVersion
+	64, // 22: toolcrib.registry.v1.Tool.updated_at:type_name -> google.protobuf.Timestamp
+	15, // 23: toolcrib.registry.v1.Tool.variants:type_name -> toolcrib.registry.v1.ToolVariant
+	64, // 24: toolcrib.registry.v1.ToolEvent.at:type_name -> google.protobuf.Timestamp
+	14, // 25: toolcrib.registry.v1.ToolEvent.contract:type_name -> toolcrib.registry.v1.ToolContract
+	64, // 26: toolcrib.registry.v1.Grant.updated_at:type_name -> google.protobuf.Timestamp
+	19, // 27: toolcrib.registry.v1.Policy.grants:type_name -> toolcrib.registry.v1.Grant
+	11, // 28: toolcrib.registry.v1.Policy.audience_classes:type_name -> toolcrib.registry.v1.AudienceClass
+	8,  // 29: toolcrib.registry.v1.RegisterServerRequest.server:type_name -> toolcrib.registry.v1.Server
+	8,  // 30: toolcrib.registry.v1.RegisterServerResponse.server:type_name -> toolcrib.registry.v1.Server
+	8,  // 31: toolcrib.registry.v1.GetServerResponse.server:type_name -> toolcrib.registry.v1.Server
+	8,  // 32: toolcrib.registry.v1.ListServersResponse.servers:type_name -> toolcrib.registry.v1.Server
+	8,  // 33: toolcrib.registry.v1.UpdateServerRequest.server:type_name -> toolcrib.registry.v1.Server
+	8,  // 34: toolcrib.registry.v1.UpdateServerResponse.server:type_name -> toolcrib.registry.v1.Server
+	9,  // 35: toolcrib.registry.v1.PutTenantRequest.tenant:type_name -> toolcrib.registry.v1.Tenant
+	9,  // 36: toolcrib.registry.v1.PutTenantResponse.tenant:type_name -> toolcrib.registry.v1.Tenant
+	11, // 37: toolcrib.registry.v1.PutAudienceClassRequest.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
+	11, // 38: toolcrib.registry.v1.PutAudienceClassResponse.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
+	11, // 39: toolcrib.registry.v1.GetAudienceClassResponse.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
+	11, // 40: toolcrib.registry.v1.ListAudienceClassesResponse.audience_classes:type_name -> toolcrib.registry.v1.AudienceClass
+	14, // 41: toolcrib.registry.v1.PublishContractRequest.contract:type_name -> toolcrib.registry.v1.ToolContract
+	17, // 42: toolcrib.registry.v1.PublishContractResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	17, // 43: toolcrib.registry.v1.ApproveToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	17, // 44: toolcrib.registry.v1.EnableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	17, // 45: toolcrib.registry.v1.DisableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	17, // 46: toolcrib.registry.v1.RollbackToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	17, // 47: toolcrib.registry.v1.GetToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	18, // 48: toolcrib.registry.v1.GetToolResponse.history:type_name -> toolcrib.registry.v1.ToolEvent
+	4,  // 49: toolcrib.registry.v1.ListToolsRequest.review_state:type_name -> toolcrib.registry.v1.ReviewState
+	17, // 50: toolcrib.registry.v1.ListToolsResponse.tools:type_name -> toolcrib.registry.v1.Tool
+	4,  // 51: toolcrib.registry.v1.GetToolReviewResponse.review_state:type_name -> toolcrib.registry.v1.ReviewState
+	14, // 52: toolcrib.registry.v1.GetToolReviewResponse.contract:type_name -> toolcrib.registry.v1.ToolContract
+	16, // 53: toolcrib.registry.v1.GetToolReviewResponse.approval:type_name -> toolcrib.registry.v1.ApprovedVersion
+	0,  // 54: toolcrib.registry.v1.GetToolReviewResponse.trust_level:type_name -> toolcrib.registry.v1.TrustLevel
+	19, // 55: toolcrib.registry.v1.GrantScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
+	19, // 56: toolcrib.registry.v1.RevokeScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
+	20, // 57: toolcrib.registry.v1.GetPolicyResponse.policy:type_name -> toolcrib.registry.v1.Policy
+	19, // 58: toolcrib.registry.v1.PolicyChange.grant:type_name -> toolcrib.registry.v1.Grant
+	64, // 59: toolcrib.registry.v1.Change.committed_at:type_name -> google.protobuf.Timestamp
+	5,  // 60: toolcrib.registry.v1.Change.kind:type_name -> toolcrib.registry.v1.ChangeKind
+	8,  // 61: toolcrib.registry.v1.Change.server:type_name -> toolcrib.registry.v1.Server
+	9,  // 62: toolcrib.registry.v1.Change.tenant:type_name -> toolcrib.registry.v1.Tenant
+	11, // 63: toolcrib.registry.v1.Change.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
+	17, // 64: toolcrib.registry.v1.Change.tool:type_name -> toolcrib.registry.v1.Tool
+	60, // 65: toolcrib.registry.v1.Change.policy:type_name -> toolcrib.registry.v1.PolicyChange
+	61, // 66: toolcrib.registry.v1.WatchResponse.change:type_name -> toolcrib.registry.v1.Change
+	66, // 67: toolcrib.registry.v1.WatchResponse.heartbeat:type_name -> toolcrib.catalog.v1.Heartbeat
+	21, // 68: toolcrib.registry.v1.RegistryService.RegisterServer:input_type -> toolcrib.registry.v1.RegisterServerRequest
+	23, // 69: toolcrib.registry.v1.RegistryService.GetServer:input_type -> toolcrib.registry.v1.GetServerRequest
+	25, // 70: toolcrib.registry.v1.RegistryService.ListServers:input_type -> toolcrib.registry.v1.ListServersRequest
+	27, // 71: toolcrib.registry.v1.RegistryService.UpdateServer:input_type -> toolcrib.registry.v1.UpdateServerRequest
+	29, // 72: toolcrib.registry.v1.RegistryService.PutTenant:input_type -> toolcrib.registry.v1.PutTenantRequest
+	31, // 73: toolcrib.registry.v1.RegistryService.PutAudienceClass:input_type -> toolcrib.registry.v1.PutAudienceClassRequest
+	33, // 74: toolcrib.registry.v1.RegistryService.GetAudienceClass:input_type -> toolcrib.registry.v1.GetAudienceClassRequest
+	35, // 75: toolcrib.registry.v1.RegistryService.ListAudienceClasses:input_type -> toolcrib.registry.v1.ListAudienceClassesRequest
+	37, // 76: toolcrib.registry.v1.RegistryService.PublishContract:input_type -> toolcrib.registry.v1.PublishContractRequest
+	39, // 77: toolcrib.registry.v1.RegistryService.ApproveTool:input_type -> toolcrib.registry.v1.ApproveToolRequest
+	41, // 78: toolcrib.registry.v1.RegistryService.EnableTool:input_type -> toolcrib.registry.v1.EnableToolRequest
+	43, // 79: toolcrib.registry.v1.RegistryService.DisableTool:input_type -> toolcrib.registry.v1.DisableToolRequest
+	45, // 80: toolcrib.registry.v1.RegistryService.RollbackTool:input_type -> toolcrib.registry.v1.RollbackToolRequest
+	47, // 81: toolcrib.registry.v1.RegistryService.GetTool:input_type -> toolcrib.registry.v1.GetToolRequest
+	49, // 82: toolcrib.registry.v1.RegistryService.ListTools:input_type -> toolcrib.registry.v1.ListToolsRequest
+	51, // 83: toolcrib.registry.v1.RegistryService.GetToolReview:input_type -> toolcrib.registry.v1.GetToolReviewRequest
+	53, // 84: toolcrib.registry.v1.RegistryService.GrantScopes:input_type -> toolcrib.registry.v1.GrantScopesRequest
+	55, // 85: toolcrib.registry.v1.RegistryService.RevokeScopes:input_type -> toolcrib.registry.v1.RevokeScopesRequest
+	57, // 86: toolcrib.registry.v1.RegistryService.GetPolicy:input_type -> toolcrib.registry.v1.GetPolicyRequest
+	59, // 87: toolcrib.registry.v1.RegistryService.Watch:input_type -> toolcrib.registry.v1.WatchRequest
+	22, // 88: toolcrib.registry.v1.RegistryService.RegisterServer:output_type -> toolcrib.registry.v1.RegisterServerResponse
+	24, // 89: toolcrib.registry.v1.RegistryService.GetServer:output_type -> toolcrib.registry.v1.GetServerResponse
+	26, // 90: toolcrib.registry.v1.RegistryService.ListServers:output_type -> toolcrib.registry.v1.ListServersResponse
+	28, // 91: toolcrib.registry.v1.RegistryService.UpdateServer:output_type -> toolcrib.registry.v1.UpdateServerResponse
+	30, // 92: toolcrib.registry.v1.RegistryService.PutTenant:output_type -> toolcrib.registry.v1.PutTenantResponse
+	32, // 93: toolcrib.registry.v1.RegistryService.PutAudienceClass:output_type -> toolcrib.registry.v1.PutAudienceClassResponse
+	34, // 94: toolcrib.registry.v1.RegistryService.GetAudienceClass:output_type -> toolcrib.registry.v1.GetAudienceClassResponse
+	36, // 95: toolcrib.registry.v1.RegistryService.ListAudienceClasses:output_type -> toolcrib.registry.v1.ListAudienceClassesResponse
+	38, // 96: toolcrib.registry.v1.RegistryService.PublishContract:output_type -> toolcrib.registry.v1.PublishContractResponse
+	40, // 97: toolcrib.registry.v1.RegistryService.ApproveTool:output_type -> toolcrib.registry.v1.ApproveToolResponse
+	42, // 98: toolcrib.registry.v1.RegistryService.EnableTool:output_type -> toolcrib.registry.v1.EnableToolResponse
+	44, // 99: toolcrib.registry.v1.RegistryService.DisableTool:output_type -> toolcrib.registry.v1.DisableToolResponse
+	46, // 100: toolcrib.registry.v1.RegistryService.RollbackTool:output_type -> toolcrib.registry.v1.RollbackToolResponse
+	48, // 101: toolcrib.registry.v1.RegistryService.GetTool:output_type -> toolcrib.registry.v1.GetToolResponse
+	50, // 102: toolcrib.registry.v1.RegistryService.ListTools:output_type -> toolcrib.registry.v1.ListToolsResponse
+	52, // 103: toolcrib.registry.v1.RegistryService.GetToolReview:output_type -> toolcrib.registry.v1.GetToolReviewResponse
+	54, // 104: toolcrib.registry.v1.RegistryService.GrantScopes:output_type -> toolcrib.registry.v1.GrantScopesResponse
+	56, // 105: toolcrib.registry.v1.RegistryService.RevokeScopes:output_type -> toolcrib.registry.v1.RevokeScopesResponse
+	58, // 106: toolcrib.registry.v1.RegistryService.GetPolicy:output_type -> toolcrib.registry.v1.GetPolicyResponse
+	62, // 107: toolcrib.registry.v1.RegistryService.Watch:output_type -> toolcrib.registry.v1.WatchResponse
+	88, // [88:108] is the sub-list for method output_type
+	68, // [68:88] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_toolcrib_registry_v1_registry_proto_init() }
@@ -4595,14 +5076,14 @@ func file_toolcrib_registry_v1_registry_proto_init() {
 		(*Server_StreamableHttp)(nil),
 		(*Server_Stdio)(nil),
 	}
-	file_toolcrib_registry_v1_registry_proto_msgTypes[52].OneofWrappers = []any{
+	file_toolcrib_registry_v1_registry_proto_msgTypes[55].OneofWrappers = []any{
 		(*Change_Server)(nil),
 		(*Change_Tenant)(nil),
 		(*Change_AudienceClass)(nil),
 		(*Change_Tool)(nil),
 		(*Change_Policy)(nil),
 	}
-	file_toolcrib_registry_v1_registry_proto_msgTypes[53].OneofWrappers = []any{
+	file_toolcrib_registry_v1_registry_proto_msgTypes[56].OneofWrappers = []any{
 		(*WatchResponse_Change)(nil),
 		(*WatchResponse_Heartbeat)(nil),
 	}
@@ -4612,7 +5093,7 @@ func file_toolcrib_registry_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolcrib_registry_v1_registry_proto_rawDesc), len(file_toolcrib_registry_v1_registry_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   54,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

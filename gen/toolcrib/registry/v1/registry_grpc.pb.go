@@ -30,8 +30,22 @@
 // row and each gets its own epoch; none is lost. Every bump is also sent on
 // Watch as a PolicyChange, after the object changes of the same transaction.
 //
-// Reads (Get*, List*) need any verified principal; GetPolicy and Watch are
-// narrower (see each RPC). List responses carry the registry revision they
+// Reads (Get*, List*) need any verified principal; GetPolicy, GetToolReview
+// and Watch are narrower (see each RPC). Tools are read per tenant: a
+// principal that is neither a platform admin nor a service sees a tool only
+// when one of its tenant's audience classes covers the tool's server and has
+// seen the tool at the source (has a variant of it), and sees only those
+// variants; any other tool is NOT_FOUND, exactly as if it did not exist.
+//
+// Review is per descriptor. MCP lets `tools/list` differ by the credential
+// presented, so each audience class may see its own descriptor of a tool: a
+// tool has one variant per audience class that listed it (ToolVariant), and
+// each variant has its own approval digest over its descriptor digest and
+// the tool's one current contract, and its own review state. An approval
+// binds one descriptor digest and one contract (I5); two classes that see
+// different descriptors need two approvals; two classes that see the same
+// descriptor share it. A scan for one class changes only that class's
+// variant. Admission asks GetToolReview. List responses carry the registry revision they
 // were read at, so a client can list and then watch from that revision
 // without a gap.
 
@@ -65,6 +79,7 @@ const (
 	RegistryService_RollbackTool_FullMethodName        = "/toolcrib.registry.v1.RegistryService/RollbackTool"
 	RegistryService_GetTool_FullMethodName             = "/toolcrib.registry.v1.RegistryService/GetTool"
 	RegistryService_ListTools_FullMethodName           = "/toolcrib.registry.v1.RegistryService/ListTools"
+	RegistryService_GetToolReview_FullMethodName       = "/toolcrib.registry.v1.RegistryService/GetToolReview"
 	RegistryService_GrantScopes_FullMethodName         = "/toolcrib.registry.v1.RegistryService/GrantScopes"
 	RegistryService_RevokeScopes_FullMethodName        = "/toolcrib.registry.v1.RegistryService/RevokeScopes"
 	RegistryService_GetPolicy_FullMethodName           = "/toolcrib.registry.v1.RegistryService/GetPolicy"
@@ -142,10 +157,29 @@ type RegistryServiceClient interface {
 	// descriptor changed at the source, which a rollback cannot undo). The
 	// tool owner or an admin only.
 	RollbackTool(ctx context.Context, in *RollbackToolRequest, opts ...grpc.CallOption) (*RollbackToolResponse, error)
-	// GetTool returns one tool, with its history when asked.
+	// GetTool returns one tool, with its variants and, when asked, its
+	// history. A principal that is neither a platform admin nor a service
+	// gets only the variants its tenant's audience classes see, and NOT_FOUND
+	// for a tool none of them sees (see the package comment).
 	GetTool(ctx context.Context, in *GetToolRequest, opts ...grpc.CallOption) (*GetToolResponse, error)
-	// ListTools returns tools ordered by id.
+	// ListTools returns tools ordered by id; for a tenant principal only the
+	// tools and variants its tenant's audience classes see, as GetTool.
 	ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error)
+	// GetToolReview answers admission's one question about a tool: is this
+	// exact descriptor digest approved under the tool's current contract, and
+	// is the tool enabled? It returns the current contract, the approval
+	// digest of (descriptor digest, current contract) and the policy epoch of
+	// the audience class's tenant, all read in one transaction, so a caller
+	// may cache the answer under that epoch: every change that can alter the
+	// answer (publish, approve, enable, disable, rollback) bumps that epoch in
+	// its own transaction. A change at the source does not alter the answer
+	// for a digest: it only changes which digest the class sees next.
+	// Platform admins and services may ask for any audience class; any other
+	// principal only for its own tenant's classes (PERMISSION_DENIED for a
+	// class of another tenant, decided from the class name alone, before any
+	// lookup). NOT_FOUND when the tool is unknown, or the class does not
+	// exist, does not cover the tool's server, or has never seen the tool.
+	GetToolReview(ctx context.Context, in *GetToolReviewRequest, opts ...grpc.CallOption) (*GetToolReviewResponse, error)
 	// GrantScopes adds scopes and audience classes to a subject's or group's
 	// grant in a tenant. Admin only. Bumps the tenant's policy epoch.
 	GrantScopes(ctx context.Context, in *GrantScopesRequest, opts ...grpc.CallOption) (*GrantScopesResponse, error)
@@ -329,6 +363,16 @@ func (c *registryServiceClient) ListTools(ctx context.Context, in *ListToolsRequ
 	return out, nil
 }
 
+func (c *registryServiceClient) GetToolReview(ctx context.Context, in *GetToolReviewRequest, opts ...grpc.CallOption) (*GetToolReviewResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetToolReviewResponse)
+	err := c.cc.Invoke(ctx, RegistryService_GetToolReview_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *registryServiceClient) GrantScopes(ctx context.Context, in *GrantScopesRequest, opts ...grpc.CallOption) (*GrantScopesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GrantScopesResponse)
@@ -449,10 +493,29 @@ type RegistryServiceServer interface {
 	// descriptor changed at the source, which a rollback cannot undo). The
 	// tool owner or an admin only.
 	RollbackTool(context.Context, *RollbackToolRequest) (*RollbackToolResponse, error)
-	// GetTool returns one tool, with its history when asked.
+	// GetTool returns one tool, with its variants and, when asked, its
+	// history. A principal that is neither a platform admin nor a service
+	// gets only the variants its tenant's audience classes see, and NOT_FOUND
+	// for a tool none of them sees (see the package comment).
 	GetTool(context.Context, *GetToolRequest) (*GetToolResponse, error)
-	// ListTools returns tools ordered by id.
+	// ListTools returns tools ordered by id; for a tenant principal only the
+	// tools and variants its tenant's audience classes see, as GetTool.
 	ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error)
+	// GetToolReview answers admission's one question about a tool: is this
+	// exact descriptor digest approved under the tool's current contract, and
+	// is the tool enabled? It returns the current contract, the approval
+	// digest of (descriptor digest, current contract) and the policy epoch of
+	// the audience class's tenant, all read in one transaction, so a caller
+	// may cache the answer under that epoch: every change that can alter the
+	// answer (publish, approve, enable, disable, rollback) bumps that epoch in
+	// its own transaction. A change at the source does not alter the answer
+	// for a digest: it only changes which digest the class sees next.
+	// Platform admins and services may ask for any audience class; any other
+	// principal only for its own tenant's classes (PERMISSION_DENIED for a
+	// class of another tenant, decided from the class name alone, before any
+	// lookup). NOT_FOUND when the tool is unknown, or the class does not
+	// exist, does not cover the tool's server, or has never seen the tool.
+	GetToolReview(context.Context, *GetToolReviewRequest) (*GetToolReviewResponse, error)
 	// GrantScopes adds scopes and audience classes to a subject's or group's
 	// grant in a tenant. Admin only. Bumps the tenant's policy epoch.
 	GrantScopes(context.Context, *GrantScopesRequest) (*GrantScopesResponse, error)
@@ -530,6 +593,9 @@ func (UnimplementedRegistryServiceServer) GetTool(context.Context, *GetToolReque
 }
 func (UnimplementedRegistryServiceServer) ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTools not implemented")
+}
+func (UnimplementedRegistryServiceServer) GetToolReview(context.Context, *GetToolReviewRequest) (*GetToolReviewResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetToolReview not implemented")
 }
 func (UnimplementedRegistryServiceServer) GrantScopes(context.Context, *GrantScopesRequest) (*GrantScopesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GrantScopes not implemented")
@@ -834,6 +900,24 @@ func _RegistryService_ListTools_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RegistryService_GetToolReview_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetToolReviewRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).GetToolReview(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_GetToolReview_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).GetToolReview(ctx, req.(*GetToolReviewRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RegistryService_GrantScopes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GrantScopesRequest)
 	if err := dec(in); err != nil {
@@ -965,6 +1049,10 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListTools",
 			Handler:    _RegistryService_ListTools_Handler,
+		},
+		{
+			MethodName: "GetToolReview",
+			Handler:    _RegistryService_GetToolReview_Handler,
 		},
 		{
 			MethodName: "GrantScopes",

@@ -317,7 +317,7 @@ func (s *Server) PublishContract(ctx context.Context, req *registryv1.PublishCon
 	}
 	// The rest of the contract is validated against the tool's descriptor,
 	// inside the transaction that publishes it.
-	t, err := s.store.PublishContract(ctx, p, req.GetContract())
+	t, err := s.store.PublishContract(ctx, p, viewOf(p), req.GetContract())
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -347,7 +347,7 @@ func (s *Server) ApproveTool(ctx context.Context, req *registryv1.ApproveToolReq
 		return nil, apierror.InvalidArgument(apierror.FieldViolation{Field: "approval_digest",
 			Description: "required: the sha256:<hex> approval digest shown for the tool"})
 	}
-	t, err := s.store.ApproveTool(ctx, p, req.GetToolId(), req.GetApprovalDigest(), req.GetComment())
+	t, err := s.store.ApproveTool(ctx, p, viewOf(p), req.GetToolId(), req.GetApprovalDigest(), req.GetComment())
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -360,7 +360,7 @@ func (s *Server) EnableTool(ctx context.Context, req *registryv1.EnableToolReque
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.store.SetEnabled(ctx, p, req.GetToolId(), true, "")
+	t, err := s.store.SetEnabled(ctx, p, viewOf(p), req.GetToolId(), true, "")
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -373,7 +373,7 @@ func (s *Server) DisableTool(ctx context.Context, req *registryv1.DisableToolReq
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.store.SetEnabled(ctx, p, req.GetToolId(), false, req.GetReason())
+	t, err := s.store.SetEnabled(ctx, p, viewOf(p), req.GetToolId(), false, req.GetReason())
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -386,7 +386,7 @@ func (s *Server) RollbackTool(ctx context.Context, req *registryv1.RollbackToolR
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.store.RollbackTool(ctx, p, req.GetToolId(), req.GetReason())
+	t, err := s.store.RollbackTool(ctx, p, viewOf(p), req.GetToolId(), req.GetReason())
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -395,10 +395,11 @@ func (s *Server) RollbackTool(ctx context.Context, req *registryv1.RollbackToolR
 
 // GetTool implements RegistryService.GetTool.
 func (s *Server) GetTool(ctx context.Context, req *registryv1.GetToolRequest) (*registryv1.GetToolResponse, error) {
-	if _, err := toolAction(ctx, req.GetToolId(), "", ""); err != nil {
+	p, err := toolAction(ctx, req.GetToolId(), "", "")
+	if err != nil {
 		return nil, err
 	}
-	t, history, err := s.store.GetTool(ctx, req.GetToolId(), req.GetIncludeHistory())
+	t, history, err := s.store.GetTool(ctx, viewOf(p), req.GetToolId(), req.GetIncludeHistory())
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -407,7 +408,8 @@ func (s *Server) GetTool(ctx context.Context, req *registryv1.GetToolRequest) (*
 
 // ListTools implements RegistryService.ListTools.
 func (s *Server) ListTools(ctx context.Context, req *registryv1.ListToolsRequest) (*registryv1.ListToolsResponse, error) {
-	if _, err := principal.Require(ctx); err != nil {
+	caller, err := principal.Require(ctx)
+	if err != nil {
 		return nil, err
 	}
 	var v apierror.Violations
@@ -421,13 +423,46 @@ func (s *Server) ListTools(ctx context.Context, req *registryv1.ListToolsRequest
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	tools, hasMore, rev, err := s.store.ListTools(ctx, store.ToolFilter{ServerID: req.GetServerId(), State: req.GetReviewState()}, p)
+	tools, hasMore, rev, err := s.store.ListTools(ctx, viewOf(caller), store.ToolFilter{ServerID: req.GetServerId(), State: req.GetReviewState()}, p)
 	if err != nil {
 		return nil, translate(err)
 	}
 	resp := &registryv1.ListToolsResponse{Tools: tools, Revision: rev}
 	if len(tools) > 0 {
 		resp.NextPageToken = nextToken(hasMore, tools[len(tools)-1].GetToolId())
+	}
+	return resp, nil
+}
+
+// viewOf is what p may see of tools: everything for platform admins and
+// services, its own tenant's audience classes' variants otherwise.
+func viewOf(p principal.Principal) store.View {
+	return store.View{All: p.Admin || p.Service, Tenant: p.Tenant}
+}
+
+// GetToolReview implements RegistryService.GetToolReview.
+func (s *Server) GetToolReview(ctx context.Context, req *registryv1.GetToolReviewRequest) (*registryv1.GetToolReviewResponse, error) {
+	p, err := principal.Require(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var v apierror.Violations
+	contract.CheckToolID(&v, "tool_id", req.GetToolId())
+	if !canonical.ValidDigest(req.GetDescriptorDigest()) {
+		v.Add("descriptor_digest", "required: the sha256:<hex> descriptor digest the plan was made with")
+	}
+	checkClassName(&v, "audience_class", req.GetAudienceClass())
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	// Decided from the class name alone, before any lookup: it tells the
+	// caller nothing it did not send.
+	if view := viewOf(p); !view.All && store.ClassTenant(req.GetAudienceClass()) != view.Tenant {
+		return nil, apierror.PermissionDenied("only platform admins and services may ask about another tenant's audience class")
+	}
+	resp, err := s.store.GetToolReview(ctx, req.GetToolId(), req.GetDescriptorDigest(), req.GetAudienceClass())
+	if err != nil {
+		return nil, translate(err)
 	}
 	return resp, nil
 }

@@ -10,6 +10,12 @@
 //   - otherwise UNREVIEWED — so a new descriptor at the source, or a newly
 //     published contract, is unreviewed until someone approves exactly it.
 //
+// The rules apply per variant: each audience class may see its own
+// descriptor of a tool (MCP lets tools/list vary by credential), so each
+// variant has its own approval digest and state under the tool's one
+// contract.
+//
 // Rollback ([PlanRollback]) only ever moves the contract back to one that
-// was approved; it cannot change the descriptor at the source.
+// was approved, withdrawing the approvals of every variant approved under
+// the current one; it cannot change the descriptor at the source.
 package review

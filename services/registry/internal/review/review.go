@@ -71,25 +71,33 @@ func (r *RollbackRefusal) Error() string { return r.Reason + ": " + r.Message }
 
 // RollbackPlan is what a rollback does.
 type RollbackPlan struct {
-	// Withdraw is the id of the approval to withdraw; 0 for none.
-	Withdraw int64
+	// Withdraw are the ids of the approvals to withdraw; empty for none.
+	Withdraw []int64
 	// Restore is the approval whose contract becomes current.
 	Restore Approval
 }
 
 // PlanRollback plans RollbackTool (see RollbackToolRequest). approvals are
-// the approvals in force, newest first; current is the tool's current
-// status and c its current contract.
-//   - When the current approval digest is not approved, the newest approved
-//     contract becomes current again. If it already is current (the
-//     descriptor changed at the source), there is nothing to roll back.
-//   - When it is approved, that approval is withdrawn and the newest one
-//     left becomes current.
+// the approvals in force, newest first; current is the status of each
+// variant of the tool (one per audience class, review is per descriptor)
+// and c the tool's current contract.
+//   - When no variant is approved, the newest approved contract becomes
+//     current again. If it already is current (the descriptor changed at
+//     the source), there is nothing to roll back.
+//   - When some are, the approvals of the current contract for those
+//     variants' descriptors are withdrawn and the newest approval left
+//     becomes current.
 //
 // It returns a [*RollbackRefusal] when no approved version is left to go
 // back to.
-func PlanRollback(current Status, c *contract.Doc, approvals []Approval) (RollbackPlan, error) {
-	if current.State != registryv1.ReviewState_REVIEW_STATE_APPROVED {
+func PlanRollback(current []Status, c *contract.Doc, approvals []Approval) (RollbackPlan, error) {
+	approvedNow := map[string]bool{}
+	for _, st := range current {
+		if st.State == registryv1.ReviewState_REVIEW_STATE_APPROVED {
+			approvedNow[st.ApprovalDigest] = true
+		}
+	}
+	if len(approvedNow) == 0 {
 		if len(approvals) == 0 {
 			return RollbackPlan{}, &RollbackRefusal{Reason: "NO_APPROVED_VERSION",
 				Message: "the tool has no approved version to roll back to"}
@@ -102,11 +110,13 @@ func PlanRollback(current Status, c *contract.Doc, approvals []Approval) (Rollba
 		}
 		return RollbackPlan{Restore: newest}, nil
 	}
-	var rest []Approval
-	var withdraw int64
+	var (
+		rest     []Approval
+		withdraw []int64
+	)
 	for _, a := range approvals {
-		if a.ApprovalDigest == current.ApprovalDigest && withdraw == 0 {
-			withdraw = a.ID
+		if approvedNow[a.ApprovalDigest] {
+			withdraw = append(withdraw, a.ID)
 			continue
 		}
 		rest = append(rest, a)

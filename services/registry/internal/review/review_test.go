@@ -2,6 +2,7 @@ package review
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -66,7 +67,7 @@ func TestEvaluate(t *testing.T) {
 
 func TestPlanRollback(t *testing.T) {
 	c1, c2, c3 := doc("s:1"), doc("s:2"), doc("s:3")
-	a1, a2 := approve(t, 1, descA, c1), approve(t, 2, descA, c2)
+	a1, a2, b2 := approve(t, 1, descA, c1), approve(t, 2, descA, c2), approve(t, 3, descB, c2)
 	status := func(desc string, c *contract.Doc, approvals []Approval) Status {
 		st, err := Evaluate(desc, c, approvals)
 		if err != nil {
@@ -76,22 +77,34 @@ func TestPlanRollback(t *testing.T) {
 	}
 	cases := []struct {
 		name         string
-		current      Status
+		current      []Status
 		c            *contract.Doc
 		approvals    []Approval
-		wantWithdraw int64
+		wantWithdraw []int64
 		wantRestore  int64
 		wantReason   string
 	}{
 		{name: "unreviewed contract goes back to the newest approved one",
-			current: status(descA, c3, []Approval{a2, a1}), c: c3, approvals: []Approval{a2, a1}, wantRestore: 2},
+			current: []Status{status(descA, c3, []Approval{a2, a1})}, c: c3, approvals: []Approval{a2, a1}, wantRestore: 2},
 		{name: "approved: newest approval withdrawn, previous one current",
-			current: status(descA, c2, []Approval{a2, a1}), c: c2, approvals: []Approval{a2, a1}, wantWithdraw: 2, wantRestore: 1},
-		{name: "approved, only one approval", current: status(descA, c1, []Approval{a1}), c: c1,
+			current: []Status{status(descA, c2, []Approval{a2, a1})}, c: c2, approvals: []Approval{a2, a1}, wantWithdraw: []int64{2}, wantRestore: 1},
+		{name: "approved, only one approval", current: []Status{status(descA, c1, []Approval{a1})}, c: c1,
 			approvals: []Approval{a1}, wantReason: "NO_APPROVED_VERSION"},
-		{name: "never approved", current: status(descA, c1, nil), c: c1, wantReason: "NO_APPROVED_VERSION"},
+		{name: "never approved", current: []Status{status(descA, c1, nil)}, c: c1, wantReason: "NO_APPROVED_VERSION"},
 		{name: "descriptor changed, contract already the approved one",
-			current: status(descB, c2, []Approval{a2, a1}), c: c2, approvals: []Approval{a2, a1}, wantReason: "NOTHING_TO_ROLL_BACK"},
+			current: []Status{status(descB, c2, []Approval{a2, a1})}, c: c2, approvals: []Approval{a2, a1}, wantReason: "NOTHING_TO_ROLL_BACK"},
+		// Two audience classes see descriptors A and B; both are approved
+		// under c2: both approvals are withdrawn, c1 (approved for A) is
+		// current again.
+		{name: "two variants approved: both withdrawn",
+			current: []Status{status(descA, c2, []Approval{b2, a2, a1}), status(descB, c2, []Approval{b2, a2, a1})}, c: c2,
+			approvals: []Approval{b2, a2, a1}, wantWithdraw: []int64{3, 2}, wantRestore: 1},
+		// Only B's variant is approved under c2; A's is unreviewed. The
+		// approval of B is withdrawn; A's approval under c1 becomes current.
+		{name: "one of two variants approved",
+			current: []Status{status(descA, c2, []Approval{b2, a1}), status(descB, c2, []Approval{b2, a1})}, c: c2,
+			approvals: []Approval{b2, a1}, wantWithdraw: []int64{3}, wantRestore: 1},
+		{name: "no variant at all", current: nil, c: c1, approvals: []Approval{a1}, wantReason: "NOTHING_TO_ROLL_BACK"},
 	}
 	for _, tc := range cases {
 		plan, err := PlanRollback(tc.current, tc.c, tc.approvals)
@@ -106,8 +119,8 @@ func TestPlanRollback(t *testing.T) {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
 		}
-		if plan.Withdraw != tc.wantWithdraw || plan.Restore.ID != tc.wantRestore {
-			t.Errorf("%s: plan withdraw %d restore %d, want %d %d", tc.name, plan.Withdraw, plan.Restore.ID, tc.wantWithdraw, tc.wantRestore)
+		if !slices.Equal(plan.Withdraw, tc.wantWithdraw) || plan.Restore.ID != tc.wantRestore {
+			t.Errorf("%s: plan withdraw %v restore %d, want %v %d", tc.name, plan.Withdraw, plan.Restore.ID, tc.wantWithdraw, tc.wantRestore)
 		}
 	}
 }

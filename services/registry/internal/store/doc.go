@@ -20,6 +20,17 @@
 // Lists read in one REPEATABLE READ transaction together with the log's
 // head, so the revision they return is exactly the state they show.
 //
+// Review is per descriptor: a tool has one variant (tool_variants) per
+// audience class that listed it, written only by that class's pointer
+// moves ([Store.ApplyPointer]); each variant's approval digest and review
+// state are derived from its descriptor digest, the tool's contract and
+// the approvals in force, recomputed on every load and write. Reads and
+// review actions take a [View]: everything for platform admins and
+// services, otherwise only the variants of the caller's tenant's classes
+// that cover the server; a tool with no such variant is a [NotFoundError],
+// as if it did not exist. [Store.GetToolReview] answers admission's
+// question with the tenant's epoch from the same snapshot.
+//
 // Errors are typed ([NotFoundError], [ExistsError], [StaleVersionError],
 // [InvalidError], [PreconditionError], [PermissionError]); the gRPC layer
 // translates them once.

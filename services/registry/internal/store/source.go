@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -53,15 +54,19 @@ type ApplyResult struct {
 
 // ApplyPointer records a pointer move and brings the tools of its server
 // in line, in one transaction:
-//   - a tool no record has → created PENDING_CONTRACT, disabled (DISCOVERED);
-//   - a new descriptor digest → recorded, review re-evaluated, so a tool
-//     with a contract becomes UNREVIEWED unless that exact digest is
-//     approved (DESCRIPTOR_CHANGED);
-//   - a tool no pointer of the server lists any more → present_at_source
-//     false (REMOVED_AT_SOURCE); listed again → RESTORED_AT_SOURCE.
+//   - a tool no record has → created PENDING_CONTRACT, disabled;
+//   - a tool the pair's audience class lists for the first time → a new
+//     variant of the class (DISCOVERED);
+//   - a new descriptor digest → recorded in the class's variant, whose
+//     review is re-evaluated, so with a contract it becomes UNREVIEWED
+//     unless that exact digest is approved (DESCRIPTOR_CHANGED);
+//   - a tool the class no longer lists → the class's variant is not
+//     present at the source (REMOVED_AT_SOURCE); listed again →
+//     RESTORED_AT_SOURCE.
 //
-// A tool's descriptor is the one listed by the most recently moved pointer
-// that lists it. Source changes do not bump policy epochs: they come with a
+// Only the class's own variant changes: what another class sees, and its
+// review state, stays as it was. The deprecated tool-level descriptor is
+// that of the variant most recently changed at the source. Source changes do not bump policy epochs: they come with a
 // new generation, which admission's cache key already carries, and approvals
 // are bound to descriptor digests (see the registry.proto package comment).
 // A move for a server the registry does not know is skipped; the cursor
@@ -109,7 +114,7 @@ WHERE source_pointers.discovery_revision < EXCLUDED.discovery_revision`,
 		if err != nil {
 			return err
 		}
-		res.Changed, err = reconcileTools(ctx, u, up.ServerID, owner, names)
+		res.Changed, err = reconcileTools(ctx, u, up, owner, names)
 		return err
 	})
 	return res, err
@@ -139,84 +144,84 @@ func replaceSourceTools(ctx context.Context, tx pgx.Tx, up PointerUpdate) ([]str
 	return slices.Compact(names), nil
 }
 
-// reconcileTools brings the named tools of a server in line with what its
-// pointers list, and returns the ids of those that changed.
-func reconcileTools(ctx context.Context, u *unit, serverID, owner string, names []string) ([]string, error) {
+// reconcileTools brings the named tools of the pair's server in line with
+// what the pair's pointer now lists, changing only the pair's class's
+// variant of each (review is per descriptor: another class's variant, and
+// so its review state, is never touched), and returns the ids of those
+// that changed.
+func reconcileTools(ctx context.Context, u *unit, up PointerUpdate, owner string, names []string) ([]string, error) {
 	ids := make([]string, len(names))
 	for i, n := range names {
-		ids[i] = contract.ToolID(serverID, n)
+		ids[i] = contract.ToolID(up.ServerID, n)
 	}
 	tools, err := loadTools(ctx, u.tx, ids, true)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := u.tx.Query(ctx, `SELECT DISTINCT ON (name) name, descriptor_digest, descriptor_raw FROM source_tools
-WHERE server_id = $1 AND name = ANY($2) ORDER BY name, discovery_revision DESC, audience_class`, serverID, names)
-	if err != nil {
-		return nil, err
-	}
-	listed := map[string]SourceTool{}
-	_, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct{}, error) {
-		var t SourceTool
-		err := r.Scan(&t.Name, &t.DescriptorDigest, &t.Raw)
+	listed := make(map[string]SourceTool, len(up.Tools))
+	for _, t := range up.Tools {
 		listed[t.Name] = t
-		return struct{}{}, err
-	})
-	if err != nil {
-		return nil, err
 	}
 	var changed []string
 	for i, name := range names {
 		id := ids[i]
 		src, isListed := listed[name]
 		t, known := tools[id]
-		var (
-			events []toolEvent
-			kind   = registryv1.ChangeKind_CHANGE_KIND_UPDATED
-		)
+		kind := registryv1.ChangeKind_CHANGE_KIND_UPDATED
 		switch {
 		case !known && !isListed:
 			continue
 		case !known:
-			t = &toolRow{ID: id, ServerID: serverID, Name: name, Owner: owner, Present: true,
+			t = &toolRow{ID: id, ServerID: up.ServerID, Name: name, Owner: owner, Present: true,
 				DescriptorDigest: src.DescriptorDigest, DescriptorRaw: src.Raw}
 			if err := t.evaluate(); err != nil {
 				return nil, err
 			}
 			if err := u.tx.QueryRow(ctx, `INSERT INTO tools (tool_id, server_id, name, review_state, descriptor_digest,
 	descriptor_raw) VALUES ($1, $2, $3, $4, $5, $6) RETURNING version, updated_at`,
-				id, serverID, name, int16(t.State), t.DescriptorDigest, t.DescriptorRaw).Scan(&t.Version, &t.UpdatedAt); err != nil {
+				id, up.ServerID, name, int16(t.State), t.DescriptorDigest, t.DescriptorRaw).Scan(&t.Version, &t.UpdatedAt); err != nil {
 				return nil, fmt.Errorf("create tool %s: %w", id, err)
 			}
 			kind = registryv1.ChangeKind_CHANGE_KIND_CREATED
-			events = append(events, t.event(EventDiscovered, DiscoveryActor, ""))
-		default:
-			type happened struct{ kind, detail string }
-			var seen []happened
-			if isListed && !t.Present {
-				t.Present = true
+		}
+		type happened struct{ kind, detail string }
+		var seen []happened
+		v := t.variant(up.AudienceClass)
+		switch {
+		case v == nil && !isListed:
+			continue
+		case v == nil:
+			v = &variantRow{Class: up.AudienceClass}
+			t.Variants = append(t.Variants, v)
+			slices.SortFunc(t.Variants, func(a, b *variantRow) int { return strings.Compare(a.Class, b.Class) })
+			v.DescriptorDigest, v.DescriptorRaw, v.Present = src.DescriptorDigest, src.Raw, true
+			seen = append(seen, happened{kind: EventDiscovered})
+		case isListed:
+			if !v.Present {
+				v.Present = true
 				seen = append(seen, happened{kind: EventRestoredAtSource})
 			}
-			if isListed && src.DescriptorDigest != t.DescriptorDigest {
-				seen = append(seen, happened{kind: EventDescriptorChanged, detail: "previous descriptor " + t.DescriptorDigest})
-				t.DescriptorDigest, t.DescriptorRaw = src.DescriptorDigest, src.Raw
+			if src.DescriptorDigest != v.DescriptorDigest {
+				seen = append(seen, happened{kind: EventDescriptorChanged, detail: "previous descriptor " + v.DescriptorDigest})
+				v.DescriptorDigest, v.DescriptorRaw = src.DescriptorDigest, src.Raw
 			}
-			if !isListed && t.Present {
-				t.Present = false
-				seen = append(seen, happened{kind: EventRemovedAtSource})
-			}
-			if len(seen) == 0 {
-				continue
-			}
-			if err := t.evaluate(); err != nil {
-				return nil, err
-			}
-			if err := t.save(ctx, u.tx); err != nil {
-				return nil, err
-			}
-			for _, h := range seen {
-				events = append(events, t.event(h.kind, DiscoveryActor, h.detail))
-			}
+		case v.Present:
+			v.Present = false
+			seen = append(seen, happened{kind: EventRemovedAtSource})
+		}
+		if len(seen) == 0 {
+			continue
+		}
+		v.Generation, v.DiscoveryRevision = up.Generation, up.Revision
+		if err := t.evaluate(); err != nil {
+			return nil, err
+		}
+		if err := t.save(ctx, u.tx); err != nil {
+			return nil, err
+		}
+		events := make([]toolEvent, len(seen))
+		for i, h := range seen {
+			events[i] = t.variantEvent(v, h.kind, h.detail)
 		}
 		u.emitTool(kind, t.proto(), events)
 		changed = append(changed, id)

@@ -97,6 +97,9 @@ type toolEvent struct {
 	contractVersion  int64
 	approvalDigest   string
 	contract         *contract.Doc
+	// audienceClass is the class whose variant changed at the source; empty
+	// for changes to the whole tool.
+	audienceClass string
 }
 
 func (u *unit) emitServer(kind registryv1.ChangeKind, s *registryv1.Server) {
@@ -157,8 +160,9 @@ func (u *unit) flush(ctx context.Context, log *changelog.Log) error {
 				}
 			}
 			if _, err := u.tx.Exec(ctx, `INSERT INTO tool_events (tool_id, revision, kind, actor, descriptor_digest,
-	contract_version, approval_digest, detail, contract) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-				ev.toolID, rev, ev.kind, ev.actor, ev.descriptorDigest, ev.contractVersion, ev.approvalDigest, ev.detail, c); err != nil {
+	contract_version, approval_digest, detail, contract, audience_class) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+				ev.toolID, rev, ev.kind, ev.actor, ev.descriptorDigest, ev.contractVersion, ev.approvalDigest, ev.detail, c,
+				ev.audienceClass); err != nil {
 				return fmt.Errorf("write tool event: %w", err)
 			}
 		}

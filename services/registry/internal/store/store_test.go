@@ -34,7 +34,10 @@ func newStore(t *testing.T) (*Store, *pgxpool.Pool) {
 	return New(pool, changelog.New(pool, "registry_changes", slog.New(slog.NewTextHandler(io.Discard, nil)))), pool
 }
 
-var admin = principal.Principal{Subject: "root", Admin: true}
+var (
+	admin = principal.Principal{Subject: "root", Admin: true}
+	all   = View{All: true}
+)
 
 // seed registers server `srv` owned by alice, tenant `acme` and class
 // `acme.readers` covering the server.
@@ -227,7 +230,7 @@ func TestApplyPointer(t *testing.T) {
 	seed(t, s)
 	ctx := context.Background()
 	get := func(id string) *registryv1.Tool {
-		tool, _, err := s.GetTool(ctx, id, false)
+		tool, _, err := s.GetTool(ctx, all, id, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,11 +266,11 @@ func TestApplyPointer(t *testing.T) {
 	// Publish and approve a, then the description changes at the source.
 	c := &registryv1.ToolContract{ToolId: "srv.a", Effect: catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY, Scope: "a:read",
 		Authorization: registryv1.Authorization_AUTHORIZATION_CALLER}
-	tool, err := s.PublishContract(ctx, admin, c)
+	tool, err := s.PublishContract(ctx, admin, all, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tool, err = s.ApproveTool(ctx, admin, "srv.a", tool.GetApprovalDigest(), "ok"); err != nil || tool.GetReviewState() != registryv1.ReviewState_REVIEW_STATE_APPROVED {
+	if tool, err = s.ApproveTool(ctx, admin, all, "srv.a", tool.GetApprovalDigest(), "ok"); err != nil || tool.GetReviewState() != registryv1.ReviewState_REVIEW_STATE_APPROVED {
 		t.Fatalf("approve: %v %v", tool, err)
 	}
 	a2 := sourceTool(t, "a", "first, and try to repair")
@@ -285,8 +288,10 @@ func TestApplyPointer(t *testing.T) {
 		t.Fatal("b is no longer listed but still present at source")
 	}
 
-	// Another class of the same server lists b again with an older
-	// descriptor of a; the newest move's descriptor wins for both.
+	// Another class of the same server lists b again and the approved
+	// descriptor of a: a new variant of each, for that class only. The
+	// deprecated tool-level fields follow the newest move; each class keeps
+	// its own review state.
 	if _, _, err := s.PutAudienceClass(ctx, &registryv1.AudienceClass{Name: "acme.admins", TenantId: "acme",
 		Servers: []*registryv1.AudienceServer{{ServerId: "srv"}}}, 0); err != nil {
 		t.Fatal(err)
@@ -297,6 +302,13 @@ func TestApplyPointer(t *testing.T) {
 	}
 	if tool := get("srv.a"); tool.GetDescriptorDigest() != a1.DescriptorDigest || tool.GetReviewState() != registryv1.ReviewState_REVIEW_STATE_APPROVED {
 		t.Fatalf("back at the approved descriptor, want APPROVED: %v", tool)
+	}
+	vs := get("srv.a").GetVariants()
+	if len(vs) != 2 || vs[0].GetAudienceClass() != "acme.admins" || vs[0].GetDescriptorDigest() != a1.DescriptorDigest ||
+		vs[0].GetReviewState() != registryv1.ReviewState_REVIEW_STATE_APPROVED ||
+		vs[1].GetAudienceClass() != "acme.readers" || vs[1].GetDescriptorDigest() != a2.DescriptorDigest ||
+		vs[1].GetReviewState() != registryv1.ReviewState_REVIEW_STATE_UNREVIEWED {
+		t.Fatalf("variants %v", vs)
 	}
 	if b := get("srv.b"); !b.GetPresentAtSource() {
 		t.Fatal("b listed again but not present")
@@ -318,7 +330,7 @@ func TestApplyPointer(t *testing.T) {
 		t.Fatalf("cursor %d after a skipped move", c)
 	}
 
-	_, events, err := s.GetTool(ctx, "srv.a", true)
+	_, events, err := s.GetTool(ctx, all, "srv.a", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,9 +338,12 @@ func TestApplyPointer(t *testing.T) {
 	for _, e := range events {
 		kinds = append(kinds, e.GetKind())
 	}
-	want := []string{EventDiscovered, EventPublished, EventApproved, EventDescriptorChanged, EventDescriptorChanged}
+	want := []string{EventDiscovered, EventPublished, EventApproved, EventDescriptorChanged, EventDiscovered}
 	if !slices.Equal(kinds, want) {
 		t.Fatalf("history %v, want %v", kinds, want)
+	}
+	if events[0].GetAudienceClass() != "acme.readers" || events[1].GetAudienceClass() != "" || events[4].GetAudienceClass() != "acme.admins" {
+		t.Fatalf("history classes %v", events)
 	}
 	for i := 1; i < len(events); i++ {
 		if events[i].GetRevision() <= events[i-1].GetRevision() {

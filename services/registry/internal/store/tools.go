@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/toolcrib/toolcrib/platform/apierror"
 	"github.com/toolcrib/toolcrib/platform/changelog"
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/services/registry/internal/contract"
@@ -51,6 +53,9 @@ type toolRow struct {
 	Version               int64
 	UpdatedAt             time.Time
 	Approvals             []review.Approval
+	// Variants are the tool's variants, one per audience class that listed
+	// it, ordered by class.
+	Variants []*variantRow
 }
 
 const toolCols = `t.tool_id, t.server_id, t.name, s.owner, t.review_state, t.enabled, t.disabled_reason,
@@ -96,7 +101,7 @@ func loadTools(ctx context.Context, q querier, ids []string, lock bool) (map[str
 	if err != nil {
 		return nil, err
 	}
-	if err := loadApprovals(ctx, q, list); err != nil {
+	if err := loadDetails(ctx, q, list); err != nil {
 		return nil, err
 	}
 	out := make(map[string]*toolRow, len(list))
@@ -104,6 +109,24 @@ func loadTools(ctx context.Context, q querier, ids []string, lock bool) (map[str
 		out[t.ID] = t
 	}
 	return out, nil
+}
+
+// loadDetails reads the approvals and variants of tools and evaluates
+// them: the derived review states are always recomputed from the facts,
+// never trusted as stored.
+func loadDetails(ctx context.Context, q querier, tools []*toolRow) error {
+	if err := loadApprovals(ctx, q, tools); err != nil {
+		return err
+	}
+	if err := loadVariants(ctx, q, tools); err != nil {
+		return err
+	}
+	for _, t := range tools {
+		if err := t.evaluate(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func loadApprovals(ctx context.Context, q querier, tools []*toolRow) error {
@@ -152,14 +175,36 @@ func lockTool(ctx context.Context, q querier, id string) (*toolRow, error) {
 	return t, nil
 }
 
-// evaluate recomputes the derived review status.
+// evaluate recomputes the derived review status of every variant, and the
+// deprecated tool-level fields from the primary variant (a tool without
+// variants keeps its stored descriptor).
 func (t *toolRow) evaluate() error {
+	for _, v := range t.Variants {
+		st, err := review.Evaluate(v.DescriptorDigest, t.Contract, t.Approvals)
+		if err != nil {
+			return err
+		}
+		v.ApprovalDigest, v.State = st.ApprovalDigest, st.State
+	}
+	if p := primary(t.Variants); p != nil {
+		t.DescriptorDigest, t.DescriptorRaw = p.DescriptorDigest, p.DescriptorRaw
+		t.Present = slices.ContainsFunc(t.Variants, func(v *variantRow) bool { return v.Present })
+	}
 	st, err := review.Evaluate(t.DescriptorDigest, t.Contract, t.Approvals)
 	if err != nil {
 		return err
 	}
 	t.ApprovalDigest, t.State = st.ApprovalDigest, st.State
 	return nil
+}
+
+// statuses returns the review status of every variant.
+func (t *toolRow) statuses() []review.Status {
+	out := make([]review.Status, len(t.Variants))
+	for i, v := range t.Variants {
+		out[i] = review.Status{ApprovalDigest: v.ApprovalDigest, State: v.State}
+	}
+	return out
 }
 
 func (t *toolRow) proto() *registryv1.Tool {
@@ -179,21 +224,28 @@ func (t *toolRow) proto() *registryv1.Tool {
 		UpdatedAt:        ts(t.UpdatedAt),
 		DisabledReason:   t.DisabledReason,
 	}
+	for _, v := range t.Variants {
+		p.Variants = append(p.Variants, v.proto())
+	}
 	if t.Contract != nil {
 		p.Contract = t.Contract.Proto()
 	}
 	for _, a := range t.Approvals {
-		p.Approvals = append(p.Approvals, &registryv1.ApprovedVersion{
-			ApprovalDigest:   a.ApprovalDigest,
-			DescriptorDigest: a.DescriptorDigest,
-			Contract:         a.Contract.Proto(),
-			ContractVersion:  a.ContractVersion,
-			ApprovedBy:       a.ApprovedBy,
-			ApprovedAt:       ts(a.ApprovedAt),
-			Comment:          a.Comment,
-		})
+		p.Approvals = append(p.Approvals, approvalProto(a))
 	}
 	return p
+}
+
+func approvalProto(a review.Approval) *registryv1.ApprovedVersion {
+	return &registryv1.ApprovedVersion{
+		ApprovalDigest:   a.ApprovalDigest,
+		DescriptorDigest: a.DescriptorDigest,
+		Contract:         a.Contract.Proto(),
+		ContractVersion:  a.ContractVersion,
+		ApprovedBy:       a.ApprovedBy,
+		ApprovedAt:       ts(a.ApprovedAt),
+		Comment:          a.Comment,
+	}
 }
 
 // event returns a history entry for t as it is now.
@@ -202,7 +254,13 @@ func (t *toolRow) event(kind, actor, detail string) toolEvent {
 		descriptorDigest: t.DescriptorDigest, contractVersion: t.ContractVersion, approvalDigest: t.ApprovalDigest}
 }
 
-// save writes t's mutable fields, bumping its version.
+// variantEvent returns a history entry for a change at the source of v.
+func (t *toolRow) variantEvent(v *variantRow, kind, detail string) toolEvent {
+	return toolEvent{toolID: t.ID, kind: kind, actor: DiscoveryActor, detail: detail, audienceClass: v.Class,
+		descriptorDigest: v.DescriptorDigest, contractVersion: t.ContractVersion, approvalDigest: v.ApprovalDigest}
+}
+
+// save writes t's mutable fields and its variants, bumping its version.
 func (t *toolRow) save(ctx context.Context, tx pgx.Tx) error {
 	c, err := jsonOrNil(t.Contract)
 	if err != nil {
@@ -216,68 +274,89 @@ WHERE tool_id = $1 RETURNING version, updated_at`, t.ID, int16(t.State), t.Enabl
 	if err != nil {
 		return fmt.Errorf("save tool %s: %w", t.ID, err)
 	}
-	return nil
+	return t.saveVariants(ctx, tx)
 }
 
-// edit is one review action on a locked tool. It changes t and returns the
-// history entries to record (kind and detail; the digests are filled in
-// after re-evaluation), or none when nothing changed.
-type edit func(u *unit, t *toolRow) ([]toolEvent, error)
+// edit is one review action on a locked tool t, of which the actor sees
+// visible (t itself for admins). It changes t and returns the history
+// entries to record (kind and detail; the digests are filled in after
+// re-evaluation unless set), or none when nothing changed.
+type edit func(u *unit, t, visible *toolRow) ([]toolEvent, error)
 
-// changeTool runs an owner-or-admin action on one tool: lock, check the
-// actor, edit, re-evaluate the review status, save, bump the epoch of every
-// tenant covering the tool's server, queue the change and its history.
-func (s *Store) changeTool(ctx context.Context, actor principal.Principal, id, cause string, fn edit) (*registryv1.Tool, error) {
+// changeTool runs an owner-or-admin action on one tool: lock, check that
+// the actor sees the tool ([NotFoundError] otherwise, as for a missing
+// tool) and owns it, edit, re-evaluate the review status, save, bump the
+// epoch of every tenant covering the tool's server, queue the change and
+// its history. The tool returned is what the actor's view shows.
+func (s *Store) changeTool(ctx context.Context, actor principal.Principal, view View, id, cause string, fn edit) (*registryv1.Tool, error) {
 	var out *registryv1.Tool
 	err := s.write(ctx, func(u *unit) error {
 		t, err := lockTool(ctx, u.tx, id)
 		if err != nil {
 			return err
 		}
+		sc, err := view.resolve(ctx, u.tx)
+		if err != nil {
+			return err
+		}
+		visible, ok, err := sc.filter(t)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return &NotFoundError{Kind: "tool", ID: id}
+		}
 		if !actor.Admin && !actor.Owns(t.Owner) {
 			return &PermissionError{Message: fmt.Sprintf("only the tool's owner (%s) or a platform admin may change tool %q", t.Owner, id)}
 		}
-		events, err := fn(u, t)
+		events, err := fn(u, t, visible)
 		if err != nil {
 			return err
 		}
-		if len(events) == 0 {
-			out = t.proto()
-			return nil
+		if len(events) > 0 {
+			if err := t.evaluate(); err != nil {
+				return err
+			}
+			if err := t.save(ctx, u.tx); err != nil {
+				return err
+			}
+			for i := range events {
+				ev := t.event(events[i].kind, actor.Subject, events[i].detail)
+				ev.contract = events[i].contract
+				if events[i].descriptorDigest != "" {
+					ev.descriptorDigest, ev.approvalDigest = events[i].descriptorDigest, events[i].approvalDigest
+				}
+				events[i] = ev
+			}
+			tenants, err := affectedTenants(ctx, u.tx, t.ServerID)
+			if err != nil {
+				return err
+			}
+			if _, err := u.bump(ctx, tenants, cause); err != nil {
+				return err
+			}
+			u.emitTool(registryv1.ChangeKind_CHANGE_KIND_UPDATED, t.proto(), events)
 		}
-		if err := t.evaluate(); err != nil {
+		if visible, _, err = sc.filter(t); err != nil {
 			return err
 		}
-		if err := t.save(ctx, u.tx); err != nil {
-			return err
-		}
-		for i := range events {
-			ev := t.event(events[i].kind, actor.Subject, events[i].detail)
-			ev.contract = events[i].contract
-			events[i] = ev
-		}
-		tenants, err := affectedTenants(ctx, u.tx, t.ServerID)
-		if err != nil {
-			return err
-		}
-		if _, err := u.bump(ctx, tenants, cause); err != nil {
-			return err
-		}
-		out = t.proto()
-		u.emitTool(registryv1.ChangeKind_CHANGE_KIND_UPDATED, out, events)
+		out = visible.proto()
 		return nil
 	})
 	return out, err
 }
 
 // PublishContract makes c the tool's current contract, as a new contract
-// version. It validates c against the tool's current descriptor
-// ([InvalidError] with one violation per problem) and leaves the tool
-// unreviewed unless an approval of the resulting digest is in force.
-// [NotFoundError] when discovery has not committed the tool.
-func (s *Store) PublishContract(ctx context.Context, actor principal.Principal, c *registryv1.ToolContract) (*registryv1.Tool, error) {
-	return s.changeTool(ctx, actor, c.GetToolId(), "CONTRACT_PUBLISHED", func(u *unit, t *toolRow) ([]toolEvent, error) {
-		if v := contract.Validate("contract", c, t.DescriptorRaw); len(v) > 0 {
+// version. It validates c against every descriptor of the variants the
+// actor sees (those present at the source, or all of them when none is):
+// [InvalidError] with one violation per problem. Every variant is then
+// unreviewed unless an approval of its resulting digest is in force; each
+// variant's own descriptor is checked again when it is approved.
+// [NotFoundError] when discovery has not committed the tool, or the actor
+// does not see it.
+func (s *Store) PublishContract(ctx context.Context, actor principal.Principal, view View, c *registryv1.ToolContract) (*registryv1.Tool, error) {
+	return s.changeTool(ctx, actor, view, c.GetToolId(), "CONTRACT_PUBLISHED", func(u *unit, t, visible *toolRow) ([]toolEvent, error) {
+		if v := validateForVariants(c, visible); len(v) > 0 {
 			return nil, &InvalidError{Violations: v}
 		}
 		d := contract.FromProto(c)
@@ -287,33 +366,75 @@ func (s *Store) PublishContract(ctx context.Context, actor principal.Principal, 
 	})
 }
 
-// ApproveTool approves the tool's current approval digest, which must be
-// digest: [PreconditionError] APPROVAL_DIGEST_STALE otherwise, NO_CONTRACT
-// when none is published, CONTRACT_INVALID when the contract no longer
-// holds for the current descriptor. Approving an approved digest changes
-// nothing.
-func (s *Store) ApproveTool(ctx context.Context, actor principal.Principal, id, digest, comment string) (*registryv1.Tool, error) {
-	return s.changeTool(ctx, actor, id, "TOOL_APPROVED", func(u *unit, t *toolRow) ([]toolEvent, error) {
+// validateForVariants validates c against each distinct descriptor of t's
+// variants present at the source (of all of them when none is present; of
+// the tool's own descriptor when it has none), one violation per problem.
+func validateForVariants(c *registryv1.ToolContract, t *toolRow) apierror.Violations {
+	var raws [][]byte
+	seen := map[string]bool{}
+	for _, present := range []bool{true, false} {
+		for _, v := range t.Variants {
+			if (v.Present || !present) && !seen[v.DescriptorDigest] {
+				seen[v.DescriptorDigest] = true
+				raws = append(raws, v.DescriptorRaw)
+			}
+		}
+		if len(raws) > 0 {
+			break
+		}
+	}
+	if len(raws) == 0 {
+		raws = [][]byte{t.DescriptorRaw}
+	}
+	var out apierror.Violations
+	reported := map[apierror.FieldViolation]bool{}
+	for _, raw := range raws {
+		for _, fv := range contract.Validate("contract", c, raw) {
+			if !reported[fv] {
+				reported[fv] = true
+				out = append(out, fv)
+			}
+		}
+	}
+	return out
+}
+
+// ApproveTool approves digest, which must be the current approval digest
+// of a variant the actor sees: [PreconditionError] APPROVAL_DIGEST_STALE
+// otherwise, NO_CONTRACT when none is published, CONTRACT_INVALID when the
+// contract does not hold for that variant's descriptor. The approval binds
+// that descriptor and the current contract, so it covers every class that
+// sees the same descriptor and no other. Approving an approved digest
+// changes nothing.
+func (s *Store) ApproveTool(ctx context.Context, actor principal.Principal, view View, id, digest, comment string) (*registryv1.Tool, error) {
+	return s.changeTool(ctx, actor, view, id, "TOOL_APPROVED", func(u *unit, t, visible *toolRow) ([]toolEvent, error) {
 		if t.Contract == nil {
 			return nil, &PreconditionError{Reason: "NO_CONTRACT", Message: fmt.Sprintf("tool %q has no published contract to approve", id)}
 		}
-		if digest != t.ApprovalDigest {
-			return nil, &PreconditionError{Reason: "APPROVAL_DIGEST_STALE",
-				Message: fmt.Sprintf("%s is not the current approval digest of tool %q: its descriptor or contract changed since you looked; "+
-					"show the tool again and review what is current", digest, id)}
+		var target *variantRow
+		for _, v := range visible.Variants {
+			if v.ApprovalDigest == digest {
+				target = v
+				break
+			}
 		}
-		if t.State == registryv1.ReviewState_REVIEW_STATE_APPROVED {
+		if target == nil {
+			return nil, &PreconditionError{Reason: "APPROVAL_DIGEST_STALE",
+				Message: fmt.Sprintf("%s is not the current approval digest of any variant of tool %q: its descriptor or contract "+
+					"changed since you looked; show the tool again and review what is current", digest, id)}
+		}
+		if target.State == registryv1.ReviewState_REVIEW_STATE_APPROVED {
 			return nil, nil
 		}
-		if v := contract.Validate("contract", t.Contract.Proto(), t.DescriptorRaw); len(v) > 0 {
+		if v := contract.Validate("contract", t.Contract.Proto(), target.DescriptorRaw); len(v) > 0 {
 			return nil, &PreconditionError{Reason: "CONTRACT_INVALID",
-				Message: "the contract no longer holds for the tool's current descriptor; publish a corrected contract", Violations: v}
+				Message: "the contract does not hold for this variant's descriptor; publish a corrected contract", Violations: v}
 		}
 		c, err := t.Contract.Marshal()
 		if err != nil {
 			return nil, err
 		}
-		a := review.Approval{ApprovalDigest: digest, DescriptorDigest: t.DescriptorDigest, Contract: *t.Contract,
+		a := review.Approval{ApprovalDigest: digest, DescriptorDigest: target.DescriptorDigest, Contract: *t.Contract,
 			ContractVersion: t.ContractVersion, ApprovedBy: actor.Subject, Comment: comment}
 		if err := u.tx.QueryRow(ctx, `INSERT INTO approvals (tool_id, approval_digest, descriptor_digest, contract,
 	contract_version, approved_by, comment) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING approval_id, approved_at`,
@@ -321,18 +442,18 @@ func (s *Store) ApproveTool(ctx context.Context, actor principal.Principal, id, 
 			return nil, fmt.Errorf("write approval: %w", err)
 		}
 		t.Approvals = append([]review.Approval{a}, t.Approvals...)
-		return []toolEvent{{kind: EventApproved, detail: comment}}, nil
+		return []toolEvent{{kind: EventApproved, detail: comment, descriptorDigest: a.DescriptorDigest, approvalDigest: digest}}, nil
 	})
 }
 
 // SetEnabled enables or disables a tool (the kill switch). Setting the
 // state a tool already has changes nothing.
-func (s *Store) SetEnabled(ctx context.Context, actor principal.Principal, id string, enabled bool, reason string) (*registryv1.Tool, error) {
+func (s *Store) SetEnabled(ctx context.Context, actor principal.Principal, view View, id string, enabled bool, reason string) (*registryv1.Tool, error) {
 	cause, kind := "TOOL_DISABLED", EventDisabled
 	if enabled {
 		cause, kind, reason = "TOOL_ENABLED", EventEnabled, ""
 	}
-	return s.changeTool(ctx, actor, id, cause, func(u *unit, t *toolRow) ([]toolEvent, error) {
+	return s.changeTool(ctx, actor, view, id, cause, func(u *unit, t, _ *toolRow) ([]toolEvent, error) {
 		if t.Enabled == enabled {
 			return nil, nil
 		}
@@ -342,10 +463,16 @@ func (s *Store) SetEnabled(ctx context.Context, actor principal.Principal, id st
 }
 
 // RollbackTool rolls the tool's contract back as [review.PlanRollback]
-// says; [PreconditionError] with the plan's refusal reason when it cannot.
-func (s *Store) RollbackTool(ctx context.Context, actor principal.Principal, id, reason string) (*registryv1.Tool, error) {
-	return s.changeTool(ctx, actor, id, "TOOL_ROLLED_BACK", func(u *unit, t *toolRow) ([]toolEvent, error) {
-		plan, err := review.PlanRollback(review.Status{ApprovalDigest: t.ApprovalDigest, State: t.State}, t.Contract, t.Approvals)
+// says, over the statuses of all its variants (the contract is the whole
+// tool's); [PreconditionError] with the plan's refusal reason when it
+// cannot.
+func (s *Store) RollbackTool(ctx context.Context, actor principal.Principal, view View, id, reason string) (*registryv1.Tool, error) {
+	return s.changeTool(ctx, actor, view, id, "TOOL_ROLLED_BACK", func(u *unit, t, _ *toolRow) ([]toolEvent, error) {
+		statuses := t.statuses()
+		if len(statuses) == 0 {
+			statuses = []review.Status{{ApprovalDigest: t.ApprovalDigest, State: t.State}}
+		}
+		plan, err := review.PlanRollback(statuses, t.Contract, t.Approvals)
 		var refusal *review.RollbackRefusal
 		if errors.As(err, &refusal) {
 			return nil, &PreconditionError{Reason: refusal.Reason, Message: refusal.Message}
@@ -354,15 +481,15 @@ func (s *Store) RollbackTool(ctx context.Context, actor principal.Principal, id,
 			return nil, err
 		}
 		detail := reason
-		if plan.Withdraw != 0 {
-			if _, err := u.tx.Exec(ctx, "UPDATE approvals SET withdrawn_at = now(), withdrawn_by = $2 WHERE approval_id = $1",
+		if len(plan.Withdraw) > 0 {
+			if _, err := u.tx.Exec(ctx, "UPDATE approvals SET withdrawn_at = now(), withdrawn_by = $2 WHERE approval_id = ANY($1)",
 				plan.Withdraw, actor.Subject); err != nil {
 				return nil, err
 			}
 			var kept []review.Approval
 			for _, a := range t.Approvals {
-				if a.ID == plan.Withdraw {
-					detail = joinDetail(reason, "withdrew approval "+a.ApprovalDigest)
+				if slices.Contains(plan.Withdraw, a.ID) {
+					detail = joinDetail(detail, "withdrew approval "+a.ApprovalDigest)
 					continue
 				}
 				kept = append(kept, a)
@@ -382,9 +509,10 @@ func joinDetail(a, b string) string {
 	return a + "; " + b
 }
 
-// GetTool returns one tool and, when history is set, its events oldest
-// first. [NotFoundError] when unknown.
-func (s *Store) GetTool(ctx context.Context, id string, history bool) (*registryv1.Tool, []*registryv1.ToolEvent, error) {
+// GetTool returns one tool as view shows it and, when history is set, its
+// events oldest first, as the view shows them. [NotFoundError] when unknown
+// or not visible: the two are indistinguishable.
+func (s *Store) GetTool(ctx context.Context, view View, id string, history bool) (*registryv1.Tool, []*registryv1.ToolEvent, error) {
 	var (
 		tool   *registryv1.Tool
 		events []*registryv1.ToolEvent
@@ -394,7 +522,18 @@ func (s *Store) GetTool(ctx context.Context, id string, history bool) (*registry
 		if err != nil {
 			return err
 		}
-		t, ok := tools[id]
+		full, ok := tools[id]
+		if !ok {
+			return &NotFoundError{Kind: "tool", ID: id}
+		}
+		sc, err := view.resolve(ctx, tx)
+		if err != nil {
+			return err
+		}
+		t, ok, err := sc.filter(full)
+		if err != nil {
+			return err
+		}
 		if !ok {
 			return &NotFoundError{Kind: "tool", ID: id}
 		}
@@ -403,7 +542,7 @@ func (s *Store) GetTool(ctx context.Context, id string, history bool) (*registry
 			return nil
 		}
 		rows, err := tx.Query(ctx, `SELECT revision, kind, actor, at, descriptor_digest, contract_version, approval_digest,
-	detail, contract FROM tool_events WHERE tool_id = $1 ORDER BY event_id`, id)
+	detail, contract, audience_class FROM tool_events WHERE tool_id = $1 ORDER BY event_id`, id)
 		if err != nil {
 			return err
 		}
@@ -414,7 +553,7 @@ func (s *Store) GetTool(ctx context.Context, id string, history bool) (*registry
 				c  []byte
 			)
 			if err := r.Scan(&e.Revision, &e.Kind, &e.Actor, &at, &e.DescriptorDigest, &e.ContractVersion,
-				&e.ApprovalDigest, &e.Detail, &c); err != nil {
+				&e.ApprovalDigest, &e.Detail, &c, &e.AudienceClass); err != nil {
 				return nil, err
 			}
 			e.At = ts(at)
@@ -427,6 +566,7 @@ func (s *Store) GetTool(ctx context.Context, id string, history bool) (*registry
 			}
 			return &e, nil
 		})
+		events = sc.filterHistory(full, events)
 		return err
 	})
 	return tool, events, err
@@ -435,15 +575,22 @@ func (s *Store) GetTool(ctx context.Context, id string, history bool) (*registry
 // ToolFilter selects tools; zero fields match all.
 type ToolFilter struct {
 	ServerID string
-	State    registryv1.ReviewState
+	// State matches a tool with a visible variant in that state.
+	State registryv1.ReviewState
 }
 
-// ListTools returns tools ordered by id, whether more follow, and the log
-// revision the list was read at.
-func (s *Store) ListTools(ctx context.Context, f ToolFilter, page Page) (tools []*registryv1.Tool, hasMore bool, rev int64, err error) {
+// ListTools returns the tools view shows, ordered by id, whether more
+// follow, and the log revision the list was read at.
+func (s *Store) ListTools(ctx context.Context, view View, f ToolFilter, page Page) (tools []*registryv1.Tool, hasMore bool, rev int64, err error) {
 	err = s.read(ctx, func(tx pgx.Tx) error {
+		// A tool is listed when a variant the view sees matches the state
+		// (for admins also a tool without variants, by its own state).
 		rows, err := tx.Query(ctx, "SELECT "+toolCols+toolFrom+`WHERE t.tool_id > $1 AND ($2 = '' OR t.server_id = $2)
-	AND ($3 = 0 OR t.review_state = $3) ORDER BY t.tool_id LIMIT $4`, page.After, f.ServerID, int16(f.State), page.Limit+1)
+	AND (($5 AND ($3 = 0 OR t.review_state = $3)) OR EXISTS (SELECT 1 FROM tool_variants v WHERE v.tool_id = t.tool_id
+		AND ($3 = 0 OR v.review_state = $3)
+		AND ($5 OR v.audience_class IN (SELECT a.class_name FROM audience_servers a JOIN audience_classes c ON c.name = a.class_name
+			WHERE a.server_id = t.server_id AND c.tenant_id = $6))))
+	ORDER BY t.tool_id LIMIT $4`, page.After, f.ServerID, int16(f.State), page.Limit+1, view.All, view.Tenant)
 		if err != nil {
 			return err
 		}
@@ -452,11 +599,21 @@ func (s *Store) ListTools(ctx context.Context, f ToolFilter, page Page) (tools [
 			return err
 		}
 		list, hasMore = more(list, page.Limit)
-		if err := loadApprovals(ctx, tx, list); err != nil {
+		if err := loadDetails(ctx, tx, list); err != nil {
 			return err
 		}
-		for _, t := range list {
-			tools = append(tools, t.proto())
+		sc, err := view.resolve(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for _, full := range list {
+			t, ok, err := sc.filter(full)
+			if err != nil {
+				return err
+			}
+			if ok {
+				tools = append(tools, t.proto())
+			}
 		}
 		rev, err = changelog.HeadTx(ctx, tx)
 		return err
