@@ -19,7 +19,6 @@ import (
 // A second tenant reading the fixture's server as its own class, and a
 // third tenant covering nothing of it.
 const (
-	tenantB = "tenant-b"
 	classB  = "tenant-b.readers"
 	tenantC = "tenant-c"
 )

@@ -212,7 +212,7 @@ func TestMissingTokenIsExplained(t *testing.T) {
 func TestToolShowListsVariantsPerAudienceClass(t *testing.T) {
 	r := registrytest.Start(t, registrytest.Options{})
 	admin := r.Auth.Admin(t)
-	mustCLI(t, r, admin, "server", "register", "--owner", "group:logistics-platform",
+	mustCLI(t, r, admin, "server", "register", "--owner", "tenant-a/group:logistics-platform",
 		"--url", "https://logistics.example.test/mcp", "--trust", "first-party", "logistics")
 	for _, tn := range []string{"tenant-a", "tenant-b"} {
 		mustCLI(t, r, admin, "tenant", "put", tn)
