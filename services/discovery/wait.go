@@ -96,3 +96,45 @@ func WaitScan(ctx context.Context, c discoveryv1.DiscoveryServiceClient, scanID 
 		}
 	}
 }
+
+// Activated reports whether a run that ended left its pointer active at the
+// run's catalog: it committed a generation (ELIGIBLE or
+// UNVERSIONED_OBSERVATION) or proved the active one again (UNCHANGED, which
+// confirms a generation).
+func Activated(r *discoveryv1.Run) bool {
+	return Terminal(r) && (r.GetGeneration() > 0 || r.GetConfirmedGeneration() > 0)
+}
+
+// Retried reports whether discovery tries a scan again after this run
+// ended: an INCOMPLETE run is retried with backoff (after the last attempt,
+// at the next periodic refresh), unless its server or class is gone.
+func Retried(r *discoveryv1.Run) bool {
+	return Terminal(r) && r.GetState() == catalogv1.DiscoveryState_DISCOVERY_STATE_INCOMPLETE &&
+		r.GetReason() != discoveryv1.RunReason_RUN_REASON_NOT_REGISTERED
+}
+
+// WaitAttempt waits until the attempt a TriggerScan ticket stands for has
+// ended and returns it, however it ended: it never waits through the
+// retries of a failing scan. For a newly queued scan that is its first
+// attempt. For a scan that was already queued it is the attempt running
+// now, or, when the scan waits for a retry, the attempt that ended last
+// (queued but never started: its first attempt).
+func WaitAttempt(ctx context.Context, c discoveryv1.DiscoveryServiceClient, t *discoveryv1.ScanTicket) (*discoveryv1.Run, error) {
+	if t.GetAlreadyQueued() {
+		resp, err := c.ListRuns(ctx, &discoveryv1.ListRunsRequest{ScanId: t.GetScanId(), PageSize: 500})
+		if err != nil {
+			return nil, err
+		}
+		// Newest first: the first one is the current or last attempt.
+		if runs := resp.GetRuns(); len(runs) > 0 {
+			last := runs[0]
+			if Terminal(last) {
+				return last, nil
+			}
+			return WaitScan(ctx, c, t.GetScanId(), func(r *discoveryv1.Run) bool {
+				return r.GetRunId() == last.GetRunId() && Terminal(r)
+			})
+		}
+	}
+	return WaitScan(ctx, c, t.GetScanId(), Terminal)
+}
