@@ -200,8 +200,14 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, lg *slog.Logger) error {
 		return err
 	}
 	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(hashtext($1))", key) }()
-	_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
-	return err
+	res, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	if err != nil {
+		return err
+	}
+	for _, v := range res.Versions {
+		lg.InfoContext(ctx, "migration applied", "schema", store.Schema, "set", "river", "migration", fmt.Sprintf("%03d_%s", v.Version, v.Name))
+	}
+	return nil
 }
 
 // Run works jobs (and watches the registry) until ctx ends, then stops
