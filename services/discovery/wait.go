@@ -113,28 +113,31 @@ func Retried(r *discoveryv1.Run) bool {
 		r.GetReason() != discoveryv1.RunReason_RUN_REASON_NOT_REGISTERED
 }
 
-// WaitAttempt waits until the attempt a TriggerScan ticket stands for has
-// ended and returns it, however it ended: it never waits through the
-// retries of a failing scan. For a newly queued scan that is its first
-// attempt. For a scan that was already queued it is the attempt running
-// now, or, when the scan waits for a retry, the attempt that ended last
-// (queued but never started: its first attempt).
-func WaitAttempt(ctx context.Context, c discoveryv1.DiscoveryServiceClient, t *discoveryv1.ScanTicket) (*discoveryv1.Run, error) {
-	if t.GetAlreadyQueued() {
-		resp, err := c.ListRuns(ctx, &discoveryv1.ListRunsRequest{ScanId: t.GetScanId(), PageSize: 500})
-		if err != nil {
-			return nil, err
-		}
-		// Newest first: the first one is the current or last attempt.
-		if runs := resp.GetRuns(); len(runs) > 0 {
-			last := runs[0]
-			if Terminal(last) {
-				return last, nil
-			}
-			return WaitScan(ctx, c, t.GetScanId(), func(r *discoveryv1.Run) bool {
-				return r.GetRunId() == last.GetRunId() && Terminal(r)
-			})
+// EndedRuns returns the ids of the runs of a server (as one audience class,
+// or as any when audienceClass is empty) that have ended, among its newest
+// 500. Taken before a TriggerScan, it tells [WaitAttempt] which attempts
+// ended before the trigger.
+func EndedRuns(ctx context.Context, c discoveryv1.DiscoveryServiceClient, serverID, audienceClass string) (map[string]bool, error) {
+	resp, err := c.ListRuns(ctx, &discoveryv1.ListRunsRequest{ServerId: serverID, AudienceClass: audienceClass, PageSize: 500})
+	if err != nil {
+		return nil, err
+	}
+	ended := map[string]bool{}
+	for _, r := range resp.GetRuns() {
+		if Terminal(r) {
+			ended[r.GetRunId()] = true
 		}
 	}
-	return WaitScan(ctx, c, t.GetScanId(), Terminal)
+	return ended, nil
+}
+
+// WaitAttempt waits until the attempt a TriggerScan ticket stands for has
+// ended and returns it, however it ended: it never waits through the
+// retries of a failing scan. That attempt is the first of the ticket's scan
+// to end that is not in endedBefore (see [EndedRuns]): for a new scan its
+// first attempt; for a scan already queued, the attempt running now, or the
+// one the trigger made due (a manual trigger does not wait out a retry
+// backoff).
+func WaitAttempt(ctx context.Context, c discoveryv1.DiscoveryServiceClient, t *discoveryv1.ScanTicket, endedBefore map[string]bool) (*discoveryv1.Run, error) {
+	return WaitScan(ctx, c, t.GetScanId(), func(r *discoveryv1.Run) bool { return Terminal(r) && !endedBefore[r.GetRunId()] })
 }

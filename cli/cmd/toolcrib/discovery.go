@@ -75,6 +75,17 @@ func scanCommand() command {
 			if err != nil {
 				return err
 			}
+			var endedBefore map[string]bool
+			if wait {
+				// The attempts that ended before the trigger are not the
+				// one to wait for.
+				cctx, cancel := e.callCtx(ctx)
+				endedBefore, err = discovery.EndedRuns(cctx, c, args[0], audience)
+				cancel()
+				if err != nil {
+					return err
+				}
+			}
 			resp, err := triggerScan(ctx, e, c, args[0], audience)
 			if err != nil {
 				return err
@@ -82,7 +93,7 @@ func scanCommand() command {
 			if !wait {
 				return e.output(resp, func(w *tabwriter.Writer) { ticketTable(w, resp.GetScans()) })
 			}
-			runs, err := waitAttempts(ctx, c, resp.GetScans())
+			runs, err := waitAttempts(ctx, c, resp.GetScans(), endedBefore)
 			if err != nil {
 				return err
 			}
@@ -119,10 +130,10 @@ func ticketTable(w *tabwriter.Writer, scans []*discoveryv1.ScanTicket) {
 // waitAttempts waits, for each ticket, until the attempt it stands for
 // ended (see [discovery.WaitAttempt]), however it ended: never through the
 // retries of a failing scan.
-func waitAttempts(ctx context.Context, c discoveryv1.DiscoveryServiceClient, scans []*discoveryv1.ScanTicket) (*discoveryv1.ListRunsResponse, error) {
+func waitAttempts(ctx context.Context, c discoveryv1.DiscoveryServiceClient, scans []*discoveryv1.ScanTicket, endedBefore map[string]bool) (*discoveryv1.ListRunsResponse, error) {
 	runs := &discoveryv1.ListRunsResponse{}
 	for _, t := range scans {
-		r, err := discovery.WaitAttempt(ctx, c, t)
+		r, err := discovery.WaitAttempt(ctx, c, t, endedBefore)
 		if err != nil {
 			return nil, err
 		}

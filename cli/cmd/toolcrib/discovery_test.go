@@ -166,11 +166,12 @@ func TestDiscoveryScanWaitFailing(t *testing.T) {
 	}
 
 	// Asked again while the scan waits an hour for its retry: the ticket is
-	// the queued scan, and the answer is its last attempt, at once.
+	// the queued scan, the trigger makes its retry due now, and the answer
+	// is that attempt (2), not the one that ended before.
 	short, cancelShort := context.WithTimeout(ctx, 5*time.Second)
 	defer cancelShort()
 	out, errOut, code = d.run(short, "--json", "discovery", "scan", "--wait", "down")
-	if code != 1 || !strings.Contains(errOut, "attempt 1 of scan") || !strings.Contains(errOut, "retries continue") {
+	if code != 1 || !strings.Contains(errOut, "attempt 2 of scan") || !strings.Contains(errOut, "retries continue") {
 		t.Fatalf("second wait: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	var waited struct {
@@ -180,7 +181,7 @@ func TestDiscoveryScanWaitFailing(t *testing.T) {
 			Reason  string `json:"reason"`
 		} `json:"runs"`
 	}
-	if err := json.Unmarshal([]byte(out), &waited); err != nil || len(waited.Runs) != 1 || waited.Runs[0].Attempt != 1 ||
+	if err := json.Unmarshal([]byte(out), &waited); err != nil || len(waited.Runs) != 1 || waited.Runs[0].Attempt != 2 ||
 		waited.Runs[0].State != "DISCOVERY_STATE_INCOMPLETE" || waited.Runs[0].Reason != "RUN_REASON_TRANSPORT_ERROR" {
 		t.Fatalf("second wait, JSON (%v):\n%s", err, out)
 	}
