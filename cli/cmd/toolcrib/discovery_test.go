@@ -168,7 +168,7 @@ func TestDiscoveryScanWaitFailing(t *testing.T) {
 	// Asked again while the scan waits an hour for its retry: the ticket is
 	// the queued scan, the trigger makes its retry due now, and the answer
 	// is that attempt (2), not the one that ended before.
-	short, cancelShort := context.WithTimeout(ctx, 5*time.Second)
+	short, cancelShort := context.WithTimeout(ctx, 30*time.Second)
 	defer cancelShort()
 	out, errOut, code = d.run(short, "--json", "discovery", "scan", "--wait", "down")
 	if code != 1 || !strings.Contains(errOut, "attempt 2 of scan") || !strings.Contains(errOut, "retries continue") {
