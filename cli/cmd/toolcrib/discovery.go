@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
@@ -93,7 +94,7 @@ func scanCommand() command {
 			if !wait {
 				return e.output(resp, func(w *tabwriter.Writer) { ticketTable(w, resp.GetScans()) })
 			}
-			runs, err := waitAttempts(ctx, c, resp.GetScans(), endedBefore)
+			runs, err := waitAttempts(ctx, e, c, resp.GetScans(), endedBefore)
 			if err != nil {
 				return err
 			}
@@ -130,9 +131,19 @@ func ticketTable(w *tabwriter.Writer, scans []*discoveryv1.ScanTicket) {
 // waitAttempts waits, for each ticket, until the attempt it stands for
 // ended (see [discovery.WaitAttempt]), however it ended: never through the
 // retries of a failing scan.
-func waitAttempts(ctx context.Context, c discoveryv1.DiscoveryServiceClient, scans []*discoveryv1.ScanTicket, endedBefore map[string]bool) (*discoveryv1.ListRunsResponse, error) {
+func waitAttempts(ctx context.Context, e *env, c discoveryv1.DiscoveryServiceClient, scans []*discoveryv1.ScanTicket, endedBefore map[string]bool) (*discoveryv1.ListRunsResponse, error) {
 	runs := &discoveryv1.ListRunsResponse{}
 	for _, t := range scans {
+		if t.GetAlreadyQueued() {
+			r, err := nudge(ctx, e, c, t, endedBefore)
+			if err != nil {
+				return nil, err
+			}
+			if r != nil {
+				runs.Runs = append(runs.Runs, r)
+				continue
+			}
+		}
 		r, err := discovery.WaitAttempt(ctx, c, t, endedBefore)
 		if err != nil {
 			return nil, err
@@ -140,6 +151,53 @@ func waitAttempts(ctx context.Context, c discoveryv1.DiscoveryServiceClient, sca
 		runs.Runs = append(runs.Runs, r)
 	}
 	return runs, nil
+}
+
+// nudgeFor is how long [nudge] keeps asking for the retry of a queued scan.
+const nudgeFor = 10 * time.Second
+
+// nudge handles a scan that was already queued and whose attempts all
+// ended before the trigger. The queue records an attempt's end a moment
+// after the run's, so the trigger may have found the scan still running and
+// not made its retry due: nudge triggers again each second until an attempt
+// starts (it returns nil: wait for it), and after nudgeFor returns the last
+// attempt, which waits for its backoff.
+func nudge(ctx context.Context, e *env, c discoveryv1.DiscoveryServiceClient, t *discoveryv1.ScanTicket, endedBefore map[string]bool) (*discoveryv1.Run, error) {
+	deadline := time.Now().Add(nudgeFor)
+	for {
+		cctx, cancel := e.callCtx(ctx)
+		resp, err := c.ListRuns(cctx, &discoveryv1.ListRunsRequest{ScanId: t.GetScanId(), PageSize: 500})
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		var last *discoveryv1.Run
+		for _, r := range resp.GetRuns() {
+			if !endedBefore[r.GetRunId()] {
+				return nil, nil // an attempt after the trigger: wait for it
+			}
+			if last == nil {
+				last = r // newest first
+			}
+		}
+		if last != nil && time.Now().After(deadline) {
+			return last, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("discovery: waiting for scan %s: %w", t.GetScanId(), ctx.Err())
+		case <-time.After(time.Second):
+		}
+		if last == nil {
+			continue // queued, not started yet
+		}
+		cctx, cancel = e.callCtx(ctx)
+		_, err = c.TriggerScan(cctx, &discoveryv1.TriggerScanRequest{ServerId: t.GetServerId(), AudienceClass: t.GetAudienceClass()})
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // scanVerdict says, on stderr, how each waited attempt ended when it did
