@@ -31,7 +31,7 @@ run: ## start every implemented service against local Postgres and Redis
 
 bench: bench-discovery ## run every benchmark (speed targets of DESIGN §9)
 
-bench-discovery: ## crawl+validate+commit 800 servers/5,000 tools and 1 server/100,000 tools; one line per case
+bench-discovery: ## crawl+validate+commit 800 servers/5,000 tools and 1 server/100,000 tools; one line per case with the floor (bare go-sdk client) and the ratio; TOOLCRIB_BENCH_PROFILE=dir writes CPU profiles
 	@log=$$(mktemp); \
 	  if ! (cd e2e && TOOLCRIB_BENCH=1 go test -count=1 -run '^TestDiscoveryScale$$' -v -timeout 20m ./bench/) > $$log 2>&1; then \
 	    cat $$log; rm -f $$log; exit 1; fi; \

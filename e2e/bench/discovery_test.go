@@ -1,14 +1,22 @@
 // Package bench measures the DESIGN §9 discovery targets through the real
 // services: the registry, the discovery workers on their Postgres queue, and
 // fixture MCP servers over streamable HTTP on loopback. `make bench-discovery`
-// runs it and prints one line per case; it is never a timed test and never
-// fails on time.
+// runs it and prints one line per case, with the floor measured in the same
+// run (the same fleet listed by a bare go-sdk client, see [floor]) and the
+// ratio of the two; it is never a timed test and never fails on time.
+//
+// With TOOLCRIB_BENCH_PROFILE=<dir> each case writes a CPU profile of the
+// discovery crawl (the registry, the discovery workers and the fixture
+// servers all run in this process) to <dir>/<case>.pprof; read it with
+// `go tool pprof -top`.
 package bench
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"sync"
 	"syscall"
 	"testing"
@@ -100,6 +108,49 @@ func crawl(ctx context.Context, t *testing.T, st *stack.Stack, ids []string) tim
 	return time.Since(start)
 }
 
+// profile starts a CPU profile of the crawl when TOOLCRIB_BENCH_PROFILE
+// names a directory, and returns the function that stops it.
+func profile(t *testing.T, name string) func() {
+	t.Helper()
+	dir := os.Getenv("TOOLCRIB_BENCH_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, name+".pprof"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// measureFloor lists the fleet with a bare client and checks it read every
+// tool; it returns the floor's wall time.
+func measureFloor(ctx context.Context, t *testing.T, urls []string, tools int) (time.Duration, int) {
+	t.Helper()
+	took, pages, n, err := floor(ctx, urls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != tools {
+		t.Fatalf("the floor listed %d tools, want %d", n, tools)
+	}
+	return took, pages
+}
+
+// report prints a case's line: discovery's time, the floor's, their ratio.
+func report(head string, took, floorTook time.Duration) {
+	fmt.Printf("discovery: %s seconds=%.2f floor_seconds=%.2f ratio=%.2f\n", head, took.Seconds(), floorTook.Seconds(),
+		took.Seconds()/floorTook.Seconds())
+}
+
 // checkAll asserts every pointer committed generation 1 with all its tools.
 func checkAll(ctx context.Context, t *testing.T, st *stack.Stack, ids []string, tools int) {
 	t.Helper()
@@ -140,11 +191,17 @@ func TestDiscoveryScale(t *testing.T) {
 		}
 		register(ctx, t, st, ids, fleet.URLs)
 		c0 := cpuSeconds()
+		stop := profile(t, "servers-800")
 		took := crawl(ctx, t, st, ids)
+		stop()
 		cpu := cpuSeconds() - c0
 		checkAll(ctx, t, st, ids, tools)
-		fmt.Printf("discovery: servers=%d tools=%d seconds=%.2f\n", servers, tools, took.Seconds())
-		fmt.Printf("  (cpu %.2f s in this process: services and fixture servers; %d pages)\n", cpu, pagesOf(fleet))
+		pages := pagesOf(fleet)
+		c1 := cpuSeconds()
+		floorTook, floorPages := measureFloor(ctx, t, fleet.URLs, tools)
+		floorCPU := cpuSeconds() - c1
+		report(fmt.Sprintf("servers=%d tools=%d pages=%d", servers, tools, pages), took, floorTook)
+		fmt.Printf("  (cpu %.2f s in this process: services and fixture servers; floor: %d pages, cpu %.2f s)\n", cpu, floorPages, floorCPU)
 	})
 	t.Run("one large server", func(t *testing.T) {
 		const tools, pageSize = 100_000, 100
@@ -164,15 +221,20 @@ func TestDiscoveryScale(t *testing.T) {
 		t.Cleanup(func() { ep.Close() })
 		register(ctx, t, st, []string{"large"}, []string{ep.URL})
 		c0 := cpuSeconds()
+		stop := profile(t, "one-large")
 		took := crawl(ctx, t, st, []string{"large"})
+		stop()
 		cpu := cpuSeconds() - c0
 		checkAll(ctx, t, st, []string{"large"}, tools)
 		runs, err := st.Discovery.ListRuns(ctx, &discoveryv1.ListRunsRequest{ServerId: "large"})
 		if err != nil || len(runs.GetRuns()) != 1 {
 			t.Fatalf("runs %v %v", runs, err)
 		}
-		fmt.Printf("discovery: servers=1 tools=%d pages=%d seconds=%.2f\n", tools, runs.GetRuns()[0].GetPageCount(), took.Seconds())
-		fmt.Printf("  (cpu %.2f s in this process: services and fixture server)\n", cpu)
+		c1 := cpuSeconds()
+		floorTook, floorPages := measureFloor(ctx, t, []string{ep.URL}, tools)
+		floorCPU := cpuSeconds() - c1
+		report(fmt.Sprintf("servers=1 tools=%d pages=%d", tools, runs.GetRuns()[0].GetPageCount()), took, floorTook)
+		fmt.Printf("  (cpu %.2f s in this process: services and fixture server; floor: %d pages, cpu %.2f s)\n", cpu, floorPages, floorCPU)
 	})
 }
 

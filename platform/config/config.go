@@ -171,6 +171,9 @@ type Common struct {
 	// Listening, when set, is called with the gRPC address once the service
 	// listens (tests and the dev launcher use port 0). Not a flag.
 	Listening func(grpcAddr string)
+	// LogOutput, when set, receives the service's log instead of standard
+	// error (tests read it). Not a flag.
+	LogOutput io.Writer
 
 	logLevel string
 }

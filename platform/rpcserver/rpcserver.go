@@ -62,7 +62,9 @@ type Options struct {
 	// ShutdownTimeout bounds the graceful drain.
 	ShutdownTimeout time.Duration
 	// Unary and Stream are added after the shared interceptors (e.g.
-	// authentication), in order.
+	// authentication), in order. The principal they leave in the context
+	// (platform/principal) is named in the access log: caller.subject and
+	// caller.tenant.
 	Unary  []grpc.UnaryServerInterceptor
 	Stream []grpc.StreamServerInterceptor
 	// Register adds the service implementations.
@@ -111,7 +113,7 @@ func New(opts Options) (*Server, error) {
 	reg.MustRegister(srvMetrics)
 
 	logger := opts.Logger
-	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall)}
+	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithFieldsFromContext(callerFields)}
 	panicHandler := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		logger.ErrorContext(ctx, "panic in handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		return &apierror.Error{Code: codes.Internal, Message: "internal error"}
@@ -121,19 +123,21 @@ func New(opts Options) (*Server, error) {
 		return c.Service != healthpb.Health_ServiceDesc.ServiceName
 	})
 	unary := []grpc.UnaryServerInterceptor{
+		callerSlotUnary,
 		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(slogLogger(logger), logOpts...), notHealth),
 		srvMetrics.UnaryServerInterceptor(),
 		recovery.UnaryServerInterceptor(panicHandler),
 		apierror.UnaryServerInterceptor(logger),
 	}
-	unary = append(unary, opts.Unary...)
+	unary = append(append(unary, opts.Unary...), noteCallerUnary)
 	stream := []grpc.StreamServerInterceptor{
+		callerSlotStream,
 		selector.StreamServerInterceptor(logging.StreamServerInterceptor(slogLogger(logger), logOpts...), notHealth),
 		srvMetrics.StreamServerInterceptor(),
 		recovery.StreamServerInterceptor(panicHandler),
 		apierror.StreamServerInterceptor(logger),
 	}
-	stream = append(stream, opts.Stream...)
+	stream = append(append(stream, opts.Stream...), noteCallerStream)
 
 	g := grpc.NewServer(
 		grpc.StatsHandler(otelgrpc.NewServerHandler()),

@@ -20,6 +20,7 @@ import (
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 
@@ -58,6 +59,9 @@ type Deps struct {
 	Logger *slog.Logger
 	// Draining is closed when shutdown starts; streaming handlers return.
 	Draining <-chan struct{}
+	// Metrics is the Prometheus registry served at /metrics (with the gRPC
+	// and Go runtime metrics); the service registers its own metrics on it.
+	Metrics *prometheus.Registry
 }
 
 // Parts are what the service's setup returns.
@@ -75,7 +79,11 @@ type Parts struct {
 // Run starts the service and blocks until ctx ends (nil after a clean stop)
 // or a part fails.
 func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context.Context, d *Deps) (Parts, error)) error {
-	logger := c.Logger(os.Stderr, spec.Name)
+	logOut := c.LogOutput
+	if logOut == nil {
+		logOut = os.Stderr
+	}
+	logger := c.Logger(logOut, spec.Name)
 	shutdownTracing, err := telemetry.Setup(ctx, spec.Name)
 	if err != nil {
 		return fmt.Errorf("%s: tracing: %w", spec.Name, err)
@@ -95,7 +103,7 @@ func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context
 	}
 	defer pool.Close()
 	checks := []rpcserver.Check{{Name: "postgres", Func: pool.Ping}}
-	d := &Deps{Pool: pool, Verifier: verifier, Logger: logger}
+	d := &Deps{Pool: pool, Verifier: verifier, Logger: logger, Metrics: prometheus.NewRegistry()}
 	if spec.UsesRedis {
 		d.Redis = redisclient.Open(c.RedisAddr, c.RedisPrefix)
 		defer d.Redis.Close()
@@ -131,6 +139,7 @@ func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context
 		Unary:           []grpc.UnaryServerInterceptor{verifier.UnaryServerInterceptor()},
 		Stream:          []grpc.StreamServerInterceptor{verifier.StreamServerInterceptor()},
 		Register:        parts.Register,
+		Registerer:      d.Metrics,
 	})
 	if err != nil {
 		return fmt.Errorf("%s: %w", spec.Name, err)

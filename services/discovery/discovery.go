@@ -16,6 +16,7 @@ import (
 	"github.com/toolcrib/toolcrib/platform/service"
 	"github.com/toolcrib/toolcrib/services/discovery/crawl"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/grpcapi"
+	"github.com/toolcrib/toolcrib/services/discovery/internal/metrics"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/scan"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/store"
 	"github.com/toolcrib/toolcrib/services/discovery/registryclient"
@@ -61,12 +62,14 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 			reg = regClient
 		}
-		scanner, err := scan.New(wpool, store.New(wpool, log), log, reg, scanCfg, d.Logger)
+		obs := observer{lg: d.Logger, m: metrics.New(d.Metrics)}
+		scanner, err := scan.New(wpool, store.New(wpool, log).WithObserver(obs), log, reg, scanCfg, d.Logger)
 		if err != nil {
 			wpool.Close()
 			return service.Parts{}, err
 		}
-		api := grpcapi.New(store.New(d.Pool, log), log, scanner, cfg.WatchHeartbeat, d.Draining)
+		metrics.RegisterQueueDepth(d.Metrics, scanner.QueueDepth)
+		api := grpcapi.New(store.New(d.Pool, log).WithObserver(obs), log, scanner, cfg.WatchHeartbeat, d.Draining)
 		// Migrate River's tables now when Postgres answers at once, so the
 		// service is never SERVING without them; otherwise the loop below
 		// waits for Postgres and migrates then.
@@ -154,7 +157,7 @@ func waitForSchema(ctx context.Context, pool *pgxpool.Pool, migrate bool, lg *sl
 // migrateAll applies discovery's SQL migration sets and River's migrations
 // (rivermigrate); safe alongside the health check's run of the SQL sets.
 func migrateAll(ctx context.Context, pool *pgxpool.Pool, lg *slog.Logger) error {
-	if err := postgres.Migrate(ctx, pool, store.Schema, nil, store.Sets()...); err != nil {
+	if err := postgres.Migrate(ctx, pool, store.Schema, lg, store.Sets()...); err != nil {
 		return err
 	}
 	return scan.Migrate(ctx, pool, lg)

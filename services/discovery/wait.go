@@ -96,3 +96,48 @@ func WaitScan(ctx context.Context, c discoveryv1.DiscoveryServiceClient, scanID 
 		}
 	}
 }
+
+// Activated reports whether a run that ended left its pointer active at the
+// run's catalog: it committed a generation (ELIGIBLE or
+// UNVERSIONED_OBSERVATION) or proved the active one again (UNCHANGED, which
+// confirms a generation).
+func Activated(r *discoveryv1.Run) bool {
+	return Terminal(r) && (r.GetGeneration() > 0 || r.GetConfirmedGeneration() > 0)
+}
+
+// Retried reports whether discovery tries a scan again after this run
+// ended: an INCOMPLETE run is retried with backoff (after the last attempt,
+// at the next periodic refresh), unless its server or class is gone.
+func Retried(r *discoveryv1.Run) bool {
+	return Terminal(r) && r.GetState() == catalogv1.DiscoveryState_DISCOVERY_STATE_INCOMPLETE &&
+		r.GetReason() != discoveryv1.RunReason_RUN_REASON_NOT_REGISTERED
+}
+
+// EndedRuns returns the ids of the runs of a server (as one audience class,
+// or as any when audienceClass is empty) that have ended, among its newest
+// 500. Taken before a TriggerScan, it tells [WaitAttempt] which attempts
+// ended before the trigger.
+func EndedRuns(ctx context.Context, c discoveryv1.DiscoveryServiceClient, serverID, audienceClass string) (map[string]bool, error) {
+	resp, err := c.ListRuns(ctx, &discoveryv1.ListRunsRequest{ServerId: serverID, AudienceClass: audienceClass, PageSize: 500})
+	if err != nil {
+		return nil, err
+	}
+	ended := map[string]bool{}
+	for _, r := range resp.GetRuns() {
+		if Terminal(r) {
+			ended[r.GetRunId()] = true
+		}
+	}
+	return ended, nil
+}
+
+// WaitAttempt waits until the attempt a TriggerScan ticket stands for has
+// ended and returns it, however it ended: it never waits through the
+// retries of a failing scan. That attempt is the first of the ticket's scan
+// to end that is not in endedBefore (see [EndedRuns]): for a new scan its
+// first attempt; for a scan already queued, the attempt running now, or the
+// one the trigger made due (a manual trigger does not wait out a retry
+// backoff).
+func WaitAttempt(ctx context.Context, c discoveryv1.DiscoveryServiceClient, t *discoveryv1.ScanTicket, endedBefore map[string]bool) (*discoveryv1.Run, error) {
+	return WaitScan(ctx, c, t.GetScanId(), func(r *discoveryv1.Run) bool { return Terminal(r) && !endedBefore[r.GetRunId()] })
+}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
@@ -44,251 +45,419 @@ func parseState(s string) (catalogv1.DiscoveryState, error) {
 	return catalogv1.DiscoveryState(v), nil
 }
 
+// discoveryCommands are the `toolcrib discovery ...` commands.
 func discoveryCommands() []command {
-	var (
-		audience, server, scanID, state, reason string
-		limit                                   int
-		pages, raw, wait, beats                 bool
-		generation, expected, to, from          int64
-	)
 	return []command{
-		{
-			name:    "discovery scan",
-			args:    "<server-id>",
-			summary: "queue a scan of a server (as one audience class, or every class covering it)",
-			flags: func(fs *flag.FlagSet) {
-				fs.StringVar(&audience, "audience", "", "audience class; empty scans as every class covering the server")
-				fs.BoolVar(&wait, "wait", false, "wait until each scan ended and print its run")
-			},
-			run: func(ctx context.Context, e *env, args []string) error {
-				if err := needArgs(args, 1, "<server-id>"); err != nil {
-					return err
-				}
-				c, err := e.discoveryClient()
-				if err != nil {
-					return err
-				}
+		scanCommand(), runsCommand(), runCommand(), snapshotCommand(),
+		generationsCommand(), rollbackCommand(), discoveryWatchCommand(),
+	}
+}
+
+// errNotActivated is returned (exit status 1) when `discovery scan --wait`
+// saw an attempt end without an active catalog.
+var errNotActivated = errors.New("the scan did not activate a catalog")
+
+func scanCommand() command {
+	var audience string
+	var wait bool
+	return command{
+		name:    "discovery scan",
+		args:    "<server-id>",
+		summary: "queue a scan of a server (as one audience class, or every class covering it)",
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&audience, "audience", "", "audience class; empty scans as every class covering the server")
+			fs.BoolVar(&wait, "wait", false, "wait until the attempt each scan queued ended, print its run, and exit non-zero unless it activated")
+		},
+		run: func(ctx context.Context, e *env, args []string) error {
+			if err := needArgs(args, 1, "<server-id>"); err != nil {
+				return err
+			}
+			c, err := e.discoveryClient()
+			if err != nil {
+				return err
+			}
+			var endedBefore map[string]bool
+			if wait {
+				// The attempts that ended before the trigger are not the
+				// one to wait for.
 				cctx, cancel := e.callCtx(ctx)
-				defer cancel()
-				resp, err := c.TriggerScan(cctx, &discoveryv1.TriggerScanRequest{ServerId: args[0], AudienceClass: audience})
+				endedBefore, err = discovery.EndedRuns(cctx, c, args[0], audience)
+				cancel()
 				if err != nil {
 					return err
 				}
-				if !wait {
-					return e.output(resp, func(w *tabwriter.Writer) {
-						fmt.Fprintln(w, "SERVER\tAUDIENCE CLASS\tSCAN\tALREADY QUEUED")
-						for _, t := range resp.GetScans() {
-							fmt.Fprintf(w, "%s\t%s\t%s\t%v\n", t.GetServerId(), t.GetAudienceClass(), t.GetScanId(), t.GetAlreadyQueued())
-						}
-					})
-				}
-				runs := &discoveryv1.ListRunsResponse{}
-				for _, t := range resp.GetScans() {
-					r, err := discovery.WaitScan(ctx, c, t.GetScanId(), nil)
+			}
+			resp, err := triggerScan(ctx, e, c, args[0], audience)
+			if err != nil {
+				return err
+			}
+			if !wait {
+				return e.output(resp, func(w *tabwriter.Writer) { ticketTable(w, resp.GetScans()) })
+			}
+			runs, err := waitAttempts(ctx, e, c, resp.GetScans(), endedBefore)
+			if err != nil {
+				return err
+			}
+			if err := e.output(runs, func(w *tabwriter.Writer) { runTable(w, runs.GetRuns()) }); err != nil {
+				return err
+			}
+			return scanVerdict(e, runs.GetRuns())
+		},
+	}
+}
+
+// triggerScan queues the scans; a server that no audience class covers is
+// an error (nothing would be scanned).
+func triggerScan(ctx context.Context, e *env, c discoveryv1.DiscoveryServiceClient, server, audience string) (*discoveryv1.TriggerScanResponse, error) {
+	cctx, cancel := e.callCtx(ctx)
+	defer cancel()
+	resp, err := c.TriggerScan(cctx, &discoveryv1.TriggerScanRequest{ServerId: server, AudienceClass: audience})
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.GetScans()) == 0 {
+		return nil, fmt.Errorf("no audience class covers server %s: nothing was scanned (bind the server to a class with `toolcrib audience put`)", server)
+	}
+	return resp, nil
+}
+
+func ticketTable(w *tabwriter.Writer, scans []*discoveryv1.ScanTicket) {
+	fmt.Fprintln(w, "SERVER\tAUDIENCE CLASS\tSCAN\tALREADY QUEUED")
+	for _, t := range scans {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%v\n", t.GetServerId(), t.GetAudienceClass(), t.GetScanId(), t.GetAlreadyQueued())
+	}
+}
+
+// waitAttempts waits, for each ticket, until the attempt it stands for
+// ended (see [discovery.WaitAttempt]), however it ended: never through the
+// retries of a failing scan.
+func waitAttempts(ctx context.Context, e *env, c discoveryv1.DiscoveryServiceClient, scans []*discoveryv1.ScanTicket, endedBefore map[string]bool) (*discoveryv1.ListRunsResponse, error) {
+	runs := &discoveryv1.ListRunsResponse{}
+	for _, t := range scans {
+		if t.GetAlreadyQueued() {
+			r, err := nudge(ctx, e, c, t, endedBefore)
+			if err != nil {
+				return nil, err
+			}
+			if r != nil {
+				runs.Runs = append(runs.Runs, r)
+				continue
+			}
+		}
+		r, err := discovery.WaitAttempt(ctx, c, t, endedBefore)
+		if err != nil {
+			return nil, err
+		}
+		runs.Runs = append(runs.Runs, r)
+	}
+	return runs, nil
+}
+
+// nudgeFor is how long [nudge] keeps asking for the retry of a queued scan.
+const nudgeFor = 10 * time.Second
+
+// nudge handles a scan that was already queued and whose attempts all
+// ended before the trigger. The queue records an attempt's end a moment
+// after the run's, so the trigger may have found the scan still running and
+// not made its retry due: nudge triggers again each second until an attempt
+// starts (it returns nil: wait for it), and after nudgeFor returns the last
+// attempt, which waits for its backoff.
+func nudge(ctx context.Context, e *env, c discoveryv1.DiscoveryServiceClient, t *discoveryv1.ScanTicket, endedBefore map[string]bool) (*discoveryv1.Run, error) {
+	deadline := time.Now().Add(nudgeFor)
+	for {
+		cctx, cancel := e.callCtx(ctx)
+		resp, err := c.ListRuns(cctx, &discoveryv1.ListRunsRequest{ScanId: t.GetScanId(), PageSize: 500})
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		var last *discoveryv1.Run
+		for _, r := range resp.GetRuns() {
+			if !endedBefore[r.GetRunId()] {
+				return nil, nil // an attempt after the trigger: wait for it
+			}
+			if last == nil {
+				last = r // newest first
+			}
+		}
+		if last != nil && time.Now().After(deadline) {
+			return last, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("discovery: waiting for scan %s: %w", t.GetScanId(), ctx.Err())
+		case <-time.After(time.Second):
+		}
+		if last == nil {
+			continue // queued, not started yet
+		}
+		cctx, cancel = e.callCtx(ctx)
+		_, err = c.TriggerScan(cctx, &discoveryv1.TriggerScanRequest{ServerId: t.GetServerId(), AudienceClass: t.GetAudienceClass()})
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// scanVerdict says, on stderr, how each waited attempt ended when it did
+// not activate, and returns [errNotActivated] then.
+func scanVerdict(e *env, runs []*discoveryv1.Run) error {
+	failed := 0
+	for _, r := range runs {
+		if discovery.Activated(r) {
+			continue
+		}
+		failed++
+		fmt.Fprintf(e.stderr, "%s as %s: attempt %d of scan %s ended %s (%s)", r.GetServerId(), r.GetAudienceClass(),
+			r.GetAttempt(), r.GetScanId(), short(r.GetState()), short(r.GetReason()))
+		if r.GetDetail() != "" {
+			fmt.Fprintf(e.stderr, ": %s", r.GetDetail())
+		}
+		fmt.Fprintln(e.stderr)
+		if discovery.Retried(r) {
+			fmt.Fprintf(e.stderr, "  retries continue: discovery retries the scan with backoff (after its last attempt, at the next refresh); follow them with `toolcrib discovery runs --scan %s`\n", r.GetScanId())
+		} else {
+			fmt.Fprintln(e.stderr, "  not retried: the scan ended; fix the cause and scan again")
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%w (%d of %d)", errNotActivated, failed, len(runs))
+	}
+	return nil
+}
+
+func runsCommand() command {
+	var server, audience, scanID, state string
+	var limit int
+	return command{
+		name:    "discovery runs",
+		summary: "list discovery runs, newest first",
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&server, "server", "", "only runs of this server")
+			fs.StringVar(&audience, "audience", "", "only runs as this audience class")
+			fs.StringVar(&scanID, "scan", "", "only attempts of this scan")
+			fs.StringVar(&state, "state", "", "only runs in these states, comma-separated (e.g. INCOMPLETE,QUARANTINED)")
+			fs.IntVar(&limit, "limit", 50, "most runs to print")
+		},
+		run: func(ctx context.Context, e *env, args []string) error {
+			if err := needArgs(args, 0, "no arguments"); err != nil {
+				return err
+			}
+			req := &discoveryv1.ListRunsRequest{ServerId: server, AudienceClass: audience, ScanId: scanID}
+			for _, s := range strings.Split(state, ",") {
+				if s = strings.TrimSpace(s); s != "" {
+					st, err := parseState(s)
 					if err != nil {
 						return err
 					}
-					runs.Runs = append(runs.Runs, r)
+					req.States = append(req.States, st)
 				}
-				return e.output(runs, func(w *tabwriter.Writer) { runTable(w, runs.GetRuns()) })
-			},
+			}
+			c, err := e.discoveryClient()
+			if err != nil {
+				return err
+			}
+			out, err := listRuns(ctx, e, c, req, limit)
+			if err != nil {
+				return err
+			}
+			return e.output(out, func(w *tabwriter.Writer) { runTable(w, out.GetRuns()) })
 		},
-		{
-			name:    "discovery runs",
-			summary: "list discovery runs, newest first",
-			flags: func(fs *flag.FlagSet) {
-				fs.StringVar(&server, "server", "", "only runs of this server")
-				fs.StringVar(&audience, "audience", "", "only runs as this audience class")
-				fs.StringVar(&scanID, "scan", "", "only attempts of this scan")
-				fs.StringVar(&state, "state", "", "only runs in these states, comma-separated (e.g. INCOMPLETE,QUARANTINED)")
-				fs.IntVar(&limit, "limit", 50, "most runs to print")
-			},
-			run: func(ctx context.Context, e *env, args []string) error {
-				if err := needArgs(args, 0, "no arguments"); err != nil {
-					return err
-				}
-				req := &discoveryv1.ListRunsRequest{ServerId: server, AudienceClass: audience, ScanId: scanID}
-				for _, s := range strings.Split(state, ",") {
-					if s = strings.TrimSpace(s); s != "" {
-						st, err := parseState(s)
-						if err != nil {
-							return err
-						}
-						req.States = append(req.States, st)
-					}
-				}
-				c, err := e.discoveryClient()
-				if err != nil {
-					return err
-				}
-				out := &discoveryv1.ListRunsResponse{}
-				for len(out.Runs) < limit {
-					req.PageSize = int32(min(limit-len(out.Runs), 500))
-					cctx, cancel := e.callCtx(ctx)
-					resp, err := c.ListRuns(cctx, req)
-					cancel()
-					if err != nil {
-						return err
-					}
-					out.Runs = append(out.Runs, resp.GetRuns()...)
-					if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" {
-						break
-					}
-				}
-				return e.output(out, func(w *tabwriter.Writer) { runTable(w, out.GetRuns()) })
-			},
+	}
+}
+
+// listRuns pages through ListRuns until limit runs or the end.
+func listRuns(ctx context.Context, e *env, c discoveryv1.DiscoveryServiceClient, req *discoveryv1.ListRunsRequest, limit int) (*discoveryv1.ListRunsResponse, error) {
+	out := &discoveryv1.ListRunsResponse{}
+	for len(out.Runs) < limit {
+		req.PageSize = int32(min(limit-len(out.Runs), 500))
+		cctx, cancel := e.callCtx(ctx)
+		resp, err := c.ListRuns(cctx, req)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		out.Runs = append(out.Runs, resp.GetRuns()...)
+		if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" {
+			break
+		}
+	}
+	return out, nil
+}
+
+func runCommand() command {
+	var pages bool
+	return command{
+		name:    "discovery run",
+		args:    "<run-id>",
+		summary: "show one run, with its pages",
+		flags: func(fs *flag.FlagSet) {
+			fs.BoolVar(&pages, "pages", true, "show the pages read")
 		},
-		{
-			name:    "discovery run",
-			args:    "<run-id>",
-			summary: "show one run, with its pages",
-			flags: func(fs *flag.FlagSet) {
-				fs.BoolVar(&pages, "pages", true, "show the pages read")
-			},
-			run: func(ctx context.Context, e *env, args []string) error {
-				if err := needArgs(args, 1, "<run-id>"); err != nil {
-					return err
-				}
-				c, err := e.discoveryClient()
-				if err != nil {
-					return err
-				}
+		run: func(ctx context.Context, e *env, args []string) error {
+			if err := needArgs(args, 1, "<run-id>"); err != nil {
+				return err
+			}
+			c, err := e.discoveryClient()
+			if err != nil {
+				return err
+			}
+			cctx, cancel := e.callCtx(ctx)
+			defer cancel()
+			resp, err := c.GetRun(cctx, &discoveryv1.GetRunRequest{RunId: args[0], IncludePages: pages})
+			if err != nil {
+				return err
+			}
+			return e.output(resp, func(w *tabwriter.Writer) { runDetail(w, resp.GetRun()) })
+		},
+	}
+}
+
+func snapshotCommand() command {
+	var generation int64
+	var raw bool
+	return command{
+		name:    "discovery snapshot",
+		args:    "<server-id> <audience-class>",
+		summary: "show the active snapshot (or one generation) of a server as an audience class",
+		flags: func(fs *flag.FlagSet) {
+			fs.Int64Var(&generation, "generation", 0, "a generation; 0 shows the active one")
+			fs.BoolVar(&raw, "raw", false, "print each tool's raw JSON")
+		},
+		run: func(ctx context.Context, e *env, args []string) error {
+			if err := needArgs(args, 2, "<server-id> <audience-class>"); err != nil {
+				return err
+			}
+			c, err := e.discoveryClient()
+			if err != nil {
+				return err
+			}
+			resp, err := fetchSnapshot(ctx, e, c, args[0], args[1], generation)
+			if err != nil {
+				return err
+			}
+			return e.output(resp, func(w *tabwriter.Writer) { snapshotText(w, resp, raw) })
+		},
+	}
+}
+
+func generationsCommand() command {
+	return command{
+		name:    "discovery generations",
+		args:    "<server-id> <audience-class>",
+		summary: "list the generations of a server as an audience class, newest first",
+		run: func(ctx context.Context, e *env, args []string) error {
+			if err := needArgs(args, 2, "<server-id> <audience-class>"); err != nil {
+				return err
+			}
+			c, err := e.discoveryClient()
+			if err != nil {
+				return err
+			}
+			out := &discoveryv1.ListGenerationsResponse{}
+			req := &discoveryv1.ListGenerationsRequest{ServerId: args[0], AudienceClass: args[1], PageSize: 500}
+			for {
 				cctx, cancel := e.callCtx(ctx)
-				defer cancel()
-				resp, err := c.GetRun(cctx, &discoveryv1.GetRunRequest{RunId: args[0], IncludePages: pages})
+				resp, err := c.ListGenerations(cctx, req)
+				cancel()
 				if err != nil {
 					return err
 				}
-				return e.output(resp, func(w *tabwriter.Writer) { runDetail(w, resp.GetRun()) })
-			},
+				out.Generations = append(out.Generations, resp.GetGenerations()...)
+				if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" {
+					break
+				}
+			}
+			return e.output(out, func(w *tabwriter.Writer) { generationTable(w, out.GetGenerations()) })
 		},
-		{
-			name:    "discovery snapshot",
-			args:    "<server-id> <audience-class>",
-			summary: "show the active snapshot (or one generation) of a server as an audience class",
-			flags: func(fs *flag.FlagSet) {
-				fs.Int64Var(&generation, "generation", 0, "a generation; 0 shows the active one")
-				fs.BoolVar(&raw, "raw", false, "print each tool's raw JSON")
-			},
-			run: func(ctx context.Context, e *env, args []string) error {
-				if err := needArgs(args, 2, "<server-id> <audience-class>"); err != nil {
-					return err
-				}
-				c, err := e.discoveryClient()
-				if err != nil {
-					return err
-				}
-				resp, err := fetchSnapshot(ctx, e, c, args[0], args[1], generation)
-				if err != nil {
-					return err
-				}
-				return e.output(resp, func(w *tabwriter.Writer) { snapshotText(w, resp, raw) })
-			},
+	}
+}
+
+func generationTable(w *tabwriter.Writer, gens []*discoveryv1.Generation) {
+	fmt.Fprintln(w, "GEN\tSTATE\tACTIVE\tREVISION\tTOOLS\tCOMMITTED\tFRESH UNTIL\tBOUND UNTIL\tPAGE ROOT")
+	for _, g := range gens {
+		fmt.Fprintf(w, "%d\t%s\t%v\t%s\t%d\t%s\t%s\t%s\t%s\n", g.GetGeneration(), short(g.GetState()), g.GetActive(),
+			orDash(g.GetSourceRevision()), g.GetToolCount(), when(g.GetCommittedAt()), when(g.GetExpiresAt()),
+			when(g.GetBoundUntil()), shortDigest(g.GetPageRoot()))
+	}
+}
+
+func rollbackCommand() command {
+	var expected, to int64
+	var reason string
+	return command{
+		name:    "discovery rollback",
+		args:    "<server-id> <audience-class>",
+		summary: "move the active pointer back to an older fresh generation (or close the server when none is fresh)",
+		flags: func(fs *flag.FlagSet) {
+			fs.Int64Var(&expected, "expected", 0, "the generation you see active now (required; compare-and-swap)")
+			fs.Int64Var(&to, "to", 0, "target generation; 0 means the newest older one that is still fresh")
+			fs.StringVar(&reason, "reason", "", "why, recorded in the catalog receipt")
 		},
-		{
-			name:    "discovery generations",
-			args:    "<server-id> <audience-class>",
-			summary: "list the generations of a server as an audience class, newest first",
-			run: func(ctx context.Context, e *env, args []string) error {
-				if err := needArgs(args, 2, "<server-id> <audience-class>"); err != nil {
-					return err
-				}
-				c, err := e.discoveryClient()
-				if err != nil {
-					return err
-				}
-				out := &discoveryv1.ListGenerationsResponse{}
-				req := &discoveryv1.ListGenerationsRequest{ServerId: args[0], AudienceClass: args[1], PageSize: 500}
-				for {
-					cctx, cancel := e.callCtx(ctx)
-					resp, err := c.ListGenerations(cctx, req)
-					cancel()
-					if err != nil {
-						return err
-					}
-					out.Generations = append(out.Generations, resp.GetGenerations()...)
-					if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" {
-						break
-					}
-				}
-				return e.output(out, func(w *tabwriter.Writer) {
-					fmt.Fprintln(w, "GEN\tSTATE\tACTIVE\tREVISION\tTOOLS\tCOMMITTED\tFRESH UNTIL\tBOUND UNTIL\tPAGE ROOT")
-					for _, g := range out.GetGenerations() {
-						fmt.Fprintf(w, "%d\t%s\t%v\t%s\t%d\t%s\t%s\t%s\t%s\n", g.GetGeneration(), short(g.GetState()), g.GetActive(),
-							orDash(g.GetSourceRevision()), g.GetToolCount(), when(g.GetCommittedAt()), when(g.GetExpiresAt()),
-							when(g.GetBoundUntil()), shortDigest(g.GetPageRoot()))
-					}
-				})
-			},
+		run: func(ctx context.Context, e *env, args []string) error {
+			if err := needArgs(args, 2, "<server-id> <audience-class>"); err != nil {
+				return err
+			}
+			if expected < 1 {
+				return errors.New("--expected is required: the generation you see active now")
+			}
+			c, err := e.discoveryClient()
+			if err != nil {
+				return err
+			}
+			cctx, cancel := e.callCtx(ctx)
+			defer cancel()
+			resp, err := c.Rollback(cctx, &discoveryv1.RollbackRequest{ServerId: args[0], AudienceClass: args[1],
+				ExpectedGeneration: expected, ToGeneration: to, Reason: reason})
+			if err != nil {
+				return err
+			}
+			return e.output(resp, func(w *tabwriter.Writer) {
+				p, r := resp.GetPointer(), resp.GetReceipt()
+				fmt.Fprintf(w, "pointer:\t%s/%s now %s at generation %d (was %d)\n", p.GetServerId(), p.GetAudienceClass(),
+					short(p.GetState()), p.GetGeneration(), r.GetPreviousGeneration())
+				fmt.Fprintf(w, "receipt:\t%s %s at %s\n", short(r.GetMove()), r.GetReceiptId(), when(r.GetAcceptedAt()))
+				fmt.Fprintf(w, "note:\tlease issuance is not frozen by discovery; freeze it with the lease service\n")
+			})
 		},
-		{
-			name:    "discovery rollback",
-			args:    "<server-id> <audience-class>",
-			summary: "move the active pointer back to an older fresh generation (or close the server when none is fresh)",
-			flags: func(fs *flag.FlagSet) {
-				fs.Int64Var(&expected, "expected", 0, "the generation you see active now (required; compare-and-swap)")
-				fs.Int64Var(&to, "to", 0, "target generation; 0 means the newest older one that is still fresh")
-				fs.StringVar(&reason, "reason", "", "why, recorded in the catalog receipt")
-			},
-			run: func(ctx context.Context, e *env, args []string) error {
-				if err := needArgs(args, 2, "<server-id> <audience-class>"); err != nil {
-					return err
-				}
-				if expected < 1 {
-					return errors.New("--expected is required: the generation you see active now")
-				}
-				c, err := e.discoveryClient()
-				if err != nil {
-					return err
-				}
-				cctx, cancel := e.callCtx(ctx)
-				defer cancel()
-				resp, err := c.Rollback(cctx, &discoveryv1.RollbackRequest{ServerId: args[0], AudienceClass: args[1],
-					ExpectedGeneration: expected, ToGeneration: to, Reason: reason})
-				if err != nil {
-					return err
-				}
-				return e.output(resp, func(w *tabwriter.Writer) {
-					p, r := resp.GetPointer(), resp.GetReceipt()
-					fmt.Fprintf(w, "pointer:\t%s/%s now %s at generation %d (was %d)\n", p.GetServerId(), p.GetAudienceClass(),
-						short(p.GetState()), p.GetGeneration(), r.GetPreviousGeneration())
-					fmt.Fprintf(w, "receipt:\t%s %s at %s\n", short(r.GetMove()), r.GetReceiptId(), when(r.GetAcceptedAt()))
-					fmt.Fprintf(w, "note:\tlease issuance is not frozen by discovery; freeze it with the lease service\n")
-				})
-			},
+	}
+}
+
+func discoveryWatchCommand() command {
+	var from int64
+	var beats bool
+	return command{
+		name:    "discovery watch",
+		summary: "stream active-pointer changes as they commit (Ctrl-C to stop)",
+		flags: func(fs *flag.FlagSet) {
+			fs.Int64Var(&from, "from", 0, "send changes after this revision; 0 sends every change still kept")
+			fs.BoolVar(&beats, "heartbeats", false, "print heartbeats too")
 		},
-		{
-			name:    "discovery watch",
-			summary: "stream active-pointer changes as they commit (Ctrl-C to stop)",
-			flags: func(fs *flag.FlagSet) {
-				fs.Int64Var(&from, "from", 0, "send changes after this revision; 0 sends every change still kept")
-				fs.BoolVar(&beats, "heartbeats", false, "print heartbeats too")
-			},
-			run: func(ctx context.Context, e *env, args []string) error {
-				if err := needArgs(args, 0, "no arguments"); err != nil {
-					return err
+		run: func(ctx context.Context, e *env, args []string) error {
+			if err := needArgs(args, 0, "no arguments"); err != nil {
+				return err
+			}
+			c, err := e.discoveryClient()
+			if err != nil {
+				return err
+			}
+			stream, err := c.Watch(ctx, &discoveryv1.WatchRequest{FromRevision: from})
+			if err != nil {
+				return err
+			}
+			for {
+				msg, err := stream.Recv()
+				if errors.Is(err, io.EOF) || (err != nil && stoppedByCaller(ctx, err)) {
+					return nil
 				}
-				c, err := e.discoveryClient()
 				if err != nil {
 					return err
 				}
-				stream, err := c.Watch(ctx, &discoveryv1.WatchRequest{FromRevision: from})
-				if err != nil {
+				if err := printWatch(e, msg, beats); err != nil {
 					return err
 				}
-				for {
-					msg, err := stream.Recv()
-					if errors.Is(err, io.EOF) || (err != nil && stoppedByCaller(ctx, err)) {
-						return nil
-					}
-					if err != nil {
-						return err
-					}
-					if err := printWatch(e, msg, beats); err != nil {
-						return err
-					}
-				}
-			},
+			}
 		},
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -15,42 +17,73 @@ import (
 	"github.com/toolcrib/toolcrib/services/discovery/discoverytest"
 )
 
-// TestDiscoveryCommands drives the discovery commands against a real
-// discovery service (its Run, on loopback, with a fake registry and a
-// scripted MCP server over streamable HTTP).
-func TestDiscoveryCommands(t *testing.T) {
+// discoveryEnv is a real discovery service (its Run, on loopback, with a
+// fake registry) and the CLI pointed at it with an admin token.
+type discoveryEnv struct {
+	t     *testing.T
+	reg   *discoverytest.Registry
+	addr  string
+	admin string
+}
+
+func startDiscovery(t *testing.T, edit func(*discovery.Config)) *discoveryEnv {
+	t.Helper()
 	auth := servicetest.NewAuth(t)
 	url := pgtest.NewDatabase(t, pgtest.Schema{Name: "discovery", Sets: discovery.Spec().Migrations})
 	reg, regAddr := discoverytest.StartRegistry(t)
-	cat := discoverytest.NewCatalog("r-1", 2, discoverytest.Tools("inv", 3)...)
-	mcpSrv := discoverytest.NewHTTP(t, cat, discoverytest.ServerOptions{}, false)
 	reg.AddTenant("tenant-a")
-	reg.PutServer(&registryv1.Server{ServerId: "inventory", TrustLevel: registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY,
-		RevisionSource: registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED,
-		Transport:      &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: mcpSrv.URL}}})
-	reg.PutClass(&registryv1.AudienceClass{Name: "tenant-a.readers", TenantId: "tenant-a",
-		Servers: []*registryv1.AudienceServer{{ServerId: "inventory"}}})
-
 	cfg, err := discovery.ParseConfig(nil, func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Common = auth.Common(t, url, false, nil)
 	cfg.RegistryAddr, cfg.NoAutoScans, cfg.Linger = regAddr, true, 0
+	if edit != nil {
+		edit(&cfg)
+	}
 	addr := servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
 		c := cfg
 		c.Listening = listening
 		return discovery.Run(ctx, c)
 	})
-	admin := auth.Admin(t)
+	return &discoveryEnv{t: t, reg: reg, addr: addr, admin: auth.Admin(t)}
+}
+
+// run runs the CLI and returns its stdout, its stderr and its exit status.
+func (d *discoveryEnv) run(ctx context.Context, args ...string) (string, string, int) {
+	d.t.Helper()
+	var out, errOut bytes.Buffer
+	err := run(ctx, append([]string{"--discovery", d.addr, "--token", d.admin}, args...), &out, &errOut)
+	if err != nil {
+		fmt.Fprintln(&errOut, "toolcrib:", describe(err))
+	}
+	return out.String(), errOut.String(), exitCode(err)
+}
+
+// httpServer registers an MCP server reached over streamable HTTP at url.
+func (d *discoveryEnv) httpServer(id, url string) {
+	d.reg.PutServer(&registryv1.Server{ServerId: id, TrustLevel: registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY,
+		RevisionSource: registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED,
+		Transport:      &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: url}}})
+}
+
+// TestDiscoveryCommands drives the discovery commands against a real
+// discovery service with a scripted MCP server over streamable HTTP.
+func TestDiscoveryCommands(t *testing.T) {
+	d := startDiscovery(t, nil)
+	cat := discoverytest.NewCatalog("r-1", 2, discoverytest.Tools("inv", 3)...)
+	mcpSrv := discoverytest.NewHTTP(t, cat, discoverytest.ServerOptions{}, false)
+	d.httpServer("inventory", mcpSrv.URL)
+	d.reg.PutClass(&registryv1.AudienceClass{Name: "tenant-a.readers", TenantId: "tenant-a",
+		Servers: []*registryv1.AudienceServer{{ServerId: "inventory"}}})
+	addr, admin := d.addr, d.admin
 	cli := func(args ...string) string {
 		t.Helper()
-		var out, errOut bytes.Buffer
-		all := append([]string{"--discovery", addr, "--token", admin}, args...)
-		if err := run(t.Context(), all, &out, &errOut); err != nil {
-			t.Fatalf("toolcrib %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
+		out, errOut, code := d.run(t.Context(), args...)
+		if code != 0 {
+			t.Fatalf("toolcrib %s: exit %d\n%s", strings.Join(args, " "), code, errOut)
 		}
-		return out.String()
+		return out
 	}
 	contains := func(out string, want ...string) {
 		t.Helper()
@@ -64,6 +97,8 @@ func TestDiscoveryCommands(t *testing.T) {
 	contains(cli("discovery", "scan", "--audience", "tenant-a.readers", "--wait", "inventory"), "ELIGIBLE", "inventory", "tenant-a.readers")
 	cat.SetTools("r-2", discoverytest.Tools("inv", 4)...)
 	contains(cli("discovery", "scan", "--wait", "inventory"), "ELIGIBLE")
+	// The same catalog again proves the active generation: a success.
+	contains(cli("discovery", "scan", "--wait", "inventory"), "UNCHANGED")
 
 	runs := cli("discovery", "runs", "--server", "inventory")
 	contains(runs, "RUN", "ELIGIBLE", "MANUAL")
@@ -97,4 +132,79 @@ func TestDiscoveryCommands(t *testing.T) {
 	if err := run(t.Context(), []string{"--discovery", addr, "--token", admin, "discovery", "rollback", "inventory", "tenant-a.readers"}, &bad, &bad); err == nil {
 		t.Fatal("rollback without --expected succeeded")
 	}
+}
+
+// A scan whose attempts keep failing: `scan --wait` returns when the
+// attempt it queued ended (not after the retries, which back off for an
+// hour here), prints the run, says why and that retries continue, and exits
+// 1. A server no audience class covers is refused with exit 1 rather than
+// an empty table.
+func TestDiscoveryScanWaitFailing(t *testing.T) {
+	d := startDiscovery(t, func(c *discovery.Config) { c.RetryBase, c.RetryMax = time.Hour, time.Hour })
+	// Nothing listens on a reserved loopback port: every connect is refused.
+	d.httpServer("down", "http://"+closedAddr(t)+"/mcp")
+	d.httpServer("lonely", "http://"+closedAddr(t)+"/mcp")
+	d.reg.PutClass(&registryv1.AudienceClass{Name: "tenant-a.readers", TenantId: "tenant-a",
+		Servers: []*registryv1.AudienceServer{{ServerId: "down"}}})
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	out, errOut, code := d.run(ctx, "discovery", "scan", "--wait", "down")
+	if code != 1 || ctx.Err() != nil {
+		t.Fatalf("scan --wait of a failing server: exit %d (ctx %v)\nstdout:\n%s\nstderr:\n%s", code, ctx.Err(), out, errOut)
+	}
+	for _, w := range []string{"down", "tenant-a.readers", "INCOMPLETE", "TRANSPORT_ERROR"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("stdout lacks %q:\n%s", w, out)
+		}
+	}
+	for _, w := range []string{"attempt 1 of scan", "ended INCOMPLETE (TRANSPORT_ERROR)", "retries continue",
+		"toolcrib: the scan did not activate a catalog (1 of 1)"} {
+		if !strings.Contains(errOut, w) {
+			t.Errorf("stderr lacks %q:\n%s", w, errOut)
+		}
+	}
+
+	// Asked again while the scan waits an hour for its retry: the ticket is
+	// the queued scan, the trigger makes its retry due now, and the answer
+	// is that attempt (2), not the one that ended before.
+	short, cancelShort := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelShort()
+	out, errOut, code = d.run(short, "--json", "discovery", "scan", "--wait", "down")
+	if code != 1 || !strings.Contains(errOut, "attempt 2 of scan") || !strings.Contains(errOut, "retries continue") {
+		t.Fatalf("second wait: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	var waited struct {
+		Runs []struct {
+			Attempt int    `json:"attempt"`
+			State   string `json:"state"`
+			Reason  string `json:"reason"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(out), &waited); err != nil || len(waited.Runs) != 1 || waited.Runs[0].Attempt != 2 ||
+		waited.Runs[0].State != "DISCOVERY_STATE_INCOMPLETE" || waited.Runs[0].Reason != "RUN_REASON_TRANSPORT_ERROR" {
+		t.Fatalf("second wait, JSON (%v):\n%s", err, out)
+	}
+
+	for _, args := range [][]string{{"discovery", "scan", "lonely"}, {"discovery", "scan", "--wait", "lonely"}} {
+		out, errOut, code := d.run(ctx, args...)
+		if code != 1 || !strings.Contains(errOut, "no audience class covers server lonely: nothing was scanned") {
+			t.Fatalf("toolcrib %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out, errOut)
+		}
+		if out != "" {
+			t.Fatalf("toolcrib %s printed a table for nothing:\n%s", strings.Join(args, " "), out)
+		}
+	}
+}
+
+// closedAddr returns a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
 }

@@ -132,12 +132,20 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "toolcrib:", describe(err))
-		}
-		os.Exit(1)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "toolcrib:", describe(err))
 	}
+	os.Exit(exitCode(err))
+}
+
+// exitCode is the process's exit status after run returned err: 0 on
+// success (asking for help is a success), 1 otherwise (a missing command
+// too: its usage was printed instead of doing anything).
+func exitCode(err error) int {
+	if err != nil {
+		return 1
+	}
+	return 0
 }
 
 // describe turns a gRPC error into a readable line, with field violations.
@@ -173,6 +181,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	gs.Duration(&e.timeout, "timeout", "TOOLCRIB_TIMEOUT", 30*time.Second, "deadline of each call (not of streams)")
 	fs := gs.FlagSet()
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			// `toolcrib -h` / `--help`: asked for, so on stdout and a success.
+			fmt.Fprint(stdout, globalUsage(gs))
+			return nil
+		}
 		fmt.Fprint(stderr, globalUsage(gs))
 		return err
 	}

@@ -52,3 +52,25 @@ func (f *fresh[T]) get(ctx context.Context, key string, after time.Time, fetch f
 		return zero, ctx.Err()
 	}
 }
+
+// recent returns the result of the last fetch of key when it succeeded and
+// started at most maxAge ago, without fetching. It serves answers that a
+// later fresh read confirms anyway (see [Scanner.Trigger]).
+func (f *fresh[T]) recent(key string, maxAge time.Duration) (T, bool) {
+	f.mu.Lock()
+	e := f.m[key]
+	f.mu.Unlock()
+	var zero T
+	if e == nil || time.Since(e.started) > maxAge {
+		return zero, false
+	}
+	select {
+	case <-e.done:
+	default:
+		return zero, false
+	}
+	if e.err != nil {
+		return zero, false
+	}
+	return e.v, true
+}

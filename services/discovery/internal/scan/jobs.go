@@ -173,3 +173,25 @@ func (w *retentionWorker) Work(ctx context.Context, _ *river.Job[RetentionArgs])
 	}
 	return nil
 }
+
+// QueueDepth counts the scan jobs that still have work ahead of them, by
+// River state (the /metrics queue gauge).
+func (s *Scanner) QueueDepth(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT state::text, count(*) FROM river_job
+WHERE queue = $1 AND kind = $2 AND state IN ('available', 'pending', 'retryable', 'running', 'scheduled') GROUP BY state`,
+		Queue, ScanArgs{}.Kind())
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for rows.Next() {
+		var st string
+		var n int64
+		if err := rows.Scan(&st, &n); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out[st] = n
+	}
+	return out, rows.Err()
+}

@@ -200,8 +200,14 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, lg *slog.Logger) error {
 		return err
 	}
 	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(hashtext($1))", key) }()
-	_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
-	return err
+	res, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	if err != nil {
+		return err
+	}
+	for _, v := range res.Versions {
+		lg.InfoContext(ctx, "migration applied", "schema", store.Schema, "set", "river", "migration", fmt.Sprintf("%03d_%s", v.Version, v.Name))
+	}
+	return nil
 }
 
 // Run works jobs (and watches the registry) until ctx ends, then stops
@@ -325,6 +331,10 @@ func (s *Scanner) policyEpoch(ctx context.Context, tenant string, after time.Tim
 	})
 }
 
+// recentClass is how old a class read may be for [Scanner.Trigger] to queue
+// a scan the class covers without reading the registry again.
+const recentClass = 5 * time.Second
+
 // Trigger errors.
 var (
 	ErrNotReady      = errors.New("scan: the job queue is not migrated yet")
@@ -336,6 +346,16 @@ var (
 // Trigger queues a MANUAL scan of a server as one audience class, or as
 // every class covering it when audienceClass is empty.
 func (s *Scanner) Trigger(ctx context.Context, serverID, audienceClass string) ([]Ticket, error) {
+	// A class read a moment ago that covers the server is enough to queue
+	// the scan: the scan re-reads the server and the class when it starts
+	// (and ends NOT_REGISTERED if either is gone), so a recent read only
+	// saves two registry calls per trigger. A refusal is always decided on
+	// fresh reads.
+	if audienceClass != "" {
+		if c, ok := s.classes.recent(audienceClass, recentClass); ok && binding(c, serverID) != nil {
+			return s.Enqueue(ctx, discoveryv1.ScanTrigger_SCAN_TRIGGER_MANUAL, [2]string{serverID, audienceClass})
+		}
+	}
 	if _, err := s.reg.Server(ctx, serverID); err != nil {
 		if errors.Is(err, registryclient.ErrNotFound) {
 			return nil, ErrUnknownServer

@@ -89,99 +89,32 @@ type Committed struct {
 // [ErrCASConflict] when the pointer is no longer at c.Expected; nothing is
 // written then (the caller records the run's end separately).
 func (s *Store) Commit(ctx context.Context, c Commit) (*Committed, error) {
-	snap := c.Snapshot
-	server, aud := snap.GetServerId(), snap.GetAudienceClass()
 	var out *Committed
+	var ended *EndedRun
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		expires := snap.GetExpiresAt().AsTime()
-		// 1. The CAS (now() is the transaction's time, used for every
-		// timestamp the commit writes).
-		var gen int64
-		var now time.Time
-		var err error
-		if c.Expected.Generation == 0 {
-			err = tx.QueryRow(ctx, `INSERT INTO pointers (server_id, audience_class, tenant_id, generation, last_generation, state, moved_at, fresh_until, revision)
-VALUES ($1, $2, $3, 1, 1, 'ACTIVE', now(), $4, 0) ON CONFLICT DO NOTHING RETURNING generation, moved_at`,
-				server, aud, snap.GetTenant(), expires).Scan(&gen, &now)
-		} else {
-			err = tx.QueryRow(ctx, `UPDATE pointers SET generation = last_generation + 1, last_generation = last_generation + 1,
-state = 'ACTIVE', moved_at = now(), fresh_until = $5
-WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND revision = $4 RETURNING generation, moved_at`,
-				server, aud, c.Expected.Generation, c.Expected.Revision, expires).Scan(&gen, &now)
-		}
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrCASConflict
-		}
-		if err != nil {
-			return fmt.Errorf("store: pointer CAS: %w", err)
-		}
-
-		// 2. The immutable snapshot, its tools and its lifecycle row.
-		snap.Generation = gen
-		snap.State = c.State
-		snap.RunId = c.RunID
-		snap.Schema = "toolCatalogSnapshot.v1"
-		digest, err := candidate.SnapshotDigest(snap, c.State)
+		// 1. The CAS; now is the transaction's time, used for every
+		// timestamp the commit writes.
+		gen, now, err := casPointer(ctx, tx, c)
 		if err != nil {
 			return err
 		}
-		snap.SnapshotDigest = digest
-		if _, err := tx.Exec(ctx, `INSERT INTO snapshots (server_id, audience_class, generation, tenant_id, run_id, state,
-identity_digest, endpoint_digest, protocol_version, discovery_started_at, expires_at, policy_epoch, source_revision,
-page_root, page_digests, cache_scope, trust_config_digest, snapshot_digest, tool_count, committed_at)
-VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20)`,
-			server, aud, gen, snap.GetTenant(), c.RunID, stateName(c.State), snap.GetIdentityDigest(), snap.GetEndpointDigest(),
-			snap.GetProtocolVersion(), snap.GetDiscoveryStartedAt().AsTime(), expires, snap.GetPolicyEpoch(), snap.GetSourceRevision(),
-			snap.GetPageRoot(), nonNil(snap.GetPageDigests()), snap.GetCacheScope(), snap.GetTrustConfigDigest(), digest,
-			len(snap.GetTools()), now); err != nil {
-			return fmt.Errorf("store: snapshot: %w", err)
-		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"snapshot_tools"},
-			[]string{"server_id", "audience_class", "generation", "ordinal", "name", "tool_id", "descriptor_digest",
-				"input_schema_digest", "output_schema_digest", "schema_dialect", "flags", "raw"},
-			&toolRows{server: server, aud: aud, gen: gen, tools: snap.GetTools()}); err != nil {
-			return fmt.Errorf("store: snapshot tools: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO generations (server_id, audience_class, generation, fresh_until) VALUES ($1,$2,$3,$4)`,
-			server, aud, gen, expires); err != nil {
-			return fmt.Errorf("store: generation: %w", err)
+		// 2. The immutable snapshot, its tools and its lifecycle row.
+		digest, err := writeSnapshot(ctx, tx, c, gen, now)
+		if err != nil {
+			return err
 		}
 		// 3. Retire the previous generation.
-		if c.Expected.Generation > 0 {
-			if _, err := tx.Exec(ctx, `UPDATE generations SET retired_at = $4
-WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND retired_at IS NULL`, server, aud, c.Expected.Generation, now); err != nil {
-				return fmt.Errorf("store: retire: %w", err)
-			}
+		if err := retire(ctx, tx, c.Snapshot, c.Expected.Generation, now); err != nil {
+			return err
 		}
 		// 4. The run's end.
-		run := c.Run
-		run.State = catalogv1.DiscoveryState_DISCOVERY_STATE_ELIGIBLE
-		if c.State == catalogv1.DiscoveryState_DISCOVERY_STATE_UNVERSIONED_OBSERVATION {
-			run.State = c.State
-		}
-		run.Generation = gen
-		if err := finishRun(ctx, tx, c.RunID, run); err != nil {
+		if ended, err = finishRun(ctx, tx, c.RunID, committedRun(c, gen)); err != nil {
 			return err
 		}
 		// 5. Change log and receipt.
-		ptr := &discoveryv1.ActivePointer{
-			ServerId: server, AudienceClass: aud, TenantId: snap.GetTenant(), Generation: gen,
-			State: discoveryv1.PointerState_POINTER_STATE_ACTIVE, SnapshotState: c.State,
-			MovedAt: timestamppb.New(now), FreshUntil: timestamppb.New(expires),
-			SourceRevision: snap.GetSourceRevision(), PageRoot: snap.GetPageRoot(),
-		}
-		rcpt := &catalogv1.CatalogReceipt{
-			ReceiptId: newUUID(), ServerId: server, AudienceClass: aud, Generation: gen,
-			PreviousGeneration: c.Expected.Generation, SourceRevision: snap.GetSourceRevision(), PageRoot: snap.GetPageRoot(),
-			SnapshotDigest: digest, PolicyEpoch: snap.GetPolicyEpoch(), AcceptedAt: timestamppb.New(now), RunId: c.RunID,
-			Move: catalogv1.PointerMove_POINTER_MOVE_ACTIVATE,
-		}
-		rev, err := s.appendChange(ctx, tx, ptr, rcpt, "")
-		if err != nil {
+		if out, err = s.appendActivate(ctx, tx, c, gen, digest, now); err != nil {
 			return err
 		}
-		ptr.Revision = rev
-		out = &Committed{Pointer: ptr, Receipt: rcpt}
 		if c.InTx != nil {
 			return c.InTx(ctx, tx)
 		}
@@ -190,7 +123,122 @@ WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND retired_at 
 	if err != nil {
 		return nil, err
 	}
+	s.ended(ended)
+	s.moved(out)
 	return out, nil
+}
+
+// casPointer moves the pointer from c.Expected to the next generation (or
+// creates it at generation 1) and returns that generation and the
+// transaction's time; [ErrCASConflict] when the pointer is elsewhere.
+func casPointer(ctx context.Context, tx pgx.Tx, c Commit) (int64, time.Time, error) {
+	snap := c.Snapshot
+	server, aud, expires := snap.GetServerId(), snap.GetAudienceClass(), snap.GetExpiresAt().AsTime()
+	var gen int64
+	var now time.Time
+	var err error
+	if c.Expected.Generation == 0 {
+		err = tx.QueryRow(ctx, `INSERT INTO pointers (server_id, audience_class, tenant_id, generation, last_generation, state, moved_at, fresh_until, revision)
+VALUES ($1, $2, $3, 1, 1, 'ACTIVE', now(), $4, 0) ON CONFLICT DO NOTHING RETURNING generation, moved_at`,
+			server, aud, snap.GetTenant(), expires).Scan(&gen, &now)
+	} else {
+		err = tx.QueryRow(ctx, `UPDATE pointers SET generation = last_generation + 1, last_generation = last_generation + 1,
+state = 'ACTIVE', moved_at = now(), fresh_until = $5
+WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND revision = $4 RETURNING generation, moved_at`,
+			server, aud, c.Expected.Generation, c.Expected.Revision, expires).Scan(&gen, &now)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, now, ErrCASConflict
+	}
+	if err != nil {
+		return 0, now, fmt.Errorf("store: pointer CAS: %w", err)
+	}
+	return gen, now, nil
+}
+
+// writeSnapshot stamps the snapshot with its generation, state and digest
+// and writes it, its tools and its generation row; it returns the digest.
+func writeSnapshot(ctx context.Context, tx pgx.Tx, c Commit, gen int64, now time.Time) (string, error) {
+	snap := c.Snapshot
+	server, aud, expires := snap.GetServerId(), snap.GetAudienceClass(), snap.GetExpiresAt().AsTime()
+	snap.Generation = gen
+	snap.State = c.State
+	snap.RunId = c.RunID
+	snap.Schema = "toolCatalogSnapshot.v1"
+	digest, err := candidate.SnapshotDigest(snap, c.State)
+	if err != nil {
+		return "", err
+	}
+	snap.SnapshotDigest = digest
+	if _, err := tx.Exec(ctx, `INSERT INTO snapshots (server_id, audience_class, generation, tenant_id, run_id, state,
+identity_digest, endpoint_digest, protocol_version, discovery_started_at, expires_at, policy_epoch, source_revision,
+page_root, page_digests, cache_scope, trust_config_digest, snapshot_digest, tool_count, committed_at)
+VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20)`,
+		server, aud, gen, snap.GetTenant(), c.RunID, stateName(c.State), snap.GetIdentityDigest(), snap.GetEndpointDigest(),
+		snap.GetProtocolVersion(), snap.GetDiscoveryStartedAt().AsTime(), expires, snap.GetPolicyEpoch(), snap.GetSourceRevision(),
+		snap.GetPageRoot(), nonNil(snap.GetPageDigests()), snap.GetCacheScope(), snap.GetTrustConfigDigest(), digest,
+		len(snap.GetTools()), now); err != nil {
+		return "", fmt.Errorf("store: snapshot: %w", err)
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"snapshot_tools"},
+		[]string{"server_id", "audience_class", "generation", "ordinal", "name", "tool_id", "descriptor_digest",
+			"input_schema_digest", "output_schema_digest", "schema_dialect", "flags", "raw"},
+		&toolRows{server: server, aud: aud, gen: gen, tools: snap.GetTools()}); err != nil {
+		return "", fmt.Errorf("store: snapshot tools: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO generations (server_id, audience_class, generation, fresh_until) VALUES ($1,$2,$3,$4)`,
+		server, aud, gen, expires); err != nil {
+		return "", fmt.Errorf("store: generation: %w", err)
+	}
+	return digest, nil
+}
+
+// retire marks the previous generation retired (none when prev is 0).
+func retire(ctx context.Context, tx pgx.Tx, snap *catalogv1.Snapshot, prev int64, now time.Time) error {
+	if prev == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `UPDATE generations SET retired_at = $4
+WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND retired_at IS NULL`,
+		snap.GetServerId(), snap.GetAudienceClass(), prev, now); err != nil {
+		return fmt.Errorf("store: retire: %w", err)
+	}
+	return nil
+}
+
+// committedRun is the run's end record of a commit at generation gen.
+func committedRun(c Commit, gen int64) RunEnd {
+	run := c.Run
+	run.State = catalogv1.DiscoveryState_DISCOVERY_STATE_ELIGIBLE
+	if c.State == catalogv1.DiscoveryState_DISCOVERY_STATE_UNVERSIONED_OBSERVATION {
+		run.State = c.State
+	}
+	run.Generation = gen
+	return run
+}
+
+// appendActivate appends the ACTIVATE change and its catalog receipt.
+func (s *Store) appendActivate(ctx context.Context, tx pgx.Tx, c Commit, gen int64, digest string, now time.Time) (*Committed, error) {
+	snap := c.Snapshot
+	server, aud, expires := snap.GetServerId(), snap.GetAudienceClass(), snap.GetExpiresAt().AsTime()
+	ptr := &discoveryv1.ActivePointer{
+		ServerId: server, AudienceClass: aud, TenantId: snap.GetTenant(), Generation: gen,
+		State: discoveryv1.PointerState_POINTER_STATE_ACTIVE, SnapshotState: c.State,
+		MovedAt: timestamppb.New(now), FreshUntil: timestamppb.New(expires),
+		SourceRevision: snap.GetSourceRevision(), PageRoot: snap.GetPageRoot(),
+	}
+	rcpt := &catalogv1.CatalogReceipt{
+		ReceiptId: newUUID(), ServerId: server, AudienceClass: aud, Generation: gen,
+		PreviousGeneration: c.Expected.Generation, SourceRevision: snap.GetSourceRevision(), PageRoot: snap.GetPageRoot(),
+		SnapshotDigest: digest, PolicyEpoch: snap.GetPolicyEpoch(), AcceptedAt: timestamppb.New(now), RunId: c.RunID,
+		Move: catalogv1.PointerMove_POINTER_MOVE_ACTIVATE,
+	}
+	rev, err := s.appendChange(ctx, tx, ptr, rcpt, "")
+	if err != nil {
+		return nil, err
+	}
+	ptr.Revision = rev
+	return &Committed{Pointer: ptr, Receipt: rcpt}, nil
 }
 
 func nonNil(s []string) []string {
@@ -239,6 +287,7 @@ func (r *toolRows) Err() error { return nil }
 // [ErrCASConflict] when the pointer moved or is closed.
 func (s *Store) Refresh(ctx context.Context, runID string, serverID, audienceClass string, exp Expected, freshUntil time.Time, policyEpoch int64, run RunEnd, inTx func(context.Context, pgx.Tx) error) (*Committed, error) {
 	var out *Committed
+	var ended *EndedRun
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var now time.Time
 		if err := tx.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
@@ -268,7 +317,7 @@ WHERE server_id = $1 AND audience_class = $2 AND generation = $3`, serverID, aud
 		ptr.MovedAt, ptr.FreshUntil, ptr.SnapshotState = timestamppb.New(movedAt), timestamppb.New(fresh), stateValue(snapState)
 		run.ConfirmedGeneration = exp.Generation
 		run.Reason = discoveryv1.RunReason_RUN_REASON_UNCHANGED
-		if err := finishRun(ctx, tx, runID, run); err != nil {
+		if ended, err = finishRun(ctx, tx, runID, run); err != nil {
 			return err
 		}
 		rcpt := &catalogv1.CatalogReceipt{
@@ -288,5 +337,10 @@ WHERE server_id = $1 AND audience_class = $2 AND generation = $3`, serverID, aud
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	s.ended(ended)
+	s.moved(out)
+	return out, nil
 }

@@ -111,7 +111,11 @@ WHERE server_id = $1 AND audience_class = $2 RETURNING fresh_until`, serverID, a
 		out = &Committed{Pointer: ptr, Receipt: rcpt}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	s.moved(out)
+	return out, nil
 }
 
 // Bind records that a live run uses a generation until boundUntil and

@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -30,31 +32,58 @@ type NewRun struct {
 // StartRun records a run in DISCOVERING and returns its id.
 func (s *Store) StartRun(ctx context.Context, r NewRun) (string, error) {
 	id := newUUID()
-	_, err := s.pool.Exec(ctx, `WITH lost AS (
+	rows, err := s.pool.Query(ctx, `WITH lost AS (
   UPDATE runs SET state = 'INCOMPLETE', reason = 'WORKER_LOST', finished_at = now(), detail = `+lostDetail+`
-  WHERE $9 AND server_id = $4 AND audience_class = $5 AND finished_at IS NULL)
-INSERT INTO runs (run_id, scan_id, attempt, server_id, audience_class, tenant_id, state, trigger, worker)
-VALUES ($1,$2,$3,$4,$5,$6,'DISCOVERING',$7,$8)`,
+  WHERE $9 AND server_id = $4 AND audience_class = $5 AND finished_at IS NULL
+  RETURNING `+lostColumns+`),
+started AS (
+  INSERT INTO runs (run_id, scan_id, attempt, server_id, audience_class, tenant_id, state, trigger, worker)
+  VALUES ($1,$2,$3,$4,$5,$6,'DISCOVERING',$7,$8))
+SELECT * FROM lost`,
 		id, r.ScanID, max(r.Attempt, 1), r.ServerID, r.AudienceClass, r.TenantID, triggerName(r.Trigger), r.Worker, r.MarkLost)
 	if err != nil {
 		return "", fmt.Errorf("store: start run: %w", err)
 	}
+	lost, err := collectLost(rows)
+	if err != nil {
+		return "", fmt.Errorf("store: start run: %w", err)
+	}
+	s.ended(lost...)
 	return id, nil
 }
 
 const lostDetail = `'the worker running this scan stopped before it finished (' || worker || '); the scan was retried'`
 
+// lostColumns are what a WORKER_LOST update returns for [collectLost].
+const lostColumns = `run_id::text, server_id, audience_class, page_count, tool_count, extract(epoch FROM finished_at - started_at)::float8`
+
+func collectLost(rows pgx.Rows) ([]*EndedRun, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*EndedRun, error) {
+		var id, server, aud string
+		var pages, tools int
+		var secs float64
+		err := r.Scan(&id, &server, &aud, &pages, &tools, &secs)
+		return lostRun(id, server, aud, pages, tools, secs), err
+	})
+}
+
 // MarkLost ends every unfinished run of the pointer, except except, as
 // INCOMPLETE WORKER_LOST: their worker stopped without finishing them. The
 // caller must hold the pointer's scan lock, so no live run is among them.
 func (s *Store) MarkLost(ctx context.Context, serverID, audienceClass, except string) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE runs SET state = 'INCOMPLETE', reason = 'WORKER_LOST', finished_at = now(),
+	rows, err := s.pool.Query(ctx, `UPDATE runs SET state = 'INCOMPLETE', reason = 'WORKER_LOST', finished_at = now(),
 detail = `+lostDetail+`
-WHERE server_id = $1 AND audience_class = $2 AND finished_at IS NULL AND run_id::text <> $3`, serverID, audienceClass, except)
+WHERE server_id = $1 AND audience_class = $2 AND finished_at IS NULL AND run_id::text <> $3
+RETURNING `+lostColumns, serverID, audienceClass, except)
 	if err != nil {
 		return 0, fmt.Errorf("store: mark lost runs: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	lost, err := collectLost(rows)
+	if err != nil {
+		return 0, fmt.Errorf("store: mark lost runs: %w", err)
+	}
+	s.ended(lost...)
+	return int64(len(lost)), nil
 }
 
 // Progress is what a run learned while it is still going.
@@ -113,21 +142,34 @@ type storedFlag struct {
 
 // FinishRun records a run's end outside a commit.
 func (s *Store) FinishRun(ctx context.Context, runID string, e RunEnd) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return finishRun(ctx, tx, runID, e) })
+	var ended *EndedRun
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		ended, err = finishRun(ctx, tx, runID, e)
+		return err
+	})
+	if err == nil {
+		s.ended(ended)
+	}
+	return err
 }
 
-// finishRun writes the run's final state and its pages in tx. A run that
-// already finished (e.g. marked lost by another worker) is left alone.
-func finishRun(ctx context.Context, tx pgx.Tx, runID string, e RunEnd) error {
+// finishRun writes the run's final state and its pages in tx and returns
+// what an [Observer] hears of it once tx committed. A run that already
+// finished (e.g. marked lost by another worker) is left alone (nil).
+func finishRun(ctx context.Context, tx pgx.Tx, runID string, e RunEnd) (*EndedRun, error) {
 	flags := make([]storedFlag, len(e.Flags))
 	for i, f := range e.Flags {
 		flags[i] = storedFlag{Tool: f.Tool, Flag: f.Flag, Detail: f.Detail}
 	}
 	fj, err := json.Marshal(flags)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	tag, err := tx.Exec(ctx, `UPDATE runs SET state = $2, reason = $3, detail = $4, finished_at = now(),
+	ended := &EndedRun{RunID: runID, State: e.State, Reason: e.Reason, Pages: len(e.Pages), Tools: e.ToolCount,
+		Generation: max(e.Generation, e.ConfirmedGeneration)}
+	var secs float64
+	err = tx.QueryRow(ctx, `UPDATE runs SET state = $2, reason = $3, detail = $4, finished_at = now(),
 tenant_id = CASE WHEN $5 = '' THEN tenant_id ELSE $5 END,
 protocol_version = CASE WHEN $6 = '' THEN protocol_version ELSE $6 END,
 source_revision = $7, closing_revision = $8, page_root = $9, page_count = $10, tool_count = $11, bytes = $12,
@@ -135,18 +177,21 @@ policy_epoch = CASE WHEN $13 = 0 THEN policy_epoch ELSE $13 END, generation = $1
 identity_digest = CASE WHEN $16 = '' THEN identity_digest ELSE $16 END,
 trust_config_digest = CASE WHEN $17 = '' THEN trust_config_digest ELSE $17 END,
 cache_scope = $18, flags = $19
-WHERE run_id = $1 AND finished_at IS NULL`,
+WHERE run_id = $1 AND finished_at IS NULL
+RETURNING server_id, audience_class, extract(epoch FROM finished_at - started_at)::float8`,
 		runID, stateName(e.State), reasonName(e.Reason), e.Detail, e.TenantID, e.ProtocolVersion,
 		e.SourceRevision, e.ClosingRevision, e.PageRoot, len(e.Pages), e.ToolCount, e.Bytes,
-		e.PolicyEpoch, e.Generation, e.ConfirmedGeneration, e.IdentityDigest, e.TrustConfigDigest, e.CacheScope, fj)
+		e.PolicyEpoch, e.Generation, e.ConfirmedGeneration, e.IdentityDigest, e.TrustConfigDigest, e.CacheScope, fj).
+		Scan(&ended.ServerID, &ended.AudienceClass, &secs)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
 	if err != nil {
-		return fmt.Errorf("store: finish run: %w", err)
+		return nil, fmt.Errorf("store: finish run: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
-		return nil
-	}
+	ended.Took = time.Duration(secs * float64(time.Second))
 	if len(e.Pages) == 0 {
-		return nil
+		return ended, nil
 	}
 	rows := make([][]any, len(e.Pages))
 	for i, p := range e.Pages {
@@ -155,7 +200,7 @@ WHERE run_id = $1 AND finished_at IS NULL`,
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"run_pages"},
 		[]string{"run_id", "idx", "cursor_in", "cursor_out", "has_next", "revision", "tool_count", "page_digest", "bytes", "received_at"},
 		pgx.CopyFromRows(rows)); err != nil {
-		return fmt.Errorf("store: run pages: %w", err)
+		return nil, fmt.Errorf("store: run pages: %w", err)
 	}
-	return nil
+	return ended, nil
 }

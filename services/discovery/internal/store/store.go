@@ -56,6 +56,7 @@ type Store struct {
 	pool *pgxpool.Pool
 	log  *changelog.Log
 	now  func() time.Time
+	obs  Observer // nil: nobody listens
 }
 
 // New returns a store on pool, appending pointer changes to log.
