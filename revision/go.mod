@@ -2,10 +2,12 @@ module github.com/toolcrib/toolcrib/revision
 
 go 1.26.8
 
-require github.com/modelcontextprotocol/go-sdk v1.8.0
+require (
+	github.com/go-jose/go-jose/v4 v4.1.9
+	github.com/modelcontextprotocol/go-sdk v1.8.0
+)
 
 require (
-	github.com/go-jose/go-jose/v4 v4.1.9 // indirect
 	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/segmentio/asm v1.1.3 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect
