@@ -5,4 +5,9 @@ go 1.26.8
 replace (
 	github.com/toolcrib/toolcrib/gen => ../../gen
 	github.com/toolcrib/toolcrib/platform => ../../platform
+	github.com/toolcrib/toolcrib/revision => ../../revision
 )
+
+require github.com/toolcrib/toolcrib/revision v0.0.0-00010101000000-000000000000
+
+require github.com/go-jose/go-jose/v4 v4.1.9 // indirect
