@@ -22,6 +22,8 @@ type Input struct {
 	Proof string
 	// Audience is the executor's own audience.
 	Audience string
+	// Tool is the tool id the executor is about to run.
+	Tool string
 	// ArgumentDigest is the digest of the arguments the executor is about
 	// to run with ([canonical] JSON, `sha256:<hex>`).
 	ArgumentDigest string
@@ -49,15 +51,16 @@ type Input struct {
 //     issued more than Skew in the future;
 //  4. [Expired]: Now is at or past `exp` + Skew;
 //  5. [WrongAudience]: `aud` is not Audience;
-//  6. [ArgumentsMismatch]: `arg` is not ArgumentDigest;
-//  7. [BadProof]: no proof, too long, not an EdDSA compact JWS with `typ`
+//  6. [OtherTool]: `tool` is not Tool;
+//  7. [ArgumentsMismatch]: `arg` is not ArgumentDigest;
+//  8. [BadProof]: no proof, too long, not an EdDSA compact JWS with `typ`
 //     [ProofType] and an Ed25519 public `jwk`, or its signature does not
 //     verify with that key;
-//  8. [ProofOtherHolder]: the proof key's thumbprint is not `cnf.jkt`;
-//  9. [ProofOtherLease]: the proof's `jti` is not the lease's;
-//  10. [ProofWrongAudience]: the proof's `aud` is not the lease's;
-//  11. [ProofOtherArguments]: the proof's `arg` is not the lease's;
-//  12. [ProofStale]: the proof's `iat` is before Now − ProofWindow or after
+//  9. [ProofOtherHolder]: the proof key's thumbprint is not `cnf.jkt`;
+//  10. [ProofOtherLease]: the proof's `jti` is not the lease's;
+//  11. [ProofWrongAudience]: the proof's `aud` is not the lease's;
+//  12. [ProofOtherArguments]: the proof's `arg` is not the lease's;
+//  13. [ProofStale]: the proof's `iat` is before Now − ProofWindow or after
 //     Now + Skew.
 //
 // Single use, revocation, frozen issuance and freshness are not stateless;
@@ -84,6 +87,9 @@ func Check(in Input) (*Claims, *Refusal) {
 	}
 	if c.Audience != in.Audience {
 		return &c, refuse(WrongAudience, "the lease is for another executor")
+	}
+	if c.Tool != in.Tool {
+		return &c, refuse(OtherTool, "the lease is for another tool")
 	}
 	if c.ArgumentDigest != in.ArgumentDigest {
 		return &c, refuse(ArgumentsMismatch, "the call's arguments are not the ones the lease was issued for")

@@ -27,7 +27,7 @@ func newScene(t *testing.T) *scene {
 	return &scene{
 		key: key, keys: NewKeySet(map[string]ed25519.PublicKey{"k1": pub}), holder: priv, claims: c,
 		proof: ProofClaims{LeaseID: c.ID, ArgumentDigest: c.ArgumentDigest, Audience: c.Audience, IssuedAt: t0.Add(2 * time.Second).Unix()},
-		in:    Input{Audience: c.Audience, ArgumentDigest: c.ArgumentDigest, Now: t0.Add(2 * time.Second)},
+		in:    Input{Audience: c.Audience, Tool: c.Tool, ArgumentDigest: c.ArgumentDigest, Now: t0.Add(2 * time.Second)},
 	}
 }
 
@@ -89,6 +89,9 @@ func TestCheckRefusesOneFailurePerCause(t *testing.T) {
 		}, BadSignature, true},
 		{"expired", func(t *testing.T, s *scene) { s.in.Now = t0.Add(35 * time.Second) }, Expired, true},
 		{"another audience", func(t *testing.T, s *scene) { s.in.Audience = "executor.billing" }, WrongAudience, true},
+		{"another tool", func(t *testing.T, s *scene) { s.in.Tool = "inventory.delete_all" }, OtherTool, true},
+		{"another audience and another tool", func(t *testing.T, s *scene) { s.in.Audience = "x"; s.in.Tool = "y" }, WrongAudience, true},
+		{"another tool and other arguments", func(t *testing.T, s *scene) { s.in.Tool = "x"; s.in.ArgumentDigest = "y" }, OtherTool, true},
 		{"other arguments", func(t *testing.T, s *scene) { s.in.ArgumentDigest = "sha256:" + strings.Repeat("c", 64) }, ArgumentsMismatch, true},
 		{"no proof", func(t *testing.T, s *scene) { s.in.Proof = "-" }, BadProof, true},
 		{"proof with a forged signature", func(t *testing.T, s *scene) {
@@ -210,7 +213,7 @@ func TestFailureNamesAreDistinct(t *testing.T) {
 		}
 		seen[n] = true
 	}
-	if len(Failures()) != 16 {
-		t.Fatalf("%d failures, want 16", len(Failures()))
+	if len(Failures()) != 17 {
+		t.Fatalf("%d failures, want 17", len(Failures()))
 	}
 }

@@ -48,6 +48,8 @@ const (
 	ProofWrongAudience Failure = 15
 	// ProofOtherArguments: the proof names another argument digest.
 	ProofOtherArguments Failure = 16
+	// OtherTool: the lease is for another tool than the one to run.
+	OtherTool Failure = 17
 )
 
 var failureNames = map[Failure]string{
@@ -68,6 +70,7 @@ var failureNames = map[Failure]string{
 	ProofOtherLease:     "PROOF_OTHER_LEASE",
 	ProofWrongAudience:  "PROOF_WRONG_AUDIENCE",
 	ProofOtherArguments: "PROOF_OTHER_ARGUMENTS",
+	OtherTool:           "OTHER_TOOL",
 }
 
 // Failures lists every failure but [Accepted], in number order.

@@ -20,7 +20,7 @@ func FuzzCheck(f *testing.F) {
 	f.Add("eyJhbGciOiJub25lIn0.e30.", "")
 	f.Fuzz(func(t *testing.T, token, proof string) {
 		keys := NewKeySet(map[string]ed25519.PublicKey{"k1": pub})
-		got, r := Check(Input{Token: token, Proof: proof, Audience: c.Audience, ArgumentDigest: c.ArgumentDigest,
+		got, r := Check(Input{Token: token, Proof: proof, Audience: c.Audience, Tool: c.Tool, ArgumentDigest: c.ArgumentDigest,
 			Keys: keys, Now: t0.Add(time.Second)})
 		if r == nil && (got == nil || got.Audience != c.Audience) {
 			t.Fatalf("accepted without claims for the audience: %+v", got)

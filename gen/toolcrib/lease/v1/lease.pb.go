@@ -78,6 +78,9 @@ const (
 	VerifyFailure_VERIFY_FAILURE_PROOF_WRONG_AUDIENCE VerifyFailure = 15
 	// The holder proof was made for other arguments than the lease's.
 	VerifyFailure_VERIFY_FAILURE_PROOF_OTHER_ARGUMENTS VerifyFailure = 16
+	// The lease is for another tool than the one the executor is about to
+	// run.
+	VerifyFailure_VERIFY_FAILURE_OTHER_TOOL VerifyFailure = 17
 )
 
 // Enum value maps for VerifyFailure.
@@ -100,6 +103,7 @@ var (
 		14: "VERIFY_FAILURE_PROOF_OTHER_LEASE",
 		15: "VERIFY_FAILURE_PROOF_WRONG_AUDIENCE",
 		16: "VERIFY_FAILURE_PROOF_OTHER_ARGUMENTS",
+		17: "VERIFY_FAILURE_OTHER_TOOL",
 	}
 	VerifyFailure_value = map[string]int32{
 		"VERIFY_FAILURE_UNSPECIFIED":           0,
@@ -119,6 +123,7 @@ var (
 		"VERIFY_FAILURE_PROOF_OTHER_LEASE":     14,
 		"VERIFY_FAILURE_PROOF_WRONG_AUDIENCE":  15,
 		"VERIFY_FAILURE_PROOF_OTHER_ARGUMENTS": 16,
+		"VERIFY_FAILURE_OTHER_TOOL":            17,
 	}
 )
 
@@ -492,8 +497,11 @@ type VerifyRequest struct {
 	Audience string `protobuf:"bytes,3,opt,name=audience,proto3" json:"audience,omitempty"`
 	// Digest of the arguments the executor is about to run with.
 	ArgumentDigest string `protobuf:"bytes,4,opt,name=argument_digest,json=argumentDigest,proto3" json:"argument_digest,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Tool id the executor is about to run (`<server_id>.<tool name>`);
+	// required: a lease runs only the tool it names.
+	ToolId        string `protobuf:"bytes,5,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *VerifyRequest) Reset() {
@@ -550,6 +558,13 @@ func (x *VerifyRequest) GetAudience() string {
 func (x *VerifyRequest) GetArgumentDigest() string {
 	if x != nil {
 		return x.ArgumentDigest
+	}
+	return ""
+}
+
+func (x *VerifyRequest) GetToolId() string {
+	if x != nil {
+		return x.ToolId
 	}
 	return ""
 }
@@ -1054,12 +1069,13 @@ const file_toolcrib_lease_v1_lease_proto_rawDesc = "" +
 	"\rIssueResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x126\n" +
 	"\x06claims\x18\x02 \x01(\v2\x1e.toolcrib.lease.v1.LeaseClaimsR\x06claims\x120\n" +
-	"\x14execution_receipt_id\x18\x03 \x01(\tR\x12executionReceiptId\"\x80\x01\n" +
+	"\x14execution_receipt_id\x18\x03 \x01(\tR\x12executionReceiptId\"\x99\x01\n" +
 	"\rVerifyRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x14\n" +
 	"\x05proof\x18\x02 \x01(\tR\x05proof\x12\x1a\n" +
 	"\baudience\x18\x03 \x01(\tR\baudience\x12'\n" +
-	"\x0fargument_digest\x18\x04 \x01(\tR\x0eargumentDigest\"\xb2\x01\n" +
+	"\x0fargument_digest\x18\x04 \x01(\tR\x0eargumentDigest\x12\x17\n" +
+	"\atool_id\x18\x05 \x01(\tR\x06toolId\"\xb2\x01\n" +
 	"\x0eVerifyResponse\x12\x14\n" +
 	"\x05valid\x18\x01 \x01(\bR\x05valid\x12:\n" +
 	"\afailure\x18\x02 \x01(\x0e2 .toolcrib.lease.v1.VerifyFailureR\afailure\x126\n" +
@@ -1085,7 +1101,7 @@ const file_toolcrib_lease_v1_lease_proto_rawDesc = "" +
 	"\x15GetSigningKeysRequest\"R\n" +
 	"\x16GetSigningKeysResponse\x12\x12\n" +
 	"\x04jwks\x18\x01 \x01(\fR\x04jwks\x12$\n" +
-	"\x0ecurrent_key_id\x18\x02 \x01(\tR\fcurrentKeyId*\xd2\x04\n" +
+	"\x0ecurrent_key_id\x18\x02 \x01(\tR\fcurrentKeyId*\xf1\x04\n" +
 	"\rVerifyFailure\x12\x1e\n" +
 	"\x1aVERIFY_FAILURE_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cVERIFY_FAILURE_BAD_SIGNATURE\x10\x01\x12\x1a\n" +
@@ -1104,7 +1120,8 @@ const file_toolcrib_lease_v1_lease_proto_rawDesc = "" +
 	"\x1aVERIFY_FAILURE_PROOF_STALE\x10\r\x12$\n" +
 	" VERIFY_FAILURE_PROOF_OTHER_LEASE\x10\x0e\x12'\n" +
 	"#VERIFY_FAILURE_PROOF_WRONG_AUDIENCE\x10\x0f\x12(\n" +
-	"$VERIFY_FAILURE_PROOF_OTHER_ARGUMENTS\x10\x102\xc6\x03\n" +
+	"$VERIFY_FAILURE_PROOF_OTHER_ARGUMENTS\x10\x10\x12\x1d\n" +
+	"\x19VERIFY_FAILURE_OTHER_TOOL\x10\x112\xc6\x03\n" +
 	"\fLeaseService\x12J\n" +
 	"\x05Issue\x12\x1f.toolcrib.lease.v1.IssueRequest\x1a .toolcrib.lease.v1.IssueResponse\x12M\n" +
 	"\x06Verify\x12 .toolcrib.lease.v1.VerifyRequest\x1a!.toolcrib.lease.v1.VerifyResponse\x12M\n" +

@@ -279,7 +279,7 @@ func claims(now time.Time, ttl time.Duration) lease.Claims {
 // the proof rules, or ProofStale/BadProof when the lease itself passed.
 func checkFailure(t *testing.T, r *Ring, tok string, now time.Time) lease.Failure {
 	t.Helper()
-	_, ref := lease.Check(lease.Input{Token: tok, Audience: "exec", ArgumentDigest: "sha256:a", Keys: r.KeySet(), Now: now, Skew: r.opts.Skew})
+	_, ref := lease.Check(lease.Input{Token: tok, Audience: "exec", Tool: "srv.t", ArgumentDigest: "sha256:a", Keys: r.KeySet(), Now: now, Skew: r.opts.Skew})
 	if ref == nil {
 		return lease.Accepted
 	}
