@@ -19,7 +19,9 @@ type FrozenError struct {
 	Server string
 }
 
-func (e *FrozenError) Error() string { return fmt.Sprintf("issuance for server %q is frozen", e.Server) }
+func (e *FrozenError) Error() string {
+	return fmt.Sprintf("issuance for server %q is frozen", e.Server)
+}
 
 // Target kinds of a revocation.
 const (
