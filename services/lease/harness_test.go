@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -143,7 +145,7 @@ func (s *suite) allow(id string) {
 			Generation: 5, DescriptorDigest: "sha256:" + strings.Repeat("d", 64), PolicyEpoch: 3,
 			ArgumentDigest: argDigest, Mode: admissionv1.Mode_MODE_AUTONOMOUS, DecidedAt: timestamppb.Now(),
 		},
-		ValidUntil: time.Now().Add(5 * time.Second),
+		ValidUntil: time.Now().Add(20 * time.Second),
 	})
 }
 
@@ -226,4 +228,13 @@ func fieldViolations(err error) []string {
 		}
 	}
 	return out
+}
+
+func decodeSegment(seg string) (map[string]any, error) {
+	b, err := base64.RawURLEncoding.DecodeString(seg)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	return m, json.Unmarshal(b, &m)
 }
