@@ -422,7 +422,8 @@ func TestGetSigningKeysPublishesTheKeyLeasesAreSignedWith(t *testing.T) {
 	s := newSuite(t, 1)
 	h := newHolder(t)
 	r := s.issue(t, h)
-	keysResp, err := s.alice(t).GetSigningKeys(ctxT(t), &leasev1.GetSigningKeysRequest{})
+	// GetSigningKeys is public: no credential needed.
+	keysResp, err := s.client(t, 0, "").GetSigningKeys(ctxT(t), &leasev1.GetSigningKeysRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
