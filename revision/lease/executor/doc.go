@@ -10,6 +10,7 @@
 //		ServerID: "inventory",              // tool ids are <server id>.<tool name>
 //		Audience: "executor.inventory",     // this executor, as leases name it
 //		Keys:     keys,                     // the lease service's JWKS (GetSigningKeys)
+//		RefreshKeys: refresh,               // optional: refetch once for a newly rotated key
 //		Verifier: verifier,                 // the lease service's Verify, for single use
 //	})
 //

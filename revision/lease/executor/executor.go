@@ -65,6 +65,10 @@ type Options struct {
 	// Keys returns the lease service's public keys (from GetSigningKeys);
 	// called for every call, so it should cache. Required.
 	Keys func(ctx context.Context) (lease.KeySet, error)
+	// RefreshKeys, when set, fetches the keys again, past any cache; it is
+	// called once when a lease names a key Keys does not have (the lease
+	// service rotated since the last fetch), and the lease is checked again.
+	RefreshKeys func(ctx context.Context) (lease.KeySet, error)
 	// Verifier is called after the offline checks pass; nil means leases
 	// are single use within this process only.
 	Verifier Verifier
@@ -152,6 +156,14 @@ func (g *guard) check(ctx context.Context, p *mcp.CallToolParamsRaw) (*lease.Cla
 		Token: token, Proof: proof, Audience: pres.Audience, Tool: pres.Tool, ArgumentDigest: digest,
 		Keys: keys, Now: now, Skew: g.opts.Skew, ProofWindow: g.opts.ProofWindow,
 	})
+	if r != nil && r.Failure == lease.UnknownKey && g.opts.RefreshKeys != nil {
+		if keys, err := g.opts.RefreshKeys(ctx); err == nil {
+			claims, r = lease.Check(lease.Input{
+				Token: token, Proof: proof, Audience: pres.Audience, Tool: pres.Tool, ArgumentDigest: digest,
+				Keys: keys, Now: now, Skew: g.opts.Skew, ProofWindow: g.opts.ProofWindow,
+			})
+		}
+	}
 	if r != nil {
 		return nil, r.Failure.String(), r.Detail
 	}

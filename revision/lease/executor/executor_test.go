@@ -223,6 +223,45 @@ func TestWithoutAVerifierLeasesAreSingleUseInProcess(t *testing.T) {
 	assertRefused(t, f.call(t, "reserve", c, f.holder, args), "ALREADY_USED")
 }
 
+// TestANewKeyIsFetchedOnce: a lease signed with a key the cached set does
+// not have yet is checked again with RefreshKeys, and accepted.
+func TestANewKeyIsFetchedOnce(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	hpub, hpriv, _ := ed25519.GenerateKey(rand.Reader)
+	var refreshed atomic.Int32
+	server := mcp.NewServer(&mcp.Implementation{Name: "inventory", Version: "1.0.0"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "reserve"}, func(context.Context, *mcp.CallToolRequest, reserveIn) (*mcp.CallToolResult, reserveOut, error) {
+		return nil, reserveOut{}, nil
+	})
+	err := executor.Require(server, executor.Options{ServerID: "inventory", Audience: "executor.inventory",
+		Keys: func(context.Context) (lease.KeySet, error) { return lease.NewKeySet(nil), nil },
+		RefreshKeys: func(context.Context) (lease.KeySet, error) {
+			refreshed.Add(1)
+			return lease.NewKeySet(map[string]ed25519.PublicKey{"k2": pub}), nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, st := mcp.NewInMemoryTransports()
+	ss, _ := server.Connect(context.Background(), st, nil)
+	defer ss.Close()
+	cs, _ := mcp.NewClient(&mcp.Implementation{Name: "h", Version: "1"}, nil).Connect(context.Background(), ct, nil)
+	defer cs.Close()
+	digest, _ := lease.ArgumentDigest([]byte(`{"sku":"A-1","qty":2}`))
+	now := time.Now().Truncate(time.Second)
+	c := lease.Claims{ID: "l", Subject: "alice", Tool: "inventory.reserve", Server: "inventory", DescriptorDigest: "sha256:d",
+		Generation: 1, ArgumentDigest: digest, Audience: "executor.inventory", HolderThumbprint: lease.Thumbprint(hpub),
+		IssuedAt: now, ExpiresAt: now.Add(20 * time.Second)}
+	tok, _ := lease.Sign(lease.SigningKey{ID: "k2", Signer: priv}, c)
+	proof, _ := lease.NewProof(hpriv, c, time.Now())
+	params := &mcp.CallToolParams{Name: "reserve", Arguments: args}
+	executor.Attach(params, tok, proof)
+	res, err := cs.CallTool(context.Background(), params)
+	if err != nil || res.IsError || refreshed.Load() != 1 {
+		t.Fatalf("CallTool = %+v, %v; refreshed %d times", res, err, refreshed.Load())
+	}
+}
+
 func TestOtherMethodsNeedNoLease(t *testing.T) {
 	f := start(t, true)
 	res, err := f.session.ListTools(context.Background(), nil)

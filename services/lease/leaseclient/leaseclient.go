@@ -40,13 +40,28 @@ func New(api leasev1.LeaseServiceClient, refresh time.Duration) *Client {
 	return &Client{api: api, refresh: refresh}
 }
 
+// minRefetch bounds how often [Client.Refresh] asks the service, so leases
+// naming unknown keys cannot turn into a flood of GetSigningKeys.
+const minRefetch = time.Second
+
 // Keys returns the lease service's published keys, fetched at most once per
 // refresh interval; a failed fetch keeps the last keys while they are less
 // than two intervals old.
 func (c *Client) Keys(ctx context.Context) (lease.KeySet, error) {
+	return c.keysOlderThan(ctx, c.refresh)
+}
+
+// Refresh fetches the keys past the cache (at most once a second); it is
+// the executor kit's RefreshKeys, for a lease signed by a key rotated in
+// since the last fetch.
+func (c *Client) Refresh(ctx context.Context) (lease.KeySet, error) {
+	return c.keysOlderThan(ctx, minRefetch)
+}
+
+func (c *Client) keysOlderThan(ctx context.Context, age time.Duration) (lease.KeySet, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.fetched.IsZero() && time.Since(c.fetched) < c.refresh {
+	if !c.fetched.IsZero() && time.Since(c.fetched) < age {
 		return c.keys, nil
 	}
 	resp, err := c.api.GetSigningKeys(ctx, &leasev1.GetSigningKeysRequest{})
