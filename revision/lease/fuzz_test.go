@@ -27,3 +27,21 @@ func FuzzCheck(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseHolderKey: arbitrary bytes never panic, and whatever is accepted
+// is a 32-byte key whose thumbprint round-trips through PublicJWK.
+func FuzzParseHolderKey(f *testing.F) {
+	f.Add([]byte(`{"kty":"OKP","crv":"Ed25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}`))
+	f.Add([]byte(`{"kty":"OKP","crv":"Ed25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo","d":""}`))
+	f.Add([]byte(`{"kty":"EC"}`))
+	f.Fuzz(func(t *testing.T, jwk []byte) {
+		k, err := ParseHolderKey(jwk)
+		if err != nil {
+			return
+		}
+		again, err := ParseHolderKey(PublicJWK(k.Public))
+		if err != nil || again.Thumbprint != k.Thumbprint || len(k.Public) != ed25519.PublicKeySize {
+			t.Fatalf("accepted key does not round-trip: %v", err)
+		}
+	})
+}
