@@ -2,7 +2,11 @@ module github.com/toolcrib/toolcrib/revision
 
 go 1.26.8
 
-require github.com/modelcontextprotocol/go-sdk v1.8.0
+require (
+	github.com/go-jose/go-jose/v4 v4.1.9
+	github.com/modelcontextprotocol/go-sdk v1.8.0
+	github.com/toolcrib/toolcrib/platform v0.0.0-00010101000000-000000000000
+)
 
 require (
 	github.com/google/jsonschema-go v0.4.3 // indirect
@@ -10,7 +14,9 @@ require (
 	github.com/segmentio/encoding v0.5.4 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	golang.org/x/oauth2 v0.35.0 // indirect
-	golang.org/x/sync v0.20.0 // indirect
-	golang.org/x/sys v0.41.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 )
+
+replace github.com/toolcrib/toolcrib/platform => ../platform

@@ -297,11 +297,12 @@ func RequireAdminOrService(ctx context.Context) (Principal, error) {
 	return p, nil
 }
 
-// public reports whether a method needs no credential: health checks and
-// server reflection.
+// public reports whether a method needs no credential: health checks,
+// server reflection, and the lease service's public signing keys (JWKS).
 func public(fullMethod string) bool {
 	return strings.HasPrefix(fullMethod, "/grpc.health.v1.Health/") ||
-		strings.HasPrefix(fullMethod, "/grpc.reflection.")
+		strings.HasPrefix(fullMethod, "/grpc.reflection.") ||
+		fullMethod == "/toolcrib.lease.v1.LeaseService/GetSigningKeys"
 }
 
 func (v *Verifier) authenticate(ctx context.Context, fullMethod string) (context.Context, error) {

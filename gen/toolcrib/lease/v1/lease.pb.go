@@ -62,6 +62,25 @@ const (
 	VerifyFailure_VERIFY_FAILURE_STALE_CATALOG VerifyFailure = 9
 	// Issuance for the server is frozen.
 	VerifyFailure_VERIFY_FAILURE_FROZEN VerifyFailure = 10
+	// The token names a signing key (`kid`) that is not in the lease
+	// service's key set: signed by another key, or by one retired so long ago
+	// that every lease it signed has expired.
+	VerifyFailure_VERIFY_FAILURE_UNKNOWN_KEY VerifyFailure = 11
+	// The holder proof is signed by a key other than the one the lease is
+	// bound to (`cnf.jkt`): the lease was presented by someone else.
+	VerifyFailure_VERIFY_FAILURE_PROOF_OTHER_HOLDER VerifyFailure = 12
+	// The holder proof's `iat` is outside the accepted window (too old, or
+	// too far in the future).
+	VerifyFailure_VERIFY_FAILURE_PROOF_STALE VerifyFailure = 13
+	// The holder proof was made for another lease (its `jti` differs).
+	VerifyFailure_VERIFY_FAILURE_PROOF_OTHER_LEASE VerifyFailure = 14
+	// The holder proof was made for another executor audience.
+	VerifyFailure_VERIFY_FAILURE_PROOF_WRONG_AUDIENCE VerifyFailure = 15
+	// The holder proof was made for other arguments than the lease's.
+	VerifyFailure_VERIFY_FAILURE_PROOF_OTHER_ARGUMENTS VerifyFailure = 16
+	// The lease is for another tool than the one the executor is about to
+	// run.
+	VerifyFailure_VERIFY_FAILURE_OTHER_TOOL VerifyFailure = 17
 )
 
 // Enum value maps for VerifyFailure.
@@ -78,19 +97,33 @@ var (
 		8:  "VERIFY_FAILURE_POLICY_CHANGED",
 		9:  "VERIFY_FAILURE_STALE_CATALOG",
 		10: "VERIFY_FAILURE_FROZEN",
+		11: "VERIFY_FAILURE_UNKNOWN_KEY",
+		12: "VERIFY_FAILURE_PROOF_OTHER_HOLDER",
+		13: "VERIFY_FAILURE_PROOF_STALE",
+		14: "VERIFY_FAILURE_PROOF_OTHER_LEASE",
+		15: "VERIFY_FAILURE_PROOF_WRONG_AUDIENCE",
+		16: "VERIFY_FAILURE_PROOF_OTHER_ARGUMENTS",
+		17: "VERIFY_FAILURE_OTHER_TOOL",
 	}
 	VerifyFailure_value = map[string]int32{
-		"VERIFY_FAILURE_UNSPECIFIED":        0,
-		"VERIFY_FAILURE_BAD_SIGNATURE":      1,
-		"VERIFY_FAILURE_EXPIRED":            2,
-		"VERIFY_FAILURE_WRONG_AUDIENCE":     3,
-		"VERIFY_FAILURE_BAD_PROOF":          4,
-		"VERIFY_FAILURE_ARGUMENTS_MISMATCH": 5,
-		"VERIFY_FAILURE_ALREADY_USED":       6,
-		"VERIFY_FAILURE_REVOKED":            7,
-		"VERIFY_FAILURE_POLICY_CHANGED":     8,
-		"VERIFY_FAILURE_STALE_CATALOG":      9,
-		"VERIFY_FAILURE_FROZEN":             10,
+		"VERIFY_FAILURE_UNSPECIFIED":           0,
+		"VERIFY_FAILURE_BAD_SIGNATURE":         1,
+		"VERIFY_FAILURE_EXPIRED":               2,
+		"VERIFY_FAILURE_WRONG_AUDIENCE":        3,
+		"VERIFY_FAILURE_BAD_PROOF":             4,
+		"VERIFY_FAILURE_ARGUMENTS_MISMATCH":    5,
+		"VERIFY_FAILURE_ALREADY_USED":          6,
+		"VERIFY_FAILURE_REVOKED":               7,
+		"VERIFY_FAILURE_POLICY_CHANGED":        8,
+		"VERIFY_FAILURE_STALE_CATALOG":         9,
+		"VERIFY_FAILURE_FROZEN":                10,
+		"VERIFY_FAILURE_UNKNOWN_KEY":           11,
+		"VERIFY_FAILURE_PROOF_OTHER_HOLDER":    12,
+		"VERIFY_FAILURE_PROOF_STALE":           13,
+		"VERIFY_FAILURE_PROOF_OTHER_LEASE":     14,
+		"VERIFY_FAILURE_PROOF_WRONG_AUDIENCE":  15,
+		"VERIFY_FAILURE_PROOF_OTHER_ARGUMENTS": 16,
+		"VERIFY_FAILURE_OTHER_TOOL":            17,
 	}
 )
 
@@ -151,7 +184,11 @@ type LeaseClaims struct {
 	// Expires at; at most 60 s after `issued_at`.
 	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	// Admission receipt the lease was issued for.
-	ReceiptId     string `protobuf:"bytes,14,opt,name=receipt_id,json=receiptId,proto3" json:"receipt_id,omitempty"`
+	ReceiptId string `protobuf:"bytes,14,opt,name=receipt_id,json=receiptId,proto3" json:"receipt_id,omitempty"`
+	// Audience class the tool was resolved through (from the receipt); with
+	// `server_id` it names the active pointer whose generation the lease is
+	// bound to.
+	AudienceClass string `protobuf:"bytes,15,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -280,6 +317,13 @@ func (x *LeaseClaims) GetExpiresAt() *timestamppb.Timestamp {
 func (x *LeaseClaims) GetReceiptId() string {
 	if x != nil {
 		return x.ReceiptId
+	}
+	return ""
+}
+
+func (x *LeaseClaims) GetAudienceClass() string {
+	if x != nil {
+		return x.AudienceClass
 	}
 	return ""
 }
@@ -453,8 +497,11 @@ type VerifyRequest struct {
 	Audience string `protobuf:"bytes,3,opt,name=audience,proto3" json:"audience,omitempty"`
 	// Digest of the arguments the executor is about to run with.
 	ArgumentDigest string `protobuf:"bytes,4,opt,name=argument_digest,json=argumentDigest,proto3" json:"argument_digest,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Tool id the executor is about to run (`<server_id>.<tool name>`);
+	// required: a lease runs only the tool it names.
+	ToolId        string `protobuf:"bytes,5,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *VerifyRequest) Reset() {
@@ -511,6 +558,13 @@ func (x *VerifyRequest) GetAudience() string {
 func (x *VerifyRequest) GetArgumentDigest() string {
 	if x != nil {
 		return x.ArgumentDigest
+	}
+	return ""
+}
+
+func (x *VerifyRequest) GetToolId() string {
+	if x != nil {
+		return x.ToolId
 	}
 	return ""
 }
@@ -981,7 +1035,7 @@ var File_toolcrib_lease_v1_lease_proto protoreflect.FileDescriptor
 
 const file_toolcrib_lease_v1_lease_proto_rawDesc = "" +
 	"\n" +
-	"\x1dtoolcrib/lease/v1/lease.proto\x12\x11toolcrib.lease.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%toolcrib/admission/v1/admission.proto\"\x8a\x04\n" +
+	"\x1dtoolcrib/lease/v1/lease.proto\x12\x11toolcrib.lease.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%toolcrib/admission/v1/admission.proto\"\xb1\x04\n" +
 	"\vLeaseClaims\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x18\n" +
 	"\asubject\x18\x02 \x01(\tR\asubject\x12\x1b\n" +
@@ -1001,7 +1055,8 @@ const file_toolcrib_lease_v1_lease_proto_rawDesc = "" +
 	"\n" +
 	"expires_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x1d\n" +
 	"\n" +
-	"receipt_id\x18\x0e \x01(\tR\treceiptId\"\xfa\x01\n" +
+	"receipt_id\x18\x0e \x01(\tR\treceiptId\x12%\n" +
+	"\x0eaudience_class\x18\x0f \x01(\tR\raudienceClass\"\xfa\x01\n" +
 	"\fIssueRequest\x12\x1d\n" +
 	"\n" +
 	"receipt_id\x18\x01 \x01(\tR\treceiptId\x129\n" +
@@ -1014,12 +1069,13 @@ const file_toolcrib_lease_v1_lease_proto_rawDesc = "" +
 	"\rIssueResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x126\n" +
 	"\x06claims\x18\x02 \x01(\v2\x1e.toolcrib.lease.v1.LeaseClaimsR\x06claims\x120\n" +
-	"\x14execution_receipt_id\x18\x03 \x01(\tR\x12executionReceiptId\"\x80\x01\n" +
+	"\x14execution_receipt_id\x18\x03 \x01(\tR\x12executionReceiptId\"\x99\x01\n" +
 	"\rVerifyRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x14\n" +
 	"\x05proof\x18\x02 \x01(\tR\x05proof\x12\x1a\n" +
 	"\baudience\x18\x03 \x01(\tR\baudience\x12'\n" +
-	"\x0fargument_digest\x18\x04 \x01(\tR\x0eargumentDigest\"\xb2\x01\n" +
+	"\x0fargument_digest\x18\x04 \x01(\tR\x0eargumentDigest\x12\x17\n" +
+	"\atool_id\x18\x05 \x01(\tR\x06toolId\"\xb2\x01\n" +
 	"\x0eVerifyResponse\x12\x14\n" +
 	"\x05valid\x18\x01 \x01(\bR\x05valid\x12:\n" +
 	"\afailure\x18\x02 \x01(\x0e2 .toolcrib.lease.v1.VerifyFailureR\afailure\x126\n" +
@@ -1045,7 +1101,7 @@ const file_toolcrib_lease_v1_lease_proto_rawDesc = "" +
 	"\x15GetSigningKeysRequest\"R\n" +
 	"\x16GetSigningKeysResponse\x12\x12\n" +
 	"\x04jwks\x18\x01 \x01(\fR\x04jwks\x12$\n" +
-	"\x0ecurrent_key_id\x18\x02 \x01(\tR\fcurrentKeyId*\xf2\x02\n" +
+	"\x0ecurrent_key_id\x18\x02 \x01(\tR\fcurrentKeyId*\xf1\x04\n" +
 	"\rVerifyFailure\x12\x1e\n" +
 	"\x1aVERIFY_FAILURE_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cVERIFY_FAILURE_BAD_SIGNATURE\x10\x01\x12\x1a\n" +
@@ -1058,7 +1114,14 @@ const file_toolcrib_lease_v1_lease_proto_rawDesc = "" +
 	"\x1dVERIFY_FAILURE_POLICY_CHANGED\x10\b\x12 \n" +
 	"\x1cVERIFY_FAILURE_STALE_CATALOG\x10\t\x12\x19\n" +
 	"\x15VERIFY_FAILURE_FROZEN\x10\n" +
-	"2\xc6\x03\n" +
+	"\x12\x1e\n" +
+	"\x1aVERIFY_FAILURE_UNKNOWN_KEY\x10\v\x12%\n" +
+	"!VERIFY_FAILURE_PROOF_OTHER_HOLDER\x10\f\x12\x1e\n" +
+	"\x1aVERIFY_FAILURE_PROOF_STALE\x10\r\x12$\n" +
+	" VERIFY_FAILURE_PROOF_OTHER_LEASE\x10\x0e\x12'\n" +
+	"#VERIFY_FAILURE_PROOF_WRONG_AUDIENCE\x10\x0f\x12(\n" +
+	"$VERIFY_FAILURE_PROOF_OTHER_ARGUMENTS\x10\x10\x12\x1d\n" +
+	"\x19VERIFY_FAILURE_OTHER_TOOL\x10\x112\xc6\x03\n" +
 	"\fLeaseService\x12J\n" +
 	"\x05Issue\x12\x1f.toolcrib.lease.v1.IssueRequest\x1a .toolcrib.lease.v1.IssueResponse\x12M\n" +
 	"\x06Verify\x12 .toolcrib.lease.v1.VerifyRequest\x1a!.toolcrib.lease.v1.VerifyResponse\x12M\n" +

@@ -1,0 +1,31 @@
+// Package executor makes an MCP server built on
+// github.com/modelcontextprotocol/go-sdk run `tools/call` only for a caller
+// holding a toolcrib execution lease (DESIGN §7a, I9), so leases protect
+// servers that opt in, not only toolcrib's own gateway.
+//
+// Opting in takes a few lines:
+//
+//	server := mcp.NewServer(&mcp.Implementation{Name: "inventory", Version: "1.0.0"}, nil)
+//	err := executor.Require(server, executor.Options{
+//		ServerID: "inventory",              // tool ids are <server id>.<tool name>
+//		Audience: "executor.inventory",     // this executor, as leases name it
+//		Keys:     keys,                     // the lease service's JWKS (GetSigningKeys)
+//		RefreshKeys: refresh,               // optional: refetch once for a newly rotated key
+//		Verifier: verifier,                 // the lease service's Verify, for single use
+//	})
+//
+// Every `tools/call` must then carry the lease and a fresh holder proof in
+// its `_meta` ([lease.MetaLease], [lease.MetaProof]; [Attach] sets them on
+// the client side). The call's lease is checked offline against the key set
+// with [lease.Check] — signature, expiry, audience, tool, argument digest,
+// proof — and then handed to the Verifier, which consumes it (single use)
+// and checks revocation, frozen issuance and freshness. A refused call never
+// reaches the tool: it returns a tool error (`isError: true`) whose text
+// names the failure and whose `_meta[`[lease.MetaFailure]`]` is the failure's
+// name, e.g. `ALREADY_USED`. When the Verifier cannot answer, the call is
+// refused too (fail closed).
+//
+// Without a Verifier the server still refuses a lease it has seen before,
+// but only within its own process; give it a Verifier whenever more than
+// one process could be presented the same lease.
+package executor

@@ -1,0 +1,98 @@
+package lease
+
+import (
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+)
+
+// Proof constants.
+const (
+	// ProofType is the `typ` header of a holder proof.
+	ProofType = "lease-proof+jwt"
+	// MaxProofBytes bounds a proof; a longer one is refused unread.
+	MaxProofBytes = 4 << 10
+)
+
+// ProofClaims are what a holder proof says: this holder presents lease
+// LeaseID, for arguments ArgumentDigest, to executor Audience, at IssuedAt.
+type ProofClaims struct {
+	// LeaseID is the lease's `jti`.
+	LeaseID string `json:"jti"`
+	// ArgumentDigest is the lease's argument digest (`arg`).
+	ArgumentDigest string `json:"arg"`
+	// Audience is the executor (`aud`).
+	Audience string `json:"aud"`
+	// IssuedAt is when the proof was made (`iat`, Unix seconds).
+	IssuedAt int64 `json:"iat"`
+}
+
+// NewProof returns the holder proof for presenting lease c to its executor
+// at now, signed by the holder's private key with the public key in the
+// `jwk` header.
+func NewProof(holder ed25519.PrivateKey, c Claims, now time.Time) (string, error) {
+	return SignProof(holder, ProofClaims{LeaseID: c.ID, ArgumentDigest: c.ArgumentDigest, Audience: c.Audience, IssuedAt: now.Unix()})
+}
+
+// SignProof signs arbitrary proof claims; [NewProof] is the usual way.
+func SignProof(holder ed25519.PrivateKey, p ProofClaims) (string, error) {
+	if len(holder) != ed25519.PrivateKeySize {
+		return "", errors.New("lease: proof: the holder key must be an Ed25519 private key")
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: holder},
+		&jose.SignerOptions{EmbedJWK: true, ExtraHeaders: map[jose.HeaderKey]any{jose.HeaderType: ProofType}})
+	if err != nil {
+		return "", fmt.Errorf("lease: proof: %w", err)
+	}
+	payload, err := json.Marshal(p)
+	if err != nil {
+		return "", err
+	}
+	jws, err := signer.Sign(payload)
+	if err != nil {
+		return "", fmt.Errorf("lease: proof: %w", err)
+	}
+	return jws.CompactSerialize()
+}
+
+// parseProof checks a proof's size, header and signature by its embedded
+// key, and returns its claims and the thumbprint of that key.
+func parseProof(compact string) (ProofClaims, string, *Refusal) {
+	if compact == "" {
+		return ProofClaims{}, "", refuse(BadProof, "no holder proof")
+	}
+	if len(compact) > MaxProofBytes {
+		return ProofClaims{}, "", refuse(BadProof, "the holder proof is longer than %d bytes", MaxProofBytes)
+	}
+	jws, err := jose.ParseSignedCompact(compact, algorithms)
+	if err != nil {
+		return ProofClaims{}, "", refuse(BadProof, "the holder proof is not an EdDSA compact JWS")
+	}
+	if len(jws.Signatures) != 1 {
+		return ProofClaims{}, "", refuse(BadProof, "the holder proof must have exactly one signature")
+	}
+	h := jws.Signatures[0].Protected
+	if typ, _ := h.ExtraHeaders[jose.HeaderType].(string); typ != ProofType {
+		return ProofClaims{}, "", refuse(BadProof, "the proof's typ is not %s", ProofType)
+	}
+	if h.JSONWebKey == nil {
+		return ProofClaims{}, "", refuse(BadProof, "the holder proof carries no jwk header")
+	}
+	pub, ok := h.JSONWebKey.Key.(ed25519.PublicKey)
+	if !ok || !h.JSONWebKey.IsPublic() {
+		return ProofClaims{}, "", refuse(BadProof, "the proof's jwk is not an Ed25519 public key")
+	}
+	payload, err := jws.Verify(pub)
+	if err != nil {
+		return ProofClaims{}, "", refuse(BadProof, "the holder proof's signature does not verify")
+	}
+	var p ProofClaims
+	if err := json.Unmarshal(payload, &p); err != nil || p.IssuedAt == 0 {
+		return ProofClaims{}, "", refuse(BadProof, "the holder proof's claims are malformed")
+	}
+	return p, Thumbprint(pub), nil
+}

@@ -1,0 +1,410 @@
+package lease
+
+import (
+	"crypto"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+)
+
+// Token constants.
+const (
+	// TokenType is the `typ` header of a lease.
+	TokenType = "lease+jwt"
+	// MaxTTL is the longest a lease may live (I9): `exp - iat` never
+	// exceeds it.
+	MaxTTL = 60 * time.Second
+	// MaxTokenBytes bounds a lease token; a longer one is refused unread.
+	MaxTokenBytes = 8 << 10
+	// MaxJWKBytes bounds a holder public JWK.
+	MaxJWKBytes = 1 << 10
+)
+
+// algorithms is the allow-list of every JWS this package parses: EdDSA
+// (Ed25519) and nothing else, so `none`, HMAC and key-confusion tricks are
+// refused while parsing.
+var algorithms = []jose.SignatureAlgorithm{jose.EdDSA}
+
+// Claims are the claims of a lease (LeaseClaims in lease.proto).
+type Claims struct {
+	// ID is the lease id (`jti`), unique per lease.
+	ID string
+	// Issuer is the lease service (`iss`).
+	Issuer string
+	// Subject is the principal's subject (`sub`).
+	Subject string
+	// Tenant is the principal's tenant; empty for platform principals.
+	Tenant string
+	// Tool is the tool id.
+	Tool string
+	// Server is the server id.
+	Server string
+	// AudienceClass is the audience class the tool was resolved through.
+	AudienceClass string
+	// DescriptorDigest is the descriptor digest the decision was made on.
+	DescriptorDigest string
+	// Generation is the catalog generation, from 1.
+	Generation int64
+	// PolicyEpoch is the tenant's policy epoch of the decision.
+	PolicyEpoch int64
+	// ArgumentDigest is `sha256:<hex>` of the canonical arguments JSON.
+	ArgumentDigest string
+	// Audience is the executor that may accept the lease (`aud`).
+	Audience string
+	// HolderThumbprint is the RFC 7638 thumbprint of the holder's public key
+	// (`cnf.jkt`), base64url without padding.
+	HolderThumbprint string
+	// Receipt is the admission receipt id the lease was issued for.
+	Receipt string
+	// IssuedAt (`iat`) and ExpiresAt (`exp`), whole seconds.
+	IssuedAt, ExpiresAt time.Time
+}
+
+// wireClaims is the JSON form. Short names keep the token small; the
+// registered JWT names are used where one exists.
+type wireClaims struct {
+	ID               string       `json:"jti"`
+	Issuer           string       `json:"iss,omitempty"`
+	Subject          string       `json:"sub"`
+	Tenant           string       `json:"tenant,omitempty"`
+	Tool             string       `json:"tool"`
+	Server           string       `json:"srv"`
+	AudienceClass    string       `json:"acl,omitempty"`
+	DescriptorDigest string       `json:"dd"`
+	Generation       int64        `json:"gen"`
+	PolicyEpoch      int64        `json:"epoch"`
+	ArgumentDigest   string       `json:"arg"`
+	Audience         string       `json:"aud"`
+	Confirmation     confirmation `json:"cnf"`
+	Receipt          string       `json:"rcpt,omitempty"`
+	IssuedAt         int64        `json:"iat"`
+	ExpiresAt        int64        `json:"exp"`
+}
+
+type confirmation struct {
+	JKT string `json:"jkt"`
+}
+
+func (c Claims) wire() wireClaims {
+	return wireClaims{
+		ID: c.ID, Issuer: c.Issuer, Subject: c.Subject, Tenant: c.Tenant, Tool: c.Tool, Server: c.Server,
+		AudienceClass: c.AudienceClass, DescriptorDigest: c.DescriptorDigest, Generation: c.Generation,
+		PolicyEpoch: c.PolicyEpoch, ArgumentDigest: c.ArgumentDigest, Audience: c.Audience,
+		Confirmation: confirmation{JKT: c.HolderThumbprint}, Receipt: c.Receipt,
+		IssuedAt: c.IssuedAt.Unix(), ExpiresAt: c.ExpiresAt.Unix(),
+	}
+}
+
+func (w wireClaims) claims() Claims {
+	return Claims{
+		ID: w.ID, Issuer: w.Issuer, Subject: w.Subject, Tenant: w.Tenant, Tool: w.Tool, Server: w.Server,
+		AudienceClass: w.AudienceClass, DescriptorDigest: w.DescriptorDigest, Generation: w.Generation,
+		PolicyEpoch: w.PolicyEpoch, ArgumentDigest: w.ArgumentDigest, Audience: w.Audience,
+		HolderThumbprint: w.Confirmation.JKT, Receipt: w.Receipt,
+		IssuedAt: time.Unix(w.IssuedAt, 0).UTC(), ExpiresAt: time.Unix(w.ExpiresAt, 0).UTC(),
+	}
+}
+
+// validate reports the first claim that a lease must have and c lacks.
+func (c Claims) validate() error {
+	switch {
+	case c.ID == "":
+		return errors.New("no lease id (jti)")
+	case c.Subject == "":
+		return errors.New("no subject")
+	case c.Tool == "":
+		return errors.New("no tool id")
+	case c.Server == "":
+		return errors.New("no server id")
+	case c.DescriptorDigest == "":
+		return errors.New("no descriptor digest")
+	case c.Generation < 1:
+		return errors.New("generation must be at least 1")
+	case c.PolicyEpoch < 0:
+		return errors.New("policy epoch must not be negative")
+	case c.ArgumentDigest == "":
+		return errors.New("no argument digest")
+	case c.Audience == "":
+		return errors.New("no audience")
+	case c.HolderThumbprint == "":
+		return errors.New("no holder thumbprint (cnf.jkt)")
+	case c.IssuedAt.IsZero() || c.ExpiresAt.IsZero():
+		return errors.New("no iat or exp")
+	case !c.ExpiresAt.After(c.IssuedAt):
+		return errors.New("exp is not after iat")
+	case c.ExpiresAt.Sub(c.IssuedAt) > MaxTTL:
+		return fmt.Errorf("lifetime %s exceeds %s", c.ExpiresAt.Sub(c.IssuedAt), MaxTTL)
+	}
+	return nil
+}
+
+// SigningKey is one of the lease service's Ed25519 signing keys. Signer may
+// keep the private key out of the process (a KMS): only its Sign is called,
+// with the bytes to sign and crypto.Hash(0), as ed25519 requires.
+type SigningKey struct {
+	// ID is the key id (`kid`).
+	ID string
+	// Signer signs; its Public() is an ed25519.PublicKey.
+	Signer crypto.Signer
+}
+
+// opaque adapts a [SigningKey] to go-jose without handing it the key.
+type opaque struct {
+	pub *jose.JSONWebKey
+	s   crypto.Signer
+}
+
+func (o opaque) Public() *jose.JSONWebKey        { return o.pub }
+func (o opaque) Algs() []jose.SignatureAlgorithm { return algorithms }
+func (o opaque) SignPayload(p []byte, _ jose.SignatureAlgorithm) ([]byte, error) {
+	return o.s.Sign(rand.Reader, p, crypto.Hash(0))
+}
+
+// Sign returns the compact JWS of c signed with key. It refuses claims a
+// verifier would refuse (a missing claim, a lifetime over [MaxTTL]), so the
+// service never hands out a lease that cannot be accepted.
+func Sign(key SigningKey, c Claims) (string, error) {
+	if err := c.validate(); err != nil {
+		return "", fmt.Errorf("lease: sign: %w", err)
+	}
+	pub, ok := key.Signer.Public().(ed25519.PublicKey)
+	if !ok || key.ID == "" {
+		return "", errors.New("lease: sign: the signing key must be Ed25519 with a key id")
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{
+		Algorithm: jose.EdDSA,
+		Key:       opaque{pub: &jose.JSONWebKey{Key: pub, KeyID: key.ID, Algorithm: string(jose.EdDSA), Use: "sig"}, s: key.Signer},
+	}, (&jose.SignerOptions{}).WithType(TokenType))
+	if err != nil {
+		return "", fmt.Errorf("lease: sign: %w", err)
+	}
+	payload, err := json.Marshal(c.wire())
+	if err != nil {
+		return "", err
+	}
+	jws, err := signer.Sign(payload)
+	if err != nil {
+		return "", fmt.Errorf("lease: sign: %w", err)
+	}
+	return jws.CompactSerialize()
+}
+
+// KeySet is the set of public keys leases may be signed with (the lease
+// service's JWKS), by key id.
+type KeySet struct {
+	keys map[string]ed25519.PublicKey
+}
+
+// ParseKeySet reads a JWKS. Every key must be an Ed25519 public key with a
+// unique, non-empty `kid`; a private key is refused.
+func ParseKeySet(jwks []byte) (KeySet, error) {
+	var raw struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	if err := json.Unmarshal(jwks, &raw); err != nil {
+		return KeySet{}, fmt.Errorf("lease: JWKS: %w", err)
+	}
+	ks := KeySet{keys: make(map[string]ed25519.PublicKey, len(raw.Keys))}
+	for i, k := range raw.Keys {
+		pub, kid, err := parsePublicJWK(k)
+		if err != nil {
+			return KeySet{}, fmt.Errorf("lease: JWKS key %d: %w", i, err)
+		}
+		if kid == "" {
+			return KeySet{}, fmt.Errorf("lease: JWKS key %d has no kid", i)
+		}
+		if _, dup := ks.keys[kid]; dup {
+			return KeySet{}, fmt.Errorf("lease: JWKS key id %q appears twice", kid)
+		}
+		ks.keys[kid] = pub
+	}
+	return ks, nil
+}
+
+// NewKeySet returns a key set of the given public keys by id.
+func NewKeySet(keys map[string]ed25519.PublicKey) KeySet {
+	ks := KeySet{keys: make(map[string]ed25519.PublicKey, len(keys))}
+	for id, k := range keys {
+		ks.keys[id] = k
+	}
+	return ks
+}
+
+// Key returns the public key with the id.
+func (ks KeySet) Key(id string) (ed25519.PublicKey, bool) {
+	k, ok := ks.keys[id]
+	return k, ok
+}
+
+// Len is the number of keys.
+func (ks KeySet) Len() int { return len(ks.keys) }
+
+// MarshalJWKS returns keys as a JWKS document (sorted by id).
+func MarshalJWKS(keys map[string]ed25519.PublicKey) ([]byte, error) {
+	set := jose.JSONWebKeySet{}
+	for id, k := range keys {
+		set.Keys = append(set.Keys, jose.JSONWebKey{Key: k, KeyID: id, Algorithm: string(jose.EdDSA), Use: "sig"})
+	}
+	sortKeys(set.Keys)
+	return json.Marshal(set)
+}
+
+func sortKeys(keys []jose.JSONWebKey) {
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && keys[j].KeyID < keys[j-1].KeyID; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
+	}
+}
+
+// ErrHolderKey is wrapped by every refusal of a holder key.
+var ErrHolderKey = errors.New("the holder key must be an Ed25519 public JWK (kty OKP, crv Ed25519, x; no d)")
+
+// HolderKey is a parsed holder public key.
+type HolderKey struct {
+	// Public is the key.
+	Public ed25519.PublicKey
+	// Thumbprint is its RFC 7638 thumbprint (`cnf.jkt`).
+	Thumbprint string
+}
+
+// ParseHolderKey reads a holder's public key from its JWK. Anything but an
+// Ed25519 public JWK — another key type or curve, a private key (`d`), a
+// key of the wrong length, more than [MaxJWKBytes] — wraps [ErrHolderKey].
+func ParseHolderKey(jwk []byte) (HolderKey, error) {
+	if len(jwk) > MaxJWKBytes {
+		return HolderKey{}, fmt.Errorf("%w: longer than %d bytes", ErrHolderKey, MaxJWKBytes)
+	}
+	pub, _, err := parsePublicJWK(jwk)
+	if err != nil {
+		return HolderKey{}, fmt.Errorf("%w: %v", ErrHolderKey, err)
+	}
+	return HolderKey{Public: pub, Thumbprint: Thumbprint(pub)}, nil
+}
+
+// parsePublicJWK reads an Ed25519 public JWK strictly, returning its key
+// and `kid`.
+func parsePublicJWK(b []byte) (ed25519.PublicKey, string, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, "", errors.New("not a JSON object")
+	}
+	str := func(name string) (string, error) {
+		v, ok := raw[name]
+		if !ok {
+			return "", nil
+		}
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return "", fmt.Errorf("%s is not a string", name)
+		}
+		return s, nil
+	}
+	for _, private := range []string{"d", "p", "q", "dp", "dq", "qi", "k", "priv"} {
+		if _, ok := raw[private]; ok {
+			return nil, "", errors.New("a private key; give the public key only")
+		}
+	}
+	kty, err := str("kty")
+	if err != nil {
+		return nil, "", err
+	}
+	crv, err := str("crv")
+	if err != nil {
+		return nil, "", err
+	}
+	if kty != "OKP" || crv != "Ed25519" {
+		return nil, "", errors.New("not kty OKP with crv Ed25519")
+	}
+	if alg, err := str("alg"); err != nil || (alg != "" && alg != string(jose.EdDSA)) {
+		return nil, "", errors.New("alg must be EdDSA when given")
+	}
+	x, err := str("x")
+	if err != nil {
+		return nil, "", err
+	}
+	pub, err := base64.RawURLEncoding.DecodeString(x)
+	if err != nil || len(pub) != ed25519.PublicKeySize {
+		return nil, "", fmt.Errorf("x is not %d base64url bytes", ed25519.PublicKeySize)
+	}
+	kid, err := str("kid")
+	if err != nil {
+		return nil, "", err
+	}
+	return ed25519.PublicKey(pub), kid, nil
+}
+
+// Thumbprint returns the RFC 7638 thumbprint of an Ed25519 public key:
+// base64url (no padding) of SHA-256 over `{"crv":"Ed25519","kty":"OKP","x":…}`.
+func Thumbprint(pub ed25519.PublicKey) string {
+	k := jose.JSONWebKey{Key: pub}
+	tp, err := k.Thumbprint(crypto.SHA256)
+	if err != nil {
+		// Unreachable: an ed25519.PublicKey always has a thumbprint.
+		panic(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(tp)
+}
+
+// PublicJWK returns the public JWK of an Ed25519 key, e.g. to send as
+// IssueRequest.holder_public_key.
+func PublicJWK(pub ed25519.PublicKey) []byte {
+	b, err := json.Marshal(jose.JSONWebKey{Key: pub, Algorithm: string(jose.EdDSA), Use: "sig"})
+	if err != nil {
+		panic(err) // unreachable for an ed25519.PublicKey
+	}
+	return b
+}
+
+// parseToken checks a lease's size, header, `kid` and signature, then the
+// shape of its claims. It does not look at the time or the audience.
+func parseToken(compact string, keys KeySet) (Claims, *Refusal) {
+	if compact == "" {
+		return Claims{}, refuse(BadSignature, "no lease token")
+	}
+	if len(compact) > MaxTokenBytes {
+		return Claims{}, refuse(BadSignature, "the lease token is longer than %d bytes", MaxTokenBytes)
+	}
+	jws, err := jose.ParseSignedCompact(compact, algorithms)
+	if err != nil {
+		return Claims{}, refuse(BadSignature, "the lease token is not an EdDSA compact JWS")
+	}
+	if len(jws.Signatures) != 1 {
+		return Claims{}, refuse(BadSignature, "the lease token must have exactly one signature")
+	}
+	h := jws.Signatures[0].Protected
+	if typ, _ := h.ExtraHeaders[jose.HeaderType].(string); typ != TokenType {
+		return Claims{}, refuse(BadSignature, "the token's typ is not %s", TokenType)
+	}
+	if h.JSONWebKey != nil {
+		return Claims{}, refuse(BadSignature, "a lease must not embed its key")
+	}
+	if h.KeyID == "" {
+		return Claims{}, refuse(BadSignature, "the lease token names no key (kid)")
+	}
+	pub, ok := keys.Key(h.KeyID)
+	if !ok {
+		return Claims{}, refuse(UnknownKey, "the lease is signed with a key the lease service does not publish")
+	}
+	payload, err := jws.Verify(pub)
+	if err != nil {
+		return Claims{}, refuse(BadSignature, "the lease's signature does not verify")
+	}
+	var w wireClaims
+	// Unknown claims are ignored, so a newer service may add one without
+	// breaking older executors.
+	if err := json.Unmarshal(payload, &w); err != nil {
+		return Claims{}, refuse(BadSignature, "the lease's claims are malformed")
+	}
+	c := w.claims()
+	if err := c.validate(); err != nil {
+		return Claims{}, refuse(BadSignature, "the lease's claims are malformed: %v", err)
+	}
+	return c, nil
+}

@@ -1,0 +1,115 @@
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/toolcrib/toolcrib/platform/config"
+	"github.com/toolcrib/toolcrib/revision/lease"
+	"github.com/toolcrib/toolcrib/services/lease/decision"
+)
+
+// Default addresses (DESIGN §10).
+const (
+	DefaultListenAddr  = "127.0.0.1:7104"
+	DefaultMetricsAddr = "127.0.0.1:9104"
+)
+
+// Config is the lease service's configuration.
+type Config struct {
+	config.Common
+
+	// KeyFile is the signing-key file (created with a first key when
+	// absent; mode 0600). Required unless KeySource is set.
+	KeyFile string
+	// KeyRotateEvery is the age at which the signing key is replaced; 0
+	// disables scheduled rotation.
+	KeyRotateEvery time.Duration
+	// KeyCheckInterval is how often keys are reloaded (another replica's
+	// rotation), rotated when due, and expired ones destroyed.
+	KeyCheckInterval time.Duration
+	// Skew is the clock-skew allowance of Verify on `exp` and proof `iat`.
+	Skew time.Duration
+	// ProofWindow is how old a holder proof may be.
+	ProofWindow time.Duration
+	// Issuer is the `iss` of leases.
+	Issuer string
+	// AdmissionAddr is admission's gRPC address, for Issue with an inline
+	// `check`; empty refuses those.
+	AdmissionAddr string
+
+	// Receipts is admission's receipt lookup for Issue by `receipt_id`;
+	// nil refuses those. Not a flag: wired in code.
+	Receipts decision.ReceiptSource
+	// Freshness is the Watch follower's view for Verify; nil skips the
+	// epoch and generation check (logged at start). Not a flag.
+	Freshness decision.Freshness
+}
+
+func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
+	s := config.NewSet("lease", lookup)
+	cfg.Common.Register(s, "lease", config.Defaults{ListenAddr: DefaultListenAddr, MetricsAddr: DefaultMetricsAddr, UsesRedis: true})
+	s.String(&cfg.KeyFile, "key-file", "", "", "signing-key file (JSON, mode 0600), created with a first key when absent; required")
+	s.Duration(&cfg.KeyRotateEvery, "key-rotate-every", "", 24*time.Hour, "age at which the signing key is replaced; 0 disables scheduled rotation")
+	s.Duration(&cfg.KeyCheckInterval, "key-check-interval", "", 30*time.Second, "how often keys are reloaded, rotated when due and expired ones destroyed")
+	s.Duration(&cfg.Skew, "lease-skew", "", lease.DefaultSkew, "clock-skew allowance of Verify on exp and on a proof's iat")
+	s.Duration(&cfg.ProofWindow, "proof-window", "", lease.DefaultProofWindow, "how old a holder proof may be")
+	s.String(&cfg.Issuer, "lease-issuer", "", "toolcrib-lease", "iss claim of leases")
+	s.String(&cfg.AdmissionAddr, "admission-addr", "", "", "admission gRPC address for Issue with an inline check; empty refuses those")
+	return s
+}
+
+// ParseConfig reads the configuration from args (flags) and lookup (the
+// environment; nil means os.LookupEnv): flag, then environment variable
+// (TOOLCRIB_<FLAG>, or TOOLCRIB_LEASE_LISTEN / _METRICS_LISTEN for the
+// addresses), then default. It reports every problem at once; -h gives
+// flag.ErrHelp.
+func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, error) {
+	var cfg Config
+	if err := flags(&cfg, lookup).Parse(args); err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.Validate()
+}
+
+// Usage returns the help text of the lease service's flags.
+func Usage() string {
+	var cfg Config
+	return flags(&cfg, func(string) (string, bool) { return "", false }).Usage()
+}
+
+// Validate reports every problem with the configuration.
+func (c *Config) Validate() error {
+	errs := []error{c.Common.Validate()}
+	bad := func(flagName, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("--%s: %s", flagName, fmt.Sprintf(format, args...)))
+	}
+	if c.KeyFile == "" {
+		bad("key-file", "required: the file the signing keys are kept in")
+	}
+	if c.KeyRotateEvery < 0 {
+		bad("key-rotate-every", "must not be negative")
+	} else if c.KeyRotateEvery > 0 && c.KeyRotateEvery < time.Minute {
+		bad("key-rotate-every", "at least 1m, so retired keys do not pile up faster than their leases expire")
+	}
+	if c.KeyCheckInterval <= 0 {
+		bad("key-check-interval", "must be positive")
+	}
+	if c.Skew <= 0 || c.Skew > lease.MaxSkew {
+		bad("lease-skew", "must be in (0, %s]", lease.MaxSkew)
+	}
+	if c.ProofWindow <= 0 || c.ProofWindow > lease.MaxTTL {
+		bad("proof-window", "must be in (0, %s]", lease.MaxTTL)
+	}
+	if c.RedisAddr == "" {
+		bad("redis-addr", "required: single use is recorded in Redis")
+	}
+	if c.AdmissionAddr != "" {
+		if _, _, err := net.SplitHostPort(c.AdmissionAddr); err != nil {
+			bad("admission-addr", "%q is not host:port", c.AdmissionAddr)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,376 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+	"unicode"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/toolcrib/toolcrib/platform/apierror"
+	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/principal"
+	"github.com/toolcrib/toolcrib/revision/lease"
+	"github.com/toolcrib/toolcrib/services/lease/decision"
+	"github.com/toolcrib/toolcrib/services/lease/internal/issuance"
+	"github.com/toolcrib/toolcrib/services/lease/internal/keys"
+	"github.com/toolcrib/toolcrib/services/lease/internal/ledger"
+	"github.com/toolcrib/toolcrib/services/lease/internal/store"
+
+	leasev1 "github.com/toolcrib/toolcrib/gen/toolcrib/lease/v1"
+)
+
+// ErrorInfo reasons of this service beyond issuance's.
+const (
+	ReasonIssuanceFrozen       = "ISSUANCE_FROZEN"
+	ReasonAdmissionUnavailable = "ADMISSION_UNAVAILABLE"
+	ReasonReceiptNotFound      = "RECEIPT_NOT_FOUND"
+	ReasonLedgerUnavailable    = "LEDGER_UNAVAILABLE"
+	ReasonStalePolicy          = "STALE_POLICY"
+)
+
+// maxIDLen bounds every id and audience in a request.
+const maxIDLen = 256
+
+// maxReasonLen bounds a revocation or freeze reason.
+const maxReasonLen = 1024
+
+// Options configure a [Server].
+type Options struct {
+	// Store records receipts, revocations and freezes.
+	Store *store.Store
+	// Ring signs leases and publishes their keys.
+	Ring *keys.Ring
+	// Ledger consumes lease ids (single use).
+	Ledger ledger.Ledger
+	// Receipts looks up admission receipts; nil refuses Issue by receipt_id
+	// (FAILED_PRECONDITION ADMISSION_UNAVAILABLE).
+	Receipts decision.ReceiptSource
+	// Checker runs an inline Check; nil refuses Issue with `check`.
+	Checker decision.Checker
+	// Freshness checks epoch and generation at Verify; nil skips that check
+	// (the service logs a warning at start).
+	Freshness decision.Freshness
+	// Issuer is the `iss` of leases.
+	Issuer string
+	// Skew is the clock-skew allowance of Verify; 0 means lease.DefaultSkew.
+	Skew time.Duration
+	// ProofWindow is how old a holder proof may be; 0 means
+	// lease.DefaultProofWindow.
+	ProofWindow time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger receives the audit lines of Revoke and FreezeIssuance.
+	Logger *slog.Logger
+}
+
+// Server implements [leasev1.LeaseServiceServer].
+type Server struct {
+	leasev1.UnimplementedLeaseServiceServer
+	opts Options
+}
+
+// New returns the service.
+func New(opts Options) *Server {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Skew <= 0 {
+		opts.Skew = lease.DefaultSkew
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Server{opts: opts}
+}
+
+// translate turns typed errors into API errors; it is the one place that
+// does. Anything else passes through (an [apierror.Error] keeps its
+// meaning, the rest becomes INTERNAL at the interceptor, logged).
+func translate(err error) error {
+	var (
+		refusal *issuance.Refusal
+		frozen  *store.FrozenError
+	)
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &refusal):
+		if refusal.Permission() {
+			return &apierror.Error{Code: codes.PermissionDenied, Reason: refusal.Reason, Message: refusal.Message}
+		}
+		return apierror.FailedPrecondition(refusal.Reason, refusal.Message)
+	case errors.As(err, &frozen):
+		e := apierror.FailedPrecondition(ReasonIssuanceFrozen, "issuance of leases for this server is frozen")
+		e.Metadata = map[string]string{"server_id": frozen.Server}
+		return e
+	case errors.Is(err, decision.ErrNotFound):
+		return &apierror.Error{Code: codes.NotFound, Reason: ReasonReceiptNotFound, Message: "admission has no such receipt"}
+	case errors.Is(err, decision.ErrStale):
+		return &apierror.Error{Code: codes.Unavailable, Reason: ReasonStalePolicy,
+			Message: "the lease service cannot prove its policy and catalog view is fresh; retry", Err: err}
+	case errors.Is(err, decision.ErrUnavailable):
+		return &apierror.Error{Code: codes.Unavailable, Reason: ReasonAdmissionUnavailable, Message: "admission cannot be asked now; retry", Err: err}
+	case errors.Is(err, ledger.ErrUnavailable):
+		return &apierror.Error{Code: codes.Unavailable, Reason: ReasonLedgerUnavailable,
+			Message: "single use cannot be confirmed now; the lease is not accepted", Err: err}
+	}
+	return err
+}
+
+// checkID validates a required, bounded, printable id.
+func checkID(v *apierror.Violations, field, s string) {
+	switch {
+	case s == "":
+		v.Add(field, "required")
+	case len(s) > maxIDLen:
+		v.Add(field, "longer than %d bytes", maxIDLen)
+	case !printable(s):
+		v.Add(field, "must be printable text without spaces or control characters")
+	}
+}
+
+func printable(s string) bool {
+	for _, r := range s {
+		if r == unicode.ReplacementChar || !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return false
+		}
+	}
+	return true
+}
+
+func checkReason(v *apierror.Violations, s string) {
+	if len(s) > maxReasonLen {
+		v.Add("reason", "longer than %d bytes", maxReasonLen)
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			v.Add("reason", "must not contain control characters")
+			return
+		}
+	}
+}
+
+// Issue implements LeaseService.Issue.
+func (s *Server) Issue(ctx context.Context, req *leasev1.IssueRequest) (*leasev1.IssueResponse, error) {
+	p, err := principal.Require(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var v apierror.Violations
+	switch {
+	case req.GetReceiptId() == "" && req.GetCheck() == nil:
+		v.Add("receipt_id", "set receipt_id or check")
+	case req.GetReceiptId() != "" && req.GetCheck() != nil:
+		v.Add("check", "set only one of receipt_id and check")
+	case req.GetReceiptId() != "":
+		checkID(&v, "receipt_id", req.GetReceiptId())
+	}
+	if !canonical.ValidDigest(req.GetArgumentDigest()) {
+		v.Add("argument_digest", "must be sha256:<64 lowercase hex>")
+	}
+	holder, herr := lease.ParseHolderKey(req.GetHolderPublicKey())
+	if herr != nil {
+		v.Add("holder_public_key", "must be an Ed25519 public JWK (kty OKP, crv Ed25519, x; no private part)")
+	}
+	checkID(&v, "audience", req.GetAudience())
+	if req.GetTtlSeconds() < 0 {
+		v.Add("ttl_seconds", "must not be negative")
+	}
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+
+	d, err := s.decide(ctx, req)
+	if err != nil {
+		return nil, translate(err)
+	}
+	now := s.opts.Now()
+	w, refusal := issuance.Decide(now, issuance.Principal{Subject: p.Subject, Tenant: p.Tenant}, d,
+		req.GetArgumentDigest(), time.Duration(req.GetTtlSeconds())*time.Second)
+	if refusal != nil {
+		return nil, translate(refusal)
+	}
+	r := d.Receipt
+	claims := lease.Claims{
+		ID: uuid.NewString(), Issuer: s.opts.Issuer, Subject: p.Subject, Tenant: p.Tenant,
+		Tool: r.GetToolId(), Server: r.GetServerId(), AudienceClass: r.GetAudienceClass(),
+		DescriptorDigest: r.GetDescriptorDigest(), Generation: r.GetGeneration(), PolicyEpoch: r.GetPolicyEpoch(),
+		ArgumentDigest: r.GetArgumentDigest(), Audience: req.GetAudience(), HolderThumbprint: holder.Thumbprint,
+		Receipt: r.GetReceiptId(), IssuedAt: w.IssuedAt, ExpiresAt: w.ExpiresAt,
+	}
+	token, kid, err := s.opts.Ring.Sign(claims)
+	if err != nil {
+		return nil, err
+	}
+	receiptID, err := s.opts.Store.RecordIssue(ctx, store.Issued{Claims: claims, KeyID: kid})
+	if err != nil {
+		return nil, translate(err)
+	}
+	return &leasev1.IssueResponse{Token: token, Claims: claimsProto(claims), ExecutionReceiptId: receiptID}, nil
+}
+
+func (s *Server) decide(ctx context.Context, req *leasev1.IssueRequest) (decision.Decision, error) {
+	if req.GetCheck() != nil {
+		if s.opts.Checker == nil {
+			return decision.Decision{}, apierror.FailedPrecondition(ReasonAdmissionUnavailable, "this lease service has no admission to run a Check; cite a receipt_id")
+		}
+		return s.opts.Checker.Check(ctx, req.GetCheck())
+	}
+	if s.opts.Receipts == nil {
+		return decision.Decision{}, apierror.FailedPrecondition(ReasonAdmissionUnavailable, "this lease service has no receipt lookup; send a check")
+	}
+	return s.opts.Receipts.Receipt(ctx, req.GetReceiptId())
+}
+
+// Verify implements LeaseService.Verify.
+func (s *Server) Verify(ctx context.Context, req *leasev1.VerifyRequest) (*leasev1.VerifyResponse, error) {
+	if _, err := principal.Require(ctx); err != nil {
+		return nil, err
+	}
+	var v apierror.Violations
+	checkID(&v, "audience", req.GetAudience())
+	checkID(&v, "tool_id", req.GetToolId())
+	if !canonical.ValidDigest(req.GetArgumentDigest()) {
+		v.Add("argument_digest", "must be sha256:<64 lowercase hex>")
+	}
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	now := s.opts.Now()
+	c, refusal := lease.Check(lease.Input{
+		Token: req.GetToken(), Proof: req.GetProof(), Audience: req.GetAudience(), Tool: req.GetToolId(),
+		ArgumentDigest: req.GetArgumentDigest(), Keys: s.opts.Ring.KeySet(), Now: now,
+		Skew: s.opts.Skew, ProofWindow: s.opts.ProofWindow,
+	})
+	if refusal != nil {
+		return refused(c, refusal.Failure, refusal.Detail), nil
+	}
+	st, err := s.opts.Store.Status(ctx, *c)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case st.Revoked:
+		return refused(c, lease.Revoked, "the lease, its tool, server or tenant was revoked"), nil
+	case st.Frozen:
+		return refused(c, lease.Frozen, "issuance for the lease's server is frozen"), nil
+	}
+	if s.opts.Freshness != nil {
+		verdict, err := s.opts.Freshness.Check(ctx, decision.Binding{
+			Tenant: c.Tenant, Server: c.Server, AudienceClass: c.AudienceClass, Tool: c.Tool,
+			DescriptorDigest: c.DescriptorDigest, Generation: c.Generation, PolicyEpoch: c.PolicyEpoch,
+		})
+		if err != nil {
+			return nil, translate(err)
+		}
+		switch verdict {
+		case decision.PolicyChanged:
+			return refused(c, lease.PolicyChanged, "the tenant's policy changed since the lease was issued"), nil
+		case decision.StaleCatalog:
+			return refused(c, lease.StaleCatalog, "the lease's generation is no longer active or compatible"), nil
+		}
+	}
+	// Consumed last: a refused presentation does not burn the lease.
+	ttl := c.ExpiresAt.Add(s.opts.Skew).Sub(now)
+	switch err := s.opts.Ledger.Consume(ctx, c.ID, ttl); {
+	case errors.Is(err, ledger.ErrAlreadyUsed):
+		return refused(c, lease.AlreadyUsed, "the lease was already used"), nil
+	case err != nil:
+		return nil, translate(err)
+	}
+	return &leasev1.VerifyResponse{Valid: true, Claims: claimsProto(*c)}, nil
+}
+
+func refused(c *lease.Claims, f lease.Failure, detail string) *leasev1.VerifyResponse {
+	resp := &leasev1.VerifyResponse{Failure: failureProto(f), Detail: detail}
+	if c != nil {
+		resp.Claims = claimsProto(*c)
+	}
+	return resp
+}
+
+// failureProto is the one conversion of a [lease.Failure]: the numbers are
+// the proto's (TestFailuresMatchTheProto keeps them in step).
+func failureProto(f lease.Failure) leasev1.VerifyFailure { return leasev1.VerifyFailure(f) }
+
+func claimsProto(c lease.Claims) *leasev1.LeaseClaims {
+	return &leasev1.LeaseClaims{
+		LeaseId: c.ID, Subject: c.Subject, TenantId: c.Tenant, ToolId: c.Tool, ServerId: c.Server,
+		DescriptorDigest: c.DescriptorDigest, Generation: c.Generation, PolicyEpoch: c.PolicyEpoch,
+		ArgumentDigest: c.ArgumentDigest, Audience: c.Audience, HolderThumbprint: c.HolderThumbprint,
+		IssuedAt: timestamppb.New(c.IssuedAt), ExpiresAt: timestamppb.New(c.ExpiresAt), ReceiptId: c.Receipt,
+		AudienceClass: c.AudienceClass,
+	}
+}
+
+// Revoke implements LeaseService.Revoke.
+func (s *Server) Revoke(ctx context.Context, req *leasev1.RevokeRequest) (*leasev1.RevokeResponse, error) {
+	p, err := principal.RequireAdminOrService(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var v apierror.Violations
+	var kind, target string
+	switch t := req.GetTarget().(type) {
+	case *leasev1.RevokeRequest_LeaseId:
+		kind, target = store.KindLease, t.LeaseId
+		checkID(&v, "lease_id", target)
+	case *leasev1.RevokeRequest_ToolId:
+		kind, target = store.KindTool, t.ToolId
+		checkID(&v, "tool_id", target)
+	case *leasev1.RevokeRequest_ServerId:
+		kind, target = store.KindServer, t.ServerId
+		checkID(&v, "server_id", target)
+	case *leasev1.RevokeRequest_TenantId:
+		kind, target = store.KindTenant, t.TenantId
+		checkID(&v, "tenant_id", target)
+	default:
+		v.Add("target", "set one of lease_id, tool_id, server_id, tenant_id")
+	}
+	checkReason(&v, req.GetReason())
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	at, err := s.opts.Store.Revoke(ctx, kind, target, req.GetReason(), p.Subject)
+	if err != nil {
+		return nil, err
+	}
+	s.opts.Logger.InfoContext(ctx, "audit: leases revoked", "kind", kind, "target", target, "by", p.Subject,
+		"reason", req.GetReason(), "effective_at", at)
+	return &leasev1.RevokeResponse{EffectiveAt: timestamppb.New(at)}, nil
+}
+
+// FreezeIssuance implements LeaseService.FreezeIssuance.
+func (s *Server) FreezeIssuance(ctx context.Context, req *leasev1.FreezeIssuanceRequest) (*leasev1.FreezeIssuanceResponse, error) {
+	p, err := principal.RequireAdminOrService(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var v apierror.Violations
+	checkID(&v, "server_id", req.GetServerId())
+	checkReason(&v, req.GetReason())
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	frozen, at, err := s.opts.Store.Freeze(ctx, req.GetServerId(), req.GetFrozen(), req.GetReason(), p.Subject)
+	if err != nil {
+		return nil, err
+	}
+	s.opts.Logger.InfoContext(ctx, "audit: lease issuance frozen or resumed", "server_id", req.GetServerId(),
+		"frozen", frozen, "by", p.Subject, "reason", req.GetReason(), "changed_at", at)
+	return &leasev1.FreezeIssuanceResponse{Frozen: frozen, ChangedAt: timestamppb.New(at)}, nil
+}
+
+// GetSigningKeys implements LeaseService.GetSigningKeys.
+func (s *Server) GetSigningKeys(context.Context, *leasev1.GetSigningKeysRequest) (*leasev1.GetSigningKeysResponse, error) {
+	doc, cur, err := s.opts.Ring.JWKS()
+	if err != nil {
+		return nil, err
+	}
+	return &leasev1.GetSigningKeysResponse{Jwks: doc, CurrentKeyId: cur}, nil
+}

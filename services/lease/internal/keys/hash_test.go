@@ -1,0 +1,5 @@
+package keys
+
+import "crypto"
+
+const cryptoHash0 = crypto.Hash(0)

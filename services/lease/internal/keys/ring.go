@@ -1,0 +1,221 @@
+package keys
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/toolcrib/toolcrib/revision/lease"
+)
+
+// Options configure a [Ring].
+type Options struct {
+	// RotateEvery is the age at which [Ring.Maintain] replaces the current
+	// key; 0 disables scheduled rotation.
+	RotateEvery time.Duration
+	// Skew is the clock-skew allowance verifiers grant on `exp`; a retired
+	// key stays published for lease.MaxTTL + Skew after its retirement.
+	Skew time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Ring is the lease service's view of its keys: the current signing key
+// and the published public keys. It is safe for concurrent use.
+type Ring struct {
+	src  Source
+	opts Options
+
+	mu   sync.RWMutex
+	keys []Key // newest first
+}
+
+// NewRing loads the source's keys and, when none may sign, creates one.
+func NewRing(ctx context.Context, src Source, opts Options) (*Ring, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.RotateEvery < 0 || opts.Skew < 0 {
+		return nil, errors.New("keys: negative rotation interval or skew")
+	}
+	r := &Ring{src: src, opts: opts}
+	if err := r.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	if _, ok := r.current(); !ok {
+		if err := r.Rotate(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// Retention is how long a retired key stays published: the longest lease
+// lifetime plus the skew allowance.
+func (r *Ring) Retention() time.Duration { return lease.MaxTTL + r.opts.Skew }
+
+// Refresh reloads the keys from the source (another replica may have
+// rotated).
+func (r *Ring) Refresh(ctx context.Context) error {
+	ks, err := r.src.Keys(ctx)
+	if err != nil {
+		return fmt.Errorf("keys: load: %w", err)
+	}
+	sort.Slice(ks, func(i, j int) bool {
+		if !ks[i].CreatedAt.Equal(ks[j].CreatedAt) {
+			return ks[i].CreatedAt.After(ks[j].CreatedAt)
+		}
+		return ks[i].ID > ks[j].ID
+	})
+	r.mu.Lock()
+	r.keys = ks
+	r.mu.Unlock()
+	return nil
+}
+
+// current returns the newest key not retired.
+func (r *Ring) current() (Key, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, k := range r.keys {
+		if k.RetiredAt.IsZero() {
+			return k, true
+		}
+	}
+	return Key{}, false
+}
+
+// Current returns the key new leases are signed with.
+func (r *Ring) Current() (Key, error) {
+	k, ok := r.current()
+	if !ok {
+		return Key{}, errors.New("keys: no current signing key")
+	}
+	return k, nil
+}
+
+// Sign signs c with the current key.
+func (r *Ring) Sign(c lease.Claims) (token, keyID string, err error) {
+	k, err := r.Current()
+	if err != nil {
+		return "", "", err
+	}
+	tok, err := lease.Sign(lease.SigningKey{ID: k.ID, Signer: k.Signer}, c)
+	return tok, k.ID, err
+}
+
+// Rotate makes a new current key now and retires every other key that
+// could still sign. Leases the old keys signed keep verifying until they
+// expire.
+func (r *Ring) Rotate(ctx context.Context) error {
+	now := r.opts.Now()
+	nk, err := r.src.Create(ctx, now)
+	if err != nil {
+		return fmt.Errorf("keys: create: %w", err)
+	}
+	r.mu.RLock()
+	var retire []string
+	for _, k := range r.keys {
+		if k.RetiredAt.IsZero() && k.ID != nk.ID {
+			retire = append(retire, k.ID)
+		}
+	}
+	r.mu.RUnlock()
+	for _, id := range retire {
+		if err := r.src.Retire(ctx, id, now); err != nil && !errors.Is(err, ErrUnknownKey) {
+			return fmt.Errorf("keys: retire: %w", err)
+		}
+	}
+	return r.Refresh(ctx)
+}
+
+// Maintain is the scheduled work: reload, rotate when the current key is
+// RotateEvery old, destroy retired keys whose leases have all expired.
+func (r *Ring) Maintain(ctx context.Context) error {
+	if err := r.Refresh(ctx); err != nil {
+		return err
+	}
+	now := r.opts.Now()
+	cur, ok := r.current()
+	if !ok || (r.opts.RotateEvery > 0 && now.Sub(cur.CreatedAt) >= r.opts.RotateEvery) {
+		if err := r.Rotate(ctx); err != nil {
+			return err
+		}
+	}
+	r.mu.RLock()
+	var expired []string
+	for _, k := range r.keys {
+		if !k.RetiredAt.IsZero() && !now.Before(k.RetiredAt.Add(r.Retention())) {
+			expired = append(expired, k.ID)
+		}
+	}
+	r.mu.RUnlock()
+	for _, id := range expired {
+		if err := r.src.Destroy(ctx, id); err != nil && !errors.Is(err, ErrUnknownKey) {
+			return fmt.Errorf("keys: destroy: %w", err)
+		}
+	}
+	if len(expired) > 0 {
+		return r.Refresh(ctx)
+	}
+	return nil
+}
+
+// Run calls Maintain every interval until ctx ends; a failure is reported
+// to onError and retried on the next tick.
+func (r *Ring) Run(ctx context.Context, interval time.Duration, onError func(error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := r.Maintain(ctx); err != nil && ctx.Err() == nil && onError != nil {
+			onError(err)
+		}
+	}
+}
+
+// published returns the keys a live lease may be signed with: the current
+// one and retired ones within their retention.
+func (r *Ring) published() map[string]ed25519.PublicKey {
+	now := r.opts.Now()
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make(map[string]ed25519.PublicKey, len(r.keys))
+	for _, k := range r.keys {
+		if k.RetiredAt.IsZero() || now.Before(k.RetiredAt.Add(r.Retention())) {
+			out[k.ID] = k.Public
+		}
+	}
+	return out
+}
+
+// KeySet returns the published keys, for verifying.
+func (r *Ring) KeySet() lease.KeySet { return lease.NewKeySet(r.published()) }
+
+// JWKS returns the published keys as a JWKS document and the current key
+// id (GetSigningKeys).
+func (r *Ring) JWKS() ([]byte, string, error) {
+	doc, err := lease.MarshalJWKS(r.published())
+	if err != nil {
+		return nil, "", err
+	}
+	cur, _ := r.current()
+	return doc, cur.ID, nil
+}
+
+// CurrentAge is how old the current key is (a metric).
+func (r *Ring) CurrentAge() time.Duration {
+	cur, ok := r.current()
+	if !ok {
+		return 0
+	}
+	return r.opts.Now().Sub(cur.CreatedAt)
+}

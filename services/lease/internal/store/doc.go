@@ -1,0 +1,3 @@
+// Package store is the lease service's PostgreSQL store (schema `lease`):
+// execution receipts, revocations and issuance freezes.
+package store

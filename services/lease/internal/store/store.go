@@ -1,0 +1,137 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/toolcrib/toolcrib/revision/lease"
+)
+
+// FrozenError says issuance for the server is frozen.
+type FrozenError struct {
+	// Server is the server id.
+	Server string
+}
+
+func (e *FrozenError) Error() string {
+	return fmt.Sprintf("issuance for server %q is frozen", e.Server)
+}
+
+// Target kinds of a revocation.
+const (
+	KindLease  = "lease"
+	KindTool   = "tool"
+	KindServer = "server"
+	KindTenant = "tenant"
+)
+
+// Store is the lease service's store.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// New returns the store on pool (search_path = lease).
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Issued is one lease to record.
+type Issued struct {
+	// Claims are the lease's claims.
+	Claims lease.Claims
+	// KeyID is the key that signed it.
+	KeyID string
+}
+
+// RecordIssue commits the execution receipt of a lease and returns its id,
+// in one transaction that first checks, under a share lock on the server's
+// freeze row, that issuance is not frozen ([*FrozenError]). Only after it
+// returns may the lease be handed out.
+func (s *Store) RecordIssue(ctx context.Context, in Issued) (string, error) {
+	id := uuid.New()
+	c := in.Claims
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var frozen bool
+		err := tx.QueryRow(ctx, `SELECT frozen FROM freezes WHERE server_id = $1 FOR SHARE`, c.Server).Scan(&frozen)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if frozen {
+			return &FrozenError{Server: c.Server}
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO execution_receipts (receipt_id, lease_id, admission_receipt_id, subject, tenant_id,
+  tool_id, server_id, audience_class, descriptor_digest, generation, policy_epoch, argument_digest, audience,
+  holder_thumbprint, key_id, issued_at, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
+			id, c.ID, c.Receipt, c.Subject, c.Tenant, c.Tool, c.Server, c.AudienceClass, c.DescriptorDigest,
+			c.Generation, c.PolicyEpoch, c.ArgumentDigest, c.Audience, c.HolderThumbprint, in.KeyID, c.IssuedAt, c.ExpiresAt)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	return id.String(), nil
+}
+
+// Status is what the store knows against a lease.
+type Status struct {
+	// Revoked: a revocation of the lease, its tool, server or tenant took
+	// effect at or after the lease was issued.
+	Revoked bool
+	// Frozen: issuance for its server is frozen now.
+	Frozen bool
+}
+
+// Status reads, in one query, whether c is revoked and its server frozen.
+func (s *Store) Status(ctx context.Context, c lease.Claims) (Status, error) {
+	var st Status
+	err := s.pool.QueryRow(ctx, `SELECT
+  EXISTS (SELECT 1 FROM revocations WHERE effective_at >= $5 AND (
+    (kind = 'lease' AND target = $1) OR (kind = 'tool' AND target = $2) OR
+    (kind = 'server' AND target = $3) OR (kind = 'tenant' AND target = $4 AND $4 <> ''))),
+  coalesce((SELECT frozen FROM freezes WHERE server_id = $3), false)`,
+		c.ID, c.Tool, c.Server, c.Tenant, c.IssuedAt).Scan(&st.Revoked, &st.Frozen)
+	return st, err
+}
+
+// Revoke records a revocation of every lease of target (kind one of the
+// Kind constants) issued until now, and returns when it took effect.
+func (s *Store) Revoke(ctx context.Context, kind, target, reason, by string) (time.Time, error) {
+	var at time.Time
+	err := s.pool.QueryRow(ctx, `INSERT INTO revocations (kind, target, reason, revoked_by) VALUES ($1, $2, $3, $4)
+RETURNING effective_at`, kind, target, reason, by).Scan(&at)
+	return at, err
+}
+
+// Freeze sets whether issuance for server is frozen and returns the state
+// and when it last changed (unchanged when the state already was frozen).
+func (s *Store) Freeze(ctx context.Context, server string, frozen bool, reason, by string) (bool, time.Time, error) {
+	var at time.Time
+	err := s.pool.QueryRow(ctx, `INSERT INTO freezes (server_id, frozen, reason, changed_by, changed_at)
+VALUES ($1, $2, $3, $4, clock_timestamp())
+ON CONFLICT (server_id) DO UPDATE SET
+  changed_at = CASE WHEN freezes.frozen = EXCLUDED.frozen THEN freezes.changed_at ELSE EXCLUDED.changed_at END,
+  frozen = EXCLUDED.frozen, reason = EXCLUDED.reason, changed_by = EXCLUDED.changed_by
+RETURNING changed_at`, server, frozen, reason, by).Scan(&at)
+	return frozen, at, err
+}
+
+// FrozenCount is the number of servers whose issuance is frozen (a
+// metric).
+func (s *Store) FrozenCount(ctx context.Context) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM freezes WHERE frozen`).Scan(&n)
+	return n, err
+}
+
+// ExecutionReceipt reads back the recorded lease id and admission receipt
+// of an execution receipt (tests and audits).
+func (s *Store) ExecutionReceipt(ctx context.Context, id string) (leaseID, admissionReceipt string, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT lease_id, admission_receipt_id FROM execution_receipts WHERE receipt_id = $1`, id).
+		Scan(&leaseID, &admissionReceipt)
+	return leaseID, admissionReceipt, err
+}

@@ -1,0 +1,122 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/toolcrib/toolcrib/platform/pgtest"
+	"github.com/toolcrib/toolcrib/platform/postgres"
+	"github.com/toolcrib/toolcrib/revision/lease"
+	"github.com/toolcrib/toolcrib/services/lease/internal/store"
+	"github.com/toolcrib/toolcrib/services/lease/migrations"
+)
+
+func newStore(t *testing.T) *store.Store {
+	t.Helper()
+	url := pgtest.NewDatabase(t, pgtest.Schema{Name: "lease", Sets: []postgres.Set{migrations.Set()}})
+	pool, err := postgres.Open(context.Background(), url, "lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return store.New(pool)
+}
+
+func claims(id string, iat time.Time) lease.Claims {
+	return lease.Claims{ID: id, Subject: "alice", Tenant: "acme", Tool: "inv.reserve", Server: "inv", DescriptorDigest: "sha256:d",
+		Generation: 1, ArgumentDigest: "sha256:a", Audience: "exec", HolderThumbprint: "x", Receipt: "r1",
+		IssuedAt: iat.Truncate(time.Second), ExpiresAt: iat.Truncate(time.Second).Add(30 * time.Second)}
+}
+
+func TestRecordIssueRefusesAFrozenServer(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	now := time.Now()
+	id, err := s.RecordIssue(ctx, store.Issued{Claims: claims("l1", now), KeyID: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lid, rid, err := s.ExecutionReceipt(ctx, id); err != nil || lid != "l1" || rid != "r1" {
+		t.Fatalf("receipt %s: %s %s %v", id, lid, rid, err)
+	}
+	if _, _, err := s.Freeze(ctx, "inv", true, "rollback", "ops"); err != nil {
+		t.Fatal(err)
+	}
+	var fe *store.FrozenError
+	if _, err := s.RecordIssue(ctx, store.Issued{Claims: claims("l2", now), KeyID: "k"}); !errors.As(err, &fe) || fe.Server != "inv" {
+		t.Fatalf("RecordIssue on a frozen server = %v", err)
+	}
+	// The same lease id twice is refused by the database.
+	if _, _, err := s.Freeze(ctx, "inv", false, "", "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RecordIssue(ctx, store.Issued{Claims: claims("l1", now), KeyID: "k"}); err == nil {
+		t.Fatal("a lease id was recorded twice")
+	}
+	// A lifetime over 60 s is refused by the database too.
+	c := claims("l3", now)
+	c.ExpiresAt = c.IssuedAt.Add(61 * time.Second)
+	if _, err := s.RecordIssue(ctx, store.Issued{Claims: c, KeyID: "k"}); err == nil {
+		t.Fatal("a 61 s lease was recorded")
+	}
+}
+
+func TestRevocationRefusesLeasesIssuedUntilIt(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	before := claims("l-before", time.Now().Add(-2*time.Second))
+	for _, tc := range []struct{ kind, target string }{
+		{store.KindLease, "l-before"}, {store.KindTool, "inv.reserve"}, {store.KindServer, "inv"}, {store.KindTenant, "acme"},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			s := newStore(t)
+			other := before
+			other.ID, other.Tool, other.Server, other.Tenant = "l-other", "b.x", "b", "beta"
+			if _, err := s.Revoke(ctx, tc.kind, tc.target, "test", "ops"); err != nil {
+				t.Fatal(err)
+			}
+			if st, err := s.Status(ctx, before); err != nil || !st.Revoked {
+				t.Fatalf("Status of a revoked lease = %+v, %v", st, err)
+			}
+			if st, _ := s.Status(ctx, other); st.Revoked {
+				t.Fatal("a revocation hit another target")
+			}
+		})
+	}
+	if _, err := s.Revoke(ctx, store.KindTool, "inv.reserve", "", "ops"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	after := claims("l-after", time.Now())
+	if st, _ := s.Status(ctx, after); st.Revoked {
+		t.Fatal("a lease issued after the revocation is refused")
+	}
+}
+
+func TestFreezeKeepsChangedAtUntilTheStateChanges(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	f, at1, err := s.Freeze(ctx, "inv", true, "rollback", "ops")
+	if err != nil || !f {
+		t.Fatal(f, err)
+	}
+	_, at2, _ := s.Freeze(ctx, "inv", true, "again", "ops")
+	if !at2.Equal(at1) {
+		t.Fatal("freezing a frozen server moved changed_at")
+	}
+	if st, _ := s.Status(ctx, claims("x", time.Now())); !st.Frozen {
+		t.Fatal("Status does not see the freeze")
+	}
+	if n, _ := s.FrozenCount(ctx); n != 1 {
+		t.Fatalf("FrozenCount = %d", n)
+	}
+	f, at3, _ := s.Freeze(ctx, "inv", false, "resumed", "ops")
+	if f || !at3.After(at1) {
+		t.Fatal("resume did not move changed_at")
+	}
+	if st, _ := s.Status(ctx, claims("x", time.Now())); st.Frozen {
+		t.Fatal("still frozen after resume")
+	}
+}
