@@ -59,7 +59,8 @@ type env struct {
 // and a fake registry on loopback gRPC. mod adjusts the configuration.
 func start(t *testing.T, mod func(*discovery.Config)) *env {
 	t.Helper()
-	return startOn(t, servicetest.NewAuth(t), pgtest.NewDatabase(t, pgtest.Schema{Name: "discovery", Sets: discovery.Spec().Migrations}), newRegFake(t), mod)
+	auth := servicetest.NewAuth(t)
+	return startOn(t, auth, pgtest.NewDatabase(t, pgtest.Schema{Name: "discovery", Sets: discovery.Spec().Migrations}), newRegFake(t, auth), mod)
 }
 
 // startOn runs discovery on an existing database and fake registry (a
@@ -191,8 +192,8 @@ type regFake struct {
 	addr string
 }
 
-func newRegFake(t *testing.T) *regFake {
-	r, addr := discoverytest.StartRegistry(t)
+func newRegFake(t *testing.T, auth *servicetest.Auth) *regFake {
+	r, addr := discoverytest.StartRegistry(t, auth)
 	return &regFake{Registry: r, addr: addr}
 }
 

@@ -21,7 +21,7 @@ import (
 func TestDiscoveryCommands(t *testing.T) {
 	auth := servicetest.NewAuth(t)
 	url := pgtest.NewDatabase(t, pgtest.Schema{Name: "discovery", Sets: discovery.Spec().Migrations})
-	reg, regAddr := discoverytest.StartRegistry(t)
+	reg, regAddr := discoverytest.StartRegistry(t, auth)
 	cat := discoverytest.NewCatalog("r-1", 2, discoverytest.Tools("inv", 3)...)
 	mcpSrv := discoverytest.NewHTTP(t, cat, discoverytest.ServerOptions{}, false)
 	reg.AddTenant("tenant-a")
