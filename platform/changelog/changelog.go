@@ -236,4 +236,3 @@ func (l *Log) wake() {
 		}
 	}
 }
-

@@ -52,7 +52,9 @@ func ViewerOf(p principal.Principal) (Viewer, error) {
 }
 
 // Sees reports whether v may receive e.
-func (v Viewer) Sees(e Entry) bool { return v.All || (v.Tenant != "" && slices.Contains(e.Tenants, v.Tenant)) }
+func (v Viewer) Sees(e Entry) bool {
+	return v.All || (v.Tenant != "" && slices.Contains(e.Tenants, v.Tenant))
+}
 
 // Server is the server side of one service's Watch RPC, the same for every
 // service; the service maps each entry to its own message.

@@ -44,7 +44,9 @@ func RegistrySource(c registryv1.RegistryServiceClient) Source[*registryv1.Chang
 	return registrySource{c}
 }
 
-type registrySource struct{ c registryv1.RegistryServiceClient }
+type registrySource struct {
+	c registryv1.RegistryServiceClient
+}
 
 func (s registrySource) Watch(ctx context.Context, from int64) (Stream[*registryv1.Change], error) {
 	st, err := s.c.Watch(ctx, &registryv1.WatchRequest{FromRevision: from})
@@ -61,7 +63,9 @@ func DiscoverySource(c discoveryv1.DiscoveryServiceClient) Source[*discoveryv1.P
 	return discoverySource{c}
 }
 
-type discoverySource struct{ c discoveryv1.DiscoveryServiceClient }
+type discoverySource struct {
+	c discoveryv1.DiscoveryServiceClient
+}
 
 func (s discoverySource) Watch(ctx context.Context, from int64) (Stream[*discoveryv1.PointerChange], error) {
 	st, err := s.c.Watch(ctx, &discoveryv1.WatchRequest{FromRevision: from})
