@@ -31,7 +31,7 @@
 // Watch as a PolicyChange, after the object changes of the same transaction.
 //
 // Reads (Get*, List*) need any verified principal; GetPolicy and Watch are
-// narrower (see each RPC). List responses carry the registry revision they
+// narrower (see each RPC): a tenant principal reads only its tenant's. List responses carry the registry revision they
 // were read at, so a client can list and then watch from that revision
 // without a gap.
 
