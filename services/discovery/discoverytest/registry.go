@@ -198,8 +198,8 @@ func (r *Registry) Class(name string) *registryv1.AudienceClass {
 }
 
 // PutClass creates or replaces an audience class and bumps its tenant's
-// epoch, like the real registry.
-func (r *Registry) PutClass(c *registryv1.AudienceClass) {
+// epoch, like the real registry, and returns the revision of the bump.
+func (r *Registry) PutClass(c *registryv1.AudienceClass) int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c = proto.Clone(c).(*registryv1.AudienceClass)
@@ -213,6 +213,7 @@ func (r *Registry) PutClass(c *registryv1.AudienceClass) {
 	r.classes[c.GetName()] = c
 	r.appendLocked(&registryv1.Change{Kind: kind, Object: &registryv1.Change_AudienceClass{AudienceClass: proto.Clone(c).(*registryv1.AudienceClass)}})
 	r.bumpLocked(c.GetTenantId(), "AUDIENCE_CLASS")
+	return r.revisionLocked()
 }
 
 // AddTenant creates a tenant at policy epoch 1 (no-op when it exists).
