@@ -42,6 +42,9 @@ type Registry struct {
 	PostgresURL string
 	// Config is the configuration it runs with.
 	Config registry.Config
+	// Drain starts the registry's shutdown (as a signal does); the test's
+	// cleanup still waits for Run to return.
+	Drain func()
 }
 
 // Options change how [Start] runs the registry.
@@ -76,9 +79,21 @@ func Start(t testing.TB, opts Options) *Registry {
 		t.Fatalf("registrytest: configuration: %v", err)
 	}
 	r.Config = cfg
+	drainCtx, drain := context.WithCancel(context.Background())
+	t.Cleanup(drain)
+	r.Drain = drain
 	r.Addr = servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
 		c := cfg
 		c.Listening = listening
+		ctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() {
+			select {
+			case <-drainCtx.Done():
+				stop()
+			case <-ctx.Done():
+			}
+		}()
 		return registry.Run(ctx, c)
 	})
 	return r
