@@ -89,9 +89,21 @@ func startOn(t *testing.T, auth *servicetest.Auth, url string, reg *regFake, mod
 		mod(&cfg)
 	}
 	e.cfg = cfg
+	drainCtx, drain := context.WithCancel(context.Background())
+	t.Cleanup(drain)
+	e.cancel = drain // starts the shutdown; the cleanup waits for Run
 	e.addr = servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
 		c := cfg
 		c.Listening = listening
+		ctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() {
+			select {
+			case <-drainCtx.Done():
+				stop()
+			case <-ctx.Done():
+			}
+		}()
 		return discovery.Run(ctx, c)
 	})
 	e.admin = discoveryv1.NewDiscoveryServiceClient(servicetest.Dial(t, e.addr, e.auth.Admin(t)))
