@@ -58,6 +58,15 @@ func TestWatchTenantSeesOnlyItsServersAndTools(t *testing.T) {
 			t.Fatalf("tenant-a's stream ended: %v", err)
 		}
 	}
+	// The changes before the last heartbeat are in the channel already.
+	for drained := false; !drained; {
+		select {
+		case ch := <-a.changes:
+			got = append(got, ch)
+		default:
+			drained = true
+		}
+	}
 	sawTool := false
 	for _, ch := range got {
 		var owner string
