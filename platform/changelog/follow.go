@@ -194,6 +194,7 @@ func (f *Follower[C]) Run(ctx context.Context) error {
 			rev, ok, err := f.cfg.Resume(ctx)
 			if err == nil {
 				cursor, needList = rev, !ok
+				f.update(func(fr *Freshness) { fr.Revision = rev })
 				break
 			}
 			f.log.WarnContext(ctx, "reading the stored revision failed; retrying", "error", err)
