@@ -129,7 +129,7 @@ func startDiscovery(t *testing.T, o envOptions) *env {
 		e.dbURL = pgtest.NewDatabase(t, pgtest.Schema{Name: "discovery", Sets: discovery.Spec().Migrations})
 	}
 	if e.regAddr == "" {
-		e.reg, e.regAddr = discoverytest.StartRegistry(t)
+		e.reg, e.regAddr = discoverytest.StartRegistry(t, e.auth)
 		e.reg.AddTenant(tenant)
 	}
 	cfg, err := discovery.ParseConfig(nil, func(string) (string, bool) { return "", false })

@@ -27,7 +27,7 @@ func TestDiscoveryKilledMidPaginationIsRetriedElsewhere(t *testing.T) {
 	t.Parallel()
 	auth := servicetest.NewAuth(t)
 	dbURL := pgtest.NewDatabase(t, pgtest.Schema{Name: "discovery", Sets: discovery.Spec().Migrations})
-	reg, regAddr := discoverytest.StartRegistry(t)
+	reg, regAddr := discoverytest.StartRegistry(t, auth)
 	reg.AddTenant(tenant)
 	const server = "inventory"
 	s := startFixture(t, fixture.Script{Versioned: true, PageSize: 2, Tools: tools("inv", 6),

@@ -44,6 +44,9 @@ type Entry struct {
 	Kind string
 	// Payload is the writer's encoding of the change.
 	Payload []byte
+	// Tenants are the tenants whose principals may see the change on Watch;
+	// empty when only platform admins and services may.
+	Tenants []string
 }
 
 // ErrAhead is returned when a watcher resumes from a revision the log has
@@ -66,17 +69,19 @@ func New(pool *pgxpool.Pool, channel string, logger *slog.Logger) *Log {
 	return &Log{pool: pool, channel: channel, logger: logger, waiters: map[chan struct{}]struct{}{}}
 }
 
-// Append records a change in tx and returns its revision. Every writer
-// queues on the counter row until tx ends, which is what keeps revisions in
-// commit order; keep the transactions that append short.
-func (l *Log) Append(ctx context.Context, tx pgx.Tx, kind string, payload []byte) (int64, time.Time, error) {
+// Append records a change in tx and returns its revision. tenants are the
+// tenants whose principals may see the change on Watch (nil: only platform
+// admins and services). Every writer queues on the counter row until tx
+// ends, which is what keeps revisions in commit order; keep the
+// transactions that append short.
+func (l *Log) Append(ctx context.Context, tx pgx.Tx, kind string, payload []byte, tenants []string) (int64, time.Time, error) {
 	var rev int64
 	if err := tx.QueryRow(ctx, "UPDATE change_counter SET revision = revision + 1 RETURNING revision").Scan(&rev); err != nil {
 		return 0, time.Time{}, fmt.Errorf("changelog: next revision: %w", err)
 	}
 	var at time.Time
-	if err := tx.QueryRow(ctx, "INSERT INTO changes (revision, kind, payload) VALUES ($1, $2, $3) RETURNING committed_at",
-		rev, kind, payload).Scan(&at); err != nil {
+	if err := tx.QueryRow(ctx, "INSERT INTO changes (revision, kind, payload, tenants) VALUES ($1, $2, $3, $4) RETURNING committed_at",
+		rev, kind, payload, nonNil(tenants)).Scan(&at); err != nil {
 		return 0, time.Time{}, fmt.Errorf("changelog: append: %w", err)
 	}
 	if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", l.channel, strconv.FormatInt(rev, 10)); err != nil {
@@ -85,10 +90,26 @@ func (l *Log) Append(ctx context.Context, tx pgx.Tx, kind string, payload []byte
 	return rev, at, nil
 }
 
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
 // Head returns the newest committed revision; 0 when the log is empty.
 func (l *Log) Head(ctx context.Context) (int64, error) {
 	var rev int64
 	err := l.pool.QueryRow(ctx, "SELECT revision FROM change_counter").Scan(&rev)
+	return rev, err
+}
+
+// Oldest returns the revision of the oldest change still kept, or head+1
+// when none is kept: watching from Oldest()-1 sends every change kept.
+func (l *Log) Oldest(ctx context.Context) (int64, error) {
+	var rev int64
+	err := l.pool.QueryRow(ctx, `SELECT coalesce((SELECT min(revision) FROM changes),
+	(SELECT revision + 1 FROM change_counter))`).Scan(&rev)
 	return rev, err
 }
 
@@ -105,14 +126,14 @@ func HeadTx(ctx context.Context, q interface {
 // Read returns up to limit entries with revision > after, in order. It
 // returns [ErrCompacted] when entries after `after` were deleted.
 func (l *Log) Read(ctx context.Context, after int64, limit int) ([]Entry, error) {
-	rows, err := l.pool.Query(ctx, `SELECT revision, committed_at, kind, payload FROM changes
+	rows, err := l.pool.Query(ctx, `SELECT revision, committed_at, kind, payload, tenants FROM changes
 WHERE revision > $1 ORDER BY revision LIMIT $2`, after, limit)
 	if err != nil {
 		return nil, err
 	}
 	entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Entry, error) {
 		var e Entry
-		err := r.Scan(&e.Revision, &e.CommittedAt, &e.Kind, &e.Payload)
+		err := r.Scan(&e.Revision, &e.CommittedAt, &e.Kind, &e.Payload, &e.Tenants)
 		return e, err
 	})
 	if err != nil {
@@ -190,18 +211,19 @@ func (l *Log) listenOnce(ctx context.Context) error {
 	}
 }
 
-func (l *Log) subscribe() chan struct{} {
+// Notify returns a channel that receives when new changes may have
+// committed (a NOTIFY arrived, or the listener reconnected), and a function
+// that stops it. Run [Log.Listen] in the same process for it to fire.
+func (l *Log) Notify() (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	l.mu.Lock()
 	l.waiters[ch] = struct{}{}
 	l.mu.Unlock()
-	return ch
-}
-
-func (l *Log) unsubscribe(ch chan struct{}) {
-	l.mu.Lock()
-	delete(l.waiters, ch)
-	l.mu.Unlock()
+	return ch, func() {
+		l.mu.Lock()
+		delete(l.waiters, ch)
+		l.mu.Unlock()
+	}
 }
 
 func (l *Log) wake() {
@@ -211,81 +233,6 @@ func (l *Log) wake() {
 		select {
 		case ch <- struct{}{}:
 		default:
-		}
-	}
-}
-
-// Event is what a watcher receives: an entry, or a heartbeat when Entry is
-// nil.
-type Event struct {
-	// Entry is the change; nil for a heartbeat.
-	Entry *Entry
-	// Head is, for a heartbeat, the newest revision; every change up to it
-	// has been delivered.
-	Head int64
-	// SentAt is when a heartbeat was made.
-	SentAt time.Time
-}
-
-// Watch delivers every entry after `from` in order, then each new one as it
-// commits, with a heartbeat every interval, until ctx ends or send fails.
-// It returns [ErrCompacted] when `from` is too old. Run [Log.Listen] in the
-// same process for prompt delivery.
-func (l *Log) Watch(ctx context.Context, from int64, heartbeat time.Duration, send func(Event) error) error {
-	wake := l.subscribe()
-	defer l.unsubscribe(wake)
-	ticker := time.NewTicker(heartbeat)
-	defer ticker.Stop()
-	head, err := l.Head(ctx)
-	if err != nil {
-		return err
-	}
-	if from > head {
-		return fmt.Errorf("%w: asked for changes after %d, head is %d", ErrAhead, from, head)
-	}
-	cursor := from
-	drain := func() error {
-		for {
-			entries, err := l.Read(ctx, cursor, 500)
-			if err != nil {
-				return err
-			}
-			for i := range entries {
-				if err := send(Event{Entry: &entries[i]}); err != nil {
-					return err
-				}
-				cursor = entries[i].Revision
-			}
-			if len(entries) < 500 {
-				return nil
-			}
-		}
-	}
-	if err := drain(); err != nil {
-		return err
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-wake:
-			if err := drain(); err != nil {
-				return err
-			}
-		case <-ticker.C:
-			head, err = l.Head(ctx)
-			if err != nil {
-				return err
-			}
-			if head > cursor {
-				if err := drain(); err != nil {
-					return err
-				}
-			}
-			// cursor >= head now: everything up to head was sent.
-			if err := send(Event{Head: max(head, cursor), SentAt: time.Now()}); err != nil {
-				return err
-			}
 		}
 	}
 }

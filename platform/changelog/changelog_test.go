@@ -31,7 +31,7 @@ func newLog(t *testing.T) (*changelog.Log, *pgxpool.Pool) {
 
 func appendOne(ctx context.Context, l *changelog.Log, pool *pgxpool.Pool, payload string) error {
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		_, _, err := l.Append(ctx, tx, "test", []byte(payload))
+		_, _, err := l.Append(ctx, tx, "test", []byte(payload), nil)
 		return err
 	})
 }
@@ -74,7 +74,7 @@ func TestWatchSeesEveryChangeInOrder(t *testing.T) {
 				}
 				// A rolled-back append must not leave a gap.
 				_ = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-					if _, _, err := l.Append(ctx, tx, "test", []byte("rolled back")); err != nil {
+					if _, _, err := l.Append(ctx, tx, "test", []byte("rolled back"), nil); err != nil {
 						return err
 					}
 					return errors.New("roll back")

@@ -338,7 +338,7 @@ func TestSnapshotToolPaging(t *testing.T) {
 func TestWatchEndsWhenTheServerDrains(t *testing.T) {
 	auth := servicetest.NewAuth(t)
 	url := pgtest.NewDatabase(t, pgtest.Schema{Name: "discovery", Sets: discovery.Spec().Migrations})
-	reg := newRegFake(t)
+	reg := newRegFake(t, auth)
 	cfg, err := discovery.ParseConfig(nil, func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)

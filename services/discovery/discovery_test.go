@@ -19,6 +19,7 @@ import (
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/pgtest"
+	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/services/discovery"
 	"github.com/toolcrib/toolcrib/services/discovery/crawl"
@@ -368,13 +369,14 @@ func withPin(s *registryv1.Server, pin string) *registryv1.Server {
 }
 
 func TestInjectedRegistryImplementation(t *testing.T) {
-	reg := newRegFake(t)
-	client, err := registryclient.Dial(reg.addr, nil)
+	auth := servicetest.NewAuth(t)
+	reg := newRegFake(t, auth)
+	client, err := registryclient.Dial(reg.addr, principal.BearerToken(auth.Service(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	e := startOn(t, servicetest.NewAuth(t), pgtest.NewDatabase(t, pgtest.Schema{Name: "discovery", Sets: discovery.Spec().Migrations}), reg,
+	e := startOn(t, auth, pgtest.NewDatabase(t, pgtest.Schema{Name: "discovery", Sets: discovery.Spec().Migrations}), reg,
 		func(c *discovery.Config) { c.Registry, c.RegistryAddr = client, "unused:1" })
 	cat := discoverytest.NewCatalog("r-1", 0, discoverytest.Tools("x", 2)...)
 	srv := discoverytest.NewHTTP(t, cat, discoverytest.ServerOptions{}, false)

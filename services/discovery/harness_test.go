@@ -59,7 +59,8 @@ type env struct {
 // and a fake registry on loopback gRPC. mod adjusts the configuration.
 func start(t *testing.T, mod func(*discovery.Config)) *env {
 	t.Helper()
-	return startOn(t, servicetest.NewAuth(t), pgtest.NewDatabase(t, pgtest.Schema{Name: "discovery", Sets: discovery.Spec().Migrations}), newRegFake(t), mod)
+	auth := servicetest.NewAuth(t)
+	return startOn(t, auth, pgtest.NewDatabase(t, pgtest.Schema{Name: "discovery", Sets: discovery.Spec().Migrations}), newRegFake(t, auth), mod)
 }
 
 // startOn runs discovery on an existing database and fake registry (a
@@ -88,9 +89,21 @@ func startOn(t *testing.T, auth *servicetest.Auth, url string, reg *regFake, mod
 		mod(&cfg)
 	}
 	e.cfg = cfg
+	drainCtx, drain := context.WithCancel(context.Background())
+	t.Cleanup(drain)
+	e.cancel = drain // starts the shutdown; the cleanup waits for Run
 	e.addr = servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
 		c := cfg
 		c.Listening = listening
+		ctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() {
+			select {
+			case <-drainCtx.Done():
+				stop()
+			case <-ctx.Done():
+			}
+		}()
 		return discovery.Run(ctx, c)
 	})
 	e.admin = discoveryv1.NewDiscoveryServiceClient(servicetest.Dial(t, e.addr, e.auth.Admin(t)))
@@ -191,8 +204,8 @@ type regFake struct {
 	addr string
 }
 
-func newRegFake(t *testing.T) *regFake {
-	r, addr := discoverytest.StartRegistry(t)
+func newRegFake(t *testing.T, auth *servicetest.Auth) *regFake {
+	r, addr := discoverytest.StartRegistry(t, auth)
 	return &regFake{Registry: r, addr: addr}
 }
 

@@ -27,7 +27,7 @@ func TestWorkerKilledMidScanIsRetriedByAnother(t *testing.T) {
 	}
 	auth := servicetest.NewAuth(t)
 	url := pgtest.NewDatabase(t, pgtest.Schema{Name: "discovery", Sets: discovery.Spec().Migrations})
-	reg := newRegFake(t)
+	reg := newRegFake(t, auth)
 
 	blocked := make(chan struct{}, 1)
 	hold := make(chan struct{})

@@ -19,7 +19,9 @@ import (
 
 // Admin RPCs refuse calls without a valid token (UNAUTHENTICATED) and
 // verified principals that are not admins (PERMISSION_DENIED); Watch needs
-// an admin or a service. The principal comes only from the token.
+// an admin, a service or a tenant principal (a tenant's Watch is filtered,
+// see TestWatchTenantSeesOnlyItsServersAndTools), so the user for Watch has
+// no tenant. The principal comes only from the token.
 func TestAdminRPCsNeedAnAdminCredential(t *testing.T) {
 	t.Parallel()
 	r := registrytest.Start(t, registrytest.Options{NoDiscovery: true})
@@ -66,6 +68,10 @@ func TestAdminRPCsNeedAnAdminCredential(t *testing.T) {
 				return err
 			},
 			"Watch": func() error {
+				c := c
+				if name == "user token" {
+					c = r.Client(t, r.Auth.User(t, "nobody", "", "readers"))
+				}
 				stream, err := c.Watch(ctx, &registryv1.WatchRequest{})
 				if err != nil {
 					return err

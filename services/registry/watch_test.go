@@ -2,15 +2,14 @@ package registry_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/toolcrib/toolcrib/platform/changelog"
 	"github.com/toolcrib/toolcrib/platform/pgtest"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/services/registry"
@@ -202,8 +201,9 @@ func TestWatchFromCompactedRevision(t *testing.T) {
 	wantCode(t, err, codes.FailedPrecondition, "REVISION_AHEAD")
 }
 
-// When the registry shuts down, open Watch streams end cleanly (OK, not an
-// error) so the drain finishes, and Run returns nil.
+// When the registry shuts down, open Watch streams end with UNAVAILABLE
+// DRAINING (the same as discovery's) so the drain finishes, and Run
+// returns nil.
 func TestWatchEndsWhenServerDrains(t *testing.T) {
 	t.Parallel()
 	auth := servicetest.NewAuth(t)
@@ -233,9 +233,7 @@ func TestWatchEndsWhenServerDrains(t *testing.T) {
 	cancel()
 	select {
 	case err := <-w.done:
-		if !errors.Is(err, io.EOF) {
-			t.Fatalf("stream ended with %v, want a clean end", err)
-		}
+		wantCode(t, err, codes.Unavailable, changelog.ReasonDraining)
 	case <-time.After(5 * time.Second):
 		t.Fatal("the stream did not end on shutdown")
 	}

@@ -30,7 +30,7 @@ func startDiscovery(t *testing.T, edit func(*discovery.Config)) *discoveryEnv {
 	t.Helper()
 	auth := servicetest.NewAuth(t)
 	url := pgtest.NewDatabase(t, pgtest.Schema{Name: "discovery", Sets: discovery.Spec().Migrations})
-	reg, regAddr := discoverytest.StartRegistry(t)
+	reg, regAddr := discoverytest.StartRegistry(t, auth)
 	reg.AddTenant("tenant-a")
 	cfg, err := discovery.ParseConfig(nil, func(string) (string, bool) { return "", false })
 	if err != nil {

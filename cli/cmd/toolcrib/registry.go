@@ -17,6 +17,7 @@ import (
 
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/changelog"
 )
 
 // registryClient dials the registry.
@@ -457,7 +458,7 @@ func watchCommand() command {
 			seen := 0
 			for count == 0 || seen < count {
 				msg, err := stream.Recv()
-				if errors.Is(err, io.EOF) {
+				if errors.Is(err, io.EOF) || errors.Is(changelog.StreamError(err), changelog.ErrDraining) {
 					fmt.Fprintln(e.stderr, "toolcrib: the registry ended the stream (shutting down); resume with --from", from)
 					return nil
 				}

@@ -20,13 +20,19 @@ import (
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/apierror"
+	"github.com/toolcrib/toolcrib/platform/changelog"
+	"github.com/toolcrib/toolcrib/platform/principal"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
 )
 
 // Registry is an in-memory fake of the registry's gRPC API, enough for
 // discovery: servers, audience classes, tenants' policy epochs, UpdateServer
 // (only to set an empty identity pin, like the real registry allows a
-// service principal) and Watch. Every change is appended to its own change
-// log, so Watch behaves like the real one.
+// service principal) and Watch. Callers are authenticated like the real
+// registry does (tokens of the [servicetest.Auth] it was started with).
+// Every change is appended to an in-memory change log served by the shared
+// Watch server ([changelog.Server]), so Watch is the real one's: it passes
+// the Watch contract suite (package watchtest).
 type Registry struct {
 	registryv1.UnimplementedRegistryServiceServer
 
@@ -34,8 +40,10 @@ type Registry struct {
 	servers map[string]*registryv1.Server
 	classes map[string]*registryv1.AudienceClass
 	epochs  map[string]int64
-	changes []*registryv1.Change
-	wake    chan struct{}
+	log     *changelog.Memory
+	drain   chan struct{}
+	// Heartbeat is the Watch heartbeat interval (200 ms); set before serving.
+	Heartbeat time.Duration
 	// Tokens are the bearer tokens calls presented, in order.
 	tokens []string
 	// Unavailable makes every call fail with UNAVAILABLE while true.
@@ -45,19 +53,22 @@ type Registry struct {
 // NewRegistry returns an empty fake registry.
 func NewRegistry() *Registry {
 	return &Registry{servers: map[string]*registryv1.Server{}, classes: map[string]*registryv1.AudienceClass{},
-		epochs: map[string]int64{}, wake: make(chan struct{})}
+		epochs: map[string]int64{}, log: changelog.NewMemory(), drain: make(chan struct{}), Heartbeat: 200 * time.Millisecond}
 }
 
-// StartRegistry serves a fake registry over real gRPC on a loopback port
-// and returns it with its address; it stops when the test ends.
-func StartRegistry(t testing.TB) (*Registry, string) {
+// StartRegistry serves a fake registry over real gRPC on a loopback port,
+// accepting the tokens auth mints, and returns it with its address; it
+// stops when the test ends.
+func StartRegistry(t testing.TB, auth *servicetest.Auth) (*Registry, string) {
 	t.Helper()
 	r := NewRegistry()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(r.record), grpc.ChainStreamInterceptor(r.recordStream))
+	v := auth.Verifier(t)
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(r.record, v.UnaryServerInterceptor()),
+		grpc.ChainStreamInterceptor(r.recordStream, v.StreamServerInterceptor()))
 	registryv1.RegisterRegistryServiceServer(srv, r)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
@@ -103,12 +114,50 @@ func (r *Registry) SetUnavailable(down bool) {
 	r.mu.Unlock()
 }
 
+// appendLocked appends c to the change log for the tenants the real
+// registry would show it to.
 func (r *Registry) appendLocked(c *registryv1.Change) {
-	c.Revision = int64(len(r.changes) + 1)
-	c.CommittedAt = timestamppb.Now()
-	r.changes = append(r.changes, c)
-	close(r.wake)
-	r.wake = make(chan struct{})
+	var tenants []string
+	switch o := c.GetObject().(type) {
+	case *registryv1.Change_AudienceClass:
+		tenants = []string{o.AudienceClass.GetTenantId()}
+	case *registryv1.Change_Policy:
+		tenants = []string{o.Policy.GetTenantId()}
+	case *registryv1.Change_Server:
+		for _, cl := range r.classes {
+			if slices.ContainsFunc(cl.GetServers(), func(s *registryv1.AudienceServer) bool { return s.GetServerId() == o.Server.GetServerId() }) {
+				tenants = append(tenants, cl.GetTenantId())
+			}
+		}
+		slices.Sort(tenants)
+		tenants = slices.Compact(tenants)
+	}
+	payload, err := proto.Marshal(c)
+	if err != nil {
+		panic(err) // a message built here always marshals
+	}
+	r.log.Append("change", payload, tenants)
+}
+
+// revisionLocked is the head of the change log.
+func (r *Registry) revisionLocked() int64 {
+	rev, _ := r.log.Head(context.Background())
+	return rev
+}
+
+// Compact forgets the changes up to and including revision through.
+func (r *Registry) Compact(through int64) { r.log.Compact(through) }
+
+// Drain ends every Watch stream as a draining registry does, and refuses
+// new ones.
+func (r *Registry) Drain() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-r.drain:
+	default:
+		close(r.drain)
+	}
 }
 
 // PutServer creates or replaces a server (version bumped).
@@ -149,8 +198,8 @@ func (r *Registry) Class(name string) *registryv1.AudienceClass {
 }
 
 // PutClass creates or replaces an audience class and bumps its tenant's
-// epoch, like the real registry.
-func (r *Registry) PutClass(c *registryv1.AudienceClass) {
+// epoch, like the real registry, and returns the revision of the bump.
+func (r *Registry) PutClass(c *registryv1.AudienceClass) int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c = proto.Clone(c).(*registryv1.AudienceClass)
@@ -164,6 +213,7 @@ func (r *Registry) PutClass(c *registryv1.AudienceClass) {
 	r.classes[c.GetName()] = c
 	r.appendLocked(&registryv1.Change{Kind: kind, Object: &registryv1.Change_AudienceClass{AudienceClass: proto.Clone(c).(*registryv1.AudienceClass)}})
 	r.bumpLocked(c.GetTenantId(), "AUDIENCE_CLASS")
+	return r.revisionLocked()
 }
 
 // AddTenant creates a tenant at policy epoch 1 (no-op when it exists).
@@ -214,7 +264,7 @@ func (r *Registry) GetServer(_ context.Context, req *registryv1.GetServerRequest
 func (r *Registry) ListServers(context.Context, *registryv1.ListServersRequest) (*registryv1.ListServersResponse, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	resp := &registryv1.ListServersResponse{Revision: int64(len(r.changes))}
+	resp := &registryv1.ListServersResponse{Revision: r.revisionLocked()}
 	for _, s := range r.servers {
 		resp.Servers = append(resp.Servers, proto.Clone(s).(*registryv1.Server))
 	}
@@ -265,7 +315,7 @@ func (r *Registry) GetAudienceClass(_ context.Context, req *registryv1.GetAudien
 func (r *Registry) ListAudienceClasses(_ context.Context, req *registryv1.ListAudienceClassesRequest) (*registryv1.ListAudienceClassesResponse, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	resp := &registryv1.ListAudienceClassesResponse{Revision: int64(len(r.changes))}
+	resp := &registryv1.ListAudienceClassesResponse{Revision: r.revisionLocked()}
 	for _, c := range r.classes {
 		if req.GetTenantId() != "" && c.GetTenantId() != req.GetTenantId() {
 			continue
@@ -287,33 +337,30 @@ func (r *Registry) GetPolicy(_ context.Context, req *registryv1.GetPolicyRequest
 	if !ok {
 		return nil, apierror.NotFound("tenant", req.GetTenantId())
 	}
-	return &registryv1.GetPolicyResponse{Policy: &registryv1.Policy{TenantId: req.GetTenantId(), PolicyEpoch: e}, Revision: int64(len(r.changes))}, nil
+	return &registryv1.GetPolicyResponse{Policy: &registryv1.Policy{TenantId: req.GetTenantId(), PolicyEpoch: e}, Revision: r.revisionLocked()}, nil
 }
 
-// Watch implements the RPC with heartbeats every 200 ms.
+// Watch implements the RPC with the shared Watch server.
 func (r *Registry) Watch(req *registryv1.WatchRequest, stream registryv1.RegistryService_WatchServer) error {
-	next := req.GetFromRevision()
-	for {
-		r.mu.Lock()
-		pending := slices.Clone(r.changes[min(int(next), len(r.changes)):])
-		wake := r.wake
-		head := int64(len(r.changes))
-		r.mu.Unlock()
-		for _, c := range pending {
-			if err := stream.Send(&registryv1.WatchResponse{Event: &registryv1.WatchResponse_Change{Change: c}}); err != nil {
-				return err
-			}
-			next = c.GetRevision()
-		}
-		select {
-		case <-stream.Context().Done():
-			return nil
-		case <-wake:
-		case <-time.After(200 * time.Millisecond):
-			if err := stream.Send(&registryv1.WatchResponse{Event: &registryv1.WatchResponse_Heartbeat{
-				Heartbeat: &catalogv1.Heartbeat{Revision: head, SentAt: timestamppb.Now()}}}); err != nil {
-				return err
-			}
-		}
+	p, err := principal.Require(stream.Context())
+	if err != nil {
+		return err
 	}
+	viewer, err := changelog.ViewerOf(p)
+	if err != nil {
+		return err
+	}
+	srv := changelog.Server{Feed: r.log, Heartbeat: r.Heartbeat, Draining: r.drain, Relist: "ListServers, ListAudienceClasses, GetPolicy"}
+	return srv.Serve(stream.Context(), viewer, req.GetFromRevision(), func(ev changelog.Event) error {
+		if ev.Entry == nil {
+			return stream.Send(&registryv1.WatchResponse{Event: &registryv1.WatchResponse_Heartbeat{
+				Heartbeat: &catalogv1.Heartbeat{Revision: ev.Head, SentAt: timestamppb.New(ev.SentAt)}}})
+		}
+		c := &registryv1.Change{}
+		if err := proto.Unmarshal(ev.Entry.Payload, c); err != nil {
+			return err
+		}
+		c.Revision, c.CommittedAt = ev.Entry.Revision, timestamppb.New(ev.Entry.CommittedAt)
+		return stream.Send(&registryv1.WatchResponse{Event: &registryv1.WatchResponse_Change{Change: c}})
+	})
 }

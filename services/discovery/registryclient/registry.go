@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/changelog"
 )
 
 // Errors a [Registry] returns; anything else wraps [ErrUnavailable].
@@ -94,7 +95,7 @@ func translate(err error) error {
 		return fmt.Errorf("%w: %s", ErrConflict, st.Message())
 	case codes.FailedPrecondition:
 		for _, d := range st.Details() {
-			if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == "REVISION_COMPACTED" {
+			if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == changelog.ReasonCompacted {
 				return fmt.Errorf("%w: %s", ErrCompacted, st.Message())
 			}
 		}

@@ -14,10 +14,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolcrib/toolcrib/platform/apierror"
 	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/changelog"
 	"github.com/toolcrib/toolcrib/platform/pgtest"
+	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/services/registry"
 
@@ -38,6 +42,9 @@ type Registry struct {
 	PostgresURL string
 	// Config is the configuration it runs with.
 	Config registry.Config
+	// Drain starts the registry's shutdown (as a signal does); the test's
+	// cleanup still waits for Run to return.
+	Drain func()
 }
 
 // Options change how [Start] runs the registry.
@@ -62,7 +69,7 @@ func Start(t testing.TB, opts Options) *Registry {
 		CompactInterval: time.Minute,
 	}
 	if !opts.NoDiscovery {
-		r.Discovery = NewDiscovery(t)
+		r.Discovery = NewDiscovery(t, r.Auth)
 		cfg.DiscoveryAddr = r.Discovery.Addr
 	}
 	if opts.Configure != nil {
@@ -72,9 +79,21 @@ func Start(t testing.TB, opts Options) *Registry {
 		t.Fatalf("registrytest: configuration: %v", err)
 	}
 	r.Config = cfg
+	drainCtx, drain := context.WithCancel(context.Background())
+	t.Cleanup(drain)
+	r.Drain = drain
 	r.Addr = servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
 		c := cfg
 		c.Listening = listening
+		ctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() {
+			select {
+			case <-drainCtx.Done():
+				stop()
+			case <-ctx.Done():
+			}
+		}()
 		return registry.Run(ctx, c)
 	})
 	return r
@@ -143,39 +162,45 @@ type genKey struct {
 	gen int64
 }
 
-// Discovery is a fake DiscoveryService on a loopback listener. It serves
-// Watch (from_revision semantics, REVISION_COMPACTED and heartbeats as the
-// API describes), GetSnapshot and GetActiveSnapshot from what the test
-// commits; every other RPC is UNIMPLEMENTED.
+// Discovery is a fake DiscoveryService on a loopback listener. It
+// authenticates callers like the real one, serves Watch from an in-memory
+// change log through the shared Watch server ([changelog.Server], so it
+// passes the Watch contract suite, package watchtest), and GetSnapshot and
+// GetActiveSnapshot from what the test commits; every other RPC is
+// UNIMPLEMENTED.
 type Discovery struct {
 	discoveryv1.UnimplementedDiscoveryServiceServer
 	// Addr is its gRPC address.
 	Addr string
 
+	// Heartbeat is the Watch heartbeat interval (50 ms); set before use.
+	Heartbeat time.Duration
+
+	log       *changelog.Memory
+	drain     chan struct{}
 	mu        sync.Mutex
-	moves     []*discoveryv1.PointerChange
-	head      int64
-	compacted int64
 	gens      map[pairKey]int64
 	snapshots map[genKey]*catalogv1.Snapshot
 	active    map[pairKey]*discoveryv1.ActivePointer
-	changed   chan struct{}
 	cut       chan struct{}
 	watches   []int64
 	auth      []string
-	paused    bool
 }
 
-// NewDiscovery serves a fake discovery until the test ends.
-func NewDiscovery(t testing.TB) *Discovery {
+// NewDiscovery serves a fake discovery, accepting the tokens auth mints,
+// until the test ends.
+func NewDiscovery(t testing.TB, auth *servicetest.Auth) *Discovery {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := &Discovery{Addr: lis.Addr().String(), gens: map[pairKey]int64{}, snapshots: map[genKey]*catalogv1.Snapshot{},
-		active: map[pairKey]*discoveryv1.ActivePointer{}, changed: make(chan struct{}), cut: make(chan struct{})}
-	s := grpc.NewServer()
+		active: map[pairKey]*discoveryv1.ActivePointer{}, cut: make(chan struct{}),
+		log: changelog.NewMemory(), drain: make(chan struct{}), Heartbeat: 50 * time.Millisecond}
+	v := auth.Verifier(t)
+	s := grpc.NewServer(grpc.ChainUnaryInterceptor(d.recordUnary, v.UnaryServerInterceptor()),
+		grpc.ChainStreamInterceptor(d.recordStream, v.StreamServerInterceptor()))
 	discoveryv1.RegisterDiscoveryServiceServer(s, d)
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
@@ -207,23 +232,32 @@ func (d *Discovery) Close(serverID, class string) int64 {
 }
 
 func (d *Discovery) move(k pairKey, gen int64, state discoveryv1.PointerState) int64 {
-	d.head++
-	p := &discoveryv1.ActivePointer{ServerId: k.server, AudienceClass: k.class, Generation: gen, State: state, Revision: d.head,
-		SnapshotState: catalogv1.DiscoveryState_DISCOVERY_STATE_ELIGIBLE}
+	tenant, _, _ := strings.Cut(k.class, ".")
+	head, _ := d.log.Head(context.Background())
+	p := &discoveryv1.ActivePointer{ServerId: k.server, AudienceClass: k.class, TenantId: tenant, Generation: gen, State: state,
+		Revision: head + 1, SnapshotState: catalogv1.DiscoveryState_DISCOVERY_STATE_ELIGIBLE}
 	d.active[k] = p
-	d.moves = append(d.moves, &discoveryv1.PointerChange{Revision: d.head, Pointer: p})
-	close(d.changed)
-	d.changed = make(chan struct{})
-	return d.head
+	payload, err := proto.Marshal(&discoveryv1.PointerChange{Pointer: p})
+	if err != nil {
+		panic(err) // a message built here always marshals
+	}
+	return d.log.Append("pointer", payload, []string{tenant}).Revision
 }
 
 // Compact forgets the moves up to and including revision through: a Watch
 // resuming from before it fails with REVISION_COMPACTED.
-func (d *Discovery) Compact(through int64) {
+func (d *Discovery) Compact(through int64) { d.log.Compact(through) }
+
+// Drain ends every Watch stream as a draining discovery does, and refuses
+// new ones.
+func (d *Discovery) Drain() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.compacted = max(d.compacted, through)
-	d.moves = slices.DeleteFunc(d.moves, func(m *discoveryv1.PointerChange) bool { return m.GetRevision() <= through })
+	select {
+	case <-d.drain:
+	default:
+		close(d.drain)
+	}
 }
 
 // Forget drops one generation's snapshot, as retention would: GetSnapshot
@@ -244,20 +278,10 @@ func (d *Discovery) Disconnect() {
 
 // Pause holds back moves from open and new Watch streams (heartbeats go
 // on, reporting only what was sent) until [Discovery.Resume].
-func (d *Discovery) Pause() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.paused = true
-}
+func (d *Discovery) Pause() { d.log.Hold() }
 
 // Resume sends the moves held back by [Discovery.Pause].
-func (d *Discovery) Resume() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.paused = false
-	close(d.changed)
-	d.changed = make(chan struct{})
-}
+func (d *Discovery) Resume() { d.log.Release() }
 
 // Watches returns the from_revision of every Watch call so far.
 func (d *Discovery) Watches() []int64 {
@@ -278,59 +302,74 @@ func (d *Discovery) record(ctx context.Context) {
 	d.auth = append(d.auth, strings.Join(md.Get("authorization"), ","))
 }
 
-// Watch implements DiscoveryService.Watch.
-func (d *Discovery) Watch(req *discoveryv1.WatchRequest, stream discoveryv1.DiscoveryService_WatchServer) error {
+func (d *Discovery) recordUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	d.mu.Lock()
-	d.record(stream.Context())
+	d.record(ctx)
+	d.mu.Unlock()
+	return h(ctx, req)
+}
+
+func (d *Discovery) recordStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	d.mu.Lock()
+	d.record(ss.Context())
+	d.mu.Unlock()
+	return h(srv, ss)
+}
+
+// Watch implements DiscoveryService.Watch with the shared Watch server;
+// [Discovery.Disconnect] ends it with UNAVAILABLE.
+func (d *Discovery) Watch(req *discoveryv1.WatchRequest, stream discoveryv1.DiscoveryService_WatchServer) error {
+	p, err := principal.Require(stream.Context())
+	if err != nil {
+		return err
+	}
+	viewer, err := changelog.ViewerOf(p)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
 	d.watches = append(d.watches, req.GetFromRevision())
-	cursor := req.GetFromRevision()
-	if cursor != 0 && cursor < d.compacted {
-		d.mu.Unlock()
-		return apierror.FailedPrecondition("REVISION_COMPACTED", fmt.Sprintf("moves after %d are no longer kept", cursor)).GRPCStatus().Err()
-	}
-	if cursor == 0 {
-		cursor = d.compacted
-	}
 	cut := d.cut
 	d.mu.Unlock()
-	heartbeat := time.NewTicker(50 * time.Millisecond)
-	defer heartbeat.Stop()
-	for {
-		d.mu.Lock()
-		var pending []*discoveryv1.PointerChange
-		for _, m := range d.moves {
-			if m.GetRevision() > cursor && !d.paused {
-				pending = append(pending, m)
-			}
-		}
-		changed := d.changed
-		d.mu.Unlock()
-		for _, m := range pending {
-			if err := stream.Send(&discoveryv1.WatchResponse{Event: &discoveryv1.WatchResponse_Change{Change: m}}); err != nil {
-				return err
-			}
-			cursor = m.GetRevision()
-		}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	go func() {
 		select {
 		case <-cut:
-			return status.Error(codes.Unavailable, "registrytest: discovery disconnected the stream")
-		case <-stream.Context().Done():
-			return stream.Context().Err()
-		case <-changed:
-		case <-heartbeat.C:
-			if err := stream.Send(&discoveryv1.WatchResponse{Event: &discoveryv1.WatchResponse_Heartbeat{
-				Heartbeat: &catalogv1.Heartbeat{Revision: cursor}}}); err != nil {
-				return err
-			}
+			cancel()
+		case <-ctx.Done():
 		}
+	}()
+	srv := changelog.Server{Feed: d.log, Heartbeat: d.Heartbeat, Draining: d.drain, Relist: "GetActiveSnapshot"}
+	err = srv.Serve(ctx, viewer, req.GetFromRevision(), func(ev changelog.Event) error {
+		select {
+		case <-cut: // nothing is sent once Disconnect returned
+			return context.Canceled
+		default:
+		}
+		if ev.Entry == nil {
+			return stream.Send(&discoveryv1.WatchResponse{Event: &discoveryv1.WatchResponse_Heartbeat{
+				Heartbeat: &catalogv1.Heartbeat{Revision: ev.Head, SentAt: timestamppb.New(ev.SentAt)}}})
+		}
+		m := &discoveryv1.PointerChange{}
+		if err := proto.Unmarshal(ev.Entry.Payload, m); err != nil {
+			return err
+		}
+		m.Revision = ev.Entry.Revision
+		return stream.Send(&discoveryv1.WatchResponse{Event: &discoveryv1.WatchResponse_Change{Change: m}})
+	})
+	select {
+	case <-cut:
+		return status.Error(codes.Unavailable, "registrytest: discovery disconnected the stream")
+	default:
 	}
+	return err
 }
 
 // GetSnapshot implements DiscoveryService.GetSnapshot.
 func (d *Discovery) GetSnapshot(ctx context.Context, req *discoveryv1.GetSnapshotRequest) (*discoveryv1.GetSnapshotResponse, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.record(ctx)
 	s, ok := d.snapshots[genKey{pairKey{req.GetServerId(), req.GetAudienceClass()}, req.GetGeneration()}]
 	if !ok {
 		return nil, apierror.NotFound("snapshot", fmt.Sprintf("%s/%s/%d", req.GetServerId(), req.GetAudienceClass(), req.GetGeneration())).GRPCStatus().Err()
@@ -342,7 +381,6 @@ func (d *Discovery) GetSnapshot(ctx context.Context, req *discoveryv1.GetSnapsho
 func (d *Discovery) GetActiveSnapshot(ctx context.Context, req *discoveryv1.GetActiveSnapshotRequest) (*discoveryv1.GetActiveSnapshotResponse, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.record(ctx)
 	k := pairKey{req.GetServerId(), req.GetAudienceClass()}
 	p, ok := d.active[k]
 	if !ok {

@@ -76,9 +76,32 @@ type DiscoveryServiceClient interface {
 	// Admission and lease call it.
 	BindGeneration(ctx context.Context, in *BindGenerationRequest, opts ...grpc.CallOption) (*BindGenerationResponse, error)
 	// Watch streams every pointer move in commit order from a revision, with
-	// heartbeats. FAILED_PRECONDITION (ErrorInfo reason `REVISION_COMPACTED`)
-	// when the revision is no longer kept: re-read the pointers and watch from
-	// the revision they returned.
+	// heartbeats. After REVISION_COMPACTED, re-read the pointers
+	// (GetActiveSnapshot) and watch again.
+	// The Watch contract (the same for RegistryService.Watch and
+	// DiscoveryService.Watch; one server implements both, platform/changelog):
+	//   - `from_revision` N > 0 sends every change with a revision greater than
+	//     N in revision order, without gaps, then each new one as it commits;
+	//     0 sends every change still kept, from the oldest kept.
+	//   - FAILED_PRECONDITION, ErrorInfo reason `REVISION_COMPACTED` (metadata
+	//     `from_revision`, `oldest_revision`), when N is older than the oldest
+	//     kept change (also for a watcher that falls that far behind while
+	//     streaming): re-list and watch from the revision the lists returned.
+	//     `REVISION_AHEAD` (metadata `head_revision`) when N is past the head
+	//     (a restore from an older backup): re-list. INVALID_ARGUMENT when N is
+	//     negative.
+	//   - A heartbeat as soon as the backlog up to the head at connect time was
+	//     sent, then one every heartbeat interval (`--watch-heartbeat`, 1 s by
+	//     default), carrying the head revision: every change up to it that the
+	//     caller may see was sent.
+	//   - Platform admins and services see every change; a tenant principal
+	//     only its own tenant's (the moves of pointers of its tenant's audience classes); other principals are PERMISSION_DENIED.
+	//     A tenant's stream skips the revisions of other tenants' changes, but
+	//     its heartbeats carry the head like everyone's: a filtered follower is
+	//     fresh up to the heartbeat's revision as of the time it arrived.
+	//   - When the server shuts down, every stream ends with UNAVAILABLE,
+	//     ErrorInfo reason `DRAINING`: resume elsewhere (or after the restart)
+	//     from the last revision received.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
 }
 
@@ -227,9 +250,32 @@ type DiscoveryServiceServer interface {
 	// Admission and lease call it.
 	BindGeneration(context.Context, *BindGenerationRequest) (*BindGenerationResponse, error)
 	// Watch streams every pointer move in commit order from a revision, with
-	// heartbeats. FAILED_PRECONDITION (ErrorInfo reason `REVISION_COMPACTED`)
-	// when the revision is no longer kept: re-read the pointers and watch from
-	// the revision they returned.
+	// heartbeats. After REVISION_COMPACTED, re-read the pointers
+	// (GetActiveSnapshot) and watch again.
+	// The Watch contract (the same for RegistryService.Watch and
+	// DiscoveryService.Watch; one server implements both, platform/changelog):
+	//   - `from_revision` N > 0 sends every change with a revision greater than
+	//     N in revision order, without gaps, then each new one as it commits;
+	//     0 sends every change still kept, from the oldest kept.
+	//   - FAILED_PRECONDITION, ErrorInfo reason `REVISION_COMPACTED` (metadata
+	//     `from_revision`, `oldest_revision`), when N is older than the oldest
+	//     kept change (also for a watcher that falls that far behind while
+	//     streaming): re-list and watch from the revision the lists returned.
+	//     `REVISION_AHEAD` (metadata `head_revision`) when N is past the head
+	//     (a restore from an older backup): re-list. INVALID_ARGUMENT when N is
+	//     negative.
+	//   - A heartbeat as soon as the backlog up to the head at connect time was
+	//     sent, then one every heartbeat interval (`--watch-heartbeat`, 1 s by
+	//     default), carrying the head revision: every change up to it that the
+	//     caller may see was sent.
+	//   - Platform admins and services see every change; a tenant principal
+	//     only its own tenant's (the moves of pointers of its tenant's audience classes); other principals are PERMISSION_DENIED.
+	//     A tenant's stream skips the revisions of other tenants' changes, but
+	//     its heartbeats carry the head like everyone's: a filtered follower is
+	//     fresh up to the heartbeat's revision as of the time it arrived.
+	//   - When the server shuts down, every stream ends with UNAVAILABLE,
+	//     ErrorInfo reason `DRAINING`: resume elsewhere (or after the restart)
+	//     from the last revision received.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
 	mustEmbedUnimplementedDiscoveryServiceServer()
 }

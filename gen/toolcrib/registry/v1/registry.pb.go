@@ -45,7 +45,10 @@
 // binds one descriptor digest and one contract (I5); two classes that see
 // different descriptors need two approvals; two classes that see the same
 // descriptor share it. A scan for one class changes only that class's
-// variant. Admission asks GetToolReview. List responses carry the registry revision they
+// variant. Admission asks GetToolReview.
+//
+// Watch is narrower too: a tenant principal reads only its tenant's
+// changes. List responses carry the registry revision they
 // were read at, so a client can list and then watch from that revision
 // without a gap.
 

@@ -45,7 +45,10 @@
 // binds one descriptor digest and one contract (I5); two classes that see
 // different descriptors need two approvals; two classes that see the same
 // descriptor share it. A scan for one class changes only that class's
-// variant. Admission asks GetToolReview. List responses carry the registry revision they
+// variant. Admission asks GetToolReview.
+//
+// Watch is narrower too: a tenant principal reads only its tenant's
+// changes. List responses carry the registry revision they
 // were read at, so a client can list and then watch from that revision
 // without a gap.
 
@@ -197,11 +200,31 @@ type RegistryServiceClient interface {
 	// registry kept the tenant's policy history.
 	GetPolicy(ctx context.Context, in *GetPolicyRequest, opts ...grpc.CallOption) (*GetPolicyResponse, error)
 	// Watch streams every registry change in commit order from a revision, with
-	// heartbeats. FAILED_PRECONDITION (ErrorInfo reason `REVISION_COMPACTED`)
-	// when the revision is no longer kept: the client must re-list and watch
-	// from the revision the lists returned. Admin or service principals only.
-	// The stream ends (OK) when the server shuts down; resume elsewhere from
-	// the last revision received.
+	// heartbeats.
+	// The Watch contract (the same for RegistryService.Watch and
+	// DiscoveryService.Watch; one server implements both, platform/changelog):
+	//   - `from_revision` N > 0 sends every change with a revision greater than
+	//     N in revision order, without gaps, then each new one as it commits;
+	//     0 sends every change still kept, from the oldest kept.
+	//   - FAILED_PRECONDITION, ErrorInfo reason `REVISION_COMPACTED` (metadata
+	//     `from_revision`, `oldest_revision`), when N is older than the oldest
+	//     kept change (also for a watcher that falls that far behind while
+	//     streaming): re-list and watch from the revision the lists returned.
+	//     `REVISION_AHEAD` (metadata `head_revision`) when N is past the head
+	//     (a restore from an older backup): re-list. INVALID_ARGUMENT when N is
+	//     negative.
+	//   - A heartbeat as soon as the backlog up to the head at connect time was
+	//     sent, then one every heartbeat interval (`--watch-heartbeat`, 1 s by
+	//     default), carrying the head revision: every change up to it that the
+	//     caller may see was sent.
+	//   - Platform admins and services see every change; a tenant principal
+	//     only its own tenant's (its tenant record, audience classes and policy epochs, and the servers and tools that one of its audience classes covers when the change commits); other principals are PERMISSION_DENIED.
+	//     A tenant's stream skips the revisions of other tenants' changes, but
+	//     its heartbeats carry the head like everyone's: a filtered follower is
+	//     fresh up to the heartbeat's revision as of the time it arrived.
+	//   - When the server shuts down, every stream ends with UNAVAILABLE,
+	//     ErrorInfo reason `DRAINING`: resume elsewhere (or after the restart)
+	//     from the last revision received.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
 }
 
@@ -533,11 +556,31 @@ type RegistryServiceServer interface {
 	// registry kept the tenant's policy history.
 	GetPolicy(context.Context, *GetPolicyRequest) (*GetPolicyResponse, error)
 	// Watch streams every registry change in commit order from a revision, with
-	// heartbeats. FAILED_PRECONDITION (ErrorInfo reason `REVISION_COMPACTED`)
-	// when the revision is no longer kept: the client must re-list and watch
-	// from the revision the lists returned. Admin or service principals only.
-	// The stream ends (OK) when the server shuts down; resume elsewhere from
-	// the last revision received.
+	// heartbeats.
+	// The Watch contract (the same for RegistryService.Watch and
+	// DiscoveryService.Watch; one server implements both, platform/changelog):
+	//   - `from_revision` N > 0 sends every change with a revision greater than
+	//     N in revision order, without gaps, then each new one as it commits;
+	//     0 sends every change still kept, from the oldest kept.
+	//   - FAILED_PRECONDITION, ErrorInfo reason `REVISION_COMPACTED` (metadata
+	//     `from_revision`, `oldest_revision`), when N is older than the oldest
+	//     kept change (also for a watcher that falls that far behind while
+	//     streaming): re-list and watch from the revision the lists returned.
+	//     `REVISION_AHEAD` (metadata `head_revision`) when N is past the head
+	//     (a restore from an older backup): re-list. INVALID_ARGUMENT when N is
+	//     negative.
+	//   - A heartbeat as soon as the backlog up to the head at connect time was
+	//     sent, then one every heartbeat interval (`--watch-heartbeat`, 1 s by
+	//     default), carrying the head revision: every change up to it that the
+	//     caller may see was sent.
+	//   - Platform admins and services see every change; a tenant principal
+	//     only its own tenant's (its tenant record, audience classes and policy epochs, and the servers and tools that one of its audience classes covers when the change commits); other principals are PERMISSION_DENIED.
+	//     A tenant's stream skips the revisions of other tenants' changes, but
+	//     its heartbeats carry the head like everyone's: a filtered follower is
+	//     fresh up to the heartbeat's revision as of the time it arrived.
+	//   - When the server shuts down, every stream ends with UNAVAILABLE,
+	//     ErrorInfo reason `DRAINING`: resume elsewhere (or after the restart)
+	//     from the last revision received.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
 	mustEmbedUnimplementedRegistryServiceServer()
 }

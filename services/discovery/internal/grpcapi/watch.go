@@ -1,12 +1,10 @@
 package grpcapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"strconv"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
@@ -17,30 +15,24 @@ import (
 	"github.com/toolcrib/toolcrib/services/discovery/internal/store"
 )
 
-// Watch implements the RPC: every pointer change after from_revision from
-// the change log, then new ones as they commit, with a heartbeat every
-// interval. It ends with UNAVAILABLE (reason DRAINING) when the server
-// drains, so a client reconnects elsewhere and resumes.
+// relist names what a client re-reads after REVISION_COMPACTED.
+const relist = "GetActiveSnapshot of each (server, audience class)"
+
+// Watch implements the RPC with the shared Watch server
+// ([changelog.Server]): a tenant principal sees only the moves of its
+// tenant's audience classes, admins and services every move; drain ends
+// the stream with UNAVAILABLE DRAINING.
 func (s *Server) Watch(req *discoveryv1.WatchRequest, stream discoveryv1.DiscoveryService_WatchServer) error {
 	p, err := principal.Require(stream.Context())
 	if err != nil {
 		return err
 	}
-	if req.GetFromRevision() < 0 {
-		return apierror.InvalidArgument(apierror.FieldViolation{Field: "from_revision", Description: "must not be negative"})
+	viewer, err := changelog.ViewerOf(p)
+	if err != nil {
+		return err
 	}
-	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
-	drained := make(chan struct{})
-	go func() {
-		select {
-		case <-s.draining:
-			close(drained)
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	err = s.log.Watch(ctx, req.GetFromRevision(), s.heartbeat, func(ev changelog.Event) error {
+	srv := changelog.Server{Feed: s.log, Heartbeat: s.heartbeat, Draining: s.draining, Relist: relist}
+	err = srv.Serve(stream.Context(), viewer, req.GetFromRevision(), func(ev changelog.Event) error {
 		if ev.Entry == nil {
 			return stream.Send(&discoveryv1.WatchResponse{Event: &discoveryv1.WatchResponse_Heartbeat{
 				Heartbeat: &catalogv1.Heartbeat{Revision: ev.Head, SentAt: timestamppb.New(ev.SentAt)}}})
@@ -49,23 +41,11 @@ func (s *Server) Watch(req *discoveryv1.WatchRequest, stream discoveryv1.Discove
 		if err != nil {
 			return err
 		}
-		if !visible(p, ch.GetPointer().GetTenantId()) {
-			return nil
-		}
 		return stream.Send(&discoveryv1.WatchResponse{Event: &discoveryv1.WatchResponse_Change{Change: ch}})
 	})
-	select {
-	case <-drained:
-		return &apierror.Error{Code: codes.Unavailable, Reason: "DRAINING", Message: "the server is shutting down; resume the watch from the last revision received"}
-	default:
-	}
-	switch {
-	case errors.Is(err, changelog.ErrCompacted):
-		return apierror.FailedPrecondition("REVISION_COMPACTED", "the revision is no longer kept: re-read the pointers and watch from the revision they returned")
-	case errors.Is(err, changelog.ErrAhead):
-		return apierror.FailedPrecondition("REVISION_AHEAD", "the revision is ahead of the change log")
-	case err == nil, stream.Context().Err() != nil:
-		return nil
+	var api *apierror.Error
+	if err == nil || errors.As(err, &api) {
+		return err
 	}
 	return internal(err)
 }

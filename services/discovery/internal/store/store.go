@@ -127,7 +127,7 @@ func (s *Store) appendChange(ctx context.Context, tx pgx.Tx, ptr *discoveryv1.Ac
 	if err != nil {
 		return 0, err
 	}
-	rev, _, err := s.log.Append(ctx, tx, ChangeKind, payload)
+	rev, _, err := s.log.Append(ctx, tx, ChangeKind, payload, []string{ptr.GetTenantId()})
 	if err != nil {
 		return 0, err
 	}

@@ -3,6 +3,7 @@
 // whole (one field violation per problem, I12), calls the store, and
 // translates the store's typed errors into gRPC statuses once ([translate]).
 //
-// Watch streams the change log ([changelog.Log]) from a revision, with
-// heartbeats, and ends cleanly when the server drains.
+// Watch is the shared Watch server ([changelog.Server]) over the change
+// log: filtered to the caller's tenant for tenant principals, ended with
+// UNAVAILABLE DRAINING when the server drains.
 package grpcapi

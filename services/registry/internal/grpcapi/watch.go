@@ -1,13 +1,8 @@
 package grpcapi
 
 import (
-	"context"
-	"errors"
-	"fmt"
-
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/toolcrib/toolcrib/platform/apierror"
 	"github.com/toolcrib/toolcrib/platform/changelog"
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/services/registry/internal/store"
@@ -16,34 +11,24 @@ import (
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 )
 
-// Watch implements RegistryService.Watch: every change after from_revision
-// in commit order, then new ones as they commit, with a heartbeat every
-// Options.Heartbeat; the stream ends with OK when the server drains.
+// relist names what a client re-reads after REVISION_COMPACTED.
+const relist = "ListServers, ListAudienceClasses, ListTools, GetPolicy"
+
+// Watch implements RegistryService.Watch with the shared Watch server
+// ([changelog.Server]): a tenant principal sees only its tenant's changes,
+// admins and services every change; drain ends the stream with UNAVAILABLE
+// DRAINING.
 func (s *Server) Watch(req *registryv1.WatchRequest, stream registryv1.RegistryService_WatchServer) error {
-	if _, err := principal.RequireAdminOrService(stream.Context()); err != nil {
+	p, err := principal.Require(stream.Context())
+	if err != nil {
 		return err
 	}
-	from := req.GetFromRevision()
-	if from < 0 {
-		return apierror.InvalidArgument(apierror.FieldViolation{Field: "from_revision", Description: "must not be negative"})
+	viewer, err := changelog.ViewerOf(p)
+	if err != nil {
+		return err
 	}
-	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
-	go func() {
-		select {
-		case <-s.opts.Draining:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	if from == 0 {
-		oldest, err := s.store.OldestRevision(ctx)
-		if err != nil {
-			return err
-		}
-		from = oldest - 1
-	}
-	err := s.store.Log().Watch(ctx, from, s.opts.Heartbeat, func(ev changelog.Event) error {
+	srv := changelog.Server{Feed: s.store.Log(), Heartbeat: s.opts.Heartbeat, Draining: s.opts.Draining, Relist: relist}
+	return srv.Serve(stream.Context(), viewer, req.GetFromRevision(), func(ev changelog.Event) error {
 		if ev.Entry == nil {
 			return stream.Send(&registryv1.WatchResponse{Event: &registryv1.WatchResponse_Heartbeat{
 				Heartbeat: &catalogv1.Heartbeat{Revision: ev.Head, SentAt: timestamppb.New(ev.SentAt)}}})
@@ -54,22 +39,4 @@ func (s *Server) Watch(req *registryv1.WatchRequest, stream registryv1.RegistryS
 		}
 		return stream.Send(&registryv1.WatchResponse{Event: &registryv1.WatchResponse_Change{Change: ch}})
 	})
-	select {
-	case <-s.opts.Draining:
-		return nil // shutting down: end the stream cleanly; the client resumes elsewhere
-	default:
-	}
-	switch {
-	case errors.Is(err, changelog.ErrCompacted):
-		e := apierror.FailedPrecondition("REVISION_COMPACTED", fmt.Sprintf(
-			"changes after revision %d are no longer kept: re-list (ListServers, ListAudienceClasses, ListTools, GetPolicy) "+
-				"and watch from the revision the lists return", req.GetFromRevision()))
-		e.Metadata = map[string]string{"from_revision": fmt.Sprint(req.GetFromRevision())}
-		return e
-	case errors.Is(err, changelog.ErrAhead):
-		return apierror.FailedPrecondition("REVISION_AHEAD", fmt.Sprintf(
-			"revision %d is ahead of this registry's log (restored from a backup?): re-list and watch from the revision the lists return",
-			req.GetFromRevision()))
-	}
-	return err
 }

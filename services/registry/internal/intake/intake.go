@@ -4,15 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/changelog"
 	"github.com/toolcrib/toolcrib/services/registry/internal/contract"
 	"github.com/toolcrib/toolcrib/services/registry/internal/store"
 
@@ -39,7 +39,8 @@ type Store interface {
 	ApplyPointer(ctx context.Context, up store.PointerUpdate) (store.ApplyResult, error)
 }
 
-// Loop follows discovery's Watch into the store.
+// Loop follows discovery's Watch into the store, with the shared follower
+// ([changelog.Follower]).
 type Loop struct {
 	client discoveryv1.DiscoveryServiceClient
 	store  Store
@@ -47,53 +48,53 @@ type Loop struct {
 
 	// MinBackoff and MaxBackoff bound the wait between failed attempts.
 	MinBackoff, MaxBackoff time.Duration
-	// WarnEvery spaces the warnings about repeated failures.
+	// StallTimeout is how long the stream may stay silent before the loop
+	// reconnects; a few discovery heartbeat intervals.
+	StallTimeout time.Duration
+	// WarnEvery spaces the warnings while the store is not ready.
 	WarnEvery time.Duration
+
+	follower atomic.Pointer[changelog.Follower[*discoveryv1.PointerChange]]
 }
 
 // New returns a loop reading from client into st.
 func New(client discoveryv1.DiscoveryServiceClient, st Store, logger *slog.Logger) *Loop {
 	return &Loop{client: client, store: st, logger: logger,
-		MinBackoff: 200 * time.Millisecond, MaxBackoff: 10 * time.Second, WarnEvery: time.Minute}
+		MinBackoff: 200 * time.Millisecond, MaxBackoff: 10 * time.Second, StallTimeout: 10 * time.Second, WarnEvery: time.Minute}
 }
 
-// errStreamEnded is a Watch stream that ended without an error (discovery
-// drained); the loop reconnects.
-var errStreamEnded = errors.New("discovery ended the watch stream")
+// Freshness returns how far the loop has followed discovery; the zero
+// value before Run started following.
+func (l *Loop) Freshness() changelog.Freshness {
+	if f := l.follower.Load(); f != nil {
+		return f.Freshness()
+	}
+	return changelog.Freshness{}
+}
 
-// Run follows discovery until ctx ends; it always returns nil then.
+// Run follows discovery until ctx ends; it always returns nil then. It
+// resumes from the stored cursor; with none stored (a new registry), or
+// when discovery no longer keeps the moves after it, it re-reads every
+// known pair first ([Loop.resync]).
 func (l *Loop) Run(ctx context.Context) error {
 	l.waitForStore(ctx)
-	backoff := l.MinBackoff
-	var lastWarn time.Time
-	for ctx.Err() == nil {
-		progressed, err := l.follow(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if compacted(err) {
-			l.logger.WarnContext(ctx, "discovery no longer keeps the moves after the registry's cursor; re-reading every active pointer", "error", err)
-			if err = l.resync(ctx); err == nil {
-				backoff = l.MinBackoff
-				continue
-			}
-		}
-		if progressed {
-			backoff = l.MinBackoff
-		}
-		level := slog.LevelDebug
-		if !errors.Is(err, errStreamEnded) && time.Since(lastWarn) >= l.WarnEvery {
-			level, lastWarn = slog.LevelWarn, time.Now()
-		}
-		l.logger.Log(ctx, level, "following discovery failed; retrying", "error", err, "retry_in", backoff)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, l.MaxBackoff)
-	}
-	return nil
+	f := changelog.NewFollower(changelog.FollowerConfig[*discoveryv1.PointerChange]{
+		Name:   "discovery",
+		Source: changelog.DiscoverySource(l.client),
+		Resume: func(ctx context.Context) (int64, bool, error) {
+			c, err := l.store.DiscoveryCursor(ctx)
+			return c, c > 0, err
+		},
+		List:         l.resync,
+		Apply:        func(ctx context.Context, _ int64, ch *discoveryv1.PointerChange) error { return l.apply(ctx, ch) },
+		Advance:      l.store.AdvanceDiscoveryCursor,
+		MinBackoff:   l.MinBackoff,
+		MaxBackoff:   l.MaxBackoff,
+		StallTimeout: l.StallTimeout,
+		Logger:       l.logger,
+	})
+	l.follower.Store(f)
+	return f.Run(ctx)
 }
 
 // waitForStore waits, quietly, until the store answers: at start-up the
@@ -114,46 +115,6 @@ func (l *Loop) waitForStore(ctx context.Context) {
 		case <-ctx.Done():
 		case <-time.After(l.MinBackoff):
 		}
-	}
-}
-
-// follow watches from the stored cursor and applies every move until the
-// stream fails. progressed reports whether anything arrived.
-func (l *Loop) follow(ctx context.Context) (progressed bool, err error) {
-	cursor, err := l.store.DiscoveryCursor(ctx)
-	if err != nil {
-		return false, fmt.Errorf("read cursor: %w", err)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream, err := l.client.Watch(ctx, &discoveryv1.WatchRequest{FromRevision: cursor})
-	if err != nil {
-		return false, err
-	}
-	for {
-		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return progressed, errStreamEnded
-		}
-		if err != nil {
-			return progressed, err
-		}
-		switch ev := msg.GetEvent().(type) {
-		case *discoveryv1.WatchResponse_Change:
-			if err := l.apply(ctx, ev.Change); err != nil {
-				return progressed, err
-			}
-			cursor = max(cursor, ev.Change.GetRevision())
-		case *discoveryv1.WatchResponse_Heartbeat:
-			// Every move up to the heartbeat's revision was sent and applied.
-			if rev := ev.Heartbeat.GetRevision(); rev > cursor {
-				if err := l.store.AdvanceDiscoveryCursor(ctx, rev); err != nil {
-					return progressed, err
-				}
-				cursor = rev
-			}
-		}
-		progressed = true
 	}
 }
 
@@ -227,13 +188,16 @@ func (l *Loop) applyUpdate(ctx context.Context, up store.PointerUpdate) error {
 	return nil
 }
 
-// resync re-reads the active pointer of every known pair, applies each,
-// and sets the cursor to 0 so the next watch replays every move discovery
-// still keeps (skipped per pair when not newer).
-func (l *Loop) resync(ctx context.Context) error {
+// resync (the follower's List) re-reads the active pointer of every known
+// pair, applies each, and sets the cursor to 0, which it returns: the next
+// watch replays every move discovery still keeps (skipped per pair when not
+// newer). Discovery's reads carry no revision, so 0 — the oldest move kept
+// — is the start that leaves no gap, as long as discovery keeps moves
+// longer than a resync takes (it keeps a day, and at least 1,000 moves).
+func (l *Loop) resync(ctx context.Context) (int64, error) {
 	pairs, err := l.store.SourcePairs(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, pair := range pairs {
 		resp, err := l.client.GetActiveSnapshot(ctx, &discoveryv1.GetActiveSnapshotRequest{
@@ -242,7 +206,7 @@ func (l *Loop) resync(ctx context.Context) error {
 			continue // never committed
 		}
 		if err != nil {
-			return fmt.Errorf("active snapshot of %s/%s: %w", pair.ServerID, pair.AudienceClass, err)
+			return 0, fmt.Errorf("active snapshot of %s/%s: %w", pair.ServerID, pair.AudienceClass, err)
 		}
 		up, err := pointerUpdate(resp.GetPointer(), resp.GetPointer().GetRevision(), resp.GetSnapshot())
 		if err != nil {
@@ -250,24 +214,10 @@ func (l *Loop) resync(ctx context.Context) error {
 			continue
 		}
 		if err := l.applyUpdate(ctx, up); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return l.store.ResetDiscoveryCursor(ctx, 0)
-}
-
-// compacted reports whether err is discovery's REVISION_COMPACTED.
-func compacted(err error) bool {
-	st, ok := status.FromError(err)
-	if !ok || st.Code() != codes.FailedPrecondition {
-		return false
-	}
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == "REVISION_COMPACTED" {
-			return true
-		}
-	}
-	return false
+	return 0, l.store.ResetDiscoveryCursor(ctx, 0)
 }
 
 // InconsistentError is a snapshot that contradicts its pointer or itself

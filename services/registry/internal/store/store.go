@@ -62,16 +62,6 @@ func (s *Store) read(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
 }
 
-// OldestRevision returns the revision of the oldest change still kept, or
-// head+1 when none is kept. Watch from OldestRevision()-1 sends every
-// change still kept.
-func (s *Store) OldestRevision(ctx context.Context) (int64, error) {
-	var rev int64
-	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT min(revision) FROM changes),
-	(SELECT revision + 1 FROM change_counter))`).Scan(&rev)
-	return rev, err
-}
-
 // unit is one write transaction. It queues the changes it makes and
 // appends them to the log in [unit.flush], after every row lock it takes.
 type unit struct {
@@ -148,7 +138,11 @@ func (u *unit) bump(ctx context.Context, tenants []string, cause string) ([]*reg
 // writes the tool events with the revision of their tool's change.
 func (u *unit) flush(ctx context.Context, log *changelog.Log) error {
 	for _, q := range u.objects {
-		rev, err := appendChange(ctx, log, u.tx, q.logKind, q.change)
+		tenants, err := changeTenants(ctx, u.tx, q.change)
+		if err != nil {
+			return err
+		}
+		rev, err := appendChange(ctx, log, u.tx, q.logKind, q.change, tenants)
 		if err != nil {
 			return err
 		}
@@ -169,7 +163,7 @@ func (u *unit) flush(ctx context.Context, log *changelog.Log) error {
 	}
 	for _, pc := range u.policies {
 		ch := &registryv1.Change{Kind: registryv1.ChangeKind_CHANGE_KIND_UPDATED, Object: &registryv1.Change_Policy{Policy: pc}}
-		if _, err := appendChange(ctx, log, u.tx, "policy", ch); err != nil {
+		if _, err := appendChange(ctx, log, u.tx, "policy", ch, []string{pc.GetTenantId()}); err != nil {
 			return err
 		}
 	}
@@ -177,14 +171,36 @@ func (u *unit) flush(ctx context.Context, log *changelog.Log) error {
 }
 
 // appendChange stores ch without its revision and commit time; Watch fills
-// them in from the log entry.
-func appendChange(ctx context.Context, log *changelog.Log, tx pgx.Tx, kind string, ch *registryv1.Change) (int64, error) {
+// them in from the log entry. tenants are the tenants whose principals see
+// it on Watch.
+func appendChange(ctx context.Context, log *changelog.Log, tx pgx.Tx, kind string, ch *registryv1.Change, tenants []string) (int64, error) {
 	payload, err := proto.Marshal(ch)
 	if err != nil {
 		return 0, fmt.Errorf("marshal change: %w", err)
 	}
-	rev, _, err := log.Append(ctx, tx, kind, payload)
+	rev, _, err := log.Append(ctx, tx, kind, payload, tenants)
 	return rev, err
+}
+
+// changeTenants returns the tenants whose principals see ch on Watch: a
+// tenant its own record, its audience classes and policy changes; a server
+// and its tools the tenants owning a class that covers the server when the
+// change commits (as read in the change's transaction). Platform admins and
+// services see everything.
+func changeTenants(ctx context.Context, q querier, ch *registryv1.Change) ([]string, error) {
+	switch o := ch.GetObject().(type) {
+	case *registryv1.Change_Tenant:
+		return []string{o.Tenant.GetTenantId()}, nil
+	case *registryv1.Change_AudienceClass:
+		return []string{o.AudienceClass.GetTenantId()}, nil
+	case *registryv1.Change_Policy:
+		return []string{o.Policy.GetTenantId()}, nil
+	case *registryv1.Change_Server:
+		return affectedTenants(ctx, q, o.Server.GetServerId())
+	case *registryv1.Change_Tool:
+		return affectedTenants(ctx, q, o.Tool.GetServerId())
+	}
+	return nil, nil
 }
 
 // DecodeChange turns a log entry into the Change sent on Watch.
