@@ -705,3 +705,41 @@ func TestRefusedCursorOfAnUnversionedSourceIsATransportError(t *testing.T) {
 	target, _ := inMemory(t, cat, discoverytest.ServerOptions{})
 	want(t, crawl.Crawl(ctx(t), target, crawl.Options{}), incomplete, discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR)
 }
+
+// TestMessageTooDeepIsQuarantined: a tool whose input schema nests 2,000
+// levels makes the tools/list result deeper than the go-sdk decodes (1,000
+// levels). The crawl measures the nesting on the wire and ends QUARANTINED
+// MESSAGE_TOO_DEEP with the limit in the detail — refused content, not a
+// TRANSPORT_ERROR to retry — over streamable HTTP and stdio. A schema that
+// is deep but within the limit is not refused by the crawl (the validator
+// judges it).
+func TestMessageTooDeepIsQuarantined(t *testing.T) {
+	for _, levels := range []int{2000, 100} {
+		tools := append(discoverytest.Tools("inv", 3), discoverytest.DeepTool("deep", levels))
+		cat := discoverytest.NewCatalog("r-1", 2, tools...)
+		cmd, args := discoverytest.StdioServer(t, discoverytest.StdioSpec{Tools: tools, PageSize: 2, Revision: "r-1"})
+		for _, tr := range []struct {
+			name   string
+			target crawl.Target
+		}{
+			{"http", crawl.Target{URL: discoverytest.NewHTTP(t, cat, discoverytest.ServerOptions{}, false).URL}},
+			{"http 2026-07-28", crawl.Target{URL: discoverytest.NewHTTP(t, cat, discoverytest.ServerOptions{Stateless: true}, false).URL}},
+			{"stdio", crawl.Target{Command: cmd, Args: args}},
+		} {
+			t.Run(fmt.Sprintf("%s %d levels", tr.name, levels), func(t *testing.T) {
+				r := crawl.Crawl(ctx(t), tr.target, crawl.Options{Versioned: true})
+				if levels < crawl.MaxMessageDepth {
+					want(t, r, proven, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
+					return
+				}
+				want(t, r, quarantined, discoveryv1.RunReason_RUN_REASON_MESSAGE_TOO_DEEP)
+				if !strings.Contains(r.Detail, "deeper than 1000 levels") {
+					t.Fatalf("the detail does not name the limit: %q", r.Detail)
+				}
+				if len(r.Pages) != 1 {
+					t.Fatalf("%d pages recorded before the fault, want 1 (page 2 holds the deep tool)", len(r.Pages))
+				}
+			})
+		}
+	}
+}

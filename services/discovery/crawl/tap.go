@@ -50,6 +50,7 @@ type tap struct {
 	changed   atomic.Int64
 	changedCh chan struct{} // receives (non-blocking) on every list_changed
 	overflow  atomic.Bool
+	tooDeep   atomic.Bool // a message nested beyond MaxMessageDepth
 }
 
 // call is one tools/list request of the crawl.
@@ -263,6 +264,7 @@ type tapBody struct {
 	out   []byte // ready for the SDK
 	eof   error  // the underlying body's end (io.EOF or an error)
 	scr   []byte
+	meter depthMeter
 }
 
 func (b *tapBody) Read(p []byte) (int, error) {
@@ -346,6 +348,9 @@ func (b *tapBody) rewriteOne(data []byte) ([]byte, bool) {
 
 func (b *tapBody) feed(p []byte) error {
 	if !b.sse {
+		if b.meter.feed(p) {
+			b.tap.tooDeep.Store(true)
+		}
 		b.in = append(b.in, p...)
 		if int64(len(b.in)) > b.tap.limit {
 			b.tap.overflow.Store(true)
@@ -384,6 +389,7 @@ func (b *tapBody) feed(p []byte) error {
 func (b *tapBody) line(l, raw []byte) error {
 	if len(l) == 0 { // the end of an event
 		b.event = append(b.event, raw...)
+		b.meter.reset()
 		if len(b.data) > 0 {
 			if out := b.rewrite(b.data); !bytes.Equal(out, b.data) {
 				b.event = rebuildEvent(b.event, out)
@@ -401,6 +407,9 @@ func (b *tapBody) line(l, raw []byte) error {
 	value = bytes.TrimPrefix(value, []byte(" "))
 	if len(b.data) > 0 {
 		b.data = append(b.data, '\n')
+	}
+	if b.meter.feed(value) {
+		b.tap.tooDeep.Store(true)
 	}
 	b.data = append(b.data, value...)
 	if int64(len(b.data)) > b.tap.limit {
