@@ -20,6 +20,7 @@ import (
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 
@@ -58,6 +59,9 @@ type Deps struct {
 	Logger *slog.Logger
 	// Draining is closed when shutdown starts; streaming handlers return.
 	Draining <-chan struct{}
+	// Metrics is the registry served on the metrics address; services add
+	// their own metrics to it.
+	Metrics *prometheus.Registry
 }
 
 // Parts are what the service's setup returns.
@@ -94,7 +98,7 @@ func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context
 	}
 	defer pool.Close()
 	checks := []rpcserver.Check{{Name: "postgres", Func: pool.Ping}}
-	d := &Deps{Pool: pool, Verifier: verifier, Logger: logger}
+	d := &Deps{Pool: pool, Verifier: verifier, Logger: logger, Metrics: prometheus.NewRegistry()}
 	if spec.UsesRedis {
 		d.Redis = redisclient.Open(c.RedisAddr, c.RedisPrefix)
 		defer d.Redis.Close()
@@ -130,6 +134,7 @@ func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context
 		Unary:           []grpc.UnaryServerInterceptor{verifier.UnaryServerInterceptor()},
 		Stream:          []grpc.StreamServerInterceptor{verifier.StreamServerInterceptor()},
 		Register:        parts.Register,
+		Registerer:      d.Metrics,
 	})
 	if err != nil {
 		return fmt.Errorf("%s: %w", spec.Name, err)

@@ -458,6 +458,28 @@ func (s *Session) ListChangedCount() int64 { return s.tap.changed.Load() }
 // to tell new notifications from ones seen before.
 func (s *Session) ListChanged() <-chan struct{} { return s.tap.changedCh }
 
+// ListChangedDeclared reports whether the server declared
+// `tools.listChanged` in its capabilities (initialize or server/discover):
+// whether it promises `notifications/tools/list_changed`.
+func (s *Session) ListChangedDeclared() bool {
+	ir := s.cs.InitializeResult()
+	return ir != nil && ir.Capabilities != nil && ir.Capabilities.Tools != nil && ir.Capabilities.Tools.ListChanged
+}
+
+// Ping sends an MCP ping and waits for the answer: whether the session is
+// still alive.
+func (s *Session) Ping(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, s.opts.PageTimeout)
+	defer cancel()
+	if err := s.cs.Ping(pctx, nil); err != nil {
+		return errors.New(s.scrub(err.Error()))
+	}
+	return nil
+}
+
+// Wait blocks until the session's connection ends (closed by either side).
+func (s *Session) Wait() error { return s.cs.Wait() }
+
 // Close ends the session (and a stdio server's process).
 func (s *Session) Close() error {
 	var err error

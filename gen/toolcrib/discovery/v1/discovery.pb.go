@@ -223,6 +223,11 @@ const (
 	ScanTrigger_SCAN_TRIGGER_LIST_CHANGED ScanTrigger = 3
 	// A registry change to the server or audience class.
 	ScanTrigger_SCAN_TRIGGER_REGISTRY_CHANGE ScanTrigger = 4
+	// A listening connection (one per server and audience class that
+	// declared `tools.listChanged`) was opened again after it dropped, or by
+	// another discovery process: a change in between may have gone unheard.
+	// Rate-limited like LIST_CHANGED.
+	ScanTrigger_SCAN_TRIGGER_LISTEN_RESUMED ScanTrigger = 5
 )
 
 // Enum value maps for ScanTrigger.
@@ -233,6 +238,7 @@ var (
 		2: "SCAN_TRIGGER_MANUAL",
 		3: "SCAN_TRIGGER_LIST_CHANGED",
 		4: "SCAN_TRIGGER_REGISTRY_CHANGE",
+		5: "SCAN_TRIGGER_LISTEN_RESUMED",
 	}
 	ScanTrigger_value = map[string]int32{
 		"SCAN_TRIGGER_UNSPECIFIED":     0,
@@ -240,6 +246,7 @@ var (
 		"SCAN_TRIGGER_MANUAL":          2,
 		"SCAN_TRIGGER_LIST_CHANGED":    3,
 		"SCAN_TRIGGER_REGISTRY_CHANGE": 4,
+		"SCAN_TRIGGER_LISTEN_RESUMED":  5,
 	}
 )
 
@@ -2599,13 +2606,14 @@ const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
 	"\x19RUN_REASON_NOT_REGISTERED\x10\x1b\x12#\n" +
 	"\x1fRUN_REASON_REGISTRY_UNAVAILABLE\x10\x1c\x12#\n" +
 	"\x1fRUN_REASON_PROTOCOL_UNSUPPORTED\x10\x1d\x12\x1f\n" +
-	"\x1bRUN_REASON_MESSAGE_TOO_DEEP\x10\x1e*\xa0\x01\n" +
+	"\x1bRUN_REASON_MESSAGE_TOO_DEEP\x10\x1e*\xc1\x01\n" +
 	"\vScanTrigger\x12\x1c\n" +
 	"\x18SCAN_TRIGGER_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SCAN_TRIGGER_PERIODIC\x10\x01\x12\x17\n" +
 	"\x13SCAN_TRIGGER_MANUAL\x10\x02\x12\x1d\n" +
 	"\x19SCAN_TRIGGER_LIST_CHANGED\x10\x03\x12 \n" +
-	"\x1cSCAN_TRIGGER_REGISTRY_CHANGE\x10\x04*a\n" +
+	"\x1cSCAN_TRIGGER_REGISTRY_CHANGE\x10\x04\x12\x1f\n" +
+	"\x1bSCAN_TRIGGER_LISTEN_RESUMED\x10\x05*a\n" +
 	"\fPointerState\x12\x1d\n" +
 	"\x19POINTER_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14POINTER_STATE_ACTIVE\x10\x01\x12\x18\n" +

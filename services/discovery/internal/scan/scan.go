@@ -269,7 +269,7 @@ func (st *scanState) commit(cand *candidate.Candidate, complete func(context.Con
 		if _, err := s.store.Refresh(ctx, st.runID, a.ServerID, a.AudienceClass, view.Expected, freshUntil, st.epoch, st.end, complete); err != nil {
 			return st.commitFault(err)
 		}
-		s.linger(st, st.decided)
+		s.afterCommit(st)
 		return outcome{done, discoveryv1.RunReason_RUN_REASON_UNCHANGED}
 	}
 	snap := buildSnapshot(st.srv, st.cls, cand, st, st.epoch, revision, st.trust, freshUntil)
@@ -280,7 +280,7 @@ func (st *scanState) commit(cand *candidate.Candidate, complete func(context.Con
 	if _, err := s.store.Commit(ctx, store.Commit{RunID: st.runID, Expected: view.Expected, Snapshot: snap, State: committed, Run: st.end, InTx: complete}); err != nil {
 		return st.commitFault(err)
 	}
-	s.linger(st, st.decided)
+	s.afterCommit(st)
 	return outcome{done, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -22,6 +23,11 @@ type NewRun struct {
 	TenantID      string
 	Trigger       discoveryv1.ScanTrigger
 	Worker        string
+	// SuppressedNotifications and NotificationDelay are what the rate
+	// limit of notification-triggered scans held back (see the Run
+	// message).
+	SuppressedNotifications int
+	NotificationDelay       time.Duration
 	// MarkLost first ends every unfinished run of the pair as INCOMPLETE
 	// WORKER_LOST, in the same statement (see [Store.MarkLost]).
 	MarkLost bool
@@ -33,9 +39,11 @@ func (s *Store) StartRun(ctx context.Context, r NewRun) (string, error) {
 	_, err := s.pool.Exec(ctx, `WITH lost AS (
   UPDATE runs SET state = 'INCOMPLETE', reason = 'WORKER_LOST', finished_at = now(), detail = `+lostDetail+`
   WHERE $9 AND server_id = $4 AND audience_class = $5 AND finished_at IS NULL)
-INSERT INTO runs (run_id, scan_id, attempt, server_id, audience_class, tenant_id, state, trigger, worker)
-VALUES ($1,$2,$3,$4,$5,$6,'DISCOVERING',$7,$8)`,
-		id, r.ScanID, max(r.Attempt, 1), r.ServerID, r.AudienceClass, r.TenantID, triggerName(r.Trigger), r.Worker, r.MarkLost)
+INSERT INTO runs (run_id, scan_id, attempt, server_id, audience_class, tenant_id, state, trigger, worker,
+  suppressed_notifications, notification_delay_ms)
+VALUES ($1,$2,$3,$4,$5,$6,'DISCOVERING',$7,$8,$10,$11)`,
+		id, r.ScanID, max(r.Attempt, 1), r.ServerID, r.AudienceClass, r.TenantID, triggerName(r.Trigger), r.Worker, r.MarkLost,
+		max(r.SuppressedNotifications, 0), max(r.NotificationDelay.Milliseconds(), 0))
 	if err != nil {
 		return "", fmt.Errorf("store: start run: %w", err)
 	}
