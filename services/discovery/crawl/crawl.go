@@ -224,6 +224,9 @@ func quarantined(reason discoveryv1.RunReason, format string, args ...any) *Faul
 	return &Fault{State: catalogv1.DiscoveryState_DISCOVERY_STATE_QUARANTINED, Reason: reason, Detail: fmt.Sprintf(format, args...)}
 }
 
+// clientInfo is how discovery names itself to MCP servers.
+var clientInfo = &mcp.Implementation{Name: "toolcrib-discovery", Version: "v1"}
+
 // Session is one open MCP client session to the target.
 type Session struct {
 	opts       Options
@@ -248,7 +251,7 @@ func Open(ctx context.Context, t Target, o Options) (*Session, *Fault) {
 	if f != nil {
 		return nil, f
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "toolcrib-discovery", Version: "v1"}, &mcp.ClientOptions{
+	client := mcp.NewClient(clientInfo, &mcp.ClientOptions{
 		Logger: o.Logger,
 		// No roots, sampling or elicitation: discovery only lists tools.
 		Capabilities: &mcp.ClientCapabilities{},
@@ -467,15 +470,26 @@ func (s *Session) ListChangedDeclared() bool {
 }
 
 // Ping sends an MCP ping and waits for the answer: whether the session is
-// still alive.
+// still alive. Under 2026-07-28, which has no ping, it returns nil at once
+// (see [Session.ListenEnded]).
 func (s *Session) Ping(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, s.opts.PageTimeout)
 	defer cancel()
+	if s.protocol >= Version20260728 {
+		// The stateless protocol has no ping; a dropped subscriptions/listen
+		// stream shows in ListenEnded.
+		return nil
+	}
 	if err := s.cs.Ping(pctx, nil); err != nil {
 		return errors.New(s.scrub(err.Error()))
 	}
 	return nil
 }
+
+// ListenEnded is closed when the response stream of the session's
+// `subscriptions/listen` (2026-07-28 over streamable HTTP) ended: the
+// session hears no more notifications. (The go-sdk does not tell.)
+func (s *Session) ListenEnded() <-chan struct{} { return s.tap.listenEnded }
 
 // Wait blocks until the session's connection ends (closed by either side).
 func (s *Session) Wait() error { return s.cs.Wait() }

@@ -743,3 +743,55 @@ func TestMessageTooDeepIsQuarantined(t *testing.T) {
 		}
 	}
 }
+
+// TestListeningSessionPingsAndHears: a session kept open after a crawl (a
+// listener) reports the server's tools.listChanged declaration, answers
+// pings (2026-07-28 has none: nil), hears a later list_changed, and, under
+// 2026-07-28, reports the end of its subscriptions/listen stream when the
+// server drops the connection; over streamable HTTP for 2025-11-25
+// (standalone SSE stream) and 2026-07-28 (subscriptions/listen).
+func TestListeningSessionPingsAndHears(t *testing.T) {
+	for _, tc := range []struct {
+		version   string
+		stateless bool
+	}{{"2025-11-25", false}, {"2026-07-28", true}} {
+		t.Run(tc.version, func(t *testing.T) {
+			cat := discoverytest.NewCatalog("r-1", 10, discoverytest.Tools("inv", 3)...)
+			srv := discoverytest.NewHTTP(t, cat, discoverytest.ServerOptions{Stateless: tc.stateless}, false)
+			s, f := crawl.Open(ctx(t), crawl.Target{URL: srv.URL}, crawl.Options{})
+			if f != nil {
+				t.Fatal(f)
+			}
+			defer s.Close()
+			if s.ProtocolVersion() != tc.version || !s.ListChangedDeclared() {
+				t.Fatalf("version %s, listChanged declared %v", s.ProtocolVersion(), s.ListChangedDeclared())
+			}
+			if err := s.Ping(ctx(t)); err != nil {
+				t.Fatalf("ping: %v", err)
+			}
+			for s.ListChangedCount() == 0 {
+				srv.Notify() // repeated: the standalone stream may still be opening
+				select {
+				case <-s.ListChanged():
+				case <-time.After(200 * time.Millisecond):
+				case <-ctx(t).Done():
+					t.Fatal("no list_changed heard")
+				}
+			}
+			if !tc.stateless {
+				return
+			}
+			select {
+			case <-s.ListenEnded():
+				t.Fatal("the listen stream ended while the server was up")
+			default:
+			}
+			srv.HTTP.CloseClientConnections()
+			select {
+			case <-s.ListenEnded():
+			case <-time.After(5 * time.Second):
+				t.Fatal("the end of the listen stream went unnoticed")
+			}
+		})
+	}
+}

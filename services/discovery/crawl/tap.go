@@ -21,6 +21,7 @@ import (
 const (
 	methodToolsList              = "tools/list"
 	notificationToolsListChanged = "notifications/tools/list_changed"
+	methodSubscriptionsListen    = "subscriptions/listen"
 )
 
 // errMessageTooLarge is returned by a tapped HTTP body when one message is
@@ -51,6 +52,9 @@ type tap struct {
 	changedCh chan struct{} // receives (non-blocking) on every list_changed
 	overflow  atomic.Bool
 	tooDeep   atomic.Bool // a message nested beyond MaxMessageDepth
+
+	listenEnded chan struct{} // closed when a subscriptions/listen stream ended
+	listenOnce  sync.Once
 }
 
 // call is one tools/list request of the crawl.
@@ -63,7 +67,7 @@ type call struct {
 }
 
 func newTap(limit int64) *tap {
-	return &tap{limit: limit, pending: map[any]*call{}, changedCh: make(chan struct{}, 1)}
+	return &tap{limit: limit, pending: map[any]*call{}, changedCh: make(chan struct{}, 1), listenEnded: make(chan struct{})}
 }
 
 // arm prepares the capture of the next tools/list request.
@@ -219,6 +223,7 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 	if rt.credential != "" {
 		req.Header.Set("Authorization", "Bearer "+rt.credential)
 	}
+	listen := false
 	if req.Method == http.MethodPost && req.Body != nil {
 		body, err := io.ReadAll(req.Body)
 		req.Body.Close()
@@ -228,6 +233,7 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 		if msg, err := jsonrpc.DecodeMessage(body); err == nil {
 			if r, ok := msg.(*jsonrpc.Request); ok {
 				rt.tap.outgoing(r)
+				listen = r.Method == methodSubscriptionsListen
 			}
 		}
 		req.Body = io.NopCloser(bytes.NewReader(body))
@@ -243,7 +249,7 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 	case "application/json":
 		resp.Body = &tapBody{rc: resp.Body, tap: rt.tap}
 	case "text/event-stream":
-		resp.Body = &tapBody{rc: resp.Body, tap: rt.tap, sse: true}
+		resp.Body = &tapBody{rc: resp.Body, tap: rt.tap, sse: true, listen: listen}
 	}
 	return resp, nil
 }
@@ -265,6 +271,9 @@ type tapBody struct {
 	eof   error  // the underlying body's end (io.EOF or an error)
 	scr   []byte
 	meter depthMeter
+	// listen: the body is a subscriptions/listen stream; its end closes
+	// tap.listenEnded.
+	listen bool
 }
 
 func (b *tapBody) Read(p []byte) (int, error) {
@@ -293,6 +302,9 @@ func (b *tapBody) Read(p []byte) (int, error) {
 				b.in, b.event = nil, nil
 			}
 			b.eof = err
+			if b.listen {
+				b.tap.listenOnce.Do(func() { close(b.tap.listenEnded) })
+			}
 		}
 	}
 	n := copy(p, b.out)

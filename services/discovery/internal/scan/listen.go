@@ -347,6 +347,10 @@ func (l *listeners) listenOn(ln *listener, h handoff) *handoff {
 		case <-dead:
 			check()
 			return nil
+		case <-sess.ListenEnded():
+			check()
+			s.lg.InfoContext(s.bg, "listen stream ended; reconnecting", "server", ln.pair[0], "audience_class", ln.pair[1])
+			return nil
 		case <-ping.C:
 			if err := sess.Ping(s.bg); err != nil {
 				check()
