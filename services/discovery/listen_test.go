@@ -234,3 +234,60 @@ func TestDeepMessageIsQuarantinedNotRetried(t *testing.T) {
 		t.Fatalf("active snapshot of a quarantined catalog: %v, want NotFound", err)
 	}
 }
+
+// TestListenersSpreadOverProcessesAndMoveWhenOneStops: two discovery
+// processes on one database share the listening connections of four
+// servers through advisory locks: every pair is listened to by exactly
+// one of them (the gauges add up to 4), each takes its share (2), and
+// when one process stops the other takes its pairs over and queues a
+// LISTEN_RESUMED scan for each (a change may have gone unheard meanwhile),
+// after which a change is heard again.
+func TestListenersSpreadOverProcessesAndMoveWhenOneStops(t *testing.T) {
+	t.Parallel()
+	fast := func(reg *prometheus.Registry) func(*discovery.Config) {
+		return func(c *discovery.Config) { c.Metrics, c.ListenSweep = reg, 200*time.Millisecond }
+	}
+	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
+	a := start(t, fast(regA))
+	servers := map[string]*discoverytest.HTTPServer{}
+	cats := map[string]*discoverytest.Catalog{}
+	for i := range 4 {
+		id := fmt.Sprintf("srv-%d", i)
+		cats[id] = discoverytest.NewCatalog("r-1", 0, discoverytest.Tools("x", 2)...)
+		servers[id] = discoverytest.NewHTTP(t, cats[id], discoverytest.ServerOptions{}, false)
+		a.register(id, servers[id].URL, registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED, "")
+	}
+	listening := func(reg *prometheus.Registry) int { return int(metric(t, reg, "toolcrib_discovery_listeners", nil)) }
+	t.Run("two processes", func(t *testing.T) {
+		b := startOn(t, a.auth, a.url, a.reg, fast(regB))
+		for id := range servers {
+			want(t, b.scanAndWait(id, class), eligible, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
+		}
+		eventually(t, "the listeners to spread", func() bool { return listening(regA) == 2 && listening(regB) == 2 })
+		// Stable: a few sweeps later nothing moved and nothing was rescanned.
+		time.Sleep(time.Second)
+		if na, nb := listening(regA), listening(regB); na+nb != 4 || na != 2 {
+			t.Fatalf("listeners %d + %d, want 2 + 2", na, nb)
+		}
+	})
+	// The second process has stopped: its pairs move to the first.
+	eventually(t, "the first process to take every listener", func() bool { return listening(regA) == 4 })
+	eventually(t, "a LISTEN_RESUMED scan of each pair taken over", func() bool {
+		resumed := 0
+		for id := range servers {
+			for _, r := range a.runsOf(id, class) {
+				if r.GetTrigger() == discoveryv1.ScanTrigger_SCAN_TRIGGER_LISTEN_RESUMED && discovery.Terminal(r) {
+					want(t, r, proven, discoveryv1.RunReason_RUN_REASON_UNCHANGED)
+					resumed++
+					break
+				}
+			}
+		}
+		return resumed >= 2
+	})
+	cats["srv-0"].SetTools("r-2", discoverytest.Tools("x", 3)...)
+	servers["srv-0"].Notify()
+	eventually(t, "the change to be heard by the process that took over", func() bool {
+		return a.active("srv-0", class).GetPointer().GetGeneration() == 2
+	})
+}
