@@ -264,6 +264,15 @@ var errNotListening = errors.New("scan: the pair is no longer listened to")
 // backoff) when one dies.
 func (l *listeners) run(ln *listener, first *handoff) {
 	defer close(ln.done)
+	defer func() {
+		// Out of l.held by now (stopped or dropped): no scan hands it a
+		// session any more; close one handed over meanwhile.
+		select {
+		case h := <-ln.handoff:
+			_ = h.sess.Close()
+		default:
+		}
+	}()
 	s := l.s
 	ctx := s.bg
 	backoff := time.Second
