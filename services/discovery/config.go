@@ -6,6 +6,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/toolcrib/toolcrib/platform/config"
 	"github.com/toolcrib/toolcrib/services/discovery/registryclient"
 )
@@ -67,6 +69,17 @@ type Config struct {
 	RunRetention time.Duration
 	// FetchCooldown is the job queue's minimum time between fetches.
 	FetchCooldown time.Duration
+	// MaxListeners bounds this process's listening connections (one per
+	// server and audience class that declared tools.listChanged); 0
+	// disables listening.
+	MaxListeners int
+	// NotifyMinInterval is the least time between two notification-
+	// triggered scans of a server and class; it doubles while they find
+	// nothing new, up to NotifyMaxInterval.
+	NotifyMinInterval time.Duration
+	NotifyMaxInterval time.Duration
+	// ListenSweep is how often a process looks for pairs to listen to.
+	ListenSweep time.Duration
 
 	// Registry, when set, is used instead of dialing RegistryAddr (tests and
 	// benchmarks in one process). Not a flag.
@@ -77,6 +90,9 @@ type Config struct {
 	// Worker names this process in run records; empty means `host:pid`.
 	// Not a flag.
 	Worker string
+	// Metrics receives the scanner's Prometheus metrics; nil means the
+	// service's metrics registry. Not a flag.
+	Metrics prometheus.Registerer
 	// NoAutoScans stops the process from queueing scans by itself (registry
 	// watch, periodic refresh): only TriggerScan and list_changed queue
 	// scans. For tests and benchmarks that drive every scan. Not a flag.
@@ -132,6 +148,10 @@ func flags(c *Config, lookup func(string) (string, bool)) *config.Set {
 	s.Duration(&c.ChangeLogRetention, "changelog-retention", "", 24*time.Hour, "how long Watch history is kept")
 	s.Duration(&c.RunRetention, "run-retention", "", 7*24*time.Hour, "how long finished runs are kept (runs of retained snapshots stay)")
 	s.Duration(&c.FetchCooldown, "fetch-cooldown", "", 20*time.Millisecond, "shortest time between job fetches")
+	s.Int(&c.MaxListeners, "max-listeners", "", 256, "listening connections this process keeps for list_changed (one per server and class that declared it); 0 disables")
+	s.Duration(&c.ListenSweep, "listen-sweep", "", 5*time.Second, "how often a process looks for servers to listen to")
+	s.Duration(&c.NotifyMinInterval, "notify-min-interval", "", time.Second, "least time between two list_changed-triggered scans of a server and class (doubles while they find nothing new)")
+	s.Duration(&c.NotifyMaxInterval, "notify-max-interval", "", 5*time.Minute, "longest rate-limit delay of a list_changed-triggered scan")
 	return s
 }
 
@@ -150,9 +170,11 @@ func (c *Config) Validate() error {
 		"refresh-tick": c.RefreshTick, "retry-base": c.RetryBase, "retry-max": c.RetryMax, "snapshot-ttl": c.SnapshotTTL,
 		"connect-timeout": c.ConnectTimeout, "page-timeout": c.PageTimeout, "watch-heartbeat": c.WatchHeartbeat,
 		"retention-interval": c.RetentionInterval, "changelog-retention": c.ChangeLogRetention, "fetch-cooldown": c.FetchCooldown,
-		"run-retention": c.RunRetention}
+		"run-retention": c.RunRetention, "notify-min-interval": c.NotifyMinInterval, "notify-max-interval": c.NotifyMaxInterval,
+		"listen-sweep": c.ListenSweep}
 	for _, name := range []string{"scan-timeout", "refresh-interval", "refresh-tick", "retry-base", "retry-max", "snapshot-ttl",
-		"connect-timeout", "page-timeout", "watch-heartbeat", "retention-interval", "changelog-retention", "fetch-cooldown", "run-retention"} {
+		"connect-timeout", "page-timeout", "watch-heartbeat", "retention-interval", "changelog-retention", "fetch-cooldown", "run-retention",
+		"notify-min-interval", "notify-max-interval", "listen-sweep"} {
 		if positive[name] <= 0 {
 			bad(name, "must be positive")
 		}
@@ -172,6 +194,12 @@ func (c *Config) Validate() error {
 		if f.v <= 0 {
 			bad(f.name, "must be positive")
 		}
+	}
+	if c.MaxListeners < 0 {
+		bad("max-listeners", "must not be negative")
+	}
+	if c.NotifyMaxInterval < c.NotifyMinInterval {
+		bad("notify-max-interval", "must not be below --notify-min-interval (%s)", c.NotifyMinInterval)
 	}
 	if c.Workers > 1000 {
 		bad("workers", "at most 1000")

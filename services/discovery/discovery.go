@@ -45,6 +45,9 @@ func Run(ctx context.Context, cfg Config) error {
 		if err != nil {
 			return service.Parts{}, err
 		}
+		if scanCfg.Metrics == nil {
+			scanCfg.Metrics = d.Metrics
+		}
 		// Scans hold a connection for their advisory lock and use another
 		// for writes, so the workers get a pool of their own, sized to them.
 		wpool, err := openPool(ctx, cfg.PostgresURL, scan.PoolSize(cfg.Workers))
@@ -183,12 +186,15 @@ func (c *Config) scanConfig() (scan.Config, error) {
 	if err != nil {
 		return scan.Config{}, err
 	}
-	linger, grace := c.Linger, c.RetentionGrace
+	linger, grace, listeners := c.Linger, c.RetentionGrace, c.MaxListeners
 	if linger == 0 {
 		linger = -1 // the scanner's "disabled"
 	}
 	if grace == 0 {
 		grace = -1 // the scanner's "no grace"
+	}
+	if listeners == 0 {
+		listeners = -1 // the scanner's "no listening"
 	}
 	return scan.Config{
 		Workers: c.Workers, ScanTimeout: c.ScanTimeout, RescueAfter: c.RescueAfter,
@@ -197,6 +203,8 @@ func (c *Config) scanConfig() (scan.Config, error) {
 		SnapshotTTL: c.SnapshotTTL, Linger: linger,
 		RetentionInterval: c.RetentionInterval, RetentionGrace: grace,
 		ChangeLogRetention: c.ChangeLogRetention, RunRetention: c.RunRetention, FetchCooldown: c.FetchCooldown,
+		MaxListeners: listeners, ListenSweep: c.ListenSweep, NotifyMinInterval: c.NotifyMinInterval, NotifyMaxInterval: c.NotifyMaxInterval,
+		Metrics: c.Metrics,
 		Crawl: crawl.Options{
 			MaxPages: c.MaxPages, MaxTools: c.MaxTools, MaxBytes: int64(c.MaxBytes),
 			ConnectTimeout: c.ConnectTimeout, PageTimeout: c.PageTimeout, RootCAs: roots,

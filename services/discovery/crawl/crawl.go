@@ -224,6 +224,9 @@ func quarantined(reason discoveryv1.RunReason, format string, args ...any) *Faul
 	return &Fault{State: catalogv1.DiscoveryState_DISCOVERY_STATE_QUARANTINED, Reason: reason, Detail: fmt.Sprintf(format, args...)}
 }
 
+// clientInfo is how discovery names itself to MCP servers.
+var clientInfo = &mcp.Implementation{Name: "toolcrib-discovery", Version: "v1"}
+
 // Session is one open MCP client session to the target.
 type Session struct {
 	opts       Options
@@ -248,7 +251,7 @@ func Open(ctx context.Context, t Target, o Options) (*Session, *Fault) {
 	if f != nil {
 		return nil, f
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "toolcrib-discovery", Version: "v1"}, &mcp.ClientOptions{
+	client := mcp.NewClient(clientInfo, &mcp.ClientOptions{
 		Logger: o.Logger,
 		// No roots, sampling or elicitation: discovery only lists tools.
 		Capabilities: &mcp.ClientCapabilities{},
@@ -348,7 +351,7 @@ func (s *Session) transport(t Target) (mcp.Transport, *Fault) {
 		}
 		cmd := exec.Command(t.Command, t.Args...)
 		cmd.Env = stdioEnv(o.CredentialEnv, t.Credential)
-		return &tapTransport{inner: &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, tap: s.tap}, nil
+		return &tapTransport{inner: &commandTransport{cmd: cmd, terminate: 2 * time.Second, tap: s.tap}, tap: s.tap}, nil
 	default:
 		if t.Identity == "" {
 			return nil, incomplete(discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "a transport target needs its identity digest")
@@ -458,6 +461,39 @@ func (s *Session) ListChangedCount() int64 { return s.tap.changed.Load() }
 // to tell new notifications from ones seen before.
 func (s *Session) ListChanged() <-chan struct{} { return s.tap.changedCh }
 
+// ListChangedDeclared reports whether the server declared
+// `tools.listChanged` in its capabilities (initialize or server/discover):
+// whether it promises `notifications/tools/list_changed`.
+func (s *Session) ListChangedDeclared() bool {
+	ir := s.cs.InitializeResult()
+	return ir != nil && ir.Capabilities != nil && ir.Capabilities.Tools != nil && ir.Capabilities.Tools.ListChanged
+}
+
+// Ping sends an MCP ping and waits for the answer: whether the session is
+// still alive. Under 2026-07-28, which has no ping, it returns nil at once
+// (see [Session.ListenEnded]).
+func (s *Session) Ping(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, s.opts.PageTimeout)
+	defer cancel()
+	if s.protocol >= Version20260728 {
+		// The stateless protocol has no ping; a dropped subscriptions/listen
+		// stream shows in ListenEnded.
+		return nil
+	}
+	if err := s.cs.Ping(pctx, nil); err != nil {
+		return errors.New(s.scrub(err.Error()))
+	}
+	return nil
+}
+
+// ListenEnded is closed when the response stream of the session's
+// `subscriptions/listen` (2026-07-28 over streamable HTTP) ended: the
+// session hears no more notifications. (The go-sdk does not tell.)
+func (s *Session) ListenEnded() <-chan struct{} { return s.tap.listenEnded }
+
+// Wait blocks until the session's connection ends (closed by either side).
+func (s *Session) Wait() error { return s.cs.Wait() }
+
 // Close ends the session (and a stdio server's process).
 func (s *Session) Close() error {
 	var err error
@@ -498,140 +534,188 @@ type wirePage struct {
 
 // Crawl reads every page and the closing re-check. It may be called once.
 func (s *Session) Crawl(ctx context.Context) *Result {
-	o := s.opts
-	r := &Result{
+	w := &walk{s: s, ctx: ctx, baseline: s.tap.changed.Load(), r: &Result{
 		ProtocolVersion: s.protocol,
 		IdentityDigest:  s.identity,
 		EndpointDigest:  s.endpoint,
 		StartedAt:       time.Now(),
-	}
-	baseline := s.tap.changed.Load()
-	end := func(f *Fault) *Result {
-		r.State, r.Reason, r.Detail = f.State, f.Reason, s.scrub(f.Detail)
-		r.FinishedAt = time.Now()
-		return r
-	}
-	// common applies rules 1–3 of the package doc.
-	common := func() *Fault {
-		if f := s.identityFault(); f != nil {
-			return f
-		}
-		if n := s.tap.changed.Load(); n > baseline {
-			return incomplete(discoveryv1.RunReason_RUN_REASON_LIST_CHANGED,
-				"notifications/tools/list_changed arrived during the scan (after %d page(s))", len(r.Pages))
-		}
-		if s.tap.overflow.Load() {
-			return incomplete(discoveryv1.RunReason_RUN_REASON_BYTE_CAP, "one message exceeded the byte cap of %d bytes", o.MaxBytes)
-		}
-		return nil
-	}
+	}}
 	// Since 2026-07-28 an empty-string cursor is a cursor, and the first
 	// request's absent cursor is indistinguishable from it for a server (the
 	// revision package and go-sdk both start over at ""): a `nextCursor` of
 	// "" from then on points back at the first page.
-	modern := s.protocol >= Version20260728
+	w.modern = s.protocol >= Version20260728
+	if f := w.pages(); f != nil {
+		return w.end(f)
+	}
+	if f := w.closingRecheck(); f != nil {
+		return w.end(f)
+	}
+	return w.prove()
+}
+
+// walk is the state of one [Session.Crawl].
+type walk struct {
+	s        *Session
+	ctx      context.Context
+	r        *Result
+	baseline int64 // list_changed count before the first request
+	modern   bool  // 2026-07-28 or later: "" is a cursor
+}
+
+// end records a fault as the crawl's outcome.
+func (w *walk) end(f *Fault) *Result {
+	w.r.State, w.r.Reason, w.r.Detail = f.State, f.Reason, w.s.scrub(f.Detail)
+	w.r.FinishedAt = time.Now()
+	return w.r
+}
+
+// common applies rules 1–3 of the package doc.
+func (w *walk) common() *Fault {
+	s := w.s
+	if f := s.identityFault(); f != nil {
+		return f
+	}
+	if n := s.tap.changed.Load(); n > w.baseline {
+		return incomplete(discoveryv1.RunReason_RUN_REASON_LIST_CHANGED,
+			"notifications/tools/list_changed arrived during the scan (after %d page(s))", len(w.r.Pages))
+	}
+	if s.tap.overflow.Load() {
+		return incomplete(discoveryv1.RunReason_RUN_REASON_BYTE_CAP, "one message exceeded the byte cap of %d bytes", s.opts.MaxBytes)
+	}
+	if s.tap.tooDeep.Load() {
+		return quarantined(discoveryv1.RunReason_RUN_REASON_MESSAGE_TOO_DEEP,
+			"a message nests JSON objects and arrays deeper than %d levels, the most the MCP client decodes", MaxMessageDepth)
+	}
+	return nil
+}
+
+// pages walks the pages until the last one (rules 1–8 of the package doc).
+func (w *walk) pages() *Fault {
+	o, r := w.s.opts, w.r
 	seen := map[string]bool{}
-	if modern {
+	if w.modern {
 		seen[""] = true
 	}
 	var cursor *string
 	var walkBytes int64
 	for i := 0; ; i++ {
 		if i >= o.MaxPages {
-			return end(incomplete(discoveryv1.RunReason_RUN_REASON_PAGE_CAP, "more than %d pages", o.MaxPages))
+			return incomplete(discoveryv1.RunReason_RUN_REASON_PAGE_CAP, "more than %d pages", o.MaxPages)
 		}
-		wp, f := s.fetch(ctx, cursor, common)
+		wp, f := w.s.fetch(w.ctx, cursor, w.common)
 		if f != nil {
-			return end(f)
+			return f
 		}
 		r.Bytes += wp.bytes
 		walkBytes += wp.bytes
-		// Before 2026-07-28 an empty-string nextCursor ends the list.
-		hasNext := wp.hasNext && (modern || wp.next != "")
-		p := Page{
-			Index: i, HasNext: hasNext, CursorOut: wp.next, Revision: wp.revision, HasRevision: wp.hasRevision,
-			ToolCount: len(wp.tools), Bytes: wp.bytes, ReceivedAt: time.Now(), CacheScope: wp.cacheScope,
-		}
-		if !hasNext {
-			p.CursorOut = ""
-		}
-		if cursor != nil {
-			p.CursorIn = *cursor
-		}
-		if i == 0 {
-			r.Revision = wp.revision
-			r.CacheScope = "shared"
-		}
-		if wp.cacheScope == "private" {
-			r.CacheScope = "private"
-		}
-		p.Digest, r.Tools = digestPage(wp.tools, i, true, r.Tools)
-		r.Pages = append(r.Pages, p)
-		// Rules 7 and 8 of the package doc, in that order.
-		if o.Versioned {
-			if !wp.hasRevision {
-				return end(incomplete(discoveryv1.RunReason_RUN_REASON_REVISION_MISSING, "page %d carries no %s", i, RevisionMetaKey))
-			}
-			if wp.revision != r.Revision {
-				return end(incomplete(discoveryv1.RunReason_RUN_REASON_REVISION_MISMATCH,
-					"page %d carries revision %q, page 0 carried %q", i, wp.revision, r.Revision))
-			}
-		}
-		if hasNext {
-			if (cursor != nil || modern) && wp.next == p.CursorIn {
-				return end(incomplete(discoveryv1.RunReason_RUN_REASON_REPEATED_CURSOR, "page %d returned the cursor it was sent", i))
-			}
-			if seen[wp.next] {
-				return end(incomplete(discoveryv1.RunReason_RUN_REASON_CURSOR_CYCLE, "page %d returned a cursor sent earlier in the scan", i))
-			}
+		p := w.record(i, cursor, wp)
+		if f := w.pageFault(p, wp, seen); f != nil {
+			return f
 		}
 		if len(r.Tools) > o.MaxTools {
-			return end(incomplete(discoveryv1.RunReason_RUN_REASON_TOOL_CAP, "more than %d tools", o.MaxTools))
+			return incomplete(discoveryv1.RunReason_RUN_REASON_TOOL_CAP, "more than %d tools", o.MaxTools)
 		}
 		if walkBytes > o.MaxBytes {
-			return end(incomplete(discoveryv1.RunReason_RUN_REASON_BYTE_CAP, "more than %d bytes", o.MaxBytes))
+			return incomplete(discoveryv1.RunReason_RUN_REASON_BYTE_CAP, "more than %d bytes", o.MaxBytes)
 		}
-		if !hasNext {
-			break
+		if !p.HasNext {
+			return nil
 		}
 		seen[wp.next] = true
 		next := wp.next
 		cursor = &next
 	}
+}
 
-	// The closing re-check: the first page again.
-	wp, f := s.fetch(ctx, nil, common)
+// record appends page i (fetched with cursor) and its tools to the result.
+func (w *walk) record(i int, cursor *string, wp *wirePage) Page {
+	r := w.r
+	// Before 2026-07-28 an empty-string nextCursor ends the list.
+	hasNext := wp.hasNext && (w.modern || wp.next != "")
+	p := Page{
+		Index: i, HasNext: hasNext, CursorOut: wp.next, Revision: wp.revision, HasRevision: wp.hasRevision,
+		ToolCount: len(wp.tools), Bytes: wp.bytes, ReceivedAt: time.Now(), CacheScope: wp.cacheScope,
+	}
+	if !hasNext {
+		p.CursorOut = ""
+	}
+	if cursor != nil {
+		p.CursorIn = *cursor
+	}
+	if i == 0 {
+		r.Revision = wp.revision
+		r.CacheScope = "shared"
+	}
+	if wp.cacheScope == "private" {
+		r.CacheScope = "private"
+	}
+	p.Digest, r.Tools = digestPage(wp.tools, i, true, r.Tools)
+	r.Pages = append(r.Pages, p)
+	return p
+}
+
+// pageFault applies rules 6 and 7 of the package doc, in that order, to a
+// recorded page.
+func (w *walk) pageFault(p Page, wp *wirePage, seen map[string]bool) *Fault {
+	if w.s.opts.Versioned {
+		if !wp.hasRevision {
+			return incomplete(discoveryv1.RunReason_RUN_REASON_REVISION_MISSING, "page %d carries no %s", p.Index, RevisionMetaKey)
+		}
+		if wp.revision != w.r.Revision {
+			return incomplete(discoveryv1.RunReason_RUN_REASON_REVISION_MISMATCH,
+				"page %d carries revision %q, page 0 carried %q", p.Index, wp.revision, w.r.Revision)
+		}
+	}
+	if p.HasNext {
+		if (p.Index > 0 || w.modern) && wp.next == p.CursorIn {
+			return incomplete(discoveryv1.RunReason_RUN_REASON_REPEATED_CURSOR, "page %d returned the cursor it was sent", p.Index)
+		}
+		if seen[wp.next] {
+			return incomplete(discoveryv1.RunReason_RUN_REASON_CURSOR_CYCLE, "page %d returned a cursor sent earlier in the scan", p.Index)
+		}
+	}
+	return nil
+}
+
+// closingRecheck reads the first page again and compares it with the walk.
+func (w *walk) closingRecheck() *Fault {
+	r := w.r
+	wp, f := w.s.fetch(w.ctx, nil, w.common)
 	if f != nil {
-		return end(f)
+		return f
 	}
 	r.Bytes += wp.bytes
 	r.ClosingRevision = wp.revision
-	if o.Versioned {
+	if w.s.opts.Versioned {
 		if !wp.hasRevision {
-			return end(incomplete(discoveryv1.RunReason_RUN_REASON_REVISION_MISSING, "the closing re-check carries no %s", RevisionMetaKey))
+			return incomplete(discoveryv1.RunReason_RUN_REASON_REVISION_MISSING, "the closing re-check carries no %s", RevisionMetaKey)
 		}
 		if wp.revision != r.Revision {
-			return end(incomplete(discoveryv1.RunReason_RUN_REASON_REVISION_MISMATCH,
-				"the closing re-check carries revision %q, page 0 carried %q", wp.revision, r.Revision))
+			return incomplete(discoveryv1.RunReason_RUN_REASON_REVISION_MISMATCH,
+				"the closing re-check carries revision %q, page 0 carried %q", wp.revision, r.Revision)
 		}
 	}
-	if detail := recheckDiffers(wp, r.Tools, modern); detail != "" {
-		return end(incomplete(discoveryv1.RunReason_RUN_REASON_REVISION_MISMATCH, "the closing re-check %s", detail))
+	if detail := recheckDiffers(wp, r.Tools, w.modern); detail != "" {
+		return incomplete(discoveryv1.RunReason_RUN_REASON_REVISION_MISMATCH, "the closing re-check %s", detail)
 	}
-	if f := common(); f != nil {
-		return end(f)
-	}
+	return w.common()
+}
+
+// prove computes the page root and ends a crawl that passed.
+func (w *walk) prove() *Result {
+	r := w.r
 	digests := make([]string, len(r.Pages))
 	for i, p := range r.Pages {
 		digests[i] = p.Digest
 	}
 	root, err := canonical.DigestValue(digests)
 	if err != nil {
-		return end(incomplete(discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "page root: %v", err))
+		return w.end(incomplete(discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "page root: %v", err))
 	}
 	r.PageRoot = root
 	r.State = catalogv1.DiscoveryState_DISCOVERY_STATE_UNVERSIONED_OBSERVATION
-	if o.Versioned {
+	if w.s.opts.Versioned {
 		r.State = catalogv1.DiscoveryState_DISCOVERY_STATE_SNAPSHOT_PROVEN
 	}
 	r.FinishedAt = time.Now()

@@ -705,3 +705,93 @@ func TestRefusedCursorOfAnUnversionedSourceIsATransportError(t *testing.T) {
 	target, _ := inMemory(t, cat, discoverytest.ServerOptions{})
 	want(t, crawl.Crawl(ctx(t), target, crawl.Options{}), incomplete, discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR)
 }
+
+// TestMessageTooDeepIsQuarantined: a tool whose input schema nests 2,000
+// levels makes the tools/list result deeper than the go-sdk decodes (1,000
+// levels). The crawl measures the nesting on the wire and ends QUARANTINED
+// MESSAGE_TOO_DEEP with the limit in the detail — refused content, not a
+// TRANSPORT_ERROR to retry — over streamable HTTP and stdio. A schema that
+// is deep but within the limit is not refused by the crawl (the validator
+// judges it).
+func TestMessageTooDeepIsQuarantined(t *testing.T) {
+	for _, levels := range []int{2000, 100} {
+		tools := append(discoverytest.Tools("inv", 3), discoverytest.DeepTool("deep", levels))
+		cat := discoverytest.NewCatalog("r-1", 2, tools...)
+		cmd, args := discoverytest.StdioServer(t, discoverytest.StdioSpec{Tools: tools, PageSize: 2, Revision: "r-1"})
+		for _, tr := range []struct {
+			name   string
+			target crawl.Target
+		}{
+			{"http", crawl.Target{URL: discoverytest.NewHTTP(t, cat, discoverytest.ServerOptions{}, false).URL}},
+			{"http 2026-07-28", crawl.Target{URL: discoverytest.NewHTTP(t, cat, discoverytest.ServerOptions{Stateless: true}, false).URL}},
+			{"stdio", crawl.Target{Command: cmd, Args: args}},
+		} {
+			t.Run(fmt.Sprintf("%s %d levels", tr.name, levels), func(t *testing.T) {
+				r := crawl.Crawl(ctx(t), tr.target, crawl.Options{Versioned: true})
+				if levels < crawl.MaxMessageDepth {
+					want(t, r, proven, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
+					return
+				}
+				want(t, r, quarantined, discoveryv1.RunReason_RUN_REASON_MESSAGE_TOO_DEEP)
+				if !strings.Contains(r.Detail, "deeper than 1000 levels") {
+					t.Fatalf("the detail does not name the limit: %q", r.Detail)
+				}
+				if len(r.Pages) != 1 {
+					t.Fatalf("%d pages recorded before the fault, want 1 (page 2 holds the deep tool)", len(r.Pages))
+				}
+			})
+		}
+	}
+}
+
+// TestListeningSessionPingsAndHears: a session kept open after a crawl (a
+// listener) reports the server's tools.listChanged declaration, answers
+// pings (2026-07-28 has none: nil), hears a later list_changed, and, under
+// 2026-07-28, reports the end of its subscriptions/listen stream when the
+// server drops the connection; over streamable HTTP for 2025-11-25
+// (standalone SSE stream) and 2026-07-28 (subscriptions/listen).
+func TestListeningSessionPingsAndHears(t *testing.T) {
+	for _, tc := range []struct {
+		version   string
+		stateless bool
+	}{{"2025-11-25", false}, {"2026-07-28", true}} {
+		t.Run(tc.version, func(t *testing.T) {
+			cat := discoverytest.NewCatalog("r-1", 10, discoverytest.Tools("inv", 3)...)
+			srv := discoverytest.NewHTTP(t, cat, discoverytest.ServerOptions{Stateless: tc.stateless}, false)
+			s, f := crawl.Open(ctx(t), crawl.Target{URL: srv.URL}, crawl.Options{})
+			if f != nil {
+				t.Fatal(f)
+			}
+			defer s.Close()
+			if s.ProtocolVersion() != tc.version || !s.ListChangedDeclared() {
+				t.Fatalf("version %s, listChanged declared %v", s.ProtocolVersion(), s.ListChangedDeclared())
+			}
+			if err := s.Ping(ctx(t)); err != nil {
+				t.Fatalf("ping: %v", err)
+			}
+			for s.ListChangedCount() == 0 {
+				srv.Notify() // repeated: the standalone stream may still be opening
+				select {
+				case <-s.ListChanged():
+				case <-time.After(200 * time.Millisecond):
+				case <-ctx(t).Done():
+					t.Fatal("no list_changed heard")
+				}
+			}
+			if !tc.stateless {
+				return
+			}
+			select {
+			case <-s.ListenEnded():
+				t.Fatal("the listen stream ended while the server was up")
+			default:
+			}
+			srv.HTTP.CloseClientConnections()
+			select {
+			case <-s.ListenEnded():
+			case <-time.After(5 * time.Second):
+				t.Fatal("the end of the listen stream went unnoticed")
+			}
+		})
+	}
+}

@@ -67,7 +67,11 @@
 //  1. the TLS identity did not match: QUARANTINED IDENTITY_MISMATCH;
 //  2. a `notifications/tools/list_changed` was read since the first request:
 //     INCOMPLETE LIST_CHANGED;
-//  3. one message exceeded the byte cap: INCOMPLETE BYTE_CAP;
+//  3. one message exceeded the byte cap: INCOMPLETE BYTE_CAP; one message
+//     nested JSON deeper than [MaxMessageDepth] (the go-sdk refuses to
+//     decode it): QUARANTINED MESSAGE_TOO_DEEP, refused content like a
+//     schema over the validator's limits, not a transport fault (measured
+//     on the wire for streamable HTTP and stdio);
 //  4. the call failed: for a versioned source ([Options.Versioned]) a
 //     JSON-RPC -32602 answer to a request that carried a cursor is
 //     INCOMPLETE REVISION_MISMATCH (a revision-bound cursor outlived its

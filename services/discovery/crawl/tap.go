@@ -21,6 +21,7 @@ import (
 const (
 	methodToolsList              = "tools/list"
 	notificationToolsListChanged = "notifications/tools/list_changed"
+	methodSubscriptionsListen    = "subscriptions/listen"
 )
 
 // errMessageTooLarge is returned by a tapped HTTP body when one message is
@@ -50,6 +51,10 @@ type tap struct {
 	changed   atomic.Int64
 	changedCh chan struct{} // receives (non-blocking) on every list_changed
 	overflow  atomic.Bool
+	tooDeep   atomic.Bool // a message nested beyond MaxMessageDepth
+
+	listenEnded chan struct{} // closed when a subscriptions/listen stream ended
+	listenOnce  sync.Once
 }
 
 // call is one tools/list request of the crawl.
@@ -62,7 +67,7 @@ type call struct {
 }
 
 func newTap(limit int64) *tap {
-	return &tap{limit: limit, pending: map[any]*call{}, changedCh: make(chan struct{}, 1)}
+	return &tap{limit: limit, pending: map[any]*call{}, changedCh: make(chan struct{}, 1), listenEnded: make(chan struct{})}
 }
 
 // arm prepares the capture of the next tools/list request.
@@ -218,6 +223,7 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 	if rt.credential != "" {
 		req.Header.Set("Authorization", "Bearer "+rt.credential)
 	}
+	listen := false
 	if req.Method == http.MethodPost && req.Body != nil {
 		body, err := io.ReadAll(req.Body)
 		req.Body.Close()
@@ -227,6 +233,7 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 		if msg, err := jsonrpc.DecodeMessage(body); err == nil {
 			if r, ok := msg.(*jsonrpc.Request); ok {
 				rt.tap.outgoing(r)
+				listen = r.Method == methodSubscriptionsListen
 			}
 		}
 		req.Body = io.NopCloser(bytes.NewReader(body))
@@ -242,7 +249,7 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 	case "application/json":
 		resp.Body = &tapBody{rc: resp.Body, tap: rt.tap}
 	case "text/event-stream":
-		resp.Body = &tapBody{rc: resp.Body, tap: rt.tap, sse: true}
+		resp.Body = &tapBody{rc: resp.Body, tap: rt.tap, sse: true, listen: listen}
 	}
 	return resp, nil
 }
@@ -263,6 +270,10 @@ type tapBody struct {
 	out   []byte // ready for the SDK
 	eof   error  // the underlying body's end (io.EOF or an error)
 	scr   []byte
+	meter depthMeter
+	// listen: the body is a subscriptions/listen stream; its end closes
+	// tap.listenEnded.
+	listen bool
 }
 
 func (b *tapBody) Read(p []byte) (int, error) {
@@ -291,6 +302,9 @@ func (b *tapBody) Read(p []byte) (int, error) {
 				b.in, b.event = nil, nil
 			}
 			b.eof = err
+			if b.listen {
+				b.tap.listenOnce.Do(func() { close(b.tap.listenEnded) })
+			}
 		}
 	}
 	n := copy(p, b.out)
@@ -346,6 +360,9 @@ func (b *tapBody) rewriteOne(data []byte) ([]byte, bool) {
 
 func (b *tapBody) feed(p []byte) error {
 	if !b.sse {
+		if b.meter.feed(p) {
+			b.tap.tooDeep.Store(true)
+		}
 		b.in = append(b.in, p...)
 		if int64(len(b.in)) > b.tap.limit {
 			b.tap.overflow.Store(true)
@@ -384,6 +401,7 @@ func (b *tapBody) feed(p []byte) error {
 func (b *tapBody) line(l, raw []byte) error {
 	if len(l) == 0 { // the end of an event
 		b.event = append(b.event, raw...)
+		b.meter.reset()
 		if len(b.data) > 0 {
 			if out := b.rewrite(b.data); !bytes.Equal(out, b.data) {
 				b.event = rebuildEvent(b.event, out)
@@ -401,6 +419,9 @@ func (b *tapBody) line(l, raw []byte) error {
 	value = bytes.TrimPrefix(value, []byte(" "))
 	if len(b.data) > 0 {
 		b.data = append(b.data, '\n')
+	}
+	if b.meter.feed(value) {
+		b.tap.tooDeep.Store(true)
 	}
 	b.data = append(b.data, value...)
 	if int64(len(b.data)) > b.tap.limit {

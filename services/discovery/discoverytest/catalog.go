@@ -142,3 +142,11 @@ func (c *Catalog) size() int {
 	}
 	return len(c.tools)
 }
+
+// DeepTool returns a tool whose input schema nests `levels` objects deep
+// (each level a `properties` map of one property): beyond the go-sdk's
+// decoding limit from about 500 levels on.
+func DeepTool(name string, levels int) json.RawMessage {
+	schema := strings.Repeat(`{"type":"object","properties":{"a":`, levels) + `{"type":"string"}` + strings.Repeat(`}}`, levels)
+	return json.RawMessage(fmt.Sprintf(`{"name":%q,"description":"A tool with a deep schema.","inputSchema":%s}`, name, schema))
+}

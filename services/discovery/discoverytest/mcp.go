@@ -241,7 +241,13 @@ func NewHTTP(t testing.TB, l Lister, o ServerOptions, tls bool) *HTTPServer {
 		h.HTTP.Start()
 	}
 	h.URL = h.HTTP.URL + "/mcp"
-	t.Cleanup(h.HTTP.Close)
+	t.Cleanup(func() {
+		// A client's listening stream (standalone SSE, subscriptions/listen)
+		// stays open: drop it, as a server going away would, rather than
+		// wait for it.
+		h.HTTP.CloseClientConnections()
+		h.HTTP.Close()
+	})
 	return h
 }
 

@@ -23,6 +23,13 @@ type StdioSpec struct {
 	Token    string `json:"token,omitempty"`
 	// EnvFile, when set, receives the server's environment, one per line.
 	EnvFile string `json:"env_file,omitempty"`
+	// ChangeFile, when set, is watched: once it exists the server serves
+	// ChangedTools at ChangedRevision and sends
+	// `notifications/tools/list_changed` (a change at the source, made by
+	// the test at a moment of its choosing).
+	ChangeFile      string            `json:"change_file,omitempty"`
+	ChangedTools    []json.RawMessage `json:"changed_tools,omitempty"`
+	ChangedRevision string            `json:"changed_revision,omitempty"`
 }
 
 var (

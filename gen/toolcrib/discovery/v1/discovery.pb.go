@@ -105,6 +105,11 @@ const (
 	// The server negotiated an MCP protocol version older than the oldest one
 	// discovery accepts (2025-06-18 by default).
 	RunReason_RUN_REASON_PROTOCOL_UNSUPPORTED RunReason = 29
+	// A message from the server nests JSON objects and arrays deeper than
+	// the MCP client decodes (1,000 levels; e.g. a tool whose input schema
+	// nests 2,000 levels): refused content, QUARANTINED and not retried until
+	// the next scan (a periodic refresh, a registry change or TriggerScan).
+	RunReason_RUN_REASON_MESSAGE_TOO_DEEP RunReason = 30
 )
 
 // Enum value maps for RunReason.
@@ -140,6 +145,7 @@ var (
 		27: "RUN_REASON_NOT_REGISTERED",
 		28: "RUN_REASON_REGISTRY_UNAVAILABLE",
 		29: "RUN_REASON_PROTOCOL_UNSUPPORTED",
+		30: "RUN_REASON_MESSAGE_TOO_DEEP",
 	}
 	RunReason_value = map[string]int32{
 		"RUN_REASON_UNSPECIFIED":            0,
@@ -172,6 +178,7 @@ var (
 		"RUN_REASON_NOT_REGISTERED":         27,
 		"RUN_REASON_REGISTRY_UNAVAILABLE":   28,
 		"RUN_REASON_PROTOCOL_UNSUPPORTED":   29,
+		"RUN_REASON_MESSAGE_TOO_DEEP":       30,
 	}
 )
 
@@ -216,6 +223,11 @@ const (
 	ScanTrigger_SCAN_TRIGGER_LIST_CHANGED ScanTrigger = 3
 	// A registry change to the server or audience class.
 	ScanTrigger_SCAN_TRIGGER_REGISTRY_CHANGE ScanTrigger = 4
+	// A listening connection (one per server and audience class that
+	// declared `tools.listChanged`) was opened again after it dropped, or by
+	// another discovery process: a change in between may have gone unheard.
+	// Rate-limited like LIST_CHANGED.
+	ScanTrigger_SCAN_TRIGGER_LISTEN_RESUMED ScanTrigger = 5
 )
 
 // Enum value maps for ScanTrigger.
@@ -226,6 +238,7 @@ var (
 		2: "SCAN_TRIGGER_MANUAL",
 		3: "SCAN_TRIGGER_LIST_CHANGED",
 		4: "SCAN_TRIGGER_REGISTRY_CHANGE",
+		5: "SCAN_TRIGGER_LISTEN_RESUMED",
 	}
 	ScanTrigger_value = map[string]int32{
 		"SCAN_TRIGGER_UNSPECIFIED":     0,
@@ -233,6 +246,7 @@ var (
 		"SCAN_TRIGGER_MANUAL":          2,
 		"SCAN_TRIGGER_LIST_CHANGED":    3,
 		"SCAN_TRIGGER_REGISTRY_CHANGE": 4,
+		"SCAN_TRIGGER_LISTEN_RESUMED":  5,
 	}
 )
 
@@ -563,6 +577,18 @@ type Run struct {
 	// For a run that ended UNCHANGED, the active generation it proved again
 	// (and whose freshness it extended); 0 otherwise.
 	ConfirmedGeneration int64 `protobuf:"varint,28,opt,name=confirmed_generation,json=confirmedGeneration,proto3" json:"confirmed_generation,omitempty"`
+	// For a scan queued by `notifications/tools/list_changed`: how many
+	// notifications of the pair the rate limit held back (coalesced into this
+	// scan, or heard while the previous notification-triggered scan was still
+	// pending) since the previous notification-triggered scan was queued; 0
+	// for other triggers and when none was held back.
+	SuppressedNotifications int32 `protobuf:"varint,29,opt,name=suppressed_notifications,json=suppressedNotifications,proto3" json:"suppressed_notifications,omitempty"`
+	// For a scan queued by `notifications/tools/list_changed`: how long the
+	// rate limit delayed it after the first notification it answers, in
+	// milliseconds (0 when it was queued at once). The delay doubles while
+	// notification-triggered scans keep finding the same revision and page
+	// root.
+	NotificationDelayMs int64 `protobuf:"varint,30,opt,name=notification_delay_ms,json=notificationDelayMs,proto3" json:"notification_delay_ms,omitempty"`
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
@@ -789,6 +815,20 @@ func (x *Run) GetCacheScope() string {
 func (x *Run) GetConfirmedGeneration() int64 {
 	if x != nil {
 		return x.ConfirmedGeneration
+	}
+	return 0
+}
+
+func (x *Run) GetSuppressedNotifications() int32 {
+	if x != nil {
+		return x.SuppressedNotifications
+	}
+	return 0
+}
+
+func (x *Run) GetNotificationDelayMs() int64 {
+	if x != nil {
+		return x.NotificationDelayMs
 	}
 	return 0
 }
@@ -2373,7 +2413,7 @@ const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
 	"\aRunFlag\x12\x1b\n" +
 	"\ttool_name\x18\x01 \x01(\tR\btoolName\x12\x12\n" +
 	"\x04flag\x18\x02 \x01(\tR\x04flag\x12\x16\n" +
-	"\x06detail\x18\x03 \x01(\tR\x06detail\"\xd4\b\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\"\xc3\t\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
 	"\ascan_id\x18\x02 \x01(\tR\x06scanId\x12\x18\n" +
@@ -2410,7 +2450,9 @@ const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
 	"\x05flags\x18\x1a \x03(\v2\x1e.toolcrib.discovery.v1.RunFlagR\x05flags\x12\x1f\n" +
 	"\vcache_scope\x18\x1b \x01(\tR\n" +
 	"cacheScope\x121\n" +
-	"\x14confirmed_generation\x18\x1c \x01(\x03R\x13confirmedGeneration\"\xed\x03\n" +
+	"\x14confirmed_generation\x18\x1c \x01(\x03R\x13confirmedGeneration\x129\n" +
+	"\x18suppressed_notifications\x18\x1d \x01(\x05R\x17suppressedNotifications\x122\n" +
+	"\x15notification_delay_ms\x18\x1e \x01(\x03R\x13notificationDelayMs\"\xed\x03\n" +
 	"\rActivePointer\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12%\n" +
 	"\x0eaudience_class\x18\x02 \x01(\tR\raudienceClass\x12\x1b\n" +
@@ -2531,7 +2573,7 @@ const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
 	"\rWatchResponse\x12>\n" +
 	"\x06change\x18\x01 \x01(\v2$.toolcrib.discovery.v1.PointerChangeH\x00R\x06change\x12>\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x1e.toolcrib.catalog.v1.HeartbeatH\x00R\theartbeatB\a\n" +
-	"\x05event*\xbb\a\n" +
+	"\x05event*\xdc\a\n" +
 	"\tRunReason\x12\x1a\n" +
 	"\x16RUN_REASON_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17RUN_REASON_LIST_CHANGED\x10\x01\x12 \n" +
@@ -2563,13 +2605,15 @@ const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
 	"\x19RUN_REASON_MALFORMED_TOOL\x10\x1a\x12\x1d\n" +
 	"\x19RUN_REASON_NOT_REGISTERED\x10\x1b\x12#\n" +
 	"\x1fRUN_REASON_REGISTRY_UNAVAILABLE\x10\x1c\x12#\n" +
-	"\x1fRUN_REASON_PROTOCOL_UNSUPPORTED\x10\x1d*\xa0\x01\n" +
+	"\x1fRUN_REASON_PROTOCOL_UNSUPPORTED\x10\x1d\x12\x1f\n" +
+	"\x1bRUN_REASON_MESSAGE_TOO_DEEP\x10\x1e*\xc1\x01\n" +
 	"\vScanTrigger\x12\x1c\n" +
 	"\x18SCAN_TRIGGER_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SCAN_TRIGGER_PERIODIC\x10\x01\x12\x17\n" +
 	"\x13SCAN_TRIGGER_MANUAL\x10\x02\x12\x1d\n" +
 	"\x19SCAN_TRIGGER_LIST_CHANGED\x10\x03\x12 \n" +
-	"\x1cSCAN_TRIGGER_REGISTRY_CHANGE\x10\x04*a\n" +
+	"\x1cSCAN_TRIGGER_REGISTRY_CHANGE\x10\x04\x12\x1f\n" +
+	"\x1bSCAN_TRIGGER_LISTEN_RESUMED\x10\x05*a\n" +
 	"\fPointerState\x12\x1d\n" +
 	"\x19POINTER_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14POINTER_STATE_ACTIVE\x10\x01\x12\x18\n" +

@@ -57,10 +57,29 @@
 //     active generation has the same source revision, page root, identity
 //     and trust configuration, refreshes it (UNCHANGED, no new generation).
 //
-// After a commit (or refresh) the MCP session stays open for
-// [Config.Linger]: a `notifications/tools/list_changed` in that window (or
-// one that arrived after the crawl decided) queues a rescan (trigger
-// LIST_CHANGED). The window lives in the process that ran the scan; if the
-// process stops, the periodic refresh still catches the change, and the
-// source revision catches A-B-A changes whichever scan sees them.
+// # Hearing changes after a scan
+//
+// After a commit (or refresh) of a server that declared `tools.listChanged`,
+// the pair is recorded in `listen_pairs` and the scan's MCP session is handed
+// to the pair's listener (see [listeners]): one listening connection per
+// (server, audience class), the standalone SSE stream under 2025-06-18 and
+// 2025-11-25, `subscriptions/listen` with toolsListChanged under 2026-07-28,
+// over streamable HTTP or stdio. A listener belongs to the process holding
+// the pair's Postgres advisory lock; each process keeps at most
+// [Config.MaxListeners] and takes its fair share of the pairs on every sweep
+// ([Config.ListenSweep]); a listener whose session dies (its end, a failed
+// ping, the end of the listen stream) opens another with backoff and queues
+// a LISTEN_RESUMED scan. When no listener takes the session it stays open
+// for [Config.Linger] as before.
+//
+// Every `notifications/tools/list_changed` heard after a crawl decided, and
+// every resumed listener, goes through the notification gate (see [gate]):
+// notifications are coalesced per pair, the scan is queued no sooner than
+// [Config.NotifyMinInterval] after the previous notification-triggered scan
+// of the pair started, doubling while those scans find nothing new (up to
+// [Config.NotifyMaxInterval]); the runs record what was held back
+// (`suppressed_notifications`, `notification_delay_ms`) and the metric
+// `toolcrib_discovery_suppressed_notifications_total` counts it by reason.
+// If every process stops, the periodic refresh still catches changes, and
+// the source revision catches A-B-A changes whichever scan sees them.
 package scan

@@ -23,6 +23,11 @@ type ScanArgs struct {
 	AudienceClass string `json:"audience_class" river:"unique"`
 	// Trigger is the ScanTrigger name; not part of the uniqueness.
 	Trigger string `json:"trigger"`
+	// SuppressedNotifications and NotificationDelayMs are what the
+	// notification gate held back (see [gate]); recorded by the first
+	// attempt's run.
+	SuppressedNotifications int   `json:"suppressed_notifications,omitempty"`
+	NotificationDelayMs     int64 `json:"notification_delay_ms,omitempty"`
 }
 
 // Kind implements river.JobArgs.
@@ -87,8 +92,12 @@ func (w *scanWorker) Work(ctx context.Context, job *river.Job[ScanArgs]) error {
 	// Holding the pair's lock, any unfinished run of the pair is dead: mark
 	// it lost while starting this one.
 	trigger := discoveryv1.ScanTrigger(discoveryv1.ScanTrigger_value[a.Trigger])
-	runID, err := s.store.StartRun(ctx, store.NewRun{ScanID: strconv.FormatInt(job.ID, 10), Attempt: job.Attempt,
-		ServerID: a.ServerID, AudienceClass: a.AudienceClass, Trigger: trigger, Worker: s.cfg.Worker, MarkLost: true})
+	nr := store.NewRun{ScanID: strconv.FormatInt(job.ID, 10), Attempt: job.Attempt,
+		ServerID: a.ServerID, AudienceClass: a.AudienceClass, Trigger: trigger, Worker: s.cfg.Worker, MarkLost: true}
+	if job.Attempt <= 1 {
+		nr.SuppressedNotifications, nr.NotificationDelay = a.SuppressedNotifications, time.Duration(a.NotificationDelayMs)*time.Millisecond
+	}
+	runID, err := s.store.StartRun(ctx, nr)
 	if err != nil {
 		return err
 	}

@@ -13,15 +13,16 @@ import (
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 )
 
-// linger keeps a committed scan's session open for Config.Linger and queues
-// a rescan when `notifications/tools/list_changed` arrives after the crawl
-// decided (including before the commit). It takes the session over.
+// linger keeps a committed scan's session that no listener took open for
+// Config.Linger and passes a `notifications/tools/list_changed` that
+// arrives after the crawl decided (including before the commit) to the
+// notification gate. It takes the session over.
 func (s *Scanner) linger(st *scanState, decided int64) {
 	sess := st.sess
 	st.sess = nil
 	if s.cfg.Linger < 0 {
 		if sess.ListChangedCount() > decided {
-			s.rescanAfterListChanged(st.ctx, st.args, st.jobID)
+			s.gate.heard([2]string{st.args.ServerID, st.args.AudienceClass}, discoveryv1.ScanTrigger_SCAN_TRIGGER_LIST_CHANGED)
 		}
 		// Closing (an HTTP DELETE, or a process exit) need not delay the job.
 		s.lingering.Go(func() { _ = sess.Close() })
@@ -31,8 +32,6 @@ func (s *Scanner) linger(st *scanState, decided int64) {
 	go func() {
 		defer s.lingering.Done()
 		defer sess.Close()
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(st.ctx), s.cfg.Linger+30*time.Second)
-		defer cancel()
 		timer := time.NewTimer(s.cfg.Linger)
 		defer timer.Stop()
 		for sess.ListChangedCount() == decided {
@@ -44,27 +43,8 @@ func (s *Scanner) linger(st *scanState, decided int64) {
 				return
 			}
 		}
-		s.rescanAfterListChanged(ctx, st.args, st.jobID)
+		s.gate.heard([2]string{st.args.ServerID, st.args.AudienceClass}, discoveryv1.ScanTrigger_SCAN_TRIGGER_LIST_CHANGED)
 	}()
-}
-
-// rescanAfterListChanged queues a LIST_CHANGED rescan. The scan's own job
-// may not be marked completed yet (River completes in batches), and while
-// it is running a unique insert would return it; so the insert is retried
-// until it lands on a job other than the finished one.
-func (s *Scanner) rescanAfterListChanged(ctx context.Context, a ScanArgs, ownJob int64) {
-	for range 40 {
-		t, err := s.Enqueue(ctx, discoveryv1.ScanTrigger_SCAN_TRIGGER_LIST_CHANGED, [2]string{a.ServerID, a.AudienceClass})
-		if err == nil && (len(t) == 0 || !t[0].AlreadyQueued || t[0].ScanID != itoa(ownJob)) {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-	s.lg.WarnContext(ctx, "could not queue a rescan after list_changed", "server", a.ServerID, "audience_class", a.AudienceClass)
 }
 
 // refreshDue queues a PERIODIC scan of every (server, class) pair whose last

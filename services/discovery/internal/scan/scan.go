@@ -60,6 +60,16 @@ type scanState struct {
 	started time.Time
 	end     store.RunEnd
 	sess    *crawl.Session // closed at the end unless handed to linger
+
+	// What the steps learned, in order.
+	srv     *registryv1.Server
+	cls     *registryv1.AudienceClass
+	bind    *registryv1.AudienceServer
+	epoch   int64
+	view    store.ScanView
+	opts    crawl.Options
+	trust   string
+	decided int64 // list_changed count when the crawl decided
 }
 
 // finish records the run's end (on a context that survives the job's) and
@@ -127,124 +137,150 @@ func (s *Scanner) scan(ctx context.Context, runID string, jobID int64, a ScanArg
 			_ = st.sess.Close()
 		}
 	}()
+	if out, ok := st.readRegistry(); !ok {
+		return out
+	}
+	if out, ok := st.connect(); !ok {
+		return out
+	}
+	cand, out, ok := st.crawl()
+	if !ok {
+		return out
+	}
+	if out, ok := st.recheck(st.srv, st.trust, st.epoch); !ok {
+		return out
+	}
+	return st.commit(cand, complete)
+}
 
-	// 1. Registry and pointer.
+// readRegistry is step 1: the server, the audience class, the tenant's
+// policy epoch and the pointer.
+func (st *scanState) readRegistry() (outcome, bool) {
+	s, ctx, a := st.s, st.ctx, st.args
 	srv, err := s.reg.Server(ctx, a.ServerID)
 	if err != nil {
-		return st.registryFault("server "+a.ServerID, err)
+		return st.registryFault("server "+a.ServerID, err), false
 	}
 	cls, err := s.audienceClass(ctx, a.AudienceClass, st.started)
 	if err != nil {
-		return st.registryFault("audience class "+a.AudienceClass, err)
+		return st.registryFault("audience class "+a.AudienceClass, err), false
 	}
 	st.end.TenantID = cls.GetTenantId()
 	bind := binding(cls, a.ServerID)
 	if bind == nil {
-		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_NOT_REGISTERED, "audience class %s no longer covers server %s", a.AudienceClass, a.ServerID)
+		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_NOT_REGISTERED, "audience class %s no longer covers server %s", a.AudienceClass, a.ServerID), false
 	}
 	epoch, err := s.policyEpoch(ctx, cls.GetTenantId(), st.started)
 	if err != nil {
-		return st.registryFault("the policy of tenant "+cls.GetTenantId(), err)
+		return st.registryFault("the policy of tenant "+cls.GetTenantId(), err), false
 	}
 	st.end.PolicyEpoch = epoch
 	view, err := s.store.View(ctx, a.ServerID, a.AudienceClass)
 	if err != nil {
-		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "reading the pointer: %v", err)
+		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "reading the pointer: %v", err), false
 	}
+	st.srv, st.cls, st.bind, st.epoch, st.view = srv, cls, bind, epoch, view
+	return outcome{}, true
+}
 
-	// 2. The credential, only in memory.
-	credential, err := resolveSecret(bind.GetSecretRef(), s.cfg.LookupEnv)
+// connect is steps 2 and 3: the credential (only in memory), the session,
+// the first-use pin and the trust configuration.
+func (st *scanState) connect() (outcome, bool) {
+	s, ctx, a := st.s, st.ctx, st.args
+	credential, err := resolveSecret(st.bind.GetSecretRef(), s.cfg.LookupEnv)
 	if err != nil {
-		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_CREDENTIAL_UNAVAILABLE, "%v", err)
+		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_CREDENTIAL_UNAVAILABLE, "%v", err), false
 	}
-
-	// 3. Session, first-use pin, trust configuration.
-	target, err := targetOf(srv, credential)
+	target, err := targetOf(st.srv, credential)
 	if err != nil {
-		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "%v", err)
+		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "%v", err), false
 	}
-	opts := s.cfg.Crawl
-	opts.Versioned = srv.GetRevisionSource() == registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED
-	sess, f := crawl.Open(ctx, target, opts)
+	st.opts = s.cfg.Crawl
+	st.opts.Versioned = st.srv.GetRevisionSource() == registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED
+	sess, f := crawl.Open(ctx, target, st.opts)
 	if f != nil {
 		if ctx.Err() != nil {
-			return st.cancelled()
+			return st.cancelled(), false
 		}
-		return st.fail(f.State, f.Reason, "%s", f.Detail)
+		return st.fail(f.State, f.Reason, "%s", f.Detail), false
 	}
 	st.sess = sess
 	st.end.ProtocolVersion, st.end.IdentityDigest = sess.ProtocolVersion(), sess.IdentityDigest()
-	if srv.GetIdentityPin() == "" {
-		pinned, err := s.pin(ctx, srv, sess.IdentityDigest())
+	if st.srv.GetIdentityPin() == "" {
+		pinned, err := s.pin(ctx, st.srv, sess.IdentityDigest())
 		if err != nil {
 			if errors.Is(err, errPinChanged) {
-				return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_IDENTITY_MISMATCH, "%v", err)
+				return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_IDENTITY_MISMATCH, "%v", err), false
 			}
-			return st.registryFault("server "+a.ServerID, err)
+			return st.registryFault("server "+a.ServerID, err), false
 		}
-		srv = pinned
+		st.srv = pinned
 	}
-	trust := trustDigest(srv, a.AudienceClass, bind)
-	st.end.TrustConfigDigest = trust
-	_ = s.store.UpdateRun(ctx, runID, store.Progress{State: stDiscovering, TenantID: cls.GetTenantId(), PolicyEpoch: epoch,
-		ProtocolVersion: sess.ProtocolVersion(), IdentityDigest: sess.IdentityDigest(), TrustConfigDigest: trust})
+	st.trust = trustDigest(st.srv, a.AudienceClass, st.bind)
+	st.end.TrustConfigDigest = st.trust
+	_ = s.store.UpdateRun(ctx, st.runID, store.Progress{State: stDiscovering, TenantID: st.cls.GetTenantId(), PolicyEpoch: st.epoch,
+		ProtocolVersion: sess.ProtocolVersion(), IdentityDigest: sess.IdentityDigest(), TrustConfigDigest: st.trust})
+	return outcome{}, true
+}
 
-	// 4. Crawl and validate.
-	res := sess.Crawl(ctx)
+// crawl is step 4: crawl, and validate a whole catalog.
+func (st *scanState) crawl() (*candidate.Candidate, outcome, bool) {
+	s, ctx := st.s, st.ctx
+	res := st.sess.Crawl(ctx)
 	st.end.SourceRevision, st.end.ClosingRevision = res.Revision, res.ClosingRevision
 	st.end.PageRoot, st.end.Pages, st.end.ToolCount, st.end.Bytes = res.PageRoot, res.Pages, len(res.Tools), res.Bytes
 	st.end.CacheScope = res.CacheScope
 	if !res.Whole() {
 		if ctx.Err() != nil {
-			return st.cancelled()
+			return nil, st.cancelled(), false
 		}
-		return st.fail(res.State, res.Reason, "%s", res.Detail)
+		return nil, st.fail(res.State, res.Reason, "%s", res.Detail), false
 	}
-	decided := sess.ListChangedCount()
+	st.decided = st.sess.ListChangedCount()
 	if len(res.Tools) >= validatingRecordThreshold {
 		// Validating a small catalog takes microseconds; recording the
 		// transient state is worth a round trip only for large ones.
-		_ = s.store.UpdateRun(ctx, runID, store.Progress{State: stValidating})
+		_ = s.store.UpdateRun(ctx, st.runID, store.Progress{State: stValidating})
 	}
 	cand := candidate.Assess(res, s.cfg.Limits)
 	st.end.Flags = cand.Flags
 	if !cand.Committable() {
-		return st.fail(cand.State, cand.Reason, "%s", cand.Detail)
+		return nil, st.fail(cand.State, cand.Reason, "%s", cand.Detail), false
 	}
 	if len(res.Tools) >= validatingRecordThreshold {
-		_ = s.store.UpdateRun(ctx, runID, store.Progress{State: cand.State})
+		_ = s.store.UpdateRun(ctx, st.runID, store.Progress{State: cand.State})
 	}
+	return cand, outcome{}, true
+}
 
-	// 5. Nothing that the scan started from may have changed.
-	if out, ok := st.recheck(srv, trust, epoch); !ok {
-		return out
-	}
-
-	// 6. Commit, or refresh an unchanged active generation.
+// commit is step 6: the pointer CAS, or a refresh of an unchanged active
+// generation.
+func (st *scanState) commit(cand *candidate.Candidate, complete func(context.Context, pgx.Tx) error) outcome {
+	s, ctx, a, res, view := st.s, st.ctx, st.args, cand.Crawl, st.view
 	revision := ""
-	if opts.Versioned {
+	if st.opts.Versioned {
 		revision = res.Revision
 	}
 	st.end.State = cand.State
 	freshUntil := st.started.Add(s.cfg.SnapshotTTL)
 	if view.Active && view.SourceRevision == revision && view.PageRoot == res.PageRoot &&
-		view.IdentityDigest == res.IdentityDigest && view.TrustConfigDigest == trust {
+		view.IdentityDigest == res.IdentityDigest && view.TrustConfigDigest == st.trust {
 		st.end.Detail = fmt.Sprintf("same source revision and page root as generation %d; its freshness was extended", view.Expected.Generation)
-		if _, err := s.store.Refresh(ctx, runID, a.ServerID, a.AudienceClass, view.Expected, freshUntil, epoch, st.end, complete); err != nil {
+		if _, err := s.store.Refresh(ctx, st.runID, a.ServerID, a.AudienceClass, view.Expected, freshUntil, st.epoch, st.end, complete); err != nil {
 			return st.commitFault(err)
 		}
-		s.linger(st, decided)
+		s.afterCommit(st)
 		return outcome{done, discoveryv1.RunReason_RUN_REASON_UNCHANGED}
 	}
-	snap := buildSnapshot(srv, cls, cand, st, epoch, revision, trust, freshUntil)
+	snap := buildSnapshot(st.srv, st.cls, cand, st, st.epoch, revision, st.trust, freshUntil)
 	committed := cand.State
 	if committed == catalogv1.DiscoveryState_DISCOVERY_STATE_SNAPSHOT_PROVEN {
 		committed = stEligible
 	}
-	if _, err := s.store.Commit(ctx, store.Commit{RunID: runID, Expected: view.Expected, Snapshot: snap, State: committed, Run: st.end, InTx: complete}); err != nil {
+	if _, err := s.store.Commit(ctx, store.Commit{RunID: st.runID, Expected: view.Expected, Snapshot: snap, State: committed, Run: st.end, InTx: complete}); err != nil {
 		return st.commitFault(err)
 	}
-	s.linger(st, decided)
+	s.afterCommit(st)
 	return outcome{done, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED}
 }
 

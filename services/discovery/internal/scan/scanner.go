@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
@@ -73,6 +74,24 @@ type Config struct {
 	LookupEnv func(string) (string, bool)
 	// Worker names this process in runs (`host:pid`).
 	Worker string
+	// MaxListeners bounds the listening connections of this process (one
+	// per server and audience class that declared tools.listChanged; 256;
+	// negative disables listening). ListenSweep is how often a process
+	// looks for pairs to listen to (5s), ListenPing how often a listening
+	// session is pinged (30s), ListenBackoffMax the longest wait before
+	// opening a lost one again (1m).
+	MaxListeners     int
+	ListenSweep      time.Duration
+	ListenPing       time.Duration
+	ListenBackoffMax time.Duration
+	// NotifyMinInterval is the least time between two notification-
+	// triggered scans of a pair (1s); it doubles for every one that found
+	// nothing new, up to NotifyMaxInterval (5m). See [gate].
+	NotifyMinInterval time.Duration
+	NotifyMaxInterval time.Duration
+	// Metrics receives the scanner's Prometheus metrics; nil registers
+	// them nowhere.
+	Metrics prometheus.Registerer
 	// AutoScans queues scans by itself: on registry changes (watch) and
 	// periodically (refresh). Tests that drive every scan turn it off.
 	AutoScans bool
@@ -107,6 +126,15 @@ func (c Config) withDefaults() Config {
 	def(&c.RunRetention, 7*24*time.Hour)
 	def(&c.FetchCooldown, 20*time.Millisecond)
 	def(&c.FetchPollInterval, time.Second)
+	if c.MaxListeners == 0 {
+		c.MaxListeners = 256
+	}
+	def(&c.ListenSweep, 5*time.Second)
+	def(&c.ListenPing, 30*time.Second)
+	def(&c.ListenBackoffMax, time.Minute)
+	def(&c.NotifyMinInterval, time.Second)
+	def(&c.NotifyMaxInterval, 5*time.Minute)
+	c.NotifyMaxInterval = max(c.NotifyMaxInterval, c.NotifyMinInterval)
 	if c.LookupEnv == nil {
 		c.LookupEnv = os.LookupEnv
 	}
@@ -133,6 +161,15 @@ type Scanner struct {
 	lingering  sync.WaitGroup
 	stopLinger chan struct{}
 	stopOnce   sync.Once
+
+	// bg lives until Run ends (stopBg); background holds what runs on it:
+	// the notification gate's and the listeners' goroutines.
+	bg         context.Context
+	stopBg     context.CancelFunc
+	background sync.WaitGroup
+	gate       *gate
+	listen     *listeners
+	metrics    *metrics
 }
 
 // New builds a scanner. pool must have room for two connections per worker
@@ -140,7 +177,9 @@ type Scanner struct {
 // [Scanner.Run].
 func New(pool *pgxpool.Pool, st *store.Store, log *changelog.Log, reg registryclient.Registry, cfg Config, lg *slog.Logger) (*Scanner, error) {
 	cfg = cfg.withDefaults()
-	s := &Scanner{cfg: cfg, pool: pool, store: st, log: log, reg: reg, lg: lg, stopLinger: make(chan struct{})}
+	s := &Scanner{cfg: cfg, pool: pool, store: st, log: log, reg: reg, lg: lg, stopLinger: make(chan struct{}), metrics: newMetrics(cfg.Metrics)}
+	s.bg, s.stopBg = context.WithCancel(context.Background())
+	s.gate, s.listen = newGate(s), newListeners(s)
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &scanWorker{s: s})
 	river.AddWorker(workers, &refreshWorker{s: s})
@@ -220,12 +259,17 @@ func (s *Scanner) Run(ctx context.Context) error {
 	if s.cfg.AutoScans {
 		go func() { done <- s.watchRegistry(ctx) }()
 	}
+	swept := make(chan struct{})
+	go func() { defer close(swept); s.listen.sweepLoop(s.bg) }()
 	<-ctx.Done()
 	s.stopOnce.Do(func() { close(s.stopLinger) })
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	err := s.river.Stop(stopCtx)
 	s.lingering.Wait()
+	s.stopBg()
+	<-swept
+	s.background.Wait()
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}

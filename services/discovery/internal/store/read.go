@@ -17,7 +17,8 @@ import (
 
 const runColumns = `run_id::text, scan_id, attempt, server_id, audience_class, tenant_id, state, reason, detail, trigger, worker,
 started_at, finished_at, protocol_version, source_revision, closing_revision, page_root, page_count, tool_count, bytes,
-policy_epoch, generation, confirmed_generation, identity_digest, trust_config_digest, cache_scope, flags`
+policy_epoch, generation, confirmed_generation, identity_digest, trust_config_digest, cache_scope, flags,
+suppressed_notifications, notification_delay_ms`
 
 func scanRun(row pgx.Row) (*discoveryv1.Run, error) {
 	var r discoveryv1.Run
@@ -28,7 +29,7 @@ func scanRun(row pgx.Row) (*discoveryv1.Run, error) {
 	if err := row.Scan(&r.RunId, &r.ScanId, &r.Attempt, &r.ServerId, &r.AudienceClass, &r.TenantId, &state, &reason, &r.Detail,
 		&trigger, &r.Worker, &started, &finished, &r.ProtocolVersion, &r.SourceRevision, &r.ClosingRevision, &r.PageRoot,
 		&r.PageCount, &r.ToolCount, &r.Bytes, &r.PolicyEpoch, &r.Generation, &r.ConfirmedGeneration, &r.IdentityDigest,
-		&r.TrustConfigDigest, &r.CacheScope, &flags); err != nil {
+		&r.TrustConfigDigest, &r.CacheScope, &flags, &r.SuppressedNotifications, &r.NotificationDelayMs); err != nil {
 		return nil, err
 	}
 	r.State, r.Reason, r.Trigger = stateValue(state), reasonValue(reason), triggerValue(trigger)

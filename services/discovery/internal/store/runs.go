@@ -24,6 +24,11 @@ type NewRun struct {
 	TenantID      string
 	Trigger       discoveryv1.ScanTrigger
 	Worker        string
+	// SuppressedNotifications and NotificationDelay are what the rate
+	// limit of notification-triggered scans held back (see the Run
+	// message).
+	SuppressedNotifications int
+	NotificationDelay       time.Duration
 	// MarkLost first ends every unfinished run of the pair as INCOMPLETE
 	// WORKER_LOST, in the same statement (see [Store.MarkLost]).
 	MarkLost bool
@@ -37,10 +42,12 @@ func (s *Store) StartRun(ctx context.Context, r NewRun) (string, error) {
   WHERE $9 AND server_id = $4 AND audience_class = $5 AND finished_at IS NULL
   RETURNING `+lostColumns+`),
 started AS (
-  INSERT INTO runs (run_id, scan_id, attempt, server_id, audience_class, tenant_id, state, trigger, worker)
-  VALUES ($1,$2,$3,$4,$5,$6,'DISCOVERING',$7,$8))
+  INSERT INTO runs (run_id, scan_id, attempt, server_id, audience_class, tenant_id, state, trigger, worker,
+    suppressed_notifications, notification_delay_ms)
+  VALUES ($1,$2,$3,$4,$5,$6,'DISCOVERING',$7,$8,$10,$11))
 SELECT * FROM lost`,
-		id, r.ScanID, max(r.Attempt, 1), r.ServerID, r.AudienceClass, r.TenantID, triggerName(r.Trigger), r.Worker, r.MarkLost)
+		id, r.ScanID, max(r.Attempt, 1), r.ServerID, r.AudienceClass, r.TenantID, triggerName(r.Trigger), r.Worker, r.MarkLost,
+		max(r.SuppressedNotifications, 0), max(r.NotificationDelay.Milliseconds(), 0))
 	if err != nil {
 		return "", fmt.Errorf("store: start run: %w", err)
 	}

@@ -1,7 +1,8 @@
 // Command mcpstdio is a tiny MCP server on stdio for discovery's tests: it
 // serves a static, paged catalog described by a JSON spec file (its only
 // argument), optionally requiring a credential in its environment and
-// recording the environment it was started with.
+// recording the environment it was started with, and changing its catalog
+// (with a list_changed) once a file appears.
 package main
 
 import (
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -48,6 +50,18 @@ func run() error {
 	ss, err := s.MCP.Connect(context.Background(), s.Transport(&mcp.StdioTransport{}), nil)
 	if err != nil {
 		return err
+	}
+	if spec.ChangeFile != "" {
+		go func() {
+			for {
+				if _, err := os.Stat(spec.ChangeFile); err == nil {
+					cat.SetTools(spec.ChangedRevision, spec.ChangedTools...)
+					s.Notify()
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
 	}
 	return ss.Wait()
 }
