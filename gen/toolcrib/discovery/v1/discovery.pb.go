@@ -105,6 +105,11 @@ const (
 	// The server negotiated an MCP protocol version older than the oldest one
 	// discovery accepts (2025-06-18 by default).
 	RunReason_RUN_REASON_PROTOCOL_UNSUPPORTED RunReason = 29
+	// The operator's egress policy refuses the server's host or an address it
+	// resolved to (the detail names the rule); no connection was made. The
+	// scan is dropped, not retried: a change of the server or the policy
+	// queues a new one.
+	RunReason_RUN_REASON_EGRESS_REFUSED RunReason = 30
 )
 
 // Enum value maps for RunReason.
@@ -140,6 +145,7 @@ var (
 		27: "RUN_REASON_NOT_REGISTERED",
 		28: "RUN_REASON_REGISTRY_UNAVAILABLE",
 		29: "RUN_REASON_PROTOCOL_UNSUPPORTED",
+		30: "RUN_REASON_EGRESS_REFUSED",
 	}
 	RunReason_value = map[string]int32{
 		"RUN_REASON_UNSPECIFIED":            0,
@@ -172,6 +178,7 @@ var (
 		"RUN_REASON_NOT_REGISTERED":         27,
 		"RUN_REASON_REGISTRY_UNAVAILABLE":   28,
 		"RUN_REASON_PROTOCOL_UNSUPPORTED":   29,
+		"RUN_REASON_EGRESS_REFUSED":         30,
 	}
 )
 
@@ -2531,7 +2538,7 @@ const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
 	"\rWatchResponse\x12>\n" +
 	"\x06change\x18\x01 \x01(\v2$.toolcrib.discovery.v1.PointerChangeH\x00R\x06change\x12>\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x1e.toolcrib.catalog.v1.HeartbeatH\x00R\theartbeatB\a\n" +
-	"\x05event*\xbb\a\n" +
+	"\x05event*\xda\a\n" +
 	"\tRunReason\x12\x1a\n" +
 	"\x16RUN_REASON_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17RUN_REASON_LIST_CHANGED\x10\x01\x12 \n" +
@@ -2563,7 +2570,8 @@ const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
 	"\x19RUN_REASON_MALFORMED_TOOL\x10\x1a\x12\x1d\n" +
 	"\x19RUN_REASON_NOT_REGISTERED\x10\x1b\x12#\n" +
 	"\x1fRUN_REASON_REGISTRY_UNAVAILABLE\x10\x1c\x12#\n" +
-	"\x1fRUN_REASON_PROTOCOL_UNSUPPORTED\x10\x1d*\xa0\x01\n" +
+	"\x1fRUN_REASON_PROTOCOL_UNSUPPORTED\x10\x1d\x12\x1d\n" +
+	"\x19RUN_REASON_EGRESS_REFUSED\x10\x1e*\xa0\x01\n" +
 	"\vScanTrigger\x12\x1c\n" +
 	"\x18SCAN_TRIGGER_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SCAN_TRIGGER_PERIODIC\x10\x01\x12\x17\n" +

@@ -2146,6 +2146,116 @@ func (x *UpdateServerResponse) GetServer() *Server {
 	return nil
 }
 
+// DeleteServerRequest is the request of DeleteServer.
+type DeleteServerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server to delete.
+	ServerId string `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// The version the caller read; required.
+	ExpectedVersion int64 `protobuf:"varint,2,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DeleteServerRequest) Reset() {
+	*x = DeleteServerRequest{}
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteServerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteServerRequest) ProtoMessage() {}
+
+func (x *DeleteServerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteServerRequest.ProtoReflect.Descriptor instead.
+func (*DeleteServerRequest) Descriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DeleteServerRequest) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *DeleteServerRequest) GetExpectedVersion() int64 {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return 0
+}
+
+// DeleteServerResponse is the response of DeleteServer.
+type DeleteServerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server as it was when deleted.
+	Server *Server `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// Ids of the tools deleted with it, in order.
+	DeletedToolIds []string `protobuf:"bytes,2,rep,name=deleted_tool_ids,json=deletedToolIds,proto3" json:"deleted_tool_ids,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DeleteServerResponse) Reset() {
+	*x = DeleteServerResponse{}
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteServerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteServerResponse) ProtoMessage() {}
+
+func (x *DeleteServerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteServerResponse.ProtoReflect.Descriptor instead.
+func (*DeleteServerResponse) Descriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *DeleteServerResponse) GetServer() *Server {
+	if x != nil {
+		return x.Server
+	}
+	return nil
+}
+
+func (x *DeleteServerResponse) GetDeletedToolIds() []string {
+	if x != nil {
+		return x.DeletedToolIds
+	}
+	return nil
+}
+
 // PutTenantRequest is the request of PutTenant.
 type PutTenantRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2157,7 +2267,7 @@ type PutTenantRequest struct {
 
 func (x *PutTenantRequest) Reset() {
 	*x = PutTenantRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[22]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2169,7 +2279,7 @@ func (x *PutTenantRequest) String() string {
 func (*PutTenantRequest) ProtoMessage() {}
 
 func (x *PutTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[22]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2182,7 +2292,7 @@ func (x *PutTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTenantRequest.ProtoReflect.Descriptor instead.
 func (*PutTenantRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{22}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PutTenantRequest) GetTenant() *Tenant {
@@ -2203,7 +2313,7 @@ type PutTenantResponse struct {
 
 func (x *PutTenantResponse) Reset() {
 	*x = PutTenantResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[23]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2215,7 +2325,7 @@ func (x *PutTenantResponse) String() string {
 func (*PutTenantResponse) ProtoMessage() {}
 
 func (x *PutTenantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[23]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2228,7 +2338,7 @@ func (x *PutTenantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTenantResponse.ProtoReflect.Descriptor instead.
 func (*PutTenantResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{23}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PutTenantResponse) GetTenant() *Tenant {
@@ -2252,7 +2362,7 @@ type PutAudienceClassRequest struct {
 
 func (x *PutAudienceClassRequest) Reset() {
 	*x = PutAudienceClassRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[24]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2264,7 +2374,7 @@ func (x *PutAudienceClassRequest) String() string {
 func (*PutAudienceClassRequest) ProtoMessage() {}
 
 func (x *PutAudienceClassRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[24]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2277,7 +2387,7 @@ func (x *PutAudienceClassRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutAudienceClassRequest.ProtoReflect.Descriptor instead.
 func (*PutAudienceClassRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{24}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PutAudienceClassRequest) GetAudienceClass() *AudienceClass {
@@ -2307,7 +2417,7 @@ type PutAudienceClassResponse struct {
 
 func (x *PutAudienceClassResponse) Reset() {
 	*x = PutAudienceClassResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[25]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2319,7 +2429,7 @@ func (x *PutAudienceClassResponse) String() string {
 func (*PutAudienceClassResponse) ProtoMessage() {}
 
 func (x *PutAudienceClassResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[25]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2332,7 +2442,7 @@ func (x *PutAudienceClassResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutAudienceClassResponse.ProtoReflect.Descriptor instead.
 func (*PutAudienceClassResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{25}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PutAudienceClassResponse) GetAudienceClass() *AudienceClass {
@@ -2360,7 +2470,7 @@ type GetAudienceClassRequest struct {
 
 func (x *GetAudienceClassRequest) Reset() {
 	*x = GetAudienceClassRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[26]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2372,7 +2482,7 @@ func (x *GetAudienceClassRequest) String() string {
 func (*GetAudienceClassRequest) ProtoMessage() {}
 
 func (x *GetAudienceClassRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[26]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2385,7 +2495,7 @@ func (x *GetAudienceClassRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAudienceClassRequest.ProtoReflect.Descriptor instead.
 func (*GetAudienceClassRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{26}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetAudienceClassRequest) GetName() string {
@@ -2406,7 +2516,7 @@ type GetAudienceClassResponse struct {
 
 func (x *GetAudienceClassResponse) Reset() {
 	*x = GetAudienceClassResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[27]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2418,7 +2528,7 @@ func (x *GetAudienceClassResponse) String() string {
 func (*GetAudienceClassResponse) ProtoMessage() {}
 
 func (x *GetAudienceClassResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[27]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2431,7 +2541,7 @@ func (x *GetAudienceClassResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAudienceClassResponse.ProtoReflect.Descriptor instead.
 func (*GetAudienceClassResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{27}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetAudienceClassResponse) GetAudienceClass() *AudienceClass {
@@ -2458,7 +2568,7 @@ type ListAudienceClassesRequest struct {
 
 func (x *ListAudienceClassesRequest) Reset() {
 	*x = ListAudienceClassesRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[28]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2470,7 +2580,7 @@ func (x *ListAudienceClassesRequest) String() string {
 func (*ListAudienceClassesRequest) ProtoMessage() {}
 
 func (x *ListAudienceClassesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[28]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2483,7 +2593,7 @@ func (x *ListAudienceClassesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAudienceClassesRequest.ProtoReflect.Descriptor instead.
 func (*ListAudienceClassesRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{28}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListAudienceClassesRequest) GetTenantId() string {
@@ -2529,7 +2639,7 @@ type ListAudienceClassesResponse struct {
 
 func (x *ListAudienceClassesResponse) Reset() {
 	*x = ListAudienceClassesResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[29]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2541,7 +2651,7 @@ func (x *ListAudienceClassesResponse) String() string {
 func (*ListAudienceClassesResponse) ProtoMessage() {}
 
 func (x *ListAudienceClassesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[29]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2554,7 +2664,7 @@ func (x *ListAudienceClassesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAudienceClassesResponse.ProtoReflect.Descriptor instead.
 func (*ListAudienceClassesResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{29}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListAudienceClassesResponse) GetAudienceClasses() []*AudienceClass {
@@ -2589,7 +2699,7 @@ type PublishContractRequest struct {
 
 func (x *PublishContractRequest) Reset() {
 	*x = PublishContractRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[30]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2601,7 +2711,7 @@ func (x *PublishContractRequest) String() string {
 func (*PublishContractRequest) ProtoMessage() {}
 
 func (x *PublishContractRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[30]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2614,7 +2724,7 @@ func (x *PublishContractRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishContractRequest.ProtoReflect.Descriptor instead.
 func (*PublishContractRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{30}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PublishContractRequest) GetContract() *ToolContract {
@@ -2635,7 +2745,7 @@ type PublishContractResponse struct {
 
 func (x *PublishContractResponse) Reset() {
 	*x = PublishContractResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[31]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2647,7 +2757,7 @@ func (x *PublishContractResponse) String() string {
 func (*PublishContractResponse) ProtoMessage() {}
 
 func (x *PublishContractResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[31]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2660,7 +2770,7 @@ func (x *PublishContractResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishContractResponse.ProtoReflect.Descriptor instead.
 func (*PublishContractResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{31}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PublishContractResponse) GetTool() *Tool {
@@ -2685,7 +2795,7 @@ type ApproveToolRequest struct {
 
 func (x *ApproveToolRequest) Reset() {
 	*x = ApproveToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[32]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2697,7 +2807,7 @@ func (x *ApproveToolRequest) String() string {
 func (*ApproveToolRequest) ProtoMessage() {}
 
 func (x *ApproveToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[32]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2710,7 +2820,7 @@ func (x *ApproveToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveToolRequest.ProtoReflect.Descriptor instead.
 func (*ApproveToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{32}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ApproveToolRequest) GetToolId() string {
@@ -2745,7 +2855,7 @@ type ApproveToolResponse struct {
 
 func (x *ApproveToolResponse) Reset() {
 	*x = ApproveToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[33]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2757,7 +2867,7 @@ func (x *ApproveToolResponse) String() string {
 func (*ApproveToolResponse) ProtoMessage() {}
 
 func (x *ApproveToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[33]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2770,7 +2880,7 @@ func (x *ApproveToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveToolResponse.ProtoReflect.Descriptor instead.
 func (*ApproveToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{33}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ApproveToolResponse) GetTool() *Tool {
@@ -2791,7 +2901,7 @@ type EnableToolRequest struct {
 
 func (x *EnableToolRequest) Reset() {
 	*x = EnableToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[34]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2803,7 +2913,7 @@ func (x *EnableToolRequest) String() string {
 func (*EnableToolRequest) ProtoMessage() {}
 
 func (x *EnableToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[34]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2816,7 +2926,7 @@ func (x *EnableToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnableToolRequest.ProtoReflect.Descriptor instead.
 func (*EnableToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{34}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *EnableToolRequest) GetToolId() string {
@@ -2837,7 +2947,7 @@ type EnableToolResponse struct {
 
 func (x *EnableToolResponse) Reset() {
 	*x = EnableToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[35]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2849,7 +2959,7 @@ func (x *EnableToolResponse) String() string {
 func (*EnableToolResponse) ProtoMessage() {}
 
 func (x *EnableToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[35]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2862,7 +2972,7 @@ func (x *EnableToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnableToolResponse.ProtoReflect.Descriptor instead.
 func (*EnableToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{35}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *EnableToolResponse) GetTool() *Tool {
@@ -2885,7 +2995,7 @@ type DisableToolRequest struct {
 
 func (x *DisableToolRequest) Reset() {
 	*x = DisableToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[36]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2897,7 +3007,7 @@ func (x *DisableToolRequest) String() string {
 func (*DisableToolRequest) ProtoMessage() {}
 
 func (x *DisableToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[36]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2910,7 +3020,7 @@ func (x *DisableToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisableToolRequest.ProtoReflect.Descriptor instead.
 func (*DisableToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{36}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DisableToolRequest) GetToolId() string {
@@ -2938,7 +3048,7 @@ type DisableToolResponse struct {
 
 func (x *DisableToolResponse) Reset() {
 	*x = DisableToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[37]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2950,7 +3060,7 @@ func (x *DisableToolResponse) String() string {
 func (*DisableToolResponse) ProtoMessage() {}
 
 func (x *DisableToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[37]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2963,7 +3073,7 @@ func (x *DisableToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisableToolResponse.ProtoReflect.Descriptor instead.
 func (*DisableToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{37}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DisableToolResponse) GetTool() *Tool {
@@ -2989,7 +3099,7 @@ type RollbackToolRequest struct {
 
 func (x *RollbackToolRequest) Reset() {
 	*x = RollbackToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[38]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3001,7 +3111,7 @@ func (x *RollbackToolRequest) String() string {
 func (*RollbackToolRequest) ProtoMessage() {}
 
 func (x *RollbackToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[38]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3014,7 +3124,7 @@ func (x *RollbackToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackToolRequest.ProtoReflect.Descriptor instead.
 func (*RollbackToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{38}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RollbackToolRequest) GetToolId() string {
@@ -3042,7 +3152,7 @@ type RollbackToolResponse struct {
 
 func (x *RollbackToolResponse) Reset() {
 	*x = RollbackToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[39]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3054,7 +3164,7 @@ func (x *RollbackToolResponse) String() string {
 func (*RollbackToolResponse) ProtoMessage() {}
 
 func (x *RollbackToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[39]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3067,7 +3177,7 @@ func (x *RollbackToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackToolResponse.ProtoReflect.Descriptor instead.
 func (*RollbackToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{39}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RollbackToolResponse) GetTool() *Tool {
@@ -3090,7 +3200,7 @@ type GetToolRequest struct {
 
 func (x *GetToolRequest) Reset() {
 	*x = GetToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[40]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3102,7 +3212,7 @@ func (x *GetToolRequest) String() string {
 func (*GetToolRequest) ProtoMessage() {}
 
 func (x *GetToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[40]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3115,7 +3225,7 @@ func (x *GetToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolRequest.ProtoReflect.Descriptor instead.
 func (*GetToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{40}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetToolRequest) GetToolId() string {
@@ -3145,7 +3255,7 @@ type GetToolResponse struct {
 
 func (x *GetToolResponse) Reset() {
 	*x = GetToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[41]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3157,7 +3267,7 @@ func (x *GetToolResponse) String() string {
 func (*GetToolResponse) ProtoMessage() {}
 
 func (x *GetToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[41]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3170,7 +3280,7 @@ func (x *GetToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolResponse.ProtoReflect.Descriptor instead.
 func (*GetToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{41}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetToolResponse) GetTool() *Tool {
@@ -3204,7 +3314,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[42]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3216,7 +3326,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[42]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3229,7 +3339,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{42}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListToolsRequest) GetServerId() string {
@@ -3275,7 +3385,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[43]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3287,7 +3397,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[43]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3300,7 +3410,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{43}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListToolsResponse) GetTools() []*Tool {
@@ -3345,7 +3455,7 @@ type GrantScopesRequest struct {
 
 func (x *GrantScopesRequest) Reset() {
 	*x = GrantScopesRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[44]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3357,7 +3467,7 @@ func (x *GrantScopesRequest) String() string {
 func (*GrantScopesRequest) ProtoMessage() {}
 
 func (x *GrantScopesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[44]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3370,7 +3480,7 @@ func (x *GrantScopesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantScopesRequest.ProtoReflect.Descriptor instead.
 func (*GrantScopesRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{44}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GrantScopesRequest) GetTenantId() string {
@@ -3421,7 +3531,7 @@ type GrantScopesResponse struct {
 
 func (x *GrantScopesResponse) Reset() {
 	*x = GrantScopesResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[45]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3433,7 +3543,7 @@ func (x *GrantScopesResponse) String() string {
 func (*GrantScopesResponse) ProtoMessage() {}
 
 func (x *GrantScopesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[45]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3446,7 +3556,7 @@ func (x *GrantScopesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantScopesResponse.ProtoReflect.Descriptor instead.
 func (*GrantScopesResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{45}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GrantScopesResponse) GetGrant() *Grant {
@@ -3483,7 +3593,7 @@ type RevokeScopesRequest struct {
 
 func (x *RevokeScopesRequest) Reset() {
 	*x = RevokeScopesRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[46]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3495,7 +3605,7 @@ func (x *RevokeScopesRequest) String() string {
 func (*RevokeScopesRequest) ProtoMessage() {}
 
 func (x *RevokeScopesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[46]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3508,7 +3618,7 @@ func (x *RevokeScopesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeScopesRequest.ProtoReflect.Descriptor instead.
 func (*RevokeScopesRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{46}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RevokeScopesRequest) GetTenantId() string {
@@ -3559,7 +3669,7 @@ type RevokeScopesResponse struct {
 
 func (x *RevokeScopesResponse) Reset() {
 	*x = RevokeScopesResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[47]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3571,7 +3681,7 @@ func (x *RevokeScopesResponse) String() string {
 func (*RevokeScopesResponse) ProtoMessage() {}
 
 func (x *RevokeScopesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[47]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3584,7 +3694,7 @@ func (x *RevokeScopesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeScopesResponse.ProtoReflect.Descriptor instead.
 func (*RevokeScopesResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{47}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RevokeScopesResponse) GetGrant() *Grant {
@@ -3612,7 +3722,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[48]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3624,7 +3734,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[48]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3637,7 +3747,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{48}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GetPolicyRequest) GetTenantId() string {
@@ -3660,7 +3770,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[49]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3672,7 +3782,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[49]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3685,7 +3795,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{49}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *Policy {
@@ -3714,7 +3824,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[50]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3726,7 +3836,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[50]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3739,7 +3849,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{50}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *WatchRequest) GetFromRevision() int64 {
@@ -3769,7 +3879,7 @@ type PolicyChange struct {
 
 func (x *PolicyChange) Reset() {
 	*x = PolicyChange{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[51]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3781,7 +3891,7 @@ func (x *PolicyChange) String() string {
 func (*PolicyChange) ProtoMessage() {}
 
 func (x *PolicyChange) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[51]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3794,7 +3904,7 @@ func (x *PolicyChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyChange.ProtoReflect.Descriptor instead.
 func (*PolicyChange) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{51}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PolicyChange) GetTenantId() string {
@@ -3850,7 +3960,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[52]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3862,7 +3972,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[52]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3875,7 +3985,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{52}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Change) GetRevision() int64 {
@@ -4006,7 +4116,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[53]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4018,7 +4128,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[53]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4031,7 +4141,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{53}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *WatchResponse) GetEvent() isWatchResponse_Event {
@@ -4219,7 +4329,13 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\x06server\x18\x01 \x01(\v2\x1c.toolcrib.registry.v1.ServerR\x06server\x12)\n" +
 	"\x10expected_version\x18\x02 \x01(\x03R\x0fexpectedVersion\"L\n" +
 	"\x14UpdateServerResponse\x124\n" +
-	"\x06server\x18\x01 \x01(\v2\x1c.toolcrib.registry.v1.ServerR\x06server\"H\n" +
+	"\x06server\x18\x01 \x01(\v2\x1c.toolcrib.registry.v1.ServerR\x06server\"]\n" +
+	"\x13DeleteServerRequest\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12)\n" +
+	"\x10expected_version\x18\x02 \x01(\x03R\x0fexpectedVersion\"v\n" +
+	"\x14DeleteServerResponse\x124\n" +
+	"\x06server\x18\x01 \x01(\v2\x1c.toolcrib.registry.v1.ServerR\x06server\x12(\n" +
+	"\x10deleted_tool_ids\x18\x02 \x03(\tR\x0edeletedToolIds\"H\n" +
 	"\x10PutTenantRequest\x124\n" +
 	"\x06tenant\x18\x01 \x01(\v2\x1c.toolcrib.registry.v1.TenantR\x06tenant\"I\n" +
 	"\x11PutTenantResponse\x124\n" +
@@ -4357,12 +4473,13 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\x17CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CHANGE_KIND_CREATED\x10\x01\x12\x17\n" +
 	"\x13CHANGE_KIND_UPDATED\x10\x02\x12\x17\n" +
-	"\x13CHANGE_KIND_DELETED\x10\x032\x9a\x0f\n" +
+	"\x13CHANGE_KIND_DELETED\x10\x032\x81\x10\n" +
 	"\x0fRegistryService\x12k\n" +
 	"\x0eRegisterServer\x12+.toolcrib.registry.v1.RegisterServerRequest\x1a,.toolcrib.registry.v1.RegisterServerResponse\x12\\\n" +
 	"\tGetServer\x12&.toolcrib.registry.v1.GetServerRequest\x1a'.toolcrib.registry.v1.GetServerResponse\x12b\n" +
 	"\vListServers\x12(.toolcrib.registry.v1.ListServersRequest\x1a).toolcrib.registry.v1.ListServersResponse\x12e\n" +
-	"\fUpdateServer\x12).toolcrib.registry.v1.UpdateServerRequest\x1a*.toolcrib.registry.v1.UpdateServerResponse\x12\\\n" +
+	"\fUpdateServer\x12).toolcrib.registry.v1.UpdateServerRequest\x1a*.toolcrib.registry.v1.UpdateServerResponse\x12e\n" +
+	"\fDeleteServer\x12).toolcrib.registry.v1.DeleteServerRequest\x1a*.toolcrib.registry.v1.DeleteServerResponse\x12\\\n" +
 	"\tPutTenant\x12&.toolcrib.registry.v1.PutTenantRequest\x1a'.toolcrib.registry.v1.PutTenantResponse\x12q\n" +
 	"\x10PutAudienceClass\x12-.toolcrib.registry.v1.PutAudienceClassRequest\x1a..toolcrib.registry.v1.PutAudienceClassResponse\x12q\n" +
 	"\x10GetAudienceClass\x12-.toolcrib.registry.v1.GetAudienceClassRequest\x1a..toolcrib.registry.v1.GetAudienceClassResponse\x12z\n" +
@@ -4394,7 +4511,7 @@ func file_toolcrib_registry_v1_registry_proto_rawDescGZIP() []byte {
 }
 
 var file_toolcrib_registry_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_toolcrib_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_toolcrib_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_toolcrib_registry_v1_registry_proto_goTypes = []any{
 	(TrustLevel)(0),                     // 0: toolcrib.registry.v1.TrustLevel
 	(RevisionSource)(0),                 // 1: toolcrib.registry.v1.RevisionSource
@@ -4424,68 +4541,70 @@ var file_toolcrib_registry_v1_registry_proto_goTypes = []any{
 	(*ListServersResponse)(nil),         // 25: toolcrib.registry.v1.ListServersResponse
 	(*UpdateServerRequest)(nil),         // 26: toolcrib.registry.v1.UpdateServerRequest
 	(*UpdateServerResponse)(nil),        // 27: toolcrib.registry.v1.UpdateServerResponse
-	(*PutTenantRequest)(nil),            // 28: toolcrib.registry.v1.PutTenantRequest
-	(*PutTenantResponse)(nil),           // 29: toolcrib.registry.v1.PutTenantResponse
-	(*PutAudienceClassRequest)(nil),     // 30: toolcrib.registry.v1.PutAudienceClassRequest
-	(*PutAudienceClassResponse)(nil),    // 31: toolcrib.registry.v1.PutAudienceClassResponse
-	(*GetAudienceClassRequest)(nil),     // 32: toolcrib.registry.v1.GetAudienceClassRequest
-	(*GetAudienceClassResponse)(nil),    // 33: toolcrib.registry.v1.GetAudienceClassResponse
-	(*ListAudienceClassesRequest)(nil),  // 34: toolcrib.registry.v1.ListAudienceClassesRequest
-	(*ListAudienceClassesResponse)(nil), // 35: toolcrib.registry.v1.ListAudienceClassesResponse
-	(*PublishContractRequest)(nil),      // 36: toolcrib.registry.v1.PublishContractRequest
-	(*PublishContractResponse)(nil),     // 37: toolcrib.registry.v1.PublishContractResponse
-	(*ApproveToolRequest)(nil),          // 38: toolcrib.registry.v1.ApproveToolRequest
-	(*ApproveToolResponse)(nil),         // 39: toolcrib.registry.v1.ApproveToolResponse
-	(*EnableToolRequest)(nil),           // 40: toolcrib.registry.v1.EnableToolRequest
-	(*EnableToolResponse)(nil),          // 41: toolcrib.registry.v1.EnableToolResponse
-	(*DisableToolRequest)(nil),          // 42: toolcrib.registry.v1.DisableToolRequest
-	(*DisableToolResponse)(nil),         // 43: toolcrib.registry.v1.DisableToolResponse
-	(*RollbackToolRequest)(nil),         // 44: toolcrib.registry.v1.RollbackToolRequest
-	(*RollbackToolResponse)(nil),        // 45: toolcrib.registry.v1.RollbackToolResponse
-	(*GetToolRequest)(nil),              // 46: toolcrib.registry.v1.GetToolRequest
-	(*GetToolResponse)(nil),             // 47: toolcrib.registry.v1.GetToolResponse
-	(*ListToolsRequest)(nil),            // 48: toolcrib.registry.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),           // 49: toolcrib.registry.v1.ListToolsResponse
-	(*GrantScopesRequest)(nil),          // 50: toolcrib.registry.v1.GrantScopesRequest
-	(*GrantScopesResponse)(nil),         // 51: toolcrib.registry.v1.GrantScopesResponse
-	(*RevokeScopesRequest)(nil),         // 52: toolcrib.registry.v1.RevokeScopesRequest
-	(*RevokeScopesResponse)(nil),        // 53: toolcrib.registry.v1.RevokeScopesResponse
-	(*GetPolicyRequest)(nil),            // 54: toolcrib.registry.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),           // 55: toolcrib.registry.v1.GetPolicyResponse
-	(*WatchRequest)(nil),                // 56: toolcrib.registry.v1.WatchRequest
-	(*PolicyChange)(nil),                // 57: toolcrib.registry.v1.PolicyChange
-	(*Change)(nil),                      // 58: toolcrib.registry.v1.Change
-	(*WatchResponse)(nil),               // 59: toolcrib.registry.v1.WatchResponse
-	(*durationpb.Duration)(nil),         // 60: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),       // 61: google.protobuf.Timestamp
-	(v1.EffectClass)(0),                 // 62: toolcrib.catalog.v1.EffectClass
-	(*v1.Heartbeat)(nil),                // 63: toolcrib.catalog.v1.Heartbeat
+	(*DeleteServerRequest)(nil),         // 28: toolcrib.registry.v1.DeleteServerRequest
+	(*DeleteServerResponse)(nil),        // 29: toolcrib.registry.v1.DeleteServerResponse
+	(*PutTenantRequest)(nil),            // 30: toolcrib.registry.v1.PutTenantRequest
+	(*PutTenantResponse)(nil),           // 31: toolcrib.registry.v1.PutTenantResponse
+	(*PutAudienceClassRequest)(nil),     // 32: toolcrib.registry.v1.PutAudienceClassRequest
+	(*PutAudienceClassResponse)(nil),    // 33: toolcrib.registry.v1.PutAudienceClassResponse
+	(*GetAudienceClassRequest)(nil),     // 34: toolcrib.registry.v1.GetAudienceClassRequest
+	(*GetAudienceClassResponse)(nil),    // 35: toolcrib.registry.v1.GetAudienceClassResponse
+	(*ListAudienceClassesRequest)(nil),  // 36: toolcrib.registry.v1.ListAudienceClassesRequest
+	(*ListAudienceClassesResponse)(nil), // 37: toolcrib.registry.v1.ListAudienceClassesResponse
+	(*PublishContractRequest)(nil),      // 38: toolcrib.registry.v1.PublishContractRequest
+	(*PublishContractResponse)(nil),     // 39: toolcrib.registry.v1.PublishContractResponse
+	(*ApproveToolRequest)(nil),          // 40: toolcrib.registry.v1.ApproveToolRequest
+	(*ApproveToolResponse)(nil),         // 41: toolcrib.registry.v1.ApproveToolResponse
+	(*EnableToolRequest)(nil),           // 42: toolcrib.registry.v1.EnableToolRequest
+	(*EnableToolResponse)(nil),          // 43: toolcrib.registry.v1.EnableToolResponse
+	(*DisableToolRequest)(nil),          // 44: toolcrib.registry.v1.DisableToolRequest
+	(*DisableToolResponse)(nil),         // 45: toolcrib.registry.v1.DisableToolResponse
+	(*RollbackToolRequest)(nil),         // 46: toolcrib.registry.v1.RollbackToolRequest
+	(*RollbackToolResponse)(nil),        // 47: toolcrib.registry.v1.RollbackToolResponse
+	(*GetToolRequest)(nil),              // 48: toolcrib.registry.v1.GetToolRequest
+	(*GetToolResponse)(nil),             // 49: toolcrib.registry.v1.GetToolResponse
+	(*ListToolsRequest)(nil),            // 50: toolcrib.registry.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),           // 51: toolcrib.registry.v1.ListToolsResponse
+	(*GrantScopesRequest)(nil),          // 52: toolcrib.registry.v1.GrantScopesRequest
+	(*GrantScopesResponse)(nil),         // 53: toolcrib.registry.v1.GrantScopesResponse
+	(*RevokeScopesRequest)(nil),         // 54: toolcrib.registry.v1.RevokeScopesRequest
+	(*RevokeScopesResponse)(nil),        // 55: toolcrib.registry.v1.RevokeScopesResponse
+	(*GetPolicyRequest)(nil),            // 56: toolcrib.registry.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),           // 57: toolcrib.registry.v1.GetPolicyResponse
+	(*WatchRequest)(nil),                // 58: toolcrib.registry.v1.WatchRequest
+	(*PolicyChange)(nil),                // 59: toolcrib.registry.v1.PolicyChange
+	(*Change)(nil),                      // 60: toolcrib.registry.v1.Change
+	(*WatchResponse)(nil),               // 61: toolcrib.registry.v1.WatchResponse
+	(*durationpb.Duration)(nil),         // 62: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),       // 63: google.protobuf.Timestamp
+	(v1.EffectClass)(0),                 // 64: toolcrib.catalog.v1.EffectClass
+	(*v1.Heartbeat)(nil),                // 65: toolcrib.catalog.v1.Heartbeat
 }
 var file_toolcrib_registry_v1_registry_proto_depIdxs = []int32{
 	6,  // 0: toolcrib.registry.v1.Server.streamable_http:type_name -> toolcrib.registry.v1.StreamableHttpTransport
 	7,  // 1: toolcrib.registry.v1.Server.stdio:type_name -> toolcrib.registry.v1.StdioTransport
 	0,  // 2: toolcrib.registry.v1.Server.trust_level:type_name -> toolcrib.registry.v1.TrustLevel
 	1,  // 3: toolcrib.registry.v1.Server.revision_source:type_name -> toolcrib.registry.v1.RevisionSource
-	60, // 4: toolcrib.registry.v1.Server.scan_interval:type_name -> google.protobuf.Duration
-	61, // 5: toolcrib.registry.v1.Server.created_at:type_name -> google.protobuf.Timestamp
-	61, // 6: toolcrib.registry.v1.Server.updated_at:type_name -> google.protobuf.Timestamp
-	61, // 7: toolcrib.registry.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	62, // 4: toolcrib.registry.v1.Server.scan_interval:type_name -> google.protobuf.Duration
+	63, // 5: toolcrib.registry.v1.Server.created_at:type_name -> google.protobuf.Timestamp
+	63, // 6: toolcrib.registry.v1.Server.updated_at:type_name -> google.protobuf.Timestamp
+	63, // 7: toolcrib.registry.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
 	10, // 8: toolcrib.registry.v1.AudienceClass.servers:type_name -> toolcrib.registry.v1.AudienceServer
-	61, // 9: toolcrib.registry.v1.AudienceClass.updated_at:type_name -> google.protobuf.Timestamp
-	62, // 10: toolcrib.registry.v1.ToolContract.effect:type_name -> toolcrib.catalog.v1.EffectClass
+	63, // 9: toolcrib.registry.v1.AudienceClass.updated_at:type_name -> google.protobuf.Timestamp
+	64, // 10: toolcrib.registry.v1.ToolContract.effect:type_name -> toolcrib.catalog.v1.EffectClass
 	2,  // 11: toolcrib.registry.v1.ToolContract.authorization:type_name -> toolcrib.registry.v1.Authorization
 	12, // 12: toolcrib.registry.v1.ToolContract.downstream_mapping:type_name -> toolcrib.registry.v1.DownstreamMapping
 	13, // 13: toolcrib.registry.v1.ToolContract.data_policy:type_name -> toolcrib.registry.v1.DataPolicy
 	3,  // 14: toolcrib.registry.v1.ToolContract.confirmation:type_name -> toolcrib.registry.v1.Confirmation
 	14, // 15: toolcrib.registry.v1.ApprovedVersion.contract:type_name -> toolcrib.registry.v1.ToolContract
-	61, // 16: toolcrib.registry.v1.ApprovedVersion.approved_at:type_name -> google.protobuf.Timestamp
+	63, // 16: toolcrib.registry.v1.ApprovedVersion.approved_at:type_name -> google.protobuf.Timestamp
 	4,  // 17: toolcrib.registry.v1.Tool.review_state:type_name -> toolcrib.registry.v1.ReviewState
 	14, // 18: toolcrib.registry.v1.Tool.contract:type_name -> toolcrib.registry.v1.ToolContract
 	15, // 19: toolcrib.registry.v1.Tool.approvals:type_name -> toolcrib.registry.v1.ApprovedVersion
-	61, // 20: toolcrib.registry.v1.Tool.updated_at:type_name -> google.protobuf.Timestamp
-	61, // 21: toolcrib.registry.v1.ToolEvent.at:type_name -> google.protobuf.Timestamp
+	63, // 20: toolcrib.registry.v1.Tool.updated_at:type_name -> google.protobuf.Timestamp
+	63, // 21: toolcrib.registry.v1.ToolEvent.at:type_name -> google.protobuf.Timestamp
 	14, // 22: toolcrib.registry.v1.ToolEvent.contract:type_name -> toolcrib.registry.v1.ToolContract
-	61, // 23: toolcrib.registry.v1.Grant.updated_at:type_name -> google.protobuf.Timestamp
+	63, // 23: toolcrib.registry.v1.Grant.updated_at:type_name -> google.protobuf.Timestamp
 	18, // 24: toolcrib.registry.v1.Policy.grants:type_name -> toolcrib.registry.v1.Grant
 	11, // 25: toolcrib.registry.v1.Policy.audience_classes:type_name -> toolcrib.registry.v1.AudienceClass
 	8,  // 26: toolcrib.registry.v1.RegisterServerRequest.server:type_name -> toolcrib.registry.v1.Server
@@ -4494,78 +4613,81 @@ var file_toolcrib_registry_v1_registry_proto_depIdxs = []int32{
 	8,  // 29: toolcrib.registry.v1.ListServersResponse.servers:type_name -> toolcrib.registry.v1.Server
 	8,  // 30: toolcrib.registry.v1.UpdateServerRequest.server:type_name -> toolcrib.registry.v1.Server
 	8,  // 31: toolcrib.registry.v1.UpdateServerResponse.server:type_name -> toolcrib.registry.v1.Server
-	9,  // 32: toolcrib.registry.v1.PutTenantRequest.tenant:type_name -> toolcrib.registry.v1.Tenant
-	9,  // 33: toolcrib.registry.v1.PutTenantResponse.tenant:type_name -> toolcrib.registry.v1.Tenant
-	11, // 34: toolcrib.registry.v1.PutAudienceClassRequest.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
-	11, // 35: toolcrib.registry.v1.PutAudienceClassResponse.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
-	11, // 36: toolcrib.registry.v1.GetAudienceClassResponse.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
-	11, // 37: toolcrib.registry.v1.ListAudienceClassesResponse.audience_classes:type_name -> toolcrib.registry.v1.AudienceClass
-	14, // 38: toolcrib.registry.v1.PublishContractRequest.contract:type_name -> toolcrib.registry.v1.ToolContract
-	16, // 39: toolcrib.registry.v1.PublishContractResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	16, // 40: toolcrib.registry.v1.ApproveToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	16, // 41: toolcrib.registry.v1.EnableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	16, // 42: toolcrib.registry.v1.DisableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	16, // 43: toolcrib.registry.v1.RollbackToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	16, // 44: toolcrib.registry.v1.GetToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	17, // 45: toolcrib.registry.v1.GetToolResponse.history:type_name -> toolcrib.registry.v1.ToolEvent
-	4,  // 46: toolcrib.registry.v1.ListToolsRequest.review_state:type_name -> toolcrib.registry.v1.ReviewState
-	16, // 47: toolcrib.registry.v1.ListToolsResponse.tools:type_name -> toolcrib.registry.v1.Tool
-	18, // 48: toolcrib.registry.v1.GrantScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
-	18, // 49: toolcrib.registry.v1.RevokeScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
-	19, // 50: toolcrib.registry.v1.GetPolicyResponse.policy:type_name -> toolcrib.registry.v1.Policy
-	18, // 51: toolcrib.registry.v1.PolicyChange.grant:type_name -> toolcrib.registry.v1.Grant
-	61, // 52: toolcrib.registry.v1.Change.committed_at:type_name -> google.protobuf.Timestamp
-	5,  // 53: toolcrib.registry.v1.Change.kind:type_name -> toolcrib.registry.v1.ChangeKind
-	8,  // 54: toolcrib.registry.v1.Change.server:type_name -> toolcrib.registry.v1.Server
-	9,  // 55: toolcrib.registry.v1.Change.tenant:type_name -> toolcrib.registry.v1.Tenant
-	11, // 56: toolcrib.registry.v1.Change.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
-	16, // 57: toolcrib.registry.v1.Change.tool:type_name -> toolcrib.registry.v1.Tool
-	57, // 58: toolcrib.registry.v1.Change.policy:type_name -> toolcrib.registry.v1.PolicyChange
-	58, // 59: toolcrib.registry.v1.WatchResponse.change:type_name -> toolcrib.registry.v1.Change
-	63, // 60: toolcrib.registry.v1.WatchResponse.heartbeat:type_name -> toolcrib.catalog.v1.Heartbeat
-	20, // 61: toolcrib.registry.v1.RegistryService.RegisterServer:input_type -> toolcrib.registry.v1.RegisterServerRequest
-	22, // 62: toolcrib.registry.v1.RegistryService.GetServer:input_type -> toolcrib.registry.v1.GetServerRequest
-	24, // 63: toolcrib.registry.v1.RegistryService.ListServers:input_type -> toolcrib.registry.v1.ListServersRequest
-	26, // 64: toolcrib.registry.v1.RegistryService.UpdateServer:input_type -> toolcrib.registry.v1.UpdateServerRequest
-	28, // 65: toolcrib.registry.v1.RegistryService.PutTenant:input_type -> toolcrib.registry.v1.PutTenantRequest
-	30, // 66: toolcrib.registry.v1.RegistryService.PutAudienceClass:input_type -> toolcrib.registry.v1.PutAudienceClassRequest
-	32, // 67: toolcrib.registry.v1.RegistryService.GetAudienceClass:input_type -> toolcrib.registry.v1.GetAudienceClassRequest
-	34, // 68: toolcrib.registry.v1.RegistryService.ListAudienceClasses:input_type -> toolcrib.registry.v1.ListAudienceClassesRequest
-	36, // 69: toolcrib.registry.v1.RegistryService.PublishContract:input_type -> toolcrib.registry.v1.PublishContractRequest
-	38, // 70: toolcrib.registry.v1.RegistryService.ApproveTool:input_type -> toolcrib.registry.v1.ApproveToolRequest
-	40, // 71: toolcrib.registry.v1.RegistryService.EnableTool:input_type -> toolcrib.registry.v1.EnableToolRequest
-	42, // 72: toolcrib.registry.v1.RegistryService.DisableTool:input_type -> toolcrib.registry.v1.DisableToolRequest
-	44, // 73: toolcrib.registry.v1.RegistryService.RollbackTool:input_type -> toolcrib.registry.v1.RollbackToolRequest
-	46, // 74: toolcrib.registry.v1.RegistryService.GetTool:input_type -> toolcrib.registry.v1.GetToolRequest
-	48, // 75: toolcrib.registry.v1.RegistryService.ListTools:input_type -> toolcrib.registry.v1.ListToolsRequest
-	50, // 76: toolcrib.registry.v1.RegistryService.GrantScopes:input_type -> toolcrib.registry.v1.GrantScopesRequest
-	52, // 77: toolcrib.registry.v1.RegistryService.RevokeScopes:input_type -> toolcrib.registry.v1.RevokeScopesRequest
-	54, // 78: toolcrib.registry.v1.RegistryService.GetPolicy:input_type -> toolcrib.registry.v1.GetPolicyRequest
-	56, // 79: toolcrib.registry.v1.RegistryService.Watch:input_type -> toolcrib.registry.v1.WatchRequest
-	21, // 80: toolcrib.registry.v1.RegistryService.RegisterServer:output_type -> toolcrib.registry.v1.RegisterServerResponse
-	23, // 81: toolcrib.registry.v1.RegistryService.GetServer:output_type -> toolcrib.registry.v1.GetServerResponse
-	25, // 82: toolcrib.registry.v1.RegistryService.ListServers:output_type -> toolcrib.registry.v1.ListServersResponse
-	27, // 83: toolcrib.registry.v1.RegistryService.UpdateServer:output_type -> toolcrib.registry.v1.UpdateServerResponse
-	29, // 84: toolcrib.registry.v1.RegistryService.PutTenant:output_type -> toolcrib.registry.v1.PutTenantResponse
-	31, // 85: toolcrib.registry.v1.RegistryService.PutAudienceClass:output_type -> toolcrib.registry.v1.PutAudienceClassResponse
-	33, // 86: toolcrib.registry.v1.RegistryService.GetAudienceClass:output_type -> toolcrib.registry.v1.GetAudienceClassResponse
-	35, // 87: toolcrib.registry.v1.RegistryService.ListAudienceClasses:output_type -> toolcrib.registry.v1.ListAudienceClassesResponse
-	37, // 88: toolcrib.registry.v1.RegistryService.PublishContract:output_type -> toolcrib.registry.v1.PublishContractResponse
-	39, // 89: toolcrib.registry.v1.RegistryService.ApproveTool:output_type -> toolcrib.registry.v1.ApproveToolResponse
-	41, // 90: toolcrib.registry.v1.RegistryService.EnableTool:output_type -> toolcrib.registry.v1.EnableToolResponse
-	43, // 91: toolcrib.registry.v1.RegistryService.DisableTool:output_type -> toolcrib.registry.v1.DisableToolResponse
-	45, // 92: toolcrib.registry.v1.RegistryService.RollbackTool:output_type -> toolcrib.registry.v1.RollbackToolResponse
-	47, // 93: toolcrib.registry.v1.RegistryService.GetTool:output_type -> toolcrib.registry.v1.GetToolResponse
-	49, // 94: toolcrib.registry.v1.RegistryService.ListTools:output_type -> toolcrib.registry.v1.ListToolsResponse
-	51, // 95: toolcrib.registry.v1.RegistryService.GrantScopes:output_type -> toolcrib.registry.v1.GrantScopesResponse
-	53, // 96: toolcrib.registry.v1.RegistryService.RevokeScopes:output_type -> toolcrib.registry.v1.RevokeScopesResponse
-	55, // 97: toolcrib.registry.v1.RegistryService.GetPolicy:output_type -> toolcrib.registry.v1.GetPolicyResponse
-	59, // 98: toolcrib.registry.v1.RegistryService.Watch:output_type -> toolcrib.registry.v1.WatchResponse
-	80, // [80:99] is the sub-list for method output_type
-	61, // [61:80] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	8,  // 32: toolcrib.registry.v1.DeleteServerResponse.server:type_name -> toolcrib.registry.v1.Server
+	9,  // 33: toolcrib.registry.v1.PutTenantRequest.tenant:type_name -> toolcrib.registry.v1.Tenant
+	9,  // 34: toolcrib.registry.v1.PutTenantResponse.tenant:type_name -> toolcrib.registry.v1.Tenant
+	11, // 35: toolcrib.registry.v1.PutAudienceClassRequest.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
+	11, // 36: toolcrib.registry.v1.PutAudienceClassResponse.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
+	11, // 37: toolcrib.registry.v1.GetAudienceClassResponse.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
+	11, // 38: toolcrib.registry.v1.ListAudienceClassesResponse.audience_classes:type_name -> toolcrib.registry.v1.AudienceClass
+	14, // 39: toolcrib.registry.v1.PublishContractRequest.contract:type_name -> toolcrib.registry.v1.ToolContract
+	16, // 40: toolcrib.registry.v1.PublishContractResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	16, // 41: toolcrib.registry.v1.ApproveToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	16, // 42: toolcrib.registry.v1.EnableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	16, // 43: toolcrib.registry.v1.DisableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	16, // 44: toolcrib.registry.v1.RollbackToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	16, // 45: toolcrib.registry.v1.GetToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	17, // 46: toolcrib.registry.v1.GetToolResponse.history:type_name -> toolcrib.registry.v1.ToolEvent
+	4,  // 47: toolcrib.registry.v1.ListToolsRequest.review_state:type_name -> toolcrib.registry.v1.ReviewState
+	16, // 48: toolcrib.registry.v1.ListToolsResponse.tools:type_name -> toolcrib.registry.v1.Tool
+	18, // 49: toolcrib.registry.v1.GrantScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
+	18, // 50: toolcrib.registry.v1.RevokeScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
+	19, // 51: toolcrib.registry.v1.GetPolicyResponse.policy:type_name -> toolcrib.registry.v1.Policy
+	18, // 52: toolcrib.registry.v1.PolicyChange.grant:type_name -> toolcrib.registry.v1.Grant
+	63, // 53: toolcrib.registry.v1.Change.committed_at:type_name -> google.protobuf.Timestamp
+	5,  // 54: toolcrib.registry.v1.Change.kind:type_name -> toolcrib.registry.v1.ChangeKind
+	8,  // 55: toolcrib.registry.v1.Change.server:type_name -> toolcrib.registry.v1.Server
+	9,  // 56: toolcrib.registry.v1.Change.tenant:type_name -> toolcrib.registry.v1.Tenant
+	11, // 57: toolcrib.registry.v1.Change.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
+	16, // 58: toolcrib.registry.v1.Change.tool:type_name -> toolcrib.registry.v1.Tool
+	59, // 59: toolcrib.registry.v1.Change.policy:type_name -> toolcrib.registry.v1.PolicyChange
+	60, // 60: toolcrib.registry.v1.WatchResponse.change:type_name -> toolcrib.registry.v1.Change
+	65, // 61: toolcrib.registry.v1.WatchResponse.heartbeat:type_name -> toolcrib.catalog.v1.Heartbeat
+	20, // 62: toolcrib.registry.v1.RegistryService.RegisterServer:input_type -> toolcrib.registry.v1.RegisterServerRequest
+	22, // 63: toolcrib.registry.v1.RegistryService.GetServer:input_type -> toolcrib.registry.v1.GetServerRequest
+	24, // 64: toolcrib.registry.v1.RegistryService.ListServers:input_type -> toolcrib.registry.v1.ListServersRequest
+	26, // 65: toolcrib.registry.v1.RegistryService.UpdateServer:input_type -> toolcrib.registry.v1.UpdateServerRequest
+	28, // 66: toolcrib.registry.v1.RegistryService.DeleteServer:input_type -> toolcrib.registry.v1.DeleteServerRequest
+	30, // 67: toolcrib.registry.v1.RegistryService.PutTenant:input_type -> toolcrib.registry.v1.PutTenantRequest
+	32, // 68: toolcrib.registry.v1.RegistryService.PutAudienceClass:input_type -> toolcrib.registry.v1.PutAudienceClassRequest
+	34, // 69: toolcrib.registry.v1.RegistryService.GetAudienceClass:input_type -> toolcrib.registry.v1.GetAudienceClassRequest
+	36, // 70: toolcrib.registry.v1.RegistryService.ListAudienceClasses:input_type -> toolcrib.registry.v1.ListAudienceClassesRequest
+	38, // 71: toolcrib.registry.v1.RegistryService.PublishContract:input_type -> toolcrib.registry.v1.PublishContractRequest
+	40, // 72: toolcrib.registry.v1.RegistryService.ApproveTool:input_type -> toolcrib.registry.v1.ApproveToolRequest
+	42, // 73: toolcrib.registry.v1.RegistryService.EnableTool:input_type -> toolcrib.registry.v1.EnableToolRequest
+	44, // 74: toolcrib.registry.v1.RegistryService.DisableTool:input_type -> toolcrib.registry.v1.DisableToolRequest
+	46, // 75: toolcrib.registry.v1.RegistryService.RollbackTool:input_type -> toolcrib.registry.v1.RollbackToolRequest
+	48, // 76: toolcrib.registry.v1.RegistryService.GetTool:input_type -> toolcrib.registry.v1.GetToolRequest
+	50, // 77: toolcrib.registry.v1.RegistryService.ListTools:input_type -> toolcrib.registry.v1.ListToolsRequest
+	52, // 78: toolcrib.registry.v1.RegistryService.GrantScopes:input_type -> toolcrib.registry.v1.GrantScopesRequest
+	54, // 79: toolcrib.registry.v1.RegistryService.RevokeScopes:input_type -> toolcrib.registry.v1.RevokeScopesRequest
+	56, // 80: toolcrib.registry.v1.RegistryService.GetPolicy:input_type -> toolcrib.registry.v1.GetPolicyRequest
+	58, // 81: toolcrib.registry.v1.RegistryService.Watch:input_type -> toolcrib.registry.v1.WatchRequest
+	21, // 82: toolcrib.registry.v1.RegistryService.RegisterServer:output_type -> toolcrib.registry.v1.RegisterServerResponse
+	23, // 83: toolcrib.registry.v1.RegistryService.GetServer:output_type -> toolcrib.registry.v1.GetServerResponse
+	25, // 84: toolcrib.registry.v1.RegistryService.ListServers:output_type -> toolcrib.registry.v1.ListServersResponse
+	27, // 85: toolcrib.registry.v1.RegistryService.UpdateServer:output_type -> toolcrib.registry.v1.UpdateServerResponse
+	29, // 86: toolcrib.registry.v1.RegistryService.DeleteServer:output_type -> toolcrib.registry.v1.DeleteServerResponse
+	31, // 87: toolcrib.registry.v1.RegistryService.PutTenant:output_type -> toolcrib.registry.v1.PutTenantResponse
+	33, // 88: toolcrib.registry.v1.RegistryService.PutAudienceClass:output_type -> toolcrib.registry.v1.PutAudienceClassResponse
+	35, // 89: toolcrib.registry.v1.RegistryService.GetAudienceClass:output_type -> toolcrib.registry.v1.GetAudienceClassResponse
+	37, // 90: toolcrib.registry.v1.RegistryService.ListAudienceClasses:output_type -> toolcrib.registry.v1.ListAudienceClassesResponse
+	39, // 91: toolcrib.registry.v1.RegistryService.PublishContract:output_type -> toolcrib.registry.v1.PublishContractResponse
+	41, // 92: toolcrib.registry.v1.RegistryService.ApproveTool:output_type -> toolcrib.registry.v1.ApproveToolResponse
+	43, // 93: toolcrib.registry.v1.RegistryService.EnableTool:output_type -> toolcrib.registry.v1.EnableToolResponse
+	45, // 94: toolcrib.registry.v1.RegistryService.DisableTool:output_type -> toolcrib.registry.v1.DisableToolResponse
+	47, // 95: toolcrib.registry.v1.RegistryService.RollbackTool:output_type -> toolcrib.registry.v1.RollbackToolResponse
+	49, // 96: toolcrib.registry.v1.RegistryService.GetTool:output_type -> toolcrib.registry.v1.GetToolResponse
+	51, // 97: toolcrib.registry.v1.RegistryService.ListTools:output_type -> toolcrib.registry.v1.ListToolsResponse
+	53, // 98: toolcrib.registry.v1.RegistryService.GrantScopes:output_type -> toolcrib.registry.v1.GrantScopesResponse
+	55, // 99: toolcrib.registry.v1.RegistryService.RevokeScopes:output_type -> toolcrib.registry.v1.RevokeScopesResponse
+	57, // 100: toolcrib.registry.v1.RegistryService.GetPolicy:output_type -> toolcrib.registry.v1.GetPolicyResponse
+	61, // 101: toolcrib.registry.v1.RegistryService.Watch:output_type -> toolcrib.registry.v1.WatchResponse
+	82, // [82:102] is the sub-list for method output_type
+	62, // [62:82] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_toolcrib_registry_v1_registry_proto_init() }
@@ -4577,14 +4699,14 @@ func file_toolcrib_registry_v1_registry_proto_init() {
 		(*Server_StreamableHttp)(nil),
 		(*Server_Stdio)(nil),
 	}
-	file_toolcrib_registry_v1_registry_proto_msgTypes[52].OneofWrappers = []any{
+	file_toolcrib_registry_v1_registry_proto_msgTypes[54].OneofWrappers = []any{
 		(*Change_Server)(nil),
 		(*Change_Tenant)(nil),
 		(*Change_AudienceClass)(nil),
 		(*Change_Tool)(nil),
 		(*Change_Policy)(nil),
 	}
-	file_toolcrib_registry_v1_registry_proto_msgTypes[53].OneofWrappers = []any{
+	file_toolcrib_registry_v1_registry_proto_msgTypes[55].OneofWrappers = []any{
 		(*WatchResponse_Change)(nil),
 		(*WatchResponse_Heartbeat)(nil),
 	}
@@ -4594,7 +4716,7 @@ func file_toolcrib_registry_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolcrib_registry_v1_registry_proto_rawDesc), len(file_toolcrib_registry_v1_registry_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   54,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
