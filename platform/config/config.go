@@ -160,6 +160,9 @@ type Common struct {
 	// Listening, when set, is called with the gRPC address once the service
 	// listens (tests and the dev launcher use port 0). Not a flag.
 	Listening func(grpcAddr string)
+	// LogOutput receives the service's log lines; nil means standard error.
+	// Not a flag (tests capture the log with it).
+	LogOutput io.Writer
 
 	logLevel string
 }
@@ -251,7 +254,11 @@ func (c *Common) Validate() error {
 }
 
 // Logger builds the structured logger the configuration asks for.
+// LogOutput, when set, replaces w.
 func (c *Common) Logger(w io.Writer, service string) *slog.Logger {
+	if c.LogOutput != nil {
+		w = c.LogOutput
+	}
 	opts := &slog.HandlerOptions{Level: c.LogLevel}
 	var h slog.Handler
 	if c.LogFormat == "json" {
