@@ -18,6 +18,7 @@ import (
 	"github.com/toolcrib/toolcrib/platform/apierror"
 	"github.com/toolcrib/toolcrib/platform/canonical"
 	"github.com/toolcrib/toolcrib/platform/pgtest"
+	"github.com/toolcrib/toolcrib/platform/secretref"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/services/registry"
 
@@ -60,6 +61,10 @@ func Start(t testing.TB, opts Options) *Registry {
 		WatchRetention:  24 * time.Hour,
 		WatchKeep:       10_000,
 		CompactInterval: time.Minute,
+		// The default egress policy (no loopback); env: references with the
+		// default prefix and the fixtures' LOGISTICS_. Configure changes
+		// either.
+		Secrets: secretref.Config{EnvPrefixes: secretref.DefaultEnvPrefix + ",LOGISTICS_"},
 	}
 	if !opts.NoDiscovery {
 		r.Discovery = NewDiscovery(t)
