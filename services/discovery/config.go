@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/toolcrib/toolcrib/platform/config"
+	"github.com/toolcrib/toolcrib/platform/egress"
+	"github.com/toolcrib/toolcrib/platform/secretref"
 	"github.com/toolcrib/toolcrib/services/discovery/registryclient"
 )
 
@@ -67,6 +69,12 @@ type Config struct {
 	RunRetention time.Duration
 	// FetchCooldown is the job queue's minimum time between fetches.
 	FetchCooldown time.Duration
+	// Egress is where MCP servers may be connected to, checked on every
+	// resolved address at dial time (--egress-allow-*).
+	Egress egress.Config
+	// Secrets confines the secret references resolved at scan time
+	// (--secret-dirs, --secret-env-prefixes).
+	Secrets secretref.Config
 
 	// Registry, when set, is used instead of dialing RegistryAddr (tests and
 	// benchmarks in one process). Not a flag.
@@ -132,6 +140,8 @@ func flags(c *Config, lookup func(string) (string, bool)) *config.Set {
 	s.Duration(&c.ChangeLogRetention, "changelog-retention", "", 24*time.Hour, "how long Watch history is kept")
 	s.Duration(&c.RunRetention, "run-retention", "", 7*24*time.Hour, "how long finished runs are kept (runs of retained snapshots stay)")
 	s.Duration(&c.FetchCooldown, "fetch-cooldown", "", 20*time.Millisecond, "shortest time between job fetches")
+	c.Egress.Register(s)
+	c.Secrets.Register(s)
 	return s
 }
 
@@ -175,6 +185,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Workers > 1000 {
 		bad("workers", "at most 1000")
+	}
+	if _, err := c.Egress.Policy(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := c.Secrets.Policy(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

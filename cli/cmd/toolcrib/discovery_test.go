@@ -37,6 +37,7 @@ func TestDiscoveryCommands(t *testing.T) {
 	}
 	cfg.Common = auth.Common(t, url, false, nil)
 	cfg.RegistryAddr, cfg.NoAutoScans, cfg.Linger = regAddr, true, 0
+	cfg.Egress.AllowLoopback = true // the MCP fixture listens on loopback
 	addr := servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
 		c := cfg
 		c.Listening = listening

@@ -62,9 +62,9 @@ func Start(t testing.TB, opts Options) *Registry {
 		WatchKeep:       10_000,
 		CompactInterval: time.Minute,
 		// The default egress policy (no loopback); env: references with the
-		// default prefix and the fixtures' LOGISTICS_. Configure changes
-		// either.
-		Secrets: secretref.Config{EnvPrefixes: secretref.DefaultEnvPrefix + ",LOGISTICS_"},
+		// default prefix and the fixtures' LOGISTICS_, file: references in
+		// /run/secrets. Configure changes either.
+		Secrets: secretref.Config{Dirs: "/run/secrets", EnvPrefixes: secretref.DefaultEnvPrefix + ",LOGISTICS_"},
 	}
 	if !opts.NoDiscovery {
 		r.Discovery = NewDiscovery(t)

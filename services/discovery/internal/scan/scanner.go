@@ -22,6 +22,7 @@ import (
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/changelog"
+	"github.com/toolcrib/toolcrib/platform/secretref"
 	"github.com/toolcrib/toolcrib/services/discovery/crawl"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/store"
 	"github.com/toolcrib/toolcrib/services/discovery/registryclient"
@@ -71,6 +72,8 @@ type Config struct {
 	Limits validate.Limits
 	// LookupEnv resolves `env:` secret references (os.LookupEnv).
 	LookupEnv func(string) (string, bool)
+	// Secrets confines secret references (the zero policy refuses all).
+	Secrets secretref.Policy
 	// Worker names this process in runs (`host:pid`).
 	Worker string
 	// AutoScans queues scans by itself: on registry changes (watch) and
