@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strconv"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -67,10 +66,8 @@ func (s *Server) Watch(req *discoveryv1.WatchRequest, stream discoveryv1.Discove
 	case err == nil, stream.Context().Err() != nil:
 		return nil
 	}
-	return internal(err)
+	return err // INTERNAL at the interceptor, which logs it
 }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // describe fills the descriptor fields derived from the raw JSON (stored
 // once, verbatim): title, description and annotations.

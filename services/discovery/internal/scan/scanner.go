@@ -336,12 +336,27 @@ var (
 	ErrNotCovered    = errors.New("scan: the audience class does not cover the server")
 )
 
+// TriggerError is a refused Trigger: Err is [ErrUnknownServer],
+// [ErrUnknownClass] or [ErrNotCovered] (errors.Is sees it), ServerID and
+// AudienceClass what the request named.
+type TriggerError struct {
+	Err           error
+	ServerID      string
+	AudienceClass string
+}
+
+func (e *TriggerError) Error() string {
+	return fmt.Sprintf("%v (server %q, audience class %q)", e.Err, e.ServerID, e.AudienceClass)
+}
+
+func (e *TriggerError) Unwrap() error { return e.Err }
+
 // Trigger queues a MANUAL scan of a server as one audience class, or as
 // every class covering it when audienceClass is empty.
 func (s *Scanner) Trigger(ctx context.Context, serverID, audienceClass string) ([]Ticket, error) {
 	if _, err := s.reg.Server(ctx, serverID); err != nil {
 		if errors.Is(err, registryclient.ErrNotFound) {
-			return nil, ErrUnknownServer
+			return nil, &TriggerError{Err: ErrUnknownServer, ServerID: serverID, AudienceClass: audienceClass}
 		}
 		return nil, err
 	}
@@ -350,12 +365,12 @@ func (s *Scanner) Trigger(ctx context.Context, serverID, audienceClass string) (
 		c, err := s.audienceClass(ctx, audienceClass, time.Now())
 		if err != nil {
 			if errors.Is(err, registryclient.ErrNotFound) {
-				return nil, ErrUnknownClass
+				return nil, &TriggerError{Err: ErrUnknownClass, ServerID: serverID, AudienceClass: audienceClass}
 			}
 			return nil, err
 		}
 		if binding(c, serverID) == nil {
-			return nil, ErrNotCovered
+			return nil, &TriggerError{Err: ErrNotCovered, ServerID: serverID, AudienceClass: audienceClass}
 		}
 		pairs = append(pairs, [2]string{serverID, audienceClass})
 	} else {
