@@ -227,7 +227,7 @@ func validateAudienceClass(v *apierror.Violations, a *registryv1.AudienceClass, 
 	checkClassName(v, prefix+".name", a.GetName())
 	checkTenantID(v, prefix+".tenant_id", a.GetTenantId())
 	if tenant, _, _ := strings.Cut(a.GetName(), "."); a.GetTenantId() != "" && tenant != a.GetTenantId() {
-		v.Add(prefix+".tenant_id", "must be the name's prefix %q", tenant)
+		v.Add(prefix+".tenant_id", "must be the name's prefix %s", apierror.Echo(tenant))
 	}
 	checkText(v, prefix+".description", a.GetDescription(), maxText)
 	if len(a.GetServers()) > maxList {
@@ -238,7 +238,7 @@ func validateAudienceClass(v *apierror.Violations, a *registryv1.AudienceClass, 
 		at := fmt.Sprintf("%s.servers[%d]", prefix, i)
 		checkServerID(v, at+".server_id", s.GetServerId())
 		if seen[s.GetServerId()] {
-			v.Add(at+".server_id", "server %q is listed twice", s.GetServerId())
+			v.Add(at+".server_id", "server %s is listed twice", apierror.Echo(s.GetServerId()))
 		}
 		seen[s.GetServerId()] = true
 		checkSecretRef(v, at+".secret_ref", s.GetSecretRef(), sp)
@@ -277,7 +277,7 @@ func grantChange(tenant, subject, group string, scopes, classes []string) (store
 		at := fmt.Sprintf("audience_classes[%d]", i)
 		checkClassName(&v, at, c)
 		if t, _, _ := strings.Cut(c, "."); tenant != "" && t != tenant && c != "" {
-			v.Add(at, "audience class %q belongs to tenant %q, not %q", c, t, tenant)
+			v.Add(at, "audience class %s belongs to tenant %s, not %s", apierror.Echo(c), apierror.Echo(t), apierror.Echo(tenant))
 		}
 	}
 	if err := v.Err(); err != nil {
