@@ -1243,7 +1243,7 @@ func (x *TriggerScanResponse) GetScans() []*ScanTicket {
 // GetRunRequest is the request of GetRun.
 type GetRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Run id; required.
+	// Run id (a UUID); required. Anything else is INVALID_ARGUMENT.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// Whether to return the pages.
 	IncludePages  bool `protobuf:"varint,2,opt,name=include_pages,json=includePages,proto3" json:"include_pages,omitempty"`
@@ -1348,7 +1348,8 @@ type ListRunsRequest struct {
 	ServerId string `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
 	// Only runs as this audience class; empty for all.
 	AudienceClass string `protobuf:"bytes,2,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
-	// Only attempts of this scan; empty for all.
+	// Only attempts of this scan (a scan id from TriggerScan, a decimal
+	// number; anything else is INVALID_ARGUMENT); empty for all.
 	ScanId string `protobuf:"bytes,3,opt,name=scan_id,json=scanId,proto3" json:"scan_id,omitempty"`
 	// Only runs in these states; empty for all.
 	States []v1.DiscoveryState `protobuf:"varint,4,rep,packed,name=states,proto3,enum=toolcrib.catalog.v1.DiscoveryState" json:"states,omitempty"`
