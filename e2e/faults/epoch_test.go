@@ -7,6 +7,7 @@ import (
 	"github.com/toolcrib/toolcrib/e2e/fixture"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/services/registry"
 	"github.com/toolcrib/toolcrib/services/registry/registrytest"
 )
 
@@ -20,7 +21,11 @@ import (
 // bound to it.
 func TestPolicyEpochBumpDuringScanRefusesTheCAS(t *testing.T) {
 	t.Parallel()
-	reg := registrytest.Start(t, registrytest.Options{NoDiscovery: true})
+	// The fixture listens on loopback; its secret is FAULTS_UPSTREAM.
+	reg := registrytest.Start(t, registrytest.Options{NoDiscovery: true, Configure: func(c *registry.Config) {
+		c.Egress.AllowLoopback = true
+		c.Secrets.EnvPrefixes = "FAULTS_"
+	}})
 	admin := reg.Admin(t)
 	ctx := ctxT(t)
 	const server = "inventory"

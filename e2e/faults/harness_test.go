@@ -145,6 +145,8 @@ func startDiscovery(t *testing.T, o envOptions) *env {
 	cfg.WatchHeartbeat = 200 * time.Millisecond
 	cfg.PageTimeout, cfg.ConnectTimeout = 20*time.Second, 20*time.Second
 	cfg.LookupEnv = func(k string) (string, bool) { v, ok := secrets[k]; return v, ok }
+	// The fixtures listen on loopback; every secret is FAULTS_….
+	cfg.Egress.AllowLoopback, cfg.Secrets.EnvPrefixes = true, "FAULTS_"
 	if o.configure != nil {
 		o.configure(&cfg)
 	}

@@ -38,7 +38,7 @@ func TestDiscoveryKilledMidPaginationIsRetriedElsewhere(t *testing.T) {
 	// Worker set A: a child process.
 	common := auth.Common(t, dbURL, false, nil)
 	childAddr, cmd := discoverytest.StartChild(t, discoverytest.Child{PostgresURL: dbURL, JWKS: auth.JWKSPath,
-		TokenFile: common.ServiceTokenFile, RegistryAddr: regAddr, Worker: "worker-a:killed", Secrets: secrets})
+		TokenFile: common.ServiceTokenFile, RegistryAddr: regAddr, Worker: "worker-a:killed", Secrets: secrets, EnvPrefixes: "FAULTS_"})
 	child := discoveryv1.NewDiscoveryServiceClient(servicetest.Dial(t, childAddr, auth.Admin(t)))
 	tk, err := child.TriggerScan(ctxT(t), &discoveryv1.TriggerScanRequest{ServerId: server, AudienceClass: class})
 	if err != nil {

@@ -72,6 +72,7 @@ func Start(t testing.TB, opts Options) *Stack {
 		t.Fatal(err)
 	}
 	rcfg.DiscoveryAddr = discAddr
+	rcfg.Egress.AllowLoopback = true // the fixtures listen on loopback
 	if opts.Registry != nil {
 		opts.Registry(&rcfg)
 	}
@@ -86,6 +87,7 @@ func Start(t testing.TB, opts Options) *Stack {
 		t.Fatal(err)
 	}
 	dcfg.RegistryAddr = regAddr
+	dcfg.Egress.AllowLoopback = true
 	if opts.Discovery != nil {
 		opts.Discovery(&dcfg)
 	}

@@ -64,16 +64,29 @@ func (e *Error) Unwrap() error { return e.Err }
 // GRPCStatus lets status.FromError and status.Code see the translated form.
 func (e *Error) GRPCStatus() *status.Status { return e.status() }
 
+// status is the wire form. Every text is bounded here too, as a backstop
+// for a caller's input that reached a message unbounded.
 func (e *Error) status() *status.Status {
-	st := status.New(e.Code, e.Message)
+	st := status.New(e.Code, bound(e.Message, MaxMessage))
 	var details []protoadapt.MessageV1
 	if e.Reason != "" {
-		details = append(details, &errdetails.ErrorInfo{Reason: e.Reason, Domain: Domain, Metadata: e.Metadata})
+		var md map[string]string
+		if len(e.Metadata) > 0 {
+			md = make(map[string]string, len(e.Metadata))
+			for k, v := range e.Metadata {
+				md[bound(k, MaxEcho)] = bound(v, MaxMessage)
+			}
+		}
+		details = append(details, &errdetails.ErrorInfo{Reason: e.Reason, Domain: Domain, Metadata: md})
 	}
 	if len(e.Violations) > 0 {
 		br := &errdetails.BadRequest{}
-		for _, v := range e.Violations {
-			br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{Field: v.Field, Description: v.Description})
+		for i, v := range e.Violations {
+			if i == maxViolations {
+				break
+			}
+			br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{
+				Field: bound(v.Field, MaxMessage), Description: bound(v.Description, MaxMessage)})
 		}
 		details = append(details, br)
 	}
@@ -98,16 +111,18 @@ func InvalidArgument(violations ...FieldViolation) *Error {
 	return &Error{Code: codes.InvalidArgument, Reason: "INVALID_ARGUMENT", Message: msg, Violations: violations}
 }
 
-// NotFound reports that a named object does not exist.
+// NotFound reports that a named object does not exist. The id is echoed
+// only as a bounded prefix ([Prefix]).
 func NotFound(kind, id string) *Error {
-	return &Error{Code: codes.NotFound, Reason: "NOT_FOUND", Message: fmt.Sprintf("%s %q not found", kind, id),
-		Metadata: map[string]string{"kind": kind, "id": id}}
+	return &Error{Code: codes.NotFound, Reason: "NOT_FOUND", Message: fmt.Sprintf("%s %s not found", kind, Echo(id)),
+		Metadata: map[string]string{"kind": kind, "id": Prefix(id)}}
 }
 
-// AlreadyExists reports that an object with that id exists.
+// AlreadyExists reports that an object with that id exists. The id is
+// echoed only as a bounded prefix.
 func AlreadyExists(kind, id string) *Error {
-	return &Error{Code: codes.AlreadyExists, Reason: "ALREADY_EXISTS", Message: fmt.Sprintf("%s %q already exists", kind, id),
-		Metadata: map[string]string{"kind": kind, "id": id}}
+	return &Error{Code: codes.AlreadyExists, Reason: "ALREADY_EXISTS", Message: fmt.Sprintf("%s %s already exists", kind, Echo(id)),
+		Metadata: map[string]string{"kind": kind, "id": Prefix(id)}}
 }
 
 // FailedPrecondition reports that the system is not in the state the
@@ -212,7 +227,9 @@ func StreamServerInterceptor(logger *slog.Logger) grpc.StreamServerInterceptor {
 
 func translate(ctx context.Context, logger *slog.Logger, method string, err error) error {
 	if internal(err) {
-		logger.ErrorContext(ctx, "request failed", "method", method, "error", err)
+		// The cause may quote the request (a driver error naming the bad
+		// value): log a bounded prefix of it.
+		logger.ErrorContext(ctx, "request failed", "method", method, "error", bound(err.Error(), MaxLogged))
 	}
 	return ToStatus(err).Err()
 }

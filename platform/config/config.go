@@ -276,7 +276,11 @@ func (c *Common) Validate() error {
 }
 
 // Logger builds the structured logger the configuration asks for.
+// LogOutput, when set, replaces w.
 func (c *Common) Logger(w io.Writer, service string) *slog.Logger {
+	if c.LogOutput != nil {
+		w = c.LogOutput
+	}
 	opts := &slog.HandlerOptions{Level: c.LogLevel}
 	var h slog.Handler
 	if c.LogFormat == "json" {

@@ -12,7 +12,8 @@ import (
 func (a *Auth) Verifier(t testing.TB) *principal.Verifier {
 	t.Helper()
 	v, err := principal.LoadVerifier(a.JWKSPath, principal.VerifierConfig{
-		Issuer: Issuer, Audience: Audience, AdminGroup: AdminGroup, ServiceGroup: ServiceGroup})
+		Issuer: Issuer, Audience: Audience, AdminGroup: AdminGroup, ServiceGroup: ServiceGroup,
+		PlatformTenant: PlatformTenant})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -345,6 +345,7 @@ func TestWatchEndsWhenTheServerDrains(t *testing.T) {
 	}
 	cfg.Common = auth.Common(t, url, false, nil)
 	cfg.RegistryAddr, cfg.NoAutoScans, cfg.WatchHeartbeat = reg.addr, true, 100*time.Millisecond
+	cfg.Egress.AllowLoopback, cfg.Secrets.EnvPrefixes = true, envRef
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	addrc, done := make(chan string, 1), make(chan error, 1)

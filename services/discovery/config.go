@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolcrib/toolcrib/platform/config"
+	"github.com/toolcrib/toolcrib/platform/egress"
+	"github.com/toolcrib/toolcrib/platform/secretref"
 	"github.com/toolcrib/toolcrib/services/discovery/registryclient"
 )
 
@@ -80,6 +82,12 @@ type Config struct {
 	NotifyMaxInterval time.Duration
 	// ListenSweep is how often a process looks for pairs to listen to.
 	ListenSweep time.Duration
+	// Egress is where MCP servers may be connected to, checked on every
+	// resolved address at dial time (--egress-allow-*).
+	Egress egress.Config
+	// Secrets confines the secret references resolved at scan time
+	// (--secret-dirs, --secret-env-prefixes).
+	Secrets secretref.Config
 
 	// Registry, when set, is used instead of dialing RegistryAddr (tests and
 	// benchmarks in one process). Not a flag.
@@ -152,6 +160,8 @@ func flags(c *Config, lookup func(string) (string, bool)) *config.Set {
 	s.Duration(&c.ListenSweep, "listen-sweep", "", 5*time.Second, "how often a process looks for servers to listen to")
 	s.Duration(&c.NotifyMinInterval, "notify-min-interval", "", time.Second, "least time between two list_changed-triggered scans of a server and class (doubles while they find nothing new)")
 	s.Duration(&c.NotifyMaxInterval, "notify-max-interval", "", 5*time.Minute, "longest rate-limit delay of a list_changed-triggered scan")
+	c.Egress.Register(s)
+	c.Secrets.Register(s)
 	return s
 }
 
@@ -203,6 +213,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Workers > 1000 {
 		bad("workers", "at most 1000")
+	}
+	if _, err := c.Egress.Policy(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := c.Secrets.Policy(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

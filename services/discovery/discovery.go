@@ -186,6 +186,14 @@ func (c *Config) scanConfig() (scan.Config, error) {
 	if err != nil {
 		return scan.Config{}, err
 	}
+	eg, err := c.Egress.Policy()
+	if err != nil {
+		return scan.Config{}, err
+	}
+	secrets, err := c.Secrets.Policy()
+	if err != nil {
+		return scan.Config{}, err
+	}
 	linger, grace, listeners := c.Linger, c.RetentionGrace, c.MaxListeners
 	if linger == 0 {
 		linger = -1 // the scanner's "disabled"
@@ -209,7 +217,9 @@ func (c *Config) scanConfig() (scan.Config, error) {
 			MaxPages: c.MaxPages, MaxTools: c.MaxTools, MaxBytes: int64(c.MaxBytes),
 			ConnectTimeout: c.ConnectTimeout, PageTimeout: c.PageTimeout, RootCAs: roots,
 			AllowInsecureHTTP: c.AllowInsecureHTTP, MinProtocolVersion: c.MinProtocolVersion, CredentialEnv: c.CredentialEnv,
+			Egress: &eg,
 		},
+		Secrets:   secrets,
 		Limits:    validate.Limits{MaxToolBytes: c.MaxToolBytes, MaxSchemaBytes: c.MaxSchemaBytes, MaxSchemaDepth: c.MaxSchemaDepth},
 		LookupEnv: c.LookupEnv,
 		Worker:    c.Worker,

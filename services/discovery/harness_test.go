@@ -79,6 +79,9 @@ func startOn(t *testing.T, auth *servicetest.Auth, url string, reg *regFake, mod
 	cfg.RetryBase, cfg.RetryMax = 100*time.Millisecond, time.Second
 	cfg.Linger = 500 * time.Millisecond
 	cfg.WatchHeartbeat = 200 * time.Millisecond
+	// The MCP fixtures listen on loopback; the upstream secret is envRef.
+	cfg.Egress.AllowLoopback = true
+	cfg.Secrets.EnvPrefixes = envRef + ",UNSET_"
 	cfg.LookupEnv = func(k string) (string, bool) {
 		if k == envRef {
 			return secret, true

@@ -47,7 +47,7 @@ func TestWorkerKilledMidScanIsRetriedByAnother(t *testing.T) {
 	// Worker set A: a child process.
 	common := auth.Common(t, url, false, nil)
 	childAddr, cmd := discoverytest.StartChild(t, discoverytest.Child{PostgresURL: url, JWKS: auth.JWKSPath,
-		TokenFile: common.ServiceTokenFile, RegistryAddr: reg.addr, Worker: "worker-a:killed", Fallback: secret})
+		TokenFile: common.ServiceTokenFile, RegistryAddr: reg.addr, Worker: "worker-a:killed", Fallback: secret, EnvPrefixes: envRef})
 	child := discoveryv1.NewDiscoveryServiceClient(servicetest.Dial(t, childAddr, auth.Admin(t)))
 	tk, err := child.TriggerScan(ctxT(t), &discoveryv1.TriggerScanRequest{ServerId: "inventory", AudienceClass: class})
 	if err != nil {

@@ -51,6 +51,10 @@ func TestAdminRPCsNeedAnAdminCredential(t *testing.T) {
 				_, err := c.UpdateServer(ctx, &registryv1.UpdateServerRequest{Server: logisticsServer(), ExpectedVersion: 1})
 				return err
 			},
+			"DeleteServer": func() error {
+				_, err := c.DeleteServer(ctx, &registryv1.DeleteServerRequest{ServerId: server, ExpectedVersion: 1})
+				return err
+			},
 			"PutTenant": func() error {
 				_, err := c.PutTenant(ctx, &registryv1.PutTenantRequest{Tenant: &registryv1.Tenant{TenantId: tenant}})
 				return err

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/toolcrib/toolcrib/platform/config"
+	"github.com/toolcrib/toolcrib/platform/egress"
+	"github.com/toolcrib/toolcrib/platform/secretref"
 )
 
 // Default addresses (DESIGN §10).
@@ -33,6 +35,12 @@ type Config struct {
 	WatchKeep int
 	// CompactInterval is how often old changes are deleted.
 	CompactInterval time.Duration
+	// Egress is the policy a registered server's URL must pass
+	// (--egress-allow-*).
+	Egress egress.Config
+	// Secrets is the policy an audience class's secret references must
+	// pass (--secret-dirs, --secret-env-prefixes).
+	Secrets secretref.Config
 }
 
 func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
@@ -44,6 +52,8 @@ func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 	s.Duration(&cfg.WatchRetention, "watch-retention", "", 24*time.Hour, "how long changes are kept for Watch clients to resume from")
 	s.Int(&cfg.WatchKeep, "watch-keep", "", 10_000, "how many of the newest changes are kept whatever their age")
 	s.Duration(&cfg.CompactInterval, "watch-compact-interval", "", time.Minute, "how often changes past the retention are deleted")
+	cfg.Egress.Register(s)
+	cfg.Secrets.Register(s)
 	return s
 }
 
@@ -91,6 +101,12 @@ func (c *Config) Validate() error {
 	}
 	if c.CompactInterval <= 0 {
 		bad("watch-compact-interval", "must be positive")
+	}
+	if _, err := c.Egress.Policy(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := c.Secrets.Policy(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

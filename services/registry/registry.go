@@ -47,7 +47,16 @@ func Run(ctx context.Context, cfg Config) error {
 	return service.Run(ctx, spec(), cfg.Common, func(ctx context.Context, d *service.Deps) (service.Parts, error) {
 		log := changelog.New(d.Pool, "registry_changes", d.Logger)
 		st := store.New(d.Pool, log)
-		api := grpcapi.New(st, grpcapi.Options{Heartbeat: cfg.WatchHeartbeat, Draining: d.Draining, Logger: d.Logger})
+		eg, err := cfg.Egress.Policy()
+		if err != nil {
+			return service.Parts{}, err
+		}
+		secrets, err := cfg.Secrets.Policy()
+		if err != nil {
+			return service.Parts{}, err
+		}
+		api := grpcapi.New(st, grpcapi.Options{Heartbeat: cfg.WatchHeartbeat, Draining: d.Draining, Logger: d.Logger,
+			Egress: eg, Secrets: secrets})
 		parts := service.Parts{
 			Register: func(s *grpc.Server) { registryv1.RegisterRegistryServiceServer(s, api) },
 			Loops: []func(context.Context) error{

@@ -29,7 +29,7 @@ func TestWatchTenantSeesOnlyItsServersAndTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := admin.PutAudienceClass(ctx, &registryv1.PutAudienceClassRequest{AudienceClass: &registryv1.AudienceClass{
-		Name: "tenant-b.readers", TenantId: "tenant-b", Servers: []*registryv1.AudienceServer{{ServerId: "payroll", SecretRef: "env:PAYROLL_TOKEN"}},
+		Name: "tenant-b.readers", TenantId: "tenant-b", Servers: []*registryv1.AudienceServer{{ServerId: "payroll", SecretRef: "env:TOOLCRIB_SECRET_PAYROLL"}},
 	}}); err != nil {
 		t.Fatal(err)
 	}
@@ -97,5 +97,59 @@ func TestWatchTenantSeesOnlyItsServersAndTools(t *testing.T) {
 		if ch.GetTool().GetToolId() == "payroll.salaries" {
 			break
 		}
+	}
+}
+
+// Two tenants reading one server see different descriptors of one tool:
+// the tool's changes reach both tenants' streams, but tenant-a's carry only
+// tenant-a's variant — never tenant-b's descriptor text, class or approval —
+// and no audience class change on a tenant's stream carries a secret
+// reference.
+func TestWatchToolChangesCarryOnlyTheViewersVariants(t *testing.T) {
+	t.Parallel()
+	r := registrytest.Start(t, registrytest.Options{})
+	setup(t, r)
+	ctx, admin := ctxT(t), r.Admin(t)
+	if _, err := admin.PutTenant(ctx, &registryv1.PutTenantRequest{Tenant: &registryv1.Tenant{TenantId: "tenant-b"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.PutAudienceClass(ctx, &registryv1.PutAudienceClassRequest{AudienceClass: &registryv1.AudienceClass{
+		Name: "tenant-b.readers", TenantId: "tenant-b", Servers: []*registryv1.AudienceServer{{ServerId: server, SecretRef: "env:TOOLCRIB_SECRET_TENANT_B"}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	r.Discovery.Commit(server, class, shipmentStatus("v1"))
+	r.Discovery.Commit(server, "tenant-b.readers", shipmentStatus("TENANT-B PRIVATE: internal warehouse lookup"))
+	r.WaitTool(t, toolID, func(tl *registryv1.Tool) bool { return len(tl.GetVariants()) == 2 })
+	list, err := admin.ListServers(ctx, &registryv1.ListServersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := list.GetRevision()
+
+	a := watch(t, r.Client(t, r.Auth.User(t, "alice", tenant)), 0)
+	var tools int
+	for beat := int64(0); beat < head; {
+		select {
+		case ch := <-a.changes:
+			text := ch.String()
+			if strings.Contains(text, "TENANT-B") || strings.Contains(text, "tenant-b") || strings.Contains(text, "TOOLCRIB_SECRET") {
+				t.Fatalf("tenant-a's stream carried another tenant's variant or a secret reference at revision %d: %v", ch.GetRevision(), ch)
+			}
+			if tl := ch.GetTool(); tl != nil {
+				tools++
+				for _, v := range tl.GetVariants() {
+					if v.GetTenantId() != tenant {
+						t.Fatalf("variant of %s on tenant-a's stream", v.GetTenantId())
+					}
+				}
+			}
+		case beat = <-a.beats:
+		case err := <-a.done:
+			t.Fatalf("tenant-a's stream ended: %v", err)
+		}
+	}
+	if tools == 0 {
+		t.Fatal("tenant-a's stream carried no change of its own tool")
 	}
 }

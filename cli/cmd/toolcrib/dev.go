@@ -13,7 +13,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/toolcrib/toolcrib/platform/config"
+	"github.com/toolcrib/toolcrib/platform/egress"
 	"github.com/toolcrib/toolcrib/platform/principal"
+	"github.com/toolcrib/toolcrib/platform/secretref"
 	"github.com/toolcrib/toolcrib/services/discovery"
 	"github.com/toolcrib/toolcrib/services/registry"
 )
@@ -61,6 +63,9 @@ func launchables() []launchable {
 		if err != nil {
 			return err
 		}
+		if err := devEgressAndSecrets(&cfg.Egress, &cfg.Secrets); err != nil {
+			return err
+		}
 		return registry.Run(ctx, cfg)
 	}})
 	l = append(l, launchable{name: "discovery", run: func(ctx context.Context) error {
@@ -68,9 +73,34 @@ func launchables() []launchable {
 		if err != nil {
 			return err
 		}
+		if err := devEgressAndSecrets(&cfg.Egress, &cfg.Secrets); err != nil {
+			return err
+		}
 		return discovery.Run(ctx, cfg)
 	}})
 	return l
+}
+
+// devSecretsDir is where `file:` secret references may point in dev; the
+// dev keys and tokens in devDir are outside it on purpose.
+const devSecretsDir = ".toolcrib/secrets"
+
+// devEgressAndSecrets is the dev launcher's policy: MCP servers on loopback
+// are allowed (local demos), and `file:` references may point into
+// devSecretsDir unless --secret-dirs is configured.
+func devEgressAndSecrets(eg *egress.Config, sec *secretref.Config) error {
+	eg.AllowLoopback = true
+	if sec.Dirs == "" {
+		dir, err := filepath.Abs(devSecretsDir)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		sec.Dirs = dir
+	}
+	return nil
 }
 
 func devSigner() (*principal.Signer, error) {

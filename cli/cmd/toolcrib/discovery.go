@@ -546,7 +546,7 @@ func snapshotText(w *tabwriter.Writer, resp *discoveryv1.GetActiveSnapshotRespon
 			desc = desc[:60] + "…"
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", t.GetToolId(), shortDigest(t.GetDescriptorDigest()), shortDigest(t.GetInputSchemaDigest()),
-			orDash(strings.Join(t.GetFlags(), ",")), strings.ReplaceAll(desc, "\n", " "))
+			orDash(strings.Join(t.GetFlags(), ",")), safe(strings.ReplaceAll(desc, "\n", " ")))
 		if raw {
 			fmt.Fprintf(w, "\t%s\n", t.GetRaw())
 		}

@@ -38,6 +38,7 @@ func startDiscovery(t *testing.T, edit func(*discovery.Config)) *discoveryEnv {
 	}
 	cfg.Common = auth.Common(t, url, false, nil)
 	cfg.RegistryAddr, cfg.NoAutoScans, cfg.Linger = regAddr, true, 0
+	cfg.Egress.AllowLoopback = true // the MCP fixture listens on loopback
 	if edit != nil {
 		edit(&cfg)
 	}

@@ -166,7 +166,9 @@ func describe(err error) string {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	e := &env{stdout: stdout, stderr: stderr, conns: map[string]*grpc.ClientConn{}}
+	// Everything printed passes the terminal writer: no raw control
+	// character from server data reaches the operator's terminal.
+	e := &env{stdout: newTerminalWriter(stdout), stderr: newTerminalWriter(stderr), conns: map[string]*grpc.ClientConn{}}
 	defer func() {
 		for _, c := range e.conns {
 			c.Close()

@@ -106,6 +106,7 @@ func serverCommands() []command {
 		args                                                                  listFlag
 		scanInterval                                                          time.Duration
 		pageSize                                                              int
+		expectedVersion                                                       int64
 	)
 	return []command{
 		{
@@ -184,7 +185,7 @@ func serverCommands() []command {
 				return e.output(all, func(w *tabwriter.Writer) {
 					fmt.Fprintln(w, "SERVER\tOWNER\tTRANSPORT\tTRUST\tPIN\tVERSION")
 					for _, s := range all.GetServers() {
-						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\n", s.GetServerId(), s.GetOwner(), transport(s),
+						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\n", safe(s.GetServerId()), safe(s.GetOwner()), transport(s),
 							enumName(s.GetTrustLevel().String(), "TRUST_LEVEL_"), shortDigest(s.GetIdentityPin()), s.GetVersion())
 					}
 					fmt.Fprintf(w, "(%d servers, registry revision %d)\n", len(all.GetServers()), all.GetRevision())
@@ -208,22 +209,64 @@ func serverCommands() []command {
 				return e.output(resp, func(w *tabwriter.Writer) { printServer(w, resp.GetServer()) })
 			},
 		},
+		{
+			name: "server delete",
+			args: "<server-id>",
+			summary: "delete a server (admin) with the tools discovered from it; refused while an audience class covers it. " +
+				"--version 0 deletes the version read just before",
+			flags: func(fs *flag.FlagSet) {
+				fs.Int64Var(&expectedVersion, "version", 0, "the server version to delete; 0 reads the current one first")
+			},
+			run: func(ctx context.Context, e *env, a []string) error {
+				if err := needArgs(a, 1, "<server-id>"); err != nil {
+					return err
+				}
+				version := expectedVersion
+				if version == 0 {
+					cur, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.GetServerResponse, error) {
+						return c.GetServer(ctx, &registryv1.GetServerRequest{ServerId: a[0]})
+					})
+					if err != nil {
+						return err
+					}
+					version = cur.GetServer().GetVersion()
+				}
+				resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.DeleteServerResponse, error) {
+					return c.DeleteServer(ctx, &registryv1.DeleteServerRequest{ServerId: a[0], ExpectedVersion: version})
+				})
+				if err != nil {
+					return err
+				}
+				return e.output(resp, func(w *tabwriter.Writer) {
+					fmt.Fprintf(w, "deleted\t%s (version %d)\n", safe(resp.GetServer().GetServerId()), resp.GetServer().GetVersion())
+					fmt.Fprintf(w, "tools deleted\t%d\n", len(resp.GetDeletedToolIds()))
+					for _, id := range resp.GetDeletedToolIds() {
+						fmt.Fprintf(w, "\t%s\n", safe(id))
+					}
+				})
+			},
+		},
 	}
 }
 
+// transport is the server's transport on one line, every part escaped.
 func transport(s *registryv1.Server) string {
 	if st := s.GetStdio(); st != nil {
-		return strings.TrimSpace("stdio: " + st.GetCommand() + " " + strings.Join(st.GetArgs(), " "))
+		parts := []string{"stdio:", safe(st.GetCommand())}
+		for _, a := range st.GetArgs() {
+			parts = append(parts, safe(a))
+		}
+		return strings.TrimSpace(strings.Join(parts, " "))
 	}
-	return s.GetStreamableHttp().GetUrl()
+	return safe(s.GetStreamableHttp().GetUrl())
 }
 
 func printServer(w io.Writer, s *registryv1.Server) {
 	fmt.Fprintf(w, "server\t%s\n", s.GetServerId())
 	if s.GetDisplayName() != "" {
-		fmt.Fprintf(w, "name\t%s\n", s.GetDisplayName())
+		fmt.Fprintf(w, "name\t%s\n", safe(s.GetDisplayName()))
 	}
-	fmt.Fprintf(w, "owner\t%s\n", s.GetOwner())
+	fmt.Fprintf(w, "owner\t%s\n", safe(s.GetOwner()))
 	fmt.Fprintf(w, "transport\t%s\n", transport(s))
 	fmt.Fprintf(w, "trust\t%s\n", enumName(s.GetTrustLevel().String(), "TRUST_LEVEL_"))
 	fmt.Fprintf(w, "revision source\t%s\n", enumName(s.GetRevisionSource().String(), "REVISION_SOURCE_"))

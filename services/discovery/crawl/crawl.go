@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -25,6 +26,7 @@ import (
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/egress"
 )
 
 // RevisionMetaKey is the `_meta` key of a tools/list result that carries the
@@ -87,6 +89,12 @@ type Options struct {
 	CredentialEnv string
 	// Logger receives the go-sdk's diagnostics; nil discards them.
 	Logger *slog.Logger
+	// Egress, when set, is checked on a URL target's host before anything
+	// is resolved and on every address it resolves to before a socket
+	// connects (a [net.Dialer] Control hook), so DNS rebinding cannot reach
+	// an address the policy forbids. A refusal ends the crawl INCOMPLETE
+	// EGRESS_REFUSED. nil checks nothing (library use, tests).
+	Egress *egress.Policy
 }
 
 func (o Options) withDefaults() Options {
@@ -220,6 +228,11 @@ func incomplete(reason discoveryv1.RunReason, format string, args ...any) *Fault
 	return &Fault{State: catalogv1.DiscoveryState_DISCOVERY_STATE_INCOMPLETE, Reason: reason, Detail: fmt.Sprintf(format, args...)}
 }
 
+// egressFault ends a crawl the egress policy refused; nothing connected.
+func egressFault(re *egress.RefusedError) *Fault {
+	return incomplete(discoveryv1.RunReason_RUN_REASON_EGRESS_REFUSED, "%s; no connection was made", re.Error())
+}
+
 func quarantined(reason discoveryv1.RunReason, format string, args ...any) *Fault {
 	return &Fault{State: catalogv1.DiscoveryState_DISCOVERY_STATE_QUARANTINED, Reason: reason, Detail: fmt.Sprintf(format, args...)}
 }
@@ -238,6 +251,8 @@ type Session struct {
 	credential string
 	httpT      *http.Transport
 	protocol   string
+	// refused is the egress refusal of a dial, if any (read after Connect).
+	refused atomic.Pointer[egress.RefusedError]
 }
 
 // Open connects to the target and initializes a session. A returned fault
@@ -264,6 +279,9 @@ func Open(ctx context.Context, t Target, o Options) (*Session, *Fault) {
 	cs, err := client.Connect(cctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: o.ProtocolVersion})
 	if err != nil {
 		s.closeTransport()
+		if re := s.refused.Load(); re != nil {
+			return nil, egressFault(re)
+		}
 		if f := s.identityFault(); f != nil {
 			return nil, f
 		}
@@ -304,6 +322,21 @@ func (s *Session) transport(t Target) (mcp.Transport, *Fault) {
 			return nil, incomplete(discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "endpoint %s is not an http(s) URL", redactURL(t.URL))
 		}
 		s.endpoint = URLDigest(t.URL)
+		dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+		dial := dialer.DialContext
+		if o.Egress != nil {
+			if re := egress.Refused(o.Egress.CheckHost(u.Hostname())); re != nil {
+				return nil, egressFault(re)
+			}
+			policed := o.Egress.DialContext(dialer)
+			dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				c, err := policed(ctx, network, addr)
+				if re := egress.Refused(err); re != nil {
+					s.refused.CompareAndSwap(nil, re)
+				}
+				return c, err
+			}
+		}
 		var tlsConf *tls.Config
 		if u.Scheme == "https" {
 			roots := o.RootCAs
@@ -328,7 +361,7 @@ func (s *Session) transport(t Target) (mcp.Transport, *Fault) {
 		}
 		s.httpT = &http.Transport{
 			Proxy:               nil, // never route the credential through an ambient proxy
-			DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			DialContext:         dial,
 			TLSClientConfig:     tlsConf,
 			TLSHandshakeTimeout: 10 * time.Second,
 			ForceAttemptHTTP2:   true,

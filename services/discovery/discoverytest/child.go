@@ -32,6 +32,8 @@ type Child struct {
 	// name resolves to Fallback ("" for unset).
 	Secrets  map[string]string
 	Fallback string
+	// EnvPrefixes is the child's --secret-env-prefixes (comma-separated).
+	EnvPrefixes string
 }
 
 // RunChild, when this process was started by [StartChild], runs discovery
@@ -62,6 +64,9 @@ func RunChild() bool {
 	cfg.NoAutoScans, cfg.Workers, cfg.Migrate = true, 2, true
 	cfg.ScanTimeout, cfg.RescueAfter = 5*time.Minute, 6*time.Minute
 	cfg.DependencyCheckInterval = 100 * time.Millisecond
+	// Test MCP servers listen on loopback; the secrets are the parent's.
+	cfg.Egress.AllowLoopback = true
+	cfg.Secrets.EnvPrefixes = c.EnvPrefixes
 	cfg.LookupEnv = func(k string) (string, bool) {
 		if v, ok := c.Secrets[k]; ok {
 			return v, true

@@ -22,6 +22,7 @@ import (
 	"github.com/toolcrib/toolcrib/platform/changelog"
 	"github.com/toolcrib/toolcrib/platform/pgtest"
 	"github.com/toolcrib/toolcrib/platform/principal"
+	"github.com/toolcrib/toolcrib/platform/secretref"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/services/registry"
 
@@ -67,6 +68,10 @@ func Start(t testing.TB, opts Options) *Registry {
 		WatchRetention:  24 * time.Hour,
 		WatchKeep:       10_000,
 		CompactInterval: time.Minute,
+		// The default egress policy (no loopback); env: references with the
+		// default prefix and the fixtures' LOGISTICS_, file: references in
+		// /run/secrets. Configure changes either.
+		Secrets: secretref.Config{Dirs: "/run/secrets", EnvPrefixes: secretref.DefaultEnvPrefix + ",LOGISTICS_"},
 	}
 	if !opts.NoDiscovery {
 		r.Discovery = NewDiscovery(t, r.Auth)

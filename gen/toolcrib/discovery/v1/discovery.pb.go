@@ -110,6 +110,11 @@ const (
 	// nests 2,000 levels): refused content, QUARANTINED and not retried until
 	// the next scan (a periodic refresh, a registry change or TriggerScan).
 	RunReason_RUN_REASON_MESSAGE_TOO_DEEP RunReason = 30
+	// The operator's egress policy refuses the server's host or an address it
+	// resolved to (the detail names the rule); no connection was made. The
+	// scan is dropped, not retried: a change of the server or the policy
+	// queues a new one.
+	RunReason_RUN_REASON_EGRESS_REFUSED RunReason = 31
 )
 
 // Enum value maps for RunReason.
@@ -146,6 +151,7 @@ var (
 		28: "RUN_REASON_REGISTRY_UNAVAILABLE",
 		29: "RUN_REASON_PROTOCOL_UNSUPPORTED",
 		30: "RUN_REASON_MESSAGE_TOO_DEEP",
+		31: "RUN_REASON_EGRESS_REFUSED",
 	}
 	RunReason_value = map[string]int32{
 		"RUN_REASON_UNSPECIFIED":            0,
@@ -179,6 +185,7 @@ var (
 		"RUN_REASON_REGISTRY_UNAVAILABLE":   28,
 		"RUN_REASON_PROTOCOL_UNSUPPORTED":   29,
 		"RUN_REASON_MESSAGE_TOO_DEEP":       30,
+		"RUN_REASON_EGRESS_REFUSED":         31,
 	}
 )
 
@@ -1276,7 +1283,7 @@ func (x *TriggerScanResponse) GetScans() []*ScanTicket {
 // GetRunRequest is the request of GetRun.
 type GetRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Run id; required.
+	// Run id (a UUID); required. Anything else is INVALID_ARGUMENT.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// Whether to return the pages.
 	IncludePages  bool `protobuf:"varint,2,opt,name=include_pages,json=includePages,proto3" json:"include_pages,omitempty"`
@@ -1381,7 +1388,8 @@ type ListRunsRequest struct {
 	ServerId string `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
 	// Only runs as this audience class; empty for all.
 	AudienceClass string `protobuf:"bytes,2,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
-	// Only attempts of this scan; empty for all.
+	// Only attempts of this scan (a scan id from TriggerScan, a decimal
+	// number; anything else is INVALID_ARGUMENT); empty for all.
 	ScanId string `protobuf:"bytes,3,opt,name=scan_id,json=scanId,proto3" json:"scan_id,omitempty"`
 	// Only runs in these states; empty for all.
 	States []v1.DiscoveryState `protobuf:"varint,4,rep,packed,name=states,proto3,enum=toolcrib.catalog.v1.DiscoveryState" json:"states,omitempty"`
@@ -2573,7 +2581,7 @@ const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
 	"\rWatchResponse\x12>\n" +
 	"\x06change\x18\x01 \x01(\v2$.toolcrib.discovery.v1.PointerChangeH\x00R\x06change\x12>\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x1e.toolcrib.catalog.v1.HeartbeatH\x00R\theartbeatB\a\n" +
-	"\x05event*\xdc\a\n" +
+	"\x05event*\xfb\a\n" +
 	"\tRunReason\x12\x1a\n" +
 	"\x16RUN_REASON_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17RUN_REASON_LIST_CHANGED\x10\x01\x12 \n" +
@@ -2606,7 +2614,8 @@ const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
 	"\x19RUN_REASON_NOT_REGISTERED\x10\x1b\x12#\n" +
 	"\x1fRUN_REASON_REGISTRY_UNAVAILABLE\x10\x1c\x12#\n" +
 	"\x1fRUN_REASON_PROTOCOL_UNSUPPORTED\x10\x1d\x12\x1f\n" +
-	"\x1bRUN_REASON_MESSAGE_TOO_DEEP\x10\x1e*\xc1\x01\n" +
+	"\x1bRUN_REASON_MESSAGE_TOO_DEEP\x10\x1e\x12\x1d\n" +
+	"\x19RUN_REASON_EGRESS_REFUSED\x10\x1f*\xc1\x01\n" +
 	"\vScanTrigger\x12\x1c\n" +
 	"\x18SCAN_TRIGGER_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SCAN_TRIGGER_PERIODIC\x10\x01\x12\x17\n" +

@@ -71,6 +71,7 @@ const (
 	RegistryService_GetServer_FullMethodName           = "/toolcrib.registry.v1.RegistryService/GetServer"
 	RegistryService_ListServers_FullMethodName         = "/toolcrib.registry.v1.RegistryService/ListServers"
 	RegistryService_UpdateServer_FullMethodName        = "/toolcrib.registry.v1.RegistryService/UpdateServer"
+	RegistryService_DeleteServer_FullMethodName        = "/toolcrib.registry.v1.RegistryService/DeleteServer"
 	RegistryService_PutTenant_FullMethodName           = "/toolcrib.registry.v1.RegistryService/PutTenant"
 	RegistryService_PutAudienceClass_FullMethodName    = "/toolcrib.registry.v1.RegistryService/PutAudienceClass"
 	RegistryService_GetAudienceClass_FullMethodName    = "/toolcrib.registry.v1.RegistryService/GetAudienceClass"
@@ -110,6 +111,14 @@ type RegistryServiceClient interface {
 	// `trust_level` bumps the policy epoch of every tenant whose audience
 	// classes cover the server.
 	UpdateServer(ctx context.Context, in *UpdateServerRequest, opts ...grpc.CallOption) (*UpdateServerResponse, error)
+	// DeleteServer removes a server together with what the registry learned by
+	// discovering it: its tools with their contracts, approvals and history.
+	// Admin only. FAILED_PRECONDITION `SERVER_IN_USE` while an audience class
+	// covers the server (the field violations name the classes; take the
+	// server out of them first); ABORTED `VERSION_MISMATCH` when
+	// `expected_version` is not the stored version; NOT_FOUND when unknown.
+	// Watch sends the server's (and each tool's) CHANGE_KIND_DELETED.
+	DeleteServer(ctx context.Context, in *DeleteServerRequest, opts ...grpc.CallOption) (*DeleteServerResponse, error)
 	// PutTenant creates a tenant (at policy epoch 1) or updates its display
 	// name. Admin only. Does not bump the epoch.
 	PutTenant(ctx context.Context, in *PutTenantRequest, opts ...grpc.CallOption) (*PutTenantResponse, error)
@@ -270,6 +279,16 @@ func (c *registryServiceClient) UpdateServer(ctx context.Context, in *UpdateServ
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(UpdateServerResponse)
 	err := c.cc.Invoke(ctx, RegistryService_UpdateServer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) DeleteServer(ctx context.Context, in *DeleteServerRequest, opts ...grpc.CallOption) (*DeleteServerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteServerResponse)
+	err := c.cc.Invoke(ctx, RegistryService_DeleteServer_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -466,6 +485,14 @@ type RegistryServiceServer interface {
 	// `trust_level` bumps the policy epoch of every tenant whose audience
 	// classes cover the server.
 	UpdateServer(context.Context, *UpdateServerRequest) (*UpdateServerResponse, error)
+	// DeleteServer removes a server together with what the registry learned by
+	// discovering it: its tools with their contracts, approvals and history.
+	// Admin only. FAILED_PRECONDITION `SERVER_IN_USE` while an audience class
+	// covers the server (the field violations name the classes; take the
+	// server out of them first); ABORTED `VERSION_MISMATCH` when
+	// `expected_version` is not the stored version; NOT_FOUND when unknown.
+	// Watch sends the server's (and each tool's) CHANGE_KIND_DELETED.
+	DeleteServer(context.Context, *DeleteServerRequest) (*DeleteServerResponse, error)
 	// PutTenant creates a tenant (at policy epoch 1) or updates its display
 	// name. Admin only. Does not bump the epoch.
 	PutTenant(context.Context, *PutTenantRequest) (*PutTenantResponse, error)
@@ -604,6 +631,9 @@ func (UnimplementedRegistryServiceServer) ListServers(context.Context, *ListServ
 func (UnimplementedRegistryServiceServer) UpdateServer(context.Context, *UpdateServerRequest) (*UpdateServerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateServer not implemented")
 }
+func (UnimplementedRegistryServiceServer) DeleteServer(context.Context, *DeleteServerRequest) (*DeleteServerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteServer not implemented")
+}
 func (UnimplementedRegistryServiceServer) PutTenant(context.Context, *PutTenantRequest) (*PutTenantResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PutTenant not implemented")
 }
@@ -741,6 +771,24 @@ func _RegistryService_UpdateServer_Handler(srv interface{}, ctx context.Context,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(RegistryServiceServer).UpdateServer(ctx, req.(*UpdateServerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_DeleteServer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteServerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).DeleteServer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_DeleteServer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).DeleteServer(ctx, req.(*DeleteServerRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1048,6 +1096,10 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateServer",
 			Handler:    _RegistryService_UpdateServer_Handler,
+		},
+		{
+			MethodName: "DeleteServer",
+			Handler:    _RegistryService_DeleteServer_Handler,
 		},
 		{
 			MethodName: "PutTenant",

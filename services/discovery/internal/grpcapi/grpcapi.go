@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"regexp"
+	"strings"
 	"time"
+	"unicode"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
@@ -18,7 +19,6 @@ import (
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/scan"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/store"
-	"github.com/toolcrib/toolcrib/services/discovery/registryclient"
 )
 
 // Scheduler queues scans.
@@ -101,7 +101,7 @@ func (s *Server) pairVisible(ctx context.Context, p principal.Principal, req pai
 		return false, nil
 	}
 	if err != nil {
-		return false, internal(err)
+		return false, err
 	}
 	return visible(p, tenant), nil
 }
@@ -120,14 +120,6 @@ func decodeToken(s string, v any) bool {
 // visible reports whether p may read the tenant's data.
 func visible(p principal.Principal, tenant string) bool { return p.SeesTenant(tenant) }
 
-// internal wraps an unexpected error (logged by the interceptor, never sent).
-func internal(err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return &apierror.Error{Code: codes.Internal, Message: "internal error", Err: err}
-}
-
 // TriggerScan implements the RPC.
 func (s *Server) TriggerScan(ctx context.Context, req *discoveryv1.TriggerScanRequest) (*discoveryv1.TriggerScanResponse, error) {
 	if _, err := principal.RequireAdminOrService(ctx); err != nil {
@@ -140,19 +132,8 @@ func (s *Server) TriggerScan(ctx context.Context, req *discoveryv1.TriggerScanRe
 		return nil, err
 	}
 	tickets, err := s.scans.Trigger(ctx, req.GetServerId(), req.GetAudienceClass())
-	switch {
-	case errors.Is(err, scan.ErrUnknownServer):
-		return nil, apierror.NotFound("server", req.GetServerId())
-	case errors.Is(err, scan.ErrUnknownClass):
-		return nil, apierror.NotFound("audience class", req.GetAudienceClass())
-	case errors.Is(err, scan.ErrNotCovered):
-		return nil, apierror.FailedPrecondition("NOT_COVERED", "audience class "+req.GetAudienceClass()+" does not cover server "+req.GetServerId())
-	case errors.Is(err, registryclient.ErrUnavailable):
-		return nil, apierror.Unavailable("the registry cannot be read; retry later", err)
-	case errors.Is(err, scan.ErrNotReady):
-		return nil, apierror.Unavailable("the scan queue is starting; retry later", err)
-	case err != nil:
-		return nil, internal(err)
+	if err != nil {
+		return nil, translate(err)
 	}
 	resp := &discoveryv1.TriggerScanResponse{}
 	for _, t := range tickets {
@@ -167,15 +148,17 @@ func (s *Server) GetRun(ctx context.Context, req *discoveryv1.GetRunRequest) (*d
 	if err != nil {
 		return nil, err
 	}
-	if req.GetRunId() == "" {
-		return nil, apierror.InvalidArgument(apierror.FieldViolation{Field: "run_id", Description: "required"})
+	var v apierror.Violations
+	id := checkRunID(&v, "run_id", req.GetRunId())
+	if err := v.Err(); err != nil {
+		return nil, err
 	}
-	run, err := s.store.GetRun(ctx, req.GetRunId(), req.GetIncludePages())
-	if errors.Is(err, store.ErrNotFound) || (err == nil && !visible(p, run.GetTenantId())) {
-		return nil, apierror.NotFound("run", req.GetRunId())
+	run, err := s.store.GetRun(ctx, id, req.GetIncludePages())
+	if err == nil && !visible(p, run.GetTenantId()) {
+		err = notFound(store.KindRun, id)
 	}
 	if err != nil {
-		return nil, internal(err)
+		return nil, translate(err)
 	}
 	return &discoveryv1.GetRunResponse{Run: run}, nil
 }
@@ -196,6 +179,10 @@ func (s *Server) ListRuns(ctx context.Context, req *discoveryv1.ListRunsRequest)
 		checkServer(&v, "server_id", req.GetServerId())
 	}
 	checkClass(&v, "audience_class", req.GetAudienceClass(), false)
+	checkScanID(&v, "scan_id", req.GetScanId())
+	if len(req.GetStates()) > len(catalogv1.DiscoveryState_name) {
+		v.Add("states", "more than %d states", len(catalogv1.DiscoveryState_name))
+	}
 	for _, st := range req.GetStates() {
 		if st == catalogv1.DiscoveryState_DISCOVERY_STATE_UNSPECIFIED || catalogv1.DiscoveryState_name[int32(st)] == "" {
 			v.Add("states", "unknown state %d", st)
@@ -205,7 +192,7 @@ func (s *Server) ListRuns(ctx context.Context, req *discoveryv1.ListRunsRequest)
 	var after *store.RunCursor
 	if t := req.GetPageToken(); t != "" {
 		var tok runToken
-		if !decodeToken(t, &tok) || tok.RunID == "" {
+		if !decodeToken(t, &tok) || !uuidPattern.MatchString(tok.RunID) {
 			v.Add("page_token", "not a token from this service")
 		} else {
 			after = &store.RunCursor{StartedAt: tok.StartedAt, RunID: tok.RunID}
@@ -223,7 +210,7 @@ func (s *Server) ListRuns(ctx context.Context, req *discoveryv1.ListRunsRequest)
 	}
 	runs, more, err := s.store.ListRuns(ctx, f, after, limit)
 	if err != nil {
-		return nil, internal(err)
+		return nil, translate(err)
 	}
 	resp := &discoveryv1.ListRunsResponse{Runs: runs}
 	if more && len(runs) > 0 {
@@ -236,13 +223,10 @@ func (s *Server) ListRuns(ctx context.Context, req *discoveryv1.ListRunsRequest)
 // pointer reads a pointer the principal may see.
 func (s *Server) pointer(ctx context.Context, p principal.Principal, server, aud string) (*discoveryv1.ActivePointer, error) {
 	ptr, err := s.store.ActivePointer(ctx, server, aud)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && !visible(p, ptr.GetTenantId())) {
-		return nil, apierror.NotFound("active pointer", server+"/"+aud)
+	if err == nil && !visible(p, ptr.GetTenantId()) {
+		err = notFound(store.KindActivePointer, store.PointerID(server, aud))
 	}
-	if err != nil {
-		return nil, internal(err)
-	}
-	return ptr, nil
+	return ptr, err
 }
 
 type toolsToken struct {
@@ -267,11 +251,8 @@ func toolsPage(v *apierror.Violations, size int32, token string) (limit int, tok
 // snapshot reads a snapshot page and fills what is derived from raw JSON.
 func (s *Server) snapshot(ctx context.Context, server, aud string, gen int64, offset, limit int) (*catalogv1.Snapshot, string, error) {
 	snap, total, err := s.store.Snapshot(ctx, server, aud, gen, offset, limit)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, "", apierror.NotFound("generation", server+"/"+aud+"/"+itoa(gen))
-	}
 	if err != nil {
-		return nil, "", internal(err)
+		return nil, "", err
 	}
 	for _, t := range snap.GetTools() {
 		describe(t)
@@ -296,18 +277,18 @@ func (s *Server) GetActiveSnapshot(ctx context.Context, req *discoveryv1.GetActi
 	}
 	ptr, err := s.pointer(ctx, p, req.GetServerId(), req.GetAudienceClass())
 	if err != nil {
-		return nil, err
+		return nil, translate(err)
 	}
 	resp := &discoveryv1.GetActiveSnapshotResponse{Pointer: ptr}
 	if ptr.GetState() == discoveryv1.PointerState_POINTER_STATE_CLOSED {
 		return resp, nil
 	}
 	if hasTok && tok.Generation != ptr.GetGeneration() {
-		return nil, apierror.Aborted("POINTER_MOVED", "the pointer moved to another generation since the token was issued; read the new one from the start or use GetSnapshot")
+		return nil, translate(movedError{})
 	}
 	resp.Snapshot, resp.NextToolsPageToken, err = s.snapshot(ctx, req.GetServerId(), req.GetAudienceClass(), ptr.GetGeneration(), tok.Offset, limit)
 	if err != nil {
-		return nil, err
+		return nil, translate(err)
 	}
 	return resp, nil
 }
@@ -330,14 +311,14 @@ func (s *Server) GetSnapshot(ctx context.Context, req *discoveryv1.GetSnapshotRe
 		return nil, err
 	}
 	if ok, err := s.pairVisible(ctx, p, req); err != nil || !ok {
-		if err != nil {
-			return nil, err
+		if err == nil {
+			err = notFound(store.KindGeneration, store.GenerationID(req.GetServerId(), req.GetAudienceClass(), req.GetGeneration()))
 		}
-		return nil, apierror.NotFound("generation", req.GetServerId()+"/"+req.GetAudienceClass()+"/"+itoa(req.GetGeneration()))
+		return nil, translate(err)
 	}
 	snap, next, err := s.snapshot(ctx, req.GetServerId(), req.GetAudienceClass(), req.GetGeneration(), tok.Offset, limit)
 	if err != nil {
-		return nil, err
+		return nil, translate(err)
 	}
 	return &discoveryv1.GetSnapshotResponse{Snapshot: snap, NextToolsPageToken: next}, nil
 }
@@ -362,11 +343,14 @@ func (s *Server) ListGenerations(ctx context.Context, req *discoveryv1.ListGener
 		return nil, err
 	}
 	if ok, err := s.pairVisible(ctx, p, req); err != nil || !ok {
-		return &discoveryv1.ListGenerationsResponse{}, err
+		if err != nil {
+			return nil, translate(err)
+		}
+		return &discoveryv1.ListGenerationsResponse{}, nil
 	}
 	gens, more, err := s.store.ListGenerations(ctx, req.GetServerId(), req.GetAudienceClass(), tok.Before, limit)
 	if err != nil {
-		return nil, internal(err)
+		return nil, translate(err)
 	}
 	resp := &discoveryv1.ListGenerationsResponse{Generations: gens}
 	if more && len(gens) > 0 {
@@ -397,20 +381,8 @@ func (s *Server) Rollback(ctx context.Context, req *discoveryv1.RollbackRequest)
 		return nil, err
 	}
 	c, err := s.store.Rollback(ctx, req.GetServerId(), req.GetAudienceClass(), req.GetExpectedGeneration(), req.GetToGeneration(), req.GetReason())
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		if req.GetToGeneration() > 0 {
-			return nil, apierror.NotFound("generation", req.GetServerId()+"/"+req.GetAudienceClass()+"/"+itoa(req.GetToGeneration()))
-		}
-		return nil, apierror.NotFound("active pointer", req.GetServerId()+"/"+req.GetAudienceClass())
-	case errors.Is(err, store.ErrCASConflict):
-		return nil, apierror.Aborted("POINTER_MOVED", "the pointer is not at expected_generation; re-read it and retry")
-	case errors.Is(err, store.ErrClosed):
-		return nil, apierror.FailedPrecondition("POINTER_CLOSED", "the pointer is closed; a new proven scan reopens it")
-	case errors.Is(err, store.ErrNotFresh):
-		return nil, apierror.FailedPrecondition("GENERATION_EXPIRED", "the target generation is no longer fresh")
-	case err != nil:
-		return nil, internal(err)
+	if err != nil {
+		return nil, translate(err)
 	}
 	return &discoveryv1.RollbackResponse{Pointer: c.Pointer, Receipt: c.Receipt}, nil
 }
@@ -426,6 +398,8 @@ func (s *Server) BindGeneration(ctx context.Context, req *discoveryv1.BindGenera
 	}
 	if req.GetRunId() == "" || len(req.GetRunId()) > 200 {
 		v.Add("run_id", "required, at most 200 bytes")
+	} else if strings.ContainsFunc(req.GetRunId(), unicode.IsControl) {
+		v.Add("run_id", "contains a control character")
 	}
 	now := time.Now()
 	switch until := req.GetBoundUntil(); {
@@ -442,11 +416,8 @@ func (s *Server) BindGeneration(ctx context.Context, req *discoveryv1.BindGenera
 		return nil, err
 	}
 	until, err := s.store.Bind(ctx, req.GetServerId(), req.GetAudienceClass(), req.GetGeneration(), req.GetRunId(), req.GetBoundUntil().AsTime())
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, apierror.NotFound("generation", req.GetServerId()+"/"+req.GetAudienceClass()+"/"+itoa(req.GetGeneration()))
-	}
 	if err != nil {
-		return nil, internal(err)
+		return nil, translate(err)
 	}
 	return &discoveryv1.BindGenerationResponse{BoundUntil: timestamppb.New(until)}, nil
 }

@@ -3,7 +3,6 @@ package grpcapi
 import (
 	"encoding/json"
 	"errors"
-	"strconv"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -47,10 +46,8 @@ func (s *Server) Watch(req *discoveryv1.WatchRequest, stream discoveryv1.Discove
 	if err == nil || errors.As(err, &api) {
 		return err
 	}
-	return internal(err)
+	return err // INTERNAL at the interceptor, which logs it
 }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // describe fills the descriptor fields derived from the raw JSON (stored
 // once, verbatim): title, description and annotations.

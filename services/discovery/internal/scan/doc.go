@@ -11,8 +11,9 @@
 //     returns the queued scan (TriggerScan's `already_queued`). A run that
 //     ends INCOMPLETE returns an error and River retries it with exponential
 //     backoff (base [Config.RetryBase], cap [Config.RetryMax], at most
-//     [Config.MaxAttempts] attempts); QUARANTINED and NOT_REGISTERED runs are
-//     cancelled (an operator must act; the periodic refresh tries again).
+//     [Config.MaxAttempts] attempts); QUARANTINED, NOT_REGISTERED and
+//     EGRESS_REFUSED runs are cancelled (an operator must act; the periodic
+//     refresh tries again).
 //   - `discovery_refresh` is periodic (enqueued by River's elected leader
 //     only): it lists the registry's servers and audience classes and queues
 //     a scan of every pair whose last run started longer ago than the

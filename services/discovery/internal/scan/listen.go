@@ -397,7 +397,7 @@ func (s *Scanner) openListening(ctx context.Context, pair [2]string) (*crawl.Ses
 	if bind == nil {
 		return nil, errNotListening
 	}
-	credential, err := resolveSecret(bind.GetSecretRef(), s.cfg.LookupEnv)
+	credential, err := s.cfg.Secrets.Resolve(bind.GetSecretRef(), s.cfg.LookupEnv)
 	if err != nil {
 		return nil, err
 	}

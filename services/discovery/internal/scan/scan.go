@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"regexp"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -85,7 +82,8 @@ func (st *scanState) finish() outcome {
 
 func dispose(state catalogv1.DiscoveryState, reason discoveryv1.RunReason) outcome {
 	switch {
-	case state == stQuarantined || reason == discoveryv1.RunReason_RUN_REASON_NOT_REGISTERED:
+	case state == stQuarantined || reason == discoveryv1.RunReason_RUN_REASON_NOT_REGISTERED ||
+		reason == discoveryv1.RunReason_RUN_REASON_EGRESS_REFUSED:
 		return outcome{cancel, reason}
 	case state == stIncomplete:
 		return outcome{retry, reason}
@@ -187,7 +185,7 @@ func (st *scanState) readRegistry() (outcome, bool) {
 // the first-use pin and the trust configuration.
 func (st *scanState) connect() (outcome, bool) {
 	s, ctx, a := st.s, st.ctx, st.args
-	credential, err := resolveSecret(st.bind.GetSecretRef(), s.cfg.LookupEnv)
+	credential, err := s.cfg.Secrets.Resolve(st.bind.GetSecretRef(), s.cfg.LookupEnv)
 	if err != nil {
 		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_CREDENTIAL_UNAVAILABLE, "%v", err), false
 	}
@@ -398,41 +396,6 @@ func trustDigest(srv *registryv1.Server, audienceClass string, b *registryv1.Aud
 		panic(err) // plain strings always encode
 	}
 	return d
-}
-
-var schemeName = regexp.MustCompile(`^[a-z][a-z0-9+.-]{0,15}$`)
-
-// resolveSecret resolves a secret reference at scan time. Errors name the
-// reference, never a value.
-func resolveSecret(ref string, lookup func(string) (string, bool)) (string, error) {
-	switch {
-	case ref == "":
-		return "", nil
-	case strings.HasPrefix(ref, "env:"):
-		name := strings.TrimPrefix(ref, "env:")
-		v, ok := lookup(name)
-		if !ok || strings.TrimSpace(v) == "" {
-			return "", fmt.Errorf("secret reference %s: the environment variable is not set", ref)
-		}
-		return strings.TrimSpace(v), nil
-	case strings.HasPrefix(ref, "file:"):
-		path := strings.TrimPrefix(ref, "file:")
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return "", fmt.Errorf("secret reference %s: cannot read the file", ref)
-		}
-		v := strings.TrimSpace(string(b))
-		if v == "" {
-			return "", fmt.Errorf("secret reference %s: the file is empty", ref)
-		}
-		return v, nil
-	}
-	// Name the scheme only when it looks like one: a reference without a
-	// scheme may be a pasted credential.
-	if scheme, _, ok := strings.Cut(ref, ":"); ok && schemeName.MatchString(scheme) {
-		return "", fmt.Errorf("secret reference scheme %q is not supported (use env:NAME or file:/path)", scheme)
-	}
-	return "", errors.New("the secret reference is not env:NAME or file:/path")
 }
 
 // buildSnapshot makes the snapshot a commit writes.

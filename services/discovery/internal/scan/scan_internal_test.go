@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/secretref"
 )
 
 func server() *registryv1.Server {
@@ -67,17 +68,19 @@ func TestSecretReferences(t *testing.T) {
 		}
 		return "", false
 	}
-	file := filepath.Join(t.TempDir(), "token")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "token")
+	p := secretref.Policy{Dirs: []string{dir}, EnvPrefixes: []string{"SET", "UN"}}
 	if err := os.WriteFile(file, []byte(secret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for ref, want := range map[string]string{"": "", "env:SET": secret, "file:" + file: secret} {
-		if got, err := resolveSecret(ref, lookup); err != nil || got != want {
+		if got, err := p.Resolve(ref, lookup); err != nil || got != want {
 			t.Errorf("%q: %q %v", ref, got, err)
 		}
 	}
-	for _, ref := range []string{"env:UNSET", "file:/nonexistent/x", "vault:kv/a", "literal-" + secret} {
-		_, err := resolveSecret(ref, lookup)
+	for _, ref := range []string{"env:UNSET", "file:/nonexistent/x", "file:" + filepath.Join(dir, "missing"), "vault:kv/a", "literal-" + secret} {
+		_, err := p.Resolve(ref, lookup)
 		if err == nil {
 			t.Errorf("%q resolved", ref)
 			continue

@@ -23,6 +23,7 @@ import (
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/changelog"
+	"github.com/toolcrib/toolcrib/platform/secretref"
 	"github.com/toolcrib/toolcrib/services/discovery/crawl"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/store"
 	"github.com/toolcrib/toolcrib/services/discovery/registryclient"
@@ -72,6 +73,8 @@ type Config struct {
 	Limits validate.Limits
 	// LookupEnv resolves `env:` secret references (os.LookupEnv).
 	LookupEnv func(string) (string, bool)
+	// Secrets confines secret references (the zero policy refuses all).
+	Secrets secretref.Policy
 	// Worker names this process in runs (`host:pid`).
 	Worker string
 	// MaxListeners bounds the listening connections of this process (one
@@ -387,6 +390,21 @@ var (
 	ErrNotCovered    = errors.New("scan: the audience class does not cover the server")
 )
 
+// TriggerError is a refused Trigger: Err is [ErrUnknownServer],
+// [ErrUnknownClass] or [ErrNotCovered] (errors.Is sees it), ServerID and
+// AudienceClass what the request named.
+type TriggerError struct {
+	Err           error
+	ServerID      string
+	AudienceClass string
+}
+
+func (e *TriggerError) Error() string {
+	return fmt.Sprintf("%v (server %q, audience class %q)", e.Err, e.ServerID, e.AudienceClass)
+}
+
+func (e *TriggerError) Unwrap() error { return e.Err }
+
 // Trigger queues a MANUAL scan of a server as one audience class, or as
 // every class covering it when audienceClass is empty.
 func (s *Scanner) Trigger(ctx context.Context, serverID, audienceClass string) ([]Ticket, error) {
@@ -402,7 +420,7 @@ func (s *Scanner) Trigger(ctx context.Context, serverID, audienceClass string) (
 	}
 	if _, err := s.reg.Server(ctx, serverID); err != nil {
 		if errors.Is(err, registryclient.ErrNotFound) {
-			return nil, ErrUnknownServer
+			return nil, &TriggerError{Err: ErrUnknownServer, ServerID: serverID, AudienceClass: audienceClass}
 		}
 		return nil, err
 	}
@@ -411,12 +429,12 @@ func (s *Scanner) Trigger(ctx context.Context, serverID, audienceClass string) (
 		c, err := s.audienceClass(ctx, audienceClass, time.Now())
 		if err != nil {
 			if errors.Is(err, registryclient.ErrNotFound) {
-				return nil, ErrUnknownClass
+				return nil, &TriggerError{Err: ErrUnknownClass, ServerID: serverID, AudienceClass: audienceClass}
 			}
 			return nil, err
 		}
 		if binding(c, serverID) == nil {
-			return nil, ErrNotCovered
+			return nil, &TriggerError{Err: ErrNotCovered, ServerID: serverID, AudienceClass: audienceClass}
 		}
 		pairs = append(pairs, [2]string{serverID, audienceClass})
 	} else {

@@ -18,7 +18,7 @@
 // refuse every UPDATE and TRUNCATE, and every DELETE except by the retention
 // sweep ([Store.Retain]), which never deletes the generation a pointer names.
 //
-// Errors: [ErrNotFound] when a named run, pointer or generation does not
+// Errors: [ErrNotFound] (as a [NotFoundError] naming what) when a named run, pointer or generation does not
 // exist; [ErrCASConflict] when the pointer is not where the caller expected;
 // [ErrNotFresh] when a rollback target has expired. Everything else is an
 // internal error.

@@ -35,7 +35,7 @@ func (s *Store) Rollback(ctx context.Context, serverID, audienceClass string, ex
 		err := tx.QueryRow(ctx, `SELECT tenant_id, generation, state FROM pointers WHERE server_id = $1 AND audience_class = $2 FOR UPDATE`,
 			serverID, audienceClass).Scan(&tenant, &cur, &state)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrNotFound
+			return &NotFoundError{Kind: KindActivePointer, ID: PointerID(serverID, audienceClass)}
 		}
 		if err != nil {
 			return err
@@ -64,7 +64,7 @@ WHERE g.server_id = $1 AND g.audience_class = $2 AND g.generation < $3`
 		err = tx.QueryRow(ctx, q, args...).Scan(&target, &fresh, &snapState, &srcRev, &root, &digest, &epoch)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows) && to > 0:
-			return ErrNotFound
+			return &NotFoundError{Kind: KindGeneration, ID: GenerationID(serverID, audienceClass, to)}
 		case errors.Is(err, pgx.ErrNoRows):
 			target = 0
 		case err != nil:
@@ -128,7 +128,7 @@ SELECT $1, $2, $3, $4, $5 FROM generations WHERE server_id = $1 AND audience_cla
 ON CONFLICT (server_id, audience_class, generation, run_id) DO UPDATE SET bound_until = greatest(bindings.bound_until, EXCLUDED.bound_until)
 RETURNING bound_until`, serverID, audienceClass, generation, runID, boundUntil).Scan(&until)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return time.Time{}, ErrNotFound
+		return time.Time{}, &NotFoundError{Kind: KindGeneration, ID: GenerationID(serverID, audienceClass, generation)}
 	}
 	if err != nil {
 		return time.Time{}, fmt.Errorf("store: bind: %w", err)

@@ -52,7 +52,7 @@ func scanRun(row pgx.Row) (*discoveryv1.Run, error) {
 func (s *Store) GetRun(ctx context.Context, runID string, pages bool) (*discoveryv1.Run, error) {
 	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE run_id::text = $1`, strings.ToLower(runID)))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
+		return nil, &NotFoundError{Kind: KindRun, ID: runID}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: get run: %w", err)
@@ -155,7 +155,7 @@ WHERE p.server_id = $1 AND p.audience_class = $2`, serverID, audienceClass).
 		Scan(&p.ServerId, &p.AudienceClass, &p.TenantId, &p.Generation, &state, &snapState, &moved, &fresh, &p.Revision,
 			&p.SourceRevision, &p.PageRoot)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
+		return nil, &NotFoundError{Kind: KindActivePointer, ID: PointerID(serverID, audienceClass)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: pointer: %w", err)
@@ -185,7 +185,7 @@ WHERE s.server_id = $1 AND s.audience_class = $2 AND s.generation = $3`, serverI
 			&snap.EndpointDigest, &snap.ProtocolVersion, &started, &expires, &snap.PolicyEpoch, &snap.SourceRevision,
 			&snap.PageRoot, &snap.PageDigests, &snap.CacheScope, &snap.TrustConfigDigest, &snap.SnapshotDigest, &total, &retired)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, 0, ErrNotFound
+		return nil, 0, &NotFoundError{Kind: KindGeneration, ID: GenerationID(serverID, audienceClass, generation)}
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("store: snapshot: %w", err)

@@ -254,12 +254,12 @@ func Validate(prefix string, c *registryv1.ToolContract, descriptorRaw []byte) a
 		for i, name := range c.GetRequiredEvidence() {
 			if name != "" && !allowed[name] {
 				v.Add(fmt.Sprintf("%s[%d]", f("required_evidence"), i),
-					"%q is not in allowed_fields: the projection would remove evidence the contract requires", name)
+					"%s is not in allowed_fields: the projection would remove evidence the contract requires", apierror.Echo(name))
 			}
 		}
 		for _, name := range OutputRequired(descriptorRaw) {
 			if !allowed[name] {
-				v.Add(f("allowed_fields"), "drops %q, which the tool's outputSchema marks required", name)
+				v.Add(f("allowed_fields"), "drops %s, which the tool's outputSchema marks required", apierror.Echo(name))
 			}
 		}
 	}
@@ -279,7 +279,7 @@ func checkNames(v *apierror.Violations, field string, names []string) map[string
 		case strings.IndexFunc(n, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
 			v.Add(at, "contains white space or a control character")
 		case seen[n]:
-			v.Add(at, "%q is given twice", n)
+			v.Add(at, "%s is given twice", apierror.Echo(n))
 		default:
 			seen[n] = true
 		}

@@ -12,7 +12,9 @@ import (
 
 	"github.com/toolcrib/toolcrib/platform/apierror"
 	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/egress"
 	"github.com/toolcrib/toolcrib/platform/principal"
+	"github.com/toolcrib/toolcrib/platform/secretref"
 	"github.com/toolcrib/toolcrib/services/registry/internal/contract"
 	"github.com/toolcrib/toolcrib/services/registry/internal/store"
 
@@ -31,6 +33,11 @@ type Options struct {
 	Draining <-chan struct{}
 	// Logger logs stream failures.
 	Logger *slog.Logger
+	// Egress is the policy a server's URL must pass.
+	Egress egress.Policy
+	// Secrets is the policy an audience class's secret references must
+	// pass.
+	Secrets secretref.Policy
 }
 
 // Server implements [registryv1.RegistryServiceServer].
@@ -116,7 +123,7 @@ func (s *Server) RegisterServer(ctx context.Context, req *registryv1.RegisterSer
 		return nil, err
 	}
 	var v apierror.Violations
-	validateServer(&v, "server", req.GetServer())
+	validateServer(&v, "server", req.GetServer(), s.opts.Egress)
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
@@ -185,7 +192,7 @@ func (s *Server) UpdateServer(ctx context.Context, req *registryv1.UpdateServerR
 		return nil, apierror.PermissionDenied("this operation needs a platform admin")
 	}
 	var v apierror.Violations
-	validateServer(&v, "server", req.GetServer())
+	validateServer(&v, "server", req.GetServer(), s.opts.Egress)
 	if req.GetExpectedVersion() <= 0 {
 		v.Add("expected_version", "required: the version you read")
 	}
@@ -199,6 +206,26 @@ func (s *Server) UpdateServer(ctx context.Context, req *registryv1.UpdateServerR
 	return &registryv1.UpdateServerResponse{Server: srv}, nil
 }
 
+// DeleteServer implements RegistryService.DeleteServer.
+func (s *Server) DeleteServer(ctx context.Context, req *registryv1.DeleteServerRequest) (*registryv1.DeleteServerResponse, error) {
+	if _, err := principal.RequireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	var v apierror.Violations
+	checkServerID(&v, "server_id", req.GetServerId())
+	if req.GetExpectedVersion() <= 0 {
+		v.Add("expected_version", "required: the version you read")
+	}
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	srv, tools, err := s.store.DeleteServer(ctx, req.GetServerId(), req.GetExpectedVersion())
+	if err != nil {
+		return nil, translate(err)
+	}
+	return &registryv1.DeleteServerResponse{Server: srv, DeletedToolIds: tools}, nil
+}
+
 // PutTenant implements RegistryService.PutTenant.
 func (s *Server) PutTenant(ctx context.Context, req *registryv1.PutTenantRequest) (*registryv1.PutTenantResponse, error) {
 	if _, err := principal.RequireAdmin(ctx); err != nil {
@@ -209,7 +236,7 @@ func (s *Server) PutTenant(ctx context.Context, req *registryv1.PutTenantRequest
 		v.Add("tenant", "required")
 	}
 	checkTenantID(&v, "tenant.tenant_id", req.GetTenant().GetTenantId())
-	checkText(&v, "tenant.display_name", req.GetTenant().GetDisplayName(), maxName)
+	checkLine(&v, "tenant.display_name", req.GetTenant().GetDisplayName(), maxName)
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
@@ -226,7 +253,7 @@ func (s *Server) PutAudienceClass(ctx context.Context, req *registryv1.PutAudien
 		return nil, err
 	}
 	var v apierror.Violations
-	validateAudienceClass(&v, req.GetAudienceClass())
+	validateAudienceClass(&v, req.GetAudienceClass(), s.opts.Secrets)
 	if req.GetExpectedVersion() < 0 {
 		v.Add("expected_version", "must be 0 (create) or the version you read")
 	}

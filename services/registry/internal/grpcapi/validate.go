@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"path"
 	"regexp"
 	"strings"
 	"time"
@@ -13,7 +12,9 @@ import (
 
 	"github.com/toolcrib/toolcrib/platform/apierror"
 	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/egress"
 	"github.com/toolcrib/toolcrib/platform/principal"
+	"github.com/toolcrib/toolcrib/platform/secretref"
 	"github.com/toolcrib/toolcrib/services/registry/internal/contract"
 	"github.com/toolcrib/toolcrib/services/registry/internal/store"
 
@@ -23,7 +24,6 @@ import (
 var (
 	tenantIDPattern = regexp.MustCompile(`^` + principal.TenantIDPattern + `$`)
 	classPartRe     = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-	envNamePattern  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 )
 
 // Limits on free text and lists.
@@ -33,6 +33,7 @@ const (
 	maxPrincipal   = 256
 	maxList        = 1000
 	maxPath        = 4096
+	maxArgs        = 256
 	minScanEvery   = time.Second
 	maxScanEvery   = 7 * 24 * time.Hour
 	defaultPage    = 100
@@ -47,6 +48,22 @@ func checkText(v *apierror.Violations, field, s string, limit int) {
 	} else if strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }) {
 		v.Add(field, "contains a control character")
 	}
+}
+
+// checkLine checks text shown on one line (a name, a command, an
+// argument): no control character at all (newline, tab, ESC, …) and no
+// Unicode bidirectional override, which would reorder what a terminal
+// shows.
+func checkLine(v *apierror.Violations, field, s string, limit int) {
+	if len(s) > limit {
+		v.Add(field, "longer than %d bytes", limit)
+	} else if strings.ContainsFunc(s, lineUnsafe) {
+		v.Add(field, "contains a control character (newline, tab, escape, …) or a bidirectional override")
+	}
+}
+
+func lineUnsafe(r rune) bool {
+	return unicode.IsControl(r) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f
 }
 
 // checkIdent checks a subject, group or owner name: non-empty, no white
@@ -103,30 +120,35 @@ func checkClassName(v *apierror.Violations, field, name string) {
 	}
 }
 
-// validateServer checks every field of a server record under prefix.
-func validateServer(v *apierror.Violations, prefix string, s *registryv1.Server) {
+// validateServer checks every field of a server record under prefix; its
+// URL must be one the egress policy allows.
+func validateServer(v *apierror.Violations, prefix string, s *registryv1.Server, eg egress.Policy) {
 	f := func(name string) string { return prefix + "." + name }
 	if s == nil {
 		v.Add(prefix, "required")
 		return
 	}
 	checkServerID(v, f("server_id"), s.GetServerId())
-	checkText(v, f("display_name"), s.GetDisplayName(), maxName)
+	checkLine(v, f("display_name"), s.GetDisplayName(), maxName)
 	checkText(v, f("description"), s.GetDescription(), maxText)
 	checkOwner(v, f("owner"), s.GetOwner())
 	switch t := s.GetTransport().(type) {
 	case *registryv1.Server_StreamableHttp:
-		checkEndpoint(v, f("streamable_http.url"), t.StreamableHttp.GetUrl())
+		checkEndpoint(v, f("streamable_http.url"), t.StreamableHttp.GetUrl(), eg)
 	case *registryv1.Server_Stdio:
 		if t.Stdio.GetCommand() == "" {
 			v.Add(f("stdio.command"), "required")
 		} else {
-			checkText(v, f("stdio.command"), t.Stdio.GetCommand(), maxPath)
+			checkLine(v, f("stdio.command"), t.Stdio.GetCommand(), maxPath)
+		}
+		if len(t.Stdio.GetArgs()) > maxArgs {
+			v.Add(f("stdio.args"), "more than %d arguments", maxArgs)
 		}
 		for i, a := range t.Stdio.GetArgs() {
-			if strings.ContainsRune(a, 0) {
-				v.Add(fmt.Sprintf("%s[%d]", f("stdio.args"), i), "contains a NUL byte")
+			if i == maxArgs {
+				break
 			}
+			checkLine(v, fmt.Sprintf("%s[%d]", f("stdio.args"), i), a, maxPath)
 		}
 	default:
 		v.Add(f("transport"), "exactly one of streamable_http and stdio is required")
@@ -153,15 +175,21 @@ func validateServer(v *apierror.Violations, prefix string, s *registryv1.Server)
 	}
 }
 
-// checkEndpoint accepts https URLs, and http only to a loopback host. A URL
+// checkEndpoint accepts https URLs, and http only to a loopback host, that
+// the egress policy allows (the violation names the policy's rule). A URL
 // carrying credentials is refused without echoing it.
-func checkEndpoint(v *apierror.Violations, field, raw string) {
+func checkEndpoint(v *apierror.Violations, field, raw string, eg egress.Policy) {
 	if raw == "" {
 		v.Add(field, "required")
 		return
 	}
+	before := len(*v)
 	u, err := url.Parse(raw)
 	switch {
+	case len(raw) > maxPath:
+		v.Add(field, "longer than %d bytes", maxPath)
+	case strings.ContainsFunc(raw, lineUnsafe):
+		v.Add(field, "contains a control character")
 	case err != nil || u.Host == "" || u.Opaque != "":
 		v.Add(field, "must be an absolute https:// URL (http:// only to a loopback host)")
 	case u.User != nil:
@@ -173,6 +201,12 @@ func checkEndpoint(v *apierror.Violations, field, raw string) {
 	default:
 		v.Add(field, "scheme must be https (or http to a loopback host)")
 	}
+	if len(*v) > before {
+		return
+	}
+	if re := egress.Refused(eg.CheckURL(raw)); re != nil {
+		v.Add(field, "%s", re.Description())
+	}
 }
 
 func loopback(host string) bool {
@@ -183,27 +217,16 @@ func loopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// checkSecretRef accepts `env:NAME` and `file:/absolute/path`. The value is
-// never put in the description: a user may have pasted a token by mistake.
-func checkSecretRef(v *apierror.Violations, field, ref string) {
-	if ref == "" {
-		return
+// checkSecretRef checks a reference against the secret policy; the
+// description names the rule, never the value (a user may have pasted a
+// token by mistake).
+func checkSecretRef(v *apierror.Violations, field, ref string, sp secretref.Policy) {
+	if re := secretref.Refused(sp.Check(ref)); re != nil {
+		v.Add(field, "%s", re.Description())
 	}
-	if name, ok := strings.CutPrefix(ref, "env:"); ok && envNamePattern.MatchString(name) {
-		return
-	}
-	if p, ok := strings.CutPrefix(ref, "file:"); ok && strings.HasPrefix(p, "/") && path.Clean(p) == p && len(p) <= maxPath &&
-		!strings.ContainsFunc(p, unicode.IsControl) {
-		return
-	}
-	v.Add(field, secretRefHelp)
 }
 
-// secretRefHelp is the whole description of a refused secret reference: it
-// never includes the value.
-const secretRefHelp = "must be a secret reference, env:NAME or file:/absolute/path; the value given is not shown, in case it is a credential"
-
-func validateAudienceClass(v *apierror.Violations, a *registryv1.AudienceClass) {
+func validateAudienceClass(v *apierror.Violations, a *registryv1.AudienceClass, sp secretref.Policy) {
 	const prefix = "audience_class"
 	if a == nil {
 		v.Add(prefix, "required")
@@ -212,7 +235,7 @@ func validateAudienceClass(v *apierror.Violations, a *registryv1.AudienceClass) 
 	checkClassName(v, prefix+".name", a.GetName())
 	checkTenantID(v, prefix+".tenant_id", a.GetTenantId())
 	if tenant, _, _ := strings.Cut(a.GetName(), "."); a.GetTenantId() != "" && tenant != a.GetTenantId() {
-		v.Add(prefix+".tenant_id", "must be the name's prefix %q", tenant)
+		v.Add(prefix+".tenant_id", "must be the name's prefix %s", apierror.Echo(tenant))
 	}
 	checkText(v, prefix+".description", a.GetDescription(), maxText)
 	if len(a.GetServers()) > maxList {
@@ -223,10 +246,10 @@ func validateAudienceClass(v *apierror.Violations, a *registryv1.AudienceClass) 
 		at := fmt.Sprintf("%s.servers[%d]", prefix, i)
 		checkServerID(v, at+".server_id", s.GetServerId())
 		if seen[s.GetServerId()] {
-			v.Add(at+".server_id", "server %q is listed twice", s.GetServerId())
+			v.Add(at+".server_id", "server %s is listed twice", apierror.Echo(s.GetServerId()))
 		}
 		seen[s.GetServerId()] = true
-		checkSecretRef(v, at+".secret_ref", s.GetSecretRef())
+		checkSecretRef(v, at+".secret_ref", s.GetSecretRef(), sp)
 	}
 }
 
@@ -262,7 +285,7 @@ func grantChange(tenant, subject, group string, scopes, classes []string) (store
 		at := fmt.Sprintf("audience_classes[%d]", i)
 		checkClassName(&v, at, c)
 		if t, _, _ := strings.Cut(c, "."); tenant != "" && t != tenant && c != "" {
-			v.Add(at, "audience class %q belongs to tenant %q, not %q", c, t, tenant)
+			v.Add(at, "audience class %s belongs to tenant %s, not %s", apierror.Echo(c), apierror.Echo(t), apierror.Echo(tenant))
 		}
 	}
 	if err := v.Err(); err != nil {

@@ -1,29 +1,33 @@
 package grpcapi
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/toolcrib/toolcrib/platform/apierror"
+	"github.com/toolcrib/toolcrib/platform/egress"
+	"github.com/toolcrib/toolcrib/platform/secretref"
 )
 
 func TestCheckSecretRef(t *testing.T) {
-	ok := []string{"", "env:LOGISTICS_TOKEN", "env:_x1", "file:/run/secrets/logistics", "file:/a"}
+	sp := secretref.Policy{Dirs: []string{"/run/secrets", "/a"}, EnvPrefixes: []string{"LOGISTICS_", "_x"}}
+	ok := []string{"", "env:LOGISTICS_TOKEN", "env:_x1", "file:/run/secrets/logistics", "file:/a/b"}
 	bad := []string{"ghp_secretvalue", "env:", "env:1BAD", "env:HAS-DASH", "file:relative", "file:/a/../b", "file:/a//b",
-		"file:/a\nb", "vault:kv/x", "ENV:X", " env:X"}
+		"file:/a\nb", "vault:kv/x", "ENV:X", " env:X", "env:HOME", "file:/etc/passwd", "file:/a", "file:/run/secretsX/a"}
 	for _, ref := range ok {
 		var v apierror.Violations
-		checkSecretRef(&v, "ref", ref)
+		checkSecretRef(&v, "ref", ref, sp)
 		if len(v) != 0 {
 			t.Errorf("%q refused: %v", ref, v)
 		}
 	}
 	for _, ref := range bad {
 		var v apierror.Violations
-		checkSecretRef(&v, "ref", ref)
+		checkSecretRef(&v, "ref", ref, sp)
 		if len(v) != 1 {
 			t.Errorf("%q accepted", ref)
-		} else if v[0].Description != secretRefHelp {
-			t.Errorf("description %q for a refused reference", v[0].Description)
+		} else if val := strings.TrimPrefix(strings.TrimPrefix(ref, "env:"), "file:"); len(val) > 3 && strings.Contains(v[0].Description, val) {
+			t.Errorf("description %q shows the reference", v[0].Description)
 		}
 	}
 }
@@ -40,10 +44,13 @@ func TestCheckEndpoint(t *testing.T) {
 		"mcp.example.test":              false,
 		"https:opaque":                  false,
 		"":                              false,
+		"https://169.254.169.254/x":     false,
+		"https://10.0.0.1/mcp":          false,
+		"https://mcp.example.test/\x1b": false,
 	}
 	for raw, want := range cases {
 		var v apierror.Violations
-		checkEndpoint(&v, "url", raw)
+		checkEndpoint(&v, "url", raw, egress.Policy{AllowLoopback: true})
 		if got := len(v) == 0; got != want {
 			t.Errorf("%q accepted=%v, want %v (%v)", raw, got, want, v)
 		}

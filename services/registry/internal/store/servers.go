@@ -181,3 +181,79 @@ func sameExceptPin(a, b *registryv1.Server) bool {
 	}
 	return proto.Equal(norm(a), norm(b))
 }
+
+// ReasonServerInUse is the PreconditionError reason of a DeleteServer
+// refused while audience classes cover the server.
+const ReasonServerInUse = "SERVER_IN_USE"
+
+// DeleteServer deletes the server id if it is at expectedVersion
+// ([StaleVersionError] otherwise, [NotFoundError] when unknown) and no
+// audience class covers it ([PreconditionError] SERVER_IN_USE, one
+// violation per covering class). What the registry derived from
+// discovering it goes with it: its tools (each with a DELETED change),
+// their approvals and events, and the source pointers and tools discovery
+// reported. It returns the server as it was and the deleted tool ids.
+func (s *Store) DeleteServer(ctx context.Context, id string, expectedVersion int64) (*registryv1.Server, []string, error) {
+	var (
+		out   *registryv1.Server
+		tools []string
+	)
+	err := s.write(ctx, func(u *unit) error {
+		stored, err := scanServer(u.tx.QueryRow(ctx, "SELECT "+serverCols+" FROM servers WHERE server_id = $1 FOR UPDATE", id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return &NotFoundError{Kind: "server", ID: id}
+		}
+		if err != nil {
+			return err
+		}
+		if stored.GetVersion() != expectedVersion {
+			return &StaleVersionError{Kind: "server", ID: id, Expected: expectedVersion, Stored: stored.GetVersion()}
+		}
+		rows, err := u.tx.Query(ctx, "SELECT class_name FROM audience_servers WHERE server_id = $1 ORDER BY 1 FOR SHARE", id)
+		if err != nil {
+			return err
+		}
+		classes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		if len(classes) > 0 {
+			pre := &PreconditionError{Reason: ReasonServerInUse,
+				Message: fmt.Sprintf("%d audience classes cover the server; take it out of them first", len(classes))}
+			for i, c := range classes {
+				pre.Violations.Add(fmt.Sprintf("audience_classes[%d]", i), "audience class %s covers the server", c)
+			}
+			return pre
+		}
+		rows, err = u.tx.Query(ctx, "SELECT tool_id FROM tools WHERE server_id = $1 ORDER BY tool_id FOR UPDATE", id)
+		if err != nil {
+			return err
+		}
+		if tools, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return err
+		}
+		for _, q := range []struct {
+			sql string
+			arg any
+		}{
+			{"DELETE FROM tool_events WHERE tool_id = ANY($1)", tools},
+			{"DELETE FROM approvals WHERE tool_id = ANY($1)", tools},
+			{"DELETE FROM tool_variants WHERE tool_id = ANY($1)", tools},
+			{"DELETE FROM tools WHERE server_id = $1", id},
+			{"DELETE FROM source_tools WHERE server_id = $1", id},
+			{"DELETE FROM source_pointers WHERE server_id = $1", id},
+			{"DELETE FROM servers WHERE server_id = $1", id},
+		} {
+			if _, err := u.tx.Exec(ctx, q.sql, q.arg); err != nil {
+				return fmt.Errorf("delete server: %w", err)
+			}
+		}
+		for _, t := range tools {
+			u.emitTool(registryv1.ChangeKind_CHANGE_KIND_DELETED, &registryv1.Tool{ToolId: t, ServerId: id}, nil)
+		}
+		u.emitServer(registryv1.ChangeKind_CHANGE_KIND_DELETED, stored)
+		out = stored
+		return nil
+	})
+	return out, tools, err
+}
