@@ -6,3 +6,17 @@ replace (
 	github.com/toolcrib/toolcrib/gen => ../../gen
 	github.com/toolcrib/toolcrib/platform => ../../platform
 )
+
+require (
+	github.com/toolcrib/toolcrib/gen v0.0.0-00010101000000-000000000000
+	github.com/toolcrib/toolcrib/platform v0.0.0-00010101000000-000000000000
+)
+
+require (
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
+	google.golang.org/grpc v1.85.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)
