@@ -9,13 +9,17 @@ replace (
 
 require (
 	github.com/hashicorp/golang-lru/v2 v2.0.7
+	github.com/redis/go-redis/v9 v9.23.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/toolcrib/toolcrib/gen v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/platform v0.0.0-00010101000000-000000000000
 	golang.org/x/text v0.42.0
+	pgregory.net/rapid v1.3.0
 )
 
 require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
