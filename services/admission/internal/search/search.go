@@ -60,7 +60,7 @@ type doc struct {
 
 // Set is a built visible set.
 type Set struct {
-	docs   []doc // by model name
+	docs   []doc              // by model name
 	post   map[string][]int32 // term → indexes of docs holding it
 	avgLen float64
 	digest string
