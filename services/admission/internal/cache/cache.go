@@ -95,8 +95,10 @@ func ScopeSetDigest(current decision.Access, planned *decision.Access) string {
 type Entry struct {
 	Reason decision.Reason `json:"r"`
 	Detail string          `json:"d"`
-	// ServerID, InputSchemaDigest and Effect come from the facts.
+	// ServerID, ActiveDigest (the descriptor digest in the pointer's
+	// generation), InputSchemaDigest and Effect come from the facts.
 	ServerID          string                `json:"s,omitempty"`
+	ActiveDigest      string                `json:"a,omitempty"`
 	InputSchemaDigest string                `json:"i,omitempty"`
 	Effect            catalogv1.EffectClass `json:"e,omitempty"`
 	// ExpiresAt bounds the entry: the earliest of the cache lifetime and

@@ -311,19 +311,34 @@ func SideEffects(effect catalogv1.EffectClass) bool {
 // on Now through PolicyFreshUntil and Pointer.FreshUntil, which the caller
 // checks again on a cache hit.
 func Prelim(f Facts) Outcome {
+	if o, done := Early(f); done {
+		return o
+	}
+	return rest(f)
+}
+
+// Early applies the rules that need no reads (the request, the principal's
+// tenant against a named class, the replica's freshness); done is false when
+// none of them denies, and the caller goes on to resolve the tool.
+func Early(f Facts) (o Outcome, done bool) {
 	r := f.Request
 	if field, problem := r.Validate(); field != "" {
-		return deny(InvalidInput, "%s: %s", field, problem)
+		return deny(InvalidInput, "%s: %s", field, problem), true
 	}
 	if f.Now.IsZero() || f.Tenant == "" {
-		return deny(InvalidInput, "the principal or the decision time is missing")
+		return deny(InvalidInput, "the principal or the decision time is missing"), true
 	}
 	if r.AudienceClass != "" && TenantOfClass(r.AudienceClass) != f.Tenant {
-		return deny(Forbidden, "the audience class belongs to another tenant")
+		return deny(Forbidden, "the audience class belongs to another tenant"), true
 	}
 	if f.PolicyFreshUntil.IsZero() || !f.Now.Before(f.PolicyFreshUntil) {
-		return deny(StalePolicy, "this replica cannot prove its policy view is fresh; retry shortly")
+		return deny(StalePolicy, "this replica cannot prove its policy view is fresh; retry shortly"), true
 	}
+	return Outcome{}, false
+}
+
+func rest(f Facts) Outcome {
+	r := f.Request
 	p := f.Pointer
 	if !f.Reachable || (p != nil && f.ActiveTool == nil && f.PlanTool == nil) {
 		return deny(NotFound, "no tool %s is visible to the principal", r.ToolID)
