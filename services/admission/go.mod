@@ -5,6 +5,7 @@ go 1.26.8
 replace (
 	github.com/toolcrib/toolcrib/gen => ../../gen
 	github.com/toolcrib/toolcrib/platform => ../../platform
+	github.com/toolcrib/toolcrib/services/registry => ../registry
 )
 
 require (
@@ -15,6 +16,7 @@ require (
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/toolcrib/toolcrib/gen v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/platform v0.0.0-00010101000000-000000000000
+	github.com/toolcrib/toolcrib/services/registry v0.0.0-00010101000000-000000000000
 	golang.org/x/sync v0.23.0
 	golang.org/x/text v0.42.0
 	google.golang.org/grpc v1.85.0
