@@ -86,6 +86,9 @@ type Material struct {
 	reviews  Reviews
 
 	pol  *lru.Cache[policyKey, Policy]
+	// gone remembers epochs the registry no longer holds: that never
+	// changes, so a plan made at such an epoch costs no read per call.
+	gone *lru.Cache[policyKey, struct{}]
 	gens *lru.Cache[genKey, *Generation]
 	revs *lru.Cache[reviewKey, decision.Review]
 	sf   singleflight.Group
@@ -112,6 +115,7 @@ type reviewKey struct {
 func NewMaterial(p Policies, c Catalog, r Reviews, size int) *Material {
 	m := &Material{policies: p, catalog: c, reviews: r}
 	m.pol, _ = lru.New[policyKey, Policy](size)
+	m.gone, _ = lru.New[policyKey, struct{}](size)
 	m.gens, _ = lru.New[genKey, *Generation](max(size/16, 64))
 	m.revs, _ = lru.New[reviewKey, decision.Review](size)
 	return m
@@ -123,9 +127,15 @@ func (m *Material) PolicyAt(ctx context.Context, tenant string, epoch int64) (Po
 	if p, ok := m.pol.Get(k); ok {
 		return p, nil
 	}
+	if m.gone.Contains(k) {
+		return Policy{}, ErrNotKept
+	}
 	v, err, _ := m.sf.Do("p\x00"+tenant+"\x00"+itoa(epoch), func() (any, error) {
 		return m.policies.PolicyAt(ctx, tenant, epoch)
 	})
+	if errors.Is(err, ErrNotKept) {
+		m.gone.Add(k, struct{}{})
+	}
 	if err != nil {
 		return Policy{}, err
 	}

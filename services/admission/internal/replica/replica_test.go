@@ -81,3 +81,33 @@ func TestMaterialFetchesOncePerKey(t *testing.T) {
 		t.Fatalf("the current policy was not remembered under its epoch (%d fetches)", src.n)
 	}
 }
+
+type goneAfter struct {
+	countingPolicies
+	kept int64
+}
+
+func (g *goneAfter) PolicyAt(ctx context.Context, tenant string, epoch int64) (Policy, error) {
+	g.mu.Lock()
+	g.n++
+	g.mu.Unlock()
+	if epoch < g.kept {
+		return Policy{}, ErrNotKept
+	}
+	return Policy{Tenant: tenant, Epoch: epoch}, nil
+}
+
+// TestNotKeptIsRemembered: a plan at an epoch the registry no longer holds
+// costs one read, not one per Check.
+func TestNotKeptIsRemembered(t *testing.T) {
+	src := &goneAfter{kept: 5}
+	m := NewMaterial(src, nil, nil, 100)
+	for range 10 {
+		if _, err := m.PolicyAt(context.Background(), "t", 3); err != ErrNotKept {
+			t.Fatal(err)
+		}
+	}
+	if src.n != 1 {
+		t.Fatalf("%d reads for one epoch that is not kept", src.n)
+	}
+}
