@@ -85,7 +85,7 @@ type Material struct {
 	catalog  Catalog
 	reviews  Reviews
 
-	pol  *lru.Cache[policyKey, Policy]
+	pol *lru.Cache[policyKey, Policy]
 	// gone remembers epochs the registry no longer holds: that never
 	// changes, so a plan made at such an epoch costs no read per call.
 	gone *lru.Cache[policyKey, struct{}]
