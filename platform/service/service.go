@@ -74,6 +74,9 @@ type Parts struct {
 	Loops []func(ctx context.Context) error
 	// Close releases what setup opened; called after the server stopped.
 	Close func()
+	// Checks are further health dependencies of the service (e.g. a Watch
+	// stream caught up); all must pass, with Postgres and Redis, for SERVING.
+	Checks []rpcserver.Check
 }
 
 // Run starts the service and blocks until ctx ends (nil after a clean stop)
@@ -126,6 +129,7 @@ func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context
 			return postgres.Migrate(ctx, pool, spec.Schema, logger, spec.Migrations...)
 		}
 	}
+	checks = append(checks, parts.Checks...)
 	srv, err = rpcserver.New(rpcserver.Options{
 		Service:         spec.Name,
 		HealthNames:     spec.HealthNames,

@@ -787,8 +787,11 @@ type ListVisibleToolsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only these effect classes; empty for all.
 	EffectClasses []v1.EffectClass `protobuf:"varint,1,rep,packed,name=effect_classes,json=effectClasses,proto3,enum=toolcrib.catalog.v1.EffectClass" json:"effect_classes,omitempty"`
-	// Text search over names and descriptions (case-insensitive words); empty
-	// for no search.
+	// Tool search: tools are ranked by BM25 over name, title and description
+	// (case-insensitive words; names split at `_`, `-`, `.` and case changes)
+	// and only tools matching at least one word are returned, best first.
+	// Unversioned tools are returned as candidates, flagged by
+	// `runtime.source_state`. At most 1,024 bytes; empty for no search.
 	Query string `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
 	// Maximum total bytes of descriptions and input schemas; 0 for no budget.
 	// Tools are taken in rank order until the next one would exceed it.
@@ -865,7 +868,15 @@ type ListVisibleToolsResponse struct {
 	// The tenant's policy epoch the list was built at; put it in the plan.
 	PolicyEpoch int64 `protobuf:"varint,2,opt,name=policy_epoch,json=policyEpoch,proto3" json:"policy_epoch,omitempty"`
 	// True when the budget or the limit left tools out.
-	Truncated     bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	Truncated bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// `sha256:<hex>` over the principal's whole visible set (every tool it may
+	// call now, before the request's filters): model name, tool id, server,
+	// audience class, generation, descriptor digest, effect class, source
+	// state and whether confirmation is needed, in model-name order. Equal
+	// digests mean the same set; a host compares it to tell when to re-list.
+	VisibleSetDigest string `protobuf:"bytes,4,opt,name=visible_set_digest,json=visibleSetDigest,proto3" json:"visible_set_digest,omitempty"`
+	// Number of tools in the whole visible set (before the filters).
+	VisibleCount  int32 `protobuf:"varint,5,opt,name=visible_count,json=visibleCount,proto3" json:"visible_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -919,6 +930,20 @@ func (x *ListVisibleToolsResponse) GetTruncated() bool {
 		return x.Truncated
 	}
 	return false
+}
+
+func (x *ListVisibleToolsResponse) GetVisibleSetDigest() string {
+	if x != nil {
+		return x.VisibleSetDigest
+	}
+	return ""
+}
+
+func (x *ListVisibleToolsResponse) GetVisibleCount() int32 {
+	if x != nil {
+		return x.VisibleCount
+	}
+	return 0
 }
 
 var File_toolcrib_admission_v1_admission_proto protoreflect.FileDescriptor
@@ -992,11 +1017,13 @@ const file_toolcrib_admission_v1_admission_proto_rawDesc = "" +
 	"\x0eeffect_classes\x18\x01 \x03(\x0e2 .toolcrib.catalog.v1.EffectClassR\reffectClasses\x12\x14\n" +
 	"\x05query\x18\x02 \x01(\tR\x05query\x12\x1b\n" +
 	"\tmax_bytes\x18\x03 \x01(\x03R\bmaxBytes\x12\x1b\n" +
-	"\tmax_tools\x18\x04 \x01(\x05R\bmaxTools\"\x95\x01\n" +
+	"\tmax_tools\x18\x04 \x01(\x05R\bmaxTools\"\xe8\x01\n" +
 	"\x18ListVisibleToolsResponse\x128\n" +
 	"\x05tools\x18\x01 \x03(\v2\".toolcrib.admission.v1.VisibleToolR\x05tools\x12!\n" +
 	"\fpolicy_epoch\x18\x02 \x01(\x03R\vpolicyEpoch\x12\x1c\n" +
-	"\ttruncated\x18\x03 \x01(\bR\ttruncated*J\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\x12,\n" +
+	"\x12visible_set_digest\x18\x04 \x01(\tR\x10visibleSetDigest\x12#\n" +
+	"\rvisible_count\x18\x05 \x01(\x05R\fvisibleCount*J\n" +
 	"\x04Mode\x12\x14\n" +
 	"\x10MODE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fMODE_AUTONOMOUS\x10\x01\x12\x17\n" +

@@ -41,6 +41,45 @@ type AdmissionServiceClient interface {
 	// response with a reason; gRPC errors are kept for transport failures and
 	// a missing or invalid credential (UNAUTHENTICATED). Every response carries
 	// a receipt binding generation, descriptor digest and policy epoch.
+	//
+	// Order of reasons. When several causes hold, the first in this list is
+	// the one reason returned:
+	//
+	//  1. INVALID_INPUT: the request is malformed (tool id, generation,
+	//     descriptor digest, mode, run id, audience class, arguments not a JSON
+	//     object within the size cap).
+	//  2. FORBIDDEN: the request names an audience class of another tenant
+	//     (the class name carries its tenant; no lookup is made, so the answer
+	//     is the same whether or not that class exists).
+	//  3. STALE_POLICY: the replica's newest heartbeat from either Watch stream
+	//     is older than its validity window (I8).
+	//  4. NOT_FOUND: the tool's server is read by no audience class the
+	//     principal's current grants cover (another tenant's tools are not
+	//     confirmed to exist), or the tool is in neither the active generation
+	//     nor the plan's.
+	//  5. SERVER_CLOSED: the pointer of the tool's server and class is closed.
+	//  6. INCOMPLETE_DISCOVERY: no generation was ever proven for it.
+	//  7. STALE_CATALOG: the pointer is past `fresh_until`, the tool is gone
+	//     from the active generation, or the plan's generation is neither the
+	//     active one nor an older one that lists the tool (a compatible
+	//     generation N serves every tool whose descriptor is unchanged in the
+	//     active N+1).
+	//  8. DISABLED: the tool is disabled (or unknown to the registry).
+	//  9. UNREVIEWED: the active descriptor digest with its contract is not
+	//     approved.
+	//  10. STALE_SCHEMA: the plan's descriptor digest differs from the active
+	//     one.
+	//  11. FORBIDDEN or POLICY_REVOKED: the principal's grants at the current
+	//     epoch lack the contract's scope; POLICY_REVOKED when the policy as it
+	//     was at the plan's `policy_epoch` granted it, FORBIDDEN otherwise.
+	//  12. UNVERSIONED_SOURCE: an autonomous call of a tool with side effects
+	//     (any effect but READ_ONLY) from an unversioned source (I3).
+	//  13. CONFIRMATION_REQUIRED: an autonomous call the contract's effect and
+	//     confirmation policy reserve for USER_CONFIRMED (WRITE, DESTRUCTIVE
+	//     and UNSPECIFIED by default).
+	//  14. ARGUMENTS_INVALID: the arguments fail the pinned input schema; the
+	//     detail names the JSON pointer of the first violation.
+	//  15. ALLOW.
 	Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error)
 	// ListVisibleTools returns the tools the principal may call now, from the
 	// active generations of its audience classes, with the model view kept
@@ -86,6 +125,45 @@ type AdmissionServiceServer interface {
 	// response with a reason; gRPC errors are kept for transport failures and
 	// a missing or invalid credential (UNAUTHENTICATED). Every response carries
 	// a receipt binding generation, descriptor digest and policy epoch.
+	//
+	// Order of reasons. When several causes hold, the first in this list is
+	// the one reason returned:
+	//
+	//  1. INVALID_INPUT: the request is malformed (tool id, generation,
+	//     descriptor digest, mode, run id, audience class, arguments not a JSON
+	//     object within the size cap).
+	//  2. FORBIDDEN: the request names an audience class of another tenant
+	//     (the class name carries its tenant; no lookup is made, so the answer
+	//     is the same whether or not that class exists).
+	//  3. STALE_POLICY: the replica's newest heartbeat from either Watch stream
+	//     is older than its validity window (I8).
+	//  4. NOT_FOUND: the tool's server is read by no audience class the
+	//     principal's current grants cover (another tenant's tools are not
+	//     confirmed to exist), or the tool is in neither the active generation
+	//     nor the plan's.
+	//  5. SERVER_CLOSED: the pointer of the tool's server and class is closed.
+	//  6. INCOMPLETE_DISCOVERY: no generation was ever proven for it.
+	//  7. STALE_CATALOG: the pointer is past `fresh_until`, the tool is gone
+	//     from the active generation, or the plan's generation is neither the
+	//     active one nor an older one that lists the tool (a compatible
+	//     generation N serves every tool whose descriptor is unchanged in the
+	//     active N+1).
+	//  8. DISABLED: the tool is disabled (or unknown to the registry).
+	//  9. UNREVIEWED: the active descriptor digest with its contract is not
+	//     approved.
+	//  10. STALE_SCHEMA: the plan's descriptor digest differs from the active
+	//     one.
+	//  11. FORBIDDEN or POLICY_REVOKED: the principal's grants at the current
+	//     epoch lack the contract's scope; POLICY_REVOKED when the policy as it
+	//     was at the plan's `policy_epoch` granted it, FORBIDDEN otherwise.
+	//  12. UNVERSIONED_SOURCE: an autonomous call of a tool with side effects
+	//     (any effect but READ_ONLY) from an unversioned source (I3).
+	//  13. CONFIRMATION_REQUIRED: an autonomous call the contract's effect and
+	//     confirmation policy reserve for USER_CONFIRMED (WRITE, DESTRUCTIVE
+	//     and UNSPECIFIED by default).
+	//  14. ARGUMENTS_INVALID: the arguments fail the pinned input schema; the
+	//     detail names the JSON pointer of the first violation.
+	//  15. ALLOW.
 	Check(context.Context, *CheckRequest) (*CheckResponse, error)
 	// ListVisibleTools returns the tools the principal may call now, from the
 	// active generations of its audience classes, with the model view kept

@@ -1,0 +1,130 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
+	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/postgres"
+	"github.com/toolcrib/toolcrib/platform/principal"
+	"github.com/toolcrib/toolcrib/platform/rpcserver"
+	"github.com/toolcrib/toolcrib/platform/service"
+	"github.com/toolcrib/toolcrib/services/admission/internal/args"
+	"github.com/toolcrib/toolcrib/services/admission/internal/cache"
+	"github.com/toolcrib/toolcrib/services/admission/internal/grpcapi"
+	"github.com/toolcrib/toolcrib/services/admission/internal/receipts"
+	"github.com/toolcrib/toolcrib/services/admission/internal/replica"
+	"github.com/toolcrib/toolcrib/services/admission/internal/upstream"
+	"github.com/toolcrib/toolcrib/services/admission/migrations"
+)
+
+// Schema is admission's Postgres schema.
+const Schema = "admission"
+
+// Migrations are admission's migration sets.
+func Migrations() []postgres.Set { return []postgres.Set{migrations.Set()} }
+
+func spec() service.Spec {
+	return service.Spec{
+		Name: "admission", Schema: Schema, Migrations: Migrations(), UsesRedis: true,
+		HealthNames: []string{admissionv1.AdmissionService_ServiceDesc.ServiceName},
+	}
+}
+
+// Run serves admission until ctx ends (nil after a clean stop): the
+// AdmissionService, the two Watch followers, the receipt writer and the
+// run binder. Health is NOT_SERVING until Postgres, Redis and both Watch
+// streams are caught up (a heartbeat within the validity window).
+func Run(ctx context.Context, cfg Config) error {
+	return service.Run(ctx, spec(), cfg.Common, func(ctx context.Context, d *service.Deps) (service.Parts, error) {
+		dial := func(addr string) (*grpc.ClientConn, error) {
+			return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithPerRPCCredentials(&principal.FileToken{Path: cfg.ServiceTokenFile}))
+		}
+		rconn, err := dial(cfg.RegistryAddr)
+		if err != nil {
+			return service.Parts{}, fmt.Errorf("registry client: %w", err)
+		}
+		dconn, err := dial(cfg.DiscoveryAddr)
+		if err != nil {
+			_ = rconn.Close()
+			return service.Parts{}, fmt.Errorf("discovery client: %w", err)
+		}
+		rc, dc := registryv1.NewRegistryServiceClient(rconn), discoveryv1.NewDiscoveryServiceClient(dconn)
+		reg := &upstream.Registry{C: rc}
+		disc := &upstream.Discovery{C: dc, Logger: d.Logger, RunTTL: cfg.RunTTL}
+		heads := replica.NewHeads(cfg.ValidityWindow, nil)
+		c := cache.New(cache.Options{L1Size: cfg.L1Size, Redis: d.Redis})
+		w := receipts.New(d.Pool, receipts.Options{BatchSize: cfg.ReceiptBatch, Interval: cfg.ReceiptInterval, Logger: d.Logger})
+		lim := args.DefaultLimits
+		lim.MaxBytes = cfg.MaxArgumentBytes
+		host, _ := os.Hostname()
+		api := grpcapi.New(grpcapi.Options{
+			Heads: heads, Material: replica.NewMaterial(reg, disc, reg, 100_000), Pointers: disc, Cache: c,
+			Validator: args.NewValidator(10_000), Limits: lim, Receipts: w, Binder: disc, CacheTTL: cfg.CacheTTL,
+			Replica: fmt.Sprintf("%s:%d", host, os.Getpid()), Logger: d.Logger,
+		})
+		return service.Parts{
+			Register: func(s *grpc.Server) { admissionv1.RegisterAdmissionServiceServer(s, api) },
+			Loops: []func(context.Context) error{
+				func(ctx context.Context) error { return upstream.FollowRegistry(ctx, rc, heads, d.Logger) },
+				func(ctx context.Context) error { return upstream.FollowDiscovery(ctx, dc, heads, d.Logger) },
+				w.Run,
+				disc.StartBinder,
+				func(ctx context.Context) error { logFreshness(ctx, heads, d.Logger); return nil },
+			},
+			Checks: []rpcserver.Check{{Name: "watch", Func: func(context.Context) error {
+				if ok, why := heads.Fresh(); !ok {
+					return errors.New(why)
+				}
+				return nil
+			}}},
+			Close: func() {
+				_ = w.Close() // the server stopped: flush every receipt handed out
+				c.Close()
+				_ = dconn.Close()
+				_ = rconn.Close()
+			},
+		}, nil
+	})
+}
+
+// logFreshness logs each change of the replica's freshness (caught up,
+// stale), never per call.
+func logFreshness(ctx context.Context, heads *replica.Heads, logger interface {
+	Info(string, ...any)
+	Warn(string, ...any)
+}) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	was, wasWhy := false, ""
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ok, why := heads.Fresh()
+		if ok != was {
+			if ok {
+				logger.Info("replica caught up")
+			} else if wasWhy != "" || was {
+				logger.Warn("replica stale", "why", why)
+			}
+		}
+		was, wasWhy = ok, why
+	}
+}
+
+// Migrate runs admission's migrations and returns (`admission migrate`).
+func Migrate(ctx context.Context, cfg Config) error {
+	return service.Migrate(ctx, spec(), cfg.Common)
+}

@@ -1,0 +1,113 @@
+package admission
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/toolcrib/toolcrib/platform/config"
+)
+
+// Default addresses (DESIGN §10).
+const (
+	DefaultListenAddr    = "127.0.0.1:7103"
+	DefaultMetricsAddr   = "127.0.0.1:9103"
+	DefaultRegistryAddr  = "127.0.0.1:7101"
+	DefaultDiscoveryAddr = "127.0.0.1:7102"
+)
+
+// Config is admission's configuration.
+type Config struct {
+	config.Common
+
+	// RegistryAddr and DiscoveryAddr are the gRPC addresses whose Watch
+	// streams and reads feed the replica; both required.
+	RegistryAddr, DiscoveryAddr string
+	// ValidityWindow is how old the newest heartbeat of either stream may be
+	// before every Check answers STALE_POLICY (I8).
+	ValidityWindow time.Duration
+	// CacheTTL bounds a cached decision's lifetime.
+	CacheTTL time.Duration
+	// L1Size is the most decisions cached in process.
+	L1Size int
+	// MaxArgumentBytes caps one call's arguments.
+	MaxArgumentBytes int
+	// ReceiptBatch and ReceiptInterval shape the receipt writer.
+	ReceiptBatch    int
+	ReceiptInterval time.Duration
+	// RunTTL is how long a run binds its generation (I11).
+	RunTTL time.Duration
+}
+
+func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
+	s := config.NewSet("admission", lookup)
+	cfg.Common.Register(s, "admission", config.Defaults{ListenAddr: DefaultListenAddr, MetricsAddr: DefaultMetricsAddr, UsesRedis: true})
+	s.String(&cfg.RegistryAddr, "registry-addr", "", DefaultRegistryAddr, "registry gRPC address (Watch, GetPolicy, GetTool)")
+	s.String(&cfg.DiscoveryAddr, "discovery-addr", "", DefaultDiscoveryAddr, "discovery gRPC address (Watch, GetSnapshot, GetActiveSnapshot, BindGeneration)")
+	s.Duration(&cfg.ValidityWindow, "validity-window", "", 5*time.Second, "newest heartbeat age of either Watch stream past which every Check answers STALE_POLICY")
+	s.Duration(&cfg.CacheTTL, "cache-ttl", "", time.Minute, "lifetime of a cached decision")
+	s.Int(&cfg.L1Size, "cache-l1-size", "", 100_000, "decisions cached in process")
+	s.Int(&cfg.MaxArgumentBytes, "max-argument-bytes", "", 64<<10, "largest arguments document of one call")
+	s.Int(&cfg.ReceiptBatch, "receipt-batch", "", 500, "receipts written per batch")
+	s.Duration(&cfg.ReceiptInterval, "receipt-interval", "", 50*time.Millisecond, "longest wait before a receipt batch is written")
+	s.Duration(&cfg.RunTTL, "run-ttl", "", time.Hour, "how long a run binds the generation it was checked against")
+	return s
+}
+
+// ParseConfig reads the configuration from args (flags) and lookup (the
+// environment; nil means os.LookupEnv); -h gives flag.ErrHelp.
+func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, error) {
+	var cfg Config
+	if err := flags(&cfg, lookup).Parse(args); err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.Validate()
+}
+
+// Usage returns the help text of admission's flags.
+func Usage() string {
+	var cfg Config
+	return flags(&cfg, func(string) (string, bool) { return "", false }).Usage()
+}
+
+// Validate reports every problem with the configuration.
+func (c *Config) Validate() error {
+	errs := []error{c.Common.Validate()}
+	bad := func(flagName, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("--%s: %s", flagName, fmt.Sprintf(format, args...)))
+	}
+	for name, addr := range map[string]string{"registry-addr": c.RegistryAddr, "discovery-addr": c.DiscoveryAddr} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			bad(name, "must be host:port")
+		}
+	}
+	if c.ServiceTokenFile == "" {
+		bad("service-token-file", "required: admission presents it to the registry and discovery")
+	}
+	if c.RedisAddr == "" {
+		bad("redis-addr", "required: the decision cache's L2")
+	}
+	if c.ValidityWindow <= 0 {
+		bad("validity-window", "must be positive")
+	}
+	if c.CacheTTL <= 0 {
+		bad("cache-ttl", "must be positive")
+	}
+	if c.L1Size <= 0 {
+		bad("cache-l1-size", "must be positive")
+	}
+	if c.MaxArgumentBytes <= 0 || c.MaxArgumentBytes > 4<<20 {
+		bad("max-argument-bytes", "must be 1..4194304")
+	}
+	if c.ReceiptBatch <= 0 {
+		bad("receipt-batch", "must be positive")
+	}
+	if c.ReceiptInterval <= 0 {
+		bad("receipt-interval", "must be positive")
+	}
+	if c.RunTTL <= 0 {
+		bad("run-ttl", "must be positive")
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,389 @@
+package decision
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/canonical"
+)
+
+// Reason aliases the shared enum so callers need not import catalogv1 for
+// the constants below.
+type Reason = catalogv1.DecisionReason
+
+// The reasons, named once.
+const (
+	Allow                = catalogv1.DecisionReason_DECISION_REASON_ALLOW
+	InvalidInput         = catalogv1.DecisionReason_DECISION_REASON_INVALID_INPUT
+	NotFound             = catalogv1.DecisionReason_DECISION_REASON_NOT_FOUND
+	Disabled             = catalogv1.DecisionReason_DECISION_REASON_DISABLED
+	Unreviewed           = catalogv1.DecisionReason_DECISION_REASON_UNREVIEWED
+	StaleSchema          = catalogv1.DecisionReason_DECISION_REASON_STALE_SCHEMA
+	StaleCatalog         = catalogv1.DecisionReason_DECISION_REASON_STALE_CATALOG
+	IncompleteDiscovery  = catalogv1.DecisionReason_DECISION_REASON_INCOMPLETE_DISCOVERY
+	UnversionedSource    = catalogv1.DecisionReason_DECISION_REASON_UNVERSIONED_SOURCE
+	StalePolicy          = catalogv1.DecisionReason_DECISION_REASON_STALE_POLICY
+	PolicyRevoked        = catalogv1.DecisionReason_DECISION_REASON_POLICY_REVOKED
+	Forbidden            = catalogv1.DecisionReason_DECISION_REASON_FORBIDDEN
+	ArgumentsInvalid     = catalogv1.DecisionReason_DECISION_REASON_ARGUMENTS_INVALID
+	ConfirmationRequired = catalogv1.DecisionReason_DECISION_REASON_CONFIRMATION_REQUIRED
+	ServerClosed         = catalogv1.DecisionReason_DECISION_REASON_SERVER_CLOSED
+)
+
+// Order is the documented precedence (DESIGN §7, admission.proto): when
+// several causes hold, the earliest is the answer. FORBIDDEN appears twice:
+// an audience class of another tenant named in the request is decided right
+// after INVALID_INPUT; a scope the principal lacks shares its rank with
+// POLICY_REVOKED (which of the two is decided by the policy at the plan's
+// epoch, see [Decide]).
+var Order = []Reason{
+	InvalidInput, Forbidden, StalePolicy, NotFound, ServerClosed, IncompleteDiscovery,
+	StaleCatalog, Disabled, Unreviewed, StaleSchema, Forbidden, UnversionedSource,
+	ConfirmationRequired, ArgumentsInvalid, Allow,
+}
+
+// Limits on request fields (I12: bad input is refused whole).
+const (
+	MaxToolIDBytes = 200
+	MaxRunIDBytes  = 128
+	MaxClassBytes  = 127
+)
+
+var (
+	// toolIDPattern is `<server_id>.<tool name>`: the registry's server id
+	// pattern, then the MCP name rule.
+	toolIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}\.[A-Za-z0-9_.-]{1,128}$`)
+	// classPattern is `<tenant_id>.<class>`.
+	classPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}\.[a-z0-9][a-z0-9_-]{0,62}$`)
+	runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
+)
+
+// Request is the caller's half of a Check, as parsed at the boundary.
+type Request struct {
+	ToolID           string
+	Generation       int64
+	DescriptorDigest string
+	// PolicyEpoch is the epoch the plan saw; 0 when unknown.
+	PolicyEpoch int64
+	Mode        admissionv1.Mode
+	RunID       string
+	// AudienceClass is the class the plan read the tool through; empty to
+	// resolve it from the grants.
+	AudienceClass string
+	// ArgumentsProblem is non-empty when the arguments are not a JSON object
+	// within the size cap (set by the parser at the boundary; bounded text).
+	ArgumentsProblem string
+}
+
+// Validate returns the first problem of r as (field, message), or ("", "")
+// when r is well formed. Messages never echo the field's value.
+func (r Request) Validate() (field, problem string) {
+	switch {
+	case r.ToolID == "":
+		return "tool_id", "required"
+	case len(r.ToolID) > MaxToolIDBytes || !toolIDPattern.MatchString(r.ToolID):
+		return "tool_id", "must be <server_id>.<tool name>"
+	case r.Generation < 1:
+		return "generation", "required, from 1"
+	case r.DescriptorDigest == "":
+		return "descriptor_digest", "required"
+	case !canonical.ValidDigest(r.DescriptorDigest):
+		return "descriptor_digest", "must be sha256:<64 lowercase hex>"
+	case r.PolicyEpoch < 0:
+		return "policy_epoch", "must not be negative"
+	case r.Mode != admissionv1.Mode_MODE_AUTONOMOUS && r.Mode != admissionv1.Mode_MODE_USER_CONFIRMED:
+		return "mode", "must be MODE_AUTONOMOUS or MODE_USER_CONFIRMED"
+	case r.RunID != "" && (len(r.RunID) > MaxRunIDBytes || !runIDPattern.MatchString(r.RunID)):
+		return "run_id", "must be 1-128 letters, digits, '_', '.', ':' or '-'"
+	case r.AudienceClass != "" && (len(r.AudienceClass) > MaxClassBytes || !classPattern.MatchString(r.AudienceClass)):
+		return "audience_class", "must be <tenant_id>.<class>"
+	case r.ArgumentsProblem != "":
+		return "arguments", r.ArgumentsProblem
+	}
+	return "", ""
+}
+
+// ServerOf returns the server id part of a well-formed tool id.
+func ServerOf(toolID string) string {
+	s, _, _ := strings.Cut(toolID, ".")
+	return s
+}
+
+// TenantOfClass returns the tenant an audience class name belongs to: the
+// part before the first '.', which the registry requires to be the owning
+// tenant. It needs no lookup.
+func TenantOfClass(class string) string {
+	t, _, _ := strings.Cut(class, ".")
+	return t
+}
+
+// Grant is one grant of a tenant's policy.
+type Grant struct {
+	// Subject or Group; exactly one is set.
+	Subject, Group string
+	Scopes         []string
+	Classes        []string
+}
+
+// Access is what one principal holds at one epoch: the union of the grants
+// naming its subject or one of its groups. Both lists are sorted sets.
+type Access struct {
+	Scopes  []string
+	Classes []string
+}
+
+// Effective returns the access of (subject, groups) under grants.
+func Effective(grants []Grant, subject string, groups []string) Access {
+	var a Access
+	for _, g := range grants {
+		if (g.Subject != "" && g.Subject == subject) || (g.Group != "" && slices.Contains(groups, g.Group)) {
+			a.Scopes = append(a.Scopes, g.Scopes...)
+			a.Classes = append(a.Classes, g.Classes...)
+		}
+	}
+	slices.Sort(a.Scopes)
+	a.Scopes = slices.Compact(a.Scopes)
+	slices.Sort(a.Classes)
+	a.Classes = slices.Compact(a.Classes)
+	return a
+}
+
+// HasScope reports whether a holds scope.
+func (a Access) HasScope(scope string) bool {
+	_, ok := slices.BinarySearch(a.Scopes, scope)
+	return ok
+}
+
+// HasClass reports whether a reads tools as class.
+func (a Access) HasClass(class string) bool {
+	_, ok := slices.BinarySearch(a.Classes, class)
+	return ok
+}
+
+// Pointer is the head of the active pointer the tool was resolved through.
+type Pointer struct {
+	// Generation is the active generation; when Closed, the last active one.
+	Generation int64
+	Closed     bool
+	// Unversioned is true when the active generation is an
+	// UNVERSIONED_OBSERVATION (I3).
+	Unversioned bool
+	// FreshUntil is the pointer's `fresh_until`; past it the pointer serves
+	// nothing.
+	FreshUntil time.Time
+}
+
+// Tool is one tool as listed by one generation.
+type Tool struct {
+	DescriptorDigest  string
+	InputSchemaDigest string
+}
+
+// Contract is the part of the approved contract a decision reads.
+type Contract struct {
+	Effect       catalogv1.EffectClass
+	Scope        string
+	Confirmation registryv1.Confirmation
+}
+
+// Review is the registry's answer for the tool's descriptor in the active
+// generation, at the tenant's current epoch.
+type Review struct {
+	// Known is false when the registry has no record of the tool (new tools
+	// are disabled by default, so this is DISABLED).
+	Known   bool
+	Enabled bool
+	// Approved is the approved contract whose approval binds the active
+	// descriptor digest; nil when that digest is not approved.
+	Approved *Contract
+}
+
+// Facts is everything a decision reads. The caller gathers them; zero
+// values are the fail-closed ones.
+type Facts struct {
+	// Now is the decision time.
+	Now     time.Time
+	Request Request
+	// Tenant is the verified principal's tenant.
+	Tenant string
+	// PolicyFreshUntil is the replica's freshness bound: the older of the
+	// two streams' newest heartbeats plus the validity window. Zero (never
+	// caught up) is stale.
+	PolicyFreshUntil time.Time
+	// Reachable is true when the tool's server is read by an audience class
+	// of the principal's current access (the requested class, when one was
+	// named). Class is that class.
+	Reachable bool
+	Class     string
+	// Pointer is the head of (server, Class); nil when no generation was
+	// ever proven for it.
+	Pointer *Pointer
+	// ActiveTool is the tool in the pointer's generation; nil when absent.
+	ActiveTool *Tool
+	// PlanTool is the tool in the plan's generation (Request.Generation);
+	// nil when that generation is unknown or does not list the tool. When
+	// the plan's generation is the pointer's, it is ActiveTool.
+	PlanTool *Tool
+	Review   Review
+	// Current is the principal's access at the tenant's current epoch.
+	Current Access
+	// Planned is the principal's access at the plan's epoch, when the plan
+	// named an older epoch and the policy at that epoch is known; nil
+	// otherwise (then a scope denial is FORBIDDEN, never POLICY_REVOKED).
+	Planned *Access
+	// Arguments is the argument check's result (see package args); only
+	// read by [Final].
+	Arguments ArgumentCheck
+}
+
+// ArgumentCheck is the outcome of validating the arguments.
+type ArgumentCheck struct {
+	// Problem is empty when the arguments are valid; else a bounded text.
+	Problem string
+	// Pointer is the JSON pointer of the first violation in the arguments.
+	Pointer string
+}
+
+// Outcome is a decision.
+type Outcome struct {
+	Reason Reason
+	// Detail is for humans; bounded, never a credential.
+	Detail string
+}
+
+// Allowed reports whether the outcome allows the call.
+func (o Outcome) Allowed() bool { return o.Reason == Allow }
+
+func deny(r Reason, format string, args ...any) Outcome {
+	return Outcome{Reason: r, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Decide makes the whole decision: [Prelim], then the argument check.
+func Decide(f Facts) Outcome { return Final(Prelim(f), f.Arguments) }
+
+// Final completes a preliminary decision (from [Prelim] or the decision
+// cache) with the argument check, which runs on every call.
+func Final(pre Outcome, args ArgumentCheck) Outcome {
+	if !pre.Allowed() {
+		return pre
+	}
+	if args.Problem != "" {
+		ptr := args.Pointer
+		if ptr == "" {
+			ptr = "/"
+		}
+		return deny(ArgumentsInvalid, "arguments at %s: %s", ptr, args.Problem)
+	}
+	return pre
+}
+
+// NeedsConfirmation reports whether an autonomous call of a tool with this
+// effect class and confirmation policy needs a user's confirmation.
+// UNSPECIFIED effect is treated as DESTRUCTIVE.
+func NeedsConfirmation(effect catalogv1.EffectClass, c registryv1.Confirmation) bool {
+	switch c {
+	case registryv1.Confirmation_CONFIRMATION_ALWAYS:
+		return true
+	case registryv1.Confirmation_CONFIRMATION_AUTONOMOUS_ALLOWED:
+		return false
+	}
+	switch effect {
+	case catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY, catalogv1.EffectClass_EFFECT_CLASS_RESERVATION:
+		return false
+	}
+	return true
+}
+
+// SideEffects reports whether calling a tool of this class changes the
+// world; UNSPECIFIED does (treated as DESTRUCTIVE).
+func SideEffects(effect catalogv1.EffectClass) bool {
+	return effect != catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY
+}
+
+// Prelim decides everything but the argument check, in [Order]. The result
+// depends only on fields the decision cache keys on (see package cache) and
+// on Now through PolicyFreshUntil and Pointer.FreshUntil, which the caller
+// checks again on a cache hit.
+func Prelim(f Facts) Outcome {
+	if o, done := Early(f); done {
+		return o
+	}
+	return rest(f)
+}
+
+// Early applies the rules that need no reads (the request, the principal's
+// tenant against a named class, the replica's freshness); done is false when
+// none of them denies, and the caller goes on to resolve the tool.
+func Early(f Facts) (o Outcome, done bool) {
+	r := f.Request
+	if field, problem := r.Validate(); field != "" {
+		return deny(InvalidInput, "%s: %s", field, problem), true
+	}
+	if f.Now.IsZero() || f.Tenant == "" {
+		return deny(InvalidInput, "the principal or the decision time is missing"), true
+	}
+	if r.AudienceClass != "" && TenantOfClass(r.AudienceClass) != f.Tenant {
+		return deny(Forbidden, "the audience class belongs to another tenant"), true
+	}
+	if f.PolicyFreshUntil.IsZero() || !f.Now.Before(f.PolicyFreshUntil) {
+		return deny(StalePolicy, "this replica cannot prove its policy view is fresh; retry shortly"), true
+	}
+	return Outcome{}, false
+}
+
+func rest(f Facts) Outcome {
+	r := f.Request
+	p := f.Pointer
+	if !f.Reachable || (p != nil && f.ActiveTool == nil && f.PlanTool == nil) {
+		return deny(NotFound, "no tool %s is visible to the principal", r.ToolID)
+	}
+	if p == nil {
+		return deny(IncompleteDiscovery, "no proven generation exists for the tool's server in %s", f.Class)
+	}
+	if p.Closed {
+		return deny(ServerClosed, "the tool's server is closed for %s", f.Class)
+	}
+	switch {
+	case !f.Now.Before(p.FreshUntil):
+		return deny(StaleCatalog, "generation %d is past its freshness; refreshes are failing", p.Generation)
+	case f.ActiveTool == nil:
+		return deny(StaleCatalog, "the tool is gone from the active generation %d", p.Generation)
+	case r.Generation > p.Generation:
+		return deny(StaleCatalog, "generation %d is not active (active: %d)", r.Generation, p.Generation)
+	case r.Generation < p.Generation && f.PlanTool == nil:
+		return deny(StaleCatalog, "generation %d is neither active nor compatible (active: %d)", r.Generation, p.Generation)
+	}
+	if !f.Review.Known || !f.Review.Enabled {
+		return deny(Disabled, "the tool is disabled")
+	}
+	c := f.Review.Approved
+	if c == nil {
+		return deny(Unreviewed, "the tool's current descriptor and contract are not approved")
+	}
+	if r.DescriptorDigest != f.ActiveTool.DescriptorDigest {
+		return deny(StaleSchema, "the plan's descriptor differs from the one in generation %d", p.Generation)
+	}
+	if !f.Current.HasScope(c.Scope) || !f.Current.HasClass(f.Class) {
+		if f.Planned != nil && f.Planned.HasScope(c.Scope) && f.Planned.HasClass(f.Class) {
+			return deny(PolicyRevoked, "the policy changed after the plan's epoch %d and no longer grants scope %s", r.PolicyEpoch, c.Scope)
+		}
+		return deny(Forbidden, "the principal does not hold scope %s", c.Scope)
+	}
+	if p.Unversioned && r.Mode == admissionv1.Mode_MODE_AUTONOMOUS && SideEffects(c.Effect) {
+		return deny(UnversionedSource, "the tool's source is unversioned; an autonomous call with side effects is never allowed")
+	}
+	if r.Mode == admissionv1.Mode_MODE_AUTONOMOUS && NeedsConfirmation(c.Effect, c.Confirmation) {
+		return deny(ConfirmationRequired, "a %s tool needs a user-confirmed call", effectName(c.Effect))
+	}
+	return Outcome{Reason: Allow, Detail: "allowed"}
+}
+
+func effectName(e catalogv1.EffectClass) string {
+	return strings.TrimPrefix(e.String(), "EFFECT_CLASS_")
+}

@@ -1,0 +1,387 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	lru "github.com/hashicorp/golang-lru/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
+	"github.com/toolcrib/toolcrib/platform/apierror"
+	"github.com/toolcrib/toolcrib/platform/principal"
+	"github.com/toolcrib/toolcrib/services/admission/internal/args"
+	"github.com/toolcrib/toolcrib/services/admission/internal/cache"
+	"github.com/toolcrib/toolcrib/services/admission/internal/decision"
+	"github.com/toolcrib/toolcrib/services/admission/internal/receipts"
+	"github.com/toolcrib/toolcrib/services/admission/internal/replica"
+	"github.com/toolcrib/toolcrib/services/admission/internal/search"
+)
+
+// PointerSource reads one pointer head from discovery on a miss of the
+// heads (before the Watch delivered it).
+type PointerSource interface {
+	// Pointer returns the head of (server, class); replica.ErrNotFound when
+	// no generation was ever proven for it.
+	Pointer(ctx context.Context, server, class string) (replica.Pointer, error)
+}
+
+// Binder binds a run to a generation (I11), off the hot path.
+type Binder interface {
+	// Bind asks discovery to keep generation of (server, class) while run
+	// is live. It must not block: a binder queues and drops when full.
+	Bind(run, server, class string, generation int64)
+}
+
+// Options configures a [Server].
+type Options struct {
+	Heads     *replica.Heads
+	Material  *replica.Material
+	Pointers  PointerSource
+	Cache     *cache.Cache
+	Validator *args.Validator
+	Limits    args.Limits
+	Receipts  *receipts.Writer
+	Binder    Binder // nil: runs are not bound
+	// CacheTTL bounds a cached decision's lifetime.
+	CacheTTL time.Duration
+	// Replica names this replica in receipts (`host:pid`).
+	Replica string
+	Now     func() time.Time
+	Logger  *slog.Logger
+	// Decided is called once per answered Check with its reason and the
+	// cache level (metrics); nil for none.
+	Decided func(decision.Reason, cache.Level)
+}
+
+// Server is the AdmissionService.
+type Server struct {
+	admissionv1.UnimplementedAdmissionServiceServer
+	o    Options
+	sets *lru.Cache[string, *search.Set]
+}
+
+// New returns the service.
+func New(o Options) *Server {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.CacheTTL <= 0 {
+		o.CacheTTL = time.Minute
+	}
+	sets, _ := lru.New[string, *search.Set](1024)
+	return &Server{o: o, sets: sets}
+}
+
+// errUnavailable wraps a failure to read what a decision needs.
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string { return "admission: " + e.err.Error() }
+func (e *unavailableError) Unwrap() error { return e.err }
+
+func unavailable(err error) error { return &unavailableError{err} }
+
+// translate is the one mapping of internal errors to gRPC statuses.
+func translate(err error) error {
+	var un *unavailableError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled):
+		return &apierror.Error{Code: codes.Canceled, Reason: "CANCELED", Message: "the call was canceled"}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &apierror.Error{Code: codes.DeadlineExceeded, Reason: "DEADLINE_EXCEEDED", Message: "the decision could not be made in time"}
+	case errors.Is(err, receipts.ErrBackpressure), errors.Is(err, receipts.ErrClosed):
+		return apierror.Unavailable("the receipt could not be kept; retry shortly", err)
+	case errors.As(err, &un):
+		return apierror.Unavailable("a source the decision needs cannot be read; retry shortly", err)
+	}
+	return err
+}
+
+// Check implements AdmissionService.Check.
+func (s *Server) Check(ctx context.Context, req *admissionv1.CheckRequest) (*admissionv1.CheckResponse, error) {
+	p, err := principal.Require(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.check(ctx, p, req)
+	return resp, translate(err)
+}
+
+// resolved is what the heads and the current policy say about a request.
+type resolved struct {
+	epoch   int64
+	policy  replica.Policy
+	access  decision.Access
+	class   string
+	pointer *replica.Pointer
+}
+
+func (s *Server) check(ctx context.Context, p principal.Principal, req *admissionv1.CheckRequest) (*admissionv1.CheckResponse, error) {
+	now := s.o.Now()
+	r := decision.Request{
+		ToolID: req.GetToolId(), Generation: req.GetGeneration(), DescriptorDigest: req.GetDescriptorDigest(),
+		PolicyEpoch: req.GetPolicyEpoch(), Mode: req.GetMode(), RunID: req.GetRunId(), AudienceClass: req.GetAudienceClass(),
+	}
+	parsed, problem := args.Parse(req.GetArguments(), s.o.Limits)
+	r.ArgumentsProblem = problem
+	f := decision.Facts{Now: now, Request: r, Tenant: p.Tenant, PolicyFreshUntil: s.o.Heads.FreshUntil()}
+	rec := &admissionv1.Receipt{
+		ReceiptId: uuid.NewString(), TenantId: p.Tenant, Subject: p.Subject, ToolId: bounded(r.ToolID, decision.MaxToolIDBytes),
+		ArgumentDigest: parsed.Digest, Mode: r.Mode, RunId: bounded(r.RunID, decision.MaxRunIDBytes),
+		DecidedAt: timestamppb.New(now), Replica: s.o.Replica,
+	}
+	validUntil := f.PolicyFreshUntil
+	level := cache.Miss
+
+	out, done := decision.Early(f) // the request, tenant and freshness rules need no reads
+	var entry cache.Entry
+	var res resolved
+	if !done {
+		// Past those rules: resolve, then decide (from the cache when
+		// possible), then check the arguments on every call.
+		var err error
+		if res, err = s.resolve(ctx, p, r); err != nil {
+			return nil, err
+		}
+		if entry, level, err = s.decide(ctx, p, r, &f, &res); err != nil {
+			return nil, err
+		}
+		out = decision.Outcome{Reason: entry.Reason, Detail: entry.Detail}
+		rec.PolicyEpoch, rec.AudienceClass, rec.EffectClass = res.epoch, res.class, entry.Effect
+		rec.DescriptorDigest = entry.ActiveDigest
+		if res.pointer != nil {
+			rec.ServerId, rec.Generation = res.pointer.ServerID, res.pointer.Generation
+			validUntil = earliest(validUntil, res.pointer.FreshUntil)
+		}
+		validUntil = earliest(validUntil, entry.ExpiresAt)
+		if out.Allowed() {
+			out = decision.Final(out, s.argCheck(ctx, res, entry, r, parsed))
+		}
+	}
+	rec.Decision = admissionv1.Decision_DECISION_DENY
+	if out.Allowed() {
+		rec.Decision = admissionv1.Decision_DECISION_ALLOW
+	}
+	rec.Reason = out.Reason
+	if err := s.o.Receipts.Add(rec); err != nil {
+		return nil, err
+	}
+	if s.o.Decided != nil {
+		s.o.Decided(out.Reason, level)
+	}
+	if out.Allowed() && r.RunID != "" && s.o.Binder != nil {
+		s.o.Binder.Bind(r.RunID, rec.ServerId, rec.AudienceClass, rec.Generation)
+	}
+	if validUntil.Before(now) {
+		validUntil = now
+	}
+	resp := &admissionv1.CheckResponse{
+		Decision: rec.Decision, Reason: out.Reason, Detail: out.Detail, Receipt: rec,
+		ValidUntil: timestamppb.New(validUntil), CurrentPolicyEpoch: rec.PolicyEpoch,
+	}
+	if entry.ActiveDigest != "" {
+		resp.CurrentGeneration, resp.CurrentDescriptorDigest = rec.Generation, entry.ActiveDigest
+	}
+	return resp, nil
+}
+
+// earliest returns the earlier of a and b, ignoring a zero b.
+func earliest(a, b time.Time) time.Time {
+	if !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func bounded(s string, n int) string {
+	if len(s) > n {
+		return ""
+	}
+	return s
+}
+
+// epochOf returns the tenant's current epoch, learning it from the
+// registry on the first call for a tenant.
+func (s *Server) epochOf(ctx context.Context, tenant string) (int64, error) {
+	if e, ok := s.o.Heads.Epoch(tenant); ok {
+		return e, nil
+	}
+	pol, err := s.o.Material.Current(ctx, tenant)
+	if err != nil {
+		return 0, err
+	}
+	s.o.Heads.SetEpoch(tenant, pol.Epoch)
+	e, _ := s.o.Heads.Epoch(tenant)
+	return e, nil
+}
+
+// policy returns the tenant's policy at its current epoch. When the
+// registry has already moved past the epoch the heads know, the newer
+// policy is used and the heads learn its epoch.
+func (s *Server) policy(ctx context.Context, tenant string, epoch int64) (replica.Policy, error) {
+	pol, err := s.o.Material.PolicyAt(ctx, tenant, epoch)
+	if errors.Is(err, replica.ErrNotKept) {
+		pol, err = s.o.Material.Current(ctx, tenant)
+		if err == nil && pol.Epoch < epoch {
+			err = fmt.Errorf("the registry answered epoch %d, older than %d", pol.Epoch, epoch)
+		}
+		if err == nil {
+			s.o.Heads.SetEpoch(tenant, pol.Epoch)
+		}
+	}
+	if err != nil {
+		return replica.Policy{}, unavailable(err)
+	}
+	return pol, nil
+}
+
+// resolve finds the class the tool is read through and its pointer.
+func (s *Server) resolve(ctx context.Context, p principal.Principal, r decision.Request) (resolved, error) {
+	var res resolved
+	epoch, err := s.epochOf(ctx, p.Tenant)
+	if errors.Is(err, replica.ErrNotFound) {
+		return res, nil // an unknown tenant sees nothing
+	}
+	if err != nil {
+		return res, unavailable(err)
+	}
+	if res.policy, err = s.policy(ctx, p.Tenant, epoch); err != nil {
+		return res, err
+	}
+	res.epoch = res.policy.Epoch
+	res.access = decision.Effective(res.policy.Grants, p.Subject, p.Groups)
+	server := decision.ServerOf(r.ToolID)
+	for _, c := range res.access.Classes {
+		if r.AudienceClass != "" && c != r.AudienceClass {
+			continue
+		}
+		if slices.Contains(res.policy.Classes[c], server) {
+			res.class = c
+			break
+		}
+	}
+	if res.class == "" {
+		return res, nil
+	}
+	ptr, ok := s.o.Heads.Pointer(server, res.class)
+	if !ok {
+		got, err := s.o.Pointers.Pointer(ctx, server, res.class)
+		switch {
+		case errors.Is(err, replica.ErrNotFound):
+			return res, nil
+		case err != nil:
+			return res, unavailable(err)
+		}
+		s.o.Heads.SetPointer(got)
+		ptr, _ = s.o.Heads.Pointer(server, res.class)
+	}
+	res.pointer = &ptr
+	return res, nil
+}
+
+// decide makes the preliminary decision from the cache or from the
+// material, and caches it.
+func (s *Server) decide(ctx context.Context, p principal.Principal, r decision.Request, f *decision.Facts, res *resolved) (cache.Entry, cache.Level, error) {
+	f.Reachable = res.class != ""
+	f.Class = res.class
+	f.Current = res.access
+	if r.PolicyEpoch > 0 && r.PolicyEpoch < res.epoch {
+		if old, err := s.o.Material.PolicyAt(ctx, p.Tenant, r.PolicyEpoch); err == nil {
+			a := decision.Effective(old.Grants, p.Subject, p.Groups)
+			f.Planned = &a
+		}
+	}
+	if !f.Reachable {
+		o := decision.Prelim(*f)
+		return cache.Entry{Reason: o.Reason, Detail: o.Detail}, cache.Miss, nil
+	}
+	if res.pointer == nil {
+		o := decision.Prelim(*f)
+		return cache.Entry{Reason: o.Reason, Detail: o.Detail}, cache.Miss, nil
+	}
+	ptr := res.pointer
+	key := cache.Key{
+		Tenant: p.Tenant, AudienceClass: res.class, PolicyEpoch: res.epoch, Generation: ptr.Generation,
+		PointerRevision: ptr.Revision, ToolID: r.ToolID, DescriptorDigest: r.DescriptorDigest,
+		ScopeSetDigest: cache.ScopeSetDigest(f.Current, f.Planned), Mode: r.Mode,
+		PlanGeneration: r.Generation, PlanEpoch: r.PolicyEpoch,
+	}
+	if e, lvl := s.o.Cache.Get(ctx, key); lvl != cache.Miss {
+		// The pointer's freshness moves with time, not with the key.
+		if !f.Now.Before(ptr.FreshUntil) {
+			return cache.Entry{Reason: decision.StaleCatalog, Detail: "the generation is past its freshness; refreshes are failing"}, lvl, nil
+		}
+		return e, lvl, nil
+	}
+	f.Pointer = &decision.Pointer{Generation: ptr.Generation, Closed: ptr.Closed, Unversioned: ptr.Unversioned, FreshUntil: ptr.FreshUntil}
+	gen, err := s.o.Material.Generation(ctx, ptr.ServerID, res.class, ptr.Generation)
+	if err != nil {
+		return cache.Entry{}, cache.Miss, unavailable(err)
+	}
+	var active *replica.ToolEntry
+	if t := gen.Tools[r.ToolID]; t != nil {
+		active = t
+		f.ActiveTool = &decision.Tool{DescriptorDigest: t.DescriptorDigest, InputSchemaDigest: t.InputSchemaDigest}
+	}
+	switch {
+	case r.Generation == ptr.Generation:
+		f.PlanTool = f.ActiveTool
+	case r.Generation < ptr.Generation:
+		if old, err := s.o.Material.Generation(ctx, ptr.ServerID, res.class, r.Generation); err == nil {
+			if t := old.Tools[r.ToolID]; t != nil {
+				f.PlanTool = &decision.Tool{DescriptorDigest: t.DescriptorDigest, InputSchemaDigest: t.InputSchemaDigest}
+			}
+		} else if !errors.Is(err, replica.ErrNotFound) && !errors.Is(err, replica.ErrNotKept) {
+			return cache.Entry{}, cache.Miss, unavailable(err)
+		}
+	}
+	if active != nil {
+		f.Review, err = s.o.Material.Review(ctx, p.Tenant, res.epoch, r.ToolID, active.DescriptorDigest)
+		if err != nil {
+			return cache.Entry{}, cache.Miss, unavailable(err)
+		}
+	}
+	o := decision.Prelim(*f)
+	e := cache.Entry{Reason: o.Reason, Detail: o.Detail, ServerID: ptr.ServerID, ExpiresAt: f.Now.Add(s.o.CacheTTL)}
+	if ptr.FreshUntil.Before(e.ExpiresAt) {
+		e.ExpiresAt = ptr.FreshUntil
+	}
+	if active != nil {
+		e.ActiveDigest = active.DescriptorDigest
+		e.InputSchemaDigest = active.InputSchemaDigest
+	}
+	if f.Review.Approved != nil {
+		e.Effect = f.Review.Approved.Effect
+	}
+	s.o.Cache.Put(key, e)
+	return e, cache.Miss, nil
+}
+
+func (s *Server) argCheck(ctx context.Context, res resolved, e cache.Entry, r decision.Request, parsed args.Parsed) decision.ArgumentCheck {
+	if res.pointer == nil {
+		return decision.ArgumentCheck{Problem: "the input schema is not known", Pointer: "/"}
+	}
+	ptr := res.pointer
+	return s.o.Validator.Check(e.InputSchemaDigest, func() ([]byte, error) {
+		gen, err := s.o.Material.Generation(ctx, ptr.ServerID, res.class, ptr.Generation)
+		if err != nil {
+			return nil, err
+		}
+		t := gen.Tools[r.ToolID]
+		if t == nil {
+			return nil, fmt.Errorf("tool not in generation")
+		}
+		return t.InputSchema, nil
+	}, parsed.Value)
+}

@@ -1,0 +1,163 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+
+	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	"github.com/toolcrib/toolcrib/platform/apierror"
+	"github.com/toolcrib/toolcrib/platform/principal"
+	"github.com/toolcrib/toolcrib/services/admission/internal/cache"
+	"github.com/toolcrib/toolcrib/services/admission/internal/decision"
+	"github.com/toolcrib/toolcrib/services/admission/internal/replica"
+	"github.com/toolcrib/toolcrib/services/admission/internal/search"
+)
+
+// ListVisibleTools implements AdmissionService.ListVisibleTools.
+func (s *Server) ListVisibleTools(ctx context.Context, req *admissionv1.ListVisibleToolsRequest) (*admissionv1.ListVisibleToolsResponse, error) {
+	p, err := principal.Require(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.listVisible(ctx, p, req)
+	return resp, translate(err)
+}
+
+func validateList(req *admissionv1.ListVisibleToolsRequest) error {
+	var v apierror.Violations
+	if len(req.GetQuery()) > search.MaxQueryBytes {
+		v.Add("query", "at most %d bytes", search.MaxQueryBytes)
+	}
+	if req.GetMaxBytes() < 0 {
+		v.Add("max_bytes", "must not be negative")
+	}
+	if req.GetMaxTools() < 0 {
+		v.Add("max_tools", "must not be negative")
+	}
+	if len(req.GetEffectClasses()) > 8 {
+		v.Add("effect_classes", "at most 8")
+	}
+	for _, e := range req.GetEffectClasses() {
+		if _, ok := catalogv1.EffectClass_name[int32(e)]; !ok {
+			v.Add("effect_classes", "unknown effect class")
+			break
+		}
+	}
+	return v.Err()
+}
+
+// StalePolicyReason is the FAILED_PRECONDITION reason of ListVisibleTools
+// on a replica that cannot prove freshness (I8): it lists nothing rather
+// than a stale set.
+const StalePolicyReason = "STALE_POLICY"
+
+func (s *Server) listVisible(ctx context.Context, p principal.Principal, req *admissionv1.ListVisibleToolsRequest) (*admissionv1.ListVisibleToolsResponse, error) {
+	if err := validateList(req); err != nil {
+		return nil, err
+	}
+	now := s.o.Now()
+	if fu := s.o.Heads.FreshUntil(); fu.IsZero() || !now.Before(fu) {
+		return nil, apierror.FailedPrecondition(StalePolicyReason, "this replica cannot prove its policy view is fresh; retry shortly")
+	}
+	set, epoch, err := s.visibleSet(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	r := set.Select(search.Filters{Effects: req.GetEffectClasses(), Query: req.GetQuery(),
+		MaxBytes: req.GetMaxBytes(), MaxTools: int(req.GetMaxTools())})
+	return &admissionv1.ListVisibleToolsResponse{Tools: r.Tools, PolicyEpoch: epoch, Truncated: r.Truncated,
+		VisibleSetDigest: r.Digest, VisibleCount: int32(r.Count)}, nil
+}
+
+// visibleSet builds (or reuses) the set of tools p may call now: from each
+// audience class of its access, each server's active, open, fresh
+// generation, each tool enabled, approved at its descriptor and covered by
+// p's scopes. Built sets are kept by everything they were built from.
+func (s *Server) visibleSet(ctx context.Context, p principal.Principal) (*search.Set, int64, error) {
+	epoch, err := s.epochOf(ctx, p.Tenant)
+	if errors.Is(err, replica.ErrNotFound) {
+		return search.Build(nil), 0, nil
+	}
+	if err != nil {
+		return nil, 0, unavailable(err)
+	}
+	pol, err := s.policy(ctx, p.Tenant, epoch)
+	if err != nil {
+		return nil, 0, err
+	}
+	epoch = pol.Epoch
+	access := decision.Effective(pol.Grants, p.Subject, p.Groups)
+	now := s.o.Now()
+	type src struct {
+		class string
+		ptr   replica.Pointer
+	}
+	var srcs []src
+	var key strings.Builder
+	key.WriteString(strconv.Itoa(len(p.Tenant)) + ":" + p.Tenant + "|" + strconv.FormatInt(epoch, 10) + "|" + cache.ScopeSetDigest(access, nil))
+	for _, c := range access.Classes {
+		servers := slices.Clone(pol.Classes[c])
+		slices.Sort(servers)
+		for _, srv := range servers {
+			ptr, ok := s.o.Heads.Pointer(srv, c)
+			if !ok {
+				got, err := s.o.Pointers.Pointer(ctx, srv, c)
+				if errors.Is(err, replica.ErrNotFound) {
+					continue
+				}
+				if err != nil {
+					return nil, 0, unavailable(err)
+				}
+				s.o.Heads.SetPointer(got)
+				ptr, _ = s.o.Heads.Pointer(srv, c)
+			}
+			if ptr.Closed || !now.Before(ptr.FreshUntil) {
+				continue
+			}
+			srcs = append(srcs, src{c, ptr})
+			key.WriteString("|" + c + "/" + srv + "@" + strconv.FormatInt(ptr.Revision, 10))
+		}
+	}
+	if set, ok := s.sets.Get(key.String()); ok {
+		return set, epoch, nil
+	}
+	var tools []search.Tool
+	for _, sr := range srcs {
+		gen, err := s.o.Material.Generation(ctx, sr.ptr.ServerID, sr.class, sr.ptr.Generation)
+		if err != nil {
+			return nil, 0, unavailable(err)
+		}
+		ids := make([]string, 0, len(gen.Tools))
+		for id := range gen.Tools {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			t := gen.Tools[id]
+			rv, err := s.o.Material.Review(ctx, p.Tenant, epoch, id, t.DescriptorDigest)
+			if err != nil {
+				return nil, 0, unavailable(err)
+			}
+			if !rv.Known || !rv.Enabled || rv.Approved == nil || !access.HasScope(rv.Approved.Scope) {
+				continue
+			}
+			state := catalogv1.DiscoveryState_DISCOVERY_STATE_ELIGIBLE
+			if sr.ptr.Unversioned {
+				state = catalogv1.DiscoveryState_DISCOVERY_STATE_UNVERSIONED_OBSERVATION
+			}
+			tools = append(tools, search.Tool{
+				ToolID: id, ServerID: sr.ptr.ServerID, Name: t.Name, Title: t.Title, Description: t.Description,
+				InputSchema: t.InputSchema, AudienceClass: sr.class, Generation: sr.ptr.Generation,
+				DescriptorDigest: t.DescriptorDigest, Effect: rv.Approved.Effect, SourceState: state,
+				ConfirmationRequired: decision.NeedsConfirmation(rv.Approved.Effect, rv.Approved.Confirmation),
+			})
+		}
+	}
+	set := search.Build(tools)
+	s.sets.Add(key.String(), set)
+	return set, epoch, nil
+}

@@ -1,0 +1,278 @@
+package receipts
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+)
+
+// Errors of the writer.
+var (
+	// ErrNotFound: no receipt with that id is visible to the principal.
+	ErrNotFound = errors.New("receipts: not found")
+	// ErrBackpressure: too many receipts wait for Postgres.
+	ErrBackpressure = errors.New("receipts: too many receipts are waiting to be stored")
+	// ErrClosed: the writer was closed.
+	ErrClosed = errors.New("receipts: writer closed")
+)
+
+// Options configures a [Writer].
+type Options struct {
+	BatchSize    int
+	Interval     time.Duration
+	MaxPending   int
+	LookupWindow time.Duration
+	// DrainTimeout bounds the final flush in Close.
+	DrainTimeout time.Duration
+	Logger       *slog.Logger
+	Now          func() time.Time
+}
+
+// Writer batches receipts to Postgres.
+type Writer struct {
+	pool *pgxpool.Pool
+	o    Options
+
+	mu      sync.Mutex
+	queue   []*admissionv1.Receipt // not yet stored, in order
+	byID    map[string]*admissionv1.Receipt
+	closed  bool
+	kick    chan struct{}
+	flushMu sync.Mutex // one flush at a time
+	stored  int64
+}
+
+// New returns a writer over pool (search_path = admission).
+func New(pool *pgxpool.Pool, o Options) *Writer {
+	if o.BatchSize <= 0 {
+		o.BatchSize = 500
+	}
+	if o.Interval <= 0 {
+		o.Interval = 50 * time.Millisecond
+	}
+	if o.MaxPending <= 0 {
+		o.MaxPending = 200_000
+	}
+	if o.LookupWindow <= 0 {
+		o.LookupWindow = 5 * time.Minute
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Writer{pool: pool, o: o, byID: map[string]*admissionv1.Receipt{}, kick: make(chan struct{}, 1)}
+}
+
+// Add queues r. The writer keeps r; the caller must not change it after.
+func (w *Writer) Add(r *admissionv1.Receipt) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.closed:
+		return ErrClosed
+	case len(w.queue) >= w.o.MaxPending:
+		return ErrBackpressure
+	}
+	w.queue = append(w.queue, r)
+	w.byID[r.GetReceiptId()] = r
+	if len(w.queue) >= w.o.BatchSize {
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// Pending is how many receipts wait for Postgres.
+func (w *Writer) Pending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.queue)
+}
+
+// Stored is how many receipts this writer stored.
+func (w *Writer) Stored() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stored
+}
+
+// Run flushes until ctx ends. Failed batches are retried with back-off.
+func (w *Writer) Run(ctx context.Context) error {
+	t := time.NewTicker(w.o.Interval)
+	defer t.Stop()
+	backoff := w.o.Interval
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-w.kick:
+		}
+		if err := w.Flush(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			w.o.Logger.Warn("receipts: batch not stored; retrying", "pending", w.Pending(), "err", err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = w.o.Interval
+	}
+}
+
+// Flush stores every queued receipt, batch by batch. On an error the
+// unstored receipts stay queued.
+func (w *Writer) Flush(ctx context.Context) error {
+	w.flushMu.Lock()
+	defer w.flushMu.Unlock()
+	for {
+		w.mu.Lock()
+		n := min(len(w.queue), w.o.BatchSize)
+		batch := w.queue[:n:n]
+		w.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		if err := w.insert(ctx, batch); err != nil {
+			return err
+		}
+		w.mu.Lock()
+		w.queue = w.queue[n:]
+		for _, r := range batch {
+			delete(w.byID, r.GetReceiptId())
+		}
+		w.stored += int64(n)
+		if len(w.queue) == 0 {
+			w.queue = nil
+		}
+		w.mu.Unlock()
+	}
+}
+
+// Close refuses further receipts and flushes what is queued, within the
+// drain timeout (retrying failed batches meanwhile).
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), w.o.DrainTimeout)
+	defer cancel()
+	for {
+		err := w.Flush(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			w.o.Logger.Error("receipts: drain ended with receipts not stored", "pending", w.Pending(), "err", err)
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+const insertSQL = `INSERT INTO receipts (receipt_id, tenant_id, subject, tool_id, server_id, audience_class,
+  generation, descriptor_digest, policy_epoch, argument_digest, mode, run_id, decision, reason,
+  effect_class, decided_at, replica)
+SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+  $7::bigint[], $8::text[], $9::bigint[], $10::text[], $11::smallint[], $12::text[], $13::smallint[],
+  $14::smallint[], $15::smallint[], $16::timestamptz[], $17::text[])
+ON CONFLICT (receipt_id) DO NOTHING`
+
+func (w *Writer) insert(ctx context.Context, batch []*admissionv1.Receipt) error {
+	n := len(batch)
+	var (
+		ids, tenants, subjects, tools, servers, classes, descs, argds, runs, replicas = mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n)
+		gens, epochs                                                                  = make([]int64, n), make([]int64, n)
+		modes, decisions, reasons, effects                                            = make([]int16, n), make([]int16, n), make([]int16, n), make([]int16, n)
+		at                                                                            = make([]time.Time, n)
+	)
+	for i, r := range batch {
+		ids[i], tenants[i], subjects[i], tools[i] = r.GetReceiptId(), r.GetTenantId(), r.GetSubject(), r.GetToolId()
+		servers[i], classes[i], descs[i], argds[i] = r.GetServerId(), r.GetAudienceClass(), r.GetDescriptorDigest(), r.GetArgumentDigest()
+		runs[i], replicas[i] = r.GetRunId(), r.GetReplica()
+		gens[i], epochs[i] = r.GetGeneration(), r.GetPolicyEpoch()
+		modes[i], decisions[i], reasons[i], effects[i] = int16(r.GetMode()), int16(r.GetDecision()), int16(r.GetReason()), int16(r.GetEffectClass())
+		at[i] = r.GetDecidedAt().AsTime()
+	}
+	_, err := w.pool.Exec(ctx, insertSQL, ids, tenants, subjects, tools, servers, classes, gens, descs, epochs,
+		argds, modes, runs, decisions, reasons, effects, at, replicas)
+	return err
+}
+
+func mk(n int) []string { return make([]string, n) }
+
+// Lookup returns the receipt id if tenant and subject are the ones it was
+// decided for and it is younger than the lookup window; ErrNotFound
+// otherwise. It never waits for the batch: a receipt not yet stored is
+// answered from memory.
+func (w *Writer) Lookup(ctx context.Context, id, tenant, subject string) (*admissionv1.Receipt, error) {
+	if _, err := uuid.Parse(id); err != nil {
+		return nil, ErrNotFound
+	}
+	w.mu.Lock()
+	r, ok := w.byID[id]
+	w.mu.Unlock()
+	if !ok {
+		var err error
+		if r, err = w.load(ctx, id); err != nil {
+			return nil, err
+		}
+	} else {
+		r = proto.Clone(r).(*admissionv1.Receipt)
+	}
+	if r.GetTenantId() != tenant || r.GetSubject() != subject ||
+		w.o.Now().Sub(r.GetDecidedAt().AsTime()) > w.o.LookupWindow {
+		return nil, ErrNotFound
+	}
+	return r, nil
+}
+
+func (w *Writer) load(ctx context.Context, id string) (*admissionv1.Receipt, error) {
+	var (
+		r                              admissionv1.Receipt
+		mode, decision, reason, effect int16
+		at                             time.Time
+	)
+	err := w.pool.QueryRow(ctx, `SELECT receipt_id::text, tenant_id, subject, tool_id, server_id, audience_class,
+  generation, descriptor_digest, policy_epoch, argument_digest, mode, run_id, decision, reason, effect_class,
+  decided_at, replica FROM receipts WHERE receipt_id = $1::uuid`, id).Scan(
+		&r.ReceiptId, &r.TenantId, &r.Subject, &r.ToolId, &r.ServerId, &r.AudienceClass, &r.Generation,
+		&r.DescriptorDigest, &r.PolicyEpoch, &r.ArgumentDigest, &mode, &r.RunId, &decision, &reason, &effect,
+		&at, &r.Replica)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.Mode = admissionv1.Mode(mode)
+	r.Decision = admissionv1.Decision(decision)
+	r.Reason = catalogv1.DecisionReason(reason)
+	r.EffectClass = catalogv1.EffectClass(effect)
+	r.DecidedAt = timestamppb.New(at)
+	return &r, nil
+}

@@ -1,0 +1,207 @@
+package receipts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	"github.com/toolcrib/toolcrib/platform/pgtest"
+	"github.com/toolcrib/toolcrib/platform/postgres"
+	"github.com/toolcrib/toolcrib/services/admission/migrations"
+)
+
+func newPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	url := pgtest.NewDatabase(t, pgtest.Schema{Name: "admission", Sets: []postgres.Set{migrations.Set()}})
+	pool, err := postgres.Open(context.Background(), url, "admission")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func receipt(tenant, subject string) *admissionv1.Receipt {
+	return &admissionv1.Receipt{
+		ReceiptId: uuid.NewString(), Decision: admissionv1.Decision_DECISION_ALLOW,
+		Reason: catalogv1.DecisionReason_DECISION_REASON_ALLOW, TenantId: tenant, Subject: subject,
+		ToolId: "logistics.shipment_status", ServerId: "logistics", AudienceClass: tenant + ".readers",
+		Generation: 7, DescriptorDigest: "sha256:aa", PolicyEpoch: 5, ArgumentDigest: "sha256:bb",
+		Mode: admissionv1.Mode_MODE_AUTONOMOUS, RunId: "run-1",
+		DecidedAt: timestamppb.New(time.Now().Truncate(time.Microsecond)), Replica: "host:1",
+		EffectClass: catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY,
+	}
+}
+
+func count(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM receipts").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestLookupIsPrincipalBoundAndDoesNotWait(t *testing.T) {
+	pool := newPool(t)
+	ctx := context.Background()
+	w := New(pool, Options{Interval: time.Hour, BatchSize: 1000})
+	r := receipt("tenant-a", "alice")
+	if err := w.Add(r); err != nil {
+		t.Fatal(err)
+	}
+	// Not flushed: answered from memory.
+	got, err := w.Lookup(ctx, r.ReceiptId, "tenant-a", "alice")
+	if err != nil || !proto.Equal(got, r) {
+		t.Fatalf("lookup before flush: %v %v", got, err)
+	}
+	if count(t, pool) != 0 {
+		t.Fatal("stored before the flush")
+	}
+	check := func(when string) {
+		for _, who := range [][2]string{{"tenant-b", "alice"}, {"tenant-a", "bob"}, {"", ""}} {
+			if _, err := w.Lookup(ctx, r.ReceiptId, who[0], who[1]); !errors.Is(err, ErrNotFound) {
+				t.Errorf("%s: %v looked up tenant-a/alice's receipt: %v", when, who, err)
+			}
+		}
+	}
+	check("in memory")
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w.Pending() != 0 || count(t, pool) != 1 {
+		t.Fatalf("after flush: %d pending, %d stored", w.Pending(), count(t, pool))
+	}
+	got, err = w.Lookup(ctx, r.ReceiptId, "tenant-a", "alice")
+	if err != nil || !proto.Equal(got, r) {
+		t.Fatalf("lookup from Postgres: %v %v\nwant %v", got, err, r)
+	}
+	check("in Postgres")
+	for _, id := range []string{uuid.NewString(), "not-a-uuid", "'; DROP TABLE receipts; --"} {
+		if _, err := w.Lookup(ctx, id, "tenant-a", "alice"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("lookup %q: %v", id, err)
+		}
+	}
+	// Short-lived: past the window the receipt is not answered.
+	w.o.Now = func() time.Time { return time.Now().Add(w.o.LookupWindow + time.Second) }
+	if _, err := w.Lookup(ctx, r.ReceiptId, "tenant-a", "alice"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("old receipt: %v", err)
+	}
+}
+
+// TestFailedBatchIsRetriedNotLost makes Postgres refuse the insert (the
+// table is renamed away), then restores it: every receipt is stored once.
+func TestFailedBatchIsRetriedNotLost(t *testing.T) {
+	pool := newPool(t)
+	ctx := context.Background()
+	w := New(pool, Options{Interval: 10 * time.Millisecond, BatchSize: 7})
+	if _, err := pool.Exec(ctx, "ALTER TABLE receipts RENAME TO receipts_away"); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- w.Run(runCtx) }()
+	ids := map[string]bool{}
+	for range 50 {
+		r := receipt("tenant-a", "alice")
+		ids[r.ReceiptId] = true
+		if err := w.Add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	if w.Pending() != 50 {
+		t.Fatalf("%d pending while Postgres refuses", w.Pending())
+	}
+	if _, err := pool.Exec(ctx, "ALTER TABLE receipts_away RENAME TO receipts"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for w.Pending() > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	<-done
+	if n := count(t, pool); n != 50 || w.Pending() != 0 {
+		t.Fatalf("%d stored, %d pending; want 50, 0", n, w.Pending())
+	}
+	// A retried batch that had committed is not stored twice.
+	var r *admissionv1.Receipt
+	for id := range ids {
+		r = receipt("tenant-a", "alice")
+		r.ReceiptId = id
+		break
+	}
+	if err := w.insert(ctx, []*admissionv1.Receipt{r}); err != nil || count(t, pool) != 50 {
+		t.Fatalf("re-insert: %v, %d rows", err, count(t, pool))
+	}
+}
+
+func TestCloseFlushesAndRefusesMore(t *testing.T) {
+	pool := newPool(t)
+	w := New(pool, Options{Interval: time.Hour, BatchSize: 4})
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 25 {
+				if err := w.Add(receipt("tenant-a", fmt.Sprint("s", i))); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, pool); n != 200 {
+		t.Fatalf("%d of 200 stored on drain", n)
+	}
+	if err := w.Add(receipt("tenant-a", "x")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Add after Close: %v", err)
+	}
+}
+
+func TestBackpressure(t *testing.T) {
+	w := New(nil, Options{MaxPending: 3, Interval: time.Hour})
+	for range 3 {
+		if err := w.Add(receipt("t", "s")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Add(receipt("t", "s")); !errors.Is(err, ErrBackpressure) {
+		t.Fatalf("4th receipt: %v", err)
+	}
+}
+
+func TestRunStoresInBatches(t *testing.T) {
+	pool := newPool(t)
+	w := New(pool, Options{Interval: 5 * time.Millisecond, BatchSize: 100})
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go func() { _ = w.Run(ctx) }()
+	for range 1234 {
+		if err := w.Add(receipt("tenant-a", "alice")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for w.Stored() < 1234 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := count(t, pool); n != 1234 {
+		t.Fatalf("%d of 1234 stored", n)
+	}
+}

@@ -1,0 +1,271 @@
+package search
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+
+	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+)
+
+// Tool is one tool the principal may call now.
+type Tool struct {
+	ToolID, ServerID, Name, Title, Description string
+	InputSchema                                []byte
+	AudienceClass                              string
+	Generation                                 int64
+	DescriptorDigest                           string
+	Effect                                     catalogv1.EffectClass
+	SourceState                                catalogv1.DiscoveryState
+	ConfirmationRequired                       bool
+}
+
+// Filters narrow one request.
+type Filters struct {
+	// Effects keeps only these classes; empty keeps all.
+	Effects []catalogv1.EffectClass
+	// Query ranks by BM25 and keeps only matching tools; empty for none.
+	Query string
+	// MaxBytes caps the total of descriptions and input schemas; 0 for none.
+	MaxBytes int64
+	// MaxTools caps the count; 0 for none.
+	MaxTools int
+}
+
+// MaxQueryBytes is the longest query accepted.
+const MaxQueryBytes = 1024
+
+// Result is one answer.
+type Result struct {
+	Tools     []*admissionv1.VisibleTool
+	Truncated bool
+	// Digest and Count describe the whole visible set.
+	Digest string
+	Count  int
+}
+
+type doc struct {
+	tool  Tool
+	model string
+	terms map[string]float64 // weighted term frequencies
+	len   float64
+	size  int64
+}
+
+// Set is a built visible set.
+type Set struct {
+	docs   []doc              // by model name
+	post   map[string][]int32 // term → indexes of docs holding it
+	avgLen float64
+	digest string
+}
+
+// Field weights of the BM25F bag.
+const (
+	weightName  = 3
+	weightTitle = 2
+	weightDesc  = 1
+	k1          = 1.2
+	b           = 0.75
+)
+
+// Build builds the set. A tool id listed twice (the same server through two
+// audience classes) is kept once, through the smallest class name.
+func Build(tools []Tool) *Set {
+	byID := map[string]Tool{}
+	for _, t := range tools {
+		if prev, ok := byID[t.ToolID]; !ok || t.AudienceClass < prev.AudienceClass {
+			byID[t.ToolID] = t
+		}
+	}
+	names := map[string]int{}
+	for _, t := range byID {
+		names[t.Name]++
+	}
+	s := &Set{}
+	used := map[string]string{}
+	ids := make([]string, 0, len(byID))
+	for id := range byID {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		t := byID[id]
+		model := t.Name
+		if names[t.Name] > 1 {
+			model = t.ServerID + "__" + t.Name
+		}
+		if other, clash := used[model]; clash && other != id {
+			model = t.ToolID // still ambiguous (names with "__"): the unique id
+		}
+		used[model] = id
+		d := doc{tool: t, model: model, terms: map[string]float64{}, size: int64(len(t.Description) + len(t.InputSchema))}
+		add := func(text string, w float64) {
+			for _, tok := range Tokenize(text) {
+				d.terms[tok] += w
+				d.len += w
+			}
+		}
+		add(t.Name, weightName)
+		add(t.Title, weightTitle)
+		add(t.Description, weightDesc)
+		s.docs = append(s.docs, d)
+	}
+	slices.SortFunc(s.docs, func(a, b doc) int { return cmp.Compare(a.model, b.model) })
+	s.post = map[string][]int32{}
+	for i, d := range s.docs {
+		for tok := range d.terms {
+			s.post[tok] = append(s.post[tok], int32(i))
+		}
+	}
+	h := sha256.New()
+	var total float64
+	for _, d := range s.docs {
+		total += d.len
+		t := d.tool
+		for _, f := range []string{d.model, t.ToolID, t.ServerID, t.AudienceClass, strconv.FormatInt(t.Generation, 10),
+			t.DescriptorDigest, t.Effect.String(), t.SourceState.String(), strconv.FormatBool(t.ConfirmationRequired)} {
+			h.Write([]byte(strconv.Itoa(len(f)) + ":" + f))
+		}
+		h.Write([]byte{'\n'})
+	}
+	if len(s.docs) > 0 {
+		s.avgLen = total / float64(len(s.docs))
+	}
+	s.digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return s
+}
+
+// Digest is the digest of the whole visible set.
+func (s *Set) Digest() string { return s.digest }
+
+// Len is the size of the whole visible set.
+func (s *Set) Len() int { return len(s.docs) }
+
+type scored struct {
+	i     int
+	score float64
+}
+
+// Rank returns the indexes of the tools matching query, best first (ties
+// by model name).
+func (s *Set) Rank(query string) []scored {
+	q := Tokenize(query)
+	slices.Sort(q)
+	q = slices.Compact(q)
+	n := float64(len(s.docs))
+	acc := map[int32]float64{}
+	for _, tok := range q {
+		df := float64(len(s.post[tok]))
+		idf := math.Log(1 + (n-df+0.5)/(df+0.5))
+		for _, i := range s.post[tok] {
+			d := &s.docs[i]
+			tf := d.terms[tok]
+			norm := 1 - b + b*d.len/s.avgLen
+			acc[i] += idf * tf * (k1 + 1) / (tf + k1*norm)
+		}
+	}
+	out := make([]scored, 0, len(acc))
+	for i, score := range acc {
+		out = append(out, scored{int(i), score})
+	}
+	slices.SortFunc(out, func(a, c scored) int {
+		if a.score != c.score {
+			return cmp.Compare(c.score, a.score)
+		}
+		return cmp.Compare(s.docs[a.i].model, s.docs[c.i].model)
+	})
+	return out
+}
+
+// Select answers one request.
+func (s *Set) Select(f Filters) Result {
+	res := Result{Digest: s.digest, Count: len(s.docs)}
+	var order []int
+	if strings.TrimSpace(f.Query) != "" {
+		for _, r := range s.Rank(f.Query) {
+			order = append(order, r.i)
+		}
+	} else {
+		for i := range s.docs {
+			order = append(order, i)
+		}
+	}
+	var bytes int64
+	for _, i := range order {
+		d := s.docs[i]
+		if len(f.Effects) > 0 && !slices.Contains(f.Effects, d.tool.Effect) {
+			continue
+		}
+		if (f.MaxTools > 0 && len(res.Tools) >= f.MaxTools) || (f.MaxBytes > 0 && bytes+d.size > f.MaxBytes) {
+			res.Truncated = true
+			break
+		}
+		bytes += d.size
+		res.Tools = append(res.Tools, view(d))
+	}
+	return res
+}
+
+func view(d doc) *admissionv1.VisibleTool {
+	t := d.tool
+	return &admissionv1.VisibleTool{
+		Model: &admissionv1.ModelTool{Name: d.model, Description: t.Description, InputSchema: t.InputSchema},
+		Runtime: &admissionv1.RuntimeTool{
+			ToolId: t.ToolID, ServerId: t.ServerID, AudienceClass: t.AudienceClass, Generation: t.Generation,
+			DescriptorDigest: t.DescriptorDigest, EffectClass: t.Effect, SourceState: t.SourceState,
+			ConfirmationRequired: t.ConfirmationRequired,
+		},
+	}
+}
+
+// Tokenize splits text into lowercased, lightly stemmed words: at every
+// non-letter, non-digit, and where a lower-case letter meets an upper-case
+// one (`getShipment` → get, shipment).
+func Tokenize(text string) []string {
+	var out []string
+	var cur []rune
+	flush := func() {
+		if len(cur) > 0 {
+			out = append(out, stem(strings.ToLower(string(cur))))
+			cur = cur[:0]
+		}
+	}
+	var prev rune
+	for _, r := range text {
+		switch {
+		case unicode.IsLetter(r) || unicode.IsDigit(r):
+			if unicode.IsUpper(r) && unicode.IsLower(prev) {
+				flush()
+			}
+			cur = append(cur, r)
+		default:
+			flush()
+		}
+		prev = r
+	}
+	flush()
+	return out
+}
+
+func stem(w string) string {
+	switch {
+	case len(w) > 4 && strings.HasSuffix(w, "ies"):
+		return w[:len(w)-3] + "y"
+	case len(w) > 4 && (strings.HasSuffix(w, "ches") || strings.HasSuffix(w, "shes") || strings.HasSuffix(w, "sses") || strings.HasSuffix(w, "xes")):
+		return w[:len(w)-2]
+	case len(w) > 3 && strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "ss") && !strings.HasSuffix(w, "us") && !strings.HasSuffix(w, "is"):
+		return w[:len(w)-1]
+	case len(w) > 5 && strings.HasSuffix(w, "ing"):
+		return w[:len(w)-3]
+	case len(w) > 4 && strings.HasSuffix(w, "ed"):
+		return w[:len(w)-2]
+	}
+	return w
+}

@@ -1,0 +1,118 @@
+package upstream
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
+	"github.com/toolcrib/toolcrib/services/admission/internal/replica"
+	"github.com/toolcrib/toolcrib/services/registry/registrytest"
+)
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen within 10s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestAgainstTheRealRegistry runs the adapters and both Watch loops
+// against a real registry (Postgres-backed) and the registry's test
+// discovery: a grant bumps the epoch in the heads through the Watch, the
+// policy reads back with its grant and class, a committed generation
+// becomes a pointer head and reads back tool by tool.
+func TestAgainstTheRealRegistry(t *testing.T) {
+	r := registrytest.Start(t, registrytest.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	admin := r.Admin(t)
+	svc := servicetest.Dial(t, r.Addr, r.Auth.Service(t))
+	rc := registryv1.NewRegistryServiceClient(svc)
+	if _, err := admin.RegisterServer(ctx, &registryv1.RegisterServerRequest{Server: &registryv1.Server{
+		ServerId: "logistics", Owner: "group:logistics-owners",
+		Transport:      &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: "https://logistics.example.test/mcp"}},
+		TrustLevel:     registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY,
+		RevisionSource: registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED,
+		ScanInterval:   durationpb.New(5 * time.Minute)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.PutTenant(ctx, &registryv1.PutTenantRequest{Tenant: &registryv1.Tenant{TenantId: "demo-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.PutAudienceClass(ctx, &registryv1.PutAudienceClassRequest{AudienceClass: &registryv1.AudienceClass{
+		Name: "demo-a.readers", TenantId: "demo-a", Servers: []*registryv1.AudienceServer{{ServerId: "logistics"}}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	heads := replica.NewHeads(5*time.Second, nil)
+	logger := slog.New(slog.DiscardHandler)
+	dc := discoveryv1.NewDiscoveryServiceClient(servicetest.Dial(t, r.Discovery.Addr, ""))
+	go func() { _ = FollowRegistry(ctx, rc, heads, logger) }()
+	go func() { _ = FollowDiscovery(ctx, dc, heads, logger) }()
+	waitFor(t, "both streams caught up", func() bool { return !heads.FreshUntil().IsZero() })
+
+	reg := &Registry{C: rc}
+	before, err := reg.Current(ctx, "demo-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := admin.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: "demo-a", Subject: "alice",
+		Scopes: []string{"shipment:read"}, AudienceClasses: []string{"demo-a.readers"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.GetPolicyEpoch() <= before.Epoch {
+		t.Fatalf("grant did not bump the epoch: %d → %d", before.Epoch, g.GetPolicyEpoch())
+	}
+	waitFor(t, "the epoch bump through the Watch", func() bool { e, _ := heads.Epoch("demo-a"); return e == g.GetPolicyEpoch() })
+	pol, err := reg.PolicyAt(ctx, "demo-a", g.GetPolicyEpoch())
+	if err != nil || len(pol.Grants) != 1 || pol.Grants[0].Subject != "alice" || pol.Classes["demo-a.readers"][0] != "logistics" {
+		t.Fatalf("policy %+v, %v", pol, err)
+	}
+	if _, err := reg.PolicyAt(ctx, "demo-a", before.Epoch); err != replica.ErrNotKept {
+		t.Fatalf("an older epoch: %v (GetPolicy answers only the current one)", err)
+	}
+	if _, err := reg.Current(ctx, "nobody"); err == nil {
+		t.Fatal("unknown tenant answered")
+	}
+	rv, err := reg.Review(ctx, "demo-a", g.GetPolicyEpoch(), "logistics.none", "sha256:00")
+	if err != nil || rv.Known {
+		t.Fatalf("unknown tool: %+v %v", rv, err)
+	}
+
+	// Discovery side: a committed generation is a head and reads back.
+	tool := registrytest.Tool("logistics", "shipment_status", "Query a shipment's status.")
+	gen, rev := r.Discovery.Commit("logistics", "demo-a.readers", tool)
+	waitFor(t, "the pointer move through the Watch", func() bool {
+		p, ok := heads.Pointer("logistics", "demo-a.readers")
+		return ok && p.Generation == gen && p.Revision == rev
+	})
+	disc := &Discovery{C: dc}
+	got, err := disc.Generation(ctx, "logistics", "demo-a.readers", gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := got.Tools["logistics.shipment_status"]
+	if e == nil || e.DescriptorDigest != tool.GetDescriptorDigest() || string(e.InputSchema) != `{"type":"object"}` {
+		t.Fatalf("generation %+v", got.Tools)
+	}
+	if _, err := disc.Pointer(ctx, "logistics", "demo-a.nothing"); err == nil {
+		t.Fatal("a pointer that does not exist answered")
+	}
+	// The registry learns the tool from discovery; Review reads it.
+	r.WaitTool(t, "logistics.shipment_status", func(*registryv1.Tool) bool { return true })
+	rv, err = reg.Review(ctx, "demo-a", g.GetPolicyEpoch(), "logistics.shipment_status", tool.GetDescriptorDigest())
+	if err != nil || !rv.Known || rv.Enabled || rv.Approved != nil {
+		t.Fatalf("a new tool is known, disabled and unreviewed: %+v %v", rv, err)
+	}
+}
