@@ -136,7 +136,8 @@ func newRig(t *testing.T, src *sources, redis *redisclient.Client) *rig {
 	t.Helper()
 	auth := servicetest.NewAuth(t)
 	v, err := principal.LoadVerifier(auth.JWKSPath, principal.VerifierConfig{Issuer: servicetest.Issuer,
-		Audience: servicetest.Audience, AdminGroup: servicetest.AdminGroup, ServiceGroup: servicetest.ServiceGroup})
+		Audience: servicetest.Audience, AdminGroup: servicetest.AdminGroup, ServiceGroup: servicetest.ServiceGroup,
+		PlatformTenant: servicetest.PlatformTenant})
 	if err != nil {
 		t.Fatal(err)
 	}

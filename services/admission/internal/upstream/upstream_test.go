@@ -39,7 +39,7 @@ func TestAgainstTheRealRegistry(t *testing.T) {
 	svc := servicetest.Dial(t, r.Addr, r.Auth.Service(t))
 	rc := registryv1.NewRegistryServiceClient(svc)
 	if _, err := admin.RegisterServer(ctx, &registryv1.RegisterServerRequest{Server: &registryv1.Server{
-		ServerId: "logistics", Owner: "group:logistics-owners",
+		ServerId: "logistics", Owner: "tenant-a/group:logistics-owners",
 		Transport:      &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: "https://logistics.example.test/mcp"}},
 		TrustLevel:     registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY,
 		RevisionSource: registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED,
@@ -56,7 +56,7 @@ func TestAgainstTheRealRegistry(t *testing.T) {
 
 	heads := replica.NewHeads(5*time.Second, nil)
 	logger := slog.New(slog.DiscardHandler)
-	dc := discoveryv1.NewDiscoveryServiceClient(servicetest.Dial(t, r.Discovery.Addr, ""))
+	dc := discoveryv1.NewDiscoveryServiceClient(servicetest.Dial(t, r.Discovery.Addr, r.Auth.Service(t)))
 	go func() { _ = FollowRegistry(ctx, rc, heads, logger) }()
 	go func() { _ = FollowDiscovery(ctx, dc, heads, logger) }()
 	waitFor(t, "both streams caught up", func() bool { return !heads.FreshUntil().IsZero() })
