@@ -62,6 +62,8 @@ func Run(ctx context.Context, cfg Config) error {
 		reg := &upstream.Registry{C: rc}
 		disc := &upstream.Discovery{C: dc, Logger: d.Logger, RunTTL: cfg.RunTTL}
 		heads := replica.NewHeads(cfg.ValidityWindow, nil)
+		follow := upstream.FollowOptions{Window: cfg.ValidityWindow, Logger: d.Logger}
+		regFollow, discFollow := upstream.RegistryFollower(rc, heads, follow), upstream.DiscoveryFollower(dc, heads, follow)
 		c := cache.New(cache.Options{L1Size: cfg.L1Size, Redis: d.Redis})
 		w := receipts.New(d.Pool, receipts.Options{BatchSize: cfg.ReceiptBatch, Interval: cfg.ReceiptInterval, Logger: d.Logger})
 		lim := args.DefaultLimits
@@ -75,8 +77,8 @@ func Run(ctx context.Context, cfg Config) error {
 		return service.Parts{
 			Register: func(s *grpc.Server) { admissionv1.RegisterAdmissionServiceServer(s, api) },
 			Loops: []func(context.Context) error{
-				func(ctx context.Context) error { return upstream.FollowRegistry(ctx, rc, heads, d.Logger) },
-				func(ctx context.Context) error { return upstream.FollowDiscovery(ctx, dc, heads, d.Logger) },
+				regFollow.Run,
+				discFollow.Run,
 				w.Run,
 				disc.StartBinder,
 				func(ctx context.Context) error { logFreshness(ctx, heads, d.Logger); return nil },
