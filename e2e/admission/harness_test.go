@@ -182,7 +182,7 @@ func (w *world) epoch(t *testing.T) int64 {
 
 // replica is one running admission replica.
 type replica struct {
-	addr             string
+	addr              string
 	regLink, discLink *link
 }
 
