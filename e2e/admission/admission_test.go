@@ -154,12 +154,25 @@ func TestRevokeWhileTwoReplicasServe(t *testing.T) {
 	}
 }
 
-// TestFrozenWatchAnswersStalePolicy freezes one replica's links to the
-// registry and discovery (connections open, no byte passes): once the
-// validity window has passed, every Check is STALE_POLICY and health is
-// NOT_SERVING, never ALLOW; a second replica keeps allowing. After the
-// thaw the same process answers ALLOW again, without a restart.
+// TestFrozenWatchAnswersStalePolicy breaks one replica's links (both
+// frozen: connections open, no byte passes; or only the discovery link
+// cut): once the validity window has passed, every Check is STALE_POLICY
+// and health is NOT_SERVING, never ALLOW; a second replica keeps allowing.
+// After healing, the same process answers ALLOW again, without a restart.
 func TestFrozenWatchAnswersStalePolicy(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		break_, fix func(*replica)
+	}{
+		{"both links frozen", func(r *replica) { r.regLink.freeze(); r.discLink.freeze() },
+			func(r *replica) { r.regLink.thaw(); r.discLink.thaw() }},
+		{"discovery link cut", func(r *replica) { r.discLink.sever() }, func(r *replica) { r.discLink.heal() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { staleThenHealed(t, tc.break_, tc.fix) })
+	}
+}
+
+func staleThenHealed(t *testing.T, breakLinks, fixLinks func(*replica)) {
 	ctx := ctxFor(t)
 	w := newWorld(t)
 	const window = time.Second
@@ -171,8 +184,7 @@ func TestFrozenWatchAnswersStalePolicy(t *testing.T) {
 	health := healthpb.NewHealthClient(servicetest.Dial(t, frozen.addr, ""))
 
 	frozenAt := time.Now()
-	frozen.regLink.freeze()
-	frozen.discLink.freeze()
+	breakLinks(frozen)
 	var firstStale time.Time
 	for time.Since(frozenAt) < window+1500*time.Millisecond {
 		resp, err := w.check(ctx, c, epoch, "")
@@ -181,31 +193,30 @@ func TestFrozenWatchAnswersStalePolicy(t *testing.T) {
 		}
 		switch at := resp.GetReceipt().GetDecidedAt().AsTime(); {
 		case resp.GetReason() == allow && at.Sub(frozenAt) > window:
-			t.Fatalf("ALLOW %v after the freeze, past the %v window", at.Sub(frozenAt), window)
+			t.Fatalf("ALLOW %v after the links broke, past the %v window", at.Sub(frozenAt), window)
 		case resp.GetReason() == stalePolicy:
 			if firstStale.IsZero() {
 				firstStale = at
 			}
 		case resp.GetReason() != allow:
-			t.Fatalf("frozen replica: %v %q", resp.GetReason(), resp.GetDetail())
+			t.Fatalf("broken replica: %v %q", resp.GetReason(), resp.GetDetail())
 		case !firstStale.IsZero():
-			t.Fatal("ALLOW again after STALE_POLICY while frozen")
+			t.Fatal("ALLOW again after STALE_POLICY while the links are broken")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	if firstStale.IsZero() {
-		t.Fatal("never STALE_POLICY while frozen")
+		t.Fatal("never STALE_POLICY while the links are broken")
 	}
-	t.Logf("first STALE_POLICY %.0f ms after the freeze (window %v)", float64(firstStale.Sub(frozenAt).Microseconds())/1000, window)
+	t.Logf("first STALE_POLICY %.0f ms after the links broke (window %v)", float64(firstStale.Sub(frozenAt).Microseconds())/1000, window)
 	if hs, err := health.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil || hs.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-		t.Fatalf("frozen replica's health: %v %v, want NOT_SERVING", hs.GetStatus(), err)
+		t.Fatalf("broken replica's health: %v %v, want NOT_SERVING", hs.GetStatus(), err)
 	}
 	w.requireAllow(t, ctx, oc, epoch) // the other replica is unaffected
 
-	thawedAt := time.Now()
-	frozen.regLink.thaw()
-	frozen.discLink.thaw()
-	deadline := thawedAt.Add(15 * time.Second)
+	healedAt := time.Now()
+	fixLinks(frozen)
+	deadline := healedAt.Add(15 * time.Second)
 	for {
 		resp, err := w.check(ctx, c, epoch, "")
 		if err != nil {
@@ -215,11 +226,11 @@ func TestFrozenWatchAnswersStalePolicy(t *testing.T) {
 			break
 		}
 		if resp.GetReason() != stalePolicy || time.Now().After(deadline) {
-			t.Fatalf("after the thaw: %v %q", resp.GetReason(), resp.GetDetail())
+			t.Fatalf("after healing: %v %q", resp.GetReason(), resp.GetDetail())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Logf("ALLOW again %.0f ms after the thaw", float64(time.Since(thawedAt).Microseconds())/1000)
+	t.Logf("ALLOW again %.0f ms after healing", float64(time.Since(healedAt).Microseconds())/1000)
 	w.requireAllow(t, ctx, c, epoch)
 	servicetest.WaitServing(t, frozen.addr, 5*time.Second)
 }

@@ -235,6 +235,7 @@ type link struct {
 	lis    net.Listener
 	mu     sync.Mutex
 	frozen chan struct{} // non-nil while frozen; closed to thaw
+	cut    bool          // connections refused while cut
 	conns  []net.Conn
 }
 
@@ -259,6 +260,13 @@ func newLink(t *testing.T, target string) *link {
 			c, err := lis.Accept()
 			if err != nil {
 				return
+			}
+			l.mu.Lock()
+			cut := l.cut
+			l.mu.Unlock()
+			if cut {
+				c.Close()
+				continue
 			}
 			up, err := net.Dial("tcp", target)
 			if err != nil {
@@ -298,6 +306,23 @@ func (l *link) pipe(dst, src net.Conn) {
 }
 
 func (l *link) addr() string { return l.lis.Addr().String() }
+
+// sever closes every connection and refuses new ones until heal.
+func (l *link) sever() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cut = true
+	for _, c := range l.conns {
+		c.Close()
+	}
+	l.conns = nil
+}
+
+func (l *link) heal() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cut = false
+}
 
 func (l *link) freeze() {
 	l.mu.Lock()
