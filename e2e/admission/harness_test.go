@@ -170,6 +170,30 @@ func (w *world) l2Keys(t *testing.T) int {
 	return len(keys)
 }
 
+// committedAt returns when the change that moved tenant to epoch
+// committed, from the registry's Watch stream.
+func (w *world) committedAt(t *testing.T, tenant string, epoch int64) time.Time {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := w.st.Registry.Watch(ctx, &registryv1.WatchRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		msg, err := st.Recv()
+		if err != nil {
+			t.Fatalf("no change to epoch %d of %s in the registry's log: %v", epoch, tenant, err)
+		}
+		if p := msg.GetChange().GetPolicy(); p.GetTenantId() == tenant && p.GetPolicyEpoch() == epoch {
+			return msg.GetChange().GetCommittedAt().AsTime()
+		}
+		if msg.GetHeartbeat() != nil {
+			t.Fatalf("the registry's log has no change to epoch %d of %s", epoch, tenant)
+		}
+	}
+}
+
 // epoch returns tenant-a's current policy epoch.
 func (w *world) epoch(t *testing.T) int64 {
 	t.Helper()
