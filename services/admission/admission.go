@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
@@ -46,8 +47,13 @@ func spec() service.Spec {
 func Run(ctx context.Context, cfg Config) error {
 	return service.Run(ctx, spec(), cfg.Common, func(ctx context.Context, d *service.Deps) (service.Parts, error) {
 		dial := func(addr string) (*grpc.ClientConn, error) {
+			// Redial at most one validity window apart (gRPC's default backs
+			// off to 2 minutes): a healed link ends STALE_POLICY promptly.
+			bo := backoff.DefaultConfig
+			bo.BaseDelay, bo.MaxDelay = 100*time.Millisecond, max(cfg.ValidityWindow, time.Second)
 			return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-				grpc.WithPerRPCCredentials(&principal.FileToken{Path: cfg.ServiceTokenFile}))
+				grpc.WithPerRPCCredentials(&principal.FileToken{Path: cfg.ServiceTokenFile}),
+				grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 5 * time.Second}))
 		}
 		rconn, err := dial(cfg.RegistryAddr)
 		if err != nil {
