@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
@@ -124,5 +125,35 @@ func TestAgainstTheRealRegistry(t *testing.T) {
 	rv, err = reg.Review(ctx, "demo-a", g.GetPolicyEpoch(), "demo-a.readers", "logistics.shipment_status", tool.GetDescriptorDigest())
 	if err != nil || !rv.Known || rv.Enabled || rv.Approved != nil {
 		t.Fatalf("a new tool is known, disabled and unreviewed: %+v %v", rv, err)
+	}
+
+	// Published, approved for exactly this digest, enabled: GetToolReview
+	// says so for the class; another digest of the tool is not approved.
+	pub, err := admin.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: &registryv1.ToolContract{
+		ToolId: "logistics.shipment_status", Effect: catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY, Scope: "shipment:read",
+		Authorization: registryv1.Authorization_AUTHORIZATION_CALLER_AND_TENANT}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.ApproveTool(ctx, &registryv1.ApproveToolRequest{ToolId: "logistics.shipment_status", ApprovalDigest: pub.GetTool().GetApprovalDigest()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.EnableTool(ctx, &registryv1.EnableToolRequest{ToolId: "logistics.shipment_status"}); err != nil {
+		t.Fatal(err)
+	}
+	rv, err = reg.Review(ctx, "demo-a", 0, "demo-a.readers", "logistics.shipment_status", tool.GetDescriptorDigest())
+	if err != nil || !rv.Known || !rv.Enabled || rv.Approved == nil || rv.Approved.Scope != "shipment:read" ||
+		rv.Approved.Effect != catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY {
+		t.Fatalf("an approved, enabled tool: %+v %v", rv, err)
+	}
+	rv, err = reg.Review(ctx, "demo-a", 0, "demo-a.readers", "logistics.shipment_status", "sha256:"+strings.Repeat("1", 64))
+	if err != nil || rv.Approved != nil {
+		t.Fatalf("a digest never approved: %+v %v", rv, err)
+	}
+	// A class of another tenant is refused by the registry itself when a
+	// tenant principal asks; through the service token it is answered, and
+	// the adapter refuses an answer for a tenant other than the one asked.
+	if _, err := reg.Review(ctx, "demo-b", 0, "demo-a.readers", "logistics.shipment_status", tool.GetDescriptorDigest()); err == nil {
+		t.Fatal("a review of tenant demo-a's class accepted for tenant demo-b")
 	}
 }
