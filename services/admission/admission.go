@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
@@ -46,8 +47,13 @@ func spec() service.Spec {
 func Run(ctx context.Context, cfg Config) error {
 	return service.Run(ctx, spec(), cfg.Common, func(ctx context.Context, d *service.Deps) (service.Parts, error) {
 		dial := func(addr string) (*grpc.ClientConn, error) {
+			// Redial at most one validity window apart (gRPC's default backs
+			// off to 2 minutes): a healed link ends STALE_POLICY promptly.
+			bo := backoff.DefaultConfig
+			bo.BaseDelay, bo.MaxDelay = 100*time.Millisecond, max(cfg.ValidityWindow, time.Second)
 			return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-				grpc.WithPerRPCCredentials(&principal.FileToken{Path: cfg.ServiceTokenFile}))
+				grpc.WithPerRPCCredentials(&principal.FileToken{Path: cfg.ServiceTokenFile}),
+				grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 5 * time.Second}))
 		}
 		rconn, err := dial(cfg.RegistryAddr)
 		if err != nil {
@@ -62,6 +68,8 @@ func Run(ctx context.Context, cfg Config) error {
 		reg := &upstream.Registry{C: rc}
 		disc := &upstream.Discovery{C: dc, Logger: d.Logger, RunTTL: cfg.RunTTL}
 		heads := replica.NewHeads(cfg.ValidityWindow, nil)
+		follow := upstream.FollowOptions{Window: cfg.ValidityWindow, Logger: d.Logger}
+		regFollow, discFollow := upstream.RegistryFollower(rc, heads, follow), upstream.DiscoveryFollower(dc, heads, follow)
 		c := cache.New(cache.Options{L1Size: cfg.L1Size, Redis: d.Redis})
 		w := receipts.New(d.Pool, receipts.Options{BatchSize: cfg.ReceiptBatch, Interval: cfg.ReceiptInterval, Logger: d.Logger})
 		lim := args.DefaultLimits
@@ -75,8 +83,8 @@ func Run(ctx context.Context, cfg Config) error {
 		return service.Parts{
 			Register: func(s *grpc.Server) { admissionv1.RegisterAdmissionServiceServer(s, api) },
 			Loops: []func(context.Context) error{
-				func(ctx context.Context) error { return upstream.FollowRegistry(ctx, rc, heads, d.Logger) },
-				func(ctx context.Context) error { return upstream.FollowDiscovery(ctx, dc, heads, d.Logger) },
+				regFollow.Run,
+				discFollow.Run,
 				w.Run,
 				disc.StartBinder,
 				func(ctx context.Context) error { logFreshness(ctx, heads, d.Logger); return nil },

@@ -16,6 +16,7 @@ import (
 	"github.com/toolcrib/toolcrib/platform/egress"
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/secretref"
+	"github.com/toolcrib/toolcrib/services/admission"
 	"github.com/toolcrib/toolcrib/services/discovery"
 	"github.com/toolcrib/toolcrib/services/registry"
 )
@@ -77,6 +78,16 @@ func launchables() []launchable {
 			return err
 		}
 		return discovery.Run(ctx, cfg)
+	}})
+	// Admission follows both services' Watch streams (retrying until they
+	// answer) and reads their APIs with the dev service token; it serves
+	// 127.0.0.1:7103 (metrics 9103) and is NOT_SERVING until caught up.
+	l = append(l, launchable{name: "admission", run: func(ctx context.Context) error {
+		cfg, err := admission.ParseConfig(nil, nil)
+		if err != nil {
+			return err
+		}
+		return admission.Run(ctx, cfg)
 	}})
 	return l
 }

@@ -347,7 +347,7 @@ func (s *Server) decide(ctx context.Context, p principal.Principal, r decision.R
 		}
 	}
 	if active != nil {
-		f.Review, err = s.o.Material.Review(ctx, p.Tenant, res.epoch, r.ToolID, active.DescriptorDigest)
+		f.Review, err = s.o.Material.Review(ctx, p.Tenant, res.epoch, res.class, r.ToolID, active.DescriptorDigest)
 		if err != nil {
 			return cache.Entry{}, cache.Miss, unavailable(err)
 		}

@@ -17,7 +17,6 @@ import (
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/pgtest"
 	"github.com/toolcrib/toolcrib/platform/postgres"
-	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/redisclient"
 	"github.com/toolcrib/toolcrib/platform/redistest"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
@@ -74,7 +73,7 @@ func (s *sources) Generation(_ context.Context, server, class string, gen int64)
 	return g, nil
 }
 
-func (s *sources) Review(_ context.Context, _ string, _ int64, toolID, digest string) (decision.Review, error) {
+func (s *sources) Review(_ context.Context, _ string, _ int64, _, toolID, digest string) (decision.Review, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reads++
@@ -135,12 +134,7 @@ type rig struct {
 func newRig(t *testing.T, src *sources, redis *redisclient.Client) *rig {
 	t.Helper()
 	auth := servicetest.NewAuth(t)
-	v, err := principal.LoadVerifier(auth.JWKSPath, principal.VerifierConfig{Issuer: servicetest.Issuer,
-		Audience: servicetest.Audience, AdminGroup: servicetest.AdminGroup, ServiceGroup: servicetest.ServiceGroup,
-		PlatformTenant: servicetest.PlatformTenant})
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := auth.Verifier(t)
 	url := pgtest.NewDatabase(t, pgtest.Schema{Name: "admission", Sets: []postgres.Set{migrations.Set()}})
 	pool, err := postgres.Open(context.Background(), url, "admission")
 	if err != nil {
@@ -340,7 +334,7 @@ type tenantReviews struct {
 	byTenant map[string]decision.Review
 }
 
-func (t *tenantReviews) Review(_ context.Context, tenant string, _ int64, _, _ string) (decision.Review, error) {
+func (t *tenantReviews) Review(_ context.Context, tenant string, _ int64, _, _, _ string) (decision.Review, error) {
 	return t.byTenant[tenant], nil
 }
 

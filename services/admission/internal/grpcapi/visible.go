@@ -138,7 +138,7 @@ func (s *Server) visibleSet(ctx context.Context, p principal.Principal) (*search
 		slices.Sort(ids)
 		for _, id := range ids {
 			t := gen.Tools[id]
-			rv, err := s.o.Material.Review(ctx, p.Tenant, epoch, id, t.DescriptorDigest)
+			rv, err := s.o.Material.Review(ctx, p.Tenant, epoch, sr.class, id, t.DescriptorDigest)
 			if err != nil {
 				return nil, 0, unavailable(err)
 			}

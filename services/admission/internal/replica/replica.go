@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	"github.com/toolcrib/toolcrib/platform/changelog"
 	"github.com/toolcrib/toolcrib/services/admission/internal/decision"
 )
 
@@ -69,13 +70,14 @@ type Catalog interface {
 
 // Reviews reads a tool's review from the registry.
 type Reviews interface {
-	// Review answers, for the tenant at epoch: is the tool enabled, and
-	// which approved contract binds exactly descriptorDigest under the
-	// tool's current contract (nil when none). Known is false when the
-	// registry has no such tool. The answer must be the one in force at
-	// epoch: the registry bumps the epoch of every tenant that can see the
-	// tool whenever its enablement, contract or approvals change.
-	Review(ctx context.Context, tenant string, epoch int64, toolID, descriptorDigest string) (decision.Review, error)
+	// Review answers, for the tenant's audience class at epoch: is the
+	// tool enabled, and which approved contract binds exactly
+	// descriptorDigest under the tool's current contract (nil when none).
+	// Known is false when the registry has no such tool for the class. The
+	// answer must be the one in force at epoch: the registry bumps the
+	// epoch of every tenant that can see the tool whenever its enablement,
+	// contract or approvals change.
+	Review(ctx context.Context, tenant string, epoch int64, class, toolID, descriptorDigest string) (decision.Review, error)
 }
 
 // Material caches the immutable material, fetching on a miss; concurrent
@@ -105,9 +107,9 @@ type genKey struct {
 }
 
 type reviewKey struct {
-	tenant       string
-	epoch        int64
-	tool, digest string
+	tenant, class string
+	epoch         int64
+	tool, digest  string
 }
 
 // NewMaterial returns a material cache over the sources, each level
@@ -176,14 +178,15 @@ func (m *Material) Generation(ctx context.Context, server, class string, gen int
 	return g, nil
 }
 
-// Review returns a tool's review at epoch for digest (cached).
-func (m *Material) Review(ctx context.Context, tenant string, epoch int64, toolID, digest string) (decision.Review, error) {
-	k := reviewKey{tenant, epoch, toolID, digest}
+// Review returns a tool's review for the class at epoch for digest
+// (cached).
+func (m *Material) Review(ctx context.Context, tenant string, epoch int64, class, toolID, digest string) (decision.Review, error) {
+	k := reviewKey{tenant, class, epoch, toolID, digest}
 	if r, ok := m.revs.Get(k); ok {
 		return r, nil
 	}
-	v, err, _ := m.sf.Do("r\x00"+tenant+"\x00"+itoa(epoch)+"\x00"+toolID+"\x00"+digest, func() (any, error) {
-		return m.reviews.Review(ctx, tenant, epoch, toolID, digest)
+	v, err, _ := m.sf.Do("r\x00"+tenant+"\x00"+class+"\x00"+itoa(epoch)+"\x00"+toolID+"\x00"+digest, func() (any, error) {
+		return m.reviews.Review(ctx, tenant, epoch, class, toolID, digest)
 	})
 	if err != nil {
 		return decision.Review{}, err
@@ -239,6 +242,9 @@ type Heads struct {
 	epochs   map[string]int64
 	pointers map[[2]string]Pointer
 	beats    [2]time.Time // newest sign of life per stream (local time)
+	// follow, when set for a stream, is its follower's freshness: the
+	// newest heartbeat is read from it instead of beats.
+	follow [2]func() changelog.Freshness
 }
 
 // NewHeads returns empty heads with the validity window (I8).
@@ -247,6 +253,25 @@ func NewHeads(window time.Duration, now func() time.Time) *Heads {
 		now = time.Now
 	}
 	return &Heads{window: window, now: now, epochs: map[string]int64{}, pointers: map[[2]string]Pointer{}}
+}
+
+// Follow makes the follower's freshness the source of stream s's newest
+// heartbeat ([changelog.Freshness.At]); call it before serving.
+func (h *Heads) Follow(s Stream, freshness func() changelog.Freshness) {
+	h.mu.Lock()
+	h.follow[s] = freshness
+	h.mu.Unlock()
+}
+
+// beatsNow returns the newest heartbeat of each stream; h.mu held.
+func (h *Heads) beatsNow() [2]time.Time {
+	b := h.beats
+	for s, f := range h.follow {
+		if f != nil {
+			b[s] = f().At
+		}
+	}
+	return b
 }
 
 // Heartbeat records that stream was alive and caught up now (a heartbeat,
@@ -261,7 +286,7 @@ func (h *Heads) Heartbeat(s Stream) {
 func (h *Heads) Beat(s Stream) time.Time {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	return h.beats[s]
+	return h.beatsNow()[s]
 }
 
 // FreshUntil is the replica's freshness bound: the older of the two
@@ -269,28 +294,32 @@ func (h *Heads) Beat(s Stream) time.Time {
 // never caught up.
 func (h *Heads) FreshUntil() time.Time {
 	h.mu.RLock()
-	defer h.mu.RUnlock()
-	if h.beats[0].IsZero() || h.beats[1].IsZero() {
+	beats := h.beatsNow()
+	h.mu.RUnlock()
+	if beats[0].IsZero() || beats[1].IsZero() {
 		return time.Time{}
 	}
-	oldest := h.beats[0]
-	if h.beats[1].Before(oldest) {
-		oldest = h.beats[1]
+	oldest := beats[0]
+	if beats[1].Before(oldest) {
+		oldest = beats[1]
 	}
 	return oldest.Add(h.window)
 }
 
 // Fresh reports whether the replica is fresh now, and if not which stream
-// is behind (for health and logs).
+// is behind (for health and logs): fresh while both streams' newest
+// heartbeats are younger than the window (a heartbeat exactly the window
+// old is stale, as FreshUntil says).
 func (h *Heads) Fresh() (bool, string) {
 	now := h.now()
 	h.mu.RLock()
-	defer h.mu.RUnlock()
-	for s, b := range h.beats {
+	beats := h.beatsNow()
+	h.mu.RUnlock()
+	for s, b := range beats {
 		if b.IsZero() {
 			return false, Stream(s).String() + " Watch has not caught up yet"
 		}
-		if !now.Before(b.Add(h.window)) {
+		if fr := (changelog.Freshness{At: b}); !fr.Fresh(now, h.window) || !now.Before(b.Add(h.window)) {
 			return false, Stream(s).String() + " Watch sent no heartbeat within the validity window"
 		}
 	}
@@ -322,6 +351,28 @@ func (h *Heads) SetPointer(p Pointer) {
 		h.pointers[k] = p
 	}
 	h.mu.Unlock()
+}
+
+// Tenants returns the tenants whose epoch the heads know.
+func (h *Heads) Tenants() []string {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	out := make([]string, 0, len(h.epochs))
+	for t := range h.epochs {
+		out = append(out, t)
+	}
+	return out
+}
+
+// PointerKeys returns the (server, class) pairs the heads hold.
+func (h *Heads) PointerKeys() [][2]string {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	out := make([][2]string, 0, len(h.pointers))
+	for k := range h.pointers {
+		out = append(out, k)
+	}
+	return out
 }
 
 // Pointer returns the head of (server, class).

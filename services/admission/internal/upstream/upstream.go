@@ -9,6 +9,7 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -16,6 +17,7 @@ import (
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/changelog"
 	"github.com/toolcrib/toolcrib/services/admission/internal/decision"
 	"github.com/toolcrib/toolcrib/services/admission/internal/replica"
 )
@@ -67,47 +69,74 @@ func (r *Registry) Current(ctx context.Context, tenant string) (replica.Policy, 
 	return PolicyFromProto(resp.GetPolicy()), nil
 }
 
-// PolicyAt implements replica.Policies (current epoch only; see the
-// package doc).
-func (r *Registry) PolicyAt(ctx context.Context, tenant string, epoch int64) (replica.Policy, error) {
-	p, err := r.Current(ctx, tenant)
-	if err != nil {
-		return replica.Policy{}, err
+// Reasons of GetPolicy's OUT_OF_RANGE (registry.proto).
+const (
+	reasonEpochNotReached    = "EPOCH_NOT_REACHED"
+	reasonEpochBeforeHistory = "EPOCH_BEFORE_HISTORY"
+)
+
+// errorReason returns the ErrorInfo reason of a gRPC error; empty if none.
+func errorReason(err error) string {
+	st, _ := status.FromError(err)
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.GetReason()
+		}
 	}
+	return ""
+}
+
+// PolicyAt implements replica.Policies through GetPolicy(at_epoch): the
+// grants and classes in force at exactly epoch, from the registry's policy
+// history. An epoch from before that history is replica.ErrNotKept; one
+// the registry has not reached (this replica is ahead of the registry
+// replica it asked, which cannot happen with one registry) is an error.
+func (r *Registry) PolicyAt(ctx context.Context, tenant string, epoch int64) (replica.Policy, error) {
+	if epoch <= 0 {
+		return replica.Policy{}, fmt.Errorf("%w: epoch %d", replica.ErrNotKept, epoch)
+	}
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	resp, err := r.C.GetPolicy(ctx, &registryv1.GetPolicyRequest{TenantId: tenant, AtEpoch: epoch})
+	if status.Code(err) == codes.OutOfRange {
+		switch errorReason(err) {
+		case reasonEpochBeforeHistory:
+			return replica.Policy{}, fmt.Errorf("%w: %v", replica.ErrNotKept, err)
+		case reasonEpochNotReached:
+			return replica.Policy{}, fmt.Errorf("upstream: the registry has not reached epoch %d: %w", epoch, err)
+		}
+	}
+	if err != nil {
+		return replica.Policy{}, mapErr(err)
+	}
+	p := PolicyFromProto(resp.GetPolicy())
 	if p.Epoch != epoch {
-		return replica.Policy{}, replica.ErrNotKept
+		return replica.Policy{}, fmt.Errorf("upstream: asked for epoch %d, the registry answered %d", epoch, p.Epoch)
 	}
 	return p, nil
 }
 
-// Review implements replica.Reviews from GetTool (interim; see the package
-// doc). The approved contract is the current one when the current approval
-// is approved and binds digest; else the newest approval in force whose
-// descriptor digest is digest.
-func (r *Registry) Review(ctx context.Context, _ string, _ int64, toolID, digest string) (decision.Review, error) {
+// Review implements replica.Reviews through GetToolReview: the review of
+// exactly digest for the audience class, read with the class's tenant's
+// epoch in one transaction. NOT_FOUND (unknown tool, or a class that does
+// not cover or never saw it) is an unknown tool, which denies.
+func (r *Registry) Review(ctx context.Context, tenant string, _ int64, class, toolID, digest string) (decision.Review, error) {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
-	resp, err := r.C.GetTool(ctx, &registryv1.GetToolRequest{ToolId: toolID})
+	resp, err := r.C.GetToolReview(ctx, &registryv1.GetToolReviewRequest{ToolId: toolID, DescriptorDigest: digest, AudienceClass: class})
 	if status.Code(err) == codes.NotFound {
 		return decision.Review{}, nil
 	}
 	if err != nil {
 		return decision.Review{}, err
 	}
-	t := resp.GetTool()
-	rv := decision.Review{Known: true, Enabled: t.GetEnabled()}
-	contract := func(c *registryv1.ToolContract) *decision.Contract {
-		return &decision.Contract{Effect: c.GetEffect(), Scope: c.GetScope(), Confirmation: c.GetConfirmation()}
+	if resp.GetTenantId() != tenant {
+		// The class is another tenant's: never decide from it.
+		return decision.Review{}, fmt.Errorf("upstream: class %q belongs to tenant %q, not %q", class, resp.GetTenantId(), tenant)
 	}
-	if t.GetReviewState() == registryv1.ReviewState_REVIEW_STATE_APPROVED && t.GetDescriptorDigest() == digest && t.GetContract() != nil {
-		rv.Approved = contract(t.GetContract())
-		return rv, nil
-	}
-	for _, a := range t.GetApprovals() { // newest first
-		if a.GetDescriptorDigest() == digest && a.GetContract() != nil {
-			rv.Approved = contract(a.GetContract())
-			break
-		}
+	rv := decision.Review{Known: true, Enabled: resp.GetEnabled()}
+	if c := resp.GetContract(); resp.GetApproved() && c != nil {
+		rv.Approved = &decision.Contract{Effect: c.GetEffect(), Scope: c.GetScope(), Confirmation: c.GetConfirmation()}
 	}
 	return rv, nil
 }
@@ -232,96 +261,99 @@ func (d *Discovery) Bind(run, server, class string, gen int64) {
 	}
 }
 
-// follow runs one Watch loop: connect from the last revision, hand every
-// message to handle, reconnect with back-off; a compacted revision restarts
-// from 0 (heads only move forward, so a replay is harmless).
-func follow(ctx context.Context, name string, logger *slog.Logger, open func(ctx context.Context, from int64) (func() (int64, error), error)) error {
-	var from int64
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		recv, err := open(ctx, from)
-		if err == nil {
-			for {
-				var rev int64
-				rev, err = recv()
-				if err != nil {
-					break
-				}
-				if rev > from {
-					from = rev
-				}
-				backoff = 100 * time.Millisecond
-			}
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		if status.Code(err) == codes.FailedPrecondition {
-			logger.Warn("watch revision compacted; resyncing from the oldest kept", "stream", name, "from", from)
-			from = 0
-		} else {
-			logger.Warn("watch stream ended; reconnecting", "stream", name, "err", err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
-	return nil
+// FollowOptions tune the two followers.
+type FollowOptions struct {
+	// Window is the validity window (I8). A stream silent that long is
+	// dropped and reopened (the replica is stale by then anyway), and the
+	// reconnect backoff never exceeds it, so a healed link is used within
+	// about one window.
+	Window time.Duration
+	Logger *slog.Logger
 }
 
-// FollowRegistry keeps the tenants' epochs and the registry stream's
-// heartbeats in heads until ctx ends.
-func FollowRegistry(ctx context.Context, c registryv1.RegistryServiceClient, heads *replica.Heads, logger *slog.Logger) error {
-	return follow(ctx, "registry", logger, func(ctx context.Context, from int64) (func() (int64, error), error) {
-		st, err := c.Watch(ctx, &registryv1.WatchRequest{FromRevision: from})
-		if err != nil {
-			return nil, err
-		}
-		return func() (int64, error) {
-			msg, err := st.Recv()
-			if err != nil {
-				return 0, err
+func (o FollowOptions) backoff() (minB, maxB, stall time.Duration) {
+	w := max(o.Window, time.Second)
+	return 100 * time.Millisecond, w, w
+}
+
+// RegistryFollower returns the shared follower ([changelog.Follower]) of
+// RegistryService.Watch into heads: every tenant and policy change raises
+// the tenant's epoch, and heads read the stream's newest heartbeat from
+// it. Its list step re-reads the current epoch of every tenant the heads
+// know (tenants are learned on their first Check) and watches from the
+// oldest revision those reads reflect; heads only move forward, so the
+// replay after it is harmless.
+func RegistryFollower(c registryv1.RegistryServiceClient, heads *replica.Heads, o FollowOptions) *changelog.Follower[*registryv1.Change] {
+	minB, maxB, stall := o.backoff()
+	reg := &Registry{C: c}
+	f := changelog.NewFollower(changelog.FollowerConfig[*registryv1.Change]{
+		Name:   replica.RegistryStream.String(),
+		Source: changelog.RegistrySource(c),
+		List: func(ctx context.Context) (int64, error) {
+			var from int64 = -1
+			for _, tenant := range heads.Tenants() {
+				cctx, cancel := reg.ctx(ctx)
+				resp, err := c.GetPolicy(cctx, &registryv1.GetPolicyRequest{TenantId: tenant})
+				cancel()
+				if status.Code(err) == codes.NotFound {
+					continue // deleted: its Checks find no tenant
+				}
+				if err != nil {
+					return 0, fmt.Errorf("current policy of a known tenant: %w", err)
+				}
+				heads.SetEpoch(tenant, resp.GetPolicy().GetPolicyEpoch())
+				if from < 0 || resp.GetRevision() < from {
+					from = resp.GetRevision()
+				}
 			}
-			if hb := msg.GetHeartbeat(); hb != nil {
-				heads.Heartbeat(replica.RegistryStream)
-				return hb.GetRevision(), nil
-			}
-			ch := msg.GetChange()
+			return max(from, 0), nil
+		},
+		Apply: func(_ context.Context, _ int64, ch *registryv1.Change) error {
 			switch {
 			case ch.GetPolicy() != nil:
 				heads.SetEpoch(ch.GetPolicy().GetTenantId(), ch.GetPolicy().GetPolicyEpoch())
 			case ch.GetTenant() != nil:
 				heads.SetEpoch(ch.GetTenant().GetTenantId(), ch.GetTenant().GetPolicyEpoch())
 			}
-			return ch.GetRevision(), nil
-		}, nil
+			return nil
+		},
+		MinBackoff: minB, MaxBackoff: maxB, StallTimeout: stall, Logger: o.Logger,
 	})
+	heads.Follow(replica.RegistryStream, f.Freshness)
+	return f
 }
 
-// FollowDiscovery keeps the pointer heads and the discovery stream's
-// heartbeats in heads until ctx ends.
-func FollowDiscovery(ctx context.Context, c discoveryv1.DiscoveryServiceClient, heads *replica.Heads, logger *slog.Logger) error {
-	return follow(ctx, "discovery", logger, func(ctx context.Context, from int64) (func() (int64, error), error) {
-		st, err := c.Watch(ctx, &discoveryv1.WatchRequest{FromRevision: from})
-		if err != nil {
-			return nil, err
-		}
-		return func() (int64, error) {
-			msg, err := st.Recv()
-			if err != nil {
-				return 0, err
+// DiscoveryFollower returns the shared follower of DiscoveryService.Watch
+// into heads: every pointer move replaces the pointer's head (a head is
+// only replaced by a newer revision). Its list step re-reads every pointer
+// the heads hold and watches from the oldest change discovery keeps.
+func DiscoveryFollower(c discoveryv1.DiscoveryServiceClient, heads *replica.Heads, o FollowOptions) *changelog.Follower[*discoveryv1.PointerChange] {
+	minB, maxB, stall := o.backoff()
+	disc := &Discovery{C: c}
+	f := changelog.NewFollower(changelog.FollowerConfig[*discoveryv1.PointerChange]{
+		Name:   replica.DiscoveryStream.String(),
+		Source: changelog.DiscoverySource(c),
+		List: func(ctx context.Context) (int64, error) {
+			for _, k := range heads.PointerKeys() {
+				p, err := disc.Pointer(ctx, k[0], k[1])
+				if errors.Is(err, replica.ErrNotFound) {
+					continue
+				}
+				if err != nil {
+					return 0, fmt.Errorf("pointer of a known pair: %w", err)
+				}
+				heads.SetPointer(p)
 			}
-			if hb := msg.GetHeartbeat(); hb != nil {
-				heads.Heartbeat(replica.DiscoveryStream)
-				return hb.GetRevision(), nil
-			}
-			ch := msg.GetChange()
+			return 0, nil
+		},
+		Apply: func(_ context.Context, _ int64, ch *discoveryv1.PointerChange) error {
 			if p := ch.GetPointer(); p != nil {
 				heads.SetPointer(PointerFromProto(p))
 			}
-			return ch.GetRevision(), nil
-		}, nil
+			return nil
+		},
+		MinBackoff: minB, MaxBackoff: maxB, StallTimeout: stall, Logger: o.Logger,
 	})
+	heads.Follow(replica.DiscoveryStream, f.Freshness)
+	return f
 }

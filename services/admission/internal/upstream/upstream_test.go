@@ -2,12 +2,15 @@ package upstream
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
@@ -39,7 +42,7 @@ func TestAgainstTheRealRegistry(t *testing.T) {
 	svc := servicetest.Dial(t, r.Addr, r.Auth.Service(t))
 	rc := registryv1.NewRegistryServiceClient(svc)
 	if _, err := admin.RegisterServer(ctx, &registryv1.RegisterServerRequest{Server: &registryv1.Server{
-		ServerId: "logistics", Owner: "tenant-a/group:logistics-owners",
+		ServerId: "logistics", Owner: "demo-a/group:logistics-owners",
 		Transport:      &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: "https://logistics.example.test/mcp"}},
 		TrustLevel:     registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY,
 		RevisionSource: registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED,
@@ -57,8 +60,10 @@ func TestAgainstTheRealRegistry(t *testing.T) {
 	heads := replica.NewHeads(5*time.Second, nil)
 	logger := slog.New(slog.DiscardHandler)
 	dc := discoveryv1.NewDiscoveryServiceClient(servicetest.Dial(t, r.Discovery.Addr, r.Auth.Service(t)))
-	go func() { _ = FollowRegistry(ctx, rc, heads, logger) }()
-	go func() { _ = FollowDiscovery(ctx, dc, heads, logger) }()
+	fo := FollowOptions{Window: 5 * time.Second, Logger: logger}
+	rf, df := RegistryFollower(rc, heads, fo), DiscoveryFollower(dc, heads, fo)
+	go func() { _ = rf.Run(ctx) }()
+	go func() { _ = df.Run(ctx) }()
 	waitFor(t, "both streams caught up", func() bool { return !heads.FreshUntil().IsZero() })
 
 	reg := &Registry{C: rc}
@@ -79,13 +84,19 @@ func TestAgainstTheRealRegistry(t *testing.T) {
 	if err != nil || len(pol.Grants) != 1 || pol.Grants[0].Subject != "alice" || pol.Classes["demo-a.readers"][0] != "logistics" {
 		t.Fatalf("policy %+v, %v", pol, err)
 	}
-	if _, err := reg.PolicyAt(ctx, "demo-a", before.Epoch); err != replica.ErrNotKept {
-		t.Fatalf("an older epoch: %v (GetPolicy answers only the current one)", err)
+	// The policy at the epoch before the grant, from the registry's
+	// history: no grant then.
+	old, err := reg.PolicyAt(ctx, "demo-a", before.Epoch)
+	if err != nil || old.Epoch != before.Epoch || len(old.Grants) != 0 {
+		t.Fatalf("policy at the earlier epoch %d: %+v, %v", before.Epoch, old, err)
+	}
+	if _, err := reg.PolicyAt(ctx, "demo-a", g.GetPolicyEpoch()+1); err == nil || errors.Is(err, replica.ErrNotKept) {
+		t.Fatalf("an epoch not reached: %v, want an error that is not ErrNotKept (which is remembered forever)", err)
 	}
 	if _, err := reg.Current(ctx, "nobody"); err == nil {
 		t.Fatal("unknown tenant answered")
 	}
-	rv, err := reg.Review(ctx, "demo-a", g.GetPolicyEpoch(), "logistics.none", "sha256:00")
+	rv, err := reg.Review(ctx, "demo-a", g.GetPolicyEpoch(), "demo-a.readers", "logistics.none", "sha256:"+strings.Repeat("0", 64))
 	if err != nil || rv.Known {
 		t.Fatalf("unknown tool: %+v %v", rv, err)
 	}
@@ -111,8 +122,38 @@ func TestAgainstTheRealRegistry(t *testing.T) {
 	}
 	// The registry learns the tool from discovery; Review reads it.
 	r.WaitTool(t, "logistics.shipment_status", func(*registryv1.Tool) bool { return true })
-	rv, err = reg.Review(ctx, "demo-a", g.GetPolicyEpoch(), "logistics.shipment_status", tool.GetDescriptorDigest())
+	rv, err = reg.Review(ctx, "demo-a", g.GetPolicyEpoch(), "demo-a.readers", "logistics.shipment_status", tool.GetDescriptorDigest())
 	if err != nil || !rv.Known || rv.Enabled || rv.Approved != nil {
 		t.Fatalf("a new tool is known, disabled and unreviewed: %+v %v", rv, err)
+	}
+
+	// Published, approved for exactly this digest, enabled: GetToolReview
+	// says so for the class; another digest of the tool is not approved.
+	pub, err := admin.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: &registryv1.ToolContract{
+		ToolId: "logistics.shipment_status", Effect: catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY, Scope: "shipment:read",
+		Authorization: registryv1.Authorization_AUTHORIZATION_CALLER_AND_TENANT}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.ApproveTool(ctx, &registryv1.ApproveToolRequest{ToolId: "logistics.shipment_status", ApprovalDigest: pub.GetTool().GetApprovalDigest()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.EnableTool(ctx, &registryv1.EnableToolRequest{ToolId: "logistics.shipment_status"}); err != nil {
+		t.Fatal(err)
+	}
+	rv, err = reg.Review(ctx, "demo-a", 0, "demo-a.readers", "logistics.shipment_status", tool.GetDescriptorDigest())
+	if err != nil || !rv.Known || !rv.Enabled || rv.Approved == nil || rv.Approved.Scope != "shipment:read" ||
+		rv.Approved.Effect != catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY {
+		t.Fatalf("an approved, enabled tool: %+v %v", rv, err)
+	}
+	rv, err = reg.Review(ctx, "demo-a", 0, "demo-a.readers", "logistics.shipment_status", "sha256:"+strings.Repeat("1", 64))
+	if err != nil || rv.Approved != nil {
+		t.Fatalf("a digest never approved: %+v %v", rv, err)
+	}
+	// A class of another tenant is refused by the registry itself when a
+	// tenant principal asks; through the service token it is answered, and
+	// the adapter refuses an answer for a tenant other than the one asked.
+	if _, err := reg.Review(ctx, "demo-b", 0, "demo-a.readers", "logistics.shipment_status", tool.GetDescriptorDigest()); err == nil {
+		t.Fatal("a review of tenant demo-a's class accepted for tenant demo-b")
 	}
 }

@@ -1,0 +1,366 @@
+// Package admission tests the admission service whole: real registry and
+// discovery services (discovery's workers scanning a fixture MCP server),
+// real Postgres and Redis, and admission replicas started through their
+// own Run, each reading the other services through a loopback TCP proxy the
+// test can freeze.
+package admission
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/toolcrib/toolcrib/e2e/fixture"
+	"github.com/toolcrib/toolcrib/e2e/stack"
+	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/redisclient"
+	"github.com/toolcrib/toolcrib/platform/redistest"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
+	admissionsvc "github.com/toolcrib/toolcrib/services/admission"
+	"github.com/toolcrib/toolcrib/services/discovery"
+	"github.com/toolcrib/toolcrib/services/registry"
+)
+
+const (
+	serverID = "inventory"
+	tenantA  = "tenant-a"
+	tenantB  = "tenant-b"
+	classA   = "tenant-a.readers"
+	toolID   = "inventory.shipment_status"
+	scope    = "shipment:read"
+	// heartbeat is the registry's and discovery's Watch heartbeat here.
+	heartbeat = 100 * time.Millisecond
+)
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// world is the running registry and discovery with one reviewed, enabled
+// tool of tenant-a's class in an active generation.
+type world struct {
+	st         *stack.Stack
+	generation int64
+	digest     string
+	// redisPrefix is the L2 prefix the replicas share.
+	redisPrefix string
+}
+
+// newWorld starts the stack and walks the tool to ALLOW-able: register the
+// server, tenants, tenant-a's class and alice's grant; scan; publish,
+// approve and enable the exact digest discovery proved.
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	ctx := ctxFor(t)
+	st := stack.Start(t, stack.Options{
+		Registry:  func(c *registry.Config) { c.WatchHeartbeat = heartbeat },
+		Discovery: func(c *discovery.Config) { c.Linger = 0; c.WatchHeartbeat = heartbeat },
+	})
+	srv, err := fixture.New(fixture.Script{Name: serverID, Versioned: true, Tools: []fixture.Tool{fixture.MustRawTool(
+		`{"name":"shipment_status","description":"Query the current status of a shipment.",
+"inputSchema":{"type":"object","properties":{"shipment_id":{"type":"string"}},"required":["shipment_id"]},
+"annotations":{"readOnlyHint":true}}`)}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	ep, err := srv.StartHTTP(fixture.HTTPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ep.Close() })
+
+	reg := st.Registry
+	for _, tn := range []string{tenantA, tenantB} {
+		if _, err := reg.PutTenant(ctx, &registryv1.PutTenantRequest{Tenant: &registryv1.Tenant{TenantId: tn}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := reg.RegisterServer(ctx, &registryv1.RegisterServerRequest{Server: &registryv1.Server{
+		ServerId: serverID, Owner: tenantA + "/group:inventory-team",
+		Transport:      &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: ep.URL}},
+		TrustLevel:     registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY,
+		RevisionSource: registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED,
+		ScanInterval:   durationpb.New(time.Hour),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.PutAudienceClass(ctx, &registryv1.PutAudienceClassRequest{AudienceClass: &registryv1.AudienceClass{
+		Name: classA, TenantId: tenantA, Servers: []*registryv1.AudienceServer{{ServerId: serverID}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: tenantA, Subject: "alice",
+		Scopes: []string{scope}, AudienceClasses: []string{classA}}); err != nil {
+		t.Fatal(err)
+	}
+	// tenant-b's bob holds the same scope, but no class that reads the server.
+	if _, err := reg.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: tenantB, Subject: "bob",
+		Scopes: []string{scope}}); err != nil {
+		t.Fatal(err)
+	}
+
+	key := discovery.PointerKey{ServerID: serverID, AudienceClass: classA}
+	if _, err := st.Discovery.TriggerScan(ctx, &discoveryv1.TriggerScanRequest{ServerId: serverID, AudienceClass: classA}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := discovery.WaitPointers(ctx, st.Discovery, 0, []discovery.PointerKey{key}, nil); err != nil {
+		t.Fatal(err)
+	}
+	active, err := st.Discovery.GetActiveSnapshot(ctx, &discoveryv1.GetActiveSnapshotRequest{ServerId: serverID, AudienceClass: classA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{st: st, generation: active.GetPointer().GetGeneration(), redisPrefix: redistest.NewPrefix(t)}
+	for _, d := range active.GetSnapshot().GetTools() {
+		if d.GetToolId() == toolID {
+			w.digest = d.GetDescriptorDigest()
+		}
+	}
+	if w.digest == "" {
+		t.Fatalf("the active generation has no %s", toolID)
+	}
+
+	// The registry learns the tool from discovery (pending, disabled).
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := reg.GetTool(ctx, &registryv1.GetToolRequest{ToolId: toolID})
+		if err == nil && resp.GetTool().GetDescriptorDigest() == w.digest {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the registry did not learn %s: %v", toolID, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	pub, err := reg.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: &registryv1.ToolContract{
+		ToolId: toolID, Effect: catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY, Scope: scope,
+		Authorization: registryv1.Authorization_AUTHORIZATION_CALLER_AND_TENANT,
+		AllowedFields: []string{"shipment_id", "status"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.ApproveTool(ctx, &registryv1.ApproveToolRequest{ToolId: toolID, ApprovalDigest: pub.GetTool().GetApprovalDigest()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.EnableTool(ctx, &registryv1.EnableToolRequest{ToolId: toolID}); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// l2Keys counts the decision cache's keys in the shared L2.
+func (w *world) l2Keys(t *testing.T) int {
+	t.Helper()
+	c := redisclient.Open(redistest.Addr(), w.redisPrefix)
+	defer c.Close()
+	keys, err := c.Keys(context.Background(), w.redisPrefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(keys)
+}
+
+// committedAt returns when the change that moved tenant to epoch
+// committed, from the registry's Watch stream.
+func (w *world) committedAt(t *testing.T, tenant string, epoch int64) time.Time {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := w.st.Registry.Watch(ctx, &registryv1.WatchRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		msg, err := st.Recv()
+		if err != nil {
+			t.Fatalf("no change to epoch %d of %s in the registry's log: %v", epoch, tenant, err)
+		}
+		if p := msg.GetChange().GetPolicy(); p.GetTenantId() == tenant && p.GetPolicyEpoch() == epoch {
+			return msg.GetChange().GetCommittedAt().AsTime()
+		}
+		if msg.GetHeartbeat() != nil {
+			t.Fatalf("the registry's log has no change to epoch %d of %s", epoch, tenant)
+		}
+	}
+}
+
+// epoch returns tenant-a's current policy epoch.
+func (w *world) epoch(t *testing.T) int64 {
+	t.Helper()
+	resp, err := w.st.Registry.GetPolicy(context.Background(), &registryv1.GetPolicyRequest{TenantId: tenantA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.GetPolicy().GetPolicyEpoch()
+}
+
+// replica is one running admission replica.
+type replica struct {
+	addr              string
+	regLink, discLink *link
+}
+
+// startReplica runs an admission replica reading the registry and discovery
+// through its own links, sharing the world's Redis prefix (L2), and waits
+// until it is SERVING (both streams caught up).
+func (w *world) startReplica(t *testing.T, window time.Duration) *replica {
+	t.Helper()
+	return w.startReplicaWithL2(t, window, w.redisPrefix)
+}
+
+// startReplicaWithL2 is startReplica with its own Redis prefix.
+func (w *world) startReplicaWithL2(t *testing.T, window time.Duration, redisPrefix string) *replica {
+	t.Helper()
+	r := &replica{regLink: newLink(t, w.st.RegistryAddr), discLink: newLink(t, w.st.DiscoveryAddr)}
+	cfg, err := admissionsvc.ParseConfig(nil, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RegistryAddr, cfg.DiscoveryAddr = r.regLink.addr(), r.discLink.addr()
+	cfg.ValidityWindow = window
+	cfg.ReceiptInterval = 10 * time.Millisecond
+	r.addr = servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+		c := cfg
+		c.Common = w.st.Auth.Common(t, w.st.PostgresURL, true, listening)
+		c.RedisPrefix = redisPrefix
+		return admissionsvc.Run(ctx, c)
+	})
+	return r
+}
+
+// client returns an AdmissionService client of the replica presenting a
+// user token of (subject, tenant).
+func (w *world) client(t *testing.T, r *replica, subject, tenant string) admissionv1.AdmissionServiceClient {
+	t.Helper()
+	return admissionv1.NewAdmissionServiceClient(servicetest.Dial(t, r.addr, w.st.Auth.User(t, subject, tenant)))
+}
+
+// check asks for toolID at the world's generation and digest, planned at
+// epoch, with valid arguments.
+func (w *world) check(ctx context.Context, c admissionv1.AdmissionServiceClient, epoch int64, class string) (*admissionv1.CheckResponse, error) {
+	return c.Check(ctx, &admissionv1.CheckRequest{ToolId: toolID, Generation: w.generation, DescriptorDigest: w.digest,
+		PolicyEpoch: epoch, Arguments: []byte(`{"shipment_id":"s-1"}`), Mode: admissionv1.Mode_MODE_AUTONOMOUS, AudienceClass: class})
+}
+
+// link is a loopback TCP proxy between a replica and a service that the
+// test can freeze (connections stay open, no byte passes: a stalled Watch)
+// and thaw.
+type link struct {
+	lis    net.Listener
+	mu     sync.Mutex
+	frozen chan struct{} // non-nil while frozen; closed to thaw
+	cut    bool          // connections refused while cut
+	conns  []net.Conn
+}
+
+func newLink(t *testing.T, target string) *link {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &link{lis: lis}
+	t.Cleanup(func() {
+		lis.Close()
+		l.thaw()
+		l.mu.Lock()
+		for _, c := range l.conns {
+			c.Close()
+		}
+		l.mu.Unlock()
+	})
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			l.mu.Lock()
+			cut := l.cut
+			l.mu.Unlock()
+			if cut {
+				c.Close()
+				continue
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			l.mu.Lock()
+			l.conns = append(l.conns, c, up)
+			l.mu.Unlock()
+			go l.pipe(up, c)
+			go l.pipe(c, up)
+		}
+	}()
+	return l
+}
+
+func (l *link) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			l.mu.Lock()
+			f := l.frozen
+			l.mu.Unlock()
+			if f != nil {
+				<-f
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (l *link) addr() string { return l.lis.Addr().String() }
+
+// sever closes every connection and refuses new ones until heal.
+func (l *link) sever() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cut = true
+	for _, c := range l.conns {
+		c.Close()
+	}
+	l.conns = nil
+}
+
+func (l *link) heal() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cut = false
+}
+
+func (l *link) freeze() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.frozen == nil {
+		l.frozen = make(chan struct{})
+	}
+}
+
+func (l *link) thaw() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.frozen != nil {
+		close(l.frozen)
+		l.frozen = nil
+	}
+}
