@@ -17,7 +17,6 @@ import (
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/pgtest"
 	"github.com/toolcrib/toolcrib/platform/postgres"
-	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/redisclient"
 	"github.com/toolcrib/toolcrib/platform/redistest"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
@@ -135,11 +134,7 @@ type rig struct {
 func newRig(t *testing.T, src *sources, redis *redisclient.Client) *rig {
 	t.Helper()
 	auth := servicetest.NewAuth(t)
-	v, err := principal.LoadVerifier(auth.JWKSPath, principal.VerifierConfig{Issuer: servicetest.Issuer,
-		Audience: servicetest.Audience, AdminGroup: servicetest.AdminGroup, ServiceGroup: servicetest.ServiceGroup})
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := auth.Verifier(t)
 	url := pgtest.NewDatabase(t, pgtest.Schema{Name: "admission", Sets: []postgres.Set{migrations.Set()}})
 	pool, err := postgres.Open(context.Background(), url, "admission")
 	if err != nil {
