@@ -45,7 +45,7 @@ type leaseWorld struct {
 
 const cacheTTL = 3 * time.Second
 
-func startLeaseWorld(t *testing.T) *leaseWorld {
+func startLeaseWorld(t *testing.T, cacheTTL time.Duration) *leaseWorld {
 	t.Helper()
 	ctx := ctxFor(t)
 	st := stack.Start(t, stack.Options{Discovery: func(c *discovery.Config) { c.Linger = 0 }})
@@ -216,7 +216,7 @@ func wantRefusal(t *testing.T, what string, err error, code codes.Code, reason s
 // receipt is DECISION_NOT_ALLOW; a receipt older than admission's
 // decision-cache lifetime is DECISION_EXPIRED.
 func TestLeaseFromAdmissionReceipts(t *testing.T) {
-	w := startLeaseWorld(t)
+	w := startLeaseWorld(t, cacheTTL)
 	allow := w.allow(t, 1)
 	iss, err := w.issue(t, "alice", allow.GetReceipt().GetReceiptId())
 	if err != nil {
@@ -250,4 +250,83 @@ func TestLeaseFromAdmissionReceipts(t *testing.T) {
 	time.Sleep(time.Until(old.GetReceipt().GetDecidedAt().AsTime().Add(cacheTTL + 200*time.Millisecond)))
 	_, err = w.issue(t, "alice", old.GetReceipt().GetReceiptId())
 	wantRefusal(t, "a receipt past its decision's lifetime", err, codes.FailedPrecondition, "DECISION_EXPIRED")
+}
+
+// TestLeaseFollowsPolicyAndRollback: a lease issued before the tenant's
+// policy epoch moved is POLICY_CHANGED at Verify; a discovery Rollback
+// (the RPC `toolcrib discovery rollback` sends), with no other call,
+// freezes issuance for the server (Issue ISSUANCE_FROZEN, Verify FROZEN);
+// after an operator resumes it, a lease bound to the rolled-back
+// generation is STALE_CATALOG, and Issue works again.
+func TestLeaseFollowsPolicyAndRollback(t *testing.T) {
+	w := startLeaseWorld(t, time.Minute)
+	ctx := ctxFor(t)
+	first := w.allow(t, 1)
+	before, err := w.issue(t, "alice", first.GetReceipt().GetReceiptId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.st.Registry.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: tenant, Group: "auditors",
+		Scopes: []string{"shipment:read"}, AudienceClasses: []string{class}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "admission sees the new epoch", func() bool {
+		return w.check(t, "alice", 1, shipmentArgs).GetCurrentPolicyEpoch() > first.GetReceipt().GetPolicyEpoch()
+	})
+	time.Sleep(500 * time.Millisecond) // the lease's follower gets the same push
+	if v := w.verify(t, before); v.GetFailure() != leasev1.VerifyFailure_VERIFY_FAILURE_POLICY_CHANGED {
+		t.Fatalf("lease from epoch %d after the epoch moved: valid=%v %v", before.GetClaims().GetPolicyEpoch(), v.GetValid(), v.GetFailure())
+	}
+
+	// A second generation (a tool added; shipment_status unchanged).
+	if _, err := w.srv.Apply(fixture.Upsert(reserve())); err != nil {
+		t.Fatal(err)
+	}
+	key := discovery.PointerKey{ServerID: serverID, AudienceClass: class}
+	if _, err := w.st.Discovery.TriggerScan(ctx, &discoveryv1.TriggerScanRequest{ServerId: serverID, AudienceClass: class}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := discovery.WaitPointers(ctx, w.st.Discovery, 0, []discovery.PointerKey{key},
+		func(p *discoveryv1.ActivePointer) bool { return p.GetGeneration() == 2 }); err != nil {
+		t.Fatal(err)
+	}
+	second := w.allow(t, 2)
+	onTwo, err := w.issue(t, "alice", second.GetReceipt().GetReceiptId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if onTwo.GetClaims().GetGeneration() != 2 {
+		t.Fatalf("lease generation %d", onTwo.GetClaims().GetGeneration())
+	}
+
+	if _, err := w.st.Discovery.Rollback(ctx, &discoveryv1.RollbackRequest{ServerId: serverID, AudienceClass: class,
+		ExpectedGeneration: 2, ToGeneration: 1, Reason: "bad release"}); err != nil {
+		t.Fatalf("Rollback: %v", err)
+	}
+	eventually(t, "issuance frozen by the rollback", func() bool {
+		_, err := w.issue(t, "alice", w.allow(t, 1).GetReceipt().GetReceiptId())
+		if err == nil {
+			return false
+		}
+		wantRefusal(t, "Issue after the rollback", err, codes.FailedPrecondition, "ISSUANCE_FROZEN")
+		return true
+	})
+	if v := w.verify(t, onTwo); v.GetFailure() != leasev1.VerifyFailure_VERIFY_FAILURE_FROZEN {
+		t.Fatalf("lease while frozen: valid=%v %v", v.GetValid(), v.GetFailure())
+	}
+
+	resumed, err := w.admin.FreezeIssuance(ctx, &leasev1.FreezeIssuanceRequest{ServerId: serverID, Frozen: false, Reason: "rollback reviewed"})
+	if err != nil || resumed.GetFrozen() {
+		t.Fatalf("resume: %v %v", resumed, err)
+	}
+	if v := w.verify(t, onTwo); v.GetFailure() != leasev1.VerifyFailure_VERIFY_FAILURE_STALE_CATALOG {
+		t.Fatalf("lease on the rolled-back generation: valid=%v %v", v.GetValid(), v.GetFailure())
+	}
+	after, err := w.issue(t, "alice", w.allow(t, 1).GetReceipt().GetReceiptId())
+	if err != nil {
+		t.Fatalf("Issue after the resume: %v", err)
+	}
+	if v := w.verify(t, after); !v.GetValid() {
+		t.Fatalf("lease on generation 1 after the resume: %v %s", v.GetFailure(), v.GetDetail())
+	}
 }
