@@ -136,8 +136,8 @@ const (
 	// lease may do) and the generation is active or compatible (the tool's
 	// id and descriptor digest unchanged in the active one).
 	Current Verdict = iota
-	// PolicyChanged: the tenant's policy epoch moved past the lease's in a
-	// way that would not allow it now.
+	// PolicyChanged: the tenant's policy epoch moved past the lease's (any
+	// move: a lease lives at most 60 s, so it is simply re-issued).
 	PolicyChanged
 	// StaleCatalog: the generation is no longer active or compatible
 	// (rolled back, replaced with another digest, pointer closed or past
@@ -149,7 +149,10 @@ const (
 //
 // Check returns the verdict for b. An error wrapping ErrStale when the
 // follower cannot prove freshness within its validity window; the lease is
-// then refused. It reads heads only and never blocks on the network.
+// then refused. It reads the heads the streams keep; only a tenant or
+// pointer older than the streams' kept history, or the tool digests of a
+// newer active generation (to tell a compatible older generation), is read
+// once from the registry or discovery and remembered (internal/watch).
 type Freshness interface {
 	Check(ctx context.Context, b Binding) (Verdict, error)
 }
