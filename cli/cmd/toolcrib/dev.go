@@ -78,6 +78,7 @@ func launchables() []launchable {
 		}
 		return discovery.Run(ctx, cfg)
 	}})
+	l = append(l, leaseLaunchable())
 	return l
 }
 
