@@ -15,6 +15,7 @@ replace (
 require (
 	github.com/toolcrib/toolcrib/gen v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/platform v0.0.0-00010101000000-000000000000
+	github.com/toolcrib/toolcrib/revision v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/services/discovery v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/services/lease v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/services/registry v0.0.0-00010101000000-000000000000
@@ -60,7 +61,6 @@ require (
 	github.com/tidwall/match v1.2.0 // indirect
 	github.com/tidwall/pretty v1.2.1 // indirect
 	github.com/tidwall/sjson v1.2.5 // indirect
-	github.com/toolcrib/toolcrib/revision v0.0.0-00010101000000-000000000000 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.72.0 // indirect
