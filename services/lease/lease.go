@@ -16,6 +16,7 @@ import (
 	"github.com/toolcrib/toolcrib/services/lease/internal/grpcapi"
 	"github.com/toolcrib/toolcrib/services/lease/internal/keys"
 	"github.com/toolcrib/toolcrib/services/lease/internal/ledger"
+	"github.com/toolcrib/toolcrib/services/lease/internal/metrics"
 	"github.com/toolcrib/toolcrib/services/lease/internal/store"
 	"github.com/toolcrib/toolcrib/services/lease/internal/watch"
 	"github.com/toolcrib/toolcrib/services/lease/migrations"
@@ -50,8 +51,10 @@ func Run(ctx context.Context, cfg Config) error {
 		if err != nil {
 			return service.Parts{}, err
 		}
+		st := store.New(d.Pool)
+		m := metrics.New(d.Metrics, metrics.Sources{FrozenCount: st.FrozenCount, KeyAge: ring.CurrentAge})
 		opts := grpcapi.Options{
-			Store: store.New(d.Pool), Ring: ring, Ledger: ledger.NewRedis(d.Redis),
+			Store: st, Ring: ring, Ledger: ledger.NewRedis(d.Redis), Metrics: m,
 			Receipts: cfg.Receipts, Freshness: cfg.Freshness,
 			Issuer: cfg.Issuer, Skew: cfg.Skew, ProofWindow: cfg.ProofWindow, Logger: d.Logger,
 		}
@@ -68,9 +71,8 @@ func Run(ctx context.Context, cfg Config) error {
 				opts.Receipts = decision.AdmissionReceipts{Client: ac}
 			}
 		}
-		st := opts.Store
 		if opts.Freshness == nil && cfg.RegistryAddr != "" {
-			view, closeView, err := followStreams(cfg, st, d)
+			view, closeView, err := followStreams(cfg, st, d, m.AutoFrozen)
 			if err != nil {
 				if parts.Close != nil {
 					parts.Close()
@@ -113,7 +115,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 // followStreams dials the registry and discovery with the service token
 // and returns the Watch view over them.
-func followStreams(cfg Config, st *store.Store, d *service.Deps) (*watch.View, func(), error) {
+func followStreams(cfg Config, st *store.Store, d *service.Deps, frozen func()) (*watch.View, func(), error) {
 	dial := func(addr string) (*grpc.ClientConn, error) {
 		return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithPerRPCCredentials(&principal.FileToken{Path: cfg.ServiceTokenFile}))
@@ -129,7 +131,7 @@ func followStreams(cfg Config, st *store.Store, d *service.Deps) (*watch.View, f
 	}
 	view := watch.New(watch.Options{
 		Registry: registryv1.NewRegistryServiceClient(rconn), Discovery: discoveryv1.NewDiscoveryServiceClient(dconn),
-		Window: cfg.ValidityWindow, Freezer: st, Logger: d.Logger,
+		Window: cfg.ValidityWindow, Freezer: st, Frozen: frozen, Logger: d.Logger,
 	})
 	return view, func() { _ = dconn.Close(); _ = rconn.Close() }, nil
 }
