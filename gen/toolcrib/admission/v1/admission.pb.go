@@ -998,9 +998,10 @@ type GetReceiptResponse struct {
 	// The receipt, exactly as Check returned it.
 	Receipt *Receipt `protobuf:"bytes,1,opt,name=receipt,proto3" json:"receipt,omitempty"`
 	// Until when the decision may still be relied on: the earliest of the
-	// decision time plus the replica's decision-cache lifetime and the
-	// replica's policy validity window now. In the past for an old receipt
-	// (a lease is then refused).
+	// decision time plus the replica's decision-cache lifetime, the
+	// replica's policy validity window now and the `fresh_until` of the
+	// pointer it was decided against. In the past for an old receipt (a
+	// lease is then refused).
 	ValidUntil    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=valid_until,json=validUntil,proto3" json:"valid_until,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

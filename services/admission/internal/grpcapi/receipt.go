@@ -34,5 +34,8 @@ func (s *Server) GetReceipt(ctx context.Context, req *admissionv1.GetReceiptRequ
 	if fu := s.o.Heads.FreshUntil(); fu.Before(validUntil) {
 		validUntil = fu // zero (never fresh) is in the past too
 	}
+	if ptr, ok := s.o.Heads.Pointer(r.GetServerId(), r.GetAudienceClass()); ok {
+		validUntil = earliest(validUntil, ptr.FreshUntil)
+	}
 	return &admissionv1.GetReceiptResponse{Receipt: r, ValidUntil: timestamppb.New(validUntil)}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
+	"github.com/toolcrib/toolcrib/services/admission/internal/replica"
 )
 
 func codeReason(err error) (codes.Code, string) {
@@ -45,6 +46,13 @@ func TestGetReceiptIsPrincipalBound(t *testing.T) {
 	vu := got.GetValidUntil().AsTime()
 	if !vu.After(time.Now()) || vu.After(resp.GetReceipt().GetDecidedAt().AsTime().Add(time.Minute)) {
 		t.Fatalf("valid_until %v (decided %v, cache TTL 1m)", vu, resp.GetReceipt().GetDecidedAt().AsTime())
+	}
+	soon := time.Now().Add(5 * time.Second)
+	r.heads.SetPointer(replica.Pointer{ServerID: "logistics", Class: "demo-a.readers", Tenant: "demo-a", Generation: 7,
+		FreshUntil: soon, Revision: 2})
+	got, err = alice.GetReceipt(ctx, &admissionv1.GetReceiptRequest{ReceiptId: id})
+	if err != nil || got.GetValidUntil().AsTime().After(soon) {
+		t.Fatalf("valid_until %v past the pointer's fresh_until %v (%v)", got.GetValidUntil().AsTime(), soon, err)
 	}
 	if err := r.writer.Flush(ctx); err != nil {
 		t.Fatal(err)
