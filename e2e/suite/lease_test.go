@@ -73,7 +73,9 @@ func TestLeaseFromAdmissionReceipts(t *testing.T) {
 // (the RPC `toolcrib discovery rollback` sends), with no other call,
 // freezes issuance for the server (Issue ISSUANCE_FROZEN, Verify FROZEN);
 // after an operator resumes it, a lease bound to the rolled-back
-// generation is STALE_CATALOG, and Issue works again.
+// generation is STALE_CATALOG, and Issue works again. A lease of
+// generation 1 stays valid once generation 2, with the tool unchanged, is
+// active (compatible).
 func TestLeaseFollowsPolicyAndRollback(t *testing.T) {
 	w := leaseworld.Start(t, time.Minute)
 	ctx := ctxFor(t)
@@ -94,6 +96,10 @@ func TestLeaseFollowsPolicyAndRollback(t *testing.T) {
 		t.Fatalf("lease from epoch %d after the epoch moved: valid=%v %v", before.GetClaims().GetPolicyEpoch(), v.GetValid(), v.GetFailure())
 	}
 
+	onOne, err := w.Issue(t, "alice", w.Allow(t, 1).GetReceipt().GetReceiptId())
+	if err != nil {
+		t.Fatal(err)
+	}
 	// A second generation (a tool added; shipment_status unchanged).
 	if _, err := w.Srv.Apply(fixture.Upsert(leaseworld.Reserve())); err != nil {
 		t.Fatal(err)
@@ -113,6 +119,23 @@ func TestLeaseFollowsPolicyAndRollback(t *testing.T) {
 	}
 	if onTwo.GetClaims().GetGeneration() != 2 {
 		t.Fatalf("lease generation %d", onTwo.GetClaims().GetGeneration())
+	}
+	// A generation-2 lease verifies only once the lease's follower saw
+	// generation 2; then the generation-1 lease is compatible (the tool's
+	// descriptor is unchanged in generation 2).
+	probe, err := w.Issue(t, "alice", second.GetReceipt().GetReceiptId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaseworld.Eventually(t, "a generation-2 lease verifies", func() bool {
+		v := w.Verify(t, probe) // a refusal does not consume it
+		if !v.GetValid() && v.GetFailure() != leasev1.VerifyFailure_VERIFY_FAILURE_STALE_CATALOG {
+			t.Fatalf("generation-2 lease: %v %s", v.GetFailure(), v.GetDetail())
+		}
+		return v.GetValid()
+	})
+	if v := w.Verify(t, onOne); !v.GetValid() {
+		t.Fatalf("generation-1 lease with generation 2 active, tool unchanged: %v %s", v.GetFailure(), v.GetDetail())
 	}
 
 	if _, err := w.St.Discovery.Rollback(ctx, &discoveryv1.RollbackRequest{ServerId: serverID, AudienceClass: class,
