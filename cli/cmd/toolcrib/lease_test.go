@@ -16,9 +16,12 @@ import (
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/pgtest"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/revision/lease"
+	"github.com/toolcrib/toolcrib/services/discovery"
+	"github.com/toolcrib/toolcrib/services/discovery/discoverytest"
 	leasesvc "github.com/toolcrib/toolcrib/services/lease"
 	"github.com/toolcrib/toolcrib/services/lease/decision"
 )
@@ -126,5 +129,87 @@ func TestLeaseCommands(t *testing.T) {
 	}
 	if _, errOut, code := runCLI(ctx, append(alice, "lease", "freeze", "inv")...); code != 1 || !strings.Contains(errOut, "PermissionDenied") {
 		t.Fatalf("freeze as a tenant user: %d %s", code, errOut)
+	}
+}
+
+// TestDiscoveryRollbackFreezesLeaseIssuance: `toolcrib discovery rollback`
+// against a real discovery service, and no other call, freezes lease
+// issuance for the server on a real lease service following discovery's
+// Watch: Issue is ISSUANCE_FROZEN until `toolcrib lease freeze --resume`.
+func TestDiscoveryRollbackFreezesLeaseIssuance(t *testing.T) {
+	var regAddr string
+	d := startDiscovery(t, func(c *discovery.Config) { regAddr = c.RegistryAddr })
+	cat := discoverytest.NewCatalog("r-1", 2, discoverytest.Tools("inv", 3)...)
+	mcpSrv := discoverytest.NewHTTP(t, cat, discoverytest.ServerOptions{}, false)
+	d.httpServer("inventory", mcpSrv.URL)
+	d.reg.PutClass(&registryv1.AudienceClass{Name: "tenant-a.readers", TenantId: "tenant-a",
+		Servers: []*registryv1.AudienceServer{{ServerId: "inventory"}}})
+	cli := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := d.run(t.Context(), args...)
+		if code != 0 {
+			t.Fatalf("toolcrib %s: exit %d\n%s", strings.Join(args, " "), code, errOut)
+		}
+		return out
+	}
+	cli("discovery", "scan", "--audience", "tenant-a.readers", "--wait", "inventory")
+	cat.SetTools("r-2", discoverytest.Tools("inv", 4)...)
+	cli("discovery", "scan", "--wait", "inventory")
+
+	digest, _ := lease.ArgumentDigest([]byte(`{}`))
+	book := &receiptBook{m: map[string]decision.Decision{}}
+	receipt := func(id string) {
+		book.mu.Lock()
+		defer book.mu.Unlock()
+		book.m[id] = decision.Decision{Receipt: &admissionv1.Receipt{ReceiptId: id,
+			Decision: admissionv1.Decision_DECISION_ALLOW, Reason: catalogv1.DecisionReason_DECISION_REASON_ALLOW,
+			TenantId: "tenant-a", Subject: "alice", ToolId: "inventory.inv_0", ServerId: "inventory", AudienceClass: "tenant-a.readers",
+			Generation: 2, DescriptorDigest: "sha256:" + strings.Repeat("d", 64), PolicyEpoch: 1, ArgumentDigest: digest,
+			DecidedAt: timestamppb.Now()}, ValidUntil: time.Now().Add(time.Minute)}
+	}
+	url := pgtest.NewDatabase(t, pgtest.Schema{Name: leasesvc.Schema, Sets: leasesvc.Migrations()})
+	cfg := leasesvc.Config{Common: d.auth.Common(t, url, true, nil), KeyFile: filepath.Join(t.TempDir(), "keys.json"),
+		KeyRotateEvery: time.Hour, KeyCheckInterval: time.Second, Skew: time.Second, ProofWindow: 10 * time.Second,
+		Issuer: "toolcrib-lease", Receipts: book, RegistryAddr: regAddr, DiscoveryAddr: d.addr, ValidityWindow: 5 * time.Second}
+	addr := servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+		c := cfg
+		c.Listening = listening
+		return leasesvc.Run(ctx, c)
+	})
+	t.Chdir(t.TempDir())
+	if _, errOut, code := runCLI(t.Context(), "dev", "holder-key"); code != 0 {
+		t.Fatal(errOut)
+	}
+	alice := []string{"--lease", addr, "--token", d.auth.User(t, "alice", "tenant-a")}
+	issue := func(id string) (string, int) {
+		receipt(id)
+		_, errOut, code := runCLI(t.Context(), append(alice, "lease", "issue", "--receipt", id, "--audience", "exec.inv")...)
+		return errOut, code
+	}
+	if errOut, code := issue("before"); code != 0 {
+		t.Fatalf("issue before the rollback: %s", errOut)
+	}
+
+	cli("discovery", "rollback", "--expected", "2", "--reason", "bad release", "inventory", "tenant-a.readers")
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; ; i++ {
+		errOut, code := issue(fmt.Sprintf("after-%d", i))
+		if code != 0 {
+			if !strings.Contains(errOut, "frozen") {
+				t.Fatalf("issue after the rollback: %s", errOut)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("issuance still open 10s after the rollback")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	admin := []string{"--lease", addr, "--token", d.admin}
+	if out, errOut, code := runCLI(t.Context(), append(admin, "lease", "freeze", "--resume", "inventory")...); code != 0 || !strings.Contains(out, "resumed") {
+		t.Fatalf("resume: %s %s", out, errOut)
+	}
+	if errOut, code := issue("resumed"); code != 0 {
+		t.Fatalf("issue after the resume: %s", errOut)
 	}
 }
