@@ -5,6 +5,7 @@ go 1.26.8
 replace (
 	github.com/toolcrib/toolcrib/gen => ../gen
 	github.com/toolcrib/toolcrib/platform => ../platform
+	github.com/toolcrib/toolcrib/revision => ../revision
 	github.com/toolcrib/toolcrib/services/admission => ../services/admission
 	github.com/toolcrib/toolcrib/services/discovery => ../services/discovery
 	github.com/toolcrib/toolcrib/services/lease => ../services/lease
@@ -14,8 +15,10 @@ replace (
 require (
 	github.com/toolcrib/toolcrib/gen v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/platform v0.0.0-00010101000000-000000000000
+	github.com/toolcrib/toolcrib/revision v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/services/admission v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/services/discovery v0.0.0-00010101000000-000000000000
+	github.com/toolcrib/toolcrib/services/lease v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/services/registry v0.0.0-00010101000000-000000000000
 	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/sync v0.25.0

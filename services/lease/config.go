@@ -37,11 +37,21 @@ type Config struct {
 	// Issuer is the `iss` of leases.
 	Issuer string
 	// AdmissionAddr is admission's gRPC address, for Issue with an inline
-	// `check`; empty refuses those.
+	// `check` and Issue by `receipt_id` (AdmissionService.GetReceipt, the
+	// caller's credential forwarded); empty refuses both unless Receipts is
+	// set.
 	AdmissionAddr string
 
-	// Receipts is admission's receipt lookup for Issue by `receipt_id`;
-	// nil refuses those. Not a flag: wired in code.
+	// RegistryAddr and DiscoveryAddr are the services whose Watch streams
+	// the lease follows (policy epochs, active pointers, automatic freezes
+	// on ROLLBACK and CLOSE); both empty turns that off (logged at start).
+	RegistryAddr, DiscoveryAddr string
+	// ValidityWindow is the newest heartbeat age of either stream past
+	// which Verify fails closed (UNAVAILABLE STALE_POLICY).
+	ValidityWindow time.Duration
+
+	// Receipts, when set, replaces admission's receipt lookup for Issue by
+	// `receipt_id` (tests); nil uses GetReceipt at AdmissionAddr. Not a flag.
 	Receipts decision.ReceiptSource
 	// Freshness is the Watch follower's view for Verify; nil skips the
 	// epoch and generation check (logged at start). Not a flag.
@@ -57,7 +67,10 @@ func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 	s.Duration(&cfg.Skew, "lease-skew", "", lease.DefaultSkew, "clock-skew allowance of Verify on exp and on a proof's iat")
 	s.Duration(&cfg.ProofWindow, "proof-window", "", lease.DefaultProofWindow, "how old a holder proof may be")
 	s.String(&cfg.Issuer, "lease-issuer", "", "toolcrib-lease", "iss claim of leases")
-	s.String(&cfg.AdmissionAddr, "admission-addr", "", "", "admission gRPC address for Issue with an inline check; empty refuses those")
+	s.String(&cfg.AdmissionAddr, "admission-addr", "", "", "admission gRPC address for Issue (inline check, or receipt_id through GetReceipt); empty refuses both")
+	s.String(&cfg.RegistryAddr, "registry-addr", "", "127.0.0.1:7101", "registry gRPC address (Watch, GetPolicy); empty with --discovery-addr empty turns the epoch and generation check off")
+	s.String(&cfg.DiscoveryAddr, "discovery-addr", "", "127.0.0.1:7102", "discovery gRPC address (Watch, GetActiveSnapshot); a ROLLBACK or CLOSE seen there freezes issuance for the server")
+	s.Duration(&cfg.ValidityWindow, "validity-window", "", 5*time.Second, "newest heartbeat age of either Watch stream past which Verify answers STALE_POLICY")
 	return s
 }
 
@@ -110,6 +123,20 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.AdmissionAddr); err != nil {
 			bad("admission-addr", "%q is not host:port", c.AdmissionAddr)
 		}
+	}
+	if (c.RegistryAddr == "") != (c.DiscoveryAddr == "") {
+		bad("registry-addr", "set both --registry-addr and --discovery-addr, or neither")
+	}
+	for name, addr := range map[string]string{"registry-addr": c.RegistryAddr, "discovery-addr": c.DiscoveryAddr} {
+		if addr == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			bad(name, "%q is not host:port", addr)
+		}
+	}
+	if c.RegistryAddr != "" && c.ValidityWindow <= 0 {
+		bad("validity-window", "must be positive")
 	}
 	return errors.Join(errs...)
 }

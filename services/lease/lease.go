@@ -2,22 +2,29 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/toolcrib/toolcrib/platform/postgres"
+	"github.com/toolcrib/toolcrib/platform/principal"
+	"github.com/toolcrib/toolcrib/platform/rpcserver"
 	"github.com/toolcrib/toolcrib/platform/service"
 	"github.com/toolcrib/toolcrib/services/lease/decision"
 	"github.com/toolcrib/toolcrib/services/lease/internal/grpcapi"
 	"github.com/toolcrib/toolcrib/services/lease/internal/keys"
 	"github.com/toolcrib/toolcrib/services/lease/internal/ledger"
+	"github.com/toolcrib/toolcrib/services/lease/internal/metrics"
 	"github.com/toolcrib/toolcrib/services/lease/internal/store"
+	"github.com/toolcrib/toolcrib/services/lease/internal/watch"
 	"github.com/toolcrib/toolcrib/services/lease/migrations"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
+	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	leasev1 "github.com/toolcrib/toolcrib/gen/toolcrib/lease/v1"
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 )
 
 // Schema is the lease service's Postgres schema.
@@ -44,8 +51,10 @@ func Run(ctx context.Context, cfg Config) error {
 		if err != nil {
 			return service.Parts{}, err
 		}
+		st := store.New(d.Pool)
+		m := metrics.New(d.Metrics, metrics.Sources{FrozenCount: st.FrozenCount, KeyAge: ring.CurrentAge})
 		opts := grpcapi.Options{
-			Store: store.New(d.Pool), Ring: ring, Ledger: ledger.NewRedis(d.Redis),
+			Store: st, Ring: ring, Ledger: ledger.NewRedis(d.Redis), Metrics: m,
 			Receipts: cfg.Receipts, Freshness: cfg.Freshness,
 			Issuer: cfg.Issuer, Skew: cfg.Skew, ProofWindow: cfg.ProofWindow, Logger: d.Logger,
 		}
@@ -56,24 +65,75 @@ func Run(ctx context.Context, cfg Config) error {
 				return service.Parts{}, fmt.Errorf("admission client: %w", err)
 			}
 			parts.Close = func() { _ = conn.Close() }
-			opts.Checker = decision.AdmissionChecker{Client: admissionv1.NewAdmissionServiceClient(conn)}
+			ac := admissionv1.NewAdmissionServiceClient(conn)
+			opts.Checker = decision.AdmissionChecker{Client: ac}
+			if opts.Receipts == nil {
+				opts.Receipts = decision.AdmissionReceipts{Client: ac}
+			}
 		}
-		if cfg.Freshness == nil {
+		if opts.Freshness == nil && cfg.RegistryAddr != "" {
+			view, closeView, err := followStreams(cfg, st, d, m.AutoFrozen)
+			if err != nil {
+				if parts.Close != nil {
+					parts.Close()
+				}
+				return service.Parts{}, err
+			}
+			opts.Freshness = view
+			prev := parts.Close
+			parts.Close = func() {
+				closeView()
+				if prev != nil {
+					prev()
+				}
+			}
+			parts.Loops = append(parts.Loops, view.Run)
+			parts.Checks = append(parts.Checks, rpcserver.Check{Name: "watch", Func: func(context.Context) error {
+				if ok, why := view.Fresh(); !ok {
+					return errors.New(why)
+				}
+				return nil
+			}})
+		}
+		if opts.Freshness == nil {
 			d.Logger.WarnContext(ctx, "no freshness source wired: Verify does not check policy epoch and generation")
 		}
-		if cfg.Receipts == nil {
+		if opts.Receipts == nil {
 			d.Logger.WarnContext(ctx, "no receipt lookup wired: Issue by receipt_id is refused")
 		}
 		api := grpcapi.New(opts)
 		parts.Register = func(s *grpc.Server) { leasev1.RegisterLeaseServiceServer(s, api) }
-		parts.Loops = []func(context.Context) error{func(ctx context.Context) error {
+		parts.Loops = append(parts.Loops, func(ctx context.Context) error {
 			ring.Run(ctx, cfg.KeyCheckInterval, func(err error) {
 				d.Logger.WarnContext(ctx, "signing-key maintenance failed; will retry", "error", err)
 			})
 			return nil
-		}}
+		})
 		return parts, nil
 	})
+}
+
+// followStreams dials the registry and discovery with the service token
+// and returns the Watch view over them.
+func followStreams(cfg Config, st *store.Store, d *service.Deps, frozen func()) (*watch.View, func(), error) {
+	dial := func(addr string) (*grpc.ClientConn, error) {
+		return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithPerRPCCredentials(&principal.FileToken{Path: cfg.ServiceTokenFile}))
+	}
+	rconn, err := dial(cfg.RegistryAddr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("registry client: %w", err)
+	}
+	dconn, err := dial(cfg.DiscoveryAddr)
+	if err != nil {
+		_ = rconn.Close()
+		return nil, nil, fmt.Errorf("discovery client: %w", err)
+	}
+	view := watch.New(watch.Options{
+		Registry: registryv1.NewRegistryServiceClient(rconn), Discovery: discoveryv1.NewDiscoveryServiceClient(dconn),
+		Window: cfg.ValidityWindow, Freezer: st, Frozen: frozen, Logger: d.Logger,
+	})
+	return view, func() { _ = dconn.Close(); _ = rconn.Close() }, nil
 }
 
 // Migrate runs the lease service's migrations and returns (`lease

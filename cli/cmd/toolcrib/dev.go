@@ -89,6 +89,7 @@ func launchables() []launchable {
 		}
 		return admission.Run(ctx, cfg)
 	}})
+	l = append(l, leaseLaunchable())
 	return l
 }
 

@@ -24,6 +24,7 @@ type discoveryEnv struct {
 	reg   *discoverytest.Registry
 	addr  string
 	admin string
+	auth  *servicetest.Auth
 }
 
 func startDiscovery(t *testing.T, edit func(*discovery.Config)) *discoveryEnv {
@@ -47,7 +48,7 @@ func startDiscovery(t *testing.T, edit func(*discovery.Config)) *discoveryEnv {
 		c.Listening = listening
 		return discovery.Run(ctx, c)
 	})
-	return &discoveryEnv{t: t, reg: reg, addr: addr, admin: auth.Admin(t)}
+	return &discoveryEnv{t: t, reg: reg, addr: addr, admin: auth.Admin(t), auth: auth}
 }
 
 // run runs the CLI and returns its stdout, its stderr and its exit status.

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 )
@@ -66,17 +68,52 @@ type AdmissionChecker struct {
 
 // Check implements [Checker].
 func (a AdmissionChecker) Check(ctx context.Context, req *admissionv1.CheckRequest) (Decision, error) {
-	in, _ := metadata.FromIncomingContext(ctx)
-	auth := in.Get("authorization")
-	if len(auth) != 1 {
-		return Decision{}, fmt.Errorf("%w: no credential to forward", ErrUnavailable)
+	out, err := forward(ctx)
+	if err != nil {
+		return Decision{}, err
 	}
-	out := metadata.AppendToOutgoingContext(ctx, "authorization", auth[0])
 	resp, err := a.Client.Check(out, req)
 	if err != nil {
 		return Decision{}, err
 	}
 	return Decision{Receipt: resp.GetReceipt(), ValidUntil: resp.GetValidUntil().AsTime()}, nil
+}
+
+// AdmissionReceipts is the [ReceiptSource] over AdmissionService.GetReceipt:
+// it forwards the incoming `authorization` metadata, so admission answers
+// only with the caller's own receipts (anyone else's is NOT_FOUND there,
+// [ErrNotFound] here).
+type AdmissionReceipts struct {
+	// Client is the admission client.
+	Client admissionv1.AdmissionServiceClient
+}
+
+// Receipt implements [ReceiptSource].
+func (a AdmissionReceipts) Receipt(ctx context.Context, receiptID string) (Decision, error) {
+	out, err := forward(ctx)
+	if err != nil {
+		return Decision{}, err
+	}
+	resp, err := a.Client.GetReceipt(out, &admissionv1.GetReceiptRequest{ReceiptId: receiptID})
+	switch status.Code(err) {
+	case codes.OK:
+		return Decision{Receipt: resp.GetReceipt(), ValidUntil: resp.GetValidUntil().AsTime()}, nil
+	case codes.NotFound:
+		return Decision{}, ErrNotFound
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.ResourceExhausted:
+		return Decision{}, fmt.Errorf("%w: %s", ErrUnavailable, status.Code(err))
+	}
+	return Decision{}, err
+}
+
+// forward returns ctx with the incoming credential as the outgoing one.
+func forward(ctx context.Context) (context.Context, error) {
+	in, _ := metadata.FromIncomingContext(ctx)
+	auth := in.Get("authorization")
+	if len(auth) != 1 {
+		return nil, fmt.Errorf("%w: no credential to forward", ErrUnavailable)
+	}
+	return metadata.AppendToOutgoingContext(ctx, "authorization", auth[0]), nil
 }
 
 // Binding is what a lease is bound to, for the freshness check.
@@ -99,8 +136,8 @@ const (
 	// lease may do) and the generation is active or compatible (the tool's
 	// id and descriptor digest unchanged in the active one).
 	Current Verdict = iota
-	// PolicyChanged: the tenant's policy epoch moved past the lease's in a
-	// way that would not allow it now.
+	// PolicyChanged: the tenant's policy epoch moved past the lease's (any
+	// move: a lease lives at most 60 s, so it is simply re-issued).
 	PolicyChanged
 	// StaleCatalog: the generation is no longer active or compatible
 	// (rolled back, replaced with another digest, pointer closed or past
@@ -112,7 +149,10 @@ const (
 //
 // Check returns the verdict for b. An error wrapping ErrStale when the
 // follower cannot prove freshness within its validity window; the lease is
-// then refused. It reads heads only and never blocks on the network.
+// then refused. It reads the heads the streams keep; only a tenant or
+// pointer older than the streams' kept history, or the tool digests of a
+// newer active generation (to tell a compatible older generation), is read
+// once from the registry or discovery and remembered (internal/watch).
 type Freshness interface {
 	Check(ctx context.Context, b Binding) (Verdict, error)
 }

@@ -946,6 +946,111 @@ func (x *ListVisibleToolsResponse) GetVisibleCount() int32 {
 	return 0
 }
 
+// GetReceiptRequest is the request of GetReceipt.
+type GetReceiptRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Receipt id (a UUID, as in `Receipt.receipt_id`); required.
+	ReceiptId     string `protobuf:"bytes,1,opt,name=receipt_id,json=receiptId,proto3" json:"receipt_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetReceiptRequest) Reset() {
+	*x = GetReceiptRequest{}
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetReceiptRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetReceiptRequest) ProtoMessage() {}
+
+func (x *GetReceiptRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetReceiptRequest.ProtoReflect.Descriptor instead.
+func (*GetReceiptRequest) Descriptor() ([]byte, []int) {
+	return file_toolcrib_admission_v1_admission_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GetReceiptRequest) GetReceiptId() string {
+	if x != nil {
+		return x.ReceiptId
+	}
+	return ""
+}
+
+// GetReceiptResponse is the response of GetReceipt.
+type GetReceiptResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The receipt, exactly as Check returned it.
+	Receipt *Receipt `protobuf:"bytes,1,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	// Until when the decision may still be relied on: the earliest of the
+	// decision time plus the replica's decision-cache lifetime, the
+	// replica's policy validity window now and the `fresh_until` of the
+	// pointer it was decided against. In the past for an old receipt (a
+	// lease is then refused).
+	ValidUntil    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=valid_until,json=validUntil,proto3" json:"valid_until,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetReceiptResponse) Reset() {
+	*x = GetReceiptResponse{}
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetReceiptResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetReceiptResponse) ProtoMessage() {}
+
+func (x *GetReceiptResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetReceiptResponse.ProtoReflect.Descriptor instead.
+func (*GetReceiptResponse) Descriptor() ([]byte, []int) {
+	return file_toolcrib_admission_v1_admission_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *GetReceiptResponse) GetReceipt() *Receipt {
+	if x != nil {
+		return x.Receipt
+	}
+	return nil
+}
+
+func (x *GetReceiptResponse) GetValidUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ValidUntil
+	}
+	return nil
+}
+
 var File_toolcrib_admission_v1_admission_proto protoreflect.FileDescriptor
 
 const file_toolcrib_admission_v1_admission_proto_rawDesc = "" +
@@ -1023,7 +1128,14 @@ const file_toolcrib_admission_v1_admission_proto_rawDesc = "" +
 	"\fpolicy_epoch\x18\x02 \x01(\x03R\vpolicyEpoch\x12\x1c\n" +
 	"\ttruncated\x18\x03 \x01(\bR\ttruncated\x12,\n" +
 	"\x12visible_set_digest\x18\x04 \x01(\tR\x10visibleSetDigest\x12#\n" +
-	"\rvisible_count\x18\x05 \x01(\x05R\fvisibleCount*J\n" +
+	"\rvisible_count\x18\x05 \x01(\x05R\fvisibleCount\"2\n" +
+	"\x11GetReceiptRequest\x12\x1d\n" +
+	"\n" +
+	"receipt_id\x18\x01 \x01(\tR\treceiptId\"\x8b\x01\n" +
+	"\x12GetReceiptResponse\x128\n" +
+	"\areceipt\x18\x01 \x01(\v2\x1e.toolcrib.admission.v1.ReceiptR\areceipt\x12;\n" +
+	"\vvalid_until\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"validUntil*J\n" +
 	"\x04Mode\x12\x14\n" +
 	"\x10MODE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fMODE_AUTONOMOUS\x10\x01\x12\x17\n" +
@@ -1031,10 +1143,12 @@ const file_toolcrib_admission_v1_admission_proto_rawDesc = "" +
 	"\bDecision\x12\x18\n" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eDECISION_ALLOW\x10\x01\x12\x11\n" +
-	"\rDECISION_DENY\x10\x022\xdb\x01\n" +
+	"\rDECISION_DENY\x10\x022\xbe\x02\n" +
 	"\x10AdmissionService\x12R\n" +
 	"\x05Check\x12#.toolcrib.admission.v1.CheckRequest\x1a$.toolcrib.admission.v1.CheckResponse\x12s\n" +
-	"\x10ListVisibleTools\x12..toolcrib.admission.v1.ListVisibleToolsRequest\x1a/.toolcrib.admission.v1.ListVisibleToolsResponseB\xe5\x01\n" +
+	"\x10ListVisibleTools\x12..toolcrib.admission.v1.ListVisibleToolsRequest\x1a/.toolcrib.admission.v1.ListVisibleToolsResponse\x12a\n" +
+	"\n" +
+	"GetReceipt\x12(.toolcrib.admission.v1.GetReceiptRequest\x1a).toolcrib.admission.v1.GetReceiptResponseB\xe5\x01\n" +
 	"\x19com.toolcrib.admission.v1B\x0eAdmissionProtoP\x01ZBgithub.com/toolcrib/toolcrib/gen/toolcrib/admission/v1;admissionv1\xa2\x02\x03TAX\xaa\x02\x15Toolcrib.Admission.V1\xca\x02\x15Toolcrib\\Admission\\V1\xe2\x02!Toolcrib\\Admission\\V1\\GPBMetadata\xea\x02\x17Toolcrib::Admission::V1b\x06proto3"
 
 var (
@@ -1050,7 +1164,7 @@ func file_toolcrib_admission_v1_admission_proto_rawDescGZIP() []byte {
 }
 
 var file_toolcrib_admission_v1_admission_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolcrib_admission_v1_admission_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_toolcrib_admission_v1_admission_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_toolcrib_admission_v1_admission_proto_goTypes = []any{
 	(Mode)(0),                        // 0: toolcrib.admission.v1.Mode
 	(Decision)(0),                    // 1: toolcrib.admission.v1.Decision
@@ -1062,37 +1176,43 @@ var file_toolcrib_admission_v1_admission_proto_goTypes = []any{
 	(*VisibleTool)(nil),              // 7: toolcrib.admission.v1.VisibleTool
 	(*ListVisibleToolsRequest)(nil),  // 8: toolcrib.admission.v1.ListVisibleToolsRequest
 	(*ListVisibleToolsResponse)(nil), // 9: toolcrib.admission.v1.ListVisibleToolsResponse
-	(v1.DecisionReason)(0),           // 10: toolcrib.catalog.v1.DecisionReason
-	(*timestamppb.Timestamp)(nil),    // 11: google.protobuf.Timestamp
-	(v1.EffectClass)(0),              // 12: toolcrib.catalog.v1.EffectClass
-	(v1.DiscoveryState)(0),           // 13: toolcrib.catalog.v1.DiscoveryState
+	(*GetReceiptRequest)(nil),        // 10: toolcrib.admission.v1.GetReceiptRequest
+	(*GetReceiptResponse)(nil),       // 11: toolcrib.admission.v1.GetReceiptResponse
+	(v1.DecisionReason)(0),           // 12: toolcrib.catalog.v1.DecisionReason
+	(*timestamppb.Timestamp)(nil),    // 13: google.protobuf.Timestamp
+	(v1.EffectClass)(0),              // 14: toolcrib.catalog.v1.EffectClass
+	(v1.DiscoveryState)(0),           // 15: toolcrib.catalog.v1.DiscoveryState
 }
 var file_toolcrib_admission_v1_admission_proto_depIdxs = []int32{
 	1,  // 0: toolcrib.admission.v1.Receipt.decision:type_name -> toolcrib.admission.v1.Decision
-	10, // 1: toolcrib.admission.v1.Receipt.reason:type_name -> toolcrib.catalog.v1.DecisionReason
+	12, // 1: toolcrib.admission.v1.Receipt.reason:type_name -> toolcrib.catalog.v1.DecisionReason
 	0,  // 2: toolcrib.admission.v1.Receipt.mode:type_name -> toolcrib.admission.v1.Mode
-	11, // 3: toolcrib.admission.v1.Receipt.decided_at:type_name -> google.protobuf.Timestamp
-	12, // 4: toolcrib.admission.v1.Receipt.effect_class:type_name -> toolcrib.catalog.v1.EffectClass
+	13, // 3: toolcrib.admission.v1.Receipt.decided_at:type_name -> google.protobuf.Timestamp
+	14, // 4: toolcrib.admission.v1.Receipt.effect_class:type_name -> toolcrib.catalog.v1.EffectClass
 	0,  // 5: toolcrib.admission.v1.CheckRequest.mode:type_name -> toolcrib.admission.v1.Mode
 	1,  // 6: toolcrib.admission.v1.CheckResponse.decision:type_name -> toolcrib.admission.v1.Decision
-	10, // 7: toolcrib.admission.v1.CheckResponse.reason:type_name -> toolcrib.catalog.v1.DecisionReason
+	12, // 7: toolcrib.admission.v1.CheckResponse.reason:type_name -> toolcrib.catalog.v1.DecisionReason
 	2,  // 8: toolcrib.admission.v1.CheckResponse.receipt:type_name -> toolcrib.admission.v1.Receipt
-	11, // 9: toolcrib.admission.v1.CheckResponse.valid_until:type_name -> google.protobuf.Timestamp
-	12, // 10: toolcrib.admission.v1.RuntimeTool.effect_class:type_name -> toolcrib.catalog.v1.EffectClass
-	13, // 11: toolcrib.admission.v1.RuntimeTool.source_state:type_name -> toolcrib.catalog.v1.DiscoveryState
+	13, // 9: toolcrib.admission.v1.CheckResponse.valid_until:type_name -> google.protobuf.Timestamp
+	14, // 10: toolcrib.admission.v1.RuntimeTool.effect_class:type_name -> toolcrib.catalog.v1.EffectClass
+	15, // 11: toolcrib.admission.v1.RuntimeTool.source_state:type_name -> toolcrib.catalog.v1.DiscoveryState
 	5,  // 12: toolcrib.admission.v1.VisibleTool.model:type_name -> toolcrib.admission.v1.ModelTool
 	6,  // 13: toolcrib.admission.v1.VisibleTool.runtime:type_name -> toolcrib.admission.v1.RuntimeTool
-	12, // 14: toolcrib.admission.v1.ListVisibleToolsRequest.effect_classes:type_name -> toolcrib.catalog.v1.EffectClass
+	14, // 14: toolcrib.admission.v1.ListVisibleToolsRequest.effect_classes:type_name -> toolcrib.catalog.v1.EffectClass
 	7,  // 15: toolcrib.admission.v1.ListVisibleToolsResponse.tools:type_name -> toolcrib.admission.v1.VisibleTool
-	3,  // 16: toolcrib.admission.v1.AdmissionService.Check:input_type -> toolcrib.admission.v1.CheckRequest
-	8,  // 17: toolcrib.admission.v1.AdmissionService.ListVisibleTools:input_type -> toolcrib.admission.v1.ListVisibleToolsRequest
-	4,  // 18: toolcrib.admission.v1.AdmissionService.Check:output_type -> toolcrib.admission.v1.CheckResponse
-	9,  // 19: toolcrib.admission.v1.AdmissionService.ListVisibleTools:output_type -> toolcrib.admission.v1.ListVisibleToolsResponse
-	18, // [18:20] is the sub-list for method output_type
-	16, // [16:18] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	2,  // 16: toolcrib.admission.v1.GetReceiptResponse.receipt:type_name -> toolcrib.admission.v1.Receipt
+	13, // 17: toolcrib.admission.v1.GetReceiptResponse.valid_until:type_name -> google.protobuf.Timestamp
+	3,  // 18: toolcrib.admission.v1.AdmissionService.Check:input_type -> toolcrib.admission.v1.CheckRequest
+	8,  // 19: toolcrib.admission.v1.AdmissionService.ListVisibleTools:input_type -> toolcrib.admission.v1.ListVisibleToolsRequest
+	10, // 20: toolcrib.admission.v1.AdmissionService.GetReceipt:input_type -> toolcrib.admission.v1.GetReceiptRequest
+	4,  // 21: toolcrib.admission.v1.AdmissionService.Check:output_type -> toolcrib.admission.v1.CheckResponse
+	9,  // 22: toolcrib.admission.v1.AdmissionService.ListVisibleTools:output_type -> toolcrib.admission.v1.ListVisibleToolsResponse
+	11, // 23: toolcrib.admission.v1.AdmissionService.GetReceipt:output_type -> toolcrib.admission.v1.GetReceiptResponse
+	21, // [21:24] is the sub-list for method output_type
+	18, // [18:21] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_toolcrib_admission_v1_admission_proto_init() }
@@ -1106,7 +1226,7 @@ func file_toolcrib_admission_v1_admission_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolcrib_admission_v1_admission_proto_rawDesc), len(file_toolcrib_admission_v1_admission_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	AdmissionService_Check_FullMethodName            = "/toolcrib.admission.v1.AdmissionService/Check"
 	AdmissionService_ListVisibleTools_FullMethodName = "/toolcrib.admission.v1.AdmissionService/ListVisibleTools"
+	AdmissionService_GetReceipt_FullMethodName       = "/toolcrib.admission.v1.AdmissionService/GetReceipt"
 )
 
 // AdmissionServiceClient is the client API for AdmissionService service.
@@ -85,6 +86,14 @@ type AdmissionServiceClient interface {
 	// active generations of its audience classes, with the model view kept
 	// apart from the runtime view.
 	ListVisibleTools(ctx context.Context, in *ListVisibleToolsRequest, opts ...grpc.CallOption) (*ListVisibleToolsResponse, error)
+	// GetReceipt returns one recent receipt (the lease service cites an ALLOW
+	// by it). It is principal-bound: only the principal the receipt was
+	// issued to (same tenant and subject) gets it; for anyone else, for a
+	// receipt older than the replica's lookup window and for an id that does
+	// not exist the answer is the same NOT_FOUND (ErrorInfo reason
+	// `RECEIPT_NOT_FOUND`). It does not wait for the receipt batch: a
+	// receipt still queued for Postgres on this replica is found.
+	GetReceipt(ctx context.Context, in *GetReceiptRequest, opts ...grpc.CallOption) (*GetReceiptResponse, error)
 }
 
 type admissionServiceClient struct {
@@ -109,6 +118,16 @@ func (c *admissionServiceClient) ListVisibleTools(ctx context.Context, in *ListV
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListVisibleToolsResponse)
 	err := c.cc.Invoke(ctx, AdmissionService_ListVisibleTools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *admissionServiceClient) GetReceipt(ctx context.Context, in *GetReceiptRequest, opts ...grpc.CallOption) (*GetReceiptResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetReceiptResponse)
+	err := c.cc.Invoke(ctx, AdmissionService_GetReceipt_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -169,6 +188,14 @@ type AdmissionServiceServer interface {
 	// active generations of its audience classes, with the model view kept
 	// apart from the runtime view.
 	ListVisibleTools(context.Context, *ListVisibleToolsRequest) (*ListVisibleToolsResponse, error)
+	// GetReceipt returns one recent receipt (the lease service cites an ALLOW
+	// by it). It is principal-bound: only the principal the receipt was
+	// issued to (same tenant and subject) gets it; for anyone else, for a
+	// receipt older than the replica's lookup window and for an id that does
+	// not exist the answer is the same NOT_FOUND (ErrorInfo reason
+	// `RECEIPT_NOT_FOUND`). It does not wait for the receipt batch: a
+	// receipt still queued for Postgres on this replica is found.
+	GetReceipt(context.Context, *GetReceiptRequest) (*GetReceiptResponse, error)
 	mustEmbedUnimplementedAdmissionServiceServer()
 }
 
@@ -184,6 +211,9 @@ func (UnimplementedAdmissionServiceServer) Check(context.Context, *CheckRequest)
 }
 func (UnimplementedAdmissionServiceServer) ListVisibleTools(context.Context, *ListVisibleToolsRequest) (*ListVisibleToolsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListVisibleTools not implemented")
+}
+func (UnimplementedAdmissionServiceServer) GetReceipt(context.Context, *GetReceiptRequest) (*GetReceiptResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetReceipt not implemented")
 }
 func (UnimplementedAdmissionServiceServer) mustEmbedUnimplementedAdmissionServiceServer() {}
 func (UnimplementedAdmissionServiceServer) testEmbeddedByValue()                          {}
@@ -242,6 +272,24 @@ func _AdmissionService_ListVisibleTools_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdmissionService_GetReceipt_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetReceiptRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdmissionServiceServer).GetReceipt(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdmissionService_GetReceipt_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdmissionServiceServer).GetReceipt(ctx, req.(*GetReceiptRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdmissionService_ServiceDesc is the grpc.ServiceDesc for AdmissionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -256,6 +304,10 @@ var AdmissionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListVisibleTools",
 			Handler:    _AdmissionService_ListVisibleTools_Handler,
+		},
+		{
+			MethodName: "GetReceipt",
+			Handler:    _AdmissionService_GetReceipt_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -102,6 +102,8 @@ func translate(err error) error {
 		return &apierror.Error{Code: codes.DeadlineExceeded, Reason: "DEADLINE_EXCEEDED", Message: "the decision could not be made in time"}
 	case errors.Is(err, receipts.ErrBackpressure), errors.Is(err, receipts.ErrClosed):
 		return apierror.Unavailable("the receipt could not be kept; retry shortly", err)
+	case errors.Is(err, receipts.ErrNotFound):
+		return &apierror.Error{Code: codes.NotFound, Reason: ReasonReceiptNotFound, Message: "no such receipt"}
 	case errors.As(err, &un):
 		return apierror.Unavailable("a source the decision needs cannot be read; retry shortly", err)
 	}

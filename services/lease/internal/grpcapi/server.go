@@ -19,6 +19,7 @@ import (
 	"github.com/toolcrib/toolcrib/services/lease/internal/issuance"
 	"github.com/toolcrib/toolcrib/services/lease/internal/keys"
 	"github.com/toolcrib/toolcrib/services/lease/internal/ledger"
+	"github.com/toolcrib/toolcrib/services/lease/internal/metrics"
 	"github.com/toolcrib/toolcrib/services/lease/internal/store"
 
 	leasev1 "github.com/toolcrib/toolcrib/gen/toolcrib/lease/v1"
@@ -66,6 +67,8 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives the audit lines of Revoke and FreezeIssuance.
 	Logger *slog.Logger
+	// Metrics counts issued leases and Verify answers; nil counts nothing.
+	Metrics *metrics.Metrics
 }
 
 // Server implements [leasev1.LeaseServiceServer].
@@ -211,6 +214,9 @@ func (s *Server) Issue(ctx context.Context, req *leasev1.IssueRequest) (*leasev1
 	if err != nil {
 		return nil, translate(err)
 	}
+	if s.opts.Metrics != nil {
+		s.opts.Metrics.Issued()
+	}
 	return &leasev1.IssueResponse{Token: token, Claims: claimsProto(claims), ExecutionReceiptId: receiptID}, nil
 }
 
@@ -229,6 +235,14 @@ func (s *Server) decide(ctx context.Context, req *leasev1.IssueRequest) (decisio
 
 // Verify implements LeaseService.Verify.
 func (s *Server) Verify(ctx context.Context, req *leasev1.VerifyRequest) (*leasev1.VerifyResponse, error) {
+	resp, err := s.verify(ctx, req)
+	if err == nil && s.opts.Metrics != nil {
+		s.opts.Metrics.Verified(lease.Failure(resp.GetFailure()))
+	}
+	return resp, err
+}
+
+func (s *Server) verify(ctx context.Context, req *leasev1.VerifyRequest) (*leasev1.VerifyResponse, error) {
 	if _, err := principal.Require(ctx); err != nil {
 		return nil, err
 	}

@@ -120,6 +120,41 @@ RETURNING changed_at`, server, frozen, reason, by).Scan(&at)
 	return frozen, at, err
 }
 
+// AutoFreeze freezes issuance for server because of the discovery move at
+// revision rev, accepted by discovery at acceptedAt, unless a move at rev or
+// later was already acted on (by any replica) or the move predates this
+// service (see migration 0002). It reports whether it froze; the cursor
+// moves in the same transaction.
+func (s *Store) AutoFreeze(ctx context.Context, server string, rev int64, acceptedAt time.Time, reason, by string) (bool, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var cursor int64
+	var since time.Time
+	if err := tx.QueryRow(ctx, `SELECT revision, since FROM discovery_freeze_cursor FOR UPDATE`).Scan(&cursor, &since); err != nil {
+		return false, err
+	}
+	if rev <= cursor {
+		return false, nil
+	}
+	act := !acceptedAt.Before(since)
+	if act {
+		if _, err := tx.Exec(ctx, `INSERT INTO freezes (server_id, frozen, reason, changed_by, changed_at)
+VALUES ($1, true, $2, $3, clock_timestamp())
+ON CONFLICT (server_id) DO UPDATE SET
+  changed_at = CASE WHEN freezes.frozen THEN freezes.changed_at ELSE EXCLUDED.changed_at END,
+  frozen = true, reason = EXCLUDED.reason, changed_by = EXCLUDED.changed_by`, server, reason, by); err != nil {
+			return false, err
+		}
+	}
+	if _, err := tx.Exec(ctx, `UPDATE discovery_freeze_cursor SET revision = $1`, rev); err != nil {
+		return false, err
+	}
+	return act, tx.Commit(ctx)
+}
+
 // FrozenCount is the number of servers whose issuance is frozen (a
 // metric).
 func (s *Store) FrozenCount(ctx context.Context) (int, error) {

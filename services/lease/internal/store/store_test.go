@@ -120,3 +120,39 @@ func TestFreezeKeepsChangedAtUntilTheStateChanges(t *testing.T) {
 		t.Fatal("still frozen after resume")
 	}
 }
+
+// TestAutoFreezeActsOncePerMove: a move freezes once; the same move again
+// (a replayed stream, another replica) or an older one does nothing, so an
+// operator's resume holds; a newer move freezes again; a move from before
+// the service existed never freezes.
+func TestAutoFreezeActsOncePerMove(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	now := time.Now()
+	if froze, err := s.AutoFreeze(ctx, "old", 3, time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), "history", "w"); err != nil || froze {
+		t.Fatalf("a move from before the service: froze=%v %v", froze, err)
+	}
+	if froze, err := s.AutoFreeze(ctx, "inv", 7, now, "rollback", "w"); err != nil || !froze {
+		t.Fatalf("first sight: froze=%v %v", froze, err)
+	}
+	if st, err := s.Status(ctx, claims("l1", now)); err != nil || !st.Frozen {
+		t.Fatalf("status after the freeze: %+v %v", st, err)
+	}
+	if _, _, err := s.Freeze(ctx, "inv", false, "reviewed", "op"); err != nil {
+		t.Fatal(err)
+	}
+	for _, rev := range []int64{7, 5} {
+		if froze, err := s.AutoFreeze(ctx, "inv", rev, now, "rollback", "w"); err != nil || froze {
+			t.Fatalf("replay of revision %d: froze=%v %v", rev, froze, err)
+		}
+	}
+	if st, err := s.Status(ctx, claims("l2", now)); err != nil || st.Frozen {
+		t.Fatalf("the resume did not hold against a replay: %+v %v", st, err)
+	}
+	if froze, err := s.AutoFreeze(ctx, "inv", 8, now, "close", "w"); err != nil || !froze {
+		t.Fatalf("a newer move: froze=%v %v", froze, err)
+	}
+	if n, err := s.FrozenCount(ctx); err != nil || n != 1 {
+		t.Fatalf("frozen count %d %v", n, err)
+	}
+}

@@ -1,0 +1,150 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/toolcrib/toolcrib/e2e/leaseworld"
+	leasev1 "github.com/toolcrib/toolcrib/gen/toolcrib/lease/v1"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
+	"github.com/toolcrib/toolcrib/revision/lease"
+)
+
+// leaseWorkers is the number of concurrent callers in each phase.
+const leaseWorkers = 16
+
+// leasePhase is how long each phase runs.
+const leasePhase = 3 * time.Second
+
+// TestLeaseThroughput measures the DESIGN §9 lease target through the real
+// services (registry, discovery, admission, lease; Postgres and Redis):
+// Issue by an admission receipt (GetReceipt over gRPC, the execution
+// receipt committed), Verify of each issued lease once with a fresh holder
+// proof (signature, proof, revocation and freeze read, freshness from the
+// Watch follower, Redis SET NX), and the health Check of the same service
+// as the baseline. `make bench-lease` prints the one line; the target is
+// issue_qps and verify_qps ≥ 0.5 × health_qps. Never timed, never fails on
+// speed.
+func TestLeaseThroughput(t *testing.T) {
+	if os.Getenv("TOOLCRIB_BENCH") == "" {
+		t.Skip("a benchmark: run it with make bench-lease")
+	}
+	w := leaseworld.Start(t, time.Minute)
+	alice := w.Lease["alice"]
+	digest, err := lease.ArgumentDigest(leaseworld.ShipmentArgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	var issued []*leasev1.IssueResponse
+	issueQPS := phase(t, func(ctx context.Context, stop func() bool, done func()) error {
+		receipt := w.Allow(t, 1).GetReceipt().GetReceiptId() // one receipt per worker, cited again and again
+		var mine []*leasev1.IssueResponse
+		for !stop() {
+			resp, err := alice.Issue(ctx, &leasev1.IssueRequest{ReceiptId: receipt, ArgumentDigest: digest,
+				HolderPublicKey: w.JWK, Audience: leaseworld.Audience})
+			if err != nil {
+				return err
+			}
+			mine = append(mine, resp)
+			done()
+		}
+		mu.Lock()
+		issued = append(issued, mine...)
+		mu.Unlock()
+		return nil
+	})
+
+	var next atomic.Int64
+	var lat []time.Duration
+	verifyQPS := phase(t, func(ctx context.Context, stop func() bool, done func()) error {
+		var mine []time.Duration
+		for !stop() {
+			i := next.Add(1) - 1
+			if i >= int64(len(issued)) {
+				break
+			}
+			iss := issued[i]
+			c := iss.GetClaims()
+			start := time.Now()
+			proof, err := lease.NewProof(w.Holder, lease.Claims{ID: c.GetLeaseId(), ArgumentDigest: c.GetArgumentDigest(), Audience: c.GetAudience()}, start)
+			if err != nil {
+				return err
+			}
+			resp, err := alice.Verify(ctx, &leasev1.VerifyRequest{Token: iss.GetToken(), Proof: proof, Audience: c.GetAudience(),
+				ArgumentDigest: c.GetArgumentDigest(), ToolId: leaseworld.ToolID})
+			if err != nil {
+				return err
+			}
+			if !resp.GetValid() {
+				return fmt.Errorf("lease %d refused: %v %s", i, resp.GetFailure(), resp.GetDetail())
+			}
+			mine = append(mine, time.Since(start))
+			done()
+		}
+		mu.Lock()
+		lat = append(lat, mine...)
+		mu.Unlock()
+		return nil
+	})
+	if len(lat) == 0 {
+		t.Fatal("no lease verified")
+	}
+
+	hc := healthpb.NewHealthClient(servicetest.Dial(t, w.LeaseAddr, ""))
+	healthQPS := phase(t, func(ctx context.Context, stop func() bool, done func()) error {
+		for !stop() {
+			if _, err := hc.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+				return err
+			}
+			done()
+		}
+		return nil
+	})
+	slices.Sort(lat)
+	p99 := lat[(len(lat)*99)/100]
+	fmt.Printf("lease: issue_qps=%.0f verify_qps=%.0f health_qps=%.0f verify_p99_ms=%.2f\n",
+		issueQPS, verifyQPS, healthQPS, float64(p99.Microseconds())/1000)
+	fmt.Printf("  (%d workers, %s per phase; %d leases issued, %d verified; target issue and verify >= 0.5 x health: %.2f and %.2f)\n",
+		leaseWorkers, leasePhase, len(issued), len(lat), issueQPS/healthQPS, verifyQPS/healthQPS)
+}
+
+// phase runs f on leaseWorkers goroutines until leasePhase passed (stop
+// turns true) or every worker returned, and returns the calls per second
+// (each done call counts one).
+func phase(t *testing.T, f func(ctx context.Context, stop func() bool, done func()) error) float64 {
+	t.Helper()
+	ctx := context.Background()
+	var calls atomic.Int64
+	start := time.Now()
+	deadline := start.Add(leasePhase)
+	stop := func() bool { return time.Now().After(deadline) }
+	done := func() { calls.Add(1) }
+	var wg sync.WaitGroup
+	errs := make(chan error, leaseWorkers)
+	for range leaseWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx, stop, done); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return float64(calls.Load()) / elapsed.Seconds()
+}

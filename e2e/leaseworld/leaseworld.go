@@ -1,0 +1,280 @@
+// Package leaseworld starts the real registry, discovery, admission and
+// lease services with one versioned MCP server whose READ_ONLY tool
+// `inventory.shipment_status` is approved and enabled for tenant-a's
+// readers, for the lease tests of the suite and the lease benchmark.
+package leaseworld
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/toolcrib/toolcrib/e2e/fixture"
+	"github.com/toolcrib/toolcrib/e2e/stack"
+	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
+	leasev1 "github.com/toolcrib/toolcrib/gen/toolcrib/lease/v1"
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/pgtest"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
+	"github.com/toolcrib/toolcrib/revision/lease"
+	"github.com/toolcrib/toolcrib/services/admission"
+	"github.com/toolcrib/toolcrib/services/discovery"
+	leasesvc "github.com/toolcrib/toolcrib/services/lease"
+)
+
+// The world's names.
+const (
+	ServerID = "inventory"
+	Tenant   = "tenant-a"
+	Class    = "tenant-a.readers"
+	ToolID   = "inventory.shipment_status"
+	// Audience is the executor audience of the leases issued here.
+	Audience = "executor.inventory"
+)
+
+const (
+	serverID = ServerID
+	tenant   = Tenant
+	class    = Class
+	toolID   = ToolID
+)
+
+// ShipmentStatus is the tool, with a description.
+func ShipmentStatus(description string) fixture.Tool {
+	return fixture.MustRawTool(`{"name":"shipment_status","description":"` + description + `",
+"inputSchema":{"type":"object","properties":{"shipment_id":{"type":"string"}},"required":["shipment_id"]},
+"outputSchema":{"type":"object","properties":{"shipment_id":{"type":"string"},"status":{"type":"string"},
+"updated_at":{"type":"string"}},"required":["shipment_id","status"]},
+"annotations":{"readOnlyHint":true}}`)
+}
+
+// Reserve is a second tool, to make a second generation.
+func Reserve() fixture.Tool {
+	return fixture.MustRawTool(`{"name":"reserve","description":"Hold units of one SKU for an order.",
+"inputSchema":{"type":"object","properties":{"sku":{"type":"string"},"units":{"type":"integer"}}}}`)
+}
+
+func ctxFor(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Eventually polls f every 50ms until it returns true or 30 s pass.
+func Eventually(t testing.TB, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 30s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func descriptorDigest(t testing.TB, s *catalogv1.Snapshot, name string) string {
+	t.Helper()
+	i := slices.IndexFunc(s.GetTools(), func(d *catalogv1.ToolDescriptor) bool { return d.GetName() == name })
+	if i < 0 {
+		t.Fatalf("snapshot generation %d has no tool %s", s.GetGeneration(), name)
+	}
+	return s.GetTools()[i].GetDescriptorDigest()
+}
+
+// World is the real registry, discovery, admission and lease services
+// with one versioned MCP server whose READ_ONLY tool is approved and
+// enabled for tenant-a's readers.
+type World struct {
+	St  *stack.Stack
+	Srv *fixture.Server
+	// Adm and Lease are clients of alice and bob (tenant-a, group readers).
+	Adm   map[string]admissionv1.AdmissionServiceClient
+	Lease map[string]leasev1.LeaseServiceClient
+	// Admin is a lease client with an admin token.
+	Admin leasev1.LeaseServiceClient
+	// LeaseAddr is the lease service's address.
+	LeaseAddr string
+	// Digest is shipment_status's descriptor digest.
+	Digest string
+	// Holder and JWK are the holder key of every lease issued here.
+	Holder ed25519.PrivateKey
+	JWK    []byte
+}
+
+// Start runs the world until the test ends; admission keeps decisions
+// (and GetReceipt answers valid_until) for cacheTTL.
+func Start(t testing.TB, cacheTTL time.Duration) *World {
+	t.Helper()
+	ctx := ctxFor(t)
+	st := stack.Start(t, stack.Options{Discovery: func(c *discovery.Config) { c.Linger = 0 }})
+	srv, err := fixture.New(fixture.Script{Name: "inventory", Versioned: true,
+		Tools: []fixture.Tool{ShipmentStatus("Query the current status of a shipment.")}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	ep, err := srv.StartHTTP(fixture.HTTPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ep.Close() })
+	reg := st.Registry
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(reg.RegisterServer(ctx, &registryv1.RegisterServerRequest{Server: &registryv1.Server{
+		ServerId: serverID, Owner: tenant + "/group:inventory-team",
+		Transport:      &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: ep.URL}},
+		TrustLevel:     registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY,
+		RevisionSource: registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED,
+		ScanInterval:   durationpb.New(time.Hour),
+	}}))
+	must(reg.PutTenant(ctx, &registryv1.PutTenantRequest{Tenant: &registryv1.Tenant{TenantId: tenant}}))
+	must(reg.PutAudienceClass(ctx, &registryv1.PutAudienceClassRequest{AudienceClass: &registryv1.AudienceClass{
+		Name: class, TenantId: tenant, Servers: []*registryv1.AudienceServer{{ServerId: serverID}}}}))
+	must(reg.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: tenant, Group: "readers",
+		Scopes: []string{"shipment:read"}, AudienceClasses: []string{class}}))
+	key := discovery.PointerKey{ServerID: serverID, AudienceClass: class}
+	must(st.Discovery.TriggerScan(ctx, &discoveryv1.TriggerScanRequest{ServerId: serverID, AudienceClass: class}))
+	if _, err := discovery.WaitPointers(ctx, st.Discovery, 0, []discovery.PointerKey{key}, nil); err != nil {
+		t.Fatal(err)
+	}
+	active, err := st.Discovery.GetActiveSnapshot(ctx, &discoveryv1.GetActiveSnapshotRequest{ServerId: serverID, AudienceClass: class})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &World{St: st, Srv: srv, Digest: descriptorDigest(t, active.GetSnapshot(), "shipment_status"),
+		Adm: map[string]admissionv1.AdmissionServiceClient{}, Lease: map[string]leasev1.LeaseServiceClient{}}
+	Eventually(t, "the registry learns the tool", func() bool {
+		_, err := reg.GetTool(ctx, &registryv1.GetToolRequest{ToolId: toolID})
+		return err == nil
+	})
+	pub, err := reg.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: &registryv1.ToolContract{
+		ToolId: toolID, Effect: catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY, Scope: "shipment:read",
+		Authorization: registryv1.Authorization_AUTHORIZATION_CALLER_AND_TENANT,
+		AllowedFields: []string{"shipment_id", "status", "updated_at"}, RequiredEvidence: []string{"shipment_id"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(reg.ApproveTool(ctx, &registryv1.ApproveToolRequest{ToolId: toolID, ApprovalDigest: pub.GetTool().GetApprovalDigest()}))
+	must(reg.EnableTool(ctx, &registryv1.EnableToolRequest{ToolId: toolID}))
+
+	// Admission and lease, each with its own database, as dev up starts them.
+	acfg, err := admission.ParseConfig(nil, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	acfg.RegistryAddr, acfg.DiscoveryAddr, acfg.CacheTTL = st.RegistryAddr, st.DiscoveryAddr, cacheTTL
+	aurl := pgtest.NewDatabase(t, pgtest.Schema{Name: admission.Schema, Sets: admission.Migrations()})
+	admAddr := servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+		c := acfg
+		c.Common = st.Auth.Common(t, aurl, true, listening)
+		return admission.Run(ctx, c)
+	})
+	lcfg, err := leasesvc.ParseConfig([]string{"--key-file", filepath.Join(t.TempDir(), "keys.json")},
+		func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	lcfg.AdmissionAddr, lcfg.RegistryAddr, lcfg.DiscoveryAddr = admAddr, st.RegistryAddr, st.DiscoveryAddr
+	lurl := pgtest.NewDatabase(t, pgtest.Schema{Name: leasesvc.Schema, Sets: leasesvc.Migrations()})
+	leaseAddr := servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+		c := lcfg
+		c.Common = st.Auth.Common(t, lurl, true, listening)
+		if err := c.Validate(); err != nil {
+			return err
+		}
+		return leasesvc.Run(ctx, c)
+	})
+	for _, who := range []string{"alice", "bob"} {
+		tok := st.Auth.User(t, who, tenant, "readers")
+		w.Adm[who] = admissionv1.NewAdmissionServiceClient(servicetest.Dial(t, admAddr, tok))
+		w.Lease[who] = leasev1.NewLeaseServiceClient(servicetest.Dial(t, leaseAddr, tok))
+	}
+	w.Admin = leasev1.NewLeaseServiceClient(servicetest.Dial(t, leaseAddr, st.Auth.Admin(t)))
+	w.LeaseAddr = leaseAddr
+	pubKey, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Holder, w.JWK = priv, lease.PublicJWK(pubKey)
+	return w
+}
+
+// ShipmentArgs are the arguments of every call here.
+var ShipmentArgs = []byte(`{"shipment_id":"S-1"}`)
+
+// Check asks admission as who for shipment_status at generation with args.
+func (w *World) Check(t testing.TB, who string, generation int64, args []byte) *admissionv1.CheckResponse {
+	t.Helper()
+	resp, err := w.Adm[who].Check(ctxFor(t), &admissionv1.CheckRequest{ToolId: toolID, Generation: generation,
+		DescriptorDigest: w.Digest, Arguments: args, Mode: admissionv1.Mode_MODE_AUTONOMOUS, AudienceClass: class})
+	if err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	return resp
+}
+
+// Allow polls until alice's Check at generation is ALLOW and returns it.
+func (w *World) Allow(t testing.TB, generation int64) *admissionv1.CheckResponse {
+	t.Helper()
+	var resp *admissionv1.CheckResponse
+	Eventually(t, "an ALLOW from admission", func() bool {
+		resp = w.Check(t, "alice", generation, ShipmentArgs)
+		return resp.GetDecision() == admissionv1.Decision_DECISION_ALLOW
+	})
+	return resp
+}
+
+// Issue asks the lease service as who for a lease on receipt, for
+// ShipmentArgs, bound to the world's holder key.
+func (w *World) Issue(t testing.TB, who, receipt string) (*leasev1.IssueResponse, error) {
+	digest, err := lease.ArgumentDigest(ShipmentArgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w.Lease[who].Issue(ctxFor(t), &leasev1.IssueRequest{ReceiptId: receipt, ArgumentDigest: digest,
+		HolderPublicKey: w.JWK, Audience: Audience})
+}
+
+// Verify presents the lease as alice with a fresh holder proof.
+func (w *World) Verify(t testing.TB, iss *leasev1.IssueResponse) *leasev1.VerifyResponse {
+	t.Helper()
+	c := iss.GetClaims()
+	proof, err := lease.NewProof(w.Holder, lease.Claims{ID: c.GetLeaseId(), ArgumentDigest: c.GetArgumentDigest(), Audience: c.GetAudience()}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := w.Lease["alice"].Verify(ctxFor(t), &leasev1.VerifyRequest{Token: iss.GetToken(), Proof: proof,
+		Audience: c.GetAudience(), ArgumentDigest: c.GetArgumentDigest(), ToolId: toolID})
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	return resp
+}
+
+// CodeReason returns the gRPC code and ErrorInfo reason of err.
+func CodeReason(err error) (codes.Code, string) {
+	st, _ := status.FromError(err)
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return st.Code(), info.GetReason()
+		}
+	}
+	return st.Code(), ""
+}

@@ -1,0 +1,171 @@
+package suite
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+
+	"github.com/toolcrib/toolcrib/e2e/fixture"
+	"github.com/toolcrib/toolcrib/e2e/leaseworld"
+	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
+	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
+	leasev1 "github.com/toolcrib/toolcrib/gen/toolcrib/lease/v1"
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/services/discovery"
+)
+
+const cacheTTL = 3 * time.Second
+
+func wantRefusal(t *testing.T, what string, err error, code codes.Code, reason string) {
+	t.Helper()
+	if c, r := leaseworld.CodeReason(err); c != code || r != reason {
+		t.Errorf("%s: %v %q (%v), want %v %s", what, c, r, err, code, reason)
+	}
+}
+
+// TestLeaseFromAdmissionReceipts issues leases by admission receipt through
+// the real admission and lease APIs: alice's ALLOW gives a lease that
+// verifies once; bob citing alice's receipt gets the NOT_FOUND a missing
+// id gets (the lease forwards bob's own token to GetReceipt); a DENY
+// receipt is DECISION_NOT_ALLOW; a receipt older than admission's
+// decision-cache lifetime is DECISION_EXPIRED.
+func TestLeaseFromAdmissionReceipts(t *testing.T) {
+	w := leaseworld.Start(t, cacheTTL)
+	allow := w.Allow(t, 1)
+	iss, err := w.Issue(t, "alice", allow.GetReceipt().GetReceiptId())
+	if err != nil {
+		t.Fatalf("Issue from alice's ALLOW: %v", err)
+	}
+	if c := iss.GetClaims(); c.GetReceiptId() != allow.GetReceipt().GetReceiptId() || c.GetGeneration() != 1 ||
+		c.GetDescriptorDigest() != w.Digest || c.GetSubject() != "alice" ||
+		c.GetExpiresAt().AsTime().After(allow.GetValidUntil().AsTime()) {
+		t.Fatalf("claims %v for receipt %v", c, allow.GetReceipt())
+	}
+	if v := w.Verify(t, iss); !v.GetValid() {
+		t.Fatalf("first Verify: %v %s", v.GetFailure(), v.GetDetail())
+	}
+	if v := w.Verify(t, iss); v.GetFailure() != leasev1.VerifyFailure_VERIFY_FAILURE_ALREADY_USED {
+		t.Fatalf("second Verify: %v", v.GetFailure())
+	}
+
+	_, err = w.Issue(t, "bob", allow.GetReceipt().GetReceiptId())
+	wantRefusal(t, "bob citing alice's receipt", err, codes.NotFound, "RECEIPT_NOT_FOUND")
+	_, err = w.Issue(t, "alice", uuid.NewString())
+	wantRefusal(t, "a receipt id nobody was given", err, codes.NotFound, "RECEIPT_NOT_FOUND")
+
+	deny := w.Check(t, "alice", 1, []byte(`{"shipment_id":7}`))
+	if deny.GetDecision() != admissionv1.Decision_DECISION_DENY {
+		t.Fatalf("Check with a number for a string: %v", deny.GetReason())
+	}
+	_, err = w.Issue(t, "alice", deny.GetReceipt().GetReceiptId())
+	wantRefusal(t, "a DENY receipt", err, codes.PermissionDenied, "DECISION_NOT_ALLOW")
+
+	old := w.Allow(t, 1)
+	time.Sleep(time.Until(old.GetReceipt().GetDecidedAt().AsTime().Add(cacheTTL + 200*time.Millisecond)))
+	_, err = w.Issue(t, "alice", old.GetReceipt().GetReceiptId())
+	wantRefusal(t, "a receipt past its decision's lifetime", err, codes.FailedPrecondition, "DECISION_EXPIRED")
+}
+
+// TestLeaseFollowsPolicyAndRollback: a lease issued before the tenant's
+// policy epoch moved is POLICY_CHANGED at Verify; a discovery Rollback
+// (the RPC `toolcrib discovery rollback` sends), with no other call,
+// freezes issuance for the server (Issue ISSUANCE_FROZEN, Verify FROZEN);
+// after an operator resumes it, a lease bound to the rolled-back
+// generation is STALE_CATALOG, and Issue works again. A lease of
+// generation 1 stays valid once generation 2, with the tool unchanged, is
+// active (compatible).
+func TestLeaseFollowsPolicyAndRollback(t *testing.T) {
+	w := leaseworld.Start(t, time.Minute)
+	ctx := ctxFor(t)
+	first := w.Allow(t, 1)
+	before, err := w.Issue(t, "alice", first.GetReceipt().GetReceiptId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.St.Registry.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: tenant, Group: "auditors",
+		Scopes: []string{"shipment:read"}, AudienceClasses: []string{class}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "admission sees the new epoch", func() bool {
+		return w.Check(t, "alice", 1, leaseworld.ShipmentArgs).GetCurrentPolicyEpoch() > first.GetReceipt().GetPolicyEpoch()
+	})
+	time.Sleep(500 * time.Millisecond) // the lease's follower gets the same push
+	if v := w.Verify(t, before); v.GetFailure() != leasev1.VerifyFailure_VERIFY_FAILURE_POLICY_CHANGED {
+		t.Fatalf("lease from epoch %d after the epoch moved: valid=%v %v", before.GetClaims().GetPolicyEpoch(), v.GetValid(), v.GetFailure())
+	}
+
+	onOne, err := w.Issue(t, "alice", w.Allow(t, 1).GetReceipt().GetReceiptId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second generation (a tool added; shipment_status unchanged).
+	if _, err := w.Srv.Apply(fixture.Upsert(leaseworld.Reserve())); err != nil {
+		t.Fatal(err)
+	}
+	key := discovery.PointerKey{ServerID: serverID, AudienceClass: class}
+	if _, err := w.St.Discovery.TriggerScan(ctx, &discoveryv1.TriggerScanRequest{ServerId: serverID, AudienceClass: class}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := discovery.WaitPointers(ctx, w.St.Discovery, 0, []discovery.PointerKey{key},
+		func(p *discoveryv1.ActivePointer) bool { return p.GetGeneration() == 2 }); err != nil {
+		t.Fatal(err)
+	}
+	second := w.Allow(t, 2)
+	onTwo, err := w.Issue(t, "alice", second.GetReceipt().GetReceiptId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if onTwo.GetClaims().GetGeneration() != 2 {
+		t.Fatalf("lease generation %d", onTwo.GetClaims().GetGeneration())
+	}
+	// A generation-2 lease verifies only once the lease's follower saw
+	// generation 2; then the generation-1 lease is compatible (the tool's
+	// descriptor is unchanged in generation 2).
+	probe, err := w.Issue(t, "alice", second.GetReceipt().GetReceiptId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaseworld.Eventually(t, "a generation-2 lease verifies", func() bool {
+		v := w.Verify(t, probe) // a refusal does not consume it
+		if !v.GetValid() && v.GetFailure() != leasev1.VerifyFailure_VERIFY_FAILURE_STALE_CATALOG {
+			t.Fatalf("generation-2 lease: %v %s", v.GetFailure(), v.GetDetail())
+		}
+		return v.GetValid()
+	})
+	if v := w.Verify(t, onOne); !v.GetValid() {
+		t.Fatalf("generation-1 lease with generation 2 active, tool unchanged: %v %s", v.GetFailure(), v.GetDetail())
+	}
+
+	if _, err := w.St.Discovery.Rollback(ctx, &discoveryv1.RollbackRequest{ServerId: serverID, AudienceClass: class,
+		ExpectedGeneration: 2, ToGeneration: 1, Reason: "bad release"}); err != nil {
+		t.Fatalf("Rollback: %v", err)
+	}
+	eventually(t, "issuance frozen by the rollback", func() bool {
+		_, err := w.Issue(t, "alice", w.Allow(t, 1).GetReceipt().GetReceiptId())
+		if err == nil {
+			return false
+		}
+		wantRefusal(t, "Issue after the rollback", err, codes.FailedPrecondition, "ISSUANCE_FROZEN")
+		return true
+	})
+	if v := w.Verify(t, onTwo); v.GetFailure() != leasev1.VerifyFailure_VERIFY_FAILURE_FROZEN {
+		t.Fatalf("lease while frozen: valid=%v %v", v.GetValid(), v.GetFailure())
+	}
+
+	resumed, err := w.Admin.FreezeIssuance(ctx, &leasev1.FreezeIssuanceRequest{ServerId: serverID, Frozen: false, Reason: "rollback reviewed"})
+	if err != nil || resumed.GetFrozen() {
+		t.Fatalf("resume: %v %v", resumed, err)
+	}
+	if v := w.Verify(t, onTwo); v.GetFailure() != leasev1.VerifyFailure_VERIFY_FAILURE_STALE_CATALOG {
+		t.Fatalf("lease on the rolled-back generation: valid=%v %v", v.GetValid(), v.GetFailure())
+	}
+	after, err := w.Issue(t, "alice", w.Allow(t, 1).GetReceipt().GetReceiptId())
+	if err != nil {
+		t.Fatalf("Issue after the resume: %v", err)
+	}
+	if v := w.Verify(t, after); !v.GetValid() {
+		t.Fatalf("lease on generation 1 after the resume: %v %s", v.GetFailure(), v.GetDetail())
+	}
+}

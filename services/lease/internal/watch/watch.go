@@ -1,0 +1,313 @@
+// Package watch is the lease service's view of the registry and discovery
+// Watch streams, kept by the shared follower (platform/changelog): the
+// tenants' policy epochs and the active pointers, for Verify's freshness
+// check ([decision.Freshness]), and the automatic freeze of issuance on a
+// discovery ROLLBACK or CLOSE move (I10).
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/toolcrib/toolcrib/platform/changelog"
+	"github.com/toolcrib/toolcrib/services/lease/decision"
+
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+)
+
+// FreezeBy is the `changed_by` of an automatic freeze.
+const FreezeBy = "discovery-watch"
+
+// Freezer records an automatic freeze ([store.Store.AutoFreeze]).
+type Freezer interface {
+	AutoFreeze(ctx context.Context, server string, rev int64, acceptedAt time.Time, reason, by string) (bool, error)
+}
+
+// Options configure a [View].
+type Options struct {
+	Registry  registryv1.RegistryServiceClient
+	Discovery discoveryv1.DiscoveryServiceClient
+	// Window is how old the newest heartbeat of each stream may be before
+	// Check fails closed (ErrStale).
+	Window time.Duration
+	// Freezer receives the automatic freezes; nil records none.
+	Freezer Freezer
+	// Frozen is called after each automatic freeze (metrics); nil for none.
+	Frozen func()
+	Logger *slog.Logger
+	Now    func() time.Time
+	// MinBackoff and StallTimeout of the followers; 0 for their defaults.
+	MinBackoff, StallTimeout time.Duration
+}
+
+type pair struct{ server, class string }
+
+type pointer struct {
+	generation int64
+	closed     bool
+	freshUntil time.Time
+}
+
+// View is the followed state. Create it with [New], run it with [View.Run].
+type View struct {
+	o    Options
+	reg  *changelog.Follower[*registryv1.Change]
+	disc *changelog.Follower[*discoveryv1.PointerChange]
+
+	mu       sync.RWMutex
+	epochs   map[string]int64
+	pointers map[pair]pointer
+	digests  map[pair]toolDigests // of the active generation, read on demand
+}
+
+type toolDigests struct {
+	generation int64
+	byTool     map[string]string
+}
+
+// maxDigestSets bounds the cached descriptor-digest sets.
+const maxDigestSets = 4096
+
+// New returns a view; nothing is followed until Run.
+func New(o Options) *View {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	v := &View{o: o, epochs: map[string]int64{}, pointers: map[pair]pointer{}, digests: map[pair]toolDigests{}}
+	v.reg = changelog.NewFollower(changelog.FollowerConfig[*registryv1.Change]{
+		Name: "registry", Source: changelog.RegistrySource(o.Registry), Logger: o.Logger,
+		MinBackoff: o.MinBackoff, StallTimeout: o.StallTimeout,
+		// Watch from 0 replays every change still kept; a tenant older
+		// than that is read on first use (epochOf).
+		List: func(context.Context) (int64, error) {
+			v.mu.Lock()
+			clear(v.epochs)
+			v.mu.Unlock()
+			return 0, nil
+		},
+		Apply: func(_ context.Context, _ int64, ch *registryv1.Change) error { v.applyRegistry(ch); return nil },
+	})
+	v.disc = changelog.NewFollower(changelog.FollowerConfig[*discoveryv1.PointerChange]{
+		Name: "discovery", Source: changelog.DiscoverySource(o.Discovery), Logger: o.Logger,
+		MinBackoff: o.MinBackoff, StallTimeout: o.StallTimeout,
+		List: func(context.Context) (int64, error) {
+			v.mu.Lock()
+			clear(v.pointers)
+			clear(v.digests)
+			v.mu.Unlock()
+			return 0, nil
+		},
+		Apply: v.applyDiscovery,
+	})
+	return v
+}
+
+// Run follows both streams until ctx ends.
+func (v *View) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = v.reg.Run(ctx) }()
+	go func() { defer wg.Done(); _ = v.disc.Run(ctx) }()
+	wg.Wait()
+	return nil
+}
+
+// Fresh reports whether both streams had a heartbeat within the window,
+// and which is behind when not.
+func (v *View) Fresh() (bool, string) {
+	now := v.o.Now()
+	if !v.reg.Freshness().Fresh(now, v.o.Window) {
+		return false, "registry Watch sent no heartbeat within the validity window"
+	}
+	if !v.disc.Freshness().Fresh(now, v.o.Window) {
+		return false, "discovery Watch sent no heartbeat within the validity window"
+	}
+	return true, ""
+}
+
+func (v *View) applyRegistry(ch *registryv1.Change) {
+	var tenant string
+	var epoch int64
+	switch {
+	case ch.GetPolicy() != nil:
+		tenant, epoch = ch.GetPolicy().GetTenantId(), ch.GetPolicy().GetPolicyEpoch()
+	case ch.GetTenant() != nil:
+		tenant, epoch = ch.GetTenant().GetTenantId(), ch.GetTenant().GetPolicyEpoch()
+	default:
+		return
+	}
+	v.setEpoch(tenant, epoch)
+}
+
+func (v *View) setEpoch(tenant string, epoch int64) {
+	v.mu.Lock()
+	if epoch > v.epochs[tenant] {
+		v.epochs[tenant] = epoch
+	}
+	v.mu.Unlock()
+}
+
+func pointerOf(p *discoveryv1.ActivePointer) pointer {
+	return pointer{generation: p.GetGeneration(), closed: p.GetState() == discoveryv1.PointerState_POINTER_STATE_CLOSED,
+		freshUntil: p.GetFreshUntil().AsTime()}
+}
+
+func (v *View) applyDiscovery(ctx context.Context, rev int64, ch *discoveryv1.PointerChange) error {
+	p := ch.GetPointer()
+	k := pair{p.GetServerId(), p.GetAudienceClass()}
+	v.mu.Lock()
+	v.pointers[k] = pointerOf(p)
+	if d, ok := v.digests[k]; ok && d.generation != p.GetGeneration() {
+		delete(v.digests, k)
+	}
+	v.mu.Unlock()
+	move := ch.GetReceipt().GetMove()
+	if v.o.Freezer == nil || (move != catalogv1.PointerMove_POINTER_MOVE_ROLLBACK && move != catalogv1.PointerMove_POINTER_MOVE_CLOSE) {
+		return nil
+	}
+	reason := fmt.Sprintf("discovery %s of %s to generation %d (revision %d)", moveName(move), p.GetAudienceClass(), p.GetGeneration(), rev)
+	froze, err := v.o.Freezer.AutoFreeze(ctx, p.GetServerId(), rev, ch.GetReceipt().GetAcceptedAt().AsTime(), reason, FreezeBy)
+	if err != nil {
+		return fmt.Errorf("automatic freeze of %s: %w", p.GetServerId(), err) // the follower retries from this move
+	}
+	if froze {
+		v.o.Logger.InfoContext(ctx, "audit: lease issuance frozen", "server_id", p.GetServerId(), "frozen", true,
+			"by", FreezeBy, "reason", reason)
+		if v.o.Frozen != nil {
+			v.o.Frozen()
+		}
+	}
+	return nil
+}
+
+func moveName(m catalogv1.PointerMove) string {
+	if m == catalogv1.PointerMove_POINTER_MOVE_CLOSE {
+		return "CLOSE"
+	}
+	return "ROLLBACK"
+}
+
+// Check implements [decision.Freshness]. It answers from the followed
+// heads; a tenant or pointer the streams have not mentioned (older than
+// the kept history), and the descriptor digests of an active generation
+// newer than the lease's, are read once from the registry or discovery and
+// remembered.
+func (v *View) Check(ctx context.Context, b decision.Binding) (decision.Verdict, error) {
+	if ok, why := v.Fresh(); !ok {
+		return 0, fmt.Errorf("%w: %s", decision.ErrStale, why)
+	}
+	epoch, err := v.epochOf(ctx, b.Tenant)
+	if err != nil {
+		return 0, err
+	}
+	if epoch > b.PolicyEpoch {
+		return decision.PolicyChanged, nil
+	}
+	k := pair{b.Server, b.AudienceClass}
+	p, err := v.pointerOf(ctx, k)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case p.closed, !v.o.Now().Before(p.freshUntil), b.Generation > p.generation:
+		return decision.StaleCatalog, nil
+	case b.Generation == p.generation:
+		return decision.Current, nil
+	}
+	// An older generation is compatible when the tool's descriptor is
+	// unchanged in the active one.
+	d, err := v.digestsOf(ctx, k, p.generation)
+	if err != nil {
+		return 0, err
+	}
+	if got, ok := d[b.Tool]; ok && got == b.DescriptorDigest {
+		return decision.Current, nil
+	}
+	return decision.StaleCatalog, nil
+}
+
+func (v *View) epochOf(ctx context.Context, tenant string) (int64, error) {
+	v.mu.RLock()
+	e, ok := v.epochs[tenant]
+	v.mu.RUnlock()
+	if ok {
+		return e, nil
+	}
+	resp, err := v.o.Registry.GetPolicy(ctx, &registryv1.GetPolicyRequest{TenantId: tenant})
+	if err != nil {
+		return 0, fmt.Errorf("%w: reading the policy epoch: %w", decision.ErrStale, err)
+	}
+	v.setEpoch(tenant, resp.GetPolicy().GetPolicyEpoch())
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.epochs[tenant], nil
+}
+
+func (v *View) pointerOf(ctx context.Context, k pair) (pointer, error) {
+	v.mu.RLock()
+	p, ok := v.pointers[k]
+	v.mu.RUnlock()
+	if ok {
+		return p, nil
+	}
+	resp, err := v.o.Discovery.GetActiveSnapshot(ctx, &discoveryv1.GetActiveSnapshotRequest{
+		ServerId: k.server, AudienceClass: k.class, ToolsPageSize: 1})
+	if err != nil {
+		return pointer{}, fmt.Errorf("%w: reading the active pointer: %w", decision.ErrStale, err)
+	}
+	p = pointerOf(resp.GetPointer())
+	v.mu.Lock()
+	if cur, ok := v.pointers[k]; ok { // the stream delivered it meanwhile
+		p = cur
+	} else {
+		v.pointers[k] = p
+	}
+	v.mu.Unlock()
+	return p, nil
+}
+
+// errMoved: the pointer moved while the digests were read.
+var errMoved = errors.New("the active generation moved while its tools were read")
+
+func (v *View) digestsOf(ctx context.Context, k pair, generation int64) (map[string]string, error) {
+	v.mu.RLock()
+	d, ok := v.digests[k]
+	v.mu.RUnlock()
+	if ok && d.generation == generation {
+		return d.byTool, nil
+	}
+	byTool := map[string]string{}
+	token := ""
+	for {
+		resp, err := v.o.Discovery.GetActiveSnapshot(ctx, &discoveryv1.GetActiveSnapshotRequest{
+			ServerId: k.server, AudienceClass: k.class, ToolsPageSize: 1000, ToolsPageToken: token})
+		if err != nil {
+			return nil, fmt.Errorf("%w: reading the active generation's tools: %w", decision.ErrStale, err)
+		}
+		if resp.GetPointer().GetGeneration() != generation {
+			return nil, fmt.Errorf("%w: %w", decision.ErrStale, errMoved)
+		}
+		for _, t := range resp.GetSnapshot().GetTools() {
+			byTool[t.GetToolId()] = t.GetDescriptorDigest()
+		}
+		if token = resp.GetNextToolsPageToken(); token == "" {
+			break
+		}
+	}
+	v.mu.Lock()
+	if len(v.digests) >= maxDigestSets {
+		clear(v.digests)
+	}
+	v.digests[k] = toolDigests{generation: generation, byTool: byTool}
+	v.mu.Unlock()
+	return byTool, nil
+}
