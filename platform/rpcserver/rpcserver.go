@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,6 +73,10 @@ type Options struct {
 	Register func(*grpc.Server)
 	// Registerer receives extra service metrics; nil creates a registry.
 	Registerer *prometheus.Registry
+	// QuietMethods are full method names (`/pkg.Service/Method`) on a hot
+	// path: their access-log line is at debug for an OK call (at the usual
+	// level otherwise), so no line per call is logged at info.
+	QuietMethods []string
 }
 
 // Server is a gRPC server with health, reflection, metrics and a drain.
@@ -122,9 +128,28 @@ func New(opts Options) (*Server, error) {
 	notHealth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
 		return c.Service != healthpb.Health_ServiceDesc.ServiceName
 	})
+	quietSet := map[[2]string]bool{}
+	for _, m := range opts.QuietMethods {
+		if svc, method, ok := strings.Cut(strings.TrimPrefix(m, "/"), "/"); ok {
+			quietSet[[2]string{svc, method}] = true
+		}
+	}
+	quiet := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+		return quietSet[[2]string{c.Service, c.Method}]
+	})
+	loud := selector.MatchFunc(func(ctx context.Context, c interceptors.CallMeta) bool {
+		return notHealth.Match(ctx, c) && !quiet.Match(ctx, c)
+	})
+	quietOpts := append(slices.Clip(logOpts), logging.WithLevels(func(code codes.Code) logging.Level {
+		if code == codes.OK {
+			return logging.LevelDebug
+		}
+		return logging.DefaultServerCodeToLevel(code)
+	}))
 	unary := []grpc.UnaryServerInterceptor{
 		callerSlotUnary,
-		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(slogLogger(logger), logOpts...), notHealth),
+		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(slogLogger(logger), logOpts...), loud),
+		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(slogLogger(logger), quietOpts...), quiet),
 		srvMetrics.UnaryServerInterceptor(),
 		recovery.UnaryServerInterceptor(panicHandler),
 		apierror.UnaryServerInterceptor(logger),
