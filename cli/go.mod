@@ -14,6 +14,7 @@ replace (
 require (
 	github.com/toolcrib/toolcrib/gen v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/platform v0.0.0-00010101000000-000000000000
+	github.com/toolcrib/toolcrib/services/admission v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/services/discovery v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/services/registry v0.0.0-00010101000000-000000000000
 	go.yaml.in/yaml/v3 v3.0.5
@@ -35,6 +36,7 @@ require (
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.1 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
+	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/pgx/v5 v5.13.0 // indirect
