@@ -73,9 +73,10 @@ var (
 type Options struct {
 	// Redis makes Redis the cache's L2 (own key prefix).
 	Redis bool
-	// L1Size is the in-process cache's size; 0 for 10,000 (1 with two
-	// alternating requests makes every lookup miss L1).
+	// L1Size is the in-process cache's size; 0 for 10,000.
 	L1Size int
+	// SkipL1 makes every cache lookup miss L1 (answered by Redis).
+	SkipL1 bool
 	// SourceDelay is added to every read of the in-memory registry and
 	// discovery (a network round trip's stand-in); 0 for none.
 	SourceDelay time.Duration
@@ -92,6 +93,8 @@ type Service struct {
 	Redis *redisclient.Client
 	// PostgresURL is the receipts database's URL.
 	PostgresURL string
+	// CacheAnswers counts the cache's answers by level ("miss", "l1", "l2").
+	CacheAnswers func() map[string]int64
 }
 
 // Start runs the service until the test ends.
@@ -111,7 +114,7 @@ func Start(t testing.TB, o Options) *Service {
 	t.Cleanup(pool.Close)
 	heads := replica.NewHeads(5*time.Second, nil)
 	w := &world{delay: o.SourceDelay}
-	copts := cache.Options{L1Size: o.L1Size}
+	copts := cache.Options{L1Size: o.L1Size, SkipL1: o.SkipL1}
 	if copts.L1Size == 0 {
 		copts.L1Size = 10_000
 	}
@@ -173,7 +176,14 @@ func Start(t testing.TB, o Options) *Service {
 			t.Fatal("admissiontest: the server never reported SERVING")
 		}
 	}
-	return &Service{Addr: addr, Auth: auth, Redis: copts.Redis, PostgresURL: url}
+	answers := func() map[string]int64 {
+		out := map[string]int64{}
+		for l, n := range c.Stats().Hits {
+			out[l.String()] = n
+		}
+		return out
+	}
+	return &Service{Addr: addr, Auth: auth, Redis: copts.Redis, PostgresURL: url, CacheAnswers: answers}
 }
 
 // world is the in-memory registry and discovery.
