@@ -9,12 +9,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
@@ -171,5 +174,16 @@ func TestMetricsAndQuietCheck(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "grpc.method=Check") {
 		t.Errorf("a Check answered OK was logged at info:\n%s", logs.String())
+	}
+	// A failed Check is still access-logged, with the handler's time.
+	anon := admissionv1.NewAdmissionServiceClient(servicetest.Dial(t, addr, ""))
+	if _, err := anon.Check(context.Background(), req); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("without a token: %v", err)
+	}
+	failed := regexp.MustCompile(`msg="finished call" .*grpc.handler_time_ms=[0-9.]+ .*grpc.method=Check .*grpc.code=Unauthenticated`)
+	for deadline := time.Now().Add(2 * time.Second); !failed.MatchString(logs.String()); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the failed Check was not logged:\n%s", logs.String())
+		}
 	}
 }
