@@ -136,7 +136,7 @@ func newRig(t *testing.T, src *sources, redis *redisclient.Client) *rig {
 	t.Helper()
 	auth := servicetest.NewAuth(t)
 	v, err := principal.LoadVerifier(auth.JWKSPath, principal.VerifierConfig{Issuer: servicetest.Issuer,
-		Audience: servicetest.Audience, AdminGroup: servicetest.AdminGroup, ServiceGroup: servicetest.ServiceGroup})
+		Audience: servicetest.Audience, PlatformTenant: servicetest.PlatformTenant, AdminGroup: servicetest.AdminGroup, ServiceGroup: servicetest.ServiceGroup})
 	if err != nil {
 		t.Fatal(err)
 	}
