@@ -29,6 +29,36 @@ type arm struct {
 
 // load runs call from inFlight goroutines for d and measures it.
 func load(inFlight int, d time.Duration, call func(ctx context.Context, i int) error) arm {
+	return summarize(sample(inFlight, d, call))
+}
+
+// paired measures two arms in alternating slices of d/10 each, so both see
+// the same background load (the machine is shared) over the same period.
+func paired(inFlight int, d time.Duration, x, y func(ctx context.Context, i int) error) (arm, arm) {
+	var lx, ly []time.Duration
+	var tx, ty time.Duration
+	var ex, ey int64
+	for range 10 {
+		l, took, errs := sample(inFlight, d/10, x)
+		lx, tx, ex = append(lx, l...), tx+took, ex+errs
+		l, took, errs = sample(inFlight, d/10, y)
+		ly, ty, ey = append(ly, l...), ty+took, ey+errs
+	}
+	return summarize(lx, tx, ex), summarize(ly, ty, ey)
+}
+
+func summarize(lat []time.Duration, took time.Duration, errs int64) arm {
+	slices.Sort(lat)
+	a := arm{qps: float64(len(lat)) / took.Seconds(), errors: errs}
+	if len(lat) > 0 {
+		a.p99 = lat[(len(lat)*99+99)/100-1]
+	}
+	return a
+}
+
+// sample runs call from inFlight goroutines for d: every call's latency,
+// the wall time taken and the failed calls.
+func sample(inFlight int, d time.Duration, call func(ctx context.Context, i int) error) ([]time.Duration, time.Duration, int64) {
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	lat := make([][]time.Duration, inFlight)
@@ -49,14 +79,7 @@ func load(inFlight int, d time.Duration, call func(ctx context.Context, i int) e
 		}()
 	}
 	wg.Wait()
-	took := time.Since(start)
-	all := slices.Concat(lat...)
-	slices.Sort(all)
-	a := arm{qps: float64(len(all)) / took.Seconds(), errors: errs.Load()}
-	if len(all) > 0 {
-		a.p99 = all[(len(all)*99+99)/100-1]
-	}
-	return a
+	return slices.Concat(lat...), time.Since(start), errs.Load()
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -64,11 +87,13 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // TestBenchAdmission is `make bench-admission`'s admission lines (set
 // TOOLCRIB_BENCH=1): a cached Check against grpc.health.v1.Health/Check on
 // the same server, through the same client connection at the same
-// concurrency (1, 16, 64 in flight); then Checks that miss L1 (answered
+// concurrency (1, 16, 64 in flight), the two arms alternating in tenths of
+// the duration so both see the same background load; then Checks that miss L1 (answered
 // from Redis) beside a bare Redis GET and a bare Postgres SELECT at 16 in
 // flight. It reports; it never fails on time (a call that errors fails it).
-// TOOLCRIB_BENCH_PROFILE=dir writes the CPU profile of the cached Check at
-// 16 in flight (client and server are this process).
+// TOOLCRIB_BENCH_PROFILE=dir writes the CPU profile of the paired arms at
+// 16 in flight (client and server are this process; the Check's share is
+// under _AdmissionService_Check_Handler).
 func TestBenchAdmission(t *testing.T) {
 	if os.Getenv("TOOLCRIB_BENCH") == "" {
 		t.Skip("set TOOLCRIB_BENCH=1 (make bench-admission)")
@@ -110,11 +135,10 @@ func TestBenchAdmission(t *testing.T) {
 			}
 			defer f.Close()
 		}
-		ca := load(n, d, check)
+		ca, ha := paired(n, d, check, health)
 		if profile {
 			pprof.StopCPUProfile()
 		}
-		ha := load(n, d, health)
 		if ca.errors > 0 || ha.errors > 0 {
 			t.Fatalf("in_flight=%d: %d Check and %d health calls failed", n, ca.errors, ha.errors)
 		}
