@@ -8,7 +8,7 @@ TOOL := GOWORK=off go -C tools tool
 MODULES = $(shell go list -m -f '{{.Dir}}')
 GO_TEST_FLAGS ?= -race -count=1
 
-.PHONY: help generate lint test run bench bench-discovery bench-lease
+.PHONY: help generate lint test run bench bench-discovery bench-admission bench-lease
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
@@ -29,13 +29,20 @@ test: ## run every module's tests with -race (needs Postgres and Redis)
 run: ## start every implemented service against local Postgres and Redis
 	go run ./cli/cmd/toolcrib dev up
 
-bench: bench-discovery bench-lease ## run every benchmark (speed targets of DESIGN §9)
+bench: bench-discovery bench-admission bench-lease ## run every benchmark (speed targets of DESIGN §9)
 
 bench-discovery: ## crawl+validate+commit 800 servers/5,000 tools and 1 server/100,000 tools; one line per case with the floor (bare go-sdk client) and the ratio; TOOLCRIB_BENCH_PROFILE=dir writes CPU profiles
 	@log=$$(mktemp); \
 	  if ! (cd e2e && TOOLCRIB_BENCH=1 go test -count=1 -run '^TestDiscoveryScale$$' -v -timeout 20m ./bench/) > $$log 2>&1; then \
 	    cat $$log; rm -f $$log; exit 1; fi; \
 	  grep -E '^(discovery:|  \()' $$log; rm -f $$log
+
+bench-admission: ## cached Check vs grpc.health.v1 Health/Check at 1, 16 and 64 in flight; Check on an L1 miss vs bare Redis GET and Postgres SELECT; tool search recall@5 on 5,000 tools; TOOLCRIB_BENCH_PROFILE=dir writes the CPU profile of the cached Check
+	@log=$$(mktemp); \
+	  if ! { (cd services/admission && TOOLCRIB_BENCH=1 go test -count=1 -run '^TestBenchAdmission$$' -v -timeout 10m ./admissiontest/) \
+	    && (cd services/admission && go test -count=1 -run '^TestRecallAt5$$' -v ./internal/search/); } > $$log 2>&1; then \
+	    cat $$log; rm -f $$log; exit 1; fi; \
+	  grep -E '^(admission|search):' $$log; rm -f $$log
 
 bench-lease: ## Issue (by admission receipt) and Verify through the real registry, discovery, admission and lease, against the lease health Check; one line
 	@log=$$(mktemp); \

@@ -2,7 +2,9 @@ package rpcserver
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"google.golang.org/grpc"
@@ -55,16 +57,20 @@ func noteCaller(ctx context.Context) {
 // callerFields are the access-log fields of the call's caller: none until
 // (and unless) a principal was verified.
 func callerFields(ctx context.Context) logging.Fields {
+	var f logging.Fields
+	if d, ok := ctx.Value(handlerTimeKey{}).(time.Duration); ok {
+		f = logging.Fields{"grpc.handler_time_ms", fmt.Sprintf("%.3f", float64(d.Microseconds())/1000)}
+	}
 	slot, _ := ctx.Value(callerKey{}).(*callerSlot)
 	if slot == nil {
-		return nil
+		return f
 	}
 	slot.mu.Lock()
 	defer slot.mu.Unlock()
 	if !slot.known {
-		return nil
+		return f
 	}
-	return logging.Fields{"caller.subject", slot.subject, "caller.tenant", slot.tenant}
+	return append(logging.Fields{"caller.subject", slot.subject, "caller.tenant", slot.tenant}, f...)
 }
 
 func callerSlotUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {

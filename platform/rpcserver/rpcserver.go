@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,6 +73,10 @@ type Options struct {
 	Register func(*grpc.Server)
 	// Registerer receives extra service metrics; nil creates a registry.
 	Registerer *prometheus.Registry
+	// QuietMethods are full method names (`/pkg.Service/Method`) on a hot
+	// path: their access-log line is at debug for an OK call (at the usual
+	// level otherwise), so no line per call is logged at info.
+	QuietMethods []string
 }
 
 // Server is a gRPC server with health, reflection, metrics and a drain.
@@ -122,9 +128,25 @@ func New(opts Options) (*Server, error) {
 	notHealth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
 		return c.Service != healthpb.Health_ServiceDesc.ServiceName
 	})
+	quietSet := map[[2]string]bool{}
+	for _, m := range opts.QuietMethods {
+		if svc, method, ok := strings.Cut(strings.TrimPrefix(m, "/"), "/"); ok {
+			quietSet[[2]string{svc, method}] = true
+		}
+	}
+	loud := selector.MatchFunc(func(ctx context.Context, c interceptors.CallMeta) bool {
+		return notHealth.Match(ctx, c) && !quietSet[[2]string{c.Service, c.Method}]
+	})
+	quietOpts := append(slices.Clip(logOpts), logging.WithLevels(func(code codes.Code) logging.Level {
+		if code == codes.OK {
+			return logging.LevelDebug
+		}
+		return logging.DefaultServerCodeToLevel(code)
+	}))
 	unary := []grpc.UnaryServerInterceptor{
 		callerSlotUnary,
-		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(slogLogger(logger), logOpts...), notHealth),
+		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(slogLogger(logger), logOpts...), loud),
+		quietUnary(logger, quietSet, logging.UnaryServerInterceptor(slogLogger(logger), quietOpts...)),
 		srvMetrics.UnaryServerInterceptor(),
 		recovery.UnaryServerInterceptor(panicHandler),
 		apierror.UnaryServerInterceptor(logger),
@@ -353,6 +375,34 @@ func (s *Server) wasReported(name string) bool {
 	s.reported[name] = true
 	return r
 }
+
+// quietUnary access-logs the quiet methods through logged. While debug is
+// off, an OK call (whose line would be at debug) skips logged altogether:
+// building a line nobody reads was the largest cost of a cached
+// AdmissionService.Check after the handler. A failed call is then logged
+// through logged after the fact, with the handler's own time in
+// grpc.handler_time_ms (logged's grpc.time_ms covers only the replay).
+func quietUnary(logger *slog.Logger, quiet map[[2]string]bool, logged grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		svc, method, _ := strings.Cut(strings.TrimPrefix(info.FullMethod, "/"), "/")
+		if !quiet[[2]string{svc, method}] {
+			return h(ctx, req)
+		}
+		if logger.Enabled(ctx, slog.LevelDebug) {
+			return logged(ctx, req, info, h)
+		}
+		start := time.Now()
+		resp, err := h(ctx, req)
+		if err == nil {
+			return resp, nil
+		}
+		ctx = context.WithValue(ctx, handlerTimeKey{}, time.Since(start))
+		return logged(ctx, req, info, func(context.Context, any) (any, error) { return resp, err })
+	}
+}
+
+// handlerTimeKey carries a replayed call's handler time to its log line.
+type handlerTimeKey struct{}
 
 func slogLogger(l *slog.Logger) logging.Logger {
 	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {

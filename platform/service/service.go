@@ -45,6 +45,9 @@ type Spec struct {
 	HealthNames []string
 	// UsesRedis makes Redis a dependency (pinged for health).
 	UsesRedis bool
+	// QuietMethods are hot-path methods whose OK calls are access-logged at
+	// debug, not info (rpcserver.Options.QuietMethods).
+	QuietMethods []string
 }
 
 // Deps are what Run opened for the service.
@@ -144,6 +147,7 @@ func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context
 		Stream:          []grpc.StreamServerInterceptor{verifier.StreamServerInterceptor()},
 		Register:        parts.Register,
 		Registerer:      d.Metrics,
+		QuietMethods:    spec.QuietMethods,
 	})
 	if err != nil {
 		return fmt.Errorf("%s: %w", spec.Name, err)

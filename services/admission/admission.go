@@ -21,6 +21,7 @@ import (
 	"github.com/toolcrib/toolcrib/services/admission/internal/args"
 	"github.com/toolcrib/toolcrib/services/admission/internal/cache"
 	"github.com/toolcrib/toolcrib/services/admission/internal/grpcapi"
+	"github.com/toolcrib/toolcrib/services/admission/internal/metrics"
 	"github.com/toolcrib/toolcrib/services/admission/internal/receipts"
 	"github.com/toolcrib/toolcrib/services/admission/internal/replica"
 	"github.com/toolcrib/toolcrib/services/admission/internal/upstream"
@@ -36,7 +37,8 @@ func Migrations() []postgres.Set { return []postgres.Set{migrations.Set()} }
 func spec() service.Spec {
 	return service.Spec{
 		Name: "admission", Schema: Schema, Migrations: Migrations(), UsesRedis: true,
-		HealthNames: []string{admissionv1.AdmissionService_ServiceDesc.ServiceName},
+		HealthNames:  []string{admissionv1.AdmissionService_ServiceDesc.ServiceName},
+		QuietMethods: []string{admissionv1.AdmissionService_Check_FullMethodName},
 	}
 }
 
@@ -75,10 +77,11 @@ func Run(ctx context.Context, cfg Config) error {
 		lim := args.DefaultLimits
 		lim.MaxBytes = cfg.MaxArgumentBytes
 		host, _ := os.Hostname()
+		m := metrics.New(d.Metrics, metrics.Sources{Heads: heads, Pending: w.Pending})
 		api := grpcapi.New(grpcapi.Options{
 			Heads: heads, Material: replica.NewMaterial(reg, disc, reg, 100_000), Pointers: disc, Cache: c,
 			Validator: args.NewValidator(10_000), Limits: lim, Receipts: w, Binder: disc, CacheTTL: cfg.CacheTTL,
-			Replica: fmt.Sprintf("%s:%d", host, os.Getpid()), Logger: d.Logger,
+			Replica: fmt.Sprintf("%s:%d", host, os.Getpid()), Logger: d.Logger, Decided: m.Decided,
 		})
 		return service.Parts{
 			Register: func(s *grpc.Server) { admissionv1.RegisterAdmissionServiceServer(s, api) },
@@ -87,7 +90,10 @@ func Run(ctx context.Context, cfg Config) error {
 				discFollow.Run,
 				w.Run,
 				disc.StartBinder,
-				func(ctx context.Context) error { logFreshness(ctx, heads, d.Logger); return nil },
+				func(ctx context.Context) error {
+					metrics.Freshness(ctx, heads, d.Logger, 250*time.Millisecond)
+					return nil
+				},
 			},
 			Checks: []rpcserver.Check{{Name: "watch", Func: func(context.Context) error {
 				if ok, why := heads.Fresh(); !ok {
@@ -103,33 +109,6 @@ func Run(ctx context.Context, cfg Config) error {
 			},
 		}, nil
 	})
-}
-
-// logFreshness logs each change of the replica's freshness (caught up,
-// stale), never per call.
-func logFreshness(ctx context.Context, heads *replica.Heads, logger interface {
-	Info(string, ...any)
-	Warn(string, ...any)
-}) {
-	t := time.NewTicker(250 * time.Millisecond)
-	defer t.Stop()
-	was, wasWhy := false, ""
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		ok, why := heads.Fresh()
-		if ok != was {
-			if ok {
-				logger.Info("replica caught up")
-			} else if wasWhy != "" || was {
-				logger.Warn("replica stale", "why", why)
-			}
-		}
-		was, wasWhy = ok, why
-	}
 }
 
 // Migrate runs admission's migrations and returns (`admission migrate`).

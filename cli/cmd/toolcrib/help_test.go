@@ -23,6 +23,9 @@ func TestHelpExitsZero(t *testing.T) {
 		{[]string{"discovery", "scan", "--help"}, "Usage: toolcrib discovery scan"},
 		{[]string{"discovery", "scan", "-h"}, "-wait"},
 		{[]string{"server", "register", "-h"}, "Usage: toolcrib server register"},
+		{[]string{"check", "-h"}, "-run-id"},
+		{[]string{"help", "visible"}, "Usage: toolcrib visible [flags]"},
+		{[]string{"--help"}, "-admission"},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), tc.args, &out, &errOut)

@@ -56,6 +56,7 @@ type command struct {
 type env struct {
 	registryAddr  string
 	discoveryAddr string
+	admissionAddr string
 	leaseAddr     string
 	token         string
 	tokenFile     string
@@ -125,6 +126,7 @@ func commands() []command {
 	all = append(all, devCommands()...)
 	all = append(all, registryCommands()...)
 	all = append(all, discoveryCommands()...)
+	all = append(all, admissionCommands()...)
 	all = append(all, leaseCommands()...)
 	sort.Slice(all, func(i, j int) bool { return all[i].name < all[j].name })
 	return all
@@ -179,6 +181,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	gs := config.NewSet("toolcrib", nil)
 	gs.String(&e.registryAddr, "registry", "TOOLCRIB_REGISTRY_ADDR", "127.0.0.1:7101", "registry gRPC address")
 	gs.String(&e.discoveryAddr, "discovery", "TOOLCRIB_DISCOVERY_ADDR", "127.0.0.1:7102", "discovery gRPC address")
+	gs.String(&e.admissionAddr, "admission", "TOOLCRIB_ADMISSION_ADDR", "127.0.0.1:7103", "admission gRPC address")
 	gs.String(&e.leaseAddr, "lease", "TOOLCRIB_LEASE_ADDR", "127.0.0.1:7104", "lease gRPC address")
 	gs.String(&e.token, "token", "TOOLCRIB_TOKEN", "", "bearer token to present")
 	gs.String(&e.tokenFile, "token-file", "TOOLCRIB_TOKEN_FILE", ".toolcrib/dev/admin-token", "file with the bearer token, used when --token is empty")

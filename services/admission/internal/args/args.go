@@ -61,7 +61,7 @@ func Parse(raw []byte, lim Limits) (Parsed, string) {
 	if err != nil {
 		return Parsed{}, ProblemNotJSON
 	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(canon))
+	v, err := decodeCanonical(canon)
 	if err != nil {
 		return Parsed{}, ProblemNotJSON
 	}

@@ -132,6 +132,9 @@ type Options struct {
 	WriteQueue int
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// SkipL1 answers every lookup from L2 (or misses): the benchmark of
+	// the L1-miss path. Never set in service.
+	SkipL1 bool
 }
 
 // Cache is the two-level decision cache.
@@ -207,7 +210,7 @@ func (c *Cache) l2Failed() {
 func (c *Cache) Get(ctx context.Context, k Key) (Entry, Level) {
 	ks := k.String()
 	now := c.opts.Now()
-	if e, ok := c.l1.Get(ks); ok {
+	if e, ok := c.l1.Get(ks); ok && !c.opts.SkipL1 {
 		if now.Before(e.ExpiresAt) {
 			c.stats[L1].Add(1)
 			return e, L1

@@ -227,13 +227,16 @@ func view(d doc) *admissionv1.VisibleTool {
 
 // Tokenize splits text into lowercased, lightly stemmed words: at every
 // non-letter, non-digit, and where a lower-case letter meets an upper-case
-// one (`getShipment` → get, shipment).
+// one (`getShipment` → get, shipment). English function words (articles,
+// pronouns, auxiliaries, the commonest prepositions) are dropped.
 func Tokenize(text string) []string {
 	var out []string
 	var cur []rune
 	flush := func() {
 		if len(cur) > 0 {
-			out = append(out, stem(strings.ToLower(string(cur))))
+			if w := strings.ToLower(string(cur)); !stopwords[w] {
+				out = append(out, stem(w))
+			}
 			cur = cur[:0]
 		}
 	}
@@ -269,3 +272,18 @@ func stem(w string) string {
 	}
 	return w
 }
+
+// stopwords are English function words: they say nothing about which tool
+// is meant, yet sit in most descriptions and queries, so they drag short
+// descriptions up and make every query walk most postings. Question words,
+// negation and particles (how, who, not, out, back, up) are kept: they
+// carry intent.
+var stopwords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(`a an and are as at be been being by did do does for from had has have i in
+		into is it its me my of on or our ours so than that the their them then these they this those to was we were
+		will with would you your yours`) {
+		m[w] = true
+	}
+	return m
+}()

@@ -128,6 +128,13 @@ func TestQueryRanksAndFilters(t *testing.T) {
 		!slices.Equal(got, []string{"get", "shipment", "status", "list", "carrier", "http2", "thing"}) {
 		t.Fatalf("tokens %v", got)
 	}
+	// Function words are dropped; question words and negation are kept.
+	if got := Tokenize("Where is my parcel? Not the invoice, who has it"); !slices.Equal(got, []string{"where", "parcel", "not", "invoice", "who"}) {
+		t.Fatalf("tokens %v", got)
+	}
+	if r := s.Select(Filters{Query: "the of a"}); len(r.Tools) != 0 {
+		t.Fatalf("a query of function words only matched %v", names(r))
+	}
 }
 
 type query struct{ target, text string }
@@ -156,7 +163,7 @@ func loadQueries(t testing.TB) []query {
 
 // recallFloor is the measured recall@5 less a margin: the test fails when a
 // change to tokenising or ranking makes search worse.
-const recallFloor = 0.30
+const recallFloor = 0.35
 
 // TestRecallAt5 measures tool search on the 5,000-tool corpus with the
 // committed query set and prints the benchmark line.

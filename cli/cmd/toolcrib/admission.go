@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+)
+
+// admissionClient dials the admission service.
+func (e *env) admissionClient() (admissionv1.AdmissionServiceClient, error) {
+	c, err := e.dial(e.admissionAddr)
+	if err != nil {
+		return nil, err
+	}
+	return admissionv1.NewAdmissionServiceClient(c), nil
+}
+
+// admissionCommands are `toolcrib check` and `toolcrib visible`.
+func admissionCommands() []command {
+	return []command{checkCommand(), visibleCommand()}
+}
+
+// reasonName is a decision reason as the docs spell it, e.g. `STALE_POLICY`.
+func reasonName(r catalogv1.DecisionReason) string {
+	return strings.TrimPrefix(r.String(), "DECISION_REASON_")
+}
+
+func checkCommand() command {
+	req := &admissionv1.CheckRequest{}
+	var argsJSON, mode string
+	return command{
+		name:    "check",
+		args:    "<tool-id>",
+		summary: "ask admission whether a call of a tool may start now: decision, reason, detail and receipt",
+		flags: func(fs *flag.FlagSet) {
+			fs.Int64Var(&req.Generation, "generation", 0, "generation the plan read the tool from (required)")
+			fs.StringVar(&req.DescriptorDigest, "digest", "", "descriptor digest the plan read (required)")
+			fs.Int64Var(&req.PolicyEpoch, "epoch", 0, "policy epoch the plan was built at; 0 for the current one")
+			fs.StringVar(&argsJSON, "args", "{}", "the call's arguments, a JSON document")
+			fs.StringVar(&mode, "mode", "autonomous", "who asked for the call: autonomous or user-confirmed")
+			fs.StringVar(&req.RunId, "run-id", "", "the agent run the call belongs to (binds the generation for the run)")
+			fs.StringVar(&req.AudienceClass, "audience", "", "audience class the plan read the tool through; empty resolves it from the grants")
+		},
+		run: func(ctx context.Context, e *env, args []string) error {
+			if err := needArgs(args, 1, "<tool-id>"); err != nil {
+				return err
+			}
+			m, err := parseEnum("--mode", mode, "MODE_", admissionv1.Mode_value)
+			if err != nil {
+				return err
+			}
+			if !json.Valid([]byte(argsJSON)) {
+				return fmt.Errorf("--args: not a JSON document")
+			}
+			req.ToolId, req.Mode, req.Arguments = args[0], admissionv1.Mode(m), []byte(argsJSON)
+			c, err := e.admissionClient()
+			if err != nil {
+				return err
+			}
+			cctx, cancel := e.callCtx(ctx)
+			defer cancel()
+			resp, err := c.Check(cctx, req)
+			if err != nil {
+				return err
+			}
+			return e.output(resp, func(w *tabwriter.Writer) { printCheck(w, resp) })
+		},
+	}
+}
+
+func printCheck(w io.Writer, resp *admissionv1.CheckResponse) {
+	fmt.Fprintf(w, "decision\t%s\n", enumName(resp.GetDecision().String(), "DECISION_"))
+	fmt.Fprintf(w, "reason\t%s\n", reasonName(resp.GetReason()))
+	fmt.Fprintf(w, "detail\t%s\n", orDash(safeText(resp.GetDetail())))
+	fmt.Fprintf(w, "valid until\t%s\n", when(resp.GetValidUntil()))
+	if resp.GetCurrentGeneration() != 0 || resp.GetCurrentDescriptorDigest() != "" {
+		fmt.Fprintf(w, "current generation\t%d\n", resp.GetCurrentGeneration())
+		fmt.Fprintf(w, "current digest\t%s\n", orDash(resp.GetCurrentDescriptorDigest()))
+	}
+	fmt.Fprintf(w, "current policy epoch\t%d\n", resp.GetCurrentPolicyEpoch())
+	r := resp.GetReceipt()
+	if r == nil {
+		return
+	}
+	fmt.Fprintf(w, "receipt\t%s\n", r.GetReceiptId())
+	fmt.Fprintf(w, "  principal\t%s@%s\n", orDash(r.GetSubject()), orDash(r.GetTenantId()))
+	fmt.Fprintf(w, "  tool\t%s\n", orDash(safeText(r.GetToolId())))
+	fmt.Fprintf(w, "  server\t%s\n", orDash(r.GetServerId()))
+	fmt.Fprintf(w, "  audience class\t%s\n", orDash(r.GetAudienceClass()))
+	fmt.Fprintf(w, "  generation\t%s\n", zeroDash(r.GetGeneration()))
+	fmt.Fprintf(w, "  descriptor digest\t%s\n", orDash(r.GetDescriptorDigest()))
+	fmt.Fprintf(w, "  policy epoch\t%s\n", zeroDash(r.GetPolicyEpoch()))
+	fmt.Fprintf(w, "  argument digest\t%s\n", orDash(r.GetArgumentDigest()))
+	fmt.Fprintf(w, "  effect\t%s\n", orDash(unspecifiedDash(effectName(r.GetEffectClass()))))
+	fmt.Fprintf(w, "  mode\t%s\n", unspecifiedDash(enumName(r.GetMode().String(), "MODE_")))
+	fmt.Fprintf(w, "  run\t%s\n", orDash(safeText(r.GetRunId())))
+	fmt.Fprintf(w, "  decided at\t%s\n", when(r.GetDecidedAt()))
+	fmt.Fprintf(w, "  replica\t%s\n", orDash(r.GetReplica()))
+}
+
+func zeroDash(n int64) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func unspecifiedDash(s string) string {
+	if s == "unspecified" {
+		return "-"
+	}
+	return s
+}
+
+func visibleCommand() command {
+	req := &admissionv1.ListVisibleToolsRequest{}
+	var effects listFlag
+	var maxTools int
+	return command{
+		name:    "visible",
+		summary: "list the tools the caller may call now (model view and runtime view), optionally searched",
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&req.Query, "query", "", "tool search: rank by BM25 over name, title and description, matches only")
+			fs.Var(&effects, "effect", "only these effect classes (read-only, reservation, write, destructive); repeatable or comma-separated")
+			fs.IntVar(&maxTools, "max", 0, "at most this many tools; 0 for no limit")
+			fs.Int64Var(&req.MaxBytes, "max-bytes", 0, "budget of description and input-schema bytes; 0 for none")
+		},
+		run: func(ctx context.Context, e *env, args []string) error {
+			if err := needArgs(args, 0, "no arguments"); err != nil {
+				return err
+			}
+			if maxTools < 0 || maxTools > 1<<30 {
+				return fmt.Errorf("--max: must be 0..%d", 1<<30)
+			}
+			req.MaxTools = int32(maxTools)
+			req.EffectClasses = nil
+			for _, s := range effects {
+				v, err := parseEnum("--effect", s, "EFFECT_CLASS_", catalogv1.EffectClass_value)
+				if err != nil {
+					return err
+				}
+				req.EffectClasses = append(req.EffectClasses, catalogv1.EffectClass(v))
+			}
+			c, err := e.admissionClient()
+			if err != nil {
+				return err
+			}
+			cctx, cancel := e.callCtx(ctx)
+			defer cancel()
+			resp, err := c.ListVisibleTools(cctx, req)
+			if err != nil {
+				return err
+			}
+			return e.output(resp, func(w *tabwriter.Writer) { printVisible(w, resp) })
+		},
+	}
+}
+
+func printVisible(w *tabwriter.Writer, resp *admissionv1.ListVisibleToolsResponse) {
+	fmt.Fprintf(w, "policy epoch\t%d\n", resp.GetPolicyEpoch())
+	fmt.Fprintf(w, "visible set\t%d tools, %s\n", resp.GetVisibleCount(), orDash(resp.GetVisibleSetDigest()))
+	shown := fmt.Sprintf("%d", len(resp.GetTools()))
+	if resp.GetTruncated() {
+		shown += " (truncated by --max or --max-bytes)"
+	}
+	fmt.Fprintf(w, "shown\t%s\n", shown)
+	if len(resp.GetTools()) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nModel view")
+	fmt.Fprintln(w, "NAME\tDESCRIPTION\tINPUT SCHEMA")
+	for _, t := range resp.GetTools() {
+		m := t.GetModel()
+		fmt.Fprintf(w, "%s\t%s\t%s\n", safeText(m.GetName()), orDash(clip(safeText(m.GetDescription()), 60)), schemaText(m.GetInputSchema()))
+	}
+	fmt.Fprintln(w, "\nRuntime view")
+	fmt.Fprintln(w, "NAME\tTOOL ID\tSERVER\tAUDIENCE CLASS\tGEN\tDIGEST\tEFFECT\tSOURCE\tCONFIRM")
+	for _, t := range resp.GetTools() {
+		r := t.GetRuntime()
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", safeText(t.GetModel().GetName()), safeText(r.GetToolId()), r.GetServerId(),
+			r.GetAudienceClass(), r.GetGeneration(), shortDigest(r.GetDescriptorDigest()), effectName(r.GetEffectClass()),
+			short(r.GetSourceState()), yesNo(r.GetConfirmationRequired()))
+	}
+}
+
+// clip shortens s to n runes for a table cell.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// schemaText is a compact input schema for a table cell.
+func schemaText(raw []byte) string {
+	if len(raw) == 0 {
+		return "-"
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return fmt.Sprintf("(%d bytes, not JSON)", len(raw))
+	}
+	return clip(safeText(b.String()), 60)
+}

@@ -1,0 +1,278 @@
+// Package admissiontest starts the real AdmissionService for tests and
+// benchmarks outside the admission module: the gRPC API, the decision cache
+// (L1, and Redis as L2 when asked), the argument validator and the receipt
+// writer on a fresh Postgres database, served by platform/rpcserver with
+// real token verification and the grpc.health.v1 service. Only the registry
+// and discovery behind the replica are replaced, by an in-memory world
+// that answers the replica's reads (the heads are kept fresh).
+//
+// The world is seed 004's: tenant demo-a, audience class demo-a.readers
+// reading server logistics at generation 7, policy epoch 5, and user alice
+// granted shipment:read and shipment:write there. Its tools:
+//
+//   - logistics.shipment_status: read-only, scope shipment:read, input
+//     {"shipment_id": string} required;
+//   - logistics.cancel_shipment: destructive, scope shipment:write,
+//     confirmation always;
+//   - logistics.draft_label: enabled but its descriptor is not approved
+//     (UNREVIEWED, never visible).
+package admissiontest
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/pgtest"
+	"github.com/toolcrib/toolcrib/platform/postgres"
+	"github.com/toolcrib/toolcrib/platform/principal"
+	"github.com/toolcrib/toolcrib/platform/redisclient"
+	"github.com/toolcrib/toolcrib/platform/redistest"
+	"github.com/toolcrib/toolcrib/platform/rpcserver"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
+	"github.com/toolcrib/toolcrib/services/admission/internal/args"
+	"github.com/toolcrib/toolcrib/services/admission/internal/cache"
+	"github.com/toolcrib/toolcrib/services/admission/internal/decision"
+	"github.com/toolcrib/toolcrib/services/admission/internal/grpcapi"
+	"github.com/toolcrib/toolcrib/services/admission/internal/receipts"
+	"github.com/toolcrib/toolcrib/services/admission/internal/replica"
+	"github.com/toolcrib/toolcrib/services/admission/migrations"
+)
+
+// The world's names.
+const (
+	Tenant     = "demo-a"
+	Class      = "demo-a.readers"
+	Server     = "logistics"
+	User       = "alice"
+	Generation = 7
+	Epoch      = 5
+	StatusTool = "logistics.shipment_status"
+	CancelTool = "logistics.cancel_shipment"
+	DraftTool  = "logistics.draft_label"
+)
+
+// Digests of the world's descriptors.
+var (
+	StatusDigest = "sha256:" + strings.Repeat("a", 64)
+	CancelDigest = "sha256:" + strings.Repeat("b", 64)
+	DraftDigest  = "sha256:" + strings.Repeat("d", 64)
+)
+
+// Options shapes the service.
+type Options struct {
+	// Redis makes Redis the cache's L2 (own key prefix).
+	Redis bool
+	// L1Size is the in-process cache's size; 0 for 10,000.
+	L1Size int
+	// SkipL1 makes every cache lookup miss L1 (answered by Redis).
+	SkipL1 bool
+	// SourceDelay is added to every read of the in-memory registry and
+	// discovery (a network round trip's stand-in); 0 for none.
+	SourceDelay time.Duration
+}
+
+// Service is a running admission service.
+type Service struct {
+	// Addr is its gRPC address (AdmissionService and grpc.health.v1).
+	Addr string
+	// Auth mints tokens its verifier accepts.
+	Auth *servicetest.Auth
+	// Redis is the L2's client (nil without Options.Redis), for a
+	// benchmark's bare Redis arm.
+	Redis *redisclient.Client
+	// PostgresURL is the receipts database's URL.
+	PostgresURL string
+	// CacheAnswers counts the cache's answers by level ("miss", "l1", "l2").
+	CacheAnswers func() map[string]int64
+}
+
+// Start runs the service until the test ends.
+func Start(t testing.TB, o Options) *Service {
+	t.Helper()
+	auth := servicetest.NewAuth(t)
+	v, err := principal.LoadVerifier(auth.JWKSPath, principal.VerifierConfig{Issuer: servicetest.Issuer,
+		Audience: servicetest.Audience, PlatformTenant: servicetest.PlatformTenant, AdminGroup: servicetest.AdminGroup, ServiceGroup: servicetest.ServiceGroup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := pgtest.NewDatabase(t, pgtest.Schema{Name: "admission", Sets: []postgres.Set{migrations.Set()}})
+	pool, err := postgres.Open(context.Background(), url, "admission")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	heads := replica.NewHeads(5*time.Second, nil)
+	w := &world{delay: o.SourceDelay}
+	copts := cache.Options{L1Size: o.L1Size, SkipL1: o.SkipL1}
+	if copts.L1Size == 0 {
+		copts.L1Size = 10_000
+	}
+	if o.Redis {
+		copts.Redis = redistest.NewClient(t)
+	}
+	c := cache.New(copts)
+	rw := receipts.New(pool, receipts.Options{})
+	api := grpcapi.New(grpcapi.Options{Heads: heads, Material: replica.NewMaterial(w, w, w, 1000), Pointers: w, Cache: c,
+		Validator: args.NewValidator(100), Limits: args.DefaultLimits, Receipts: rw, Replica: "admissiontest:1"})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	_ = lis.Close()
+	srv, err := rpcserver.New(rpcserver.Options{
+		Service: "admission", HealthNames: []string{admissionv1.AdmissionService_ServiceDesc.ServiceName},
+		ListenAddr: addr, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), CheckInterval: 50 * time.Millisecond, ShutdownTimeout: 2 * time.Second,
+		Unary:        []grpc.UnaryServerInterceptor{v.UnaryServerInterceptor()},
+		Stream:       []grpc.StreamServerInterceptor{v.StreamServerInterceptor()},
+		Register:     func(s *grpc.Server) { admissionv1.RegisterAdmissionServiceServer(s, api) },
+		QuietMethods: []string{admissionv1.AdmissionService_Check_FullMethodName},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	beat := func() {
+		heads.Heartbeat(replica.RegistryStream)
+		heads.Heartbeat(replica.DiscoveryStream)
+	}
+	beat()
+	wg.Add(3)
+	go func() { defer wg.Done(); _ = srv.Run(ctx) }()
+	go func() { defer wg.Done(); _ = rw.Run(ctx) }()
+	go func() { // the streams' heartbeats
+		defer wg.Done()
+		tk := time.NewTicker(time.Second)
+		defer tk.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tk.C:
+				beat()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		_ = rw.Close()
+		c.Close()
+	})
+	for deadline := time.Now().Add(10 * time.Second); !srv.Serving(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("admissiontest: the server never reported SERVING")
+		}
+	}
+	answers := func() map[string]int64 {
+		out := map[string]int64{}
+		for l, n := range c.Stats().Hits {
+			out[l.String()] = n
+		}
+		return out
+	}
+	return &Service{Addr: addr, Auth: auth, Redis: copts.Redis, PostgresURL: url, CacheAnswers: answers}
+}
+
+// world is the in-memory registry and discovery.
+type world struct{ delay time.Duration }
+
+func (w *world) wait(ctx context.Context) error {
+	if w.delay <= 0 {
+		return nil
+	}
+	select {
+	case <-time.After(w.delay):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+var policy = replica.Policy{Tenant: Tenant, Epoch: Epoch,
+	Grants:  []decision.Grant{{Subject: User, Scopes: []string{"shipment:read", "shipment:write"}, Classes: []string{Class}}},
+	Classes: map[string][]string{Class: {Server}}}
+
+func (w *world) Current(ctx context.Context, tenant string) (replica.Policy, error) {
+	if err := w.wait(ctx); err != nil {
+		return replica.Policy{}, err
+	}
+	if tenant != Tenant {
+		return replica.Policy{}, replica.ErrNotFound
+	}
+	return policy, nil
+}
+
+func (w *world) PolicyAt(ctx context.Context, tenant string, epoch int64) (replica.Policy, error) {
+	p, err := w.Current(ctx, tenant)
+	if err == nil && epoch != Epoch {
+		return replica.Policy{}, replica.ErrNotKept
+	}
+	return p, err
+}
+
+var generation = &replica.Generation{ServerID: Server, Class: Class, Generation: Generation,
+	State: catalogv1.DiscoveryState_DISCOVERY_STATE_SNAPSHOT_PROVEN,
+	Tools: map[string]*replica.ToolEntry{
+		StatusTool: {ToolID: StatusTool, Name: "shipment_status", Title: "Shipment status",
+			Description: "Query the current status of a shipment.", DescriptorDigest: StatusDigest,
+			InputSchemaDigest: "sha256:" + strings.Repeat("1", 64),
+			InputSchema:       []byte(`{"type":"object","properties":{"shipment_id":{"type":"string"}},"required":["shipment_id"]}`)},
+		CancelTool: {ToolID: CancelTool, Name: "cancel_shipment", Title: "Cancel shipment",
+			Description: "Cancel a shipment that has not left the warehouse.", DescriptorDigest: CancelDigest,
+			InputSchemaDigest: "sha256:" + strings.Repeat("2", 64),
+			InputSchema:       []byte(`{"type":"object","properties":{"shipment_id":{"type":"string"}},"required":["shipment_id"]}`)},
+		DraftTool: {ToolID: DraftTool, Name: "draft_label", Description: "Draft a shipping label.", DescriptorDigest: DraftDigest,
+			InputSchemaDigest: "sha256:" + strings.Repeat("3", 64), InputSchema: []byte(`{"type":"object"}`)},
+	}}
+
+func (w *world) Generation(ctx context.Context, server, class string, gen int64) (*replica.Generation, error) {
+	if err := w.wait(ctx); err != nil {
+		return nil, err
+	}
+	if server != Server || class != Class || gen != Generation {
+		return nil, replica.ErrNotFound
+	}
+	return generation, nil
+}
+
+func (w *world) Review(ctx context.Context, _ string, _ int64, _, toolID, digest string) (decision.Review, error) {
+	if err := w.wait(ctx); err != nil {
+		return decision.Review{}, err
+	}
+	switch {
+	case toolID == StatusTool && digest == StatusDigest:
+		return decision.Review{Known: true, Enabled: true, Approved: &decision.Contract{
+			Effect: catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY, Scope: "shipment:read"}}, nil
+	case toolID == CancelTool && digest == CancelDigest:
+		return decision.Review{Known: true, Enabled: true, Approved: &decision.Contract{
+			Effect: catalogv1.EffectClass_EFFECT_CLASS_DESTRUCTIVE, Scope: "shipment:write",
+			Confirmation: registryv1.Confirmation_CONFIRMATION_ALWAYS}}, nil
+	case toolID == DraftTool:
+		return decision.Review{Known: true, Enabled: true}, nil
+	}
+	return decision.Review{}, nil
+}
+
+func (w *world) Pointer(ctx context.Context, server, class string) (replica.Pointer, error) {
+	if err := w.wait(ctx); err != nil {
+		return replica.Pointer{}, err
+	}
+	if server != Server || class != Class {
+		return replica.Pointer{}, replica.ErrNotFound
+	}
+	return replica.Pointer{ServerID: Server, Class: Class, Tenant: Tenant, Generation: Generation,
+		FreshUntil: time.Now().Add(24 * time.Hour), Revision: 1}, nil
+}
