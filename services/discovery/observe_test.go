@@ -88,7 +88,7 @@ func TestScansAreLoggedAndCounted(t *testing.T) {
 	lineFor(`msg="pointer moved" service=discovery server=inventory audience_class=tenant-a.readers move=ACTIVATE generation=1 previous_generation=0 pointer_state=POINTER_STATE_ACTIVE revision=1 `)
 	lineFor(`msg="pointer moved" service=discovery server=inventory audience_class=tenant-a.readers move=REFRESH generation=1 previous_generation=1 pointer_state=POINTER_STATE_ACTIVE revision=2 `)
 	// The access log names the admin that triggered the scans.
-	lineFor(`msg="finished call" service=discovery caller.subject=test-admin caller.tenant="" .*grpc.method=TriggerScan `)
+	lineFor(`msg="finished call" service=discovery caller.subject=test-admin caller.tenant=toolcrib-platform .*grpc.method=TriggerScan `)
 	// Migrations are logged: the test database has discovery's own tables
 	// already, so River's are the ones applied at start-up here.
 	lineFor(`msg="migration applied" service=discovery schema=discovery set=river migration="001_`)
