@@ -170,9 +170,9 @@ func TestFrozenWatchAnswersStalePolicy(t *testing.T) {
 		name        string
 		break_, fix func(*replica)
 	}{
-		{"both links frozen", func(r *replica) { r.regLink.freeze(); r.discLink.freeze() },
-			func(r *replica) { r.regLink.thaw(); r.discLink.thaw() }},
-		{"discovery link cut", func(r *replica) { r.discLink.sever() }, func(r *replica) { r.discLink.heal() }},
+		{"both links frozen", func(r *replica) { r.regLink.Freeze(); r.discLink.Freeze() },
+			func(r *replica) { r.regLink.Thaw(); r.discLink.Thaw() }},
+		{"discovery link cut", func(r *replica) { r.discLink.Sever() }, func(r *replica) { r.discLink.Heal() }},
 	} {
 		t.Run(tc.name, func(t *testing.T) { staleThenHealed(t, tc.break_, tc.fix) })
 	}

@@ -7,8 +7,6 @@ package admission
 
 import (
 	"context"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -207,7 +205,7 @@ func (w *world) epoch(t *testing.T) int64 {
 // replica is one running admission replica.
 type replica struct {
 	addr              string
-	regLink, discLink *link
+	regLink, discLink *servicetest.Proxy
 }
 
 // startReplica runs an admission replica reading the registry and discovery
@@ -221,12 +219,12 @@ func (w *world) startReplica(t *testing.T, window time.Duration) *replica {
 // startReplicaWithL2 is startReplica with its own Redis prefix.
 func (w *world) startReplicaWithL2(t *testing.T, window time.Duration, redisPrefix string) *replica {
 	t.Helper()
-	r := &replica{regLink: newLink(t, w.st.RegistryAddr), discLink: newLink(t, w.st.DiscoveryAddr)}
+	r := &replica{regLink: servicetest.NewProxy(t, w.st.RegistryAddr), discLink: servicetest.NewProxy(t, w.st.DiscoveryAddr)}
 	cfg, err := admissionsvc.ParseConfig(nil, func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.RegistryAddr, cfg.DiscoveryAddr = r.regLink.addr(), r.discLink.addr()
+	cfg.RegistryAddr, cfg.DiscoveryAddr = r.regLink.Addr(), r.discLink.Addr()
 	cfg.ValidityWindow = window
 	cfg.ReceiptInterval = 10 * time.Millisecond
 	r.addr = servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
@@ -250,117 +248,4 @@ func (w *world) client(t *testing.T, r *replica, subject, tenant string) admissi
 func (w *world) check(ctx context.Context, c admissionv1.AdmissionServiceClient, epoch int64, class string) (*admissionv1.CheckResponse, error) {
 	return c.Check(ctx, &admissionv1.CheckRequest{ToolId: toolID, Generation: w.generation, DescriptorDigest: w.digest,
 		PolicyEpoch: epoch, Arguments: []byte(`{"shipment_id":"s-1"}`), Mode: admissionv1.Mode_MODE_AUTONOMOUS, AudienceClass: class})
-}
-
-// link is a loopback TCP proxy between a replica and a service that the
-// test can freeze (connections stay open, no byte passes: a stalled Watch)
-// and thaw.
-type link struct {
-	lis    net.Listener
-	mu     sync.Mutex
-	frozen chan struct{} // non-nil while frozen; closed to thaw
-	cut    bool          // connections refused while cut
-	conns  []net.Conn
-}
-
-func newLink(t *testing.T, target string) *link {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &link{lis: lis}
-	t.Cleanup(func() {
-		lis.Close()
-		l.thaw()
-		l.mu.Lock()
-		for _, c := range l.conns {
-			c.Close()
-		}
-		l.mu.Unlock()
-	})
-	go func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			l.mu.Lock()
-			cut := l.cut
-			l.mu.Unlock()
-			if cut {
-				c.Close()
-				continue
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			l.mu.Lock()
-			l.conns = append(l.conns, c, up)
-			l.mu.Unlock()
-			go l.pipe(up, c)
-			go l.pipe(c, up)
-		}
-	}()
-	return l
-}
-
-func (l *link) pipe(dst, src net.Conn) {
-	defer dst.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			l.mu.Lock()
-			f := l.frozen
-			l.mu.Unlock()
-			if f != nil {
-				<-f
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (l *link) addr() string { return l.lis.Addr().String() }
-
-// sever closes every connection and refuses new ones until heal.
-func (l *link) sever() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.cut = true
-	for _, c := range l.conns {
-		c.Close()
-	}
-	l.conns = nil
-}
-
-func (l *link) heal() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.cut = false
-}
-
-func (l *link) freeze() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.frozen == nil {
-		l.frozen = make(chan struct{})
-	}
-}
-
-func (l *link) thaw() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.frozen != nil {
-		close(l.frozen)
-		l.frozen = nil
-	}
 }

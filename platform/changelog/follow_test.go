@@ -1,6 +1,8 @@
 package changelog_test
 
 import (
+	"github.com/toolcrib/toolcrib/platform/servicetest"
+
 	"context"
 	"errors"
 	"io"
@@ -65,111 +67,6 @@ func (w *watchServer) add(t *testing.T, id string) int64 {
 	return w.log.Append("pointer", b, nil).Revision
 }
 
-// proxy is a loopback TCP proxy that can be severed (every connection
-// closed, new ones dropped) and frozen (connections stay open, no byte
-// passes: a stalled stream).
-type proxy struct {
-	lis    net.Listener
-	mu     sync.Mutex
-	open   bool
-	frozen chan struct{} // non-nil while frozen; closed to thaw
-	conns  []net.Conn
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{lis: lis, open: true}
-	t.Cleanup(func() { lis.Close(); p.sever(); p.thaw() })
-	go func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			p.mu.Lock()
-			open := p.open
-			p.mu.Unlock()
-			if !open {
-				c.Close()
-				continue
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			go p.pipe(up, c)
-			go p.pipe(c, up)
-		}
-	}()
-	return p
-}
-
-func (p *proxy) pipe(dst, src net.Conn) {
-	defer dst.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			f := p.frozen
-			p.mu.Unlock()
-			if f != nil {
-				<-f
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *proxy) addr() string { return p.lis.Addr().String() }
-
-// sever closes every proxied connection and drops new ones until heal.
-func (p *proxy) sever() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.open = false
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-func (p *proxy) heal() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.open = true
-}
-
-func (p *proxy) freeze() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.frozen == nil {
-		p.frozen = make(chan struct{})
-	}
-}
-
-func (p *proxy) thaw() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.frozen != nil {
-		close(p.frozen)
-		p.frozen = nil
-	}
-}
-
 // consumer records what the follower gave it.
 type consumer struct {
 	ws      *watchServer
@@ -202,7 +99,7 @@ func (c *consumer) snapshot() (lists, applied []int64) {
 
 type followerEnv struct {
 	ws    *watchServer
-	proxy *proxy
+	proxy *servicetest.Proxy
 	c     *consumer
 	f     *changelog.Follower[*discoveryv1.PointerChange]
 }
@@ -221,8 +118,8 @@ func startFollower(t *testing.T, stall time.Duration) *followerEnv {
 	discoveryv1.RegisterDiscoveryServiceServer(gs, ws)
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)
-	px := newProxy(t, lis.Addr().String())
-	conn, err := grpc.NewClient(px.addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+	px := servicetest.NewProxy(t, lis.Addr().String())
+	conn, err := grpc.NewClient(px.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithPerRPCCredentials(principal.BearerToken("unused")))
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +162,7 @@ func TestFollowerResumesAfterDisconnect(t *testing.T) {
 	if _, err := e.f.WaitRevision(waitCtx(t), 3); err != nil {
 		t.Fatal(err)
 	}
-	e.proxy.sever()
+	e.proxy.Sever()
 	for range 4 {
 		e.ws.add(t, "b")
 	}
@@ -273,7 +170,7 @@ func TestFollowerResumesAfterDisconnect(t *testing.T) {
 	if fr := e.f.Freshness(); fr.Revision != 3 || fr.Connected {
 		t.Fatalf("while severed: %+v, want revision 3, not connected", fr)
 	}
-	e.proxy.heal()
+	e.proxy.Heal()
 	if _, err := e.f.WaitRevision(waitCtx(t), 7); err != nil {
 		t.Fatal(err)
 	}
@@ -298,12 +195,12 @@ func TestFollowerResyncsAfterCompaction(t *testing.T) {
 	if _, err := e.f.WaitRevision(waitCtx(t), 1); err != nil {
 		t.Fatal(err)
 	}
-	e.proxy.sever()
+	e.proxy.Sever()
 	for range 5 {
 		e.ws.add(t, "b")
 	}
 	e.ws.log.Compact(4) // the follower is at 1: 2..4 are gone
-	e.proxy.heal()
+	e.proxy.Heal()
 	if _, err := e.f.WaitRevision(waitCtx(t), 6); err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +230,7 @@ func TestFollowerStalledStreamIsNotFresh(t *testing.T) {
 	if !fr.Fresh(time.Now(), window) {
 		t.Fatalf("caught up but not fresh: %+v", fr)
 	}
-	e.proxy.freeze()
+	e.proxy.Freeze()
 	e.ws.add(t, "a") // committed, never delivered while frozen
 	time.Sleep(2 * window)
 	fr = e.f.Freshness()
@@ -346,9 +243,9 @@ func TestFollowerStalledStreamIsNotFresh(t *testing.T) {
 	// The follower gives the silent stream up and reconnects.
 	before := len(e.ws.watches())
 	time.Sleep(400 * time.Millisecond)
-	e.proxy.thaw()
-	e.proxy.sever() // the frozen connection is dead weight: make gRPC dial anew
-	e.proxy.heal()
+	e.proxy.Thaw()
+	e.proxy.Sever() // the frozen connection is dead weight: make gRPC dial anew
+	e.proxy.Heal()
 	fr, err = e.f.WaitCaughtUp(waitCtx(t))
 	if err != nil {
 		t.Fatal(err)
@@ -368,13 +265,13 @@ func TestFollowerWaitCaughtUpNeedsANewHeartbeat(t *testing.T) {
 	if _, err := e.f.WaitCaughtUp(waitCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	e.proxy.sever()
+	e.proxy.Sever()
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	if _, err := e.f.WaitCaughtUp(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("caught up through a severed connection: %v", err)
 	}
-	e.proxy.heal()
+	e.proxy.Heal()
 	start := time.Now()
 	fr, err := e.f.WaitCaughtUp(waitCtx(t))
 	if err != nil || fr.At.Before(start) {
