@@ -47,7 +47,7 @@ func TestWatchContract(t *testing.T) {
 		log := changelog.New(pool, "unused", slog.New(slog.NewTextHandler(io.Discard, nil)))
 		return watchtest.Target{
 			Open: watchtest.DiscoveryOpener(func(who watchtest.Caller) discoveryv1.DiscoveryServiceClient {
-				return e.client(contractToken(t, auth, who))
+				return e.client(watchtest.Token(t, auth, who))
 			}),
 			// A scan of the tenant's class: its pointer moves (activate,
 			// then refresh) once per scan.
@@ -78,18 +78,4 @@ func TestWatchContract(t *testing.T) {
 			Heartbeat: 250 * time.Millisecond,
 		}
 	})
-}
-
-func contractToken(t *testing.T, auth *servicetest.Auth, who watchtest.Caller) string {
-	switch who {
-	case watchtest.Admin:
-		return auth.Admin(t)
-	case watchtest.Service:
-		return auth.Service(t)
-	case watchtest.UserA:
-		return auth.User(t, "alice", watchtest.TenantA)
-	case watchtest.UserB:
-		return auth.User(t, "bob", watchtest.TenantB)
-	}
-	return auth.User(t, "nobody", "")
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/toolcrib/toolcrib/platform/changelog"
 	"github.com/toolcrib/toolcrib/platform/changelog/watchtest"
 	"github.com/toolcrib/toolcrib/platform/postgres"
-	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/services/registry"
 	"github.com/toolcrib/toolcrib/services/registry/registrytest"
 
@@ -50,7 +49,7 @@ func TestWatchContract(t *testing.T) {
 		commit(t, watchtest.TenantB)
 		return watchtest.Target{
 			Open: watchtest.RegistryOpener(func(who watchtest.Caller) registryv1.RegistryServiceClient {
-				return r.Client(t, contractToken(t, r.Auth, who))
+				return r.Client(t, watchtest.Token(t, r.Auth, who))
 			}),
 			Commit: commit,
 			// What the compaction job does, on demand.
@@ -67,18 +66,4 @@ func TestWatchContract(t *testing.T) {
 			Heartbeat: 250 * time.Millisecond,
 		}
 	})
-}
-
-func contractToken(t *testing.T, auth *servicetest.Auth, who watchtest.Caller) string {
-	switch who {
-	case watchtest.Admin:
-		return auth.Admin(t)
-	case watchtest.Service:
-		return auth.Service(t)
-	case watchtest.UserA:
-		return auth.User(t, "alice", watchtest.TenantA)
-	case watchtest.UserB:
-		return auth.User(t, "bob", watchtest.TenantB)
-	}
-	return auth.User(t, "nobody", "")
 }

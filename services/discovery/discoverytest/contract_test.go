@@ -21,7 +21,7 @@ func TestFakeRegistryPassesTheWatchContract(t *testing.T) {
 		r.AddTenant(watchtest.TenantB)
 		return watchtest.Target{
 			Open: watchtest.RegistryOpener(func(who watchtest.Caller) registryv1.RegistryServiceClient {
-				return registryv1.NewRegistryServiceClient(servicetest.Dial(t, addr, token(t, auth, who)))
+				return registryv1.NewRegistryServiceClient(servicetest.Dial(t, addr, watchtest.Token(t, auth, who)))
 			}),
 			// A class change and the epoch bump it causes, both the tenant's.
 			Commit: func(_ testing.TB, tenant string) int64 {
@@ -32,18 +32,4 @@ func TestFakeRegistryPassesTheWatchContract(t *testing.T) {
 			Heartbeat: r.Heartbeat,
 		}
 	})
-}
-
-func token(t *testing.T, auth *servicetest.Auth, who watchtest.Caller) string {
-	switch who {
-	case watchtest.Admin:
-		return auth.Admin(t)
-	case watchtest.Service:
-		return auth.Service(t)
-	case watchtest.UserA:
-		return auth.User(t, "alice", watchtest.TenantA)
-	case watchtest.UserB:
-		return auth.User(t, "bob", watchtest.TenantB)
-	}
-	return auth.User(t, "nobody", "")
 }

@@ -19,7 +19,7 @@ func TestFakeDiscoveryPassesTheWatchContract(t *testing.T) {
 		d.Heartbeat = 250 * time.Millisecond
 		return watchtest.Target{
 			Open: watchtest.DiscoveryOpener(func(who watchtest.Caller) discoveryv1.DiscoveryServiceClient {
-				return discoveryv1.NewDiscoveryServiceClient(servicetest.Dial(t, d.Addr, token(t, auth, who)))
+				return discoveryv1.NewDiscoveryServiceClient(servicetest.Dial(t, d.Addr, watchtest.Token(t, auth, who)))
 			}),
 			Commit: func(_ testing.TB, tenant string) int64 {
 				_, rev := d.Commit("inventory", tenant+".readers")
@@ -30,18 +30,4 @@ func TestFakeDiscoveryPassesTheWatchContract(t *testing.T) {
 			Heartbeat: d.Heartbeat,
 		}
 	})
-}
-
-func token(t *testing.T, auth *servicetest.Auth, who watchtest.Caller) string {
-	switch who {
-	case watchtest.Admin:
-		return auth.Admin(t)
-	case watchtest.Service:
-		return auth.Service(t)
-	case watchtest.UserA:
-		return auth.User(t, "alice", watchtest.TenantA)
-	case watchtest.UserB:
-		return auth.User(t, "bob", watchtest.TenantB)
-	}
-	return auth.User(t, "nobody", "")
 }
