@@ -12,8 +12,11 @@ GO_TEST_FLAGS ?= -race -count=1
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
-generate: ## regenerate gen/ from proto/ with buf and the pinned local plugins
-	rm -rf gen/toolcrib
+generate: ## regenerate gen/ (Go, gen/ts, gen/python) from proto/ with buf and the pinned local plugins
+	@command -v protoc >/dev/null && command -v grpc_python_plugin >/dev/null || \
+	  { echo "make generate needs the Debian packages protobuf-compiler and protobuf-compiler-grpc (apt-get install)"; exit 1; }
+	[ -x tools/ts/node_modules/.bin/protoc-gen-es ] || npm ci --prefix tools/ts --no-audit --no-fund
+	rm -rf gen/toolcrib gen/ts gen/python
 	buf=$$($(TOOL) -n buf) && GOWORK=off $$buf generate
 
 lint: ## gofmt, go vet and go mod tidy (every module), buf lint, buf format
