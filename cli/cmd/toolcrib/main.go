@@ -128,6 +128,7 @@ func commands() []command {
 	all = append(all, discoveryCommands()...)
 	all = append(all, admissionCommands()...)
 	all = append(all, leaseCommands()...)
+	all = append(all, healthCommand())
 	sort.Slice(all, func(i, j int) bool { return all[i].name < all[j].name })
 	return all
 }
