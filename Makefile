@@ -8,7 +8,7 @@ TOOL := GOWORK=off go -C tools tool
 MODULES = $(shell go list -m -f '{{.Dir}}')
 GO_TEST_FLAGS ?= -race -count=1
 
-.PHONY: help generate lint test run bench bench-discovery bench-admission bench-lease
+.PHONY: help generate lint test run k8s-check bench bench-discovery bench-admission bench-lease
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
@@ -31,6 +31,21 @@ test: ## run every module's tests with -race (needs Postgres and Redis)
 
 run: ## start every implemented service against local Postgres and Redis
 	go run ./cli/cmd/toolcrib dev up
+
+# kubeconform needs JSON schemas of the Kubernetes kinds; it downloads them
+# by default, which this project's machines cannot. TOOLCRIB_K8S_SCHEMAS names
+# a local directory laid out as kubeconform's -schema-location expects
+# ({{.ResourceKind}}{{.KindSuffix}}.json); without it only kustomize runs.
+k8s-check: ## kustomize build of deploy/k8s base and overlay; kubeconform -strict too when TOOLCRIB_K8S_SCHEMAS is set
+	@kz=$$($(TOOL) -n kustomize) && kc=$$($(TOOL) -n kubeconform) && \
+	  for d in deploy/k8s/base deploy/k8s/overlays/example; do \
+	    out=$$($$kz build $$d) || { echo "kustomize build $$d failed"; exit 1; }; \
+	    echo "$$d: $$(grep -c '^kind:' <<<"$$out") resources"; \
+	    if [ -n "$${TOOLCRIB_K8S_SCHEMAS:-}" ]; then \
+	      $$kc -strict -summary -skip ServiceMonitor \
+	        -schema-location "$$TOOLCRIB_K8S_SCHEMAS/{{.ResourceKind}}{{.KindSuffix}}.json" <<<"$$out"; \
+	    fi; \
+	  done
 
 bench: bench-discovery bench-admission bench-lease ## run every benchmark (speed targets of DESIGN §9)
 
