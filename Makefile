@@ -8,7 +8,7 @@ TOOL := GOWORK=off go -C tools tool
 MODULES = $(shell go list -m -f '{{.Dir}}')
 GO_TEST_FLAGS ?= -race -count=1
 
-.PHONY: help generate lint test run k8s-check bench bench-discovery bench-admission bench-lease
+.PHONY: help generate lint test run k8s-check drill bench bench-discovery bench-admission bench-lease
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
@@ -31,6 +31,20 @@ test: ## run every module's tests with -race (needs Postgres and Redis)
 
 run: ## start every implemented service against local Postgres and Redis
 	go run ./cli/cmd/toolcrib dev up
+
+# The seed-004 acceptance drill through the real services (e2e/drill). Each
+# run keeps inputs.json, results.json, table.txt and the services' log in
+# drill-out/<time>/; DRILL_INPUTS=drill-out/<time>/inputs.json reruns with
+# the kept inputs.
+DRILL_INPUTS ?=
+drill: ## the seed-004 acceptance drill: two tenants, two tool versions, two admission replicas (one cut off), a disable; prints the table, fails on any failed case
+	@dir=$(CURDIR)/drill-out/$$(date -u +%Y%m%dT%H%M%SZ); mkdir -p "$$dir"; \
+	  inputs=$(if $(DRILL_INPUTS),$(abspath $(DRILL_INPUTS))); \
+	  status=0; (cd e2e && TOOLCRIB_DRILL=1 TOOLCRIB_DRILL_DIR="$$dir" TOOLCRIB_DRILL_INPUTS="$$inputs" \
+	    go test -count=1 -run '^TestSeed004Drill$$' -v -timeout 5m ./drill/) > "$$dir/drill.log" 2>&1 || status=$$?; \
+	  if [ -f "$$dir/table.txt" ]; then cat "$$dir/table.txt"; fi; \
+	  if [ $$status -ne 0 ]; then grep -E -- '--- FAIL|drill_test.go' "$$dir/drill.log" | head -20; echo "drill failed; log: $$dir/drill.log"; fi; \
+	  exit $$status
 
 # kubeconform needs JSON schemas of the Kubernetes kinds; it downloads them
 # by default, which this project's machines cannot. TOOLCRIB_K8S_SCHEMAS names
