@@ -3,7 +3,8 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 
 # Tools are pinned in tools/go.mod and run through `go tool`; the tools
-# module stays out of the workspace so its dependencies do not mix with ours.
+# module stays out of the workspace so its dependencies do not mix with ours
+# (tools/k8scheck, the manifest check, lives there for the same reason).
 TOOL := GOWORK=off go -C tools tool
 MODULES = $(shell go list -m -f '{{.Dir}}')
 GO_TEST_FLAGS ?= -race -count=1
@@ -46,15 +47,18 @@ drill: ## the seed-004 acceptance drill: two tenants, two tool versions, two adm
 	  if [ $$status -ne 0 ]; then grep -E -- '--- FAIL|drill_test.go' "$$dir/drill.log" | head -20; echo "drill failed; log: $$dir/drill.log"; fi; \
 	  exit $$status
 
-# kubeconform needs JSON schemas of the Kubernetes kinds; it downloads them
-# by default, which this project's machines cannot. TOOLCRIB_K8S_SCHEMAS names
-# a local directory laid out as kubeconform's -schema-location expects
-# ({{.ResourceKind}}{{.KindSuffix}}.json); without it only kustomize runs.
-k8s-check: ## kustomize build of deploy/k8s base and overlay; kubeconform -strict too when TOOLCRIB_K8S_SCHEMAS is set
+# deploy/k8s: kustomize builds the base and the overlay, and tools/k8scheck
+# decodes every resource strictly into the official Go API types (unknown
+# fields and wrong types fail; ServiceMonitor against the Prometheus
+# Operator's type). kubeconform needs JSON schemas it downloads by default,
+# which this project's machines cannot reach: it runs (-strict) only when
+# TOOLCRIB_K8S_SCHEMAS names a local copy laid out as its -schema-location
+# expects ({{.ResourceKind}}{{.KindSuffix}}.json).
+k8s-check: ## deploy/k8s: kustomize build of base and overlay, strict check against the Kubernetes Go types; kubeconform too when TOOLCRIB_K8S_SCHEMAS is set
 	@kz=$$($(TOOL) -n kustomize) && kc=$$($(TOOL) -n kubeconform) && \
 	  for d in deploy/k8s/base deploy/k8s/overlays/example; do \
 	    out=$$($$kz build $$d) || { echo "kustomize build $$d failed"; exit 1; }; \
-	    echo "$$d: $$(grep -c '^kind:' <<<"$$out") resources"; \
+	    printf '%s: ' "$$d"; GOWORK=off go -C tools run ./k8scheck <<<"$$out"; \
 	    if [ -n "$${TOOLCRIB_K8S_SCHEMAS:-}" ]; then \
 	      $$kc -strict -summary -skip ServiceMonitor \
 	        -schema-location "$$TOOLCRIB_K8S_SCHEMAS/{{.ResourceKind}}{{.KindSuffix}}.json" <<<"$$out"; \
