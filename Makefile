@@ -3,17 +3,21 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 
 # Tools are pinned in tools/go.mod and run through `go tool`; the tools
-# module stays out of the workspace so its dependencies do not mix with ours.
+# module stays out of the workspace so its dependencies do not mix with ours
+# (tools/k8scheck, the manifest check, lives there for the same reason).
 TOOL := GOWORK=off go -C tools tool
 MODULES = $(shell go list -m -f '{{.Dir}}')
 GO_TEST_FLAGS ?= -race -count=1
 
-.PHONY: help generate lint test run bench bench-discovery bench-admission bench-lease
+.PHONY: help generate lint test run k8s-check drill bench bench-discovery bench-admission bench-lease
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
-generate: ## regenerate gen/ from proto/ with buf and the pinned local plugins
-	rm -rf gen/toolcrib
+generate: ## regenerate gen/ (Go, gen/ts, gen/python) from proto/ with buf and the pinned local plugins
+	@command -v protoc >/dev/null && command -v grpc_python_plugin >/dev/null || \
+	  { echo "make generate needs the Debian packages protobuf-compiler and protobuf-compiler-grpc (apt-get install)"; exit 1; }
+	[ -x tools/ts/node_modules/.bin/protoc-gen-es ] || npm ci --prefix tools/ts --no-audit --no-fund
+	rm -rf gen/toolcrib gen/ts gen/python
 	buf=$$($(TOOL) -n buf) && GOWORK=off $$buf generate
 
 lint: ## gofmt, go vet and go mod tidy (every module), buf lint, buf format
@@ -28,6 +32,38 @@ test: ## run every module's tests with -race (needs Postgres and Redis)
 
 run: ## start every implemented service against local Postgres and Redis
 	go run ./cli/cmd/toolcrib dev up
+
+# The seed-004 acceptance drill through the real services (e2e/drill). Each
+# run keeps inputs.json, results.json, table.txt and the services' log in
+# drill-out/<time>/; DRILL_INPUTS=drill-out/<time>/inputs.json reruns with
+# the kept inputs.
+DRILL_INPUTS ?=
+drill: ## the seed-004 acceptance drill: two tenants, two tool versions, two admission replicas (one cut off), a disable; prints the table, fails on any failed case
+	@dir=$(CURDIR)/drill-out/$$(date -u +%Y%m%dT%H%M%SZ); mkdir -p "$$dir"; \
+	  inputs=$(if $(DRILL_INPUTS),$(abspath $(DRILL_INPUTS))); \
+	  status=0; (cd e2e && TOOLCRIB_DRILL=1 TOOLCRIB_DRILL_DIR="$$dir" TOOLCRIB_DRILL_INPUTS="$$inputs" \
+	    go test -count=1 -run '^TestSeed004Drill$$' -v -timeout 5m ./drill/) > "$$dir/drill.log" 2>&1 || status=$$?; \
+	  if [ -f "$$dir/table.txt" ]; then cat "$$dir/table.txt"; fi; \
+	  if [ $$status -ne 0 ]; then grep -E -- '--- FAIL|drill_test.go' "$$dir/drill.log" | head -20; echo "drill failed; log: $$dir/drill.log"; fi; \
+	  exit $$status
+
+# deploy/k8s: kustomize builds the base and the overlay, and tools/k8scheck
+# decodes every resource strictly into the official Go API types (unknown
+# fields and wrong types fail; ServiceMonitor against the Prometheus
+# Operator's type). kubeconform needs JSON schemas it downloads by default,
+# which this project's machines cannot reach: it runs (-strict) only when
+# TOOLCRIB_K8S_SCHEMAS names a local copy laid out as its -schema-location
+# expects ({{.ResourceKind}}{{.KindSuffix}}.json).
+k8s-check: ## deploy/k8s: kustomize build of base and overlay, strict check against the Kubernetes Go types; kubeconform too when TOOLCRIB_K8S_SCHEMAS is set
+	@kz=$$($(TOOL) -n kustomize) && kc=$$($(TOOL) -n kubeconform) && \
+	  for d in deploy/k8s/base deploy/k8s/overlays/example; do \
+	    out=$$($$kz build $$d) || { echo "kustomize build $$d failed"; exit 1; }; \
+	    printf '%s: ' "$$d"; GOWORK=off go -C tools run ./k8scheck <<<"$$out"; \
+	    if [ -n "$${TOOLCRIB_K8S_SCHEMAS:-}" ]; then \
+	      $$kc -strict -summary -skip ServiceMonitor \
+	        -schema-location "$$TOOLCRIB_K8S_SCHEMAS/{{.ResourceKind}}{{.KindSuffix}}.json" <<<"$$out"; \
+	    fi; \
+	  done
 
 bench: bench-discovery bench-admission bench-lease ## run every benchmark (speed targets of DESIGN §9)
 

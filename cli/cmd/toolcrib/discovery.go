@@ -556,14 +556,24 @@ func snapshotText(w *tabwriter.Writer, resp *discoveryv1.GetActiveSnapshotRespon
 func runTable(w *tabwriter.Writer, runs []*discoveryv1.Run) {
 	fmt.Fprintln(w, "RUN\tSCAN\tTRY\tSERVER\tAUDIENCE CLASS\tSTATE\tREASON\tGEN\tPAGES\tTOOLS\tTRIGGER\tSTARTED")
 	for _, r := range runs {
-		gen := strconv.FormatInt(r.GetGeneration(), 10)
-		if r.GetGeneration() == 0 {
-			gen = "-"
-		}
+		gen := runGeneration(r)
 		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.GetRunId(), r.GetScanId(), r.GetAttempt(), r.GetServerId(),
 			r.GetAudienceClass(), short(r.GetState()), short(r.GetReason()), gen, r.GetPageCount(), r.GetToolCount(),
 			short(r.GetTrigger()), when(r.GetStartedAt()))
 	}
+}
+
+// runGeneration is a run's GEN column: the generation it committed, or
+// for an UNCHANGED run the active generation it proved again ("1 confirmed"),
+// else "-".
+func runGeneration(r *discoveryv1.Run) string {
+	switch {
+	case r.GetGeneration() > 0:
+		return strconv.FormatInt(r.GetGeneration(), 10)
+	case r.GetConfirmedGeneration() > 0:
+		return strconv.FormatInt(r.GetConfirmedGeneration(), 10) + " confirmed"
+	}
+	return "-"
 }
 
 func runDetail(w *tabwriter.Writer, r *discoveryv1.Run) {

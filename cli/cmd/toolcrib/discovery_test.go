@@ -100,7 +100,7 @@ func TestDiscoveryCommands(t *testing.T) {
 	cat.SetTools("r-2", discoverytest.Tools("inv", 4)...)
 	contains(cli("discovery", "scan", "--wait", "inventory"), "ELIGIBLE")
 	// The same catalog again proves the active generation: a success.
-	contains(cli("discovery", "scan", "--wait", "inventory"), "UNCHANGED")
+	contains(cli("discovery", "scan", "--wait", "inventory"), "UNCHANGED", "2 confirmed") // the generation it proved again
 
 	runs := cli("discovery", "runs", "--server", "inventory")
 	contains(runs, "RUN", "ELIGIBLE", "MANUAL")

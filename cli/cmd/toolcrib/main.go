@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -128,6 +129,7 @@ func commands() []command {
 	all = append(all, discoveryCommands()...)
 	all = append(all, admissionCommands()...)
 	all = append(all, leaseCommands()...)
+	all = append(all, healthCommand())
 	sort.Slice(all, func(i, j int) bool { return all[i].name < all[j].name })
 	return all
 }
@@ -184,7 +186,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	gs.String(&e.admissionAddr, "admission", "TOOLCRIB_ADMISSION_ADDR", "127.0.0.1:7103", "admission gRPC address")
 	gs.String(&e.leaseAddr, "lease", "TOOLCRIB_LEASE_ADDR", "127.0.0.1:7104", "lease gRPC address")
 	gs.String(&e.token, "token", "TOOLCRIB_TOKEN", "", "bearer token to present")
-	gs.String(&e.tokenFile, "token-file", "TOOLCRIB_TOKEN_FILE", ".toolcrib/dev/admin-token", "file with the bearer token, used when --token is empty")
+	gs.String(&e.tokenFile, "token-file", "TOOLCRIB_TOKEN_FILE", devAdminTokenFile,
+		"file with the bearer token, used when --token is empty; the default is looked for in this directory and every parent")
 	gs.Bool(&e.asJSON, "json", "TOOLCRIB_JSON", false, "print results as JSON")
 	gs.Duration(&e.timeout, "timeout", "TOOLCRIB_TIMEOUT", 30*time.Second, "deadline of each call (not of streams)")
 	fs := gs.FlagSet()
@@ -196,6 +199,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprint(stderr, globalUsage(gs))
 		return err
+	}
+	lookedUpward := e.tokenFile == devAdminTokenFile
+	if lookedUpward {
+		e.tokenFile = findUpward(devAdminTokenFile)
 	}
 	rest := fs.Args()
 	if len(rest) == 0 || rest[0] == "help" || rest[0] == "-h" || rest[0] == "--help" {
@@ -221,7 +228,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if c.flags != nil {
 		c.flags(cfs)
 	}
-	if err := cfs.Parse(cargs); err != nil {
+	positional, err := parseInterspersed(cfs, cargs)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, commandUsage(c))
 			return nil
@@ -229,13 +237,65 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, commandUsage(c))
 		return err
 	}
-	err := c.run(ctx, e, cfs.Args())
-	if status.Code(err) == codes.Unauthenticated && e.token == "" {
+	err = c.run(ctx, e, positional)
+	if st, ok := status.FromError(err); ok && st.Code() == codes.Unauthenticated && e.token == "" {
 		if _, statErr := os.Stat(e.tokenFile); statErr != nil {
-			err = fmt.Errorf("%w\n  no token was sent: %s does not exist; run the CLI from the repository root after `make run`, or pass --token (TOOLCRIB_TOKEN)", err, e.tokenFile)
+			// A new status with the hint, not a wrapped one: the code is
+			// printed once.
+			where := ""
+			if lookedUpward {
+				where = " here or in any parent directory"
+			}
+			err = status.Error(codes.Unauthenticated, fmt.Sprintf("%s\n  no token was sent: %s does not exist%s; start the suite with `make run`, "+
+				"which writes it, or pass --token (TOOLCRIB_TOKEN)", st.Message(), e.tokenFile, where))
 		}
 	}
 	return err
+}
+
+// devAdminTokenFile is where `toolcrib dev up` writes the admin token,
+// relative to the directory it runs in (the repository root for `make run`).
+const devAdminTokenFile = ".toolcrib/dev/admin-token"
+
+// findUpward returns the first of rel under the working directory and
+// each of its parents that exists; rel itself when none does (so messages
+// name the path the CLI looked for).
+func findUpward(rel string) string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return rel
+	}
+	for {
+		p := filepath.Join(dir, rel)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return rel
+		}
+		dir = parent
+	}
+}
+
+// parseInterspersed parses a command's flags wherever they stand among its
+// arguments (`tool show X --no-history` as `tool show --no-history X`); after
+// `--` everything is an argument.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		positional, args = append(positional, rest[0]), rest[1:]
+	}
 }
 
 // find returns the command whose name is the longest prefix of words.

@@ -11,6 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -330,7 +332,8 @@ func tenantCommands() []command {
 			flags: func(fs *flag.FlagSet) {
 				fs.Var(&servers, "server", "a server the class reads: <server-id> or <server-id>=<secret-ref> (repeat for several)")
 				fs.StringVar(&description, "description", "", "free text")
-				fs.Int64Var(&version, "version", 0, "0 to create; to update, the version you read (a stale one is refused)")
+				fs.Int64Var(&version, "version", 0, "the version you read, to update only if nobody changed it since (a stale one is refused); "+
+					"0 creates the class, or updates an existing one from its current version")
 			},
 			run: func(ctx context.Context, e *env, a []string) error {
 				if err := needArgs(a, 1, "<tenant-id>.<class>"); err != nil {
@@ -342,9 +345,26 @@ func tenantCommands() []command {
 					id, ref, _ := strings.Cut(s, "=")
 					ac.Servers = append(ac.Servers, &registryv1.AudienceServer{ServerId: id, SecretRef: ref})
 				}
-				resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.PutAudienceClassResponse, error) {
-					return c.PutAudienceClass(ctx, &registryv1.PutAudienceClassRequest{AudienceClass: ac, ExpectedVersion: version})
-				})
+				put := func(v int64) (*registryv1.PutAudienceClassResponse, error) {
+					return callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.PutAudienceClassResponse, error) {
+						return c.PutAudienceClass(ctx, &registryv1.PutAudienceClassRequest{AudienceClass: ac, ExpectedVersion: v})
+					})
+				}
+				resp, err := put(version)
+				if status.Code(err) == codes.AlreadyExists && version == 0 {
+					// Without --version an existing class is updated from the
+					// version read now; --version keeps the compare-and-set.
+					cur, gerr := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.GetAudienceClassResponse, error) {
+						return c.GetAudienceClass(ctx, &registryv1.GetAudienceClassRequest{Name: a[0]})
+					})
+					if gerr != nil {
+						return gerr
+					}
+					read := cur.GetAudienceClass().GetVersion()
+					if resp, err = put(read); err == nil {
+						fmt.Fprintf(e.stderr, "toolcrib: %s existed at version %d; updated it (servers and description replaced by these)\n", a[0], read)
+					}
+				}
 				if err != nil {
 					return err
 				}

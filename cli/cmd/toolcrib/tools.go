@@ -19,6 +19,7 @@ import (
 
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/canonical"
 )
 
 // contractFile is the YAML (or JSON) form of a contract for `contract
@@ -252,7 +253,7 @@ func toolCommands() []command {
 					fmt.Fprintln(w, "TOOL\tSTATE\tENABLED\tAT SOURCE\tCONTRACT\tAPPROVAL DIGEST\tVARIANTS APPROVED")
 					for _, t := range all.GetTools() {
 						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.GetToolId(), enumName(t.GetReviewState().String(), "REVIEW_STATE_"),
-							yesNo(t.GetEnabled()), yesNo(t.GetPresentAtSource()), contractVersion(t), shortDigest(t.GetApprovalDigest()),
+							yesNo(t.GetEnabled()), yesNo(t.GetPresentAtSource()), contractVersion(t), orDash(t.GetApprovalDigest()),
 							variantsApproved(t))
 					}
 					fmt.Fprintf(w, "(%d tools, registry revision %d)\n", len(all.GetTools()), all.GetRevision())
@@ -296,6 +297,9 @@ func toolCommands() []command {
 			run: func(ctx context.Context, e *env, a []string) error {
 				if err := needArgs(a, 2, "<tool-id> <approval-digest>"); err != nil {
 					return err
+				}
+				if !canonical.ValidDigest(a[1]) {
+					return incompleteDigest(ctx, e, a[0], a[1])
 				}
 				return toolAction(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (toolResponse, error) {
 					return c.ApproveTool(ctx, &registryv1.ApproveToolRequest{ToolId: a[0], ApprovalDigest: a[1], Comment: comment})
@@ -391,7 +395,7 @@ func printTool(w io.Writer, t *registryv1.Tool) {
 	if c := t.GetContract(); c != nil {
 		fmt.Fprintf(w, "contract\tv%d: effect %s, scope %s, authorization %s, deadline %s\n", t.GetContractVersion(),
 			effectName(c.GetEffect()), c.GetScope(), enumName(c.GetAuthorization().String(), "AUTHORIZATION_"), deadlineText(c.GetDeadlineMs()))
-		fmt.Fprintf(w, "\tallowed fields [%s], required evidence [%s]\n", strings.Join(c.GetAllowedFields(), ", "), strings.Join(c.GetRequiredEvidence(), ", "))
+		fmt.Fprintf(w, "\tallowed fields %s, required evidence %s\n", allowedFieldsText(c.GetAllowedFields()), requiredEvidenceText(c.GetRequiredEvidence()))
 		if dm := c.GetDownstreamMapping(); dm.GetDestination() != "" || dm.GetOperation() != "" || dm.GetIdentity() != "" {
 			fmt.Fprintf(w, "\tdownstream %s %s as %s\n", orDash(dm.GetDestination()), orDash(dm.GetOperation()), orDash(dm.GetIdentity()))
 		}
@@ -443,6 +447,62 @@ func descriptionOf(raw []byte) string {
 		return strconv.Quote(string(d[:maxShownDescription])) + "…"
 	}
 	return strconv.Quote(desc.Description)
+}
+
+// allowedFieldsText says what a contract's allowed fields mean: an empty
+// list is no projection, every result field reaches the agent.
+func allowedFieldsText(fields []string) string {
+	if len(fields) == 0 {
+		return "all (no projection: every result field reaches the agent)"
+	}
+	return "[" + strings.Join(fields, ", ") + "] (only these result fields reach the agent)"
+}
+
+// requiredEvidenceText says what a contract's required evidence means.
+func requiredEvidenceText(fields []string) string {
+	if len(fields) == 0 {
+		return "none"
+	}
+	return "[" + strings.Join(fields, ", ") + "]"
+}
+
+// incompleteDigest is the error for an approval digest that is not
+// `sha256:` and 64 hex digits, e.g. one copied from a table that cut it
+// short: approving needs the whole digest. When the text is the start of a
+// digest the tool is waiting for, the error prints that digest in full to
+// copy (it never approves a digest the caller did not give whole).
+func incompleteDigest(ctx context.Context, e *env, toolID, given string) error {
+	prefix := strings.TrimRight(strings.TrimSpace(given), ".…")
+	msg := fmt.Sprintf("%q is not a full approval digest: approving needs all of it, `sha256:` and 64 hex digits, as `toolcrib tool show %s` prints it",
+		boundedArg(given), toolID)
+	if len(prefix) <= len(canonical.DigestPrefix) || !strings.HasPrefix(prefix, canonical.DigestPrefix) {
+		return errors.New(msg)
+	}
+	resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.GetToolResponse, error) {
+		return c.GetTool(ctx, &registryv1.GetToolRequest{ToolId: toolID})
+	})
+	if err != nil {
+		return errors.New(msg)
+	}
+	var match []string
+	for _, d := range approvalCandidates(resp.GetTool()) {
+		if strings.HasPrefix(d, prefix) {
+			match = append(match, d)
+		}
+	}
+	if len(match) == 1 {
+		msg += fmt.Sprintf("; the digest awaiting approval that starts so is\n  %s", match[0])
+	}
+	return errors.New(msg)
+}
+
+// boundedArg cuts caller input for an error message.
+func boundedArg(s string) string {
+	const limit = 80
+	if r := []rune(s); len(r) > limit {
+		return string(r[:limit]) + "…"
+	}
+	return s
 }
 
 // approvalCandidates returns the approval digests of the variants not yet

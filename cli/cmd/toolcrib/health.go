@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// healthCommand asks each address's grpc.health.v1.Health/Check for the
+// whole server, as a container health check or a start-up wait does. It
+// sends no token: health is public on every toolcrib service.
+func healthCommand() command {
+	return command{
+		name: "health",
+		args: "<host:port>...",
+		summary: "print each service's grpc.health.v1 status (the whole server); " +
+			"exits non-zero unless every one is SERVING (for container health checks)",
+		run: func(ctx context.Context, e *env, args []string) error {
+			if len(args) == 0 {
+				return fmt.Errorf("expected at least one <host:port>, got none")
+			}
+			var bad []string
+			for _, addr := range args {
+				st, err := healthOf(ctx, e, addr)
+				if err != nil {
+					fmt.Fprintf(e.stdout, "%s\t%s\n", addr, describe(err))
+					bad = append(bad, addr)
+					continue
+				}
+				fmt.Fprintf(e.stdout, "%s\t%s\n", addr, st)
+				if st != healthpb.HealthCheckResponse_SERVING {
+					bad = append(bad, addr)
+				}
+			}
+			if len(bad) > 0 {
+				return fmt.Errorf("not serving: %s", strings.Join(bad, ", "))
+			}
+			return nil
+		},
+	}
+}
+
+func healthOf(ctx context.Context, e *env, addr string) (healthpb.HealthCheckResponse_ServingStatus, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	cctx, cancel := e.callCtx(ctx)
+	defer cancel()
+	resp, err := healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		return 0, err
+	}
+	return resp.GetStatus(), nil
+}
