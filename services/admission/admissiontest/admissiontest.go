@@ -134,10 +134,11 @@ func Start(t testing.TB, o Options) *Service {
 	srv, err := rpcserver.New(rpcserver.Options{
 		Service: "admission", HealthNames: []string{admissionv1.AdmissionService_ServiceDesc.ServiceName},
 		ListenAddr: addr, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), CheckInterval: 50 * time.Millisecond, ShutdownTimeout: 2 * time.Second,
-		Unary:        []grpc.UnaryServerInterceptor{v.UnaryServerInterceptor()},
-		Stream:       []grpc.StreamServerInterceptor{v.StreamServerInterceptor()},
-		Register:     func(s *grpc.Server) { admissionv1.RegisterAdmissionServiceServer(s, api) },
-		QuietMethods: []string{admissionv1.AdmissionService_Check_FullMethodName},
+		Unary:         []grpc.UnaryServerInterceptor{v.UnaryServerInterceptor()},
+		Stream:        []grpc.StreamServerInterceptor{v.StreamServerInterceptor()},
+		Register:      func(s *grpc.Server) { admissionv1.RegisterAdmissionServiceServer(s, api) },
+		QuietMethods:  []string{admissionv1.AdmissionService_Check_FullMethodName},
+		StreamWorkers: 64, // as cmd/admission
 	})
 	if err != nil {
 		t.Fatal(err)

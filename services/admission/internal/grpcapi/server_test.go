@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -421,4 +422,25 @@ func TestListVisibleTools(t *testing.T) {
 		t.Fatalf("no token: %v", err)
 	}
 	_ = registryv1.Confirmation_CONFIRMATION_ALWAYS
+}
+
+// TestReceiptIDsAreRandomV4: ids from the pool parse as version-4 UUIDs,
+// never repeat over several refills, and differ between pools.
+func TestReceiptIDsAreRandomV4(t *testing.T) {
+	var a, b idPool
+	seen := map[string]bool{}
+	for range 3 * 256 {
+		id := a.next()
+		u, err := uuid.Parse(id)
+		if err != nil || u.Version() != 4 || u.Variant() != uuid.RFC4122 {
+			t.Fatalf("%q: %v, version %v, variant %v", id, err, u.Version(), u.Variant())
+		}
+		if seen[id] {
+			t.Fatalf("%q repeated", id)
+		}
+		seen[id] = true
+	}
+	if id := b.next(); seen[id] {
+		t.Fatalf("a second pool repeated %q", id)
+	}
 }
