@@ -255,10 +255,10 @@ func (w *world) Review(ctx context.Context, _ string, _ int64, _, toolID, digest
 	}
 	switch {
 	case toolID == StatusTool && digest == StatusDigest:
-		return decision.Review{Known: true, Enabled: true, Approved: &decision.Contract{
+		return decision.Review{Known: true, Enabled: true, Trust: registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY, Approved: &decision.Contract{
 			Effect: catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY, Scope: "shipment:read"}}, nil
 	case toolID == CancelTool && digest == CancelDigest:
-		return decision.Review{Known: true, Enabled: true, Approved: &decision.Contract{
+		return decision.Review{Known: true, Enabled: true, Trust: registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY, Approved: &decision.Contract{
 			Effect: catalogv1.EffectClass_EFFECT_CLASS_DESTRUCTIVE, Scope: "shipment:write",
 			Confirmation: registryv1.Confirmation_CONFIRMATION_ALWAYS}}, nil
 	case toolID == DraftTool:

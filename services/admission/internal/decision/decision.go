@@ -238,6 +238,11 @@ type Review struct {
 	// Approved is the approved contract whose approval binds the active
 	// descriptor digest; nil when that digest is not approved.
 	Approved *Contract
+	// Trust is the trust level of the tool's server (registry.proto
+	// TrustLevel). THIRD_PARTY — and UNSPECIFIED, a level not known, which
+	// is treated as the least trusted — needs a user's confirmation for
+	// every call with side effects, whatever the contract says.
+	Trust registryv1.TrustLevel
 }
 
 // Facts is everything a decision reads. The caller gathers them; zero
@@ -336,6 +341,23 @@ func NeedsConfirmation(effect catalogv1.EffectClass, c registryv1.Confirmation) 
 	return true
 }
 
+// Trusted reports whether the platform trusts the operator of a server of
+// this level with autonomous calls that have side effects: first party and
+// partners yes; third parties and an unknown level no.
+func Trusted(t registryv1.TrustLevel) bool {
+	return t == registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY || t == registryv1.TrustLevel_TRUST_LEVEL_PARTNER
+}
+
+// ConfirmationNeeded reports whether an autonomous call of a tool under
+// contract c, on a server of trust level t, needs a user's confirmation:
+// when the contract's effect and confirmation policy say so
+// ([NeedsConfirmation]), and for every call with side effects on a server
+// that is not [Trusted] (registry.proto TRUST_LEVEL_THIRD_PARTY), even
+// when the contract allows autonomous calls.
+func ConfirmationNeeded(c Contract, t registryv1.TrustLevel) bool {
+	return NeedsConfirmation(c.Effect, c.Confirmation) || (SideEffects(c.Effect) && !Trusted(t))
+}
+
 // SideEffects reports whether calling a tool of this class changes the
 // world; UNSPECIFIED does (treated as DESTRUCTIVE).
 func SideEffects(effect catalogv1.EffectClass) bool {
@@ -416,6 +438,9 @@ func rest(f Facts) Outcome {
 	}
 	if r.Mode == admissionv1.Mode_MODE_AUTONOMOUS && NeedsConfirmation(c.Effect, c.Confirmation) {
 		return deny(ConfirmationRequired, "a %s tool needs a user-confirmed call", effectName(c.Effect))
+	}
+	if r.Mode == admissionv1.Mode_MODE_AUTONOMOUS && ConfirmationNeeded(*c, f.Review.Trust) {
+		return deny(ConfirmationRequired, "the tool's server is not operated by a trusted party; a %s call needs a user-confirmed call", effectName(c.Effect))
 	}
 	return Outcome{Reason: Allow, Detail: "allowed"}
 }
