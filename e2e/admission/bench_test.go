@@ -155,10 +155,10 @@ func (w *world) revokeWhileChecking(t *testing.T, ctx context.Context, clients [
 // commitLog is tenant-a's policy changes' commit times by epoch, read from
 // the registry's Watch.
 type commitLog struct {
-	mu   sync.Mutex
-	byEpoch  map[int64]time.Time
-	cond *sync.Cond
-	err  error
+	mu      sync.Mutex
+	byEpoch map[int64]time.Time
+	cond    *sync.Cond
+	err     error
 }
 
 func (w *world) policyCommits(t *testing.T, ctx context.Context) *commitLog {
