@@ -252,9 +252,11 @@ func view(d doc) *admissionv1.VisibleTool {
 }
 
 // Tokenize splits text into lowercased, lightly stemmed words: at every
-// non-letter, non-digit, and where a lower-case letter meets an upper-case
-// one (`getShipment` → get, shipment). English function words (articles,
-// pronouns, auxiliaries, the commonest prepositions) are dropped.
+// non-letter, non-digit, where a lower-case letter meets an upper-case
+// one (`getShipment` → get, shipment) and before the last capital of an
+// acronym followed by a lower-case letter (`HTTPServer` → http, server).
+// English function words (articles, pronouns, auxiliaries, the commonest
+// prepositions) are dropped.
 func Tokenize(text string) []string {
 	var out []string
 	var cur []rune
@@ -267,10 +269,13 @@ func Tokenize(text string) []string {
 		}
 	}
 	var prev rune
-	for _, r := range text {
+	rs := []rune(text)
+	for i, r := range rs {
 		switch {
 		case unicode.IsLetter(r) || unicode.IsDigit(r):
-			if unicode.IsUpper(r) && unicode.IsLower(prev) {
+			// getShipment → get|Shipment; HTTPServer → HTTP|Server.
+			acronymEnd := unicode.IsUpper(r) && unicode.IsUpper(prev) && i+1 < len(rs) && unicode.IsLower(rs[i+1])
+			if unicode.IsUpper(r) && unicode.IsLower(prev) || acronymEnd {
 				flush()
 			}
 			cur = append(cur, r)
