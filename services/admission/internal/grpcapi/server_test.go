@@ -424,21 +424,33 @@ func TestListVisibleTools(t *testing.T) {
 	_ = registryv1.Confirmation_CONFIRMATION_ALWAYS
 }
 
-// TestReceiptIDsAreRandomV4: ids from the pool parse as version-4 UUIDs,
-// never repeat over several refills, and differ between pools.
-func TestReceiptIDsAreRandomV4(t *testing.T) {
-	var a, b idPool
+// TestReceiptIDsAreTimeOrderedV7: ids from the pool parse as version-7
+// UUIDs carrying the decision's millisecond, sort by it, never repeat over
+// several refills, and differ between pools at the same millisecond.
+func TestReceiptIDsAreTimeOrderedV7(t *testing.T) {
+	at := time.UnixMilli(1_780_000_000_123)
+	a, b := idPool{now: func() time.Time { return at }}, idPool{now: func() time.Time { return at }}
 	seen := map[string]bool{}
-	for range 3 * 256 {
+	prev := ""
+	for i := range 3 * 256 {
+		if i%256 == 0 {
+			at = at.Add(time.Millisecond)
+		}
 		id := a.next()
 		u, err := uuid.Parse(id)
-		if err != nil || u.Version() != 4 || u.Variant() != uuid.RFC4122 {
+		if err != nil || u.Version() != 7 || u.Variant() != uuid.RFC4122 {
 			t.Fatalf("%q: %v, version %v, variant %v", id, err, u.Version(), u.Variant())
+		}
+		if sec, nsec := u.Time().UnixTime(); time.Unix(sec, nsec).UnixMilli() != at.UnixMilli() {
+			t.Fatalf("%q carries %v, want %v", id, time.Unix(sec, nsec), at)
 		}
 		if seen[id] {
 			t.Fatalf("%q repeated", id)
 		}
-		seen[id] = true
+		if i%256 == 0 && id < prev {
+			t.Fatalf("%q of a later millisecond sorts before %q", id, prev)
+		}
+		seen[id], prev = true, id
 	}
 	if id := b.next(); seen[id] {
 		t.Fatalf("a second pool repeated %q", id)
