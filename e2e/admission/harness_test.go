@@ -7,6 +7,7 @@ package admission
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -46,7 +47,9 @@ func ctxFor(t *testing.T) context.Context {
 // world is the running registry and discovery with one reviewed, enabled
 // tool of tenant-a's class in an active generation.
 type world struct {
-	st         *stack.Stack
+	st *stack.Stack
+	// source is the fixture MCP server discovery scans.
+	source     *fixture.Server
 	generation int64
 	digest     string
 	// redisPrefix is the L2 prefix the replicas share.
@@ -63,10 +66,7 @@ func newWorld(t *testing.T) *world {
 		Registry:  func(c *registry.Config) { c.WatchHeartbeat = heartbeat },
 		Discovery: func(c *discovery.Config) { c.Linger = 0; c.WatchHeartbeat = heartbeat },
 	})
-	srv, err := fixture.New(fixture.Script{Name: serverID, Versioned: true, Tools: []fixture.Tool{fixture.MustRawTool(
-		`{"name":"shipment_status","description":"Query the current status of a shipment.",
-"inputSchema":{"type":"object","properties":{"shipment_id":{"type":"string"}},"required":["shipment_id"]},
-"annotations":{"readOnlyHint":true}}`)}}, nil)
+	srv, err := fixture.New(fixture.Script{Name: serverID, Versioned: true, Tools: []fixture.Tool{statusTool("Query the current status of a shipment.")}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{st: st, generation: active.GetPointer().GetGeneration(), redisPrefix: redistest.NewPrefix(t)}
+	w := &world{st: st, source: srv, generation: active.GetPointer().GetGeneration(), redisPrefix: redistest.NewPrefix(t)}
 	for _, d := range active.GetSnapshot().GetTools() {
 		if d.GetToolId() == toolID {
 			w.digest = d.GetDescriptorDigest()
@@ -154,6 +154,13 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	return w
+}
+
+// statusTool is the world's one tool with the given description.
+func statusTool(description string) fixture.Tool {
+	return fixture.MustRawTool(`{"name":"shipment_status","description":` + strconv.Quote(description) + `,
+"inputSchema":{"type":"object","properties":{"shipment_id":{"type":"string"}},"required":["shipment_id"]},
+"annotations":{"readOnlyHint":true}}`)
 }
 
 // l2Keys counts the decision cache's keys in the shared L2.

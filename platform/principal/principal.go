@@ -309,8 +309,9 @@ func (v *Verifier) authenticate(ctx context.Context, fullMethod string) (context
 	if public(fullMethod) {
 		return ctx, nil
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	vals := md.Get("authorization")
+	// ValueFromIncomingContext copies only this key's values, not the whole
+	// metadata (which FromIncomingContext copies on every call).
+	vals := metadata.ValueFromIncomingContext(ctx, "authorization")
 	if len(vals) == 0 {
 		return ctx, apierror.Unauthenticated("missing authorization metadata: send `authorization: Bearer <token>`")
 	}

@@ -48,6 +48,9 @@ type Spec struct {
 	// QuietMethods are hot-path methods whose OK calls are access-logged at
 	// debug, not info (rpcserver.Options.QuietMethods).
 	QuietMethods []string
+	// StreamWorkers is rpcserver.Options.StreamWorkers: reused goroutines
+	// for a service whose hot path has a deep stack; 0 for none.
+	StreamWorkers int
 }
 
 // Deps are what Run opened for the service.
@@ -148,6 +151,7 @@ func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context
 		Register:        parts.Register,
 		Registerer:      d.Metrics,
 		QuietMethods:    spec.QuietMethods,
+		StreamWorkers:   spec.StreamWorkers,
 	})
 	if err != nil {
 		return fmt.Errorf("%s: %w", spec.Name, err)

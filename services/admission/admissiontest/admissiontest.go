@@ -134,10 +134,11 @@ func Start(t testing.TB, o Options) *Service {
 	srv, err := rpcserver.New(rpcserver.Options{
 		Service: "admission", HealthNames: []string{admissionv1.AdmissionService_ServiceDesc.ServiceName},
 		ListenAddr: addr, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), CheckInterval: 50 * time.Millisecond, ShutdownTimeout: 2 * time.Second,
-		Unary:        []grpc.UnaryServerInterceptor{v.UnaryServerInterceptor()},
-		Stream:       []grpc.StreamServerInterceptor{v.StreamServerInterceptor()},
-		Register:     func(s *grpc.Server) { admissionv1.RegisterAdmissionServiceServer(s, api) },
-		QuietMethods: []string{admissionv1.AdmissionService_Check_FullMethodName},
+		Unary:         []grpc.UnaryServerInterceptor{v.UnaryServerInterceptor()},
+		Stream:        []grpc.StreamServerInterceptor{v.StreamServerInterceptor()},
+		Register:      func(s *grpc.Server) { admissionv1.RegisterAdmissionServiceServer(s, api) },
+		QuietMethods:  []string{admissionv1.AdmissionService_Check_FullMethodName},
+		StreamWorkers: 64, // as cmd/admission
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -254,10 +255,10 @@ func (w *world) Review(ctx context.Context, _ string, _ int64, _, toolID, digest
 	}
 	switch {
 	case toolID == StatusTool && digest == StatusDigest:
-		return decision.Review{Known: true, Enabled: true, Approved: &decision.Contract{
+		return decision.Review{Known: true, Enabled: true, Trust: registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY, Approved: &decision.Contract{
 			Effect: catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY, Scope: "shipment:read"}}, nil
 	case toolID == CancelTool && digest == CancelDigest:
-		return decision.Review{Known: true, Enabled: true, Approved: &decision.Contract{
+		return decision.Review{Known: true, Enabled: true, Trust: registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY, Approved: &decision.Contract{
 			Effect: catalogv1.EffectClass_EFFECT_CLASS_DESTRUCTIVE, Scope: "shipment:write",
 			Confirmation: registryv1.Confirmation_CONFIRMATION_ALWAYS}}, nil
 	case toolID == DraftTool:

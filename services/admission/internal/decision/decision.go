@@ -2,7 +2,6 @@ package decision
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -55,14 +54,51 @@ const (
 	MaxClassBytes  = 127
 )
 
-var (
-	// toolIDPattern is `<server_id>.<tool name>`: the registry's server id
-	// pattern, then the MCP name rule.
-	toolIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}\.[A-Za-z0-9_.-]{1,128}$`)
-	// classPattern is `<tenant_id>.<class>`.
-	classPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}\.[a-z0-9][a-z0-9_-]{0,62}$`)
-	runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
-)
+// The request's id shapes, matched by hand (a regexp match per field was
+// a measurable share of a cached Check); TestIDShapesMatchTheirPatterns
+// holds each to its pattern:
+//   - a tool id is `<server_id>.<tool name>`, the registry's server id
+//     pattern then the MCP name rule:
+//     `^[a-z0-9][a-z0-9_-]{0,62}\.[A-Za-z0-9_.-]{1,128}$`;
+//   - an audience class is `<tenant_id>.<class>`:
+//     `^[a-z0-9][a-z0-9-]{0,62}\.[a-z0-9][a-z0-9_-]{0,62}$`;
+//   - a run id is `^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`.
+
+func lowerOrDigit(c byte) bool { return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' }
+
+func alnum(c byte) bool { return lowerOrDigit(c) || 'A' <= c && c <= 'Z' }
+
+// idPart reports whether s is a first byte accepted by first, then 0..max-1
+// bytes accepted by rest.
+func idPart(s string, maxLen int, first, rest func(byte) bool) bool {
+	if len(s) < 1 || len(s) > maxLen || !first(s[0]) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if !rest(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func validToolID(s string) bool {
+	server, name, ok := strings.Cut(s, ".")
+	return ok && idPart(server, 63, lowerOrDigit, func(c byte) bool { return lowerOrDigit(c) || c == '_' || c == '-' }) &&
+		idPart(name, 128, toolNameByte, toolNameByte)
+}
+
+func toolNameByte(c byte) bool { return alnum(c) || c == '_' || c == '.' || c == '-' }
+
+func validClass(s string) bool {
+	tenant, class, ok := strings.Cut(s, ".")
+	return ok && idPart(tenant, 63, lowerOrDigit, func(c byte) bool { return lowerOrDigit(c) || c == '-' }) &&
+		idPart(class, 63, lowerOrDigit, func(c byte) bool { return lowerOrDigit(c) || c == '_' || c == '-' })
+}
+
+func validRunID(s string) bool {
+	return idPart(s, 128, alnum, func(c byte) bool { return alnum(c) || c == '_' || c == '.' || c == ':' || c == '-' })
+}
 
 // Request is the caller's half of a Check, as parsed at the boundary.
 type Request struct {
@@ -87,7 +123,7 @@ func (r Request) Validate() (field, problem string) {
 	switch {
 	case r.ToolID == "":
 		return "tool_id", "required"
-	case len(r.ToolID) > MaxToolIDBytes || !toolIDPattern.MatchString(r.ToolID):
+	case len(r.ToolID) > MaxToolIDBytes || !validToolID(r.ToolID):
 		return "tool_id", "must be <server_id>.<tool name>"
 	case r.Generation < 1:
 		return "generation", "required, from 1"
@@ -99,9 +135,9 @@ func (r Request) Validate() (field, problem string) {
 		return "policy_epoch", "must not be negative"
 	case r.Mode != admissionv1.Mode_MODE_AUTONOMOUS && r.Mode != admissionv1.Mode_MODE_USER_CONFIRMED:
 		return "mode", "must be MODE_AUTONOMOUS or MODE_USER_CONFIRMED"
-	case r.RunID != "" && (len(r.RunID) > MaxRunIDBytes || !runIDPattern.MatchString(r.RunID)):
+	case r.RunID != "" && (len(r.RunID) > MaxRunIDBytes || !validRunID(r.RunID)):
 		return "run_id", "must be 1-128 letters, digits, '_', '.', ':' or '-'"
-	case r.AudienceClass != "" && (len(r.AudienceClass) > MaxClassBytes || !classPattern.MatchString(r.AudienceClass)):
+	case r.AudienceClass != "" && (len(r.AudienceClass) > MaxClassBytes || !validClass(r.AudienceClass)):
 		return "audience_class", "must be <tenant_id>.<class>"
 	case r.ArgumentsProblem != "":
 		return "arguments", r.ArgumentsProblem
@@ -202,6 +238,11 @@ type Review struct {
 	// Approved is the approved contract whose approval binds the active
 	// descriptor digest; nil when that digest is not approved.
 	Approved *Contract
+	// Trust is the trust level of the tool's server (registry.proto
+	// TrustLevel). THIRD_PARTY — and UNSPECIFIED, a level not known, which
+	// is treated as the least trusted — needs a user's confirmation for
+	// every call with side effects, whatever the contract says.
+	Trust registryv1.TrustLevel
 }
 
 // Facts is everything a decision reads. The caller gathers them; zero
@@ -300,6 +341,23 @@ func NeedsConfirmation(effect catalogv1.EffectClass, c registryv1.Confirmation) 
 	return true
 }
 
+// Trusted reports whether the platform trusts the operator of a server of
+// this level with autonomous calls that have side effects: first party and
+// partners yes; third parties and an unknown level no.
+func Trusted(t registryv1.TrustLevel) bool {
+	return t == registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY || t == registryv1.TrustLevel_TRUST_LEVEL_PARTNER
+}
+
+// ConfirmationNeeded reports whether an autonomous call of a tool under
+// contract c, on a server of trust level t, needs a user's confirmation:
+// when the contract's effect and confirmation policy say so
+// ([NeedsConfirmation]), and for every call with side effects on a server
+// that is not [Trusted] (registry.proto TRUST_LEVEL_THIRD_PARTY), even
+// when the contract allows autonomous calls.
+func ConfirmationNeeded(c Contract, t registryv1.TrustLevel) bool {
+	return NeedsConfirmation(c.Effect, c.Confirmation) || (SideEffects(c.Effect) && !Trusted(t))
+}
+
 // SideEffects reports whether calling a tool of this class changes the
 // world; UNSPECIFIED does (treated as DESTRUCTIVE).
 func SideEffects(effect catalogv1.EffectClass) bool {
@@ -380,6 +438,9 @@ func rest(f Facts) Outcome {
 	}
 	if r.Mode == admissionv1.Mode_MODE_AUTONOMOUS && NeedsConfirmation(c.Effect, c.Confirmation) {
 		return deny(ConfirmationRequired, "a %s tool needs a user-confirmed call", effectName(c.Effect))
+	}
+	if r.Mode == admissionv1.Mode_MODE_AUTONOMOUS && ConfirmationNeeded(*c, f.Review.Trust) {
+		return deny(ConfirmationRequired, "the tool's server is not operated by a trusted party; a %s call needs a user-confirmed call", effectName(c.Effect))
 	}
 	return Outcome{Reason: Allow, Detail: "allowed"}
 }

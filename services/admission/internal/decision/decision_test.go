@@ -33,7 +33,8 @@ func allowFacts() Facts {
 		ActiveTool:       tool,
 		PlanTool:         tool,
 		Review: Review{Known: true, Enabled: true, Approved: &Contract{
-			Effect: catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY, Scope: "shipment:read"}},
+			Effect: catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY, Scope: "shipment:read"},
+			Trust: registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY},
 		Current: Access{Scopes: []string{"shipment:read"}, Classes: []string{"demo-a.readers"}},
 	}
 }
@@ -260,6 +261,7 @@ func TestEffectsAndConfirmation(t *testing.T) {
 	for _, tc := range cases {
 		f := clone(allowFacts())
 		f.Review.Approved.Effect, f.Review.Approved.Confirmation = tc.effect, tc.conf
+		f.Review.Trust = registryv1.TrustLevel_TRUST_LEVEL_PARTNER
 		f.Request.Mode = tc.mode
 		f.Pointer.Unversioned = tc.unversioned
 		if got := Decide(f).Reason; got != tc.want {
@@ -333,5 +335,69 @@ func TestRequestValidate(t *testing.T) {
 	}
 	if f, _ := ok.Validate(); f != "" {
 		t.Fatalf("valid request refused at %s", f)
+	}
+}
+
+// TestTrustLevel: a server that is not trusted (THIRD_PARTY, or a level not
+// known) gets no autonomous call with side effects, even when its
+// contract allows autonomous calls: CONFIRMATION_REQUIRED, after
+// UNVERSIONED_SOURCE and before ARGUMENTS_INVALID. Read-only calls and
+// user-confirmed calls are unaffected; first-party and partner servers
+// follow the contract alone.
+func TestTrustLevel(t *testing.T) {
+	const (
+		auto  = admissionv1.Mode_MODE_AUTONOMOUS
+		user  = admissionv1.Mode_MODE_USER_CONFIRMED
+		first = registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY
+		part  = registryv1.TrustLevel_TRUST_LEVEL_PARTNER
+		third = registryv1.TrustLevel_TRUST_LEVEL_THIRD_PARTY
+		unset = registryv1.TrustLevel_TRUST_LEVEL_UNSPECIFIED
+		free  = registryv1.Confirmation_CONFIRMATION_AUTONOMOUS_ALLOWED
+	)
+	type E = catalogv1.EffectClass
+	cases := []struct {
+		trust  registryv1.TrustLevel
+		effect E
+		conf   registryv1.Confirmation
+		mode   admissionv1.Mode
+		want   Reason
+	}{
+		{first, catalogv1.EffectClass_EFFECT_CLASS_WRITE, free, auto, Allow},
+		{part, catalogv1.EffectClass_EFFECT_CLASS_DESTRUCTIVE, free, auto, Allow},
+		{first, catalogv1.EffectClass_EFFECT_CLASS_RESERVATION, 0, auto, Allow},
+		{third, catalogv1.EffectClass_EFFECT_CLASS_WRITE, free, auto, ConfirmationRequired},
+		{third, catalogv1.EffectClass_EFFECT_CLASS_DESTRUCTIVE, free, auto, ConfirmationRequired},
+		{third, catalogv1.EffectClass_EFFECT_CLASS_RESERVATION, 0, auto, ConfirmationRequired},
+		{third, catalogv1.EffectClass_EFFECT_CLASS_UNSPECIFIED, free, auto, ConfirmationRequired},
+		{third, catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY, 0, auto, Allow},
+		{third, catalogv1.EffectClass_EFFECT_CLASS_WRITE, free, user, Allow},
+		{unset, catalogv1.EffectClass_EFFECT_CLASS_WRITE, free, auto, ConfirmationRequired},
+		{unset, catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY, 0, auto, Allow},
+	}
+	for _, tc := range cases {
+		f := clone(allowFacts())
+		f.Review.Trust = tc.trust
+		f.Review.Approved.Effect, f.Review.Approved.Confirmation = tc.effect, tc.conf
+		f.Request.Mode = tc.mode
+		out := Decide(f)
+		if out.Reason != tc.want {
+			t.Errorf("%v/%v/%v/%v: %v (%s), want %v", tc.trust, tc.effect, tc.conf, tc.mode, out.Reason, out.Detail, tc.want)
+		}
+		if tc.want == ConfirmationRequired && !strings.Contains(out.Detail, "trusted") {
+			t.Errorf("%v/%v: the detail %q does not name the trust level as the cause", tc.trust, tc.effect, out.Detail)
+		}
+	}
+	// Its place in the order: an unversioned source answers first, invalid
+	// arguments after.
+	f := clone(allowFacts())
+	f.Review.Trust = third
+	f.Review.Approved.Effect, f.Review.Approved.Confirmation = catalogv1.EffectClass_EFFECT_CLASS_WRITE, free
+	f.Arguments = ArgumentCheck{Problem: "missing property", Pointer: "/id"}
+	if got := Decide(f).Reason; got != ConfirmationRequired {
+		t.Errorf("third party with invalid arguments: %v, want CONFIRMATION_REQUIRED", got)
+	}
+	f.Pointer.Unversioned = true
+	if got := Decide(f).Reason; got != UnversionedSource {
+		t.Errorf("third party, unversioned: %v, want UNVERSIONED_SOURCE", got)
 	}
 }

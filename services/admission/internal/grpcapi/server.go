@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	lru "github.com/hashicorp/golang-lru/v2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -63,8 +63,27 @@ type Options struct {
 // Server is the AdmissionService.
 type Server struct {
 	admissionv1.UnimplementedAdmissionServiceServer
-	o    Options
-	sets *lru.Cache[string, *search.Set]
+	o     Options
+	sets  *lru.Cache[string, *search.Set]
+	views *lru.Cache[viewKey, *view]
+	ids   idPool
+}
+
+// viewKey names what one principal holds at one epoch of its tenant.
+type viewKey struct {
+	tenant  string
+	epoch   int64
+	subject string
+	groups  string // the groups joined by NUL
+}
+
+// view is a principal's access at one epoch: immutable, like the policy it
+// is computed from (a new epoch is a new key).
+type view struct {
+	policy replica.Policy
+	access decision.Access
+	// digest is cache.ScopeSetDigest(access, nil).
+	digest string
 }
 
 // New returns the service.
@@ -79,7 +98,8 @@ func New(o Options) *Server {
 		o.CacheTTL = time.Minute
 	}
 	sets, _ := lru.New[string, *search.Set](1024)
-	return &Server{o: o, sets: sets}
+	views, _ := lru.New[viewKey, *view](16_384)
+	return &Server{o: o, sets: sets, views: views}
 }
 
 // errUnavailable wraps a failure to read what a decision needs.
@@ -125,6 +145,7 @@ type resolved struct {
 	epoch   int64
 	policy  replica.Policy
 	access  decision.Access
+	digest  string // cache.ScopeSetDigest(access, nil)
 	class   string
 	pointer *replica.Pointer
 }
@@ -139,7 +160,7 @@ func (s *Server) check(ctx context.Context, p principal.Principal, req *admissio
 	r.ArgumentsProblem = problem
 	f := decision.Facts{Now: now, Request: r, Tenant: p.Tenant, PolicyFreshUntil: s.o.Heads.FreshUntil()}
 	rec := &admissionv1.Receipt{
-		ReceiptId: uuid.NewString(), TenantId: p.Tenant, Subject: p.Subject, ToolId: bounded(r.ToolID, decision.MaxToolIDBytes),
+		ReceiptId: s.ids.next(), TenantId: p.Tenant, Subject: p.Subject, ToolId: bounded(r.ToolID, decision.MaxToolIDBytes),
 		ArgumentDigest: parsed.Digest, Mode: r.Mode, RunId: bounded(r.RunID, decision.MaxRunIDBytes),
 		DecidedAt: timestamppb.New(now), Replica: s.o.Replica,
 	}
@@ -248,6 +269,26 @@ func (s *Server) policy(ctx context.Context, tenant string, epoch int64) (replic
 	return pol, nil
 }
 
+// viewOf returns p's access at the tenant's epoch (or the newer epoch the
+// registry answered, see [Server.policy]), remembered per principal and
+// epoch.
+func (s *Server) viewOf(ctx context.Context, p principal.Principal, epoch int64) (*view, error) {
+	k := viewKey{tenant: p.Tenant, epoch: epoch, subject: p.Subject, groups: strings.Join(p.Groups, "\x00")}
+	if v, ok := s.views.Get(k); ok {
+		return v, nil
+	}
+	pol, err := s.policy(ctx, p.Tenant, epoch)
+	if err != nil {
+		return nil, err
+	}
+	a := decision.Effective(pol.Grants, p.Subject, p.Groups)
+	v := &view{policy: pol, access: a, digest: cache.ScopeSetDigest(a, nil)}
+	if pol.Epoch == epoch {
+		s.views.Add(k, v)
+	}
+	return v, nil
+}
+
 // resolve finds the class the tool is read through and its pointer.
 func (s *Server) resolve(ctx context.Context, p principal.Principal, r decision.Request) (resolved, error) {
 	var res resolved
@@ -258,11 +299,11 @@ func (s *Server) resolve(ctx context.Context, p principal.Principal, r decision.
 	if err != nil {
 		return res, unavailable(err)
 	}
-	if res.policy, err = s.policy(ctx, p.Tenant, epoch); err != nil {
+	v, err := s.viewOf(ctx, p, epoch)
+	if err != nil {
 		return res, err
 	}
-	res.epoch = res.policy.Epoch
-	res.access = decision.Effective(res.policy.Grants, p.Subject, p.Groups)
+	res.policy, res.epoch, res.access, res.digest = v.policy, v.policy.Epoch, v.access, v.digest
 	server := decision.ServerOf(r.ToolID)
 	for _, c := range res.access.Classes {
 		if r.AudienceClass != "" && c != r.AudienceClass {
@@ -304,6 +345,9 @@ func (s *Server) decide(ctx context.Context, p principal.Principal, r decision.R
 			f.Planned = &a
 		}
 	}
+	if f.Planned != nil {
+		res.digest = cache.ScopeSetDigest(f.Current, f.Planned)
+	}
 	if !f.Reachable {
 		o := decision.Prelim(*f)
 		return cache.Entry{Reason: o.Reason, Detail: o.Detail}, cache.Miss, nil
@@ -316,7 +360,7 @@ func (s *Server) decide(ctx context.Context, p principal.Principal, r decision.R
 	key := cache.Key{
 		Tenant: p.Tenant, AudienceClass: res.class, PolicyEpoch: res.epoch, Generation: ptr.Generation,
 		PointerRevision: ptr.Revision, ToolID: r.ToolID, DescriptorDigest: r.DescriptorDigest,
-		ScopeSetDigest: cache.ScopeSetDigest(f.Current, f.Planned), Mode: r.Mode,
+		ScopeSetDigest: res.digest, Mode: r.Mode,
 		PlanGeneration: r.Generation, PlanEpoch: r.PolicyEpoch,
 	}
 	if e, lvl := s.o.Cache.Get(ctx, key); lvl != cache.Miss {

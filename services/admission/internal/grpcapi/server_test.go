@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -421,4 +422,37 @@ func TestListVisibleTools(t *testing.T) {
 		t.Fatalf("no token: %v", err)
 	}
 	_ = registryv1.Confirmation_CONFIRMATION_ALWAYS
+}
+
+// TestReceiptIDsAreTimeOrderedV7: ids from the pool parse as version-7
+// UUIDs carrying the decision's millisecond, sort by it, never repeat over
+// several refills, and differ between pools at the same millisecond.
+func TestReceiptIDsAreTimeOrderedV7(t *testing.T) {
+	at := time.UnixMilli(1_780_000_000_123)
+	a, b := idPool{now: func() time.Time { return at }}, idPool{now: func() time.Time { return at }}
+	seen := map[string]bool{}
+	prev := ""
+	for i := range 3 * 256 {
+		if i%256 == 0 {
+			at = at.Add(time.Millisecond)
+		}
+		id := a.next()
+		u, err := uuid.Parse(id)
+		if err != nil || u.Version() != 7 || u.Variant() != uuid.RFC4122 {
+			t.Fatalf("%q: %v, version %v, variant %v", id, err, u.Version(), u.Variant())
+		}
+		if sec, nsec := u.Time().UnixTime(); time.Unix(sec, nsec).UnixMilli() != at.UnixMilli() {
+			t.Fatalf("%q carries %v, want %v", id, time.Unix(sec, nsec), at)
+		}
+		if seen[id] {
+			t.Fatalf("%q repeated", id)
+		}
+		if i%256 == 0 && id < prev {
+			t.Fatalf("%q of a later millisecond sorts before %q", id, prev)
+		}
+		seen[id], prev = true, id
+	}
+	if id := b.next(); seen[id] {
+		t.Fatalf("a second pool repeated %q", id)
+	}
 }

@@ -153,7 +153,7 @@ func (s *Server) visibleSet(ctx context.Context, p principal.Principal) (*search
 				ToolID: id, ServerID: sr.ptr.ServerID, Name: t.Name, Title: t.Title, Description: t.Description,
 				InputSchema: t.InputSchema, AudienceClass: sr.class, Generation: sr.ptr.Generation,
 				DescriptorDigest: t.DescriptorDigest, Effect: rv.Approved.Effect, SourceState: state,
-				ConfirmationRequired: decision.NeedsConfirmation(rv.Approved.Effect, rv.Approved.Confirmation),
+				ConfirmationRequired: decision.ConfirmationNeeded(*rv.Approved, rv.Trust),
 			})
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,6 +22,10 @@ const Namespace = "toolcrib_admission"
 type Metrics struct {
 	decisions *prometheus.CounterVec
 	lookups   *prometheus.CounterVec
+	// byReason and byLevel are the vectors' children, resolved once: a
+	// label lookup per Check was a measurable share of a cached Check.
+	byReason map[decision.Reason]prometheus.Counter
+	byLevel  [3]prometheus.Counter
 }
 
 // Sources are what the gauges read at each scrape.
@@ -48,12 +53,12 @@ func New(reg prometheus.Registerer, src Sources) *Metrics {
 			Help: "Check answers by where the preliminary decision came from: l1, l2 or miss (decided from the material, or before the cache by the request, tenant and freshness rules).",
 		}, []string{"level"}),
 	}
-	for _, r := range decision.Order {
-		m.decisions.WithLabelValues(ReasonLabel(r))
+	m.byReason = map[decision.Reason]prometheus.Counter{}
+	for _, r := range append(slices.Clip(decision.Order), decision.Allow) {
+		m.byReason[r] = m.decisions.WithLabelValues(ReasonLabel(r))
 	}
-	m.decisions.WithLabelValues(ReasonLabel(decision.Allow))
 	for _, l := range []cache.Level{cache.Miss, cache.L1, cache.L2} {
-		m.lookups.WithLabelValues(l.String())
+		m.byLevel[l] = m.lookups.WithLabelValues(l.String())
 	}
 	reg.MustRegister(m.decisions, m.lookups)
 	for _, s := range []replica.Stream{replica.RegistryStream, replica.DiscoveryStream} {
@@ -82,8 +87,16 @@ func (m *Metrics) Decided(r decision.Reason, l cache.Level) {
 	if m == nil {
 		return
 	}
-	m.decisions.WithLabelValues(ReasonLabel(r)).Inc()
-	m.lookups.WithLabelValues(l.String()).Inc()
+	if c, ok := m.byReason[r]; ok {
+		c.Inc()
+	} else {
+		m.decisions.WithLabelValues(ReasonLabel(r)).Inc()
+	}
+	if l >= 0 && int(l) < len(m.byLevel) {
+		m.byLevel[l].Inc()
+	} else {
+		m.lookups.WithLabelValues(l.String()).Inc()
+	}
 }
 
 // ReasonLabel is the label value of a reason, e.g. `STALE_POLICY`.

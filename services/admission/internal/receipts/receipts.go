@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -202,7 +203,41 @@ SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[],
   $14::smallint[], $15::smallint[], $16::timestamptz[], $17::text[])
 ON CONFLICT (receipt_id) DO NOTHING`
 
+// columns are the receipts columns a batch writes (stored_at defaults).
+var columns = []string{"receipt_id", "tenant_id", "subject", "tool_id", "server_id", "audience_class",
+	"generation", "descriptor_digest", "policy_epoch", "argument_digest", "mode", "run_id", "decision", "reason",
+	"effect_class", "decided_at", "replica"}
+
+// uniqueViolation is Postgres's SQLSTATE unique_violation.
+const uniqueViolation = "23505"
+
+// insert stores a batch with COPY (binary; about half the Postgres time of
+// the INSERT … SELECT unnest below, which matters when Postgres shares the
+// cores). A batch is one COPY, so it is stored whole or not at all; only a
+// retry of a batch whose COPY committed but whose answer was lost meets a
+// duplicate id, and then the batch goes through the INSERT, which skips
+// the rows already stored.
 func (w *Writer) insert(ctx context.Context, batch []*admissionv1.Receipt) error {
+	_, err := w.pool.CopyFrom(ctx, pgx.Identifier{"receipts"}, columns, pgx.CopyFromSlice(len(batch), func(i int) ([]any, error) {
+		r := batch[i]
+		id, err := uuid.Parse(r.GetReceiptId())
+		if err != nil {
+			return nil, err
+		}
+		return []any{[16]byte(id), r.GetTenantId(), r.GetSubject(), r.GetToolId(), r.GetServerId(), r.GetAudienceClass(),
+			r.GetGeneration(), r.GetDescriptorDigest(), r.GetPolicyEpoch(), r.GetArgumentDigest(), int16(r.GetMode()),
+			r.GetRunId(), int16(r.GetDecision()), int16(r.GetReason()), int16(r.GetEffectClass()), r.GetDecidedAt().AsTime(),
+			r.GetReplica()}, nil
+	}))
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == uniqueViolation {
+		return w.insertSkippingStored(ctx, batch)
+	}
+	return err
+}
+
+// insertSkippingStored stores the batch's rows that are not stored yet.
+func (w *Writer) insertSkippingStored(ctx context.Context, batch []*admissionv1.Receipt) error {
 	n := len(batch)
 	var (
 		ids, tenants, subjects, tools, servers, classes, descs, argds, runs, replicas = mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n)

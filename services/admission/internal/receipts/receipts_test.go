@@ -205,3 +205,31 @@ func TestRunStoresInBatches(t *testing.T) {
 		t.Fatalf("%d of 1234 stored", n)
 	}
 }
+
+// TestRetriedBatchAfterLostAnswerStoresEachOnce: a batch stored once (its
+// COPY committed) and sent again, as a retry after a lost answer would, is
+// not an error and leaves every receipt stored once, with the new ones of
+// the batch stored too; a stored row reads back field for field.
+func TestRetriedBatchAfterLostAnswerStoresEachOnce(t *testing.T) {
+	pool := newPool(t)
+	ctx := context.Background()
+	w := New(pool, Options{Interval: time.Hour})
+	first := []*admissionv1.Receipt{receipt("tenant-a", "alice"), receipt("tenant-a", "alice")}
+	if err := w.insert(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	retry := append(first, receipt("tenant-a", "bob"))
+	if err := w.insert(ctx, retry); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if n := count(t, pool); n != 3 {
+		t.Fatalf("%d rows, want 3", n)
+	}
+	got, err := w.load(ctx, first[0].GetReceiptId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(got, first[0]) {
+		t.Fatalf("stored %v, want %v", got, first[0])
+	}
+}

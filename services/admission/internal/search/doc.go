@@ -7,9 +7,10 @@
 // maximum count) in a deterministic order, and digests the whole visible
 // set so a host can tell when it changed.
 //
-// Tool search ranks with BM25 (k1 = 1.2, b = 0.75) over name, title and
-// description, weighted 3:2:1 as one bag of words (a BM25F with shared
-// length normalisation). Words are lowercased, split at non-letters and at
+// Tool search ranks with BM25F (k1 = 1.2, b = 0.75) over name, title and
+// description, weighted 3:2:1: each field's term frequency is normalised
+// by that field's length against its average, the weighted sum saturated
+// once (so a long description no longer dilutes a match in the name). Words are lowercased, split at non-letters and at
 // case changes, and lightly stemmed (plural and -ing/-ed endings). Its
 // quality is measured by TestRecallAt5 on a committed query set of 5,000
 // tools.

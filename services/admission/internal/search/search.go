@@ -53,16 +53,26 @@ type Result struct {
 type doc struct {
 	tool  Tool
 	model string
-	terms map[string]float64 // weighted term frequencies
-	len   float64
+	terms map[string]*[nFields]float64 // term frequency in each field
+	len   [nFields]float64             // each field's length in terms
 	size  int64
 }
+
+// The fields of BM25F, with their weights.
+const (
+	fieldName = iota
+	fieldTitle
+	fieldDesc
+	nFields
+)
+
+var fieldWeight = [nFields]float64{fieldName: weightName, fieldTitle: weightTitle, fieldDesc: weightDesc}
 
 // Set is a built visible set.
 type Set struct {
 	docs   []doc              // by model name
 	post   map[string][]int32 // term → indexes of docs holding it
-	avgLen float64
+	avgLen [nFields]float64
 	digest string
 }
 
@@ -105,16 +115,21 @@ func Build(tools []Tool) *Set {
 			model = t.ToolID // still ambiguous (names with "__"): the unique id
 		}
 		used[model] = id
-		d := doc{tool: t, model: model, terms: map[string]float64{}, size: int64(len(t.Description) + len(t.InputSchema))}
-		add := func(text string, w float64) {
+		d := doc{tool: t, model: model, terms: map[string]*[nFields]float64{}, size: int64(len(t.Description) + len(t.InputSchema))}
+		add := func(text string, f int) {
 			for _, tok := range Tokenize(text) {
-				d.terms[tok] += w
-				d.len += w
+				tf := d.terms[tok]
+				if tf == nil {
+					tf = new([nFields]float64)
+					d.terms[tok] = tf
+				}
+				tf[f]++
+				d.len[f]++
 			}
 		}
-		add(t.Name, weightName)
-		add(t.Title, weightTitle)
-		add(t.Description, weightDesc)
+		add(t.Name, fieldName)
+		add(t.Title, fieldTitle)
+		add(t.Description, fieldDesc)
 		s.docs = append(s.docs, d)
 	}
 	slices.SortFunc(s.docs, func(a, b doc) int { return cmp.Compare(a.model, b.model) })
@@ -125,9 +140,11 @@ func Build(tools []Tool) *Set {
 		}
 	}
 	h := sha256.New()
-	var total float64
+	var total [nFields]float64
 	for _, d := range s.docs {
-		total += d.len
+		for f := range total {
+			total[f] += d.len[f]
+		}
 		t := d.tool
 		for _, f := range []string{d.model, t.ToolID, t.ServerID, t.AudienceClass, strconv.FormatInt(t.Generation, 10),
 			t.DescriptorDigest, t.Effect.String(), t.SourceState.String(), strconv.FormatBool(t.ConfirmationRequired)} {
@@ -135,8 +152,10 @@ func Build(tools []Tool) *Set {
 		}
 		h.Write([]byte{'\n'})
 	}
-	if len(s.docs) > 0 {
-		s.avgLen = total / float64(len(s.docs))
+	for f := range total {
+		if len(s.docs) > 0 && total[f] > 0 {
+			s.avgLen[f] = total[f] / float64(len(s.docs))
+		}
 	}
 	s.digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
 	return s
@@ -165,10 +184,17 @@ func (s *Set) Rank(query string) []scored {
 		df := float64(len(s.post[tok]))
 		idf := math.Log(1 + (n-df+0.5)/(df+0.5))
 		for _, i := range s.post[tok] {
+			// BM25F: each field's frequency normalised by that field's
+			// length, weighted, summed, then saturated once.
 			d := &s.docs[i]
 			tf := d.terms[tok]
-			norm := 1 - b + b*d.len/s.avgLen
-			acc[i] += idf * tf * (k1 + 1) / (tf + k1*norm)
+			var w float64
+			for f := range nFields {
+				if tf[f] > 0 {
+					w += fieldWeight[f] * tf[f] / (1 - b + b*d.len[f]/s.avgLen[f])
+				}
+			}
+			acc[i] += idf * w * (k1 + 1) / (w + k1)
 		}
 	}
 	out := make([]scored, 0, len(acc))
@@ -226,9 +252,11 @@ func view(d doc) *admissionv1.VisibleTool {
 }
 
 // Tokenize splits text into lowercased, lightly stemmed words: at every
-// non-letter, non-digit, and where a lower-case letter meets an upper-case
-// one (`getShipment` → get, shipment). English function words (articles,
-// pronouns, auxiliaries, the commonest prepositions) are dropped.
+// non-letter, non-digit, where a lower-case letter meets an upper-case
+// one (`getShipment` → get, shipment) and before the last capital of an
+// acronym followed by a lower-case letter (`HTTPServer` → http, server).
+// English function words (articles, pronouns, auxiliaries, the commonest
+// prepositions) are dropped.
 func Tokenize(text string) []string {
 	var out []string
 	var cur []rune
@@ -241,10 +269,13 @@ func Tokenize(text string) []string {
 		}
 	}
 	var prev rune
-	for _, r := range text {
+	rs := []rune(text)
+	for i, r := range rs {
 		switch {
 		case unicode.IsLetter(r) || unicode.IsDigit(r):
-			if unicode.IsUpper(r) && unicode.IsLower(prev) {
+			// getShipment → get|Shipment; HTTPServer → HTTP|Server.
+			acronymEnd := unicode.IsUpper(r) && unicode.IsUpper(prev) && i+1 < len(rs) && unicode.IsLower(rs[i+1])
+			if unicode.IsUpper(r) && unicode.IsLower(prev) || acronymEnd {
 				flush()
 			}
 			cur = append(cur, r)

@@ -128,6 +128,9 @@ func TestQueryRanksAndFilters(t *testing.T) {
 		!slices.Equal(got, []string{"get", "shipment", "status", "list", "carrier", "http2", "thing"}) {
 		t.Fatalf("tokens %v", got)
 	}
+	if got := Tokenize("getHTTPServer XMLHttpRequest listMCPTools ABC"); !slices.Equal(got, []string{"get", "http", "server", "xml", "http", "request", "list", "mcp", "tool", "abc"}) {
+		t.Fatalf("acronyms: tokens %v", got)
+	}
 	// Function words are dropped; question words and negation are kept.
 	if got := Tokenize("Where is my parcel? Not the invoice, who has it"); !slices.Equal(got, []string{"where", "parcel", "not", "invoice", "who"}) {
 		t.Fatalf("tokens %v", got)

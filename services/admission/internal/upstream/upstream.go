@@ -134,7 +134,7 @@ func (r *Registry) Review(ctx context.Context, tenant string, _ int64, class, to
 		// The class is another tenant's: never decide from it.
 		return decision.Review{}, fmt.Errorf("upstream: class %q belongs to tenant %q, not %q", class, resp.GetTenantId(), tenant)
 	}
-	rv := decision.Review{Known: true, Enabled: resp.GetEnabled()}
+	rv := decision.Review{Known: true, Enabled: resp.GetEnabled(), Trust: resp.GetTrustLevel()}
 	if c := resp.GetContract(); resp.GetApproved() && c != nil {
 		rv.Approved = &decision.Contract{Effect: c.GetEffect(), Scope: c.GetScope(), Confirmation: c.GetConfirmation()}
 	}

@@ -143,8 +143,8 @@ func TestAgainstTheRealRegistry(t *testing.T) {
 	}
 	rv, err = reg.Review(ctx, "demo-a", 0, "demo-a.readers", "logistics.shipment_status", tool.GetDescriptorDigest())
 	if err != nil || !rv.Known || !rv.Enabled || rv.Approved == nil || rv.Approved.Scope != "shipment:read" ||
-		rv.Approved.Effect != catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY {
-		t.Fatalf("an approved, enabled tool: %+v %v", rv, err)
+		rv.Approved.Effect != catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY || rv.Trust != registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY {
+		t.Fatalf("an approved, enabled tool of a first-party server: %+v %v", rv, err)
 	}
 	rv, err = reg.Review(ctx, "demo-a", 0, "demo-a.readers", "logistics.shipment_status", "sha256:"+strings.Repeat("1", 64))
 	if err != nil || rv.Approved != nil {
