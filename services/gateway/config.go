@@ -106,7 +106,7 @@ func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 	s.String(&cfg.DiscoveryAddr, "discovery-addr", "", "127.0.0.1:7102", "discovery gRPC address (GetSnapshot: descriptors and output schemas; the service token)")
 	s.String(&cfg.CursorKeyFile, "cursor-key-file", "", ".toolcrib/dev/gateway-cursor-key", "file with the key signing tools/list cursors, created when absent")
 	s.Int(&cfg.PageSize, "page-size", "", 100, "tools per tools/list page")
-	s.Duration(&cfg.ListTTL, "list-ttl", "", 5*time.Second, "ttlMs hint of tools/list results (cacheScope private)")
+	s.Duration(&cfg.ListTTL, "list-ttl", "", time.Second, "ttlMs hint of tools/list results (cacheScope private); list_changed tells listeners sooner")
 	s.Duration(&cfg.WatchInterval, "watch-interval", "", time.Second, "how often a listening principal's visible set is re-read for list_changed")
 	s.Duration(&cfg.IdleTimeout, "idle-timeout", "", 10*time.Minute, "how long a principal's last listing is kept after its last request")
 	s.String(&cfg.LeaseAudiencePrefix, "lease-audience-prefix", "", "executor.", "prefix of the server id forming a lease's executor audience")

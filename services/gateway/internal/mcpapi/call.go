@@ -241,8 +241,11 @@ func supportsInputRequests(ss *mcp.ServerSession) bool {
 	if ss == nil {
 		return false
 	}
+	// A stateless request of the new protocol carries its version per
+	// request and has no initialize parameters; old-protocol requests get
+	// synthesized ones naming their version.
 	ip := ss.InitializeParams()
-	return ip != nil && ip.ProtocolVersion >= "2026-07-28"
+	return ip == nil || ip.ProtocolVersion >= "2026-07-28"
 }
 
 func denial(reason, detail, todo string) *mcp.CallToolResult {

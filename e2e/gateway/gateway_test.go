@@ -1,0 +1,411 @@
+// Package gateway_test drives the MCP gateway through a real go-sdk MCP
+// client against the real registry, discovery, admission and lease
+// services and an upstream that verifies leases with the executor kit.
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolcrib/toolcrib/e2e/gatewayworld"
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
+	"github.com/toolcrib/toolcrib/revision/lease"
+	"github.com/toolcrib/toolcrib/services/gateway"
+)
+
+const (
+	metaReason   = "dev.toolcrib/reason"
+	metaDropped  = "dev.toolcrib/dropped-fields"
+	metaArtifact = "dev.toolcrib/artifact"
+)
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func text(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func reason(r *mcp.CallToolResult) string {
+	s, _ := r.Meta[metaReason].(string)
+	return s
+}
+
+// listAll walks every tools/list page and returns the names in order and
+// the number of pages.
+func listAll(t *testing.T, cs *mcp.ClientSession) ([]string, int) {
+	t.Helper()
+	var names []string
+	pages := 0
+	cursor := ""
+	for {
+		res, err := cs.ListTools(ctxFor(t), &mcp.ListToolsParams{Cursor: cursor})
+		if err != nil {
+			t.Fatalf("tools/list: %v", err)
+		}
+		pages++
+		for _, tl := range res.Tools {
+			names = append(names, tl.Name)
+		}
+		if res.NextCursor == "" {
+			return names, pages
+		}
+		cursor = res.NextCursor
+	}
+}
+
+func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(ctxFor(t), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("tools/call %s: %v", name, err)
+	}
+	return res
+}
+
+// elicitation answers confirmation requests and records them.
+type elicitation struct {
+	mu       sync.Mutex
+	messages []string
+	accept   bool
+}
+
+func (e *elicitation) handle(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.messages = append(e.messages, req.Params.Message)
+	if !e.accept {
+		return &mcp.ElicitResult{Action: "decline"}, nil
+	}
+	return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, nil
+}
+
+func (e *elicitation) asked() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.messages)
+}
+
+func callsOf(w *gatewayworld.World, tool string) []gatewayworld.Call {
+	var out []gatewayworld.Call
+	for _, c := range w.Calls() {
+		if c.Tool == tool {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// TestGateway runs the gateway's behaviours in one world, in order (the
+// last one revokes the grant).
+func TestGateway(t *testing.T) {
+	w := gatewayworld.Start(t, gatewayworld.Options{Gateway: func(c *gateway.Config) { c.PageSize = 2 }})
+	alice := w.Token(t, "alice", gatewayworld.TenantA)
+	cs := gatewayworld.Connect(t, w.GatewayURL, alice, &mcp.ClientOptions{ElicitationHandler: (&elicitation{accept: true}).handle})
+
+	t.Run("no token is 401 with the protected-resource metadata", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodPost, w.GatewayURL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		challenge := resp.Header.Get("WWW-Authenticate")
+		mdURL := strings.TrimSuffix(w.GatewayURL, gateway.MCPPath) + gateway.MetadataPath
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(challenge, `resource_metadata="`+mdURL+`"`) {
+			t.Fatalf("status %d, WWW-Authenticate %q", resp.StatusCode, challenge)
+		}
+		md, err := http.Get(mdURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer md.Body.Close()
+		var doc struct {
+			Resource string `json:"resource"`
+		}
+		if err := json.NewDecoder(md.Body).Decode(&doc); err != nil || doc.Resource != w.GatewayURL {
+			t.Fatalf("metadata resource %q (%v), want %s", doc.Resource, err, w.GatewayURL)
+		}
+		forged := w.St.Auth.User(t, "alice", gatewayworld.TenantA, "readers") + "x"
+		req2, _ := http.NewRequest(http.MethodPost, w.GatewayURL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		req2.Header.Set("Authorization", "Bearer "+forged)
+		resp2, err := http.DefaultClient.Do(req2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp2.Body.Close()
+		if resp2.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("a forged token got %d", resp2.StatusCode)
+		}
+	})
+
+	t.Run("a tenant sees only its approved enabled tools, paged", func(t *testing.T) {
+		names, pages := listAll(t, cs)
+		want := []string{"cancel_shipment", "export_log", "ping", "shipment_status"}
+		if !slices.Equal(names, want) || pages != 2 {
+			t.Fatalf("alice sees %v in %d pages, want %v in 2", names, pages, want)
+		}
+		res, err := cs.ListTools(ctxFor(t), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.CacheScope != "private" || res.TTLMs != 1000 {
+			t.Fatalf("cacheScope %q ttlMs %d", res.CacheScope, res.TTLMs)
+		}
+		bob := gatewayworld.Connect(t, w.GatewayURL, w.Token(t, "bob", gatewayworld.TenantB), nil)
+		if names, _ := listAll(t, bob); len(names) != 0 {
+			t.Fatalf("bob of tenant-b sees %v", names)
+		}
+		cr := call(t, bob, "shipment_status", map[string]any{"shipment_id": "S-1"})
+		if !cr.IsError || reason(cr) != "NOT_FOUND" {
+			t.Fatalf("bob's call of tenant-a's tool: %v %q", cr.IsError, text(cr))
+		}
+		cr = call(t, cs, "secret_report", nil)
+		if !cr.IsError || reason(cr) != "NOT_FOUND" || len(callsOf(w, "secret_report")) != 0 {
+			t.Fatalf("the unapproved tool: %v %q", cr.IsError, text(cr))
+		}
+	})
+
+	t.Run("a cursor of another visible set is refused", func(t *testing.T) {
+		first, err := cs.ListTools(ctxFor(t), nil)
+		if err != nil || first.NextCursor == "" {
+			t.Fatalf("first page: %v", err)
+		}
+		_, err = cs.ListTools(ctxFor(t), &mcp.ListToolsParams{Cursor: first.NextCursor + "A"})
+		if err == nil {
+			t.Fatal("a garbled cursor was accepted")
+		}
+	})
+
+	t.Run("a read call runs under a lease the upstream verifies, projected", func(t *testing.T) {
+		res := call(t, cs, "shipment_status", map[string]any{"shipment_id": "S-1"})
+		if res.IsError {
+			t.Fatalf("call failed: %s", text(res))
+		}
+		var sc map[string]any
+		b, _ := json.Marshal(res.StructuredContent)
+		_ = json.Unmarshal(b, &sc)
+		if _, leaked := sc["internal_cost"]; leaked || sc["shipment_id"] != "S-1" || sc["updated_at"] == nil {
+			t.Fatalf("structured content %v", sc)
+		}
+		if strings.Contains(text(res), "internal_cost") {
+			t.Fatalf("the text carries the dropped field: %s", text(res))
+		}
+		if d, _ := json.Marshal(res.Meta[metaDropped]); string(d) != `["internal_cost"]` {
+			t.Fatalf("dropped %s", d)
+		}
+		calls := callsOf(w, "shipment_status")
+		if len(calls) != 1 {
+			t.Fatalf("upstream ran %d calls", len(calls))
+		}
+		c := calls[0].Claims
+		digest, _ := lease.ArgumentDigest([]byte(`{"shipment_id":"S-1"}`))
+		if c.Subject != "alice" || c.Tenant != gatewayworld.TenantA || c.Tool != "inventory.shipment_status" ||
+			c.Audience != gatewayworld.Audience || c.ArgumentDigest != digest || c.ID == "" {
+			t.Fatalf("lease claims %+v", c)
+		}
+	})
+
+	t.Run("the upstream refuses a call without a lease", func(t *testing.T) {
+		direct := gatewayworld.Connect(t, w.UpstreamURL, "", nil)
+		res := call(t, direct, "shipment_status", map[string]any{"shipment_id": "S-2"})
+		if !res.IsError || len(callsOf(w, "shipment_status")) != 1 {
+			t.Fatalf("a direct call without a lease ran: %s", text(res))
+		}
+	})
+
+	t.Run("a result missing required evidence is refused naming it", func(t *testing.T) {
+		res := call(t, cs, "shipment_status", map[string]any{"shipment_id": gatewayworld.NoEvidence})
+		if !res.IsError || reason(res) != "MISSING_EVIDENCE" || !strings.Contains(text(res), "updated_at") {
+			t.Fatalf("got %v %q %q", res.IsError, reason(res), text(res))
+		}
+		if res.StructuredContent != nil || strings.Contains(text(res), "in_transit") {
+			t.Fatalf("the refused result leaked: %s", text(res))
+		}
+	})
+
+	t.Run("a write tool asks for confirmation and runs only after it", func(t *testing.T) {
+		decline := &elicitation{accept: false}
+		cd := gatewayworld.Connect(t, w.GatewayURL, alice, &mcp.ClientOptions{ElicitationHandler: decline.handle})
+		res := call(t, cd, "cancel_shipment", map[string]any{"shipment_id": "S-9"})
+		if !res.IsError || reason(res) != "USER_DECLINED" || len(callsOf(w, "cancel_shipment")) != 0 {
+			t.Fatalf("declined: %v %q %q, upstream ran %d", res.IsError, reason(res), text(res), len(callsOf(w, "cancel_shipment")))
+		}
+		accept := &elicitation{accept: true}
+		ca := gatewayworld.Connect(t, w.GatewayURL, alice, &mcp.ClientOptions{ElicitationHandler: accept.handle})
+		res = call(t, ca, "cancel_shipment", map[string]any{"shipment_id": "S-9"})
+		if res.IsError || text(res) != "cancelled S-9" {
+			t.Fatalf("confirmed call: %q", text(res))
+		}
+		asked := accept.asked()
+		if len(asked) != 1 || !strings.Contains(asked[0], "cancel_shipment") || !strings.Contains(asked[0], "WRITE") || !strings.Contains(asked[0], `"S-9"`) {
+			t.Fatalf("confirmation messages %q", asked)
+		}
+		if n := len(callsOf(w, "cancel_shipment")); n != 1 {
+			t.Fatalf("upstream ran cancel_shipment %d times", n)
+		}
+		// A client that cannot be asked is told so; nothing runs.
+		old := gatewayworld.ConnectAt(t, w.GatewayURL, alice, &mcp.ClientOptions{ElicitationHandler: accept.handle}, "2025-11-25")
+		res = call(t, old, "cancel_shipment", map[string]any{"shipment_id": "S-10"})
+		if !res.IsError || reason(res) != "CONFIRMATION_UNANSWERABLE" || len(callsOf(w, "cancel_shipment")) != 1 {
+			t.Fatalf("2025-11-25 client: %v %q %q", res.IsError, reason(res), text(res))
+		}
+	})
+
+	t.Run("a forged confirmation is refused", func(t *testing.T) {
+		// A client that handles input requests itself.
+		raw := mcp.NewClient(&mcp.Implementation{Name: "raw", Version: "1"}, &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}})
+		rs, err := raw.Connect(ctxFor(t), &mcp.StreamableClientTransport{Endpoint: w.GatewayURL, HTTPClient: gatewayworld.HTTPClient(alice), DisableStandaloneSSE: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rs.Close()
+		before := len(callsOf(w, "cancel_shipment"))
+		r2, err := rs.CallTool(ctxFor(t), &mcp.CallToolParams{Name: "cancel_shipment", Arguments: map[string]any{"shipment_id": "S-12"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r2.NeedsInput() || r2.RequestState == "" {
+			t.Fatalf("no input request: %q", text(r2))
+		}
+		forgedState := &mcp.CallToolParams{Name: "cancel_shipment", Arguments: map[string]any{"shipment_id": "S-12"},
+			RequestState: "not-a-state", InputResponses: mcp.InputResponseMap{"confirm": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}}}
+		r3, err := rs.CallTool(ctxFor(t), forgedState)
+		if err != nil {
+			t.Fatal(err)
+		}
+		otherArgs := &mcp.CallToolParams{Name: "cancel_shipment", Arguments: map[string]any{"shipment_id": "S-13"},
+			RequestState: r2.RequestState, InputResponses: forgedState.InputResponses}
+		r4, err := rs.CallTool(ctxFor(t), otherArgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r3.IsError || !r4.IsError || len(callsOf(w, "cancel_shipment")) != before {
+			t.Fatalf("forged state %q, state for other arguments %q; upstream ran %d more", text(r3), text(r4), len(callsOf(w, "cancel_shipment"))-before)
+		}
+	})
+
+	t.Run("a 5 MB result becomes an artifact readable only by its tenant", func(t *testing.T) {
+		res := call(t, cs, "export_log", nil)
+		if res.IsError {
+			t.Fatalf("export_log: %s", text(res))
+		}
+		var link *mcp.ResourceLink
+		for _, c := range res.Content {
+			if l, ok := c.(*mcp.ResourceLink); ok {
+				link = l
+			}
+		}
+		if link == nil || !strings.HasPrefix(link.URI, "toolcrib-artifact://") {
+			t.Fatalf("no resource link in %d contents", len(res.Content))
+		}
+		if b, _ := json.Marshal(res); len(b) > 64<<10 {
+			t.Fatalf("the answer has %d bytes, over the budget", len(b))
+		}
+		want := gatewayworld.ExportLog()
+		if !strings.Contains(text(res), want[:200]) || !strings.Contains(text(res), "5242880 bytes") {
+			t.Fatalf("preview %q", text(res)[:300])
+		}
+		got, err := cs.ReadResource(ctxFor(t), &mcp.ReadResourceParams{URI: link.URI})
+		if err != nil || len(got.Contents) != 1 || got.Contents[0].Text != want {
+			t.Fatalf("alice reads her artifact: %v", err)
+		}
+		carol := gatewayworld.Connect(t, w.GatewayURL, w.Token(t, "carol", gatewayworld.TenantA), nil)
+		if _, err := carol.ReadResource(ctxFor(t), &mcp.ReadResourceParams{URI: link.URI}); err != nil {
+			t.Fatalf("carol of the same tenant: %v", err)
+		}
+		bob := gatewayworld.Connect(t, w.GatewayURL, w.Token(t, "bob", gatewayworld.TenantB), nil)
+		if _, err := bob.ReadResource(ctxFor(t), &mcp.ReadResourceParams{URI: link.URI}); err == nil {
+			t.Fatal("bob of tenant-b read tenant-a's artifact")
+		}
+		if l, err := bob.ListResources(ctxFor(t), nil); err != nil || len(l.Resources) != 0 {
+			t.Fatalf("bob lists %v, %v", l, err)
+		}
+		if l, err := cs.ListResources(ctxFor(t), nil); err != nil || len(l.Resources) != 1 || l.Resources[0].URI != link.URI {
+			t.Fatalf("alice lists %v, %v", l, err)
+		}
+	})
+
+	t.Run("a revoked grant denies the next call POLICY_REVOKED, leaves the list and sends list_changed", func(t *testing.T) {
+		changed := make(chan struct{}, 8)
+		listener := gatewayworld.Connect(t, w.GatewayURL, alice, &mcp.ClientOptions{
+			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} }})
+		if names, _ := listAll(t, listener); !slices.Contains(names, "shipment_status") {
+			t.Fatalf("before the revoke: %v", names)
+		}
+		if _, err := w.St.Registry.RevokeScopes(ctxFor(t), &registryv1.RevokeScopesRequest{TenantId: gatewayworld.TenantA, Group: "readers",
+			Scopes: []string{"shipment:read"}}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-changed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no tools/list_changed within 10s of the revoke")
+		}
+		before := len(callsOf(w, "shipment_status"))
+		var res *mcp.CallToolResult
+		gatewayworld.Eventually(t, "a denial", func() bool {
+			res = call(t, cs, "shipment_status", map[string]any{"shipment_id": "S-1"})
+			return res.IsError
+		})
+		if reason(res) != "POLICY_REVOKED" || !strings.Contains(text(res), "list tools again") {
+			t.Fatalf("after the revoke: %q %q", reason(res), text(res))
+		}
+		if n := len(callsOf(w, "shipment_status")); n != before {
+			t.Fatalf("the upstream ran %d calls after the revoke", n-before)
+		}
+		// The listener was told the list changed: its next list is fresh.
+		names, _ := listAll(t, listener)
+		if slices.Contains(names, "shipment_status") || !slices.Contains(names, "cancel_shipment") {
+			t.Fatalf("after the revoke alice sees %v", names)
+		}
+	})
+}
+
+// TestGatewayFailsClosed: with admission unreachable a call is an error
+// result naming it, never a pass, and the upstream runs nothing.
+func TestGatewayFailsClosed(t *testing.T) {
+	var proxy *servicetest.Proxy
+	w := gatewayworld.Start(t, gatewayworld.Options{AdmissionAddr: func(real string) string {
+		proxy = servicetest.NewProxy(t, real)
+		return proxy.Addr()
+	}})
+	cs := gatewayworld.Connect(t, w.GatewayURL, w.Token(t, "alice", gatewayworld.TenantA), nil)
+	if names, _ := listAll(t, cs); len(names) != 4 {
+		t.Fatalf("alice sees %v", names)
+	}
+	proxy.Sever()
+	res := call(t, cs, "shipment_status", map[string]any{"shipment_id": "S-1"})
+	if !res.IsError || reason(res) != "UNAVAILABLE" || !strings.Contains(text(res), "admission") {
+		t.Fatalf("admission severed: %v %q %q", res.IsError, reason(res), text(res))
+	}
+	if n := len(callsOf(w, "shipment_status")); n != 0 {
+		t.Fatalf("the upstream ran %d calls", n)
+	}
+	// A new session: the first one may answer from its client-side cache
+	// (ttlMs).
+	fresh := gatewayworld.Connect(t, w.GatewayURL, w.Token(t, "alice", gatewayworld.TenantA), nil)
+	if _, err := fresh.ListTools(ctxFor(t), nil); err == nil || !strings.Contains(err.Error(), "admission") {
+		t.Fatalf("tools/list without admission: %v", err)
+	}
+}
