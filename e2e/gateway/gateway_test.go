@@ -17,7 +17,6 @@ import (
 
 	"github.com/toolcrib/toolcrib/e2e/gatewayworld"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
-	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/revision/lease"
 	"github.com/toolcrib/toolcrib/services/gateway"
 )
@@ -161,9 +160,9 @@ func TestGateway(t *testing.T) {
 
 	t.Run("a tenant sees only its approved enabled tools, paged", func(t *testing.T) {
 		names, pages := listAll(t, cs)
-		want := []string{"cancel_shipment", "export_log", "ping", "shipment_status"}
-		if !slices.Equal(names, want) || pages != 2 {
-			t.Fatalf("alice sees %v in %d pages, want %v in 2", names, pages, want)
+		want := []string{"cancel_shipment", "export_log", "ping", "shipment_status", "slow_report"}
+		if !slices.Equal(names, want) || pages != 3 {
+			t.Fatalf("alice sees %v in %d pages, want %v in 3", names, pages, want)
 		}
 		res, err := cs.ListTools(ctxFor(t), nil)
 		if err != nil {
@@ -223,6 +222,30 @@ func TestGateway(t *testing.T) {
 		if c.Subject != "alice" || c.Tenant != gatewayworld.TenantA || c.Tool != "inventory.shipment_status" ||
 			c.Audience != gatewayworld.Audience || c.ArgumentDigest != digest || c.ID == "" {
 			t.Fatalf("lease claims %+v", c)
+		}
+	})
+
+	t.Run("the upstream gets the class's credential, never the caller's token", func(t *testing.T) {
+		auths := w.UpstreamAuthorizations()
+		if len(auths) == 0 {
+			t.Fatal("the upstream saw no tools/call")
+		}
+		for _, a := range auths {
+			if a != "Bearer "+gatewayworld.UpstreamCredential || strings.Contains(a, alice) {
+				t.Fatalf("the upstream got Authorization %q", a)
+			}
+		}
+	})
+
+	t.Run("the upstream deadline comes from the contract", func(t *testing.T) {
+		start := time.Now()
+		res := call(t, cs, "slow_report", nil)
+		took := time.Since(start)
+		if !res.IsError || reason(res) != "UPSTREAM_DEADLINE" || !strings.Contains(text(res), "300 ms") {
+			t.Fatalf("slow_report: %v %q %q", res.IsError, reason(res), text(res))
+		}
+		if took >= 3*time.Second {
+			t.Fatalf("the gateway waited %v, past the tool's own answer", took)
 		}
 	})
 
@@ -382,30 +405,41 @@ func TestGateway(t *testing.T) {
 	})
 }
 
-// TestGatewayFailsClosed: with admission unreachable a call is an error
-// result naming it, never a pass, and the upstream runs nothing.
+// TestGatewayFailsClosed: with admission, the lease service or the
+// upstream unreachable a call is an error result naming it, never a pass;
+// the upstream runs nothing without a lease; once healed, calls run again.
 func TestGatewayFailsClosed(t *testing.T) {
-	var proxy *servicetest.Proxy
-	w := gatewayworld.Start(t, gatewayworld.Options{AdmissionAddr: func(real string) string {
-		proxy = servicetest.NewProxy(t, real)
-		return proxy.Addr()
-	}})
+	w := gatewayworld.Start(t, gatewayworld.Options{Proxied: true})
 	cs := gatewayworld.Connect(t, w.GatewayURL, w.Token(t, "alice", gatewayworld.TenantA), nil)
-	if names, _ := listAll(t, cs); len(names) != 4 {
+	if names, _ := listAll(t, cs); len(names) != 5 {
 		t.Fatalf("alice sees %v", names)
 	}
-	proxy.Sever()
-	res := call(t, cs, "shipment_status", map[string]any{"shipment_id": "S-1"})
-	if !res.IsError || reason(res) != "UNAVAILABLE" || !strings.Contains(text(res), "admission") {
-		t.Fatalf("admission severed: %v %q %q", res.IsError, reason(res), text(res))
+	if res := call(t, cs, "shipment_status", map[string]any{"shipment_id": "S-1"}); res.IsError {
+		t.Fatalf("healthy: %s", text(res))
 	}
-	if n := len(callsOf(w, "shipment_status")); n != 0 {
-		t.Fatalf("the upstream ran %d calls", n)
-	}
-	// A new session: the first one may answer from its client-side cache
-	// (ttlMs).
-	fresh := gatewayworld.Connect(t, w.GatewayURL, w.Token(t, "alice", gatewayworld.TenantA), nil)
-	if _, err := fresh.ListTools(ctxFor(t), nil); err == nil || !strings.Contains(err.Error(), "admission") {
-		t.Fatalf("tools/list without admission: %v", err)
+	for _, c := range []struct{ proxy, names string }{
+		{"admission", "admission"}, {"lease", "lease"}, {"upstream", "the tool's server"},
+	} {
+		before := len(callsOf(w, "shipment_status"))
+		w.Proxy[c.proxy].Sever()
+		res := call(t, cs, "shipment_status", map[string]any{"shipment_id": "S-1"})
+		if !res.IsError || reason(res) != "UNAVAILABLE" || !strings.Contains(text(res), c.names+" did not answer") {
+			t.Fatalf("%s severed: %v %q %q", c.proxy, res.IsError, reason(res), text(res))
+		}
+		if n := len(callsOf(w, "shipment_status")); n != before {
+			t.Fatalf("%s severed: the upstream ran %d calls", c.proxy, n-before)
+		}
+		if c.proxy == "admission" {
+			// A new session: the first may answer from its client-side
+			// cache (ttlMs).
+			fresh := gatewayworld.Connect(t, w.GatewayURL, w.Token(t, "alice", gatewayworld.TenantA), nil)
+			if _, err := fresh.ListTools(ctxFor(t), nil); err == nil || !strings.Contains(err.Error(), "admission") {
+				t.Fatalf("tools/list without admission: %v", err)
+			}
+		}
+		w.Proxy[c.proxy].Heal()
+		gatewayworld.Eventually(t, c.proxy+" healed", func() bool {
+			return !call(t, cs, "shipment_status", map[string]any{"shipment_id": "S-1"}).IsError
+		})
 	}
 }

@@ -3,15 +3,19 @@
 // verifies leases with the executor kit, for the gateway tests and the
 // gateway benchmark.
 //
-// The server `inventory` has five tools. For tenant-a's readers (group
+// The server `inventory` has six tools. For tenant-a's readers (group
 // `readers`), shipment_status, cancel_shipment (WRITE: needs the user's
 // confirmation), export_log (a 5 MB text) and ping (no result policy, for
 // the benchmark) are approved and enabled; secret_report is published but
-// never approved, so nobody sees it.
+// never approved, so nobody sees it; slow_report answers after its
+// contract's deadline. tenant-a's class reaches the server with its own
+// credential (UpstreamCredential), never the caller's token.
 package gatewayworld
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -72,17 +76,34 @@ type World struct {
 	// AdmissionAddr and LeaseAddr are the services' gRPC addresses.
 	AdmissionAddr, LeaseAddr string
 
+	// Proxy holds the proxies of a Proxied world: "admission", "lease",
+	// "upstream".
+	Proxy map[string]*servicetest.Proxy
+
 	mu    sync.Mutex
 	calls []Call
+	auths []string // Authorization headers of the upstream's tools/call requests
+}
+
+// UpstreamCredential is the audience class's upstream credential (a
+// secret reference to an environment variable); the upstream sees only it.
+const UpstreamCredential = "class-credential-tenant-a"
+
+// UpstreamAuthorizations returns the Authorization headers the upstream
+// received with tools/call requests.
+func (w *World) UpstreamAuthorizations() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.auths...)
 }
 
 // Options adjust the world.
 type Options struct {
 	// Gateway edits the gateway's configuration before it starts.
 	Gateway func(*gateway.Config)
-	// AdmissionAddr, when set, returns the address the gateway dials for
-	// admission given the real one (a proxy in front of it).
-	AdmissionAddr func(real string) string
+	// Proxied puts a severable proxy between the gateway and admission,
+	// the lease service and the upstream ([World.Proxy]).
+	Proxied bool
 	// NoExecutorKit serves the upstream without the executor kit, so a
 	// client may call it directly (the benchmark's direct arm calls the
 	// same server and tool as the gateway does).
@@ -167,6 +188,15 @@ func (w *World) startUpstream(t testing.TB, leaseAddr string, kit bool) string {
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong"}}}, nil
 		})
+	catalog.AddTool(&mcp.Tool{Name: "slow_report", Description: "Compile a report slowly.", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			w.record(ctx, "slow_report", nil)
+			select {
+			case <-ctx.Done():
+			case <-time.After(3 * time.Second):
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "late"}}}, nil
+		})
 	catalog.AddTool(&mcp.Tool{Name: "secret_report", Description: "Report every shipment's cost.", InputSchema: map[string]any{"type": "object"}},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			w.record(ctx, "secret_report", nil)
@@ -183,7 +213,19 @@ func (w *World) startUpstream(t testing.TB, leaseAddr string, kit bool) string {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true})
+	mux.Handle("/mcp", http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if bytes.Contains(body, []byte(`"tools/call"`)) {
+				w.mu.Lock()
+				w.auths = append(w.auths, r.Header.Get("Authorization"))
+				w.mu.Unlock()
+			}
+		}
+		h.ServeHTTP(rw, r)
+	}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
@@ -276,19 +318,33 @@ func Start(t testing.TB, opts Options) *World {
 		return leasesvc.Run(ctx, c)
 	})
 	w.UpstreamURL = w.startUpstream(t, w.LeaseAddr, !opts.NoExecutorKit)
+	registered := w.UpstreamURL
+	gatewayAdmission, gatewayLease := w.AdmissionAddr, w.LeaseAddr
+	if opts.Proxied {
+		w.Proxy = map[string]*servicetest.Proxy{}
+		hostPort := strings.TrimSuffix(strings.TrimPrefix(w.UpstreamURL, "http://"), "/mcp")
+		for name, addr := range map[string]string{"admission": w.AdmissionAddr, "lease": w.LeaseAddr, "upstream": hostPort} {
+			w.Proxy[name] = servicetest.NewProxy(t, addr)
+		}
+		registered = "http://" + w.Proxy["upstream"].Addr() + "/mcp"
+		gatewayAdmission, gatewayLease = w.Proxy["admission"].Addr(), w.Proxy["lease"].Addr()
+	}
+	// The class's upstream credential: a secret reference the gateway
+	// resolves (discovery too, when it scans).
+	t.Setenv("TOOLCRIB_SECRET_INVENTORY_A", UpstreamCredential)
 
 	reg := st.Registry
 	must(reg.RegisterServer(ctx, &registryv1.RegisterServerRequest{Server: &registryv1.Server{
 		ServerId: ServerID, Owner: TenantA + "/group:inventory-team",
-		Transport:      &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: w.UpstreamURL}},
+		Transport:      &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: registered}},
 		TrustLevel:     registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY,
 		RevisionSource: registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED,
 		ScanInterval:   durationpb.New(time.Hour),
 	}}))
-	for _, tc := range [][2]string{{TenantA, ClassA}, {TenantB, ClassB}} {
+	for _, tc := range [][3]string{{TenantA, ClassA, "env:TOOLCRIB_SECRET_INVENTORY_A"}, {TenantB, ClassB, ""}} {
 		must(reg.PutTenant(ctx, &registryv1.PutTenantRequest{Tenant: &registryv1.Tenant{TenantId: tc[0]}}))
 		must(reg.PutAudienceClass(ctx, &registryv1.PutAudienceClassRequest{AudienceClass: &registryv1.AudienceClass{
-			Name: tc[1], TenantId: tc[0], Servers: []*registryv1.AudienceServer{{ServerId: ServerID}}}}))
+			Name: tc[1], TenantId: tc[0], Servers: []*registryv1.AudienceServer{{ServerId: ServerID, SecretRef: tc[2]}}}}))
 	}
 	must(reg.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: TenantA, Group: "readers",
 		Scopes: []string{"shipment:read", "shipment:write"}, AudienceClasses: []string{ClassA}}))
@@ -314,10 +370,11 @@ func Start(t testing.TB, opts Options) *World {
 		{"cancel_shipment", write, "shipment:write", nil, nil, true},
 		{"export_log", read, "shipment:read", nil, nil, true},
 		{"ping", read, "shipment:read", nil, nil, true},
+		{"slow_report", read, "shipment:read", nil, nil, true},
 		{"secret_report", read, "shipment:read", nil, nil, false},
 	} {
 		pub, err := reg.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: &registryv1.ToolContract{
-			ToolId: ServerID + "." + c.tool, Effect: c.effect, Scope: c.scope, DeadlineMs: 5000,
+			ToolId: ServerID + "." + c.tool, Effect: c.effect, Scope: c.scope, DeadlineMs: deadline(c.tool),
 			Authorization: registryv1.Authorization_AUTHORIZATION_CALLER_AND_TENANT,
 			AllowedFields: c.allowed, RequiredEvidence: c.evidence,
 		}})
@@ -336,10 +393,7 @@ func Start(t testing.TB, opts Options) *World {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gcfg.AdmissionAddr, gcfg.LeaseAddr, gcfg.RegistryAddr, gcfg.DiscoveryAddr = w.AdmissionAddr, w.LeaseAddr, st.RegistryAddr, st.DiscoveryAddr
-	if opts.AdmissionAddr != nil {
-		gcfg.AdmissionAddr = opts.AdmissionAddr(w.AdmissionAddr)
-	}
+	gcfg.AdmissionAddr, gcfg.LeaseAddr, gcfg.RegistryAddr, gcfg.DiscoveryAddr = gatewayAdmission, gatewayLease, st.RegistryAddr, st.DiscoveryAddr
 	gcfg.Egress.AllowLoopback = true
 	gcfg.WatchInterval = 100 * time.Millisecond
 	if opts.Gateway != nil {
@@ -358,6 +412,16 @@ func Start(t testing.TB, opts Options) *World {
 	})
 	w.GatewayURL = <-urlc
 	return w
+}
+
+// SlowDeadlineMs is slow_report's contract deadline; it answers after 3 s.
+const SlowDeadlineMs = 300
+
+func deadline(tool string) int32 {
+	if tool == "slow_report" {
+		return SlowDeadlineMs
+	}
+	return 5000
 }
 
 // Token mints a token of subject in tenant, group readers.
