@@ -15,8 +15,8 @@ package gatewayworld
 import (
 	"bytes"
 	"context"
-	"io"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"path/filepath"
