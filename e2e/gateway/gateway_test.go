@@ -443,3 +443,48 @@ func TestGatewayFailsClosed(t *testing.T) {
 		})
 	}
 }
+
+// TestGatewayFindTools: behind --find-tools, find_tools searches the
+// caller's visible set (never another's) and a match is callable by name.
+func TestGatewayFindTools(t *testing.T) {
+	w := gatewayworld.Start(t, gatewayworld.Options{Gateway: func(c *gateway.Config) { c.FindTools = true }})
+	cs := gatewayworld.Connect(t, w.GatewayURL, w.Token(t, "alice", gatewayworld.TenantA), nil)
+	if names, _ := listAll(t, cs); !slices.Contains(names, "find_tools") || len(names) != 6 {
+		t.Fatalf("alice sees %v", names)
+	}
+	find := func(cs *mcp.ClientSession, query string) []string {
+		res := call(t, cs, "find_tools", map[string]any{"query": query, "max_tools": 3})
+		if res.IsError {
+			t.Fatalf("find_tools: %s", text(res))
+		}
+		var out struct {
+			Tools []struct {
+				Name string `json:"name"`
+			} `json:"tools"`
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, f := range out.Tools {
+			names = append(names, f.Name)
+		}
+		return names
+	}
+	found := find(cs, "status of a shipment")
+	if len(found) == 0 || found[0] != "shipment_status" {
+		t.Fatalf("found %v", found)
+	}
+	if res := call(t, cs, found[0], map[string]any{"shipment_id": "S-1"}); res.IsError {
+		t.Fatalf("calling the match: %s", text(res))
+	}
+	bob := gatewayworld.Connect(t, w.GatewayURL, w.Token(t, "bob", gatewayworld.TenantB), nil)
+	if found := find(bob, "status of a shipment"); len(found) != 0 {
+		t.Fatalf("bob of tenant-b found %v", found)
+	}
+	res := call(t, cs, "find_tools", map[string]any{"query": ""})
+	if !res.IsError || reason(res) != "ARGUMENTS_INVALID" {
+		t.Fatalf("empty query: %q", text(res))
+	}
+}

@@ -84,6 +84,10 @@ type Config struct {
 	// results are refused.
 	MaxArtifactBytes int
 
+	// FindTools offers the find_tools search tool (admission's
+	// visible-set search) beside the visible set.
+	FindTools bool
+
 	// Secrets confines the audience classes' secret references (upstream
 	// credentials); Egress confines the upstreams the gateway dials.
 	Secrets secretref.Config
@@ -116,6 +120,7 @@ func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 	s.Int(&cfg.PreviewBytes, "preview-bytes", "", 1024, "bytes of an artifact's head and of its tail in the preview")
 	s.Duration(&cfg.ArtifactRetention, "artifact-retention", "", 24*time.Hour, "how long an artifact is kept")
 	s.Int(&cfg.MaxArtifactBytes, "max-artifact-bytes", "", 64<<20, "largest result stored as an artifact; larger results are refused")
+	s.Bool(&cfg.FindTools, "find-tools", "", false, "offer the find_tools search tool (visible-set search) so a host can load tools on demand")
 	cfg.Secrets.Register(s)
 	cfg.Egress.Register(s)
 	return s

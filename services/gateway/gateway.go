@@ -112,7 +112,7 @@ func Run(ctx context.Context, cfg Config) error {
 			PageSize: cfg.PageSize, ListTTL: cfg.ListTTL, WatchInterval: cfg.WatchInterval, IdleTimeout: cfg.IdleTimeout,
 			LeaseAudiencePrefix: cfg.LeaseAudiencePrefix, DefaultDeadline: cfg.DefaultDeadline, ConfirmTTL: cfg.ConfirmTTL,
 			ResultBudget: cfg.ResultBudget, PreviewBytes: cfg.PreviewBytes, MaxArtifactBytes: cfg.MaxArtifactBytes,
-			Retention: cfg.ArtifactRetention, Metrics: m, Logger: d.Logger,
+			Retention: cfg.ArtifactRetention, FindTools: cfg.FindTools, Metrics: m, Logger: d.Logger,
 		})
 		endpoint := cfg.mcpURL(lis.Addr().String())
 		metadataURL := strings.TrimSuffix(endpoint, MCPPath) + MetadataPath

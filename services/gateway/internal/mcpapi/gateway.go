@@ -58,6 +58,9 @@ type Options struct {
 	MaxArtifactBytes    int
 	Retention           time.Duration
 
+	// FindTools offers the find_tools search tool beside the visible set.
+	FindTools bool
+
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
 }
@@ -188,7 +191,18 @@ func (g *Gateway) middleware(st *state) mcp.Middleware {
 				}
 			case "tools/call":
 				if r, ok := req.(*mcp.CallToolRequest); ok && r.Params != nil && !st.isRegistered(r.Params.Name) {
-					return g.call(ctx, st, r, false), nil
+					if st.current() == nil {
+						// Nothing listed on this replica yet (the client
+						// listed on another): read the set first.
+						if _, tok, ok := bearer.From(r.GetExtra().TokenInfo); ok {
+							if _, err := g.sync(ctx, st, tok); err != nil {
+								return unavailable("admission", err), nil
+							}
+						}
+					}
+					if !st.isRegistered(r.Params.Name) {
+						return g.call(ctx, st, r, false), nil
+					}
 				}
 			case "resources/list":
 				if r, ok := req.(*mcp.ListResourcesRequest); ok {
@@ -221,6 +235,12 @@ func (g *Gateway) middleware(st *state) mcp.Middleware {
 			return next(ctx, method, req)
 		}
 	}
+}
+
+func (st *state) current() *visibleSet {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.set
 }
 
 func (st *state) isRegistered(name string) bool {

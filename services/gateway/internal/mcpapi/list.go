@@ -66,7 +66,13 @@ func (g *Gateway) sync(ctx context.Context, st *state, tok string) (*visibleSet,
 
 	set := &visibleSet{digest: resp.GetVisibleSetDigest(), epoch: resp.GetPolicyEpoch()}
 	for _, vt := range resp.GetTools() {
+		if g.opts.FindTools && vt.GetModel().GetName() == FindToolsName {
+			continue // the search tool's name is reserved while it is offered
+		}
 		set.tools = append(set.tools, &shownTool{model: g.modelTool(ctx, vt), rt: vt.GetRuntime(), epoch: set.epoch})
+	}
+	if g.opts.FindTools {
+		set.tools = append(set.tools, &shownTool{model: findTool}) // no runtime view: the gateway answers it
 	}
 
 	st.mu.Lock()
@@ -80,7 +86,9 @@ func (g *Gateway) sync(ctx context.Context, st *state, tok string) (*visibleSet,
 		clear(st.shown)
 	}
 	for _, t := range set.tools {
-		st.shown[t.model.Name] = t
+		if t.rt != nil {
+			st.shown[t.model.Name] = t
+		}
 	}
 	st.mu.Unlock()
 	g.opts.Metrics.Changed()
@@ -107,6 +115,10 @@ func (g *Gateway) register(st *state, set *visibleSet) {
 	}
 	for name, t := range want {
 		if old, ok := st.registered[name]; ok && sameRuntime(old.rt, t.rt) {
+			continue
+		}
+		if t.rt == nil {
+			st.server.AddTool(t.model, g.findTools)
 			continue
 		}
 		st.server.AddTool(t.model, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
