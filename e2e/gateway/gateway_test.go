@@ -364,8 +364,44 @@ func TestGateway(t *testing.T) {
 		if l, err := bob.ListResources(ctxFor(t), nil); err != nil || len(l.Resources) != 0 {
 			t.Fatalf("bob lists %v, %v", l, err)
 		}
-		if l, err := cs.ListResources(ctxFor(t), nil); err != nil || len(l.Resources) != 1 || l.Resources[0].URI != link.URI {
+		if l, err := cs.ListResources(ctxFor(t), nil); err != nil || len(l.Resources) == 0 || l.Resources[0].URI != link.URI {
 			t.Fatalf("alice lists %v, %v", l, err)
+		}
+	})
+
+	t.Run("prompts and resources of the servers behind the visible set pass through", func(t *testing.T) {
+		ps, err := cs.ListPrompts(ctxFor(t), nil)
+		if err != nil || len(ps.Prompts) != 1 || ps.Prompts[0].Name != gatewayworld.PromptName {
+			t.Fatalf("alice's prompts %v, %v", ps, err)
+		}
+		got, err := cs.GetPrompt(ctxFor(t), &mcp.GetPromptParams{Name: gatewayworld.PromptName, Arguments: map[string]string{"shipment_id": "S-7"}})
+		if err != nil || len(got.Messages) != 1 || !strings.Contains(got.Messages[0].Content.(*mcp.TextContent).Text, "S-7") {
+			t.Fatalf("get prompt: %v %v", got, err)
+		}
+		rs, err := cs.ListResources(ctxFor(t), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var uris []string
+		for _, r := range rs.Resources {
+			uris = append(uris, r.URI)
+		}
+		if !slices.Contains(uris, gatewayworld.ResourceURI) {
+			t.Fatalf("alice's resources %v", uris)
+		}
+		rr, err := cs.ReadResource(ctxFor(t), &mcp.ReadResourceParams{URI: gatewayworld.ResourceURI})
+		if err != nil || len(rr.Contents) != 1 || rr.Contents[0].Text != gatewayworld.WarehousesText {
+			t.Fatalf("read %v %v", rr, err)
+		}
+		bob := gatewayworld.Connect(t, w.GatewayURL, w.Token(t, "bob", gatewayworld.TenantB), nil)
+		if ps, err := bob.ListPrompts(ctxFor(t), nil); err != nil || len(ps.Prompts) != 0 {
+			t.Fatalf("bob's prompts %v, %v", ps, err)
+		}
+		if _, err := bob.ReadResource(ctxFor(t), &mcp.ReadResourceParams{URI: gatewayworld.ResourceURI}); err == nil {
+			t.Fatal("bob read a resource of a server behind nothing he sees")
+		}
+		if _, err := bob.GetPrompt(ctxFor(t), &mcp.GetPromptParams{Name: gatewayworld.PromptName, Arguments: map[string]string{"shipment_id": "S-7"}}); err == nil {
+			t.Fatal("bob got a prompt of a server behind nothing he sees")
 		}
 	})
 

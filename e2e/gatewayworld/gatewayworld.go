@@ -135,6 +135,14 @@ type shipmentOut struct {
 	InternalCost float64 `json:"internal_cost"`
 }
 
+// The upstream's prompt and resource, passed through to the principals
+// behind whose visible set the server is.
+const (
+	PromptName     = "summarize_shipment"
+	ResourceURI    = "inventory://warehouses"
+	WarehousesText = "w1 Rotterdam\nw2 Hamburg\n"
+)
+
 // NoEvidence is the shipment id for which shipment_status leaves out
 // updated_at, a required-evidence field.
 const NoEvidence = "S-NO-EVIDENCE"
@@ -153,7 +161,18 @@ var shipmentInSchema = map[string]any{"type": "object", "properties": map[string
 func (w *World) startUpstream(t testing.TB, leaseAddr string, kit bool) string {
 	t.Helper()
 	server := mcp.NewServer(&mcp.Implementation{Name: "inventory", Version: "1.0.0"}, &mcp.ServerOptions{
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}})
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true},
+			Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{}}})
+	server.AddPrompt(&mcp.Prompt{Name: PromptName, Description: "Summarize one shipment for a customer.",
+		Arguments: []*mcp.PromptArgument{{Name: "shipment_id", Required: true}}},
+		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user",
+				Content: &mcp.TextContent{Text: "Summarize shipment " + req.Params.Arguments["shipment_id"] + " for its customer."}}}}, nil
+		})
+	server.AddResource(&mcp.Resource{URI: ResourceURI, Name: "warehouses", MIMEType: "text/plain"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: ResourceURI, MIMEType: "text/plain", Text: WarehousesText}}}, nil
+		})
 	catalog, err := revision.New(server, revision.Options{Key: []byte("gatewayworld-cursor-key"), PageSize: 2})
 	if err != nil {
 		t.Fatal(err)

@@ -107,7 +107,9 @@ type state struct {
 	lastUsed  time.Time
 	listeners int
 	set       *visibleSet
-	shown     map[string]*shownTool // every tool shown since the state was made, by model name
+	shown     map[string]*shownTool  // every tool shown since the state was made, by model name
+	prompts   map[string]promptRef   // the last prompts/list, by name as listed
+	resources map[string]resourceRef // the last upstream resources listed, by URI as listed
 
 	regMu      sync.Mutex            // serializes changes of the server's tools
 	registered map[string]*shownTool // tools registered on server, by name
@@ -168,6 +170,7 @@ func (g *Gateway) stateOf(p principal.Principal) *state {
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:     &mcp.ToolCapabilities{ListChanged: true},
 			Resources: &mcp.ResourceCapabilities{},
+			Prompts:   &mcp.PromptCapabilities{},
 		},
 		Instructions: "Tools here are the ones toolcrib lets you call now. A denied call is a tool error naming the reason and what to do; " +
 			"large results are stored as resources (toolcrib-artifact://…) readable with resources/read.",
@@ -206,7 +209,15 @@ func (g *Gateway) middleware(st *state) mcp.Middleware {
 				}
 			case "resources/list":
 				if r, ok := req.(*mcp.ListResourcesRequest); ok {
-					return g.listArtifacts(ctx, st, r)
+					return g.listResources(ctx, st, r)
+				}
+			case "prompts/list":
+				if r, ok := req.(*mcp.ListPromptsRequest); ok {
+					return g.listPrompts(ctx, st, r)
+				}
+			case "prompts/get":
+				if r, ok := req.(*mcp.GetPromptRequest); ok {
+					return g.getPrompt(ctx, st, r)
 				}
 			case "resources/read":
 				if r, ok := req.(*mcp.ReadResourceRequest); ok {
