@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -522,5 +524,64 @@ func TestGatewayFindTools(t *testing.T) {
 	res := call(t, cs, "find_tools", map[string]any{"query": ""})
 	if !res.IsError || reason(res) != "ARGUMENTS_INVALID" {
 		t.Fatalf("empty query: %q", text(res))
+	}
+}
+
+// TestGatewayTypeScriptClient: the TypeScript MCP SDK (from npm, e2e/ts)
+// is refused without a token, lists the visible set over every page, gets
+// a projected read result, and is told it cannot be asked to confirm a
+// write (its newest protocol is 2025-11-25): nothing runs.
+func TestGatewayTypeScriptClient(t *testing.T) {
+	if _, err := os.Stat("../ts/node_modules/@modelcontextprotocol/sdk"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("e2e/ts/node_modules is missing: .ci/run installs it with npm ci")
+		}
+		t.Skip("the TypeScript SDK is not installed: run npm ci in e2e/ts")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is not installed")
+	}
+	w := gatewayworld.Start(t, gatewayworld.Options{Gateway: func(c *gateway.Config) { c.PageSize = 2 }})
+	cmd := exec.CommandContext(ctxFor(t), node, "client.mjs")
+	cmd.Dir = "../ts"
+	cmd.Env = append(os.Environ(), "GATEWAY_URL="+w.GatewayURL, "GATEWAY_TOKEN="+w.Token(t, "alice", gatewayworld.TenantA))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node client.mjs: %v\n%s", err, stderr.String())
+	}
+	var out struct {
+		Anonymous string   `json:"anonymous"`
+		Tools     []string `json:"tools"`
+		Pages     int      `json:"pages"`
+		Read      struct {
+			IsError    bool           `json:"isError"`
+			Structured map[string]any `json:"structured"`
+			Text       string         `json:"text"`
+		} `json:"read"`
+		Write struct {
+			IsError bool   `json:"isError"`
+			Reason  string `json:"reason"`
+		} `json:"write"`
+	}
+	if err := json.Unmarshal(stdout, &out); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	if !strings.Contains(out.Anonymous, "no bearer token") {
+		t.Fatalf("without a token: %q", out.Anonymous)
+	}
+	if want := []string{"cancel_shipment", "export_log", "ping", "shipment_status", "slow_report"}; !slices.Equal(out.Tools, want) || out.Pages != 3 {
+		t.Fatalf("tools %v in %d pages", out.Tools, out.Pages)
+	}
+	if out.Read.IsError || out.Read.Structured["shipment_id"] != "S-TS" || out.Read.Structured["internal_cost"] != nil || strings.Contains(out.Read.Text, "internal_cost") {
+		t.Fatalf("read %+v", out.Read)
+	}
+	if !out.Write.IsError || out.Write.Reason != "CONFIRMATION_UNANSWERABLE" || len(callsOf(w, "cancel_shipment")) != 0 {
+		t.Fatalf("write %+v", out.Write)
+	}
+	if c := callsOf(w, "shipment_status"); len(c) != 1 || c[0].Claims.Subject != "alice" {
+		t.Fatalf("upstream calls %+v", c)
 	}
 }
