@@ -56,6 +56,14 @@ bench-gateway: ## the same go-sdk client calling the same upstream tool directly
 	    cat $$log; rm -f $$log; exit 1; fi; \
 	  grep -E '^(gateway:|  \()' $$log; rm -f $$log
 
+.PHONY: conformance
+conformance: ## the official MCP conformance suite (server scenarios, npm) against the gateway fronting the go-sdk's conformance server; expected failures in e2e/conformance/expected-failures.yml
+	cd e2e/conformance && npm ci --no-audit --no-fund >/dev/null
+	@log=$$(mktemp); \
+	  if ! (cd e2e && TOOLCRIB_CONFORMANCE=1 go test -count=1 -run '^TestConformance$$' -v -timeout 15m ./conformance/) > $$log 2>&1; then \
+	    cat $$log; rm -f $$log; exit 1; fi; \
+	  sed -n '/=== SUMMARY ===/,/Total:/p' $$log | head -40; rm -f $$log
+
 # The fault suite in full: every test of e2e/faults with FAULT_ROUNDS
 # randomized rounds and the pointer-CAS linearizability check, each
 # recording its counters in a temporary directory; the last line is the

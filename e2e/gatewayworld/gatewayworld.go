@@ -298,21 +298,13 @@ func Eventually(t testing.TB, what string, f func() bool) {
 	}
 }
 
-// Start runs the world until the test ends.
-func Start(t testing.TB, opts Options) *World {
+// StartServices runs the registry, discovery, admission and lease until
+// the test ends, with no MCP server registered and no gateway yet
+// ([World.StartGateway]).
+func StartServices(t testing.TB) *World {
 	t.Helper()
-	ctx := ctxFor(t)
 	st := stack.Start(t, stack.Options{Discovery: func(c *discovery.Config) { c.Linger = 0 }})
 	w := &World{St: st}
-	must := func(_ any, err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	// Admission and lease first: the upstream's executor kit needs the
-	// lease service's keys.
 	acfg, err := admission.ParseConfig(nil, func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -336,6 +328,23 @@ func Start(t testing.TB, opts Options) *World {
 		c.Common = st.Auth.Common(t, lurl, true, listening)
 		return leasesvc.Run(ctx, c)
 	})
+	return w
+}
+
+// Start runs the world until the test ends.
+func Start(t testing.TB, opts Options) *World {
+	t.Helper()
+	ctx := ctxFor(t)
+	// Admission and lease first: the upstream's executor kit needs the
+	// lease service's keys.
+	w := StartServices(t)
+	st := w.St
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	w.UpstreamURL = w.startUpstream(t, w.LeaseAddr, !opts.NoExecutorKit)
 	registered := w.UpstreamURL
 	gatewayAdmission, gatewayLease := w.AdmissionAddr, w.LeaseAddr
@@ -407,16 +416,26 @@ func Start(t testing.TB, opts Options) *World {
 		must(reg.EnableTool(ctx, &registryv1.EnableToolRequest{ToolId: ServerID + "." + c.tool}))
 	}
 
+	w.StartGateway(t, gatewayAdmission, gatewayLease, opts.Gateway)
+	return w
+}
+
+// StartGateway runs the gateway in front of the world's services (dialing
+// admission and the lease service at the given addresses) until the test
+// ends; edit, if set, adjusts its configuration.
+func (w *World) StartGateway(t testing.TB, admissionAddr, leaseAddr string, edit func(*gateway.Config)) {
+	t.Helper()
+	st := w.St
 	gcfg, err := gateway.ParseConfig([]string{"--cursor-key-file", filepath.Join(t.TempDir(), "cursor-key"), "--mcp-listen", "127.0.0.1:0"},
 		func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
-	gcfg.AdmissionAddr, gcfg.LeaseAddr, gcfg.RegistryAddr, gcfg.DiscoveryAddr = gatewayAdmission, gatewayLease, st.RegistryAddr, st.DiscoveryAddr
+	gcfg.AdmissionAddr, gcfg.LeaseAddr, gcfg.RegistryAddr, gcfg.DiscoveryAddr = admissionAddr, leaseAddr, st.RegistryAddr, st.DiscoveryAddr
 	gcfg.Egress.AllowLoopback = true
 	gcfg.WatchInterval = 100 * time.Millisecond
-	if opts.Gateway != nil {
-		opts.Gateway(&gcfg)
+	if edit != nil {
+		edit(&gcfg)
 	}
 	gurl := pgtest.NewDatabase(t, pgtest.Schema{Name: gateway.Schema, Sets: gateway.Migrations()})
 	urlc := make(chan string, 1)
@@ -430,7 +449,6 @@ func Start(t testing.TB, opts Options) *World {
 		return gateway.Run(ctx, c)
 	})
 	w.GatewayURL = <-urlc
-	return w
 }
 
 // SlowDeadlineMs is slow_report's contract deadline; it answers after 3 s.
