@@ -6,6 +6,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -404,6 +405,34 @@ func TestGateway(t *testing.T) {
 		}
 		if _, err := bob.GetPrompt(ctxFor(t), &mcp.GetPromptParams{Name: gatewayworld.PromptName, Arguments: map[string]string{"shipment_id": "S-7"}}); err == nil {
 			t.Fatal("bob got a prompt of a server behind nothing he sees")
+		}
+	})
+
+	t.Run("concurrent lists and calls of one principal", func(t *testing.T) {
+		var wg sync.WaitGroup
+		errs := make(chan string, 64)
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c := gatewayworld.Connect(t, w.GatewayURL, alice, nil)
+				for range 4 {
+					if _, err := c.ListTools(ctxFor(t), nil); err != nil {
+						errs <- err.Error()
+					}
+					res, err := c.CallTool(ctxFor(t), &mcp.CallToolParams{Name: "shipment_status", Arguments: map[string]any{"shipment_id": fmt.Sprintf("S-C%d", i)}})
+					if err != nil {
+						errs <- err.Error()
+					} else if res.IsError {
+						errs <- text(res)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Error(e)
 		}
 	})
 

@@ -227,10 +227,17 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 	return res, outcome, reason
 }
 
+// shownTool returns a copy of the tool last shown under name (its epoch
+// moves under st.mu when the same set is listed at a newer epoch), or nil.
 func (st *state) shownTool(name string) *shownTool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.shown[name]
+	t := st.shown[name]
+	if t == nil {
+		return nil
+	}
+	c := *t
+	return &c
 }
 
 // supportsInputRequests: the client negotiated 2026-07-28 or later, whose
