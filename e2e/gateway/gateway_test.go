@@ -614,3 +614,65 @@ func TestGatewayTypeScriptClient(t *testing.T) {
 		t.Fatalf("upstream calls %+v", c)
 	}
 }
+
+// TestGatewayReplicas: two gateway replicas share only Postgres, Redis and
+// the cursor key, and that is enough: a cursor from one pages on the other,
+// a confirmation asked by one is answered on the other (and only once), an
+// artifact stored by one is read on the other.
+func TestGatewayReplicas(t *testing.T) {
+	w := gatewayworld.Start(t, gatewayworld.Options{Gateway: func(c *gateway.Config) { c.PageSize = 2 }})
+	second := w.StartGateway(t, w.AdmissionAddr, w.LeaseAddr, func(c *gateway.Config) { c.PageSize = 2 })
+	alice := w.Token(t, "alice", gatewayworld.TenantA)
+	a := gatewayworld.Connect(t, w.GatewayURL, alice, nil)
+	b := gatewayworld.Connect(t, second, alice, nil)
+
+	first, err := a.ListTools(ctxFor(t), nil)
+	if err != nil || first.NextCursor == "" {
+		t.Fatalf("first page on A: %v", err)
+	}
+	next, err := b.ListTools(ctxFor(t), &mcp.ListToolsParams{Cursor: first.NextCursor})
+	if err != nil || len(next.Tools) != 2 || next.Tools[0].Name != "ping" {
+		t.Fatalf("A's cursor on B: %v %v", next, err)
+	}
+
+	raw := func(url string) *mcp.ClientSession {
+		c := mcp.NewClient(&mcp.Implementation{Name: "raw", Version: "1"}, &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}})
+		cs, err := c.Connect(ctxFor(t), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: gatewayworld.HTTPClient(alice), DisableStandaloneSSE: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		return cs
+	}
+	ra, rb := raw(w.GatewayURL), raw(second)
+	args := map[string]any{"shipment_id": "S-R"}
+	asked, err := ra.CallTool(ctxFor(t), &mcp.CallToolParams{Name: "cancel_shipment", Arguments: args})
+	if err != nil || !asked.NeedsInput() {
+		t.Fatalf("A did not ask: %v", err)
+	}
+	answer := &mcp.CallToolParams{Name: "cancel_shipment", Arguments: args, RequestState: asked.RequestState,
+		InputResponses: mcp.InputResponseMap{"confirm": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}}}
+	res, err := rb.CallTool(ctxFor(t), answer)
+	if err != nil || res.IsError || text(res) != "cancelled S-R" {
+		t.Fatalf("the answer on B: %v %q", err, text(res))
+	}
+	again, err := ra.CallTool(ctxFor(t), answer)
+	if err != nil || !again.IsError || len(callsOf(w, "cancel_shipment")) != 1 {
+		t.Fatalf("the same answer again on A: %v %q; upstream ran %d", err, text(again), len(callsOf(w, "cancel_shipment")))
+	}
+
+	exp := call(t, a, "export_log", nil)
+	if exp.IsError {
+		t.Fatalf("export_log on A: %s", text(exp))
+	}
+	var uri string
+	for _, c := range exp.Content {
+		if l, ok := c.(*mcp.ResourceLink); ok {
+			uri = l.URI
+		}
+	}
+	got, err := b.ReadResource(ctxFor(t), &mcp.ReadResourceParams{URI: uri})
+	if err != nil || len(got.Contents) != 1 || len(got.Contents[0].Text) != gatewayworld.ExportBytes {
+		t.Fatalf("A's artifact on B: %v", err)
+	}
+}

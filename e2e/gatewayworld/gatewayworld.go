@@ -80,6 +80,9 @@ type World struct {
 	// "upstream".
 	Proxy map[string]*servicetest.Proxy
 
+	// What gateway replicas share.
+	gatewayDB, redisPrefix, cursorKeyFile string
+
 	mu    sync.Mutex
 	calls []Call
 	auths []string // Authorization headers of the upstream's tools/call requests
@@ -420,13 +423,21 @@ func Start(t testing.TB, opts Options) *World {
 	return w
 }
 
-// StartGateway runs the gateway in front of the world's services (dialing
-// admission and the lease service at the given addresses) until the test
-// ends; edit, if set, adjusts its configuration.
-func (w *World) StartGateway(t testing.TB, admissionAddr, leaseAddr string, edit func(*gateway.Config)) {
+// StartGateway runs a gateway replica in front of the world's services
+// (dialing admission and the lease service at the given addresses) until
+// the test ends and returns its MCP URL; the first replica's is also
+// GatewayURL. Replicas share what replicas share in production, and
+// nothing else: the gateway database, the Redis prefix and the cursor key
+// file. edit, if set, adjusts the configuration.
+func (w *World) StartGateway(t testing.TB, admissionAddr, leaseAddr string, edit func(*gateway.Config)) string {
 	t.Helper()
 	st := w.St
-	gcfg, err := gateway.ParseConfig([]string{"--cursor-key-file", filepath.Join(t.TempDir(), "cursor-key"), "--mcp-listen", "127.0.0.1:0"},
+	if w.gatewayDB == "" {
+		w.gatewayDB = pgtest.NewDatabase(t, pgtest.Schema{Name: gateway.Schema, Sets: gateway.Migrations()})
+		w.cursorKeyFile = filepath.Join(t.TempDir(), "cursor-key")
+		w.redisPrefix = st.Auth.Common(t, w.gatewayDB, true, nil).RedisPrefix
+	}
+	gcfg, err := gateway.ParseConfig([]string{"--cursor-key-file", w.cursorKeyFile, "--mcp-listen", "127.0.0.1:0"},
 		func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -437,26 +448,33 @@ func (w *World) StartGateway(t testing.TB, admissionAddr, leaseAddr string, edit
 	if edit != nil {
 		edit(&gcfg)
 	}
-	gurl := pgtest.NewDatabase(t, pgtest.Schema{Name: gateway.Schema, Sets: gateway.Migrations()})
 	urlc := make(chan string, 1)
 	servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
 		c := gcfg
-		c.Common = st.Auth.Common(t, gurl, true, listening)
+		c.Common = st.Auth.Common(t, w.gatewayDB, true, listening)
+		c.RedisPrefix = w.redisPrefix
 		c.Ready = func(u string) { urlc <- u }
 		if err := c.Validate(); err != nil {
 			return err
 		}
 		return gateway.Run(ctx, c)
 	})
-	w.GatewayURL = <-urlc
+	u := <-urlc
+	if w.GatewayURL == "" {
+		w.GatewayURL = u
+	}
+	return u
 }
 
 // SlowDeadlineMs is slow_report's contract deadline; it answers after 3 s.
 const SlowDeadlineMs = 300
 
 func deadline(tool string) int32 {
-	if tool == "slow_report" {
+	switch tool {
+	case "slow_report":
 		return SlowDeadlineMs
+	case "export_log":
+		return 60000 // 5 MB through JSON twice, under -race on a shared machine
 	}
 	return 5000
 }
