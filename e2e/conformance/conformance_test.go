@@ -29,7 +29,6 @@ import (
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
-	"github.com/toolcrib/toolcrib/services/discovery"
 )
 
 const (
@@ -177,9 +176,7 @@ func TestConformance(t *testing.T) {
 		Name: class, TenantId: tenant, Servers: []*registryv1.AudienceServer{{ServerId: serverID}}}}))
 	must(reg.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: tenant, Group: "hosts", Scopes: []string{scope}, AudienceClasses: []string{class}}))
 	must(w.St.Discovery.TriggerScan(ctx, &discoveryv1.TriggerScanRequest{ServerId: serverID, AudienceClass: class}))
-	if _, err := discovery.WaitPointers(ctx, w.St.Discovery, 0, []discovery.PointerKey{{ServerID: serverID, AudienceClass: class}}, nil); err != nil {
-		t.Fatal(err)
-	}
+	gatewayworld.WaitActive(t, ctx, w.St.Discovery, serverID, class)
 	gatewayworld.Eventually(t, "the registry learns the tools", func() bool {
 		resp, err := reg.ListTools(ctx, &registryv1.ListToolsRequest{ServerId: serverID})
 		return err == nil && len(resp.GetTools()) > 0

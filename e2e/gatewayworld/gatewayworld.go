@@ -379,11 +379,8 @@ func Start(t testing.TB, opts Options) *World {
 	}
 	must(reg.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: TenantA, Group: "readers",
 		Scopes: []string{"shipment:read", "shipment:write"}, AudienceClasses: []string{ClassA}}))
-	key := discovery.PointerKey{ServerID: ServerID, AudienceClass: ClassA}
 	must(st.Discovery.TriggerScan(ctx, &discoveryv1.TriggerScanRequest{ServerId: ServerID, AudienceClass: ClassA}))
-	if _, err := discovery.WaitPointers(ctx, st.Discovery, 0, []discovery.PointerKey{key}, nil); err != nil {
-		t.Fatal(err)
-	}
+	WaitActive(t, ctx, st.Discovery, ServerID, ClassA)
 	Eventually(t, "the registry learns the tools", func() bool {
 		_, err := reg.GetTool(ctx, &registryv1.GetToolRequest{ToolId: ServerID + ".secret_report"})
 		return err == nil
@@ -477,6 +474,17 @@ func deadline(tool string) int32 {
 		return 60000 // 5 MB through JSON twice, under -race on a shared machine
 	}
 	return 5000
+}
+
+// WaitActive polls until (server, class) has an active generation. (It
+// polls GetActiveSnapshot rather than following Watch, whose start-up is
+// not what these tests are about.)
+func WaitActive(t testing.TB, ctx context.Context, d discoveryv1.DiscoveryServiceClient, server, class string) {
+	t.Helper()
+	Eventually(t, "an active generation of "+server+" for "+class, func() bool {
+		resp, err := d.GetActiveSnapshot(ctx, &discoveryv1.GetActiveSnapshotRequest{ServerId: server, AudienceClass: class})
+		return err == nil && resp.GetPointer().GetState() == discoveryv1.PointerState_POINTER_STATE_ACTIVE
+	})
 }
 
 // Token mints a token of subject in tenant, group readers.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -102,9 +103,10 @@ func Run(ctx context.Context, cfg Config) error {
 			closeConns()
 			return service.Parts{}, fmt.Errorf("listen %s: %w", cfg.MCPListen, err)
 		}
-		pool := upstream.New(egressPolicy, d.Logger)
+		var gw *mcpapi.Gateway
+		pool := upstream.New(egressPolicy, d.Logger, func(ctx context.Context, p *mcp.ProgressNotificationParams) { gw.RelayProgress(ctx, p) })
 		m := metrics.New(d.Metrics)
-		gw := mcpapi.New(mcpapi.Options{
+		gw = mcpapi.New(mcpapi.Options{
 			Admission: admissionv1.NewAdmissionServiceClient(aconn),
 			Lease:     leasev1.NewLeaseServiceClient(lconn),
 			Directory: contract.New(registryv1.NewRegistryServiceClient(rconn), discoveryv1.NewDiscoveryServiceClient(dconn), secrets, nil),

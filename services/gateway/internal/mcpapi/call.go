@@ -2,6 +2,7 @@ package mcpapi
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -214,6 +215,20 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 	defer cancel()
 	params := &mcp.CallToolParams{Name: desc.Name, Arguments: json.RawMessage(args),
 		Meta: mcp.Meta{lease.MetaLease: iss.GetToken(), lease.MetaProof: proof}}
+	if pt := req.Params.GetProgressToken(); pt != nil {
+		// The upstream's progress reaches the caller under the caller's own
+		// token; the upstream sees only a token of the gateway's.
+		gt := "toolcrib-" + rand.Text()
+		params.SetProgressToken(gt)
+		g.progressMu.Lock()
+		g.progress[gt] = progressSink{ss: req.Session, token: pt}
+		g.progressMu.Unlock()
+		defer func() {
+			g.progressMu.Lock()
+			delete(g.progress, gt)
+			g.progressMu.Unlock()
+		}()
+	}
 	up, err := g.opts.Upstream.Call(uctx, ep.URL, ep.Credential, params)
 	if err != nil {
 		if errors.Is(uctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {

@@ -79,6 +79,30 @@ type Gateway struct {
 
 	mu         sync.Mutex
 	principals map[string]*state
+
+	progressMu sync.Mutex
+	progress   map[string]progressSink // the gateway's progress token -> the calling client's
+}
+
+// progressSink is where an upstream's progress for one call goes: the
+// calling client's session and its own token.
+type progressSink struct {
+	ss    *mcp.ServerSession
+	token any
+}
+
+// RelayProgress forwards an upstream's progress notification to the client
+// whose call it belongs to (by the token the gateway gave the call); others
+// are dropped.
+func (g *Gateway) RelayProgress(ctx context.Context, p *mcp.ProgressNotificationParams) {
+	tok, _ := p.ProgressToken.(string)
+	g.progressMu.Lock()
+	sink, ok := g.progress[tok]
+	g.progressMu.Unlock()
+	if !ok || sink.ss == nil {
+		return
+	}
+	_ = sink.ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: sink.token, Progress: p.Progress, Total: p.Total, Message: bounded(p.Message, 1024)})
 }
 
 // New returns a gateway.
@@ -92,6 +116,7 @@ func New(opts Options) *Gateway {
 		sdkLog:     slog.New(warnOnly{opts.Logger.Handler()}),
 		principals: map[string]*state{},
 		draining:   make(chan struct{}),
+		progress:   map[string]progressSink{},
 	}
 }
 
@@ -110,6 +135,7 @@ type state struct {
 	shown     map[string]*shownTool  // every tool shown since the state was made, by model name
 	prompts   map[string]promptRef   // the last prompts/list, by name as listed
 	resources map[string]resourceRef // the last upstream resources listed, by URI as listed
+	templates []templateRef          // the last upstream resource templates listed
 
 	regMu      sync.Mutex            // serializes changes of the server's tools
 	registered map[string]*shownTool // tools registered on server, by name
@@ -168,9 +194,13 @@ func (g *Gateway) stateOf(p principal.Principal) *state {
 	st := &state{key: k, p: p, shown: map[string]*shownTool{}, registered: map[string]*shownTool{}, lastUsed: time.Now()}
 	st.server = mcp.NewServer(&mcp.Implementation{Name: "toolcrib-gateway", Title: "toolcrib MCP gateway", Version: "1.0.0"}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{
-			Tools:     &mcp.ToolCapabilities{ListChanged: true},
-			Resources: &mcp.ResourceCapabilities{},
-			Prompts:   &mcp.PromptCapabilities{},
+			Tools:       &mcp.ToolCapabilities{ListChanged: true},
+			Resources:   &mcp.ResourceCapabilities{},
+			Prompts:     &mcp.PromptCapabilities{},
+			Completions: &mcp.CompletionCapabilities{},
+		},
+		CompletionHandler: func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			return g.complete(ctx, st, req)
 		},
 		Instructions: "Tools here are the ones toolcrib lets you call now. A denied call is a tool error naming the reason and what to do; " +
 			"large results are stored as resources (toolcrib-artifact://…) readable with resources/read.",
@@ -210,6 +240,10 @@ func (g *Gateway) middleware(st *state) mcp.Middleware {
 			case "resources/list":
 				if r, ok := req.(*mcp.ListResourcesRequest); ok {
 					return g.listResources(ctx, st, r)
+				}
+			case "resources/templates/list":
+				if r, ok := req.(*mcp.ListResourceTemplatesRequest); ok {
+					return g.listTemplates(ctx, st, r)
 				}
 			case "prompts/list":
 				if r, ok := req.(*mcp.ListPromptsRequest); ok {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/yosida95/uritemplate/v3"
 
 	"github.com/toolcrib/toolcrib/services/gateway/internal/bearer"
 )
@@ -226,7 +227,18 @@ func (g *Gateway) readUpstream(ctx context.Context, st *state, req *mcp.ReadReso
 		ref, ok = st.resources[uri]
 		st.mu.Unlock()
 		if !ok {
-			return nil, mcp.ResourceNotFoundError(quoteBounded(uri))
+			// A URI of a listed template reads from the template's server.
+			src, found := st.templateSource(uri)
+			if !found {
+				if _, err := g.upstreamTemplates(ctx, st, tok); err != nil {
+					return nil, unavailableList(err)
+				}
+				src, found = st.templateSource(uri)
+			}
+			if !found {
+				return nil, mcp.ResourceNotFoundError(quoteBounded(uri))
+			}
+			ref = resourceRef{src: src, uri: uri}
 		}
 	}
 	cs, err := g.session(ctx, ref.src)
@@ -251,3 +263,137 @@ func (g *Gateway) readUpstream(ctx context.Context, st *state, req *mcp.ReadReso
 }
 
 func quoteBounded(s string) string { return "\"" + bounded(s, 256) + "\"" }
+
+// templateRef is one upstream resource template and where it came from.
+type templateRef struct {
+	src  source
+	tmpl *uritemplate.Template
+}
+
+// listTemplates answers resources/templates/list with the upstreams'
+// templates (a template two servers share is given once, from the first).
+func (g *Gateway) listTemplates(ctx context.Context, st *state, req *mcp.ListResourceTemplatesRequest) (*mcp.ListResourceTemplatesResult, error) {
+	_, tok, ok := bearer.From(req.GetExtra().TokenInfo)
+	if !ok {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "no verified bearer token"}
+	}
+	out, err := g.upstreamTemplates(ctx, st, tok)
+	if err != nil {
+		return nil, unavailableList(err)
+	}
+	return &mcp.ListResourceTemplatesResult{ResourceTemplates: out, Cacheable: mcp.Cacheable{CacheScope: "private"}}, nil
+}
+
+func (g *Gateway) upstreamTemplates(ctx context.Context, st *state, tok string) ([]*mcp.ResourceTemplate, error) {
+	srcs, err := g.sources(ctx, st, tok)
+	if err != nil {
+		return nil, err
+	}
+	var refs []templateRef
+	out := []*mcp.ResourceTemplate{}
+	seen := map[string]bool{}
+	for _, s := range srcs {
+		cs, err := g.session(ctx, s)
+		if err != nil {
+			continue
+		}
+		if ir := cs.InitializeResult(); ir == nil || ir.Capabilities == nil || ir.Capabilities.Resources == nil {
+			continue
+		}
+		cursor := ""
+		for range maxPassPages {
+			res, err := cs.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: cursor})
+			if err != nil {
+				break
+			}
+			for _, rt := range res.ResourceTemplates {
+				if seen[rt.URITemplate] || len(out) >= maxPassItems {
+					continue
+				}
+				tmpl, err := uritemplate.New(rt.URITemplate)
+				if err != nil {
+					continue
+				}
+				seen[rt.URITemplate] = true
+				refs = append(refs, templateRef{s, tmpl})
+				out = append(out, rt)
+			}
+			if res.NextCursor == "" {
+				break
+			}
+			cursor = res.NextCursor
+		}
+	}
+	st.mu.Lock()
+	st.templates = refs
+	st.mu.Unlock()
+	return out, nil
+}
+
+// templateSource is the server whose listed template matches uri.
+func (st *state) templateSource(uri string) (source, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, t := range st.templates {
+		if t.tmpl.Match(uri) != nil {
+			return t.src, true
+		}
+	}
+	return source{}, false
+}
+
+// complete answers completion/complete through the server of the prompt
+// (by its listed name) or of the resource template the reference names.
+func (g *Gateway) complete(ctx context.Context, st *state, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	empty := &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{}}}
+	if req.Params == nil || req.Params.Ref == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing ref"}
+	}
+	_, tok, ok := bearer.From(req.GetExtra().TokenInfo)
+	if !ok {
+		return empty, nil
+	}
+	params := *req.Params
+	ref := *req.Params.Ref
+	var src source
+	switch ref.Type {
+	case "ref/prompt":
+		st.mu.Lock()
+		pr, found := st.prompts[ref.Name]
+		st.mu.Unlock()
+		if !found {
+			if _, err := g.listPrompts(ctx, st, &mcp.ListPromptsRequest{Session: req.Session, Extra: req.Extra}); err != nil {
+				return nil, err
+			}
+			st.mu.Lock()
+			pr, found = st.prompts[ref.Name]
+			st.mu.Unlock()
+		}
+		if !found {
+			return empty, nil
+		}
+		src, ref.Name = pr.src, pr.name
+	case "ref/resource":
+		s, found := st.templateSource(ref.URI)
+		if !found {
+			if _, err := g.upstreamTemplates(ctx, st, tok); err != nil {
+				return nil, unavailableList(err)
+			}
+			if s, found = st.templateSource(ref.URI); !found {
+				return empty, nil
+			}
+		}
+		src = s
+	default:
+		return empty, nil
+	}
+	cs, err := g.session(ctx, src)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the reference's server did not answer"}
+	}
+	if ir := cs.InitializeResult(); ir == nil || ir.Capabilities == nil || ir.Capabilities.Completions == nil {
+		return empty, nil
+	}
+	params.Ref = &ref
+	return cs.Complete(ctx, &params)
+}

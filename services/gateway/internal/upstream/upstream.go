@@ -38,8 +38,10 @@ type entry struct {
 	err   error
 }
 
-// New returns a pool dialing through policy.
-func New(policy egress.Policy, logger *slog.Logger) *Pool {
+// New returns a pool dialing through policy; onProgress, if set, receives
+// every progress notification an upstream sends (the gateway relays the
+// ones whose token it gave a call).
+func New(policy egress.Policy, logger *slog.Logger, onProgress func(context.Context, *mcp.ProgressNotificationParams)) *Pool {
 	dialer := &net.Dialer{Timeout: 5 * time.Second}
 	tr := &http.Transport{
 		Proxy:               nil, // never route a credential through an ambient proxy
@@ -51,7 +53,12 @@ func New(policy egress.Policy, logger *slog.Logger) *Pool {
 		logger = slog.Default()
 	}
 	return &Pool{
-		client:   mcp.NewClient(&mcp.Implementation{Name: "toolcrib-gateway", Version: "1.0.0"}, &mcp.ClientOptions{Logger: logger}),
+		client: mcp.NewClient(&mcp.Implementation{Name: "toolcrib-gateway", Version: "1.0.0"}, &mcp.ClientOptions{Logger: logger,
+			ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
+				if onProgress != nil && req.Params != nil {
+					onProgress(ctx, req.Params)
+				}
+			}}),
 		http:     &http.Client{Transport: tr},
 		sessions: map[key]*entry{},
 	}
