@@ -96,10 +96,14 @@ func (g *Gateway) sync(ctx context.Context, st *state, tok string) (*visibleSet,
 	return set, nil
 }
 
-// register makes the server's tools exactly set's.
+// register makes the server's tools exactly set's, unless a newer set has
+// been taken meanwhile (its own register call applies it).
 func (g *Gateway) register(st *state, set *visibleSet) {
 	st.regMu.Lock()
 	defer st.regMu.Unlock()
+	if st.current() != set {
+		return
+	}
 	want := map[string]*shownTool{}
 	for _, t := range set.tools {
 		want[t.model.Name] = t
