@@ -9,7 +9,7 @@ TOOL := GOWORK=off go -C tools tool
 MODULES = $(shell go list -m -f '{{.Dir}}')
 GO_TEST_FLAGS ?= -race -count=1
 
-.PHONY: help generate lint test run k8s-check drill bench bench-discovery bench-admission bench-lease
+.PHONY: help generate lint test run k8s-check drill bench bench-discovery bench-admission bench-lease bench-gateway
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
@@ -65,7 +65,7 @@ k8s-check: ## deploy/k8s: kustomize build of base and overlay, strict check agai
 	    fi; \
 	  done
 
-bench: bench-discovery bench-admission bench-lease ## run every benchmark (speed targets of DESIGN §9)
+bench: bench-discovery bench-admission bench-lease bench-gateway ## run every benchmark (speed targets of DESIGN §9)
 
 bench-discovery: ## crawl+validate+commit 800 servers/5,000 tools and 1 server/100,000 tools; one line per case with the floor (bare go-sdk client) and the ratio; TOOLCRIB_BENCH_PROFILE=dir writes CPU profiles
 	@log=$$(mktemp); \
@@ -86,6 +86,20 @@ bench-lease: ## Issue (by admission receipt) and Verify through the real registr
 	  if ! (cd e2e && TOOLCRIB_BENCH=1 go test -count=1 -run '^TestLeaseThroughput$$' -v -timeout 10m ./bench/) > $$log 2>&1; then \
 	    cat $$log; rm -f $$log; exit 1; fi; \
 	  grep -E '^(lease:|  \()' $$log; rm -f $$log
+
+bench-gateway: ## the same go-sdk client calling the same upstream tool directly and through the gateway (Check, lease, result policy) in one run; one line
+	@log=$$(mktemp); \
+	  if ! (cd e2e && TOOLCRIB_BENCH=1 go test -count=1 -run '^TestGatewayOverhead$$' -v -timeout 10m ./bench/) > $$log 2>&1; then \
+	    cat $$log; rm -f $$log; exit 1; fi; \
+	  grep -E '^(gateway:|  \()' $$log; rm -f $$log
+
+.PHONY: conformance
+conformance: ## the official MCP conformance suite (server scenarios, npm) against the gateway fronting the go-sdk's conformance server; expected failures in e2e/conformance/expected-failures.yml
+	cd e2e/conformance && npm ci --no-audit --no-fund >/dev/null
+	@log=$$(mktemp); \
+	  if ! (cd e2e && TOOLCRIB_CONFORMANCE=1 go test -count=1 -run '^TestConformance$$' -v -timeout 15m ./conformance/) > $$log 2>&1; then \
+	    cat $$log; rm -f $$log; exit 1; fi; \
+	  sed -n '/=== SUMMARY ===/,/Total:/p' $$log | head -40; rm -f $$log
 
 # The fault suite in full: every test of e2e/faults with FAULT_ROUNDS
 # randomized rounds and the pointer-CAS linearizability check, each

@@ -8,6 +8,7 @@ replace (
 	github.com/toolcrib/toolcrib/revision => ../revision
 	github.com/toolcrib/toolcrib/services/admission => ../services/admission
 	github.com/toolcrib/toolcrib/services/discovery => ../services/discovery
+	github.com/toolcrib/toolcrib/services/gateway => ../services/gateway
 	github.com/toolcrib/toolcrib/services/lease => ../services/lease
 	github.com/toolcrib/toolcrib/services/registry => ../services/registry
 )
@@ -20,6 +21,7 @@ require (
 	github.com/toolcrib/toolcrib/revision v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/services/admission v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/services/discovery v0.0.0-00010101000000-000000000000
+	github.com/toolcrib/toolcrib/services/gateway v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/services/lease v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/services/registry v0.0.0-00010101000000-000000000000
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c

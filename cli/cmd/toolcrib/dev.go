@@ -90,6 +90,7 @@ func launchables() []launchable {
 		return admission.Run(ctx, cfg)
 	}})
 	l = append(l, leaseLaunchable())
+	l = append(l, gatewayLaunchable())
 	return l
 }
 

@@ -1,0 +1,202 @@
+// Package conformance runs the official MCP conformance suite
+// (@modelcontextprotocol/conformance, server scenarios) against the toolcrib
+// gateway fronting the go-sdk's conformance "everything" server, registered,
+// scanned, approved and enabled in toolcrib like any other server.
+//
+// The suite's client sends no bearer token; a loopback proxy adds one (a
+// host's token for tenant-c), keeping the Host header the suite sent. Every
+// scenario passes or is listed with its reason in expected-failures.yml; the
+// suite itself fails on a scenario that fails unlisted and on a listed one
+// that passes (a stale entry).
+package conformance
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/toolcrib/toolcrib/e2e/gatewayworld"
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+)
+
+const (
+	serverID = "conformance"
+	tenant   = "tenant-c"
+	class    = "tenant-c.hosts"
+	scope    = "conformance:read"
+)
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// everythingServer builds and starts the go-sdk's conformance server
+// (stateless streamable HTTP) and returns its URL.
+func everythingServer(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "everything-server")
+	build := exec.Command("go", "build", "-o", bin, "github.com/modelcontextprotocol/go-sdk/conformance/everything-server")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the everything server: %v\n%s", err, out)
+	}
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, "-http", addr)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the everything server did not listen")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return "http://" + addr
+}
+
+// approveAll publishes a READ_ONLY contract for every tool of the server
+// the registry learned, approves and enables it.
+func approveAll(t *testing.T, ctx context.Context, reg registryv1.RegistryServiceClient) int {
+	t.Helper()
+	var ids []string
+	for token := ""; ; {
+		resp, err := reg.ListTools(ctx, &registryv1.ListToolsRequest{ServerId: serverID, PageSize: 100, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tl := range resp.GetTools() {
+			ids = append(ids, tl.GetToolId())
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	for _, id := range ids {
+		pub, err := reg.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: &registryv1.ToolContract{
+			ToolId: id, Effect: catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY, Scope: scope, DeadlineMs: 20000,
+			Authorization: registryv1.Authorization_AUTHORIZATION_CALLER_AND_TENANT}})
+		if err != nil {
+			t.Fatalf("publish %s: %v", id, err)
+		}
+		if _, err := reg.ApproveTool(ctx, &registryv1.ApproveToolRequest{ToolId: id, ApprovalDigest: pub.GetTool().GetApprovalDigest()}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := reg.EnableTool(ctx, &registryv1.EnableToolRequest{ToolId: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return len(ids)
+}
+
+// tokenProxy serves on loopback, forwarding to target with token added
+// and the client's Host header kept.
+func tokenProxy(t *testing.T, target, token string) string {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(u)
+			r.Out.URL.Path = r.In.URL.Path
+			r.Out.Host = r.In.Host
+			r.Out.Header.Set("Authorization", "Bearer "+token)
+		},
+		FlushInterval: -1,
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: rp, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + l.Addr().String()
+}
+
+func TestConformance(t *testing.T) {
+	if os.Getenv("TOOLCRIB_CONFORMANCE") == "" {
+		t.Skip("the MCP conformance suite: run it with make conformance")
+	}
+	here, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := filepath.Join(here, "node_modules/.bin/node")
+	suite := filepath.Join(here, "node_modules/@modelcontextprotocol/conformance/dist/index.js")
+	for _, p := range []string{node, suite} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%s is missing: run npm ci in e2e/conformance (make conformance does)", p)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	upstream := everythingServer(t)
+	w := gatewayworld.StartServices(t)
+	reg := w.St.Registry
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(reg.RegisterServer(ctx, &registryv1.RegisterServerRequest{Server: &registryv1.Server{
+		ServerId: serverID, Owner: tenant + "/group:hosts",
+		Transport:      &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: upstream}},
+		TrustLevel:     registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY,
+		RevisionSource: registryv1.RevisionSource_REVISION_SOURCE_NONE,
+		ScanInterval:   durationpb.New(time.Hour),
+	}}))
+	must(reg.PutTenant(ctx, &registryv1.PutTenantRequest{Tenant: &registryv1.Tenant{TenantId: tenant}}))
+	must(reg.PutAudienceClass(ctx, &registryv1.PutAudienceClassRequest{AudienceClass: &registryv1.AudienceClass{
+		Name: class, TenantId: tenant, Servers: []*registryv1.AudienceServer{{ServerId: serverID}}}}))
+	must(reg.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: tenant, Group: "hosts", Scopes: []string{scope}, AudienceClasses: []string{class}}))
+	must(w.St.Discovery.TriggerScan(ctx, &discoveryv1.TriggerScanRequest{ServerId: serverID, AudienceClass: class}))
+	gatewayworld.WaitActive(t, ctx, w.St.Discovery, serverID, class)
+	gatewayworld.Eventually(t, "the registry learns the tools", func() bool {
+		resp, err := reg.ListTools(ctx, &registryv1.ListToolsRequest{ServerId: serverID})
+		return err == nil && len(resp.GetTools()) > 0
+	})
+	n := approveAll(t, ctx, reg)
+	t.Logf("%d tools approved and enabled", n)
+	w.StartGateway(t, w.AdmissionAddr, w.LeaseAddr, nil)
+	host := w.St.Auth.User(t, "conformance-host", tenant, "hosts")
+	proxied := tokenProxy(t, strings.TrimSuffix(w.GatewayURL, "/mcp"), host) + "/mcp"
+
+	results := t.TempDir()
+	cmd := exec.CommandContext(ctx, node, suite, "server", "--url", proxied, "--expected-failures", filepath.Join(here, "expected-failures.yml"))
+	cmd.Dir = results // the suite writes results/ under its working directory
+	out, err := cmd.CombinedOutput()
+	summary := string(out)
+	if i := strings.Index(summary, "=== SUMMARY ==="); i >= 0 {
+		summary = summary[i:]
+	}
+	t.Logf("conformance through the gateway:\n%s", summary)
+	if err != nil {
+		t.Fatalf("the conformance suite failed (an unlisted failure or a stale expected failure): %v\n%s", err, out)
+	}
+}

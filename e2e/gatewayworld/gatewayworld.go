@@ -1,0 +1,533 @@
+// Package gatewayworld starts the real registry, discovery, admission,
+// lease and gateway services in front of one versioned MCP server that
+// verifies leases with the executor kit, for the gateway tests and the
+// gateway benchmark.
+//
+// The server `inventory` has six tools. For tenant-a's readers (group
+// `readers`), shipment_status, cancel_shipment (WRITE: needs the user's
+// confirmation), export_log (a 5 MB text) and ping (no result policy, for
+// the benchmark) are approved and enabled; secret_report is published but
+// never approved, so nobody sees it; slow_report answers after its
+// contract's deadline. tenant-a's class reaches the server with its own
+// credential (UpstreamCredential), never the caller's token.
+package gatewayworld
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/toolcrib/toolcrib/e2e/stack"
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
+	leasev1 "github.com/toolcrib/toolcrib/gen/toolcrib/lease/v1"
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/pgtest"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
+	"github.com/toolcrib/toolcrib/revision"
+	"github.com/toolcrib/toolcrib/revision/lease"
+	"github.com/toolcrib/toolcrib/revision/lease/executor"
+	"github.com/toolcrib/toolcrib/services/admission"
+	"github.com/toolcrib/toolcrib/services/discovery"
+	"github.com/toolcrib/toolcrib/services/gateway"
+	leasesvc "github.com/toolcrib/toolcrib/services/lease"
+	"github.com/toolcrib/toolcrib/services/lease/leaseclient"
+)
+
+// The world's names.
+const (
+	ServerID = "inventory"
+	TenantA  = "tenant-a"
+	TenantB  = "tenant-b"
+	ClassA   = "tenant-a.readers"
+	ClassB   = "tenant-b.readers"
+	// Audience is the executor audience the gateway's leases name.
+	Audience = "executor.inventory"
+	// ExportBytes is the size of export_log's result.
+	ExportBytes = 5 << 20
+)
+
+// Call is one call the upstream ran: the tool and the lease it ran under,
+// as the executor kit verified it.
+type Call struct {
+	Tool   string
+	Claims lease.Claims
+	Args   map[string]any
+}
+
+// World is the running suite.
+type World struct {
+	St *stack.Stack
+	// GatewayURL is the gateway's MCP endpoint; UpstreamURL the MCP
+	// server's own (for direct calls, which its executor kit refuses
+	// without a lease).
+	GatewayURL, UpstreamURL string
+	// AdmissionAddr and LeaseAddr are the services' gRPC addresses.
+	AdmissionAddr, LeaseAddr string
+
+	// Proxy holds the proxies of a Proxied world: "admission", "lease",
+	// "upstream".
+	Proxy map[string]*servicetest.Proxy
+
+	// What gateway replicas share.
+	gatewayDB, redisPrefix, cursorKeyFile string
+
+	mu    sync.Mutex
+	calls []Call
+	auths []string // Authorization headers of the upstream's tools/call requests
+}
+
+// UpstreamCredential is the audience class's upstream credential (a
+// secret reference to an environment variable); the upstream sees only it.
+const UpstreamCredential = "class-credential-tenant-a"
+
+// UpstreamAuthorizations returns the Authorization headers the upstream
+// received with tools/call requests.
+func (w *World) UpstreamAuthorizations() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.auths...)
+}
+
+// Options adjust the world.
+type Options struct {
+	// Gateway edits the gateway's configuration before it starts.
+	Gateway func(*gateway.Config)
+	// Proxied puts a severable proxy between the gateway and admission,
+	// the lease service and the upstream ([World.Proxy]).
+	Proxied bool
+	// NoExecutorKit serves the upstream without the executor kit, so a
+	// client may call it directly (the benchmark's direct arm calls the
+	// same server and tool as the gateway does).
+	NoExecutorKit bool
+}
+
+// Calls returns the calls the upstream ran so far.
+func (w *World) Calls() []Call {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]Call(nil), w.calls...)
+}
+
+func (w *World) record(ctx context.Context, tool string, args map[string]any) {
+	c, _ := executor.FromContext(ctx)
+	w.mu.Lock()
+	w.calls = append(w.calls, Call{Tool: tool, Claims: c, Args: args})
+	w.mu.Unlock()
+}
+
+type shipmentIn struct {
+	ShipmentID string `json:"shipment_id"`
+}
+
+type shipmentOut struct {
+	ShipmentID   string  `json:"shipment_id"`
+	Status       string  `json:"status"`
+	UpdatedAt    string  `json:"updated_at,omitempty"`
+	InternalCost float64 `json:"internal_cost"`
+}
+
+// The upstream's prompt and resource, passed through to the principals
+// behind whose visible set the server is.
+const (
+	PromptName     = "summarize_shipment"
+	ResourceURI    = "inventory://warehouses"
+	WarehousesText = "w1 Rotterdam\nw2 Hamburg\n"
+)
+
+// NoEvidence is the shipment id for which shipment_status leaves out
+// updated_at, a required-evidence field.
+const NoEvidence = "S-NO-EVIDENCE"
+
+var shipmentOutSchema = map[string]any{"type": "object", "properties": map[string]any{
+	"shipment_id": map[string]any{"type": "string"}, "status": map[string]any{"type": "string"},
+	"updated_at": map[string]any{"type": "string"}, "internal_cost": map[string]any{"type": "number"}},
+	"required": []string{"shipment_id", "status"}}
+
+var shipmentInSchema = map[string]any{"type": "object", "properties": map[string]any{"shipment_id": map[string]any{"type": "string"}},
+	"required": []string{"shipment_id"}}
+
+// startUpstream serves the inventory server on loopback: revision-bound
+// catalog and, with kit, the executor kit verifying every call's lease
+// against the real lease service.
+func (w *World) startUpstream(t testing.TB, leaseAddr string, kit bool) string {
+	t.Helper()
+	server := mcp.NewServer(&mcp.Implementation{Name: "inventory", Version: "1.0.0"}, &mcp.ServerOptions{
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true},
+			Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{}}})
+	server.AddPrompt(&mcp.Prompt{Name: PromptName, Description: "Summarize one shipment for a customer.",
+		Arguments: []*mcp.PromptArgument{{Name: "shipment_id", Required: true}}},
+		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user",
+				Content: &mcp.TextContent{Text: "Summarize shipment " + req.Params.Arguments["shipment_id"] + " for its customer."}}}}, nil
+		})
+	server.AddResource(&mcp.Resource{URI: ResourceURI, Name: "warehouses", MIMEType: "text/plain"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: ResourceURI, MIMEType: "text/plain", Text: WarehousesText}}}, nil
+		})
+	catalog, err := revision.New(server, revision.Options{Key: []byte("gatewayworld-cursor-key"), PageSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	catalog.AddTool(&mcp.Tool{Name: "shipment_status", Description: "Query the current status of a shipment.",
+		InputSchema: shipmentInSchema, OutputSchema: shipmentOutSchema},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var in shipmentIn
+			_ = jsonUnmarshal(req.Params.Arguments, &in)
+			w.record(ctx, "shipment_status", map[string]any{"shipment_id": in.ShipmentID})
+			out := shipmentOut{ShipmentID: in.ShipmentID, Status: "in_transit", UpdatedAt: "2026-12-01T10:00:00Z", InternalCost: 12.5}
+			if in.ShipmentID == NoEvidence {
+				out.UpdatedAt = ""
+			}
+			return structured(out)
+		})
+	catalog.AddTool(&mcp.Tool{Name: "cancel_shipment", Description: "Cancel a shipment that has not left the warehouse.",
+		InputSchema: shipmentInSchema},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var in shipmentIn
+			_ = jsonUnmarshal(req.Params.Arguments, &in)
+			w.record(ctx, "cancel_shipment", map[string]any{"shipment_id": in.ShipmentID})
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "cancelled " + in.ShipmentID}}}, nil
+		})
+	catalog.AddTool(&mcp.Tool{Name: "export_log", Description: "Export the warehouse log as text.",
+		InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			w.record(ctx, "export_log", nil)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: ExportLog()}}}, nil
+		})
+	catalog.AddTool(&mcp.Tool{Name: "ping", Description: "Answer pong.", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong"}}}, nil
+		})
+	catalog.AddTool(&mcp.Tool{Name: "slow_report", Description: "Compile a report slowly.", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			w.record(ctx, "slow_report", nil)
+			select {
+			case <-ctx.Done():
+			case <-time.After(3 * time.Second):
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "late"}}}, nil
+		})
+	catalog.AddTool(&mcp.Tool{Name: "secret_report", Description: "Report every shipment's cost.", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			w.record(ctx, "secret_report", nil)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "costs"}}}, nil
+		})
+	if kit {
+		lc := leaseclient.New(leasev1.NewLeaseServiceClient(servicetest.Dial(t, leaseAddr, w.St.Auth.Service(t))), 0)
+		if err := executor.Require(server, executor.Options{ServerID: ServerID, Audience: Audience, Keys: lc.Keys, RefreshKeys: lc.Refresh, Verifier: lc}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true})
+	mux.Handle("/mcp", http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if bytes.Contains(body, []byte(`"tools/call"`)) {
+				w.mu.Lock()
+				w.auths = append(w.auths, r.Header.Get("Authorization"))
+				w.mu.Unlock()
+			}
+		}
+		h.ServeHTTP(rw, r)
+	}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String() + "/mcp"
+}
+
+func jsonUnmarshal(raw json.RawMessage, v any) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	return json.Unmarshal(raw, v)
+}
+
+// structured answers v as structured content with its JSON as text, as
+// go-sdk servers do.
+func structured(v any) (*mcp.CallToolResult, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: json.RawMessage(b)}, nil
+}
+
+// ExportLog is export_log's result: ExportBytes of log lines.
+func ExportLog() string {
+	line := "2026-12-01T10:00:00Z warehouse=w1 event=scan sku=A-100 qty=1\n"
+	var b strings.Builder
+	b.Grow(ExportBytes)
+	for b.Len()+len(line) <= ExportBytes {
+		b.WriteString(line)
+	}
+	b.WriteString(strings.Repeat("#", ExportBytes-b.Len()))
+	return b.String()
+}
+
+func ctxFor(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Eventually polls f every 50ms until it returns true or 30 s pass.
+func Eventually(t testing.TB, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 30s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// StartServices runs the registry, discovery, admission and lease until
+// the test ends, with no MCP server registered and no gateway yet
+// ([World.StartGateway]).
+func StartServices(t testing.TB) *World {
+	t.Helper()
+	st := stack.Start(t, stack.Options{Discovery: func(c *discovery.Config) { c.Linger = 0 }})
+	w := &World{St: st}
+	acfg, err := admission.ParseConfig(nil, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	acfg.RegistryAddr, acfg.DiscoveryAddr = st.RegistryAddr, st.DiscoveryAddr
+	aurl := pgtest.NewDatabase(t, pgtest.Schema{Name: admission.Schema, Sets: admission.Migrations()})
+	w.AdmissionAddr = servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+		c := acfg
+		c.Common = st.Auth.Common(t, aurl, true, listening)
+		return admission.Run(ctx, c)
+	})
+	lcfg, err := leasesvc.ParseConfig([]string{"--key-file", filepath.Join(t.TempDir(), "keys.json")},
+		func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	lcfg.AdmissionAddr, lcfg.RegistryAddr, lcfg.DiscoveryAddr = w.AdmissionAddr, st.RegistryAddr, st.DiscoveryAddr
+	lurl := pgtest.NewDatabase(t, pgtest.Schema{Name: leasesvc.Schema, Sets: leasesvc.Migrations()})
+	w.LeaseAddr = servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+		c := lcfg
+		c.Common = st.Auth.Common(t, lurl, true, listening)
+		return leasesvc.Run(ctx, c)
+	})
+	return w
+}
+
+// Start runs the world until the test ends.
+func Start(t testing.TB, opts Options) *World {
+	t.Helper()
+	ctx := ctxFor(t)
+	// Admission and lease first: the upstream's executor kit needs the
+	// lease service's keys.
+	w := StartServices(t)
+	st := w.St
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.UpstreamURL = w.startUpstream(t, w.LeaseAddr, !opts.NoExecutorKit)
+	registered := w.UpstreamURL
+	gatewayAdmission, gatewayLease := w.AdmissionAddr, w.LeaseAddr
+	if opts.Proxied {
+		w.Proxy = map[string]*servicetest.Proxy{}
+		hostPort := strings.TrimSuffix(strings.TrimPrefix(w.UpstreamURL, "http://"), "/mcp")
+		for name, addr := range map[string]string{"admission": w.AdmissionAddr, "lease": w.LeaseAddr, "upstream": hostPort} {
+			w.Proxy[name] = servicetest.NewProxy(t, addr)
+		}
+		registered = "http://" + w.Proxy["upstream"].Addr() + "/mcp"
+		gatewayAdmission, gatewayLease = w.Proxy["admission"].Addr(), w.Proxy["lease"].Addr()
+	}
+	// The class's upstream credential: a secret reference the gateway
+	// resolves (discovery too, when it scans).
+	t.Setenv("TOOLCRIB_SECRET_INVENTORY_A", UpstreamCredential)
+
+	reg := st.Registry
+	must(reg.RegisterServer(ctx, &registryv1.RegisterServerRequest{Server: &registryv1.Server{
+		ServerId: ServerID, Owner: TenantA + "/group:inventory-team",
+		Transport:      &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: registered}},
+		TrustLevel:     registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY,
+		RevisionSource: registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED,
+		ScanInterval:   durationpb.New(time.Hour),
+	}}))
+	for _, tc := range [][3]string{{TenantA, ClassA, "env:TOOLCRIB_SECRET_INVENTORY_A"}, {TenantB, ClassB, ""}} {
+		must(reg.PutTenant(ctx, &registryv1.PutTenantRequest{Tenant: &registryv1.Tenant{TenantId: tc[0]}}))
+		must(reg.PutAudienceClass(ctx, &registryv1.PutAudienceClassRequest{AudienceClass: &registryv1.AudienceClass{
+			Name: tc[1], TenantId: tc[0], Servers: []*registryv1.AudienceServer{{ServerId: ServerID, SecretRef: tc[2]}}}}))
+	}
+	must(reg.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: TenantA, Group: "readers",
+		Scopes: []string{"shipment:read", "shipment:write"}, AudienceClasses: []string{ClassA}}))
+	must(st.Discovery.TriggerScan(ctx, &discoveryv1.TriggerScanRequest{ServerId: ServerID, AudienceClass: ClassA}))
+	WaitActive(t, ctx, st.Discovery, ServerID, ClassA)
+	Eventually(t, "the registry learns the tools", func() bool {
+		_, err := reg.GetTool(ctx, &registryv1.GetToolRequest{ToolId: ServerID + ".secret_report"})
+		return err == nil
+	})
+	read, write := catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY, catalogv1.EffectClass_EFFECT_CLASS_WRITE
+	for _, c := range []struct {
+		tool     string
+		effect   catalogv1.EffectClass
+		scope    string
+		allowed  []string
+		evidence []string
+		approve  bool
+	}{
+		{"shipment_status", read, "shipment:read", []string{"shipment_id", "status", "updated_at"}, []string{"shipment_id", "updated_at"}, true},
+		{"cancel_shipment", write, "shipment:write", nil, nil, true},
+		{"export_log", read, "shipment:read", nil, nil, true},
+		{"ping", read, "shipment:read", nil, nil, true},
+		{"slow_report", read, "shipment:read", nil, nil, true},
+		{"secret_report", read, "shipment:read", nil, nil, false},
+	} {
+		pub, err := reg.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: &registryv1.ToolContract{
+			ToolId: ServerID + "." + c.tool, Effect: c.effect, Scope: c.scope, DeadlineMs: deadline(c.tool),
+			Authorization: registryv1.Authorization_AUTHORIZATION_CALLER_AND_TENANT,
+			AllowedFields: c.allowed, RequiredEvidence: c.evidence,
+		}})
+		if err != nil {
+			t.Fatalf("publish %s: %v", c.tool, err)
+		}
+		if !c.approve {
+			continue
+		}
+		must(reg.ApproveTool(ctx, &registryv1.ApproveToolRequest{ToolId: ServerID + "." + c.tool, ApprovalDigest: pub.GetTool().GetApprovalDigest()}))
+		must(reg.EnableTool(ctx, &registryv1.EnableToolRequest{ToolId: ServerID + "." + c.tool}))
+	}
+
+	w.StartGateway(t, gatewayAdmission, gatewayLease, opts.Gateway)
+	return w
+}
+
+// StartGateway runs a gateway replica in front of the world's services
+// (dialing admission and the lease service at the given addresses) until
+// the test ends and returns its MCP URL; the first replica's is also
+// GatewayURL. Replicas share what replicas share in production, and
+// nothing else: the gateway database, the Redis prefix and the cursor key
+// file. edit, if set, adjusts the configuration.
+func (w *World) StartGateway(t testing.TB, admissionAddr, leaseAddr string, edit func(*gateway.Config)) string {
+	t.Helper()
+	st := w.St
+	if w.gatewayDB == "" {
+		w.gatewayDB = pgtest.NewDatabase(t, pgtest.Schema{Name: gateway.Schema, Sets: gateway.Migrations()})
+		w.cursorKeyFile = filepath.Join(t.TempDir(), "cursor-key")
+		w.redisPrefix = st.Auth.Common(t, w.gatewayDB, true, nil).RedisPrefix
+	}
+	gcfg, err := gateway.ParseConfig([]string{"--cursor-key-file", w.cursorKeyFile, "--mcp-listen", "127.0.0.1:0"},
+		func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	gcfg.AdmissionAddr, gcfg.LeaseAddr, gcfg.RegistryAddr, gcfg.DiscoveryAddr = admissionAddr, leaseAddr, st.RegistryAddr, st.DiscoveryAddr
+	gcfg.Egress.AllowLoopback = true
+	gcfg.WatchInterval = 100 * time.Millisecond
+	if edit != nil {
+		edit(&gcfg)
+	}
+	urlc := make(chan string, 1)
+	servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+		c := gcfg
+		c.Common = st.Auth.Common(t, w.gatewayDB, true, listening)
+		c.RedisPrefix = w.redisPrefix
+		c.Ready = func(u string) { urlc <- u }
+		if err := c.Validate(); err != nil {
+			return err
+		}
+		return gateway.Run(ctx, c)
+	})
+	u := <-urlc
+	if w.GatewayURL == "" {
+		w.GatewayURL = u
+	}
+	return u
+}
+
+// SlowDeadlineMs is slow_report's contract deadline; it answers after 3 s.
+const SlowDeadlineMs = 300
+
+func deadline(tool string) int32 {
+	switch tool {
+	case "slow_report":
+		return SlowDeadlineMs
+	case "export_log":
+		return 60000 // 5 MB through JSON twice, under -race on a shared machine
+	}
+	return 5000
+}
+
+// WaitActive polls until (server, class) has an active generation. (It
+// polls GetActiveSnapshot rather than following Watch, whose start-up is
+// not what these tests are about.)
+func WaitActive(t testing.TB, ctx context.Context, d discoveryv1.DiscoveryServiceClient, server, class string) {
+	t.Helper()
+	Eventually(t, "an active generation of "+server+" for "+class, func() bool {
+		resp, err := d.GetActiveSnapshot(ctx, &discoveryv1.GetActiveSnapshotRequest{ServerId: server, AudienceClass: class})
+		return err == nil && resp.GetPointer().GetState() == discoveryv1.PointerState_POINTER_STATE_ACTIVE
+	})
+}
+
+// Token mints a token of subject in tenant, group readers.
+func (w *World) Token(t testing.TB, subject, tenant string) string {
+	return w.St.Auth.User(t, subject, tenant, "readers")
+}
+
+// bearerTransport adds a bearer token to every request.
+type bearerTransport struct {
+	base  http.RoundTripper
+	token string
+}
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}
+
+// HTTPClient returns an HTTP client presenting token (none when empty).
+func HTTPClient(token string) *http.Client {
+	if token == "" {
+		return &http.Client{}
+	}
+	return &http.Client{Transport: bearerTransport{base: http.DefaultTransport, token: token}}
+}
+
+// Connect connects a go-sdk MCP client to url presenting token, with opts
+// (nil: defaults), closed when the test ends.
+func Connect(t testing.TB, url, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	return ConnectAt(t, url, token, opts, "")
+}
+
+// ConnectAt is [Connect] asking for protocol version (empty: the latest).
+func ConnectAt(t testing.TB, url, token string, opts *mcp.ClientOptions, version string) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "gateway-test", Version: "1.0.0"}, opts)
+	cs, err := c.Connect(ctxFor(t), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: HTTPClient(token), DisableStandaloneSSE: true},
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("connect %s: %v", url, err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}

@@ -1,0 +1,210 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	"github.com/toolcrib/toolcrib/platform/config"
+	"github.com/toolcrib/toolcrib/platform/egress"
+	"github.com/toolcrib/toolcrib/platform/secretref"
+)
+
+// Default addresses (DESIGN §10): MCP on 7105; the gRPC health port and
+// metrics beside it.
+const (
+	DefaultMCPListen   = "127.0.0.1:7105"
+	DefaultListenAddr  = "127.0.0.1:7115"
+	DefaultMetricsAddr = "127.0.0.1:9105"
+	// MCPPath is the path of the MCP endpoint.
+	MCPPath = "/mcp"
+	// MetadataPath is the path of the OAuth protected-resource metadata
+	// (RFC 9728).
+	MetadataPath = "/.well-known/oauth-protected-resource"
+)
+
+// Config is the gateway's configuration.
+type Config struct {
+	config.Common
+
+	// MCPListen is the address of the MCP endpoint (HTTP, path /mcp).
+	MCPListen string
+	// PublicURL is the MCP endpoint's URL as clients reach it (the
+	// resource of the protected-resource metadata); empty means
+	// http://<MCPListen>/mcp.
+	PublicURL string
+	// AuthorizationServer is the operator's OAuth issuer URL named in the
+	// protected-resource metadata; empty names none.
+	AuthorizationServer string
+
+	// AdmissionAddr, LeaseAddr and RegistryAddr are the toolcrib services
+	// the gateway calls: admission and lease with the client's token, the
+	// registry (contracts, descriptors, servers, audience classes) with the
+	// service token.
+	AdmissionAddr, LeaseAddr, RegistryAddr string
+	// DiscoveryAddr is discovery's gRPC address (GetSnapshot: a
+	// generation's descriptors, for titles and output schemas; the service
+	// token).
+	DiscoveryAddr string
+
+	// CursorKeyFile holds the key that signs tools/list cursors (created
+	// when absent); replicas that share it accept each other's cursors.
+	CursorKeyFile string
+	// PageSize is the number of tools per tools/list page.
+	PageSize int
+	// ListTTL is the ttlMs hint of list results (cacheScope is always
+	// private: a list belongs to one principal).
+	ListTTL time.Duration
+	// WatchInterval is how often the visible set of a principal with an
+	// open subscriptions/listen stream is re-read to send list_changed.
+	WatchInterval time.Duration
+	// IdleTimeout is how long a principal's state (its last listing) is
+	// kept after its last request.
+	IdleTimeout time.Duration
+
+	// LeaseAudiencePrefix prefixes the server id to form the executor
+	// audience of a lease (`executor.` gives `executor.inventory`).
+	LeaseAudiencePrefix string
+	// DefaultDeadline bounds an upstream call whose contract sets no
+	// deadline_ms.
+	DefaultDeadline time.Duration
+	// ConfirmTTL is how long a confirmation request stays answerable.
+	ConfirmTTL time.Duration
+
+	// ResultBudget is the largest result (bytes of its JSON) given to the
+	// model inline; larger ones become artifacts.
+	ResultBudget int
+	// PreviewBytes bounds the head and the tail of an artifact's preview.
+	PreviewBytes int
+	// ArtifactRetention is how long an artifact is kept.
+	ArtifactRetention time.Duration
+	// MaxArtifactBytes is the largest result stored as an artifact; larger
+	// results are refused.
+	MaxArtifactBytes int
+
+	// FindTools offers the find_tools search tool (admission's
+	// visible-set search) beside the visible set.
+	FindTools bool
+
+	// Secrets confines the audience classes' secret references (upstream
+	// credentials); Egress confines the upstreams the gateway dials.
+	Secrets secretref.Config
+	Egress  egress.Config
+
+	// Ready, when set, is called with the MCP endpoint's URL once it
+	// listens (tests and the dev launcher use port 0). Not a flag.
+	Ready func(mcpURL string)
+}
+
+func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
+	s := config.NewSet("gateway", lookup)
+	cfg.Common.Register(s, "gateway", config.Defaults{ListenAddr: DefaultListenAddr, MetricsAddr: DefaultMetricsAddr, UsesRedis: true})
+	s.String(&cfg.MCPListen, "mcp-listen", "TOOLCRIB_GATEWAY_MCP_LISTEN", DefaultMCPListen, "MCP endpoint address (streamable HTTP, path /mcp)")
+	s.String(&cfg.PublicURL, "public-url", "", "", "the MCP endpoint's URL as clients reach it; empty means http://<mcp-listen>/mcp")
+	s.String(&cfg.AuthorizationServer, "authorization-server", "", "", "OAuth issuer URL named in the protected-resource metadata; empty names none")
+	s.String(&cfg.AdmissionAddr, "admission-addr", "", "127.0.0.1:7103", "admission gRPC address (ListVisibleTools, Check; the client's token)")
+	s.String(&cfg.LeaseAddr, "lease-addr", "", "127.0.0.1:7104", "lease gRPC address (Issue; the client's token)")
+	s.String(&cfg.RegistryAddr, "registry-addr", "", "127.0.0.1:7101", "registry gRPC address (contracts, descriptors, servers; the service token)")
+	s.String(&cfg.DiscoveryAddr, "discovery-addr", "", "127.0.0.1:7102", "discovery gRPC address (GetSnapshot: descriptors and output schemas; the service token)")
+	s.String(&cfg.CursorKeyFile, "cursor-key-file", "", ".toolcrib/dev/gateway-cursor-key", "file with the key signing tools/list cursors, created when absent")
+	s.Int(&cfg.PageSize, "page-size", "", 100, "tools per tools/list page")
+	s.Duration(&cfg.ListTTL, "list-ttl", "", time.Second, "ttlMs hint of tools/list results (cacheScope private); list_changed tells listeners sooner")
+	s.Duration(&cfg.WatchInterval, "watch-interval", "", time.Second, "how often a listening principal's visible set is re-read for list_changed")
+	s.Duration(&cfg.IdleTimeout, "idle-timeout", "", 10*time.Minute, "how long a principal's last listing is kept after its last request")
+	s.String(&cfg.LeaseAudiencePrefix, "lease-audience-prefix", "", "executor.", "prefix of the server id forming a lease's executor audience")
+	s.Duration(&cfg.DefaultDeadline, "default-deadline", "", 30*time.Second, "upstream deadline when the contract sets no deadline_ms")
+	s.Duration(&cfg.ConfirmTTL, "confirm-ttl", "", 5*time.Minute, "how long a confirmation request stays answerable")
+	s.Int(&cfg.ResultBudget, "result-budget-bytes", "", 64<<10, "largest result given to the model inline; larger ones become artifacts")
+	s.Int(&cfg.PreviewBytes, "preview-bytes", "", 1024, "bytes of an artifact's head and of its tail in the preview")
+	s.Duration(&cfg.ArtifactRetention, "artifact-retention", "", 24*time.Hour, "how long an artifact is kept")
+	s.Int(&cfg.MaxArtifactBytes, "max-artifact-bytes", "", 64<<20, "largest result stored as an artifact; larger results are refused")
+	s.Bool(&cfg.FindTools, "find-tools", "", false, "offer the find_tools search tool (visible-set search) so a host can load tools on demand")
+	cfg.Secrets.Register(s)
+	cfg.Egress.Register(s)
+	return s
+}
+
+// ParseConfig reads the configuration from args (flags) and lookup (the
+// environment; nil means os.LookupEnv): flag, then environment variable,
+// then default. It reports every problem at once; -h gives flag.ErrHelp.
+func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, error) {
+	var cfg Config
+	if err := flags(&cfg, lookup).Parse(args); err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.Validate()
+}
+
+// Usage returns the help text of the gateway's flags.
+func Usage() string {
+	var cfg Config
+	return flags(&cfg, func(string) (string, bool) { return "", false }).Usage()
+}
+
+// Validate reports every problem with the configuration.
+func (c *Config) Validate() error {
+	errs := []error{c.Common.Validate()}
+	bad := func(flagName, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("--%s: %s", flagName, fmt.Sprintf(format, args...)))
+	}
+	for name, addr := range map[string]string{"mcp-listen": c.MCPListen, "admission-addr": c.AdmissionAddr,
+		"lease-addr": c.LeaseAddr, "registry-addr": c.RegistryAddr, "discovery-addr": c.DiscoveryAddr} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			bad(name, "%q is not host:port", addr)
+		}
+	}
+	if c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("public-url", "must be an http(s) URL")
+		}
+	}
+	if c.AuthorizationServer != "" {
+		if u, err := url.Parse(c.AuthorizationServer); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("authorization-server", "must be an http(s) URL")
+		}
+	}
+	if c.CursorKeyFile == "" {
+		bad("cursor-key-file", "required")
+	}
+	if c.PageSize < 1 || c.PageSize > 1000 {
+		bad("page-size", "must be in [1, 1000]")
+	}
+	if c.ListTTL < 0 {
+		bad("list-ttl", "must not be negative")
+	}
+	for name, d := range map[string]time.Duration{"watch-interval": c.WatchInterval, "idle-timeout": c.IdleTimeout,
+		"default-deadline": c.DefaultDeadline, "confirm-ttl": c.ConfirmTTL, "artifact-retention": c.ArtifactRetention} {
+		if d <= 0 {
+			bad(name, "must be positive")
+		}
+	}
+	if c.ResultBudget < 1024 {
+		bad("result-budget-bytes", "at least 1024")
+	}
+	if c.PreviewBytes < 0 || 2*c.PreviewBytes > c.ResultBudget {
+		bad("preview-bytes", "must be in [0, result-budget-bytes/2]")
+	}
+	if c.MaxArtifactBytes < c.ResultBudget {
+		bad("max-artifact-bytes", "must be at least result-budget-bytes")
+	}
+	if c.RedisAddr == "" {
+		bad("redis-addr", "required: confirmations are kept in Redis")
+	}
+	if _, err := c.Secrets.Policy(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := c.Egress.Policy(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// mcpURL is the endpoint's public URL given the address it listens on.
+func (c *Config) mcpURL(listening string) string {
+	if c.PublicURL != "" {
+		return c.PublicURL
+	}
+	return "http://" + listening + MCPPath
+}

@@ -1,0 +1,56 @@
+package gateway
+
+import (
+	"strings"
+	"testing"
+)
+
+func none(string) (string, bool) { return "", false }
+
+func TestDefaults(t *testing.T) {
+	cfg, err := ParseConfig(nil, none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MCPListen != "127.0.0.1:7105" || cfg.mcpURL(cfg.MCPListen) != "http://127.0.0.1:7105/mcp" || cfg.ListenAddr != DefaultListenAddr ||
+		cfg.MetricsAddr != "127.0.0.1:9105" || cfg.AdmissionAddr != "127.0.0.1:7103" || cfg.LeaseAddr != "127.0.0.1:7104" {
+		t.Fatalf("%+v", cfg)
+	}
+}
+
+// Every bad value is reported at once, each naming its flag.
+func TestValidateNamesEveryFlag(t *testing.T) {
+	_, err := ParseConfig([]string{"--mcp-listen", "nope", "--public-url", "ftp://x", "--page-size", "0",
+		"--result-budget-bytes", "10", "--confirm-ttl", "0s", "--lease-addr", ""}, none)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, f := range []string{"--mcp-listen", "--public-url", "--page-size", "--result-budget-bytes", "--confirm-ttl", "--lease-addr"} {
+		if !strings.Contains(err.Error(), f) {
+			t.Errorf("%s not named in %v", f, err)
+		}
+	}
+}
+
+func TestEnvironmentTwin(t *testing.T) {
+	env := map[string]string{"TOOLCRIB_GATEWAY_MCP_LISTEN": "127.0.0.1:8105", "TOOLCRIB_PUBLIC_URL": "https://mcp.example.com/mcp"}
+	cfg, err := ParseConfig(nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MCPListen != "127.0.0.1:8105" || cfg.mcpURL("127.0.0.1:8105") != "https://mcp.example.com/mcp" {
+		t.Fatalf("%+v", cfg)
+	}
+}
+
+func TestCursorKeyIsCreatedOnceAndKept(t *testing.T) {
+	path := t.TempDir() + "/sub/key"
+	a, err := cursorKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := cursorKey(path)
+	if err != nil || string(a) != string(b) || len(a) < 16 {
+		t.Fatalf("%q %q %v", a, b, err)
+	}
+}

@@ -1,0 +1,236 @@
+package contract
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/secretref"
+	"github.com/toolcrib/toolcrib/services/gateway/internal/policy"
+)
+
+// Descriptor is one tool as a generation recorded it.
+type Descriptor struct {
+	// Name is the MCP tool name at the upstream.
+	Name string
+	// Title is the MCP title; empty when none.
+	Title string
+	// OutputSchema is the raw output schema; nil when none.
+	OutputSchema json.RawMessage
+	// Annotations are the raw annotations (hints, never trusted); nil when
+	// none.
+	Annotations json.RawMessage
+	// Output is OutputSchema compiled; nil when none.
+	Output *jsonschema.Schema
+	// OutputErr is why OutputSchema does not compile (the call is then
+	// refused: the result cannot be checked).
+	OutputErr error
+}
+
+// Review is a tool's contract at one descriptor digest, at PolicyEpoch.
+type Review struct {
+	Contract    *registryv1.ToolContract
+	PolicyEpoch int64
+}
+
+// Endpoint is where and how the gateway reaches one server for one
+// audience class.
+type Endpoint struct {
+	// URL is the streamable HTTP endpoint; empty for a stdio server.
+	URL string
+	// Credential is the class's upstream credential; empty sends none.
+	Credential string
+}
+
+// ErrStdio is returned for a server registered with a stdio transport,
+// which the gateway does not run.
+var ErrStdio = errors.New("contract: the server is a stdio server; the gateway calls only streamable HTTP servers")
+
+// endpointTTL is how long an endpoint (URL and credential) is reused.
+const endpointTTL = 30 * time.Second
+
+// Directory answers the gateway's questions about tools and servers.
+type Directory struct {
+	reg     registryv1.RegistryServiceClient
+	disc    discoveryv1.DiscoveryServiceClient
+	secrets secretref.Policy
+	lookup  func(string) (string, bool)
+
+	mu        sync.Mutex
+	snapshots map[snapKey]*snapEntry
+	reviews   map[reviewKey]Review
+	endpoints map[epKey]epEntry
+}
+
+type snapKey struct {
+	server, class string
+	generation    int64
+}
+
+type snapEntry struct {
+	once  sync.Once
+	tools map[string]*Descriptor // descriptor digest -> descriptor
+	err   error
+}
+
+type reviewKey struct{ tool, class, digest string }
+
+type epKey struct{ server, class string }
+
+type epEntry struct {
+	ep  Endpoint
+	at  time.Time
+	err error
+}
+
+// maxCached bounds each cache; past it the cache is emptied (every entry
+// is refetchable).
+const maxCached = 4096
+
+// New returns a directory over the registry and discovery clients (whose
+// connections carry the service token); secrets confines the audience
+// classes' secret references, lookup reads `env:` ones (nil: os.LookupEnv).
+func New(reg registryv1.RegistryServiceClient, disc discoveryv1.DiscoveryServiceClient, secrets secretref.Policy, lookup func(string) (string, bool)) *Directory {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	return &Directory{reg: reg, disc: disc, secrets: secrets, lookup: lookup,
+		snapshots: map[snapKey]*snapEntry{}, reviews: map[reviewKey]Review{}, endpoints: map[epKey]epEntry{}}
+}
+
+// Descriptor returns the tool with digest in (server, class, generation).
+func (d *Directory) Descriptor(ctx context.Context, server, class string, generation int64, digest string) (*Descriptor, error) {
+	k := snapKey{server, class, generation}
+	d.mu.Lock()
+	e := d.snapshots[k]
+	if e == nil {
+		if len(d.snapshots) >= maxCached {
+			clear(d.snapshots)
+		}
+		e = &snapEntry{}
+		d.snapshots[k] = e
+	}
+	d.mu.Unlock()
+	e.once.Do(func() { e.tools, e.err = d.fetchSnapshot(ctx, k) })
+	if e.err != nil {
+		d.mu.Lock()
+		if d.snapshots[k] == e {
+			delete(d.snapshots, k) // not cached: the next call retries
+		}
+		d.mu.Unlock()
+		return nil, e.err
+	}
+	t, ok := e.tools[digest]
+	if !ok {
+		return nil, fmt.Errorf("contract: generation %d of %s has no tool with digest %s", generation, server, digest)
+	}
+	return t, nil
+}
+
+func (d *Directory) fetchSnapshot(ctx context.Context, k snapKey) (map[string]*Descriptor, error) {
+	resp, err := d.disc.GetSnapshot(ctx, &discoveryv1.GetSnapshotRequest{ServerId: k.server, AudienceClass: k.class, Generation: k.generation})
+	if err != nil {
+		return nil, fmt.Errorf("contract: discovery GetSnapshot: %w", err)
+	}
+	out := map[string]*Descriptor{}
+	for _, t := range resp.GetSnapshot().GetTools() {
+		var raw struct {
+			Title        string          `json:"title"`
+			OutputSchema json.RawMessage `json:"outputSchema"`
+			Annotations  json.RawMessage `json:"annotations"`
+		}
+		_ = json.Unmarshal(t.GetRaw(), &raw) // discovery validated it as JSON
+		desc := &Descriptor{Name: t.GetName(), Title: raw.Title, Annotations: raw.Annotations}
+		if len(raw.OutputSchema) > 0 && string(raw.OutputSchema) != "null" {
+			desc.OutputSchema = raw.OutputSchema
+			desc.Output, desc.OutputErr = policy.CompileOutput(raw.OutputSchema)
+		}
+		out[t.GetDescriptorDigest()] = desc
+	}
+	return out, nil
+}
+
+// Review returns the tool's contract at digest as class reads it, read at
+// a policy epoch of at least atLeast (the epoch admission decided at): a
+// cached answer from an older epoch is read again.
+func (d *Directory) Review(ctx context.Context, tool, class, digest string, atLeast int64) (Review, error) {
+	k := reviewKey{tool, class, digest}
+	d.mu.Lock()
+	r, ok := d.reviews[k]
+	d.mu.Unlock()
+	if ok && r.PolicyEpoch >= atLeast {
+		return r, nil
+	}
+	resp, err := d.reg.GetToolReview(ctx, &registryv1.GetToolReviewRequest{ToolId: tool, DescriptorDigest: digest, AudienceClass: class})
+	if err != nil {
+		return Review{}, fmt.Errorf("contract: registry GetToolReview: %w", err)
+	}
+	r = Review{Contract: resp.GetContract(), PolicyEpoch: resp.GetPolicyEpoch()}
+	d.mu.Lock()
+	if len(d.reviews) >= maxCached {
+		clear(d.reviews)
+	}
+	if old, ok := d.reviews[k]; !ok || old.PolicyEpoch <= r.PolicyEpoch {
+		d.reviews[k] = r
+	}
+	d.mu.Unlock()
+	return r, nil
+}
+
+// Endpoint returns how to reach server as class: its URL and the class's
+// credential for it (resolved from the secret reference, kept in memory
+// only).
+func (d *Directory) Endpoint(ctx context.Context, server, class string) (Endpoint, error) {
+	k := epKey{server, class}
+	d.mu.Lock()
+	e, ok := d.endpoints[k]
+	d.mu.Unlock()
+	if ok && time.Since(e.at) < endpointTTL {
+		return e.ep, e.err
+	}
+	ep, err := d.fetchEndpoint(ctx, server, class)
+	if err != nil && !errors.Is(err, ErrStdio) {
+		return Endpoint{}, err // not cached
+	}
+	d.mu.Lock()
+	if len(d.endpoints) >= maxCached {
+		clear(d.endpoints)
+	}
+	d.endpoints[k] = epEntry{ep: ep, at: time.Now(), err: err}
+	d.mu.Unlock()
+	return ep, err
+}
+
+func (d *Directory) fetchEndpoint(ctx context.Context, server, class string) (Endpoint, error) {
+	srv, err := d.reg.GetServer(ctx, &registryv1.GetServerRequest{ServerId: server})
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("contract: registry GetServer: %w", err)
+	}
+	h := srv.GetServer().GetStreamableHttp()
+	if h == nil {
+		return Endpoint{}, ErrStdio
+	}
+	cls, err := d.reg.GetAudienceClass(ctx, &registryv1.GetAudienceClassRequest{Name: class})
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("contract: registry GetAudienceClass: %w", err)
+	}
+	var ref string
+	for _, b := range cls.GetAudienceClass().GetServers() {
+		if b.GetServerId() == server {
+			ref = b.GetSecretRef()
+		}
+	}
+	cred, err := d.secrets.Resolve(ref, d.lookup)
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("contract: the audience class's upstream credential: %w", err)
+	}
+	return Endpoint{URL: h.GetUrl(), Credential: cred}, nil
+}

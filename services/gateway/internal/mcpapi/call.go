@@ -1,0 +1,331 @@
+package mcpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	leasev1 "github.com/toolcrib/toolcrib/gen/toolcrib/lease/v1"
+	"github.com/toolcrib/toolcrib/revision/lease"
+	"github.com/toolcrib/toolcrib/services/gateway/internal/bearer"
+	"github.com/toolcrib/toolcrib/services/gateway/internal/contract"
+	"github.com/toolcrib/toolcrib/services/gateway/internal/policy"
+)
+
+// `_meta` keys of a call's answer.
+const (
+	// MetaReason is the reason of a denied or refused call.
+	MetaReason = "dev.toolcrib/reason"
+	// MetaReceipt is the admission receipt id the call ran (or was denied)
+	// under.
+	MetaReceipt = "dev.toolcrib/receipt"
+	// MetaExecutionReceipt is the lease service's execution receipt id.
+	MetaExecutionReceipt = "dev.toolcrib/execution-receipt"
+	// MetaDropped lists the fields the projection removed.
+	MetaDropped = "dev.toolcrib/dropped-fields"
+)
+
+// Reasons of the gateway's own (beyond admission's decision reasons and
+// the result policy's).
+const (
+	// ReasonUnavailable: admission, the lease service, the registry,
+	// discovery or the upstream did not answer; nothing ran.
+	ReasonUnavailable = "UNAVAILABLE"
+	// ReasonLeaseRefused: the lease service refused to issue a lease.
+	ReasonLeaseRefused = "LEASE_REFUSED"
+	// ReasonUpstreamDeadline: the upstream did not answer within the
+	// contract's deadline.
+	ReasonUpstreamDeadline = "UPSTREAM_DEADLINE"
+	// ReasonUpstreamUnsupported: the server's transport is one the gateway
+	// does not call (stdio).
+	ReasonUpstreamUnsupported = "UPSTREAM_UNSUPPORTED"
+	// ReasonUserDeclined: the user declined (or cancelled) the
+	// confirmation.
+	ReasonUserDeclined = "USER_DECLINED"
+	// ReasonConfirmationUnanswerable: the call needs the user's
+	// confirmation and the client cannot be asked (a protocol version
+	// before 2026-07-28 on this stateless endpoint).
+	ReasonConfirmationUnanswerable = "CONFIRMATION_UNANSWERABLE"
+	// ReasonResultTooLarge: the result exceeds even the artifact limit.
+	ReasonResultTooLarge = "RESULT_TOO_LARGE"
+	// ReasonNotVisible: no tool of that name was shown to the principal.
+	ReasonNotVisible = "NOT_FOUND"
+)
+
+// Outcome labels of the call metric.
+const (
+	outcomeOK          = "ok"
+	outcomeDenied      = "denied"
+	outcomeRefused     = "refused"
+	outcomeUnavailable = "unavailable"
+	outcomeConfirm     = "confirm"
+)
+
+// whatToDo is the advice given with each admission reason.
+var whatToDo = map[catalogv1.DecisionReason]string{
+	catalogv1.DecisionReason_DECISION_REASON_INVALID_INPUT:         "send the call again with well-formed arguments",
+	catalogv1.DecisionReason_DECISION_REASON_NOT_FOUND:             "list tools again (tools/list): this tool is not among the tools you may call",
+	catalogv1.DecisionReason_DECISION_REASON_DISABLED:              "the tool's owner has disabled it; use another tool or ask the owner",
+	catalogv1.DecisionReason_DECISION_REASON_UNREVIEWED:            "the tool's current definition awaits its owner's approval; try again later",
+	catalogv1.DecisionReason_DECISION_REASON_STALE_SCHEMA:          "the tool's definition changed: list tools again (tools/list) and plan with the new one",
+	catalogv1.DecisionReason_DECISION_REASON_STALE_CATALOG:         "the catalog moved on: list tools again (tools/list) and plan with the current tools",
+	catalogv1.DecisionReason_DECISION_REASON_INCOMPLETE_DISCOVERY:  "the server's catalog could not be proven; try again later",
+	catalogv1.DecisionReason_DECISION_REASON_UNVERSIONED_SOURCE:    "the server gives no catalog revision, so calls with side effects are not allowed autonomously",
+	catalogv1.DecisionReason_DECISION_REASON_STALE_POLICY:          "toolcrib cannot confirm your current permissions right now; retry in a few seconds",
+	catalogv1.DecisionReason_DECISION_REASON_POLICY_REVOKED:        "your permission for this tool was revoked since you listed it: list tools again (tools/list); ask your tenant's admin if you still need it",
+	catalogv1.DecisionReason_DECISION_REASON_FORBIDDEN:             "you are not granted this tool; ask your tenant's admin",
+	catalogv1.DecisionReason_DECISION_REASON_ARGUMENTS_INVALID:     "fix the arguments to match the tool's input schema",
+	catalogv1.DecisionReason_DECISION_REASON_CONFIRMATION_REQUIRED: "the user must confirm this call",
+	catalogv1.DecisionReason_DECISION_REASON_SERVER_CLOSED:         "the server is closed: no current catalog proves authorization; try again later",
+}
+
+// reasonName is an admission reason without its enum prefix.
+func reasonName(r catalogv1.DecisionReason) string {
+	return strings.TrimPrefix(r.String(), "DECISION_REASON_")
+}
+
+// call runs the pipeline for one tools/call. canAsk is false for a tool
+// the principal was shown but that is no longer visible: its answer is a
+// denial or a plain result, never an input request. It never returns a
+// JSON-RPC error: every failure is a tool result with isError.
+func (g *Gateway) call(ctx context.Context, st *state, req *mcp.CallToolRequest, canAsk bool) *mcp.CallToolResult {
+	start := time.Now()
+	res, outcome, reason := g.run(ctx, st, req, canAsk)
+	g.opts.Metrics.Call(outcome, reason, time.Since(start))
+	if outcome != outcomeOK && outcome != outcomeConfirm {
+		p := st.p
+		g.opts.Logger.InfoContext(ctx, "tool call not run", "tenant", p.Tenant, "subject", p.Subject,
+			"tool", bounded(req.Params.Name, 128), "outcome", outcome, "reason", reason)
+	}
+	return res
+}
+
+func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, canAsk bool) (*mcp.CallToolResult, string, string) {
+	_, tok, ok := bearer.From(req.GetExtra().TokenInfo)
+	if !ok {
+		return denial(ReasonUnavailable, "no verified bearer token reached the gateway", ""), outcomeUnavailable, ReasonUnavailable
+	}
+	name := req.Params.Name
+	shown := st.shownTool(name)
+	if shown == nil {
+		// Another replica may have listed it: read the set once.
+		if _, err := g.sync(ctx, st, tok); err != nil {
+			return unavailable("admission", err), outcomeUnavailable, ReasonUnavailable
+		}
+		if shown = st.shownTool(name); shown == nil {
+			return denial(ReasonNotVisible, fmt.Sprintf("no tool named %q is visible to you", bounded(name, 128)),
+				"list tools again (tools/list) and call one of those"), outcomeDenied, ReasonNotVisible
+		}
+	}
+	rt := shown.rt
+	args := []byte(req.Params.Arguments)
+	if len(args) == 0 || string(args) == "null" {
+		args = []byte("{}")
+	}
+	argDigest, err := lease.ArgumentDigest(args)
+	if err != nil {
+		r := catalogv1.DecisionReason_DECISION_REASON_ARGUMENTS_INVALID
+		return denial(reasonName(r), "the arguments are not valid JSON", whatToDo[r]), outcomeDenied, reasonName(r)
+	}
+
+	mode := admissionv1.Mode_MODE_AUTONOMOUS
+	if req.Params.RequestState != "" || len(req.Params.InputResponses) > 0 {
+		if why, detail := g.confirmed(ctx, st, rt, argDigest, req.Params); why != "" {
+			return denial(why, detail, "call the tool again to be asked anew"), outcomeDenied, why
+		}
+		mode = admissionv1.Mode_MODE_USER_CONFIRMED
+	}
+	chk, err := g.opts.Admission.Check(ctx, &admissionv1.CheckRequest{
+		ToolId: rt.GetToolId(), Generation: rt.GetGeneration(), DescriptorDigest: rt.GetDescriptorDigest(),
+		PolicyEpoch: shown.epoch, Arguments: args, Mode: mode, AudienceClass: rt.GetAudienceClass(),
+	}, withToken(tok))
+	if err != nil {
+		return unavailable("admission", err), outcomeUnavailable, ReasonUnavailable
+	}
+	if chk.GetDecision() != admissionv1.Decision_DECISION_ALLOW {
+		r := chk.GetReason()
+		if r == catalogv1.DecisionReason_DECISION_REASON_CONFIRMATION_REQUIRED && mode == admissionv1.Mode_MODE_AUTONOMOUS && canAsk {
+			if !supportsInputRequests(req.Session) {
+				return denial(ReasonConfirmationUnanswerable, "this call needs the user's confirmation, and the client cannot be asked on this endpoint",
+					"connect with MCP protocol version 2026-07-28 or later, whose input-required results carry the confirmation"), outcomeDenied, ReasonConfirmationUnanswerable
+			}
+			res, err := g.askConfirmation(ctx, st, shown, args, argDigest)
+			if err != nil {
+				return unavailable("redis", err), outcomeUnavailable, ReasonUnavailable
+			}
+			return res, outcomeConfirm, reasonName(r)
+		}
+		res := denial(reasonName(r), bounded(chk.GetDetail(), 512), whatToDo[r])
+		res.Meta[MetaReceipt] = chk.GetReceipt().GetReceiptId()
+		return res, outcomeDenied, reasonName(r)
+	}
+	receipt := chk.GetReceipt()
+
+	review, err := g.opts.Directory.Review(ctx, rt.GetToolId(), rt.GetAudienceClass(), rt.GetDescriptorDigest(), receipt.GetPolicyEpoch())
+	if err != nil {
+		return unavailable("registry", err), outcomeUnavailable, ReasonUnavailable
+	}
+	desc, err := g.opts.Directory.Descriptor(ctx, rt.GetServerId(), rt.GetAudienceClass(), receipt.GetGeneration(), rt.GetDescriptorDigest())
+	if err != nil {
+		return unavailable("discovery", err), outcomeUnavailable, ReasonUnavailable
+	}
+	if desc.OutputErr != nil {
+		return denial(policy.ReasonOutputInvalid, "the tool's output schema cannot be compiled, so its result cannot be checked", ""), outcomeRefused, policy.ReasonOutputInvalid
+	}
+	ep, err := g.opts.Directory.Endpoint(ctx, rt.GetServerId(), rt.GetAudienceClass())
+	if errors.Is(err, contract.ErrStdio) {
+		return denial(ReasonUpstreamUnsupported, "the tool's server is a stdio server; the gateway calls streamable HTTP servers only", ""), outcomeDenied, ReasonUpstreamUnsupported
+	}
+	if err != nil {
+		return unavailable("registry", err), outcomeUnavailable, ReasonUnavailable
+	}
+
+	audience := g.opts.LeaseAudiencePrefix + rt.GetServerId()
+	iss, err := g.opts.Lease.Issue(ctx, &leasev1.IssueRequest{
+		ReceiptId: receipt.GetReceiptId(), ArgumentDigest: argDigest, HolderPublicKey: g.holderJWK, Audience: audience,
+	}, withToken(tok))
+	if err != nil {
+		if transient(err) {
+			return unavailable("lease", err), outcomeUnavailable, ReasonUnavailable
+		}
+		why := errorReason(err)
+		return denial(ReasonLeaseRefused, "the lease service refused a lease: "+why, "try again; if it persists the server's issuance may be frozen"), outcomeDenied, ReasonLeaseRefused
+	}
+	proof, err := lease.NewProof(g.opts.Holder, lease.Claims{ID: iss.GetClaims().GetLeaseId(), ArgumentDigest: argDigest, Audience: audience}, time.Now())
+	if err != nil {
+		return unavailable("holder key", err), outcomeUnavailable, ReasonUnavailable
+	}
+
+	deadline := g.opts.DefaultDeadline
+	if ms := review.Contract.GetDeadlineMs(); ms > 0 {
+		deadline = time.Duration(ms) * time.Millisecond
+	}
+	uctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	params := &mcp.CallToolParams{Name: desc.Name, Arguments: json.RawMessage(args),
+		Meta: mcp.Meta{lease.MetaLease: iss.GetToken(), lease.MetaProof: proof}}
+	if pt := req.Params.GetProgressToken(); pt != nil {
+		// The upstream's progress reaches the caller under the caller's own
+		// token; the upstream sees only a token of the gateway's.
+		gt := "toolcrib-" + rand.Text()
+		params.SetProgressToken(gt)
+		g.progressMu.Lock()
+		g.progress[gt] = progressSink{ss: req.Session, token: pt}
+		g.progressMu.Unlock()
+		defer func() {
+			g.progressMu.Lock()
+			delete(g.progress, gt)
+			g.progressMu.Unlock()
+		}()
+	}
+	up, err := g.opts.Upstream.Call(uctx, ep.URL, ep.Credential, params)
+	if err != nil {
+		if errors.Is(uctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			return denial(ReasonUpstreamDeadline, fmt.Sprintf("the tool did not answer within its deadline of %d ms", deadline.Milliseconds()), "try again later"), outcomeUnavailable, ReasonUpstreamDeadline
+		}
+		return unavailable("the tool's server", err), outcomeUnavailable, ReasonUnavailable
+	}
+	res, outcome, reason := g.applyPolicy(ctx, st, rt.GetToolId(), receipt.GetReceiptId(), review, desc, up)
+	res.Meta[MetaReceipt] = receipt.GetReceiptId()
+	res.Meta[MetaExecutionReceipt] = iss.GetExecutionReceiptId()
+	return res, outcome, reason
+}
+
+// shownTool returns a copy of the tool last shown under name (its epoch
+// moves under st.mu when the same set is listed at a newer epoch), or nil.
+func (st *state) shownTool(name string) *shownTool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	t := st.shown[name]
+	if t == nil {
+		return nil
+	}
+	c := *t
+	return &c
+}
+
+// supportsInputRequests: the client negotiated 2026-07-28 or later, whose
+// input-required result carries the confirmation request within the
+// stateless call (an older client could only be asked by a server-to-client
+// request, which a stateless endpoint cannot route back).
+func supportsInputRequests(ss *mcp.ServerSession) bool {
+	if ss == nil {
+		return false
+	}
+	// A stateless request of the new protocol carries its version per
+	// request and has no initialize parameters; old-protocol requests get
+	// synthesized ones naming their version.
+	ip := ss.InitializeParams()
+	return ip == nil || ip.ProtocolVersion >= "2026-07-28"
+}
+
+func denial(reason, detail, todo string) *mcp.CallToolResult {
+	text := "denied: " + reason
+	if detail != "" {
+		text += ": " + detail
+	}
+	if todo != "" {
+		text += ". What to do: " + todo + "."
+	}
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}, Meta: mcp.Meta{MetaReason: reason}}
+}
+
+// unavailable is the answer when a dependency did not answer: an error
+// result, never a pass. The text names the dependency and the gRPC code,
+// not the error's text (it may carry internal detail).
+func unavailable(what string, err error) *mcp.CallToolResult {
+	return denial(ReasonUnavailable, fmt.Sprintf("%s did not answer (%s); nothing was run", what, grpcCode(err)), "retry shortly")
+}
+
+func grpcCode(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "deadline exceeded"
+	}
+	if errors.Is(err, context.Canceled) {
+		return "cancelled"
+	}
+	if s, ok := status.FromError(err); ok {
+		return s.Code().String()
+	}
+	return "transport error"
+}
+
+// transient reports whether a gRPC error means "no answer" rather than a
+// refusal.
+func transient(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unknown, codes.Internal, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}
+
+// errorReason is the ErrorInfo reason of a gRPC error, else its code.
+func errorReason(err error) string {
+	s, _ := status.FromError(err)
+	for _, d := range s.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() != "" {
+			return info.GetReason()
+		}
+	}
+	return s.Code().String()
+}
+
+// bounded cuts s to at most n bytes, dropping a rune cut in half.
+func bounded(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}

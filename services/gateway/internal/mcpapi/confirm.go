@@ -1,0 +1,100 @@
+package mcpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/redis/go-redis/v9"
+
+	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
+)
+
+// confirmInput is the id of the confirmation in an input-required result.
+const confirmInput = "confirm"
+
+// maxArgsShown bounds the arguments quoted in a confirmation message.
+const maxArgsShown = 2048
+
+// binding is what one confirmation request is for: the principal, the tool
+// at its generation and digest, and the exact arguments. A confirmation
+// answers only the call it was asked for.
+func binding(st *state, rt *admissionv1.RuntimeTool, argDigest string) string {
+	return strings.Join([]string{st.key, rt.GetToolId(), fmt.Sprint(rt.GetGeneration()), rt.GetDescriptorDigest(), argDigest}, "\x00")
+}
+
+func (g *Gateway) confirmKey(nonce string) string {
+	return g.opts.Redis.Key("gateway", "confirm", nonce)
+}
+
+// askConfirmation answers a call that needs the user's confirmation with an
+// input-required result: an elicitation showing the tool, its effect class
+// and the arguments, and a request state naming a single-use record (in
+// Redis, so any replica can take the retry) bound to this exact call.
+func (g *Gateway) askConfirmation(ctx context.Context, st *state, shown *shownTool, args []byte, argDigest string) (*mcp.CallToolResult, error) {
+	nonce := rand.Text()
+	if err := g.opts.Redis.Set(ctx, g.confirmKey(nonce), binding(st, shown.rt, argDigest), g.opts.ConfirmTTL).Err(); err != nil {
+		return nil, err
+	}
+	rt := shown.rt
+	msg := fmt.Sprintf("Allow the tool %s (%s, effect %s) to run with these arguments?\n%s",
+		shown.model.Name, rt.GetToolId(), effectName(rt.GetEffectClass()), bounded(string(args), maxArgsShown))
+	return &mcp.CallToolResult{
+		InputRequests: mcp.InputRequestMap{confirmInput: &mcp.ElicitParams{
+			Mode:    "form",
+			Message: msg,
+			RequestedSchema: map[string]any{
+				"type": "object",
+				"properties": map[string]any{
+					"confirm": map[string]any{"type": "boolean", "title": "Run " + shown.model.Name, "description": "Run this call once, with exactly these arguments."},
+				},
+				"required": []string{"confirm"},
+			},
+		}},
+		RequestState: nonce,
+	}, nil
+}
+
+// confirmed checks a retried call's confirmation: the request state must
+// name a live record made for this call (it is consumed), and the user
+// must have accepted with confirm = true. It returns "" when confirmed,
+// else the reason and a detail.
+func (g *Gateway) confirmed(ctx context.Context, st *state, rt *admissionv1.RuntimeTool, argDigest string, p *mcp.CallToolParamsRaw) (string, string) {
+	if len(p.RequestState) > 64 {
+		return reasonConfirmation, "the confirmation state is not one this gateway issued"
+	}
+	want, err := g.opts.Redis.GetDel(ctx, g.confirmKey(p.RequestState)).Result()
+	if errors.Is(err, redis.Nil) {
+		return reasonConfirmation, "the confirmation expired, was already used, or was never asked for"
+	}
+	if err != nil {
+		return ReasonUnavailable, "the confirmation could not be checked (redis did not answer); nothing was run"
+	}
+	if want != binding(st, rt, argDigest) {
+		return reasonConfirmation, "the confirmation was given for another call (tool or arguments differ)"
+	}
+	resp, ok := p.InputResponses[confirmInput].(*mcp.ElicitResult)
+	if !ok {
+		return reasonConfirmation, "the retried call carries no answer to the confirmation"
+	}
+	if resp.Action != "accept" || !accepted(resp.Content["confirm"]) {
+		return ReasonUserDeclined, "the user did not confirm the call"
+	}
+	return "", ""
+}
+
+const reasonConfirmation = "CONFIRMATION_REQUIRED"
+
+func accepted(v any) bool {
+	switch b := v.(type) {
+	case bool:
+		return b
+	case json.RawMessage:
+		return string(b) == "true"
+	}
+	return false
+}

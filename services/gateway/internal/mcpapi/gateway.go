@@ -1,0 +1,386 @@
+package mcpapi
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
+
+	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
+	leasev1 "github.com/toolcrib/toolcrib/gen/toolcrib/lease/v1"
+	"github.com/toolcrib/toolcrib/platform/principal"
+	"github.com/toolcrib/toolcrib/platform/redisclient"
+	"github.com/toolcrib/toolcrib/revision"
+	"github.com/toolcrib/toolcrib/revision/lease"
+	"github.com/toolcrib/toolcrib/services/gateway/internal/artifact"
+	"github.com/toolcrib/toolcrib/services/gateway/internal/bearer"
+	"github.com/toolcrib/toolcrib/services/gateway/internal/contract"
+	"github.com/toolcrib/toolcrib/services/gateway/internal/metrics"
+	"github.com/toolcrib/toolcrib/services/gateway/internal/upstream"
+)
+
+// Options configure a [Gateway].
+type Options struct {
+	// Admission and Lease are called with the client's own token.
+	Admission admissionv1.AdmissionServiceClient
+	Lease     leasev1.LeaseServiceClient
+	// Directory reads contracts, descriptors and endpoints.
+	Directory *contract.Directory
+	// Upstream calls the MCP servers.
+	Upstream *upstream.Pool
+	// Artifacts stores results over the budget.
+	Artifacts *artifact.Store
+	// Redis keeps pending confirmations (shared by replicas).
+	Redis *redisclient.Client
+	// Cursors signs tools/list cursors.
+	Cursors *revision.CursorCodec
+	// Holder is the gateway's lease holder key.
+	Holder ed25519.PrivateKey
+
+	PageSize            int
+	ListTTL             time.Duration
+	WatchInterval       time.Duration
+	IdleTimeout         time.Duration
+	LeaseAudiencePrefix string
+	DefaultDeadline     time.Duration
+	ConfirmTTL          time.Duration
+	ResultBudget        int
+	PreviewBytes        int
+	MaxArtifactBytes    int
+	Retention           time.Duration
+
+	// FindTools offers the find_tools search tool beside the visible set.
+	FindTools bool
+
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
+}
+
+// Gateway is the MCP server of every principal. Each principal gets its own
+// [mcp.Server] holding exactly its visible set, so a list_changed
+// notification reaches only the principal whose set changed and a tool
+// handler can never run for another principal.
+type Gateway struct {
+	opts      Options
+	holderJWK []byte
+	sdkLog    *slog.Logger
+
+	drainOnce sync.Once
+	draining  chan struct{}
+
+	mu         sync.Mutex
+	principals map[string]*state
+
+	progressMu sync.Mutex
+	progress   map[string]progressSink // the gateway's progress token -> the calling client's
+}
+
+// progressSink is where an upstream's progress for one call goes: the
+// calling client's session and its own token.
+type progressSink struct {
+	ss    *mcp.ServerSession
+	token any
+}
+
+// RelayProgress forwards an upstream's progress notification to the client
+// whose call it belongs to (by the token the gateway gave the call); others
+// are dropped.
+func (g *Gateway) RelayProgress(ctx context.Context, p *mcp.ProgressNotificationParams) {
+	tok, _ := p.ProgressToken.(string)
+	g.progressMu.Lock()
+	sink, ok := g.progress[tok]
+	g.progressMu.Unlock()
+	if !ok || sink.ss == nil {
+		return
+	}
+	_ = sink.ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: sink.token, Progress: p.Progress, Total: p.Total, Message: bounded(p.Message, 1024)})
+}
+
+// New returns a gateway.
+func New(opts Options) *Gateway {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Gateway{
+		opts:       opts,
+		holderJWK:  lease.PublicJWK(opts.Holder.Public().(ed25519.PublicKey)),
+		sdkLog:     slog.New(warnOnly{opts.Logger.Handler()}),
+		principals: map[string]*state{},
+		draining:   make(chan struct{}),
+		progress:   map[string]progressSink{},
+	}
+}
+
+// state is one principal's server and what it was last shown.
+type state struct {
+	key    string
+	p      principal.Principal
+	server *mcp.Server
+
+	mu        sync.Mutex
+	token     string
+	tokenExp  time.Time
+	lastUsed  time.Time
+	listeners int
+	set       *visibleSet
+	shown     map[string]*shownTool  // every tool shown since the state was made, by model name
+	prompts   map[string]promptRef   // the last prompts/list, by name as listed
+	resources map[string]resourceRef // the last upstream resources listed, by URI as listed
+	templates []templateRef          // the last upstream resource templates listed
+
+	regMu      sync.Mutex            // serializes changes of the server's tools
+	registered map[string]*shownTool // tools registered on server, by name
+}
+
+// maxShown bounds the tools remembered as shown; past it the memory is
+// reset to the current set.
+const maxShown = 8192
+
+// Handler is the MCP endpoint (streamable HTTP, stateless). It must be
+// wrapped by [bearer.Require].
+func (g *Gateway) Handler() http.Handler {
+	return mcp.NewStreamableHTTPHandler(g.serverFor, &mcp.StreamableHTTPOptions{Stateless: true, Logger: g.sdkLog})
+}
+
+func principalKey(p principal.Principal) string {
+	groups := slices.Clone(p.Groups)
+	slices.Sort(groups)
+	h := sha256.New()
+	for _, s := range []string{p.Tenant, p.Subject, strings.Join(groups, "\x1f")} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	if p.Admin {
+		h.Write([]byte("admin"))
+	}
+	if p.Service {
+		h.Write([]byte("service"))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// serverFor returns the calling principal's server.
+func (g *Gateway) serverFor(r *http.Request) *mcp.Server {
+	p, tok, ok := bearer.FromContext(r.Context())
+	if !ok {
+		return nil
+	}
+	st := g.stateOf(p)
+	st.mu.Lock()
+	st.lastUsed = time.Now()
+	if p.ExpiresAt.After(st.tokenExp) || st.token == "" {
+		st.token, st.tokenExp = tok, p.ExpiresAt
+	}
+	st.mu.Unlock()
+	return st.server
+}
+
+func (g *Gateway) stateOf(p principal.Principal) *state {
+	k := principalKey(p)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if st := g.principals[k]; st != nil {
+		return st
+	}
+	st := &state{key: k, p: p, shown: map[string]*shownTool{}, registered: map[string]*shownTool{}, lastUsed: time.Now()}
+	st.server = mcp.NewServer(&mcp.Implementation{Name: "toolcrib-gateway", Title: "toolcrib MCP gateway", Version: "1.0.0"}, &mcp.ServerOptions{
+		Capabilities: &mcp.ServerCapabilities{
+			Tools:       &mcp.ToolCapabilities{ListChanged: true},
+			Resources:   &mcp.ResourceCapabilities{},
+			Prompts:     &mcp.PromptCapabilities{},
+			Completions: &mcp.CompletionCapabilities{},
+		},
+		CompletionHandler: func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			return g.complete(ctx, st, req)
+		},
+		Instructions: "Tools here are the ones toolcrib lets you call now. A denied call is a tool error naming the reason and what to do; " +
+			"large results are stored as resources (toolcrib-artifact://…) readable with resources/read.",
+		Logger: g.sdkLog,
+	})
+	st.server.AddReceivingMiddleware(g.middleware(st))
+	g.principals[k] = st
+	return st
+}
+
+// middleware answers tools/list, resources/list and resources/read itself,
+// runs the pipeline for calls of tools shown but no longer visible, and
+// counts subscriptions/listen streams.
+func (g *Gateway) middleware(st *state) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			switch method {
+			case "tools/list":
+				if r, ok := req.(*mcp.ListToolsRequest); ok {
+					return g.listTools(ctx, st, r)
+				}
+			case "tools/call":
+				if r, ok := req.(*mcp.CallToolRequest); ok && r.Params != nil && !st.isRegistered(r.Params.Name) {
+					if st.current() == nil {
+						// Nothing listed on this replica yet (the client
+						// listed on another): read the set first.
+						if _, tok, ok := bearer.From(r.GetExtra().TokenInfo); ok {
+							if _, err := g.sync(ctx, st, tok); err != nil {
+								return unavailable("admission", err), nil
+							}
+						}
+					}
+					if !st.isRegistered(r.Params.Name) {
+						return g.call(ctx, st, r, false), nil
+					}
+				}
+			case "resources/list":
+				if r, ok := req.(*mcp.ListResourcesRequest); ok {
+					return g.listResources(ctx, st, r)
+				}
+			case "resources/templates/list":
+				if r, ok := req.(*mcp.ListResourceTemplatesRequest); ok {
+					return g.listTemplates(ctx, st, r)
+				}
+			case "prompts/list":
+				if r, ok := req.(*mcp.ListPromptsRequest); ok {
+					return g.listPrompts(ctx, st, r)
+				}
+			case "prompts/get":
+				if r, ok := req.(*mcp.GetPromptRequest); ok {
+					return g.getPrompt(ctx, st, r)
+				}
+			case "resources/read":
+				if r, ok := req.(*mcp.ReadResourceRequest); ok {
+					return g.readArtifact(ctx, st, r)
+				}
+			case "subscriptions/listen":
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				defer cancel()
+				go func() {
+					select {
+					case <-g.draining:
+						cancel()
+					case <-ctx.Done():
+					}
+				}()
+				st.mu.Lock()
+				st.listeners++
+				st.mu.Unlock()
+				defer func() {
+					st.mu.Lock()
+					st.listeners--
+					st.mu.Unlock()
+				}()
+			}
+			return next(ctx, method, req)
+		}
+	}
+}
+
+func (st *state) current() *visibleSet {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.set
+}
+
+func (st *state) isRegistered(name string) bool {
+	st.regMu.Lock()
+	defer st.regMu.Unlock()
+	_, ok := st.registered[name]
+	return ok
+}
+
+// Run re-reads the visible set of every principal with an open
+// subscriptions/listen stream every watch interval (sending list_changed
+// when it changed) and forgets idle principals, until ctx ends.
+func (g *Gateway) Run(ctx context.Context) error {
+	t := time.NewTicker(g.opts.WatchInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		now := time.Now()
+		g.mu.Lock()
+		var watch []*state
+		for k, st := range g.principals {
+			st.mu.Lock()
+			idle := st.listeners == 0 && now.Sub(st.lastUsed) > g.opts.IdleTimeout
+			live := st.listeners > 0 && now.Before(st.tokenExp)
+			tok := st.token
+			st.mu.Unlock()
+			if idle {
+				delete(g.principals, k)
+				continue
+			}
+			if live && tok != "" {
+				watch = append(watch, st)
+			}
+		}
+		g.mu.Unlock()
+		for _, st := range watch {
+			st.mu.Lock()
+			tok := st.token
+			st.mu.Unlock()
+			wctx, cancel := context.WithTimeout(ctx, g.opts.WatchInterval*4)
+			if _, err := g.sync(wctx, st, tok); err != nil && ctx.Err() == nil {
+				g.opts.Logger.DebugContext(ctx, "visible-set watch: admission did not answer", "tenant", st.p.Tenant, "subject", st.p.Subject, "error", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// SweepArtifacts deletes expired artifacts every interval until ctx ends.
+func (g *Gateway) SweepArtifacts(ctx context.Context, every time.Duration) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		n, err := g.opts.Artifacts.Sweep(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				g.opts.Logger.WarnContext(ctx, "artifact retention sweep failed; will retry", "error", err)
+			}
+			continue
+		}
+		g.opts.Metrics.Swept(n)
+	}
+}
+
+// withToken is the call option presenting the client's token to a toolcrib
+// service.
+func withToken(tok string) grpc.CallOption {
+	return grpc.PerRPCCredentials(principal.BearerToken(tok))
+}
+
+// warnOnly passes on the SDK's warnings and errors only (it logs every
+// stateless request's session at info).
+type warnOnly struct{ slog.Handler }
+
+func (h warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
+}
+
+func (h warnOnly) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return warnOnly{h.Handler.WithAttrs(attrs)}
+}
+
+func (h warnOnly) WithGroup(name string) slog.Handler { return warnOnly{h.Handler.WithGroup(name)} }
+
+// Drain ends every open subscriptions/listen stream (the HTTP server's
+// graceful shutdown waits for them otherwise); calls in flight finish.
+func (g *Gateway) Drain() {
+	g.drainOnce.Do(func() { close(g.draining) })
+}

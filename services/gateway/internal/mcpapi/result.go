@@ -1,0 +1,144 @@
+package mcpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolcrib/toolcrib/revision/lease"
+	"github.com/toolcrib/toolcrib/services/gateway/internal/artifact"
+	"github.com/toolcrib/toolcrib/services/gateway/internal/contract"
+	"github.com/toolcrib/toolcrib/services/gateway/internal/policy"
+)
+
+// MetaArtifact is the `_meta` key of a result stored as an artifact: its
+// URI, size and digest.
+const MetaArtifact = "dev.toolcrib/artifact"
+
+// applyPolicy turns the upstream's result into the answer: an upstream
+// error result passes through (bounded like any result); a successful one
+// is projected to the contract's allowed fields, checked for required
+// evidence and validated against the output schema; then a result over the
+// budget becomes an artifact with a preview.
+func (g *Gateway) applyPolicy(ctx context.Context, st *state, toolID, receiptID string, review contract.Review,
+	desc *contract.Descriptor, up *mcp.CallToolResult) (*mcp.CallToolResult, string, string) {
+	out := &mcp.CallToolResult{IsError: up.IsError, Content: up.Content, Meta: mcp.Meta{}}
+	if up.IsError {
+		// The upstream refused (e.g. the executor kit refused the lease) or
+		// failed; keep its failure name when it gave one.
+		if f, ok := up.Meta[lease.MetaFailure].(string); ok {
+			out.Meta[MetaReason] = bounded(f, 64)
+		}
+	} else {
+		var structured json.RawMessage
+		if up.StructuredContent != nil {
+			b, err := json.Marshal(up.StructuredContent)
+			if err != nil {
+				return denial(policy.ReasonNotObject, "structured content cannot be encoded", ""), outcomeRefused, policy.ReasonNotObject
+			}
+			structured = b
+		}
+		c := review.Contract
+		rules := policy.Rules{AllowedFields: c.GetAllowedFields(), RequiredEvidence: c.GetRequiredEvidence(), Output: desc.Output}
+		o, refusal := rules.Apply(structured)
+		if refusal != nil {
+			return denial(refusal.Reason, refusal.Detail, "the tool's result does not meet its owner's result policy; it was withheld"), outcomeRefused, refusal.Reason
+		}
+		if o.Structured != nil {
+			out.StructuredContent = o.Structured
+			if len(rules.AllowedFields) > 0 {
+				// The text may carry what the projection dropped: the model
+				// gets the projected value as its text.
+				out.Content = []mcp.Content{&mcp.TextContent{Text: string(o.Structured)}}
+			}
+		}
+		if len(o.Dropped) > 0 {
+			out.Meta[MetaDropped] = o.Dropped
+		}
+	}
+	if out.Content == nil {
+		out.Content = []mcp.Content{}
+	}
+	size, err := encodedSize(out)
+	if err != nil {
+		return denial(policy.ReasonNotObject, "the result cannot be encoded", ""), outcomeRefused, policy.ReasonNotObject
+	}
+	if size <= g.opts.ResultBudget {
+		return out, outcomeOK, ""
+	}
+	return g.toArtifact(ctx, st, toolID, receiptID, out)
+}
+
+func encodedSize(r *mcp.CallToolResult) (int, error) {
+	b, err := json.Marshal(r)
+	return len(b), err
+}
+
+// toArtifact stores a result over the budget and answers with a bounded
+// preview (head, tail, size, sha256) and a resource link.
+func (g *Gateway) toArtifact(ctx context.Context, st *state, toolID, receiptID string, r *mcp.CallToolResult) (*mcp.CallToolResult, string, string) {
+	body, mime := artifactBody(r)
+	if len(body) > g.opts.MaxArtifactBytes {
+		return denial(ReasonResultTooLarge, fmt.Sprintf("the result has %d bytes, more than the %d an artifact may hold", len(body), g.opts.MaxArtifactBytes),
+			"call the tool with arguments that select less"), outcomeRefused, ReasonResultTooLarge
+	}
+	a, err := g.opts.Artifacts.Put(ctx, artifact.Artifact{Tenant: st.p.Tenant, Subject: st.p.Subject, ToolID: toolID,
+		ReceiptID: receiptID, MIMEType: mime, Body: body}, g.opts.Retention)
+	if err != nil {
+		return unavailable("the artifact store", err), outcomeUnavailable, ReasonUnavailable
+	}
+	g.opts.Metrics.Artifact(len(body))
+	head, tail := preview(body, g.opts.PreviewBytes)
+	text := fmt.Sprintf("The result is %d bytes (%s), over the %d-byte budget, and is stored as the resource %s (%s) until %s; read it with resources/read.\n--- head ---\n%s\n--- tail ---\n%s",
+		a.Size, a.SHA256, g.opts.ResultBudget, a.URI(), mime, a.ExpiresAt.Format("2006-01-02T15:04:05Z07:00"), head, tail)
+	size := a.Size
+	return &mcp.CallToolResult{
+		IsError: r.IsError,
+		Content: []mcp.Content{
+			&mcp.TextContent{Text: text},
+			&mcp.ResourceLink{URI: a.URI(), Name: "result of " + toolID, MIMEType: mime, Size: &size},
+		},
+		Meta: mcp.Meta{MetaArtifact: map[string]any{"uri": a.URI(), "size": a.Size, "sha256": a.SHA256, "mime_type": mime},
+			MetaDropped: r.Meta[MetaDropped]},
+	}, outcomeOK, ""
+}
+
+// artifactBody is what is stored: the text when the result is text only,
+// else the result's content and structured content as JSON.
+func artifactBody(r *mcp.CallToolResult) ([]byte, string) {
+	if r.StructuredContent == nil {
+		var b strings.Builder
+		textOnly := true
+		for i, c := range r.Content {
+			t, ok := c.(*mcp.TextContent)
+			if !ok {
+				textOnly = false
+				break
+			}
+			if i > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(t.Text)
+		}
+		if textOnly {
+			return []byte(b.String()), "text/plain"
+		}
+	}
+	body, _ := json.Marshal(struct {
+		Content           []mcp.Content `json:"content"`
+		StructuredContent any           `json:"structuredContent,omitempty"`
+	}{r.Content, r.StructuredContent})
+	return body, "application/json"
+}
+
+// preview returns at most n bytes of body's head and of its tail, as valid
+// UTF-8.
+func preview(body []byte, n int) (string, string) {
+	if len(body) <= 2*n {
+		return strings.ToValidUTF8(string(body), "\uFFFD"), ""
+	}
+	return strings.ToValidUTF8(string(body[:n]), ""), strings.ToValidUTF8(string(body[len(body)-n:]), "")
+}

@@ -1,0 +1,175 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Refusal reasons (in an error result's text and `_meta`).
+const (
+	// ReasonMissingEvidence: a required-evidence field is absent.
+	ReasonMissingEvidence = "MISSING_EVIDENCE"
+	// ReasonOutputInvalid: the projected result does not validate against
+	// the tool's output schema, or a tool with an output schema returned no
+	// structured content.
+	ReasonOutputInvalid = "OUTPUT_SCHEMA_INVALID"
+	// ReasonNotObject: structured content that must be projected (or
+	// checked for evidence) is not a JSON object.
+	ReasonNotObject = "STRUCTURED_CONTENT_NOT_OBJECT"
+)
+
+// Refusal is a result the policy does not let through.
+type Refusal struct {
+	// Reason is one of the Reason constants.
+	Reason string
+	// Detail names the field or the violation (bounded; never the value).
+	Detail string
+}
+
+func (r *Refusal) Error() string { return r.Reason + ": " + r.Detail }
+
+// Rules are one contract's result policy.
+type Rules struct {
+	// AllowedFields are the top-level fields of structured content passed
+	// on; empty passes every field (the contract restricts nothing).
+	AllowedFields []string
+	// RequiredEvidence are the fields a result must carry; each is one of
+	// AllowedFields when those are set (the registry checks this).
+	RequiredEvidence []string
+	// Output is the compiled output schema; nil when the tool has none.
+	Output *jsonschema.Schema
+}
+
+// Outcome is what a result becomes.
+type Outcome struct {
+	// Structured is the projected structured content (JSON); nil when the
+	// result had none.
+	Structured json.RawMessage
+	// Dropped are the fields the projection removed, sorted.
+	Dropped []string
+}
+
+// Apply runs the policy on a successful result's structured content (nil
+// when the result had none).
+func (r Rules) Apply(structured json.RawMessage) (Outcome, *Refusal) {
+	if len(bytes.TrimSpace(structured)) == 0 || string(bytes.TrimSpace(structured)) == "null" {
+		if len(r.RequiredEvidence) > 0 {
+			return Outcome{}, &Refusal{Reason: ReasonMissingEvidence,
+				Detail: "the result has no structured content; required evidence: " + strings.Join(r.RequiredEvidence, ", ")}
+		}
+		if r.Output != nil {
+			return Outcome{}, &Refusal{Reason: ReasonOutputInvalid, Detail: "the tool declares an output schema but returned no structured content"}
+		}
+		return Outcome{}, nil
+	}
+	if len(r.AllowedFields) == 0 && len(r.RequiredEvidence) == 0 {
+		return Outcome{Structured: structured}, r.validate(structured)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(structured, &obj); err != nil || obj == nil {
+		return Outcome{}, &Refusal{Reason: ReasonNotObject, Detail: "structured content must be a JSON object to apply allowed fields and required evidence"}
+	}
+	var out Outcome
+	if len(r.AllowedFields) > 0 {
+		for k := range obj {
+			if !slices.Contains(r.AllowedFields, k) {
+				delete(obj, k)
+				out.Dropped = append(out.Dropped, k)
+			}
+		}
+		slices.Sort(out.Dropped)
+	}
+	var missing []string
+	for _, f := range r.RequiredEvidence {
+		if v, ok := obj[f]; !ok || string(bytes.TrimSpace(v)) == "null" {
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) > 0 {
+		return Outcome{}, &Refusal{Reason: ReasonMissingEvidence, Detail: "the result lacks required evidence: " + strings.Join(missing, ", ")}
+	}
+	if len(out.Dropped) == 0 {
+		out.Structured = structured
+	} else {
+		b, err := json.Marshal(obj)
+		if err != nil {
+			return Outcome{}, &Refusal{Reason: ReasonNotObject, Detail: "structured content cannot be re-encoded"}
+		}
+		out.Structured = b
+	}
+	return out, r.validate(out.Structured)
+}
+
+func (r Rules) validate(structured json.RawMessage) *Refusal {
+	if r.Output == nil {
+		return nil
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(structured))
+	if err != nil {
+		return &Refusal{Reason: ReasonOutputInvalid, Detail: "structured content is not JSON"}
+	}
+	if err := r.Output.Validate(v); err != nil {
+		var ve *jsonschema.ValidationError
+		if errors.As(err, &ve) {
+			leaf := leafOf(ve)
+			return &Refusal{Reason: ReasonOutputInvalid, Detail: bound(fmt.Sprintf("at %s: %s", pointer(leaf.InstanceLocation), leaf.ErrorKind))}
+		}
+		return &Refusal{Reason: ReasonOutputInvalid, Detail: "validation failed"}
+	}
+	return nil
+}
+
+func leafOf(e *jsonschema.ValidationError) *jsonschema.ValidationError {
+	for len(e.Causes) > 0 {
+		e = e.Causes[0]
+	}
+	return e
+}
+
+func pointer(loc []string) string {
+	if len(loc) == 0 {
+		return "/"
+	}
+	return "/" + strings.Join(loc, "/")
+}
+
+const maxDetail = 256
+
+func bound(s string) string {
+	if len(s) <= maxDetail {
+		return s
+	}
+	return s[:maxDetail] + "…"
+}
+
+// ErrLoadRefused is the answer to every `$ref` that would load a document:
+// output schemas are compiled without I/O.
+var ErrLoadRefused = errors.New("policy: output schemas may not load remote documents")
+
+type refusingLoader struct{}
+
+func (refusingLoader) Load(string) (any, error) { return nil, ErrLoadRefused }
+
+const resourceURL = "urn:toolcrib:output-schema"
+
+// CompileOutput compiles an output schema (JSON Schema 2020-12 unless it
+// names draft-07) without fetching anything.
+func CompileOutput(raw json.RawMessage) (*jsonschema.Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("policy: output schema is not JSON: %w", err)
+	}
+	c := jsonschema.NewCompiler()
+	c.UseLoader(refusingLoader{})
+	c.DefaultDraft(jsonschema.Draft2020)
+	if err := c.AddResource(resourceURL, doc); err != nil {
+		return nil, err
+	}
+	return c.Compile(resourceURL)
+}

@@ -1,0 +1,84 @@
+package policy
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+)
+
+const shipmentSchema = `{"type":"object","properties":{"shipment_id":{"type":"string"},"status":{"type":"string"},
+"updated_at":{"type":"string"}},"required":["shipment_id","status"]}`
+
+func TestApply(t *testing.T) {
+	out, err := CompileOutput(json.RawMessage(shipmentSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name      string
+		rules     Rules
+		in        string
+		want      string // projected JSON; "" when refused or none
+		dropped   []string
+		refusal   string
+		noContent bool
+	}{
+		{name: "projection drops a field", rules: Rules{AllowedFields: []string{"shipment_id", "status", "updated_at"}, Output: out},
+			in: `{"shipment_id":"S-1","status":"moving","internal_cost":12.5}`, want: `{"shipment_id":"S-1","status":"moving"}`, dropped: []string{"internal_cost"}},
+		{name: "nothing to drop keeps the bytes", rules: Rules{AllowedFields: []string{"shipment_id", "status"}},
+			in: `{"shipment_id":"S-1", "status":"moving"}`, want: `{"shipment_id":"S-1", "status":"moving"}`},
+		{name: "missing evidence refuses naming it", rules: Rules{AllowedFields: []string{"shipment_id", "status", "updated_at"}, RequiredEvidence: []string{"shipment_id", "updated_at"}},
+			in: `{"shipment_id":"S-1","status":"moving"}`, refusal: ReasonMissingEvidence},
+		{name: "null evidence counts as missing", rules: Rules{RequiredEvidence: []string{"updated_at"}},
+			in: `{"updated_at":null}`, refusal: ReasonMissingEvidence},
+		{name: "evidence dropped by the projection is missing", rules: Rules{AllowedFields: []string{"status"}, RequiredEvidence: []string{"shipment_id"}},
+			in: `{"shipment_id":"S-1","status":"moving"}`, refusal: ReasonMissingEvidence},
+		{name: "no structured content with evidence required", rules: Rules{RequiredEvidence: []string{"shipment_id"}}, in: ``, refusal: ReasonMissingEvidence},
+		{name: "no structured content with an output schema", rules: Rules{Output: out}, in: ``, refusal: ReasonOutputInvalid},
+		{name: "no structured content and no rules", rules: Rules{}, in: ``, noContent: true},
+		{name: "output schema violated after projection", rules: Rules{AllowedFields: []string{"shipment_id", "status"}, Output: out},
+			in: `{"shipment_id":"S-1","status":7}`, refusal: ReasonOutputInvalid},
+		{name: "array cannot be projected", rules: Rules{AllowedFields: []string{"a"}}, in: `[1,2]`, refusal: ReasonNotObject},
+		{name: "no field rules validates only", rules: Rules{Output: out}, in: `{"shipment_id":"S-1","status":"x","extra":1}`,
+			want: `{"shipment_id":"S-1","status":"x","extra":1}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, r := c.rules.Apply(json.RawMessage(c.in))
+			if c.refusal != "" {
+				if r == nil || r.Reason != c.refusal {
+					t.Fatalf("refusal %v, want %s", r, c.refusal)
+				}
+				return
+			}
+			if r != nil {
+				t.Fatalf("refused: %v", r)
+			}
+			if c.noContent {
+				if got.Structured != nil {
+					t.Fatalf("structured %s, want none", got.Structured)
+				}
+				return
+			}
+			if string(got.Structured) != c.want {
+				t.Fatalf("structured %s, want %s", got.Structured, c.want)
+			}
+			if !slices.Equal(got.Dropped, c.dropped) {
+				t.Fatalf("dropped %v, want %v", got.Dropped, c.dropped)
+			}
+		})
+	}
+}
+
+func TestMissingEvidenceNamesEveryField(t *testing.T) {
+	_, r := Rules{RequiredEvidence: []string{"shipment_id", "updated_at"}}.Apply(json.RawMessage(`{"status":"x"}`))
+	if r == nil || r.Detail != "the result lacks required evidence: shipment_id, updated_at" {
+		t.Fatalf("refusal %v", r)
+	}
+}
+
+func TestCompileOutputRefusesRemoteRef(t *testing.T) {
+	if _, err := CompileOutput(json.RawMessage(`{"$ref":"https://example.invalid/s.json"}`)); err == nil {
+		t.Fatal("a schema with a remote $ref compiled")
+	}
+}
