@@ -318,6 +318,33 @@ func leaseCommands() []command {
 			},
 		},
 		{
+			name:    "lease keys rotate",
+			summary: "make a new lease signing key current now (admin); the old one keeps verifying its leases until they expire",
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&reason, "reason", "", "why (recorded in the audit log)")
+			},
+			run: func(ctx context.Context, e *env, _ []string) error {
+				c, err := e.leaseClient()
+				if err != nil {
+					return err
+				}
+				cctx, cancel := e.callCtx(ctx)
+				defer cancel()
+				resp, err := c.RotateSigningKey(cctx, &leasev1.RotateSigningKeyRequest{Reason: reason})
+				if err != nil {
+					return err
+				}
+				return e.output(resp, func(w *tabwriter.Writer) {
+					fmt.Fprintf(w, "current key\t%s (since %s)\n", resp.GetCurrentKeyId(), ts(resp.GetRotatedAt()))
+					retired := strings.Join(resp.GetRetiredKeyIds(), ", ")
+					if retired == "" {
+						retired = "-"
+					}
+					fmt.Fprintf(w, "retired\t%s, published until %s\n", retired, ts(resp.GetRetiredPublishedUntil()))
+				})
+			},
+		},
+		{
 			name:    "lease keys",
 			summary: "print the lease signing keys (JWKS) and the current key id",
 			run: func(ctx context.Context, e *env, _ []string) error {

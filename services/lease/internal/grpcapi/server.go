@@ -388,3 +388,25 @@ func (s *Server) GetSigningKeys(context.Context, *leasev1.GetSigningKeysRequest)
 	}
 	return &leasev1.GetSigningKeysResponse{Jwks: doc, CurrentKeyId: cur}, nil
 }
+
+// RotateSigningKey implements LeaseService.RotateSigningKey.
+func (s *Server) RotateSigningKey(ctx context.Context, req *leasev1.RotateSigningKeyRequest) (*leasev1.RotateSigningKeyResponse, error) {
+	p, err := principal.RequireAdmin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var v apierror.Violations
+	checkReason(&v, req.GetReason())
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	rot, err := s.opts.Ring.Rotate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.opts.Logger.InfoContext(ctx, "audit: lease signing key rotated", "current_key_id", rot.Current.ID,
+		"retired_key_ids", rot.Retired, "by", p.Subject, "reason", req.GetReason(), "rotated_at", rot.At,
+		"retired_published_until", rot.PublishedUntil)
+	return &leasev1.RotateSigningKeyResponse{CurrentKeyId: rot.Current.ID, RetiredKeyIds: rot.Retired,
+		RotatedAt: timestamppb.New(rot.At), RetiredPublishedUntil: timestamppb.New(rot.PublishedUntil)}, nil
+}

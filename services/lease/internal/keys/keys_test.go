@@ -218,7 +218,7 @@ func TestRingRotatesOnDemand(t *testing.T) {
 	}
 	first, _ := r.Current()
 	c.Advance(time.Second)
-	if err := r.Rotate(ctx); err != nil {
+	if _, err := r.Rotate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	second, _ := r.Current()
@@ -256,7 +256,7 @@ func TestRingSeesAnotherReplicasRotation(t *testing.T) {
 	a, _ := NewRing(ctx, NewFile(path), Options{Now: c.Now})
 	b, _ := NewRing(ctx, NewFile(path), Options{Now: c.Now})
 	c.Advance(time.Second)
-	if err := a.Rotate(ctx); err != nil {
+	if _, err := a.Rotate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	ka, _ := a.Current()

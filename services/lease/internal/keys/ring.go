@@ -47,7 +47,7 @@ func NewRing(ctx context.Context, src Source, opts Options) (*Ring, error) {
 		return nil, err
 	}
 	if _, ok := r.current(); !ok {
-		if err := r.Rotate(ctx); err != nil {
+		if _, err := r.Rotate(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -108,14 +108,27 @@ func (r *Ring) Sign(c lease.Claims) (token, keyID string, err error) {
 	return tok, k.ID, err
 }
 
+// Rotation is what one [Ring.Rotate] did.
+type Rotation struct {
+	// Current is the new current key.
+	Current Key
+	// Retired are the ids of the keys it retired.
+	Retired []string
+	// At is when it took effect.
+	At time.Time
+	// PublishedUntil is until when the retired keys stay published
+	// (At + [Ring.Retention]).
+	PublishedUntil time.Time
+}
+
 // Rotate makes a new current key now and retires every other key that
 // could still sign. Leases the old keys signed keep verifying until they
 // expire.
-func (r *Ring) Rotate(ctx context.Context) error {
+func (r *Ring) Rotate(ctx context.Context) (Rotation, error) {
 	now := r.opts.Now()
 	nk, err := r.src.Create(ctx, now)
 	if err != nil {
-		return fmt.Errorf("keys: create: %w", err)
+		return Rotation{}, fmt.Errorf("keys: create: %w", err)
 	}
 	r.mu.RLock()
 	var retire []string
@@ -127,10 +140,13 @@ func (r *Ring) Rotate(ctx context.Context) error {
 	r.mu.RUnlock()
 	for _, id := range retire {
 		if err := r.src.Retire(ctx, id, now); err != nil && !errors.Is(err, ErrUnknownKey) {
-			return fmt.Errorf("keys: retire: %w", err)
+			return Rotation{}, fmt.Errorf("keys: retire: %w", err)
 		}
 	}
-	return r.Refresh(ctx)
+	if err := r.Refresh(ctx); err != nil {
+		return Rotation{}, err
+	}
+	return Rotation{Current: nk, Retired: retire, At: now, PublishedUntil: now.Add(r.Retention())}, nil
 }
 
 // Maintain is the scheduled work: reload, rotate when the current key is
@@ -142,7 +158,7 @@ func (r *Ring) Maintain(ctx context.Context) error {
 	now := r.opts.Now()
 	cur, ok := r.current()
 	if !ok || (r.opts.RotateEvery > 0 && now.Sub(cur.CreatedAt) >= r.opts.RotateEvery) {
-		if err := r.Rotate(ctx); err != nil {
+		if _, err := r.Rotate(ctx); err != nil {
 			return err
 		}
 	}
