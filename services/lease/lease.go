@@ -17,6 +17,7 @@ import (
 	"github.com/toolcrib/toolcrib/services/lease/internal/keys"
 	"github.com/toolcrib/toolcrib/services/lease/internal/ledger"
 	"github.com/toolcrib/toolcrib/services/lease/internal/metrics"
+	"github.com/toolcrib/toolcrib/services/lease/internal/standing"
 	"github.com/toolcrib/toolcrib/services/lease/internal/store"
 	"github.com/toolcrib/toolcrib/services/lease/internal/watch"
 	"github.com/toolcrib/toolcrib/services/lease/migrations"
@@ -52,13 +53,15 @@ func Run(ctx context.Context, cfg Config) error {
 			return service.Parts{}, err
 		}
 		st := store.New(d.Pool)
+		standingView := standing.New(standing.Options{Pool: d.Pool, Store: st, Logger: d.Logger})
 		m := metrics.New(d.Metrics, metrics.Sources{FrozenCount: st.FrozenCount, KeyAge: ring.CurrentAge})
 		opts := grpcapi.Options{
-			Store: st, Ring: ring, Ledger: ledger.NewRedis(d.Redis), Metrics: m,
+			Store: st, Standing: standingView, Ring: ring, Ledger: ledger.NewRedis(d.Redis), Metrics: m,
 			Receipts: cfg.Receipts, Freshness: cfg.Freshness,
 			Issuer: cfg.Issuer, Skew: cfg.Skew, ProofWindow: cfg.ProofWindow, Logger: d.Logger,
 		}
 		var parts service.Parts
+		parts.Loops = append(parts.Loops, standingView.Run)
 		if cfg.AdmissionAddr != "" {
 			conn, err := grpc.NewClient(cfg.AdmissionAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 			if err != nil {

@@ -46,6 +46,10 @@ type Options struct {
 	Store *store.Store
 	// Ring signs leases and publishes their keys.
 	Ring *keys.Ring
+	// Standing answers revocation and freeze at Verify from memory (see
+	// package standing) and is synced after this replica's own Revoke and
+	// FreezeIssuance; nil reads Store for every Verify.
+	Standing Standing
 	// Ledger consumes lease ids (single use).
 	Ledger ledger.Ledger
 	// Receipts looks up admission receipts; nil refuses Issue by receipt_id
@@ -69,6 +73,15 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics counts issued leases and Verify answers; nil counts nothing.
 	Metrics *metrics.Metrics
+}
+
+// Standing is the replica's view of revocations and freezes.
+type Standing interface {
+	// Status is [store.Store.Status], from a view that holds every change
+	// committed up to a bounded time ago.
+	Status(ctx context.Context, c lease.Claims) (store.Status, error)
+	// Sync makes the view hold every change committed before the call.
+	Sync(ctx context.Context) error
 }
 
 // Server implements [leasev1.LeaseServiceServer].
@@ -264,7 +277,11 @@ func (s *Server) verify(ctx context.Context, req *leasev1.VerifyRequest) (*lease
 	if refusal != nil {
 		return refused(c, refusal.Failure, refusal.Detail), nil
 	}
-	st, err := s.opts.Store.Status(ctx, *c)
+	status := s.opts.Store.Status
+	if s.opts.Standing != nil {
+		status = s.opts.Standing.Status
+	}
+	st, err := status(ctx, *c)
 	if err != nil {
 		return nil, err
 	}
@@ -322,6 +339,18 @@ func claimsProto(c lease.Claims) *leasev1.LeaseClaims {
 	}
 }
 
+// sync brings this replica's standing view up to a change it just
+// committed; a failed sync leaves the view stale (Verify then reads
+// Postgres), so it is logged, not returned.
+func (s *Server) sync(ctx context.Context) {
+	if s.opts.Standing == nil {
+		return
+	}
+	if err := s.opts.Standing.Sync(context.WithoutCancel(ctx)); err != nil {
+		s.opts.Logger.WarnContext(ctx, "standing view not synced after a change; Verify reads Postgres until it reloads", "error", err)
+	}
+}
+
 // Revoke implements LeaseService.Revoke.
 func (s *Server) Revoke(ctx context.Context, req *leasev1.RevokeRequest) (*leasev1.RevokeResponse, error) {
 	p, err := principal.RequireAdminOrService(ctx)
@@ -354,6 +383,7 @@ func (s *Server) Revoke(ctx context.Context, req *leasev1.RevokeRequest) (*lease
 	if err != nil {
 		return nil, err
 	}
+	s.sync(ctx)
 	s.opts.Logger.InfoContext(ctx, "audit: leases revoked", "kind", kind, "target", target, "by", p.Subject,
 		"reason", req.GetReason(), "effective_at", at)
 	return &leasev1.RevokeResponse{EffectiveAt: timestamppb.New(at)}, nil
@@ -375,6 +405,7 @@ func (s *Server) FreezeIssuance(ctx context.Context, req *leasev1.FreezeIssuance
 	if err != nil {
 		return nil, err
 	}
+	s.sync(ctx)
 	s.opts.Logger.InfoContext(ctx, "audit: lease issuance frozen or resumed", "server_id", req.GetServerId(),
 		"frozen", frozen, "by", p.Subject, "reason", req.GetReason(), "changed_at", at)
 	return &leasev1.FreezeIssuanceResponse{Frozen: frozen, ChangedAt: timestamppb.New(at)}, nil
