@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 	"unicode"
 
@@ -88,6 +89,40 @@ type Standing interface {
 type Server struct {
 	leasev1.UnimplementedLeaseServiceServer
 	opts Options
+
+	holders holderCache
+}
+
+// maxHolders bounds the parsed holder keys kept; the cache starts over
+// when it is full.
+const maxHolders = 4096
+
+// holderCache keeps parsed holder keys by their JWK bytes: a holder (a
+// gateway, an agent) asks for many leases with one key, and parsing is a
+// pure function of the bytes. Only keys that parsed are kept.
+type holderCache struct {
+	mu sync.Mutex
+	m  map[string]lease.HolderKey
+}
+
+func (c *holderCache) parse(jwk []byte) (lease.HolderKey, error) {
+	c.mu.Lock()
+	k, ok := c.m[string(jwk)]
+	c.mu.Unlock()
+	if ok {
+		return k, nil
+	}
+	k, err := lease.ParseHolderKey(jwk)
+	if err != nil {
+		return k, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxHolders {
+		c.m = make(map[string]lease.HolderKey, 64)
+	}
+	c.m[string(jwk)] = k
+	c.mu.Unlock()
+	return k, nil
 }
 
 // New returns the service.
@@ -189,7 +224,7 @@ func (s *Server) Issue(ctx context.Context, req *leasev1.IssueRequest) (*leasev1
 	if !canonical.ValidDigest(req.GetArgumentDigest()) {
 		v.Add("argument_digest", "must be sha256:<64 lowercase hex>")
 	}
-	holder, herr := lease.ParseHolderKey(req.GetHolderPublicKey())
+	holder, herr := s.holders.parse(req.GetHolderPublicKey())
 	if herr != nil {
 		v.Add("holder_public_key", "must be an Ed25519 public JWK (kty OKP, crv Ed25519, x; no private part)")
 	}

@@ -32,6 +32,13 @@ type Ring struct {
 
 	mu   sync.RWMutex
 	keys []Key // newest first
+
+	// cache is the published key set, built once per change of the keys
+	// rather than per Verify; it holds until cacheUntil (the next retired
+	// key's end of retention) or the next Refresh.
+	cacheMu    sync.Mutex
+	cache      *lease.KeySet
+	cacheUntil time.Time
 }
 
 // NewRing loads the source's keys and, when none may sign, creates one.
@@ -74,6 +81,9 @@ func (r *Ring) Refresh(ctx context.Context) error {
 	r.mu.Lock()
 	r.keys = ks
 	r.mu.Unlock()
+	r.cacheMu.Lock()
+	r.cache = nil
+	r.cacheMu.Unlock()
 	return nil
 }
 
@@ -214,7 +224,25 @@ func (r *Ring) published() map[string]ed25519.PublicKey {
 }
 
 // KeySet returns the published keys, for verifying.
-func (r *Ring) KeySet() lease.KeySet { return lease.NewKeySet(r.published()) }
+func (r *Ring) KeySet() lease.KeySet {
+	now := r.opts.Now()
+	r.cacheMu.Lock()
+	defer r.cacheMu.Unlock()
+	if r.cache != nil && now.Before(r.cacheUntil) {
+		return *r.cache
+	}
+	ks := lease.NewKeySet(r.published())
+	until := now.Add(time.Hour)
+	r.mu.RLock()
+	for _, k := range r.keys {
+		if end := k.RetiredAt.Add(r.Retention()); !k.RetiredAt.IsZero() && end.After(now) && end.Before(until) {
+			until = end
+		}
+	}
+	r.mu.RUnlock()
+	r.cache, r.cacheUntil = &ks, until
+	return ks
+}
 
 // JWKS returns the published keys as a JWKS document and the current key
 // id (GetSigningKeys).
