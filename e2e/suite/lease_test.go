@@ -178,9 +178,17 @@ func TestLeaseFollowsPolicyAndRollback(t *testing.T) {
 func TestLeaseFreezesOnClose(t *testing.T) {
 	w := leaseworld.Start(t, time.Minute)
 	ctx := ctxFor(t)
-	before, err := w.Issue(t, "alice", w.Allow(t, 1).GetReceipt().GetReceiptId())
-	if err != nil {
-		t.Fatal(err)
+	// Leases issued before the close; until the lease replica sees the
+	// close, a presented one may still pass (and is consumed), so each
+	// poll presents the next.
+	allow := w.Allow(t, 1)
+	var before []*leasev1.IssueResponse
+	for range 20 {
+		iss, err := w.Issue(t, "alice", allow.GetReceipt().GetReceiptId())
+		if err != nil {
+			t.Fatal(err)
+		}
+		before = append(before, iss)
 	}
 	closed, err := w.St.Discovery.Rollback(ctx, &discoveryv1.RollbackRequest{ServerId: serverID, AudienceClass: class,
 		ExpectedGeneration: 1, Reason: "nothing older to go back to"})
@@ -190,17 +198,29 @@ func TestLeaseFreezesOnClose(t *testing.T) {
 	if closed.GetPointer().GetState() != discoveryv1.PointerState_POINTER_STATE_CLOSED {
 		t.Fatalf("pointer after rolling back generation 1: %v", closed.GetPointer())
 	}
-	eventually(t, "the lease refused FROZEN after the close", func() bool {
-		v := w.Verify(t, before) // a refusal does not consume it
-		switch v.GetFailure() {
-		case leasev1.VerifyFailure_VERIFY_FAILURE_FROZEN:
+	next := 0
+	eventually(t, "a lease refused FROZEN after the close", func() bool {
+		if next == len(before) {
+			t.Fatal("every lease issued before the close was used up before the freeze was seen")
+		}
+		v := w.Verify(t, before[next])
+		switch {
+		case v.GetFailure() == leasev1.VerifyFailure_VERIFY_FAILURE_FROZEN:
 			return true
-		case leasev1.VerifyFailure_VERIFY_FAILURE_STALE_CATALOG:
+		case v.GetValid():
+			next++ // the replica had not seen the close yet
+			return false
+		case v.GetFailure() == leasev1.VerifyFailure_VERIFY_FAILURE_STALE_CATALOG:
 			return false // the close arrived, the freeze a moment later
 		}
-		t.Fatalf("lease after the close: valid=%v %v %s", v.GetValid(), v.GetFailure(), v.GetDetail())
+		t.Fatalf("lease after the close: %v %s", v.GetFailure(), v.GetDetail())
 		return false
 	})
+	for _, iss := range before[next+1 : min(next+4, len(before))] {
+		if v := w.Verify(t, iss); v.GetFailure() != leasev1.VerifyFailure_VERIFY_FAILURE_FROZEN {
+			t.Fatalf("a lease after the freeze was seen: valid=%v %v", v.GetValid(), v.GetFailure())
+		}
+	}
 
 	// A new proven scan reopens the server; issuance stays frozen.
 	if _, err := w.Srv.Apply(fixture.Upsert(leaseworld.Reserve())); err != nil {

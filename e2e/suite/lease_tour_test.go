@@ -108,9 +108,15 @@ func TestLeaseTour(t *testing.T) {
 		t.Fatalf("generation %d lists %d tools, %s at %d", active.GetPointer().GetGeneration(), len(tools), tourTool, i)
 	}
 	digest, generation := tools[i].GetDescriptorDigest(), active.GetPointer().GetGeneration()
-	eventually(t, "the registry learns the tool", func() bool {
-		_, err := reg.GetTool(ctx, &registryv1.GetToolRequest{ToolId: tourID})
-		return err == nil
+	// Every tool the registry learns moves the tenant's policy epoch; the
+	// tour's lease must not be issued before the last of them.
+	eventually(t, "the registry learns the four tools", func() bool {
+		for _, d := range tools {
+			if _, err := reg.GetTool(ctx, &registryv1.GetToolRequest{ToolId: serverID + "." + d.GetName()}); err != nil {
+				return false
+			}
+		}
+		return true
 	})
 	pub, err := reg.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: &registryv1.ToolContract{
 		ToolId: tourID, Effect: catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY, Scope: "inventory:read",
@@ -121,6 +127,15 @@ func TestLeaseTour(t *testing.T) {
 	}
 	must(reg.ApproveTool(ctx, &registryv1.ApproveToolRequest{ToolId: tourID, ApprovalDigest: pub.GetTool().GetApprovalDigest()}))
 	must(reg.EnableTool(ctx, &registryv1.EnableToolRequest{ToolId: tourID}))
+
+	// The epoch of the last review step (EnableTool): the lease service
+	// refuses a lease from an older one (POLICY_CHANGED), so the ALLOW the
+	// tour cites must be decided at it.
+	pol, err := reg.GetPolicy(ctx, &registryv1.GetPolicyRequest{TenantId: tenant})
+	if err != nil {
+		t.Fatal(err)
+	}
+	epoch := pol.GetPolicy().GetPolicyEpoch()
 
 	// toolcrib check: ALLOW, with a receipt.
 	alice := st.Auth.User(t, "alice", tenant, "readers")
@@ -134,7 +149,7 @@ func TestLeaseTour(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Check: %v", err)
 		}
-		return check.GetDecision() == admissionv1.Decision_DECISION_ALLOW
+		return check.GetDecision() == admissionv1.Decision_DECISION_ALLOW && check.GetReceipt().GetPolicyEpoch() == epoch
 	})
 
 	// toolcrib lease issue: a lease for that receipt, bound to the holder key.
