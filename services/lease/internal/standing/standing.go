@@ -158,9 +158,15 @@ func (v *View) Run(ctx context.Context) error {
 	go v.listen(ctx)
 	t := time.NewTicker(v.o.Reload)
 	defer t.Stop()
+	failing := false // logged once per change, not per reload (the tables may not exist until migrated)
 	for {
-		if err := v.load(ctx); err != nil && ctx.Err() == nil {
+		switch err := v.load(ctx); {
+		case err != nil && ctx.Err() == nil && !failing:
+			failing = true
 			v.o.Logger.WarnContext(ctx, "revocations and freezes not reloaded; Verify reads Postgres once the view is stale", "error", err)
+		case err == nil && failing:
+			failing = false
+			v.o.Logger.InfoContext(ctx, "revocations and freezes reloaded again")
 		}
 		select {
 		case <-ctx.Done():
