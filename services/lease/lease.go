@@ -48,7 +48,7 @@ func spec() service.Spec {
 // LeaseService and the key-maintenance loop.
 func Run(ctx context.Context, cfg Config) error {
 	return service.Run(ctx, spec(), cfg.Common, func(ctx context.Context, d *service.Deps) (service.Parts, error) {
-		ring, err := keys.NewRing(ctx, keys.NewFile(cfg.KeyFile), keys.Options{RotateEvery: cfg.KeyRotateEvery, Skew: cfg.Skew})
+		ring, err := keys.NewRing(ctx, keys.NewFile(cfg.KeyFile), keys.Options{RotateEvery: cfg.KeyRotateEvery, Skew: cfg.Skew, SignLag: cfg.KeyCheckInterval})
 		if err != nil {
 			return service.Parts{}, err
 		}

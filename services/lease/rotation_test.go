@@ -74,7 +74,8 @@ func TestRotationKeepsOldLeasesVerifying(t *testing.T) {
 // key current at once; a lease the old key signed before the rotation
 // still verifies, GetSigningKeys still publishes the old key, and the
 // answer says it stays published until the longest lease the old key could
-// have signed has expired (rotation + 60 s + skew), which is after the old
+// have signed has expired (rotation + 60 s + skew + the key-check interval
+// another replica may still sign with it for), which is after the old
 // lease's expiry. A tenant user and a toolcrib service may not rotate.
 func TestRotateSigningKeyOnDemand(t *testing.T) {
 	s := newSuite(t, 1)
@@ -101,7 +102,7 @@ func TestRotateSigningKeyOnDemand(t *testing.T) {
 		t.Fatalf("rotation: current %s retired %v, old key %s", rot.GetCurrentKeyId(), rot.GetRetiredKeyIds(), oldKid)
 	}
 	at, until := rot.GetRotatedAt().AsTime(), rot.GetRetiredPublishedUntil().AsTime()
-	if want := at.Add(lease.MaxTTL + s.cfg.Skew); !until.Equal(want) || !until.After(old.GetClaims().GetExpiresAt().AsTime()) {
+	if want := at.Add(lease.MaxTTL + s.cfg.Skew + s.cfg.KeyCheckInterval); !until.Equal(want) || !until.After(old.GetClaims().GetExpiresAt().AsTime()) {
 		t.Fatalf("retired key published until %v, want %v (after the old lease's expiry %v)", until, want, old.GetClaims().GetExpiresAt().AsTime())
 	}
 

@@ -1087,7 +1087,7 @@ type RotateSigningKeyResponse struct {
 	// When the rotation took effect.
 	RotatedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=rotated_at,json=rotatedAt,proto3" json:"rotated_at,omitempty"`
 	// Until when the retired keys stay published (rotated_at plus the longest
-	// lease lifetime plus the clock-skew allowance).
+	// lease lifetime, the clock-skew allowance and the key-check interval).
 	RetiredPublishedUntil *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=retired_published_until,json=retiredPublishedUntil,proto3" json:"retired_published_until,omitempty"`
 	unknownFields         protoimpl.UnknownFields
 	sizeCache             protoimpl.SizeCache

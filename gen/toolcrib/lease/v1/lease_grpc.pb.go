@@ -66,7 +66,8 @@ type LeaseServiceClient interface {
 	// the scheduled rotation) and retires the previous one: leases it signed
 	// keep verifying, and it stays in GetSigningKeys, until every one of them
 	// has expired (the longest lease lifetime plus the clock-skew allowance
-	// after its retirement). Platform admins only; audit-logged.
+	// plus the key-check interval, in which other replicas may still sign
+	// with it, after its retirement). Platform admins only; audit-logged.
 	RotateSigningKey(ctx context.Context, in *RotateSigningKeyRequest, opts ...grpc.CallOption) (*RotateSigningKeyResponse, error)
 }
 
@@ -164,7 +165,8 @@ type LeaseServiceServer interface {
 	// the scheduled rotation) and retires the previous one: leases it signed
 	// keep verifying, and it stays in GetSigningKeys, until every one of them
 	// has expired (the longest lease lifetime plus the clock-skew allowance
-	// after its retirement). Platform admins only; audit-logged.
+	// plus the key-check interval, in which other replicas may still sign
+	// with it, after its retirement). Platform admins only; audit-logged.
 	RotateSigningKey(context.Context, *RotateSigningKeyRequest) (*RotateSigningKeyResponse, error)
 	mustEmbedUnimplementedLeaseServiceServer()
 }

@@ -18,8 +18,14 @@ type Options struct {
 	// key; 0 disables scheduled rotation.
 	RotateEvery time.Duration
 	// Skew is the clock-skew allowance verifiers grant on `exp`; a retired
-	// key stays published for lease.MaxTTL + Skew after its retirement.
+	// key stays published for lease.MaxTTL + Skew + SignLag after its
+	// retirement.
 	Skew time.Duration
+	// SignLag is how long another replica sharing the source may still sign
+	// with a key after it was retired here: until its next [Ring.Refresh]
+	// (its key-check interval). Leases it signs then live up to
+	// lease.MaxTTL longer, so the key stays published that much longer.
+	SignLag time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -46,8 +52,8 @@ func NewRing(ctx context.Context, src Source, opts Options) (*Ring, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.RotateEvery < 0 || opts.Skew < 0 {
-		return nil, errors.New("keys: negative rotation interval or skew")
+	if opts.RotateEvery < 0 || opts.Skew < 0 || opts.SignLag < 0 {
+		return nil, errors.New("keys: negative rotation interval, skew or sign lag")
 	}
 	r := &Ring{src: src, opts: opts}
 	if err := r.Refresh(ctx); err != nil {
@@ -62,8 +68,9 @@ func NewRing(ctx context.Context, src Source, opts Options) (*Ring, error) {
 }
 
 // Retention is how long a retired key stays published: the longest lease
-// lifetime plus the skew allowance.
-func (r *Ring) Retention() time.Duration { return lease.MaxTTL + r.opts.Skew }
+// lifetime plus the skew allowance, plus the time another replica may
+// still sign with it (SignLag).
+func (r *Ring) Retention() time.Duration { return lease.MaxTTL + r.opts.Skew + r.opts.SignLag }
 
 // Refresh reloads the keys from the source (another replica may have
 // rotated).
