@@ -30,8 +30,14 @@ lint: ## gofmt, go vet and go mod tidy (every module), buf lint, buf format
 test: ## run every module's tests with -race (needs Postgres and Redis)
 	for m in $(MODULES); do echo "== $$m"; (cd $$m && go test $(GO_TEST_FLAGS) ./...); done
 
-run: ## start every implemented service against local Postgres and Redis
-	go run ./cli/cmd/toolcrib dev up
+# The example MCP server runs beside `dev up` with -require-lease (its
+# tools/call needs a lease from the lease service on 7104, verified with the
+# dev service token dev up writes); it stops when dev up does.
+run: ## start every implemented service against local Postgres and Redis, and the example MCP server (127.0.0.1:7301, leases required)
+	@bin=$$(mktemp -d); pid=; trap '[ -z "$$pid" ] || { kill $$pid; wait $$pid; } 2>/dev/null; rm -rf "$$bin"' EXIT; \
+	  go build -o "$$bin/exampleserver" ./e2e/cmd/exampleserver; \
+	  "$$bin/exampleserver" -require-lease & pid=$$!; \
+	  go run ./cli/cmd/toolcrib dev up
 
 # The seed-004 acceptance drill through the real services (e2e/drill). Each
 # run keeps inputs.json, results.json, table.txt and the services' log in

@@ -32,7 +32,9 @@ const leasePhase = 3 * time.Second
 // Watch follower, Redis SET NX), and the health Check of the same service
 // as the baseline. `make bench-lease` prints the one line; the target is
 // issue_qps and verify_qps ≥ 0.5 × health_qps. Never timed, never fails on
-// speed.
+// speed. With TOOLCRIB_BENCH_PROFILE=<dir> the Issue and Verify phases
+// write CPU profiles (every service runs in this process) to
+// <dir>/lease-issue.pprof and <dir>/lease-verify.pprof.
 func TestLeaseThroughput(t *testing.T) {
 	if os.Getenv("TOOLCRIB_BENCH") == "" {
 		t.Skip("a benchmark: run it with make bench-lease")
@@ -46,6 +48,7 @@ func TestLeaseThroughput(t *testing.T) {
 
 	var mu sync.Mutex
 	var issued []*leasev1.IssueResponse
+	stopProfile := profile(t, "lease-issue")
 	issueQPS := phase(t, func(ctx context.Context, stop func() bool, done func()) error {
 		receipt := w.Allow(t, 1).GetReceipt().GetReceiptId() // one receipt per worker, cited again and again
 		var mine []*leasev1.IssueResponse
@@ -64,8 +67,10 @@ func TestLeaseThroughput(t *testing.T) {
 		return nil
 	})
 
+	stopProfile()
 	var next atomic.Int64
 	var lat []time.Duration
+	stopProfile = profile(t, "lease-verify")
 	verifyQPS := phase(t, func(ctx context.Context, stop func() bool, done func()) error {
 		var mine []time.Duration
 		for !stop() {
@@ -96,6 +101,7 @@ func TestLeaseThroughput(t *testing.T) {
 		mu.Unlock()
 		return nil
 	})
+	stopProfile()
 	if len(lat) == 0 {
 		t.Fatal("no lease verified")
 	}

@@ -174,33 +174,7 @@ func Start(t testing.TB, cacheTTL time.Duration) *World {
 	must(reg.ApproveTool(ctx, &registryv1.ApproveToolRequest{ToolId: toolID, ApprovalDigest: pub.GetTool().GetApprovalDigest()}))
 	must(reg.EnableTool(ctx, &registryv1.EnableToolRequest{ToolId: toolID}))
 
-	// Admission and lease, each with its own database, as dev up starts them.
-	acfg, err := admission.ParseConfig(nil, func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	acfg.RegistryAddr, acfg.DiscoveryAddr, acfg.CacheTTL = st.RegistryAddr, st.DiscoveryAddr, cacheTTL
-	aurl := pgtest.NewDatabase(t, pgtest.Schema{Name: admission.Schema, Sets: admission.Migrations()})
-	admAddr := servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
-		c := acfg
-		c.Common = st.Auth.Common(t, aurl, true, listening)
-		return admission.Run(ctx, c)
-	})
-	lcfg, err := leasesvc.ParseConfig([]string{"--key-file", filepath.Join(t.TempDir(), "keys.json")},
-		func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	lcfg.AdmissionAddr, lcfg.RegistryAddr, lcfg.DiscoveryAddr = admAddr, st.RegistryAddr, st.DiscoveryAddr
-	lurl := pgtest.NewDatabase(t, pgtest.Schema{Name: leasesvc.Schema, Sets: leasesvc.Migrations()})
-	leaseAddr := servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
-		c := lcfg
-		c.Common = st.Auth.Common(t, lurl, true, listening)
-		if err := c.Validate(); err != nil {
-			return err
-		}
-		return leasesvc.Run(ctx, c)
-	})
+	admAddr, leaseAddr := StartAdmissionAndLease(t, st, cacheTTL)
 	for _, who := range []string{"alice", "bob"} {
 		tok := st.Auth.User(t, who, tenant, "readers")
 		w.Adm[who] = admissionv1.NewAdmissionServiceClient(servicetest.Dial(t, admAddr, tok))
@@ -214,6 +188,41 @@ func Start(t testing.TB, cacheTTL time.Duration) *World {
 	}
 	w.Holder, w.JWK = priv, lease.PublicJWK(pubKey)
 	return w
+}
+
+// StartAdmissionAndLease runs admission and lease, each with its own
+// database, as dev up starts them, against the registry and discovery of
+// st, until the test ends, and returns their addresses. Admission keeps
+// decisions (and GetReceipt answers valid_until) for cacheTTL.
+func StartAdmissionAndLease(t testing.TB, st *stack.Stack, cacheTTL time.Duration) (admAddr, leaseAddr string) {
+	t.Helper()
+	acfg, err := admission.ParseConfig(nil, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	acfg.RegistryAddr, acfg.DiscoveryAddr, acfg.CacheTTL = st.RegistryAddr, st.DiscoveryAddr, cacheTTL
+	aurl := pgtest.NewDatabase(t, pgtest.Schema{Name: admission.Schema, Sets: admission.Migrations()})
+	admAddr = servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+		c := acfg
+		c.Common = st.Auth.Common(t, aurl, true, listening)
+		return admission.Run(ctx, c)
+	})
+	lcfg, err := leasesvc.ParseConfig([]string{"--key-file", filepath.Join(t.TempDir(), "keys.json")},
+		func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	lcfg.AdmissionAddr, lcfg.RegistryAddr, lcfg.DiscoveryAddr = admAddr, st.RegistryAddr, st.DiscoveryAddr
+	lurl := pgtest.NewDatabase(t, pgtest.Schema{Name: leasesvc.Schema, Sets: leasesvc.Migrations()})
+	leaseAddr = servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+		c := lcfg
+		c.Common = st.Auth.Common(t, lurl, true, listening)
+		if err := c.Validate(); err != nil {
+			return err
+		}
+		return leasesvc.Run(ctx, c)
+	})
+	return admAddr, leaseAddr
 }
 
 // ShipmentArgs are the arguments of every call here.

@@ -169,3 +169,88 @@ func TestLeaseFollowsPolicyAndRollback(t *testing.T) {
 		t.Fatalf("lease on generation 1 after the resume: %v %s", v.GetFailure(), v.GetDetail())
 	}
 }
+
+// TestLeaseFreezesOnClose: a discovery Rollback with no older fresh
+// generation closes the pointer (a CLOSE move); with no other call that
+// freezes issuance for the server: a lease issued before is FROZEN at
+// Verify, and even after a new scan reopens the server at generation 2,
+// Issue is ISSUANCE_FROZEN until an operator resumes it.
+func TestLeaseFreezesOnClose(t *testing.T) {
+	w := leaseworld.Start(t, time.Minute)
+	ctx := ctxFor(t)
+	// Leases issued before the close; until the lease replica sees the
+	// close, a presented one may still pass (and is consumed), so each
+	// poll presents the next.
+	allow := w.Allow(t, 1)
+	var before []*leasev1.IssueResponse
+	for range 20 {
+		iss, err := w.Issue(t, "alice", allow.GetReceipt().GetReceiptId())
+		if err != nil {
+			t.Fatal(err)
+		}
+		before = append(before, iss)
+	}
+	closed, err := w.St.Discovery.Rollback(ctx, &discoveryv1.RollbackRequest{ServerId: serverID, AudienceClass: class,
+		ExpectedGeneration: 1, Reason: "nothing older to go back to"})
+	if err != nil {
+		t.Fatalf("Rollback: %v", err)
+	}
+	if closed.GetPointer().GetState() != discoveryv1.PointerState_POINTER_STATE_CLOSED {
+		t.Fatalf("pointer after rolling back generation 1: %v", closed.GetPointer())
+	}
+	next := 0
+	eventually(t, "a lease refused FROZEN after the close", func() bool {
+		if next == len(before) {
+			t.Fatal("every lease issued before the close was used up before the freeze was seen")
+		}
+		v := w.Verify(t, before[next])
+		switch {
+		case v.GetFailure() == leasev1.VerifyFailure_VERIFY_FAILURE_FROZEN:
+			return true
+		case v.GetValid():
+			next++ // the replica had not seen the close yet
+			return false
+		case v.GetFailure() == leasev1.VerifyFailure_VERIFY_FAILURE_STALE_CATALOG:
+			return false // the close arrived, the freeze a moment later
+		}
+		t.Fatalf("lease after the close: %v %s", v.GetFailure(), v.GetDetail())
+		return false
+	})
+	for _, iss := range before[next+1 : min(next+4, len(before))] {
+		if v := w.Verify(t, iss); v.GetFailure() != leasev1.VerifyFailure_VERIFY_FAILURE_FROZEN {
+			t.Fatalf("a lease after the freeze was seen: valid=%v %v", v.GetValid(), v.GetFailure())
+		}
+	}
+
+	// A new proven scan reopens the server; issuance stays frozen.
+	if _, err := w.Srv.Apply(fixture.Upsert(leaseworld.Reserve())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.St.Discovery.TriggerScan(ctx, &discoveryv1.TriggerScanRequest{ServerId: serverID, AudienceClass: class}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := discovery.WaitPointers(ctx, w.St.Discovery, 0, []discovery.PointerKey{{ServerID: serverID, AudienceClass: class}},
+		func(p *discoveryv1.ActivePointer) bool {
+			return p.GetGeneration() == 2 && p.GetState() != discoveryv1.PointerState_POINTER_STATE_CLOSED
+		}); err != nil {
+		t.Fatal(err)
+	}
+	reopened := w.Allow(t, 2)
+	_, err = w.Issue(t, "alice", reopened.GetReceipt().GetReceiptId())
+	wantRefusal(t, "Issue after the server reopened, not resumed", err, codes.FailedPrecondition, "ISSUANCE_FROZEN")
+
+	if _, err := w.Admin.FreezeIssuance(ctx, &leasev1.FreezeIssuanceRequest{ServerId: serverID, Frozen: false, Reason: "close reviewed"}); err != nil {
+		t.Fatal(err)
+	}
+	after, err := w.Issue(t, "alice", w.Allow(t, 2).GetReceipt().GetReceiptId())
+	if err != nil {
+		t.Fatalf("Issue after the resume: %v", err)
+	}
+	leaseworld.Eventually(t, "a generation-2 lease verifies after the resume", func() bool {
+		v := w.Verify(t, after)
+		if !v.GetValid() && v.GetFailure() != leasev1.VerifyFailure_VERIFY_FAILURE_STALE_CATALOG {
+			t.Fatalf("lease after the resume: %v %s", v.GetFailure(), v.GetDetail())
+		}
+		return v.GetValid()
+	})
+}

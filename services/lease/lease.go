@@ -17,6 +17,7 @@ import (
 	"github.com/toolcrib/toolcrib/services/lease/internal/keys"
 	"github.com/toolcrib/toolcrib/services/lease/internal/ledger"
 	"github.com/toolcrib/toolcrib/services/lease/internal/metrics"
+	"github.com/toolcrib/toolcrib/services/lease/internal/standing"
 	"github.com/toolcrib/toolcrib/services/lease/internal/store"
 	"github.com/toolcrib/toolcrib/services/lease/internal/watch"
 	"github.com/toolcrib/toolcrib/services/lease/migrations"
@@ -47,18 +48,20 @@ func spec() service.Spec {
 // LeaseService and the key-maintenance loop.
 func Run(ctx context.Context, cfg Config) error {
 	return service.Run(ctx, spec(), cfg.Common, func(ctx context.Context, d *service.Deps) (service.Parts, error) {
-		ring, err := keys.NewRing(ctx, keys.NewFile(cfg.KeyFile), keys.Options{RotateEvery: cfg.KeyRotateEvery, Skew: cfg.Skew})
+		ring, err := keys.NewRing(ctx, keys.NewFile(cfg.KeyFile), keys.Options{RotateEvery: cfg.KeyRotateEvery, Skew: cfg.Skew, SignLag: cfg.KeyCheckInterval})
 		if err != nil {
 			return service.Parts{}, err
 		}
 		st := store.New(d.Pool)
+		standingView := standing.New(standing.Options{Pool: d.Pool, Store: st, Logger: d.Logger})
 		m := metrics.New(d.Metrics, metrics.Sources{FrozenCount: st.FrozenCount, KeyAge: ring.CurrentAge})
 		opts := grpcapi.Options{
-			Store: st, Ring: ring, Ledger: ledger.NewRedis(d.Redis), Metrics: m,
+			Store: st, Standing: standingView, Ring: ring, Ledger: ledger.NewRedis(d.Redis), Metrics: m,
 			Receipts: cfg.Receipts, Freshness: cfg.Freshness,
 			Issuer: cfg.Issuer, Skew: cfg.Skew, ProofWindow: cfg.ProofWindow, Logger: d.Logger,
 		}
 		var parts service.Parts
+		parts.Loops = append(parts.Loops, standingView.Run)
 		if cfg.AdmissionAddr != "" {
 			conn, err := grpc.NewClient(cfg.AdmissionAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 			if err != nil {

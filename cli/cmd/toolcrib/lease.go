@@ -139,10 +139,11 @@ func leaseCommands() []command {
 		receipt, args, keyFile, audience, tool, token, reason string
 		ttl                                                   int
 		revLease, revTool, revServer, revTenant               string
-		resume                                                bool
+		resume, tokenOnly                                     bool
 	)
 	return []command{
 		holderKeyCommand(),
+		leaseCallCommand(),
 		{
 			name:    "lease issue",
 			summary: "get a lease for an ALLOW receipt of yours (admission Check) and print it",
@@ -152,6 +153,7 @@ func leaseCommands() []command {
 				fs.StringVar(&keyFile, "holder-key", filepath.Join(devDir, "holder-key.json"), "holder key file (toolcrib dev holder-key)")
 				fs.StringVar(&audience, "audience", "", "executor audience that will accept the lease (required)")
 				fs.IntVar(&ttl, "ttl", 0, "lifetime in seconds; 0 for the default, at most 60")
+				fs.BoolVar(&tokenOnly, "token-only", false, "print only the token, for lease=$(toolcrib lease issue --token-only …)")
 			},
 			run: func(ctx context.Context, e *env, _ []string) error {
 				priv, err := readHolderKey(keyFile)
@@ -171,6 +173,10 @@ func leaseCommands() []command {
 				resp, err := c.Issue(cctx, &leasev1.IssueRequest{ReceiptId: receipt, ArgumentDigest: digest,
 					HolderPublicKey: lease.PublicJWK(priv.Public().(ed25519.PublicKey)), Audience: audience, TtlSeconds: int32(ttl)})
 				if err != nil {
+					return err
+				}
+				if tokenOnly {
+					_, err := fmt.Fprintln(e.stdout, resp.GetToken())
 					return err
 				}
 				return e.output(resp, func(w *tabwriter.Writer) {
@@ -199,7 +205,7 @@ func leaseCommands() []command {
 				if err != nil {
 					return fmt.Errorf("--args: %w", err)
 				}
-				id, err := leaseID(token)
+				id, _, err := leaseIDAndAudience(token)
 				if err != nil {
 					return err
 				}
@@ -312,6 +318,33 @@ func leaseCommands() []command {
 			},
 		},
 		{
+			name:    "lease keys rotate",
+			summary: "make a new lease signing key current now (admin); the old one keeps verifying its leases until they expire",
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&reason, "reason", "", "why (recorded in the audit log)")
+			},
+			run: func(ctx context.Context, e *env, _ []string) error {
+				c, err := e.leaseClient()
+				if err != nil {
+					return err
+				}
+				cctx, cancel := e.callCtx(ctx)
+				defer cancel()
+				resp, err := c.RotateSigningKey(cctx, &leasev1.RotateSigningKeyRequest{Reason: reason})
+				if err != nil {
+					return err
+				}
+				return e.output(resp, func(w *tabwriter.Writer) {
+					fmt.Fprintf(w, "current key\t%s (since %s)\n", resp.GetCurrentKeyId(), ts(resp.GetRotatedAt()))
+					retired := strings.Join(resp.GetRetiredKeyIds(), ", ")
+					if retired == "" {
+						retired = "-"
+					}
+					fmt.Fprintf(w, "retired\t%s, published until %s\n", retired, ts(resp.GetRetiredPublishedUntil()))
+				})
+			},
+		},
+		{
 			name:    "lease keys",
 			summary: "print the lease signing keys (JWKS) and the current key id",
 			run: func(ctx context.Context, e *env, _ []string) error {
@@ -353,21 +386,4 @@ func leaseCommands() []command {
 			},
 		},
 	}
-}
-
-// leaseID reads the `jti` of a lease token without verifying it (the
-// proof names the lease; the lease service verifies the token).
-func leaseID(token string) (string, error) {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return "", errors.New("--lease: not a compact JWS")
-	}
-	b, err := base64.RawURLEncoding.DecodeString(parts[1])
-	var c struct {
-		ID string `json:"jti"`
-	}
-	if err != nil || json.Unmarshal(b, &c) != nil || c.ID == "" {
-		return "", errors.New("--lease: not a lease token (no jti)")
-	}
-	return c.ID, nil
 }

@@ -127,6 +127,20 @@ func TestLeaseCommands(t *testing.T) {
 	if out, errOut, code := runCLI(ctx, append(alice, "lease", "keys")...); code != 0 || !strings.Contains(out, "yes") {
 		t.Fatalf("keys: %d %s %s", code, out, errOut)
 	}
+	if _, errOut, code := runCLI(ctx, append(alice, "lease", "keys", "rotate")...); code != 1 || !strings.Contains(errOut, "PermissionDenied") {
+		t.Fatalf("keys rotate as a tenant user: %d %s", code, errOut)
+	}
+	out, errOut, code = runCLI(ctx, append(admin, "lease", "keys", "rotate", "--reason", "drill")...)
+	if code != 0 || !strings.Contains(out, "current key") || !strings.Contains(out, "published until") {
+		t.Fatalf("keys rotate: %d %s %s", code, out, errOut)
+	}
+	if out, errOut, code := runCLI(ctx, append(alice, "--json", "lease", "verify", "--lease", issued.Token, "--args", `{"sku":"A-1"}`,
+		"--audience", "exec.inv", "--tool", "inv.reserve")...); code != 1 || !strings.Contains(out, "ALREADY_USED") {
+		t.Fatalf("the lease signed before the rotation is checked past its signature: %d %s %s", code, out, errOut)
+	}
+	if out, _, _ := runCLI(ctx, append(alice, "lease", "keys")...); strings.Count(out, "\n") != 3 {
+		t.Fatalf("keys after a rotation: want a header, the new key and the retired one:\n%s", out)
+	}
 	if _, errOut, code := runCLI(ctx, append(alice, "lease", "freeze", "inv")...); code != 1 || !strings.Contains(errOut, "PermissionDenied") {
 		t.Fatalf("freeze as a tenant user: %d %s", code, errOut)
 	}

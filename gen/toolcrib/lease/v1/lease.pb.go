@@ -15,7 +15,7 @@
 // Authentication: Issue takes the principal's bearer token in the
 // `authorization` request metadata; Revoke and FreezeIssuance need a
 // platform-admin or service principal; Verify needs an executor principal;
-// GetSigningKeys is public.
+// GetSigningKeys is public; RotateSigningKey needs a platform admin.
 
 package leasev1
 
@@ -1031,6 +1031,126 @@ func (x *GetSigningKeysResponse) GetCurrentKeyId() string {
 	return ""
 }
 
+// RotateSigningKeyRequest is the request of RotateSigningKey.
+type RotateSigningKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Why; recorded in the audit log; empty for none.
+	Reason        string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateSigningKeyRequest) Reset() {
+	*x = RotateSigningKeyRequest{}
+	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateSigningKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateSigningKeyRequest) ProtoMessage() {}
+
+func (x *RotateSigningKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateSigningKeyRequest.ProtoReflect.Descriptor instead.
+func (*RotateSigningKeyRequest) Descriptor() ([]byte, []int) {
+	return file_toolcrib_lease_v1_lease_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RotateSigningKeyRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// RotateSigningKeyResponse is the response of RotateSigningKey.
+type RotateSigningKeyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Key id (`kid`) of the new current key.
+	CurrentKeyId string `protobuf:"bytes,1,opt,name=current_key_id,json=currentKeyId,proto3" json:"current_key_id,omitempty"`
+	// Key ids retired by this rotation (usually the previous current key).
+	RetiredKeyIds []string `protobuf:"bytes,2,rep,name=retired_key_ids,json=retiredKeyIds,proto3" json:"retired_key_ids,omitempty"`
+	// When the rotation took effect.
+	RotatedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=rotated_at,json=rotatedAt,proto3" json:"rotated_at,omitempty"`
+	// Until when the retired keys stay published (rotated_at plus the longest
+	// lease lifetime, the clock-skew allowance and the key-check interval).
+	RetiredPublishedUntil *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=retired_published_until,json=retiredPublishedUntil,proto3" json:"retired_published_until,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *RotateSigningKeyResponse) Reset() {
+	*x = RotateSigningKeyResponse{}
+	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateSigningKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateSigningKeyResponse) ProtoMessage() {}
+
+func (x *RotateSigningKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateSigningKeyResponse.ProtoReflect.Descriptor instead.
+func (*RotateSigningKeyResponse) Descriptor() ([]byte, []int) {
+	return file_toolcrib_lease_v1_lease_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RotateSigningKeyResponse) GetCurrentKeyId() string {
+	if x != nil {
+		return x.CurrentKeyId
+	}
+	return ""
+}
+
+func (x *RotateSigningKeyResponse) GetRetiredKeyIds() []string {
+	if x != nil {
+		return x.RetiredKeyIds
+	}
+	return nil
+}
+
+func (x *RotateSigningKeyResponse) GetRotatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RotatedAt
+	}
+	return nil
+}
+
+func (x *RotateSigningKeyResponse) GetRetiredPublishedUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RetiredPublishedUntil
+	}
+	return nil
+}
+
 var File_toolcrib_lease_v1_lease_proto protoreflect.FileDescriptor
 
 const file_toolcrib_lease_v1_lease_proto_rawDesc = "" +
@@ -1101,7 +1221,15 @@ const file_toolcrib_lease_v1_lease_proto_rawDesc = "" +
 	"\x15GetSigningKeysRequest\"R\n" +
 	"\x16GetSigningKeysResponse\x12\x12\n" +
 	"\x04jwks\x18\x01 \x01(\fR\x04jwks\x12$\n" +
-	"\x0ecurrent_key_id\x18\x02 \x01(\tR\fcurrentKeyId*\xf1\x04\n" +
+	"\x0ecurrent_key_id\x18\x02 \x01(\tR\fcurrentKeyId\"1\n" +
+	"\x17RotateSigningKeyRequest\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xf7\x01\n" +
+	"\x18RotateSigningKeyResponse\x12$\n" +
+	"\x0ecurrent_key_id\x18\x01 \x01(\tR\fcurrentKeyId\x12&\n" +
+	"\x0fretired_key_ids\x18\x02 \x03(\tR\rretiredKeyIds\x129\n" +
+	"\n" +
+	"rotated_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\trotatedAt\x12R\n" +
+	"\x17retired_published_until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x15retiredPublishedUntil*\xf1\x04\n" +
 	"\rVerifyFailure\x12\x1e\n" +
 	"\x1aVERIFY_FAILURE_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cVERIFY_FAILURE_BAD_SIGNATURE\x10\x01\x12\x1a\n" +
@@ -1121,13 +1249,14 @@ const file_toolcrib_lease_v1_lease_proto_rawDesc = "" +
 	" VERIFY_FAILURE_PROOF_OTHER_LEASE\x10\x0e\x12'\n" +
 	"#VERIFY_FAILURE_PROOF_WRONG_AUDIENCE\x10\x0f\x12(\n" +
 	"$VERIFY_FAILURE_PROOF_OTHER_ARGUMENTS\x10\x10\x12\x1d\n" +
-	"\x19VERIFY_FAILURE_OTHER_TOOL\x10\x112\xc6\x03\n" +
+	"\x19VERIFY_FAILURE_OTHER_TOOL\x10\x112\xb3\x04\n" +
 	"\fLeaseService\x12J\n" +
 	"\x05Issue\x12\x1f.toolcrib.lease.v1.IssueRequest\x1a .toolcrib.lease.v1.IssueResponse\x12M\n" +
 	"\x06Verify\x12 .toolcrib.lease.v1.VerifyRequest\x1a!.toolcrib.lease.v1.VerifyResponse\x12M\n" +
 	"\x06Revoke\x12 .toolcrib.lease.v1.RevokeRequest\x1a!.toolcrib.lease.v1.RevokeResponse\x12e\n" +
 	"\x0eFreezeIssuance\x12(.toolcrib.lease.v1.FreezeIssuanceRequest\x1a).toolcrib.lease.v1.FreezeIssuanceResponse\x12e\n" +
-	"\x0eGetSigningKeys\x12(.toolcrib.lease.v1.GetSigningKeysRequest\x1a).toolcrib.lease.v1.GetSigningKeysResponseB\xc5\x01\n" +
+	"\x0eGetSigningKeys\x12(.toolcrib.lease.v1.GetSigningKeysRequest\x1a).toolcrib.lease.v1.GetSigningKeysResponse\x12k\n" +
+	"\x10RotateSigningKey\x12*.toolcrib.lease.v1.RotateSigningKeyRequest\x1a+.toolcrib.lease.v1.RotateSigningKeyResponseB\xc5\x01\n" +
 	"\x15com.toolcrib.lease.v1B\n" +
 	"LeaseProtoP\x01Z:github.com/toolcrib/toolcrib/gen/toolcrib/lease/v1;leasev1\xa2\x02\x03TLX\xaa\x02\x11Toolcrib.Lease.V1\xca\x02\x11Toolcrib\\Lease\\V1\xe2\x02\x1dToolcrib\\Lease\\V1\\GPBMetadata\xea\x02\x13Toolcrib::Lease::V1b\x06proto3"
 
@@ -1144,47 +1273,53 @@ func file_toolcrib_lease_v1_lease_proto_rawDescGZIP() []byte {
 }
 
 var file_toolcrib_lease_v1_lease_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolcrib_lease_v1_lease_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_toolcrib_lease_v1_lease_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_toolcrib_lease_v1_lease_proto_goTypes = []any{
-	(VerifyFailure)(0),             // 0: toolcrib.lease.v1.VerifyFailure
-	(*LeaseClaims)(nil),            // 1: toolcrib.lease.v1.LeaseClaims
-	(*IssueRequest)(nil),           // 2: toolcrib.lease.v1.IssueRequest
-	(*IssueResponse)(nil),          // 3: toolcrib.lease.v1.IssueResponse
-	(*VerifyRequest)(nil),          // 4: toolcrib.lease.v1.VerifyRequest
-	(*VerifyResponse)(nil),         // 5: toolcrib.lease.v1.VerifyResponse
-	(*RevokeRequest)(nil),          // 6: toolcrib.lease.v1.RevokeRequest
-	(*RevokeResponse)(nil),         // 7: toolcrib.lease.v1.RevokeResponse
-	(*FreezeIssuanceRequest)(nil),  // 8: toolcrib.lease.v1.FreezeIssuanceRequest
-	(*FreezeIssuanceResponse)(nil), // 9: toolcrib.lease.v1.FreezeIssuanceResponse
-	(*GetSigningKeysRequest)(nil),  // 10: toolcrib.lease.v1.GetSigningKeysRequest
-	(*GetSigningKeysResponse)(nil), // 11: toolcrib.lease.v1.GetSigningKeysResponse
-	(*timestamppb.Timestamp)(nil),  // 12: google.protobuf.Timestamp
-	(*v1.CheckRequest)(nil),        // 13: toolcrib.admission.v1.CheckRequest
+	(VerifyFailure)(0),               // 0: toolcrib.lease.v1.VerifyFailure
+	(*LeaseClaims)(nil),              // 1: toolcrib.lease.v1.LeaseClaims
+	(*IssueRequest)(nil),             // 2: toolcrib.lease.v1.IssueRequest
+	(*IssueResponse)(nil),            // 3: toolcrib.lease.v1.IssueResponse
+	(*VerifyRequest)(nil),            // 4: toolcrib.lease.v1.VerifyRequest
+	(*VerifyResponse)(nil),           // 5: toolcrib.lease.v1.VerifyResponse
+	(*RevokeRequest)(nil),            // 6: toolcrib.lease.v1.RevokeRequest
+	(*RevokeResponse)(nil),           // 7: toolcrib.lease.v1.RevokeResponse
+	(*FreezeIssuanceRequest)(nil),    // 8: toolcrib.lease.v1.FreezeIssuanceRequest
+	(*FreezeIssuanceResponse)(nil),   // 9: toolcrib.lease.v1.FreezeIssuanceResponse
+	(*GetSigningKeysRequest)(nil),    // 10: toolcrib.lease.v1.GetSigningKeysRequest
+	(*GetSigningKeysResponse)(nil),   // 11: toolcrib.lease.v1.GetSigningKeysResponse
+	(*RotateSigningKeyRequest)(nil),  // 12: toolcrib.lease.v1.RotateSigningKeyRequest
+	(*RotateSigningKeyResponse)(nil), // 13: toolcrib.lease.v1.RotateSigningKeyResponse
+	(*timestamppb.Timestamp)(nil),    // 14: google.protobuf.Timestamp
+	(*v1.CheckRequest)(nil),          // 15: toolcrib.admission.v1.CheckRequest
 }
 var file_toolcrib_lease_v1_lease_proto_depIdxs = []int32{
-	12, // 0: toolcrib.lease.v1.LeaseClaims.issued_at:type_name -> google.protobuf.Timestamp
-	12, // 1: toolcrib.lease.v1.LeaseClaims.expires_at:type_name -> google.protobuf.Timestamp
-	13, // 2: toolcrib.lease.v1.IssueRequest.check:type_name -> toolcrib.admission.v1.CheckRequest
+	14, // 0: toolcrib.lease.v1.LeaseClaims.issued_at:type_name -> google.protobuf.Timestamp
+	14, // 1: toolcrib.lease.v1.LeaseClaims.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 2: toolcrib.lease.v1.IssueRequest.check:type_name -> toolcrib.admission.v1.CheckRequest
 	1,  // 3: toolcrib.lease.v1.IssueResponse.claims:type_name -> toolcrib.lease.v1.LeaseClaims
 	0,  // 4: toolcrib.lease.v1.VerifyResponse.failure:type_name -> toolcrib.lease.v1.VerifyFailure
 	1,  // 5: toolcrib.lease.v1.VerifyResponse.claims:type_name -> toolcrib.lease.v1.LeaseClaims
-	12, // 6: toolcrib.lease.v1.RevokeResponse.effective_at:type_name -> google.protobuf.Timestamp
-	12, // 7: toolcrib.lease.v1.FreezeIssuanceResponse.changed_at:type_name -> google.protobuf.Timestamp
-	2,  // 8: toolcrib.lease.v1.LeaseService.Issue:input_type -> toolcrib.lease.v1.IssueRequest
-	4,  // 9: toolcrib.lease.v1.LeaseService.Verify:input_type -> toolcrib.lease.v1.VerifyRequest
-	6,  // 10: toolcrib.lease.v1.LeaseService.Revoke:input_type -> toolcrib.lease.v1.RevokeRequest
-	8,  // 11: toolcrib.lease.v1.LeaseService.FreezeIssuance:input_type -> toolcrib.lease.v1.FreezeIssuanceRequest
-	10, // 12: toolcrib.lease.v1.LeaseService.GetSigningKeys:input_type -> toolcrib.lease.v1.GetSigningKeysRequest
-	3,  // 13: toolcrib.lease.v1.LeaseService.Issue:output_type -> toolcrib.lease.v1.IssueResponse
-	5,  // 14: toolcrib.lease.v1.LeaseService.Verify:output_type -> toolcrib.lease.v1.VerifyResponse
-	7,  // 15: toolcrib.lease.v1.LeaseService.Revoke:output_type -> toolcrib.lease.v1.RevokeResponse
-	9,  // 16: toolcrib.lease.v1.LeaseService.FreezeIssuance:output_type -> toolcrib.lease.v1.FreezeIssuanceResponse
-	11, // 17: toolcrib.lease.v1.LeaseService.GetSigningKeys:output_type -> toolcrib.lease.v1.GetSigningKeysResponse
-	13, // [13:18] is the sub-list for method output_type
-	8,  // [8:13] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	14, // 6: toolcrib.lease.v1.RevokeResponse.effective_at:type_name -> google.protobuf.Timestamp
+	14, // 7: toolcrib.lease.v1.FreezeIssuanceResponse.changed_at:type_name -> google.protobuf.Timestamp
+	14, // 8: toolcrib.lease.v1.RotateSigningKeyResponse.rotated_at:type_name -> google.protobuf.Timestamp
+	14, // 9: toolcrib.lease.v1.RotateSigningKeyResponse.retired_published_until:type_name -> google.protobuf.Timestamp
+	2,  // 10: toolcrib.lease.v1.LeaseService.Issue:input_type -> toolcrib.lease.v1.IssueRequest
+	4,  // 11: toolcrib.lease.v1.LeaseService.Verify:input_type -> toolcrib.lease.v1.VerifyRequest
+	6,  // 12: toolcrib.lease.v1.LeaseService.Revoke:input_type -> toolcrib.lease.v1.RevokeRequest
+	8,  // 13: toolcrib.lease.v1.LeaseService.FreezeIssuance:input_type -> toolcrib.lease.v1.FreezeIssuanceRequest
+	10, // 14: toolcrib.lease.v1.LeaseService.GetSigningKeys:input_type -> toolcrib.lease.v1.GetSigningKeysRequest
+	12, // 15: toolcrib.lease.v1.LeaseService.RotateSigningKey:input_type -> toolcrib.lease.v1.RotateSigningKeyRequest
+	3,  // 16: toolcrib.lease.v1.LeaseService.Issue:output_type -> toolcrib.lease.v1.IssueResponse
+	5,  // 17: toolcrib.lease.v1.LeaseService.Verify:output_type -> toolcrib.lease.v1.VerifyResponse
+	7,  // 18: toolcrib.lease.v1.LeaseService.Revoke:output_type -> toolcrib.lease.v1.RevokeResponse
+	9,  // 19: toolcrib.lease.v1.LeaseService.FreezeIssuance:output_type -> toolcrib.lease.v1.FreezeIssuanceResponse
+	11, // 20: toolcrib.lease.v1.LeaseService.GetSigningKeys:output_type -> toolcrib.lease.v1.GetSigningKeysResponse
+	13, // 21: toolcrib.lease.v1.LeaseService.RotateSigningKey:output_type -> toolcrib.lease.v1.RotateSigningKeyResponse
+	16, // [16:22] is the sub-list for method output_type
+	10, // [10:16] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_toolcrib_lease_v1_lease_proto_init() }
@@ -1204,7 +1339,7 @@ func file_toolcrib_lease_v1_lease_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolcrib_lease_v1_lease_proto_rawDesc), len(file_toolcrib_lease_v1_lease_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

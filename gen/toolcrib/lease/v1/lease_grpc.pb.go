@@ -15,7 +15,7 @@
 // Authentication: Issue takes the principal's bearer token in the
 // `authorization` request metadata; Revoke and FreezeIssuance need a
 // platform-admin or service principal; Verify needs an executor principal;
-// GetSigningKeys is public.
+// GetSigningKeys is public; RotateSigningKey needs a platform admin.
 
 package leasev1
 
@@ -32,11 +32,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	LeaseService_Issue_FullMethodName          = "/toolcrib.lease.v1.LeaseService/Issue"
-	LeaseService_Verify_FullMethodName         = "/toolcrib.lease.v1.LeaseService/Verify"
-	LeaseService_Revoke_FullMethodName         = "/toolcrib.lease.v1.LeaseService/Revoke"
-	LeaseService_FreezeIssuance_FullMethodName = "/toolcrib.lease.v1.LeaseService/FreezeIssuance"
-	LeaseService_GetSigningKeys_FullMethodName = "/toolcrib.lease.v1.LeaseService/GetSigningKeys"
+	LeaseService_Issue_FullMethodName            = "/toolcrib.lease.v1.LeaseService/Issue"
+	LeaseService_Verify_FullMethodName           = "/toolcrib.lease.v1.LeaseService/Verify"
+	LeaseService_Revoke_FullMethodName           = "/toolcrib.lease.v1.LeaseService/Revoke"
+	LeaseService_FreezeIssuance_FullMethodName   = "/toolcrib.lease.v1.LeaseService/FreezeIssuance"
+	LeaseService_GetSigningKeys_FullMethodName   = "/toolcrib.lease.v1.LeaseService/GetSigningKeys"
+	LeaseService_RotateSigningKey_FullMethodName = "/toolcrib.lease.v1.LeaseService/RotateSigningKey"
 )
 
 // LeaseServiceClient is the client API for LeaseService service.
@@ -61,6 +62,13 @@ type LeaseServiceClient interface {
 	// GetSigningKeys returns the public keys leases are signed with (JWKS),
 	// current and recently rotated, for offline signature checks.
 	GetSigningKeys(ctx context.Context, in *GetSigningKeysRequest, opts ...grpc.CallOption) (*GetSigningKeysResponse, error)
+	// RotateSigningKey makes a new signing key current now (on demand, beside
+	// the scheduled rotation) and retires the previous one: leases it signed
+	// keep verifying, and it stays in GetSigningKeys, until every one of them
+	// has expired (the longest lease lifetime plus the clock-skew allowance
+	// plus the key-check interval, in which other replicas may still sign
+	// with it, after its retirement). Platform admins only; audit-logged.
+	RotateSigningKey(ctx context.Context, in *RotateSigningKeyRequest, opts ...grpc.CallOption) (*RotateSigningKeyResponse, error)
 }
 
 type leaseServiceClient struct {
@@ -121,6 +129,16 @@ func (c *leaseServiceClient) GetSigningKeys(ctx context.Context, in *GetSigningK
 	return out, nil
 }
 
+func (c *leaseServiceClient) RotateSigningKey(ctx context.Context, in *RotateSigningKeyRequest, opts ...grpc.CallOption) (*RotateSigningKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RotateSigningKeyResponse)
+	err := c.cc.Invoke(ctx, LeaseService_RotateSigningKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LeaseServiceServer is the server API for LeaseService service.
 // All implementations must embed UnimplementedLeaseServiceServer
 // for forward compatibility.
@@ -143,6 +161,13 @@ type LeaseServiceServer interface {
 	// GetSigningKeys returns the public keys leases are signed with (JWKS),
 	// current and recently rotated, for offline signature checks.
 	GetSigningKeys(context.Context, *GetSigningKeysRequest) (*GetSigningKeysResponse, error)
+	// RotateSigningKey makes a new signing key current now (on demand, beside
+	// the scheduled rotation) and retires the previous one: leases it signed
+	// keep verifying, and it stays in GetSigningKeys, until every one of them
+	// has expired (the longest lease lifetime plus the clock-skew allowance
+	// plus the key-check interval, in which other replicas may still sign
+	// with it, after its retirement). Platform admins only; audit-logged.
+	RotateSigningKey(context.Context, *RotateSigningKeyRequest) (*RotateSigningKeyResponse, error)
 	mustEmbedUnimplementedLeaseServiceServer()
 }
 
@@ -167,6 +192,9 @@ func (UnimplementedLeaseServiceServer) FreezeIssuance(context.Context, *FreezeIs
 }
 func (UnimplementedLeaseServiceServer) GetSigningKeys(context.Context, *GetSigningKeysRequest) (*GetSigningKeysResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetSigningKeys not implemented")
+}
+func (UnimplementedLeaseServiceServer) RotateSigningKey(context.Context, *RotateSigningKeyRequest) (*RotateSigningKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RotateSigningKey not implemented")
 }
 func (UnimplementedLeaseServiceServer) mustEmbedUnimplementedLeaseServiceServer() {}
 func (UnimplementedLeaseServiceServer) testEmbeddedByValue()                      {}
@@ -279,6 +307,24 @@ func _LeaseService_GetSigningKeys_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LeaseService_RotateSigningKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RotateSigningKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LeaseServiceServer).RotateSigningKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LeaseService_RotateSigningKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LeaseServiceServer).RotateSigningKey(ctx, req.(*RotateSigningKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LeaseService_ServiceDesc is the grpc.ServiceDesc for LeaseService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -305,6 +351,10 @@ var LeaseService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetSigningKeys",
 			Handler:    _LeaseService_GetSigningKeys_Handler,
+		},
+		{
+			MethodName: "RotateSigningKey",
+			Handler:    _LeaseService_RotateSigningKey_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

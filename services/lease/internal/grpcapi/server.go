@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 	"unicode"
 
@@ -46,6 +47,10 @@ type Options struct {
 	Store *store.Store
 	// Ring signs leases and publishes their keys.
 	Ring *keys.Ring
+	// Standing answers revocation and freeze at Verify from memory (see
+	// package standing) and is synced after this replica's own Revoke and
+	// FreezeIssuance; nil reads Store for every Verify.
+	Standing Standing
 	// Ledger consumes lease ids (single use).
 	Ledger ledger.Ledger
 	// Receipts looks up admission receipts; nil refuses Issue by receipt_id
@@ -71,10 +76,53 @@ type Options struct {
 	Metrics *metrics.Metrics
 }
 
+// Standing is the replica's view of revocations and freezes.
+type Standing interface {
+	// Status is [store.Store.Status], from a view that holds every change
+	// committed up to a bounded time ago.
+	Status(ctx context.Context, c lease.Claims) (store.Status, error)
+	// Sync makes the view hold every change committed before the call.
+	Sync(ctx context.Context) error
+}
+
 // Server implements [leasev1.LeaseServiceServer].
 type Server struct {
 	leasev1.UnimplementedLeaseServiceServer
 	opts Options
+
+	holders holderCache
+}
+
+// maxHolders bounds the parsed holder keys kept; the cache starts over
+// when it is full.
+const maxHolders = 4096
+
+// holderCache keeps parsed holder keys by their JWK bytes: a holder (a
+// gateway, an agent) asks for many leases with one key, and parsing is a
+// pure function of the bytes. Only keys that parsed are kept.
+type holderCache struct {
+	mu sync.Mutex
+	m  map[string]lease.HolderKey
+}
+
+func (c *holderCache) parse(jwk []byte) (lease.HolderKey, error) {
+	c.mu.Lock()
+	k, ok := c.m[string(jwk)]
+	c.mu.Unlock()
+	if ok {
+		return k, nil
+	}
+	k, err := lease.ParseHolderKey(jwk)
+	if err != nil {
+		return k, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxHolders {
+		c.m = make(map[string]lease.HolderKey, 64)
+	}
+	c.m[string(jwk)] = k
+	c.mu.Unlock()
+	return k, nil
 }
 
 // New returns the service.
@@ -176,7 +224,7 @@ func (s *Server) Issue(ctx context.Context, req *leasev1.IssueRequest) (*leasev1
 	if !canonical.ValidDigest(req.GetArgumentDigest()) {
 		v.Add("argument_digest", "must be sha256:<64 lowercase hex>")
 	}
-	holder, herr := lease.ParseHolderKey(req.GetHolderPublicKey())
+	holder, herr := s.holders.parse(req.GetHolderPublicKey())
 	if herr != nil {
 		v.Add("holder_public_key", "must be an Ed25519 public JWK (kty OKP, crv Ed25519, x; no private part)")
 	}
@@ -264,7 +312,11 @@ func (s *Server) verify(ctx context.Context, req *leasev1.VerifyRequest) (*lease
 	if refusal != nil {
 		return refused(c, refusal.Failure, refusal.Detail), nil
 	}
-	st, err := s.opts.Store.Status(ctx, *c)
+	status := s.opts.Store.Status
+	if s.opts.Standing != nil {
+		status = s.opts.Standing.Status
+	}
+	st, err := status(ctx, *c)
 	if err != nil {
 		return nil, err
 	}
@@ -322,6 +374,18 @@ func claimsProto(c lease.Claims) *leasev1.LeaseClaims {
 	}
 }
 
+// sync brings this replica's standing view up to a change it just
+// committed; a failed sync leaves the view stale (Verify then reads
+// Postgres), so it is logged, not returned.
+func (s *Server) sync(ctx context.Context) {
+	if s.opts.Standing == nil {
+		return
+	}
+	if err := s.opts.Standing.Sync(context.WithoutCancel(ctx)); err != nil {
+		s.opts.Logger.WarnContext(ctx, "standing view not synced after a change; Verify reads Postgres until it reloads", "error", err)
+	}
+}
+
 // Revoke implements LeaseService.Revoke.
 func (s *Server) Revoke(ctx context.Context, req *leasev1.RevokeRequest) (*leasev1.RevokeResponse, error) {
 	p, err := principal.RequireAdminOrService(ctx)
@@ -354,6 +418,7 @@ func (s *Server) Revoke(ctx context.Context, req *leasev1.RevokeRequest) (*lease
 	if err != nil {
 		return nil, err
 	}
+	s.sync(ctx)
 	s.opts.Logger.InfoContext(ctx, "audit: leases revoked", "kind", kind, "target", target, "by", p.Subject,
 		"reason", req.GetReason(), "effective_at", at)
 	return &leasev1.RevokeResponse{EffectiveAt: timestamppb.New(at)}, nil
@@ -375,6 +440,7 @@ func (s *Server) FreezeIssuance(ctx context.Context, req *leasev1.FreezeIssuance
 	if err != nil {
 		return nil, err
 	}
+	s.sync(ctx)
 	s.opts.Logger.InfoContext(ctx, "audit: lease issuance frozen or resumed", "server_id", req.GetServerId(),
 		"frozen", frozen, "by", p.Subject, "reason", req.GetReason(), "changed_at", at)
 	return &leasev1.FreezeIssuanceResponse{Frozen: frozen, ChangedAt: timestamppb.New(at)}, nil
@@ -387,4 +453,26 @@ func (s *Server) GetSigningKeys(context.Context, *leasev1.GetSigningKeysRequest)
 		return nil, err
 	}
 	return &leasev1.GetSigningKeysResponse{Jwks: doc, CurrentKeyId: cur}, nil
+}
+
+// RotateSigningKey implements LeaseService.RotateSigningKey.
+func (s *Server) RotateSigningKey(ctx context.Context, req *leasev1.RotateSigningKeyRequest) (*leasev1.RotateSigningKeyResponse, error) {
+	p, err := principal.RequireAdmin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var v apierror.Violations
+	checkReason(&v, req.GetReason())
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	rot, err := s.opts.Ring.Rotate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.opts.Logger.InfoContext(ctx, "audit: lease signing key rotated", "current_key_id", rot.Current.ID,
+		"retired_key_ids", rot.Retired, "by", p.Subject, "reason", req.GetReason(), "rotated_at", rot.At,
+		"retired_published_until", rot.PublishedUntil)
+	return &leasev1.RotateSigningKeyResponse{CurrentKeyId: rot.Current.ID, RetiredKeyIds: rot.Retired,
+		RotatedAt: timestamppb.New(rot.At), RetiredPublishedUntil: timestamppb.New(rot.PublishedUntil)}, nil
 }

@@ -218,7 +218,7 @@ func TestRingRotatesOnDemand(t *testing.T) {
 	}
 	first, _ := r.Current()
 	c.Advance(time.Second)
-	if err := r.Rotate(ctx); err != nil {
+	if _, err := r.Rotate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	second, _ := r.Current()
@@ -256,7 +256,7 @@ func TestRingSeesAnotherReplicasRotation(t *testing.T) {
 	a, _ := NewRing(ctx, NewFile(path), Options{Now: c.Now})
 	b, _ := NewRing(ctx, NewFile(path), Options{Now: c.Now})
 	c.Advance(time.Second)
-	if err := a.Rotate(ctx); err != nil {
+	if _, err := a.Rotate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	ka, _ := a.Current()
@@ -302,4 +302,39 @@ func assertJWKSHas(t *testing.T, r *Ring, id string, want bool) {
 	if _, ok := ks.Key(id); ok != want {
 		t.Fatalf("JWKS has %s = %v, want %v", id, ok, want)
 	}
+}
+
+// TestAReplicaSigningWithARetiredKeyStaysVerifiable: replica A rotates;
+// replica B, which reloads keys only every SignLag, still signs with the
+// retired key just before its reload; that lease, of the longest lifetime,
+// verifies against A's published keys until it expires, because the key
+// stays published for MaxTTL + skew + SignLag.
+func TestAReplicaSigningWithARetiredKeyStaysVerifiable(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "lease-keys.json")
+	c := &clock{now: t0}
+	const lag, skew = 30 * time.Second, time.Second
+	a, _ := NewRing(ctx, NewFile(path), Options{Now: c.Now, Skew: skew, SignLag: lag})
+	b, _ := NewRing(ctx, NewFile(path), Options{Now: c.Now, Skew: skew, SignLag: lag})
+	old, _ := a.Current()
+	if _, err := a.Rotate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(lag - time.Second) // B has not reloaded yet
+	tok, kid, err := b.Sign(claims(c.Now(), lease.MaxTTL))
+	if err != nil || kid != old.ID {
+		t.Fatalf("B signed with %s (%v), want the retired %s", kid, err, old.ID)
+	}
+	c.Advance(lease.MaxTTL + skew - time.Second) // the lease's last second
+	if err := a.Maintain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f := checkFailure(t, a, tok, c.Now()); f != lease.Accepted && f != lease.ProofStale {
+		t.Fatalf("B's lease, signed with the retired key, refused by A with %s before its expiry", f)
+	}
+	c.Advance(2 * time.Second)
+	if err := a.Maintain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertJWKSHas(t, a, old.ID, false)
 }

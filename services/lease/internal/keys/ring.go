@@ -18,8 +18,14 @@ type Options struct {
 	// key; 0 disables scheduled rotation.
 	RotateEvery time.Duration
 	// Skew is the clock-skew allowance verifiers grant on `exp`; a retired
-	// key stays published for lease.MaxTTL + Skew after its retirement.
+	// key stays published for lease.MaxTTL + Skew + SignLag after its
+	// retirement.
 	Skew time.Duration
+	// SignLag is how long another replica sharing the source may still sign
+	// with a key after it was retired here: until its next [Ring.Refresh]
+	// (its key-check interval). Leases it signs then live up to
+	// lease.MaxTTL longer, so the key stays published that much longer.
+	SignLag time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -32,6 +38,13 @@ type Ring struct {
 
 	mu   sync.RWMutex
 	keys []Key // newest first
+
+	// cache is the published key set, built once per change of the keys
+	// rather than per Verify; it holds until cacheUntil (the next retired
+	// key's end of retention) or the next Refresh.
+	cacheMu    sync.Mutex
+	cache      *lease.KeySet
+	cacheUntil time.Time
 }
 
 // NewRing loads the source's keys and, when none may sign, creates one.
@@ -39,15 +52,15 @@ func NewRing(ctx context.Context, src Source, opts Options) (*Ring, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.RotateEvery < 0 || opts.Skew < 0 {
-		return nil, errors.New("keys: negative rotation interval or skew")
+	if opts.RotateEvery < 0 || opts.Skew < 0 || opts.SignLag < 0 {
+		return nil, errors.New("keys: negative rotation interval, skew or sign lag")
 	}
 	r := &Ring{src: src, opts: opts}
 	if err := r.Refresh(ctx); err != nil {
 		return nil, err
 	}
 	if _, ok := r.current(); !ok {
-		if err := r.Rotate(ctx); err != nil {
+		if _, err := r.Rotate(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -55,8 +68,9 @@ func NewRing(ctx context.Context, src Source, opts Options) (*Ring, error) {
 }
 
 // Retention is how long a retired key stays published: the longest lease
-// lifetime plus the skew allowance.
-func (r *Ring) Retention() time.Duration { return lease.MaxTTL + r.opts.Skew }
+// lifetime plus the skew allowance, plus the time another replica may
+// still sign with it (SignLag).
+func (r *Ring) Retention() time.Duration { return lease.MaxTTL + r.opts.Skew + r.opts.SignLag }
 
 // Refresh reloads the keys from the source (another replica may have
 // rotated).
@@ -74,6 +88,9 @@ func (r *Ring) Refresh(ctx context.Context) error {
 	r.mu.Lock()
 	r.keys = ks
 	r.mu.Unlock()
+	r.cacheMu.Lock()
+	r.cache = nil
+	r.cacheMu.Unlock()
 	return nil
 }
 
@@ -108,14 +125,27 @@ func (r *Ring) Sign(c lease.Claims) (token, keyID string, err error) {
 	return tok, k.ID, err
 }
 
+// Rotation is what one [Ring.Rotate] did.
+type Rotation struct {
+	// Current is the new current key.
+	Current Key
+	// Retired are the ids of the keys it retired.
+	Retired []string
+	// At is when it took effect.
+	At time.Time
+	// PublishedUntil is until when the retired keys stay published
+	// (At + [Ring.Retention]).
+	PublishedUntil time.Time
+}
+
 // Rotate makes a new current key now and retires every other key that
 // could still sign. Leases the old keys signed keep verifying until they
 // expire.
-func (r *Ring) Rotate(ctx context.Context) error {
+func (r *Ring) Rotate(ctx context.Context) (Rotation, error) {
 	now := r.opts.Now()
 	nk, err := r.src.Create(ctx, now)
 	if err != nil {
-		return fmt.Errorf("keys: create: %w", err)
+		return Rotation{}, fmt.Errorf("keys: create: %w", err)
 	}
 	r.mu.RLock()
 	var retire []string
@@ -127,10 +157,13 @@ func (r *Ring) Rotate(ctx context.Context) error {
 	r.mu.RUnlock()
 	for _, id := range retire {
 		if err := r.src.Retire(ctx, id, now); err != nil && !errors.Is(err, ErrUnknownKey) {
-			return fmt.Errorf("keys: retire: %w", err)
+			return Rotation{}, fmt.Errorf("keys: retire: %w", err)
 		}
 	}
-	return r.Refresh(ctx)
+	if err := r.Refresh(ctx); err != nil {
+		return Rotation{}, err
+	}
+	return Rotation{Current: nk, Retired: retire, At: now, PublishedUntil: now.Add(r.Retention())}, nil
 }
 
 // Maintain is the scheduled work: reload, rotate when the current key is
@@ -142,7 +175,7 @@ func (r *Ring) Maintain(ctx context.Context) error {
 	now := r.opts.Now()
 	cur, ok := r.current()
 	if !ok || (r.opts.RotateEvery > 0 && now.Sub(cur.CreatedAt) >= r.opts.RotateEvery) {
-		if err := r.Rotate(ctx); err != nil {
+		if _, err := r.Rotate(ctx); err != nil {
 			return err
 		}
 	}
@@ -198,7 +231,25 @@ func (r *Ring) published() map[string]ed25519.PublicKey {
 }
 
 // KeySet returns the published keys, for verifying.
-func (r *Ring) KeySet() lease.KeySet { return lease.NewKeySet(r.published()) }
+func (r *Ring) KeySet() lease.KeySet {
+	now := r.opts.Now()
+	r.cacheMu.Lock()
+	defer r.cacheMu.Unlock()
+	if r.cache != nil && now.Before(r.cacheUntil) {
+		return *r.cache
+	}
+	ks := lease.NewKeySet(r.published())
+	until := now.Add(time.Hour)
+	r.mu.RLock()
+	for _, k := range r.keys {
+		if end := k.RetiredAt.Add(r.Retention()); !k.RetiredAt.IsZero() && end.After(now) && end.Before(until) {
+			until = end
+		}
+	}
+	r.mu.RUnlock()
+	r.cache, r.cacheUntil = &ks, until
+	return ks
+}
 
 // JWKS returns the published keys as a JWKS document and the current key
 // id (GetSigningKeys).

@@ -2,12 +2,10 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/toolcrib/toolcrib/revision/lease"
@@ -33,7 +31,8 @@ const (
 
 // Store is the lease service's store.
 type Store struct {
-	pool *pgxpool.Pool
+	pool  *pgxpool.Pool
+	group group
 }
 
 // New returns the store on pool (search_path = lease).
@@ -48,33 +47,24 @@ type Issued struct {
 }
 
 // RecordIssue commits the execution receipt of a lease and returns its id,
-// in one transaction that first checks, under a share lock on the server's
+// in a transaction that first checks, under a share lock on the server's
 // freeze row, that issuance is not frozen ([*FrozenError]). Only after it
-// returns may the lease be handed out.
+// returns may the lease be handed out. Concurrent calls share one
+// transaction (group commit, see group.go); each returns once its receipt
+// is committed, or with ctx's error if ctx ends first (the receipt may
+// still commit then, and the lease is simply never handed out).
 func (s *Store) RecordIssue(ctx context.Context, in Issued) (string, error) {
-	id := uuid.New()
-	c := in.Claims
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var frozen bool
-		err := tx.QueryRow(ctx, `SELECT frozen FROM freezes WHERE server_id = $1 FOR SHARE`, c.Server).Scan(&frozen)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
+	p := &pendingIssue{in: in, id: uuid.New(), done: make(chan error, 1)}
+	s.enqueue(p)
+	select {
+	case err := <-p.done:
+		if err != nil {
+			return "", err
 		}
-		if frozen {
-			return &FrozenError{Server: c.Server}
-		}
-		_, err = tx.Exec(ctx, `INSERT INTO execution_receipts (receipt_id, lease_id, admission_receipt_id, subject, tenant_id,
-  tool_id, server_id, audience_class, descriptor_digest, generation, policy_epoch, argument_digest, audience,
-  holder_thumbprint, key_id, issued_at, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
-			id, c.ID, c.Receipt, c.Subject, c.Tenant, c.Tool, c.Server, c.AudienceClass, c.DescriptorDigest,
-			c.Generation, c.PolicyEpoch, c.ArgumentDigest, c.Audience, c.HolderThumbprint, in.KeyID, c.IssuedAt, c.ExpiresAt)
-		return err
-	})
-	if err != nil {
-		return "", err
+		return p.id.String(), nil
+	case <-ctx.Done():
+		return "", ctx.Err()
 	}
-	return id.String(), nil
 }
 
 // Status is what the store knows against a lease.

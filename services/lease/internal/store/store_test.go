@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -154,5 +155,70 @@ func TestAutoFreezeActsOncePerMove(t *testing.T) {
 	}
 	if n, err := s.FrozenCount(ctx); err != nil || n != 1 {
 		t.Fatalf("frozen count %d %v", n, err)
+	}
+}
+
+// TestRecordIssueGroupCommit: 64 concurrent RecordIssue calls (committed in
+// shared batches) each return only once their own receipt is readable; a
+// duplicate lease id among them fails alone; a frozen server's receipts
+// are refused while another server's in the same batches are recorded.
+func TestRecordIssueGroupCommit(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	if _, _, err := s.Freeze(ctx, "cold", true, "drill", "ops"); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if _, err := s.RecordIssue(ctx, store.Issued{Claims: claims("dup", now), KeyID: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		lease, receipt string
+		err            error
+	}
+	const n = 64
+	results := make(chan result, n)
+	for i := range n {
+		go func() {
+			c := claims(fmt.Sprintf("l-%d", i), now)
+			switch {
+			case i == 7:
+				c.ID = "dup"
+			case i%4 == 0:
+				c.Server = "cold"
+			}
+			id, err := s.RecordIssue(ctx, store.Issued{Claims: c, KeyID: "k"})
+			if err == nil {
+				// Readable the moment RecordIssue returns: committed.
+				if lid, _, rerr := s.ExecutionReceipt(ctx, id); rerr != nil || lid != c.ID {
+					err = fmt.Errorf("receipt %s of %s not readable: %q %v", id, c.ID, lid, rerr)
+				}
+			}
+			results <- result{lease: c.ID, receipt: id, err: err}
+		}()
+	}
+	var recorded, frozen, dupFailed int
+	for range n {
+		r := <-results
+		var fe *store.FrozenError
+		switch {
+		case r.lease == "dup":
+			if r.err == nil || errors.As(r.err, &fe) {
+				t.Errorf("the duplicate lease id: %v", r.err)
+			}
+			dupFailed++
+		case errors.As(r.err, &fe):
+			if fe.Server != "cold" {
+				t.Errorf("%s: frozen %q", r.lease, fe.Server)
+			}
+			frozen++
+		case r.err != nil:
+			t.Errorf("%s: %v", r.lease, r.err)
+		default:
+			recorded++
+		}
+	}
+	if dupFailed != 1 || frozen != 16 || recorded != n-17 {
+		t.Fatalf("recorded %d, frozen %d, duplicate failed %d", recorded, frozen, dupFailed)
 	}
 }

@@ -1,0 +1,131 @@
+package standing_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/toolcrib/toolcrib/platform/pgtest"
+	"github.com/toolcrib/toolcrib/platform/postgres"
+	"github.com/toolcrib/toolcrib/revision/lease"
+	"github.com/toolcrib/toolcrib/services/lease/internal/standing"
+	"github.com/toolcrib/toolcrib/services/lease/internal/store"
+	"github.com/toolcrib/toolcrib/services/lease/migrations"
+)
+
+func open(t *testing.T, url string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := postgres.Open(context.Background(), url, "lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+type clock struct {
+	mu  sync.Mutex
+	off time.Duration
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.off)
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.off += d
+	c.mu.Unlock()
+}
+
+func claims(id string, iat time.Time) lease.Claims {
+	return lease.Claims{ID: id, Tenant: "acme", Tool: "inv.reserve", Server: "inv", IssuedAt: iat, ExpiresAt: iat.Add(30 * time.Second)}
+}
+
+// TestAnotherReplicasChangeArrivesByNotify: replica B's view (reloading
+// only every hour, so only the NOTIFY can tell it) learns replica A's
+// revocation and freeze within its window, without any call on B.
+func TestAnotherReplicasChangeArrivesByNotify(t *testing.T) {
+	url := pgtest.NewDatabase(t, pgtest.Schema{Name: "lease", Sets: []postgres.Set{migrations.Set()}})
+	a, b := store.New(open(t, url)), open(t, url)
+	view := standing.New(standing.Options{Pool: b, Store: store.New(b), Reload: time.Hour, Window: 2 * time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- view.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	c := claims("l-1", time.Now().Add(-time.Second))
+	eventually(t, "the first load", func() bool { st, err := view.Status(ctx, c); return err == nil && !st.Revoked && !st.Frozen })
+	time.Sleep(200 * time.Millisecond) // LISTEN in place (it pokes a reload too)
+	if _, err := a.Revoke(ctx, store.KindTool, "inv.reserve", "incident", "ops"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "B sees A's revocation", func() bool { st, _ := view.Status(ctx, c); return st.Revoked })
+	if _, _, err := a.Freeze(ctx, "inv", true, "drill", "ops"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "B sees A's freeze", func() bool { st, _ := view.Status(ctx, c); return st.Frozen })
+	// A lease issued after the revocation took effect is not revoked by it.
+	if st, _ := view.Status(ctx, claims("l-2", time.Now().Add(time.Second))); st.Revoked {
+		t.Fatal("a lease issued after the revocation is revoked")
+	}
+}
+
+// eventually polls for at most 1 s: the bound DESIGN I8 gives revocation on
+// connected replicas.
+func eventually(t *testing.T, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Second)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 1s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestAStaleViewReadsPostgres: a loaded view answers from memory (a change
+// made behind its back is not seen yet); once its newest load is older than
+// the window it answers from Postgres (the change is seen); a failed Sync
+// makes it stale at once, and with Postgres gone Status fails: never a
+// pass from a stale view.
+func TestAStaleViewReadsPostgres(t *testing.T) {
+	url := pgtest.NewDatabase(t, pgtest.Schema{Name: "lease", Sets: []postgres.Set{migrations.Set()}})
+	pool := open(t, url)
+	st := store.New(pool)
+	clk := &clock{}
+	view := standing.New(standing.Options{Pool: pool, Store: st, Window: time.Second, Now: clk.Now})
+	ctx := context.Background()
+	if err := view.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := claims("l-1", time.Now().Add(-time.Second))
+	if _, _, err := st.Freeze(ctx, "inv", true, "drill", "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := view.Status(ctx, c); err != nil || got.Frozen {
+		t.Fatalf("fresh view: %+v %v, want the loaded state (not frozen)", got, err)
+	}
+	clk.Advance(1100 * time.Millisecond)
+	if got, err := view.Status(ctx, c); err != nil || !got.Frozen {
+		t.Fatalf("stale view: %+v %v, want Postgres's state (frozen)", got, err)
+	}
+	if err := view.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := view.Status(ctx, c); !got.Frozen {
+		t.Fatal("synced view does not hold the freeze")
+	}
+	pool.Close()
+	if err := view.Sync(ctx); err == nil {
+		t.Fatal("Sync on a closed pool succeeded")
+	}
+	if got, err := view.Status(ctx, c); err == nil {
+		t.Fatalf("after a failed Sync with Postgres gone: %+v, want an error", got)
+	}
+}
