@@ -1,9 +1,10 @@
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from toolcrib.admission.v1 import admission_pb2 as _admission_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from typing import ClassVar as _ClassVar, Mapping as _Mapping, Optional as _Optional, Union as _Union
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 VERIFY_FAILURE_ALREADY_USED: VerifyFailure
@@ -134,6 +135,24 @@ class RevokeResponse(_message.Message):
     EFFECTIVE_AT_FIELD_NUMBER: _ClassVar[int]
     effective_at: _timestamp_pb2.Timestamp
     def __init__(self, effective_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class RotateSigningKeyRequest(_message.Message):
+    __slots__ = ["reason"]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class RotateSigningKeyResponse(_message.Message):
+    __slots__ = ["current_key_id", "retired_key_ids", "retired_published_until", "rotated_at"]
+    CURRENT_KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    RETIRED_KEY_IDS_FIELD_NUMBER: _ClassVar[int]
+    RETIRED_PUBLISHED_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    ROTATED_AT_FIELD_NUMBER: _ClassVar[int]
+    current_key_id: str
+    retired_key_ids: _containers.RepeatedScalarFieldContainer[str]
+    retired_published_until: _timestamp_pb2.Timestamp
+    rotated_at: _timestamp_pb2.Timestamp
+    def __init__(self, current_key_id: _Optional[str] = ..., retired_key_ids: _Optional[_Iterable[str]] = ..., rotated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., retired_published_until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class VerifyRequest(_message.Message):
     __slots__ = ["argument_digest", "audience", "proof", "token", "tool_id"]

@@ -40,6 +40,11 @@ class LeaseServiceStub(object):
                 request_serializer=toolcrib_dot_lease_dot_v1_dot_lease__pb2.GetSigningKeysRequest.SerializeToString,
                 response_deserializer=toolcrib_dot_lease_dot_v1_dot_lease__pb2.GetSigningKeysResponse.FromString,
                 )
+        self.RotateSigningKey = channel.unary_unary(
+                '/toolcrib.lease.v1.LeaseService/RotateSigningKey',
+                request_serializer=toolcrib_dot_lease_dot_v1_dot_lease__pb2.RotateSigningKeyRequest.SerializeToString,
+                response_deserializer=toolcrib_dot_lease_dot_v1_dot_lease__pb2.RotateSigningKeyResponse.FromString,
+                )
 
 
 class LeaseServiceServicer(object):
@@ -87,6 +92,18 @@ class LeaseServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RotateSigningKey(self, request, context):
+        """RotateSigningKey makes a new signing key current now (on demand, beside
+        the scheduled rotation) and retires the previous one: leases it signed
+        keep verifying, and it stays in GetSigningKeys, until every one of them
+        has expired (the longest lease lifetime plus the clock-skew allowance
+        plus the key-check interval, in which other replicas may still sign
+        with it, after its retirement). Platform admins only; audit-logged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LeaseServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -114,6 +131,11 @@ def add_LeaseServiceServicer_to_server(servicer, server):
                     servicer.GetSigningKeys,
                     request_deserializer=toolcrib_dot_lease_dot_v1_dot_lease__pb2.GetSigningKeysRequest.FromString,
                     response_serializer=toolcrib_dot_lease_dot_v1_dot_lease__pb2.GetSigningKeysResponse.SerializeToString,
+            ),
+            'RotateSigningKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.RotateSigningKey,
+                    request_deserializer=toolcrib_dot_lease_dot_v1_dot_lease__pb2.RotateSigningKeyRequest.FromString,
+                    response_serializer=toolcrib_dot_lease_dot_v1_dot_lease__pb2.RotateSigningKeyResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -208,5 +230,22 @@ class LeaseService(object):
         return grpc.experimental.unary_unary(request, target, '/toolcrib.lease.v1.LeaseService/GetSigningKeys',
             toolcrib_dot_lease_dot_v1_dot_lease__pb2.GetSigningKeysRequest.SerializeToString,
             toolcrib_dot_lease_dot_v1_dot_lease__pb2.GetSigningKeysResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def RotateSigningKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolcrib.lease.v1.LeaseService/RotateSigningKey',
+            toolcrib_dot_lease_dot_v1_dot_lease__pb2.RotateSigningKeyRequest.SerializeToString,
+            toolcrib_dot_lease_dot_v1_dot_lease__pb2.RotateSigningKeyResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
