@@ -72,8 +72,11 @@ func FromSwagger(data []byte) (defs File, kinds []File, err error) {
 		def := spec.Definitions[name]
 		if name == quantityDef {
 			// A quantity is written as a string ("500m") or a number (2).
-			def = map[string]any{"description": def["description"], "oneOf": []any{
-				map[string]any{"type": "string"}, map[string]any{"type": "number"}}}
+			q := map[string]any{"oneOf": []any{map[string]any{"type": "string"}, map[string]any{"type": "number"}}}
+			if d, ok := def["description"]; ok {
+				q["description"] = d
+			}
+			def = q
 		}
 		all[name] = Strict(def, local)
 		gvks, _ := def["x-kubernetes-group-version-kind"].([]any)

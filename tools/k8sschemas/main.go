@@ -92,21 +92,29 @@ func run(ctx context.Context, out string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
+	if err := write(out, append(append([]File{defs}, files...), crdFiles...)); err != nil {
 		return err
-	}
-	for _, f := range append(append([]File{defs}, files...), crdFiles...) {
-		b, err := json.Marshal(f.Schema)
-		if err != nil {
-			return fmt.Errorf("%s: %w", f.Name, err)
-		}
-		if err := os.WriteFile(filepath.Join(out, f.Name), b, 0o644); err != nil {
-			return err
-		}
 	}
 	fmt.Printf("k8sschemas: %d schemas from %s@%s, %d from %s@%s (%s)\n",
 		len(files), kubernetesModule, kubernetesVersion,
 		len(crdFiles), promOperatorModule, promOperatorVersion, filepath.Base(serviceMonitorCRD))
+	return nil
+}
+
+// write writes files into dir, creating it if missing.
+func write(dir string, files []File) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, f := range files {
+		b, err := json.Marshal(f.Schema)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.Name, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f.Name), b, 0o644); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
