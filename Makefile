@@ -20,11 +20,13 @@ generate: ## regenerate gen/ (Go, gen/ts, gen/python) from proto/ with buf and t
 	rm -rf gen/toolcrib gen/ts gen/python
 	buf=$$($(TOOL) -n buf) && GOWORK=off $$buf generate
 
-lint: ## gofmt, go vet and go mod tidy (every module), buf lint, buf format
+lint: ## gofmt, go vet and go mod tidy (every module, tools/ too), buf lint, buf format
 	@out=$$(git ls-files --cached --others --exclude-standard '*.go' | { grep -v '^gen/' || true; } | xargs -r gofmt -l); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	for m in $(MODULES); do (cd $$m && go vet ./... && GOWORK=off go mod tidy -diff >/dev/null \
 	  || { echo "$$m: go vet failed or go.mod is not tidy (GOWORK=off go mod tidy -diff)"; exit 1; }); done
+	cd tools && GOWORK=off go vet ./... && GOWORK=off go mod tidy -diff >/dev/null \
+	  || { echo "tools: go vet failed or go.mod is not tidy (GOWORK=off go mod tidy -diff)"; exit 1; }
 	buf=$$($(TOOL) -n buf) && $$buf lint && $$buf format -d --exit-code
 
 test: ## run every module's tests with -race (needs Postgres and Redis)
