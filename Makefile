@@ -4,7 +4,8 @@ SHELL := /bin/bash
 
 # Tools are pinned in tools/go.mod and run through `go tool`; the tools
 # module stays out of the workspace so its dependencies do not mix with ours
-# (tools/k8scheck, the manifest check, lives there for the same reason).
+# (tools/k8sschemas and tools/k8scheck, the manifest checks, live there for
+# the same reason).
 TOOL := GOWORK=off go -C tools tool
 MODULES = $(shell go list -m -f '{{.Dir}}')
 GO_TEST_FLAGS ?= -race -count=1
@@ -61,7 +62,7 @@ KUBECONFORM_FLAGS = -strict -summary -schema-location "$$schemas/{{.ResourceKind
 k8s-check: ## deploy/k8s: kustomize build of base and overlay, kubeconform -strict (schemas made from k8s.io/kubernetes and the ServiceMonitor CRD), strict decode into the Go types; invalid manifests must fail
 	@kz=$$($(TOOL) -n kustomize) && kc=$$($(TOOL) -n kubeconform) && \
 	  schemas=$$(mktemp -d) && trap 'rm -rf "$$schemas"' EXIT && \
-	  GOWORK=off go -C tools test -count=1 ./k8sschemas/ >/dev/null && \
+	  GOWORK=off go -C tools test ./k8sschemas/ && \
 	  GOWORK=off go -C tools run ./k8sschemas -out "$$schemas" && \
 	  for d in deploy/k8s/base deploy/k8s/overlays/example; do \
 	    out=$$($$kz build $$d) || { echo "kustomize build $$d failed"; exit 1; }; \
