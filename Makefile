@@ -4,7 +4,8 @@ SHELL := /bin/bash
 
 # Tools are pinned in tools/go.mod and run through `go tool`; the tools
 # module stays out of the workspace so its dependencies do not mix with ours
-# (tools/k8scheck, the manifest check, lives there for the same reason).
+# (tools/k8sschemas and tools/k8scheck, the manifest checks, live there for
+# the same reason).
 TOOL := GOWORK=off go -C tools tool
 MODULES = $(shell go list -m -f '{{.Dir}}')
 GO_TEST_FLAGS ?= -race -count=1
@@ -20,11 +21,13 @@ generate: ## regenerate gen/ (Go, gen/ts, gen/python) from proto/ with buf and t
 	rm -rf gen/toolcrib gen/ts gen/python
 	buf=$$($(TOOL) -n buf) && GOWORK=off $$buf generate
 
-lint: ## gofmt, go vet and go mod tidy (every module), buf lint, buf format
+lint: ## gofmt, go vet and go mod tidy (every module, tools/ too), buf lint, buf format
 	@out=$$(git ls-files --cached --others --exclude-standard '*.go' | { grep -v '^gen/' || true; } | xargs -r gofmt -l); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	for m in $(MODULES); do (cd $$m && go vet ./... && GOWORK=off go mod tidy -diff >/dev/null \
 	  || { echo "$$m: go vet failed or go.mod is not tidy (GOWORK=off go mod tidy -diff)"; exit 1; }); done
+	cd tools && GOWORK=off go vet ./... && GOWORK=off go mod tidy -diff >/dev/null \
+	  || { echo "tools: go vet failed or go.mod is not tidy (GOWORK=off go mod tidy -diff)"; exit 1; }
 	buf=$$($(TOOL) -n buf) && $$buf lint && $$buf format -d --exit-code
 
 test: ## run every module's tests with -race (needs Postgres and Redis)
@@ -53,23 +56,30 @@ drill: ## the seed-004 acceptance drill: two tenants, two tool versions, two adm
 	  if [ $$status -ne 0 ]; then grep -E -- '--- FAIL|drill_test.go' "$$dir/drill.log" | head -20; echo "drill failed; log: $$dir/drill.log"; fi; \
 	  exit $$status
 
-# deploy/k8s: kustomize builds the base and the overlay, and tools/k8scheck
-# decodes every resource strictly into the official Go API types (unknown
-# fields and wrong types fail; ServiceMonitor against the Prometheus
-# Operator's type). kubeconform needs JSON schemas it downloads by default,
-# which this project's machines cannot reach: it runs (-strict) only when
-# TOOLCRIB_K8S_SCHEMAS names a local copy laid out as its -schema-location
-# expects ({{.ResourceKind}}{{.KindSuffix}}.json).
-k8s-check: ## deploy/k8s: kustomize build of base and overlay, strict check against the Kubernetes Go types; kubeconform too when TOOLCRIB_K8S_SCHEMAS is set
+# deploy/k8s: kustomize builds the base and the overlay; tools/k8scheck
+# decodes every resource strictly into the official Go API types (and the
+# Prometheus Operator's ServiceMonitor type); kubeconform -strict validates
+# them against JSON schemas that tools/k8sschemas makes, in a temporary
+# directory, from the OpenAPI spec of k8s.io/kubernetes and the
+# ServiceMonitor CRD (both fetched with `go mod download`, cached in the
+# module cache). Then the same kubeconform command must reject every
+# resource of tools/k8sschemas/testdata/invalid.yaml.
+KUBECONFORM_FLAGS = -strict -summary -schema-location "$$schemas/{{.ResourceKind}}{{.KindSuffix}}.json"
+k8s-check: ## deploy/k8s: kustomize build of base and overlay, kubeconform -strict (schemas made from k8s.io/kubernetes and the ServiceMonitor CRD), strict decode into the Go types; invalid manifests must fail
 	@kz=$$($(TOOL) -n kustomize) && kc=$$($(TOOL) -n kubeconform) && \
+	  schemas=$$(mktemp -d) && trap 'rm -rf "$$schemas"' EXIT && \
+	  GOWORK=off go -C tools test ./k8sschemas/ && \
+	  GOWORK=off go -C tools run ./k8sschemas -out "$$schemas" && \
 	  for d in deploy/k8s/base deploy/k8s/overlays/example; do \
 	    out=$$($$kz build $$d) || { echo "kustomize build $$d failed"; exit 1; }; \
 	    printf '%s: ' "$$d"; GOWORK=off go -C tools run ./k8scheck <<<"$$out"; \
-	    if [ -n "$${TOOLCRIB_K8S_SCHEMAS:-}" ]; then \
-	      $$kc -strict -summary -skip ServiceMonitor \
-	        -schema-location "$$TOOLCRIB_K8S_SCHEMAS/{{.ResourceKind}}{{.KindSuffix}}.json" <<<"$$out"; \
-	    fi; \
-	  done
+	    printf '%s: kubeconform: ' "$$d"; $$kc $(KUBECONFORM_FLAGS) <<<"$$out"; \
+	  done; \
+	  bad=tools/k8sschemas/testdata/invalid.yaml; n=$$(grep -c '^kind:' $$bad); \
+	  if got=$$($$kc $(KUBECONFORM_FLAGS) <$$bad); then echo "kubeconform accepted $$bad"; exit 1; fi; \
+	  want="Valid: 0, Invalid: $$n, Errors: 0, Skipped: 0"; \
+	  if [[ "$$got" != *"$$want"* ]]; then echo "$$bad: want $$want, got:"; echo "$$got"; exit 1; fi; \
+	  echo "$$bad: kubeconform rejects all $$n resources"
 
 bench: bench-discovery bench-admission bench-lease bench-gateway ## run every benchmark (speed targets of DESIGN §9)
 

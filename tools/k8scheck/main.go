@@ -2,10 +2,11 @@
 // stream on stdin, e.g. `kustomize build` output) strictly against the
 // official Go API types: each document's apiVersion and kind must be one
 // it knows, and it must decode into that type with no unknown field and no
-// value of the wrong type (sigs.k8s.io/yaml UnmarshalStrict). It is the
-// offline stand-in for kubeconform, whose JSON schemas cannot be downloaded
-// on this project's machines; ServiceMonitor is checked against the
-// Prometheus Operator's own type.
+// value of the wrong type (sigs.k8s.io/yaml UnmarshalStrict); ServiceMonitor
+// is checked against the Prometheus Operator's own type. `make k8s-check`
+// runs it beside kubeconform (whose schemas tools/k8sschemas makes): this
+// check follows the Go types the code is built with, kubeconform the API's
+// OpenAPI schemas (required fields, CRD patterns).
 //
 // Usage: kustomize build deploy/k8s/overlays/example | go run ./k8scheck
 package main
