@@ -137,20 +137,36 @@ func TestLeaseTour(t *testing.T) {
 	}
 	epoch := pol.GetPolicy().GetPolicyEpoch()
 
-	// toolcrib check: ALLOW, with a receipt.
 	alice := st.Auth.User(t, "alice", tenant, "readers")
 	adm := admissionv1.NewAdmissionServiceClient(servicetest.Dial(t, admAddr, alice))
 	args := map[string]any{"shipment_id": "SHP-1"}
 	rawArgs, _ := json.Marshal(args)
-	var check *admissionv1.CheckResponse
-	eventually(t, "an ALLOW from admission", func() bool {
-		check, err = adm.Check(ctx, &admissionv1.CheckRequest{ToolId: tourID, Generation: generation, DescriptorDigest: digest,
-			Arguments: rawArgs, Mode: admissionv1.Mode_MODE_AUTONOMOUS, AudienceClass: class})
+	checkReq := &admissionv1.CheckRequest{ToolId: tourID, Generation: generation, DescriptorDigest: digest,
+		Arguments: rawArgs, Mode: admissionv1.Mode_MODE_AUTONOMOUS, AudienceClass: class, PolicyEpoch: epoch}
+
+	// toolcrib visible: the reviewed, enabled tool is the one alice sees.
+	eventually(t, "the tool in alice's visible set", func() bool {
+		vis, err := adm.ListVisibleTools(ctx, &admissionv1.ListVisibleToolsRequest{})
 		if err != nil {
-			t.Fatalf("Check: %v", err)
+			t.Fatalf("ListVisibleTools: %v", err)
 		}
-		return check.GetDecision() == admissionv1.Decision_DECISION_ALLOW && check.GetReceipt().GetPolicyEpoch() == epoch
+		return len(vis.GetTools()) == 1 && vis.GetTools()[0].GetRuntime().GetToolId() == tourID && vis.GetPolicyEpoch() == epoch
 	})
+
+	// toolcrib check: ALLOW, with a receipt.
+	allow := func() *admissionv1.CheckResponse {
+		t.Helper()
+		var check *admissionv1.CheckResponse
+		eventually(t, "an ALLOW from admission", func() bool {
+			check, err = adm.Check(ctx, checkReq)
+			if err != nil {
+				t.Fatalf("Check: %v", err)
+			}
+			return check.GetDecision() == admissionv1.Decision_DECISION_ALLOW && check.GetReceipt().GetPolicyEpoch() == epoch
+		})
+		return check
+	}
+	check := allow()
 
 	// toolcrib lease issue: a lease for that receipt, bound to the holder key.
 	holderPub, holder, err := ed25519.GenerateKey(rand.Reader)
@@ -161,11 +177,17 @@ func TestLeaseTour(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	iss, err := leasev1.NewLeaseServiceClient(servicetest.Dial(t, leaseAddr, alice)).Issue(ctx, &leasev1.IssueRequest{
-		ReceiptId: check.GetReceipt().GetReceiptId(), ArgumentDigest: argDigest, HolderPublicKey: lease.PublicJWK(holderPub), Audience: audience})
-	if err != nil {
-		t.Fatalf("Issue: %v", err)
+	leases := leasev1.NewLeaseServiceClient(servicetest.Dial(t, leaseAddr, alice))
+	issue := func(check *admissionv1.CheckResponse) *leasev1.IssueResponse {
+		t.Helper()
+		iss, err := leases.Issue(ctx, &leasev1.IssueRequest{
+			ReceiptId: check.GetReceipt().GetReceiptId(), ArgumentDigest: argDigest, HolderPublicKey: lease.PublicJWK(holderPub), Audience: audience})
+		if err != nil {
+			t.Fatalf("Issue: %v", err)
+		}
+		return iss
 	}
+	iss := issue(check)
 
 	// The example server runs the call with the lease, once.
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "tour", Version: "1"}, nil).
@@ -174,10 +196,10 @@ func TestLeaseTour(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cs.Close() })
-	call := func(withLease bool) *mcp.CallToolResult {
+	call := func(iss *leasev1.IssueResponse) *mcp.CallToolResult {
 		t.Helper()
 		params := &mcp.CallToolParams{Name: tourTool, Arguments: args}
-		if withLease {
+		if iss != nil {
 			proof, err := lease.NewProof(holder, lease.Claims{ID: iss.GetClaims().GetLeaseId(), ArgumentDigest: argDigest, Audience: audience}, time.Now())
 			if err != nil {
 				t.Fatal(err)
@@ -194,10 +216,10 @@ func TestLeaseTour(t *testing.T) {
 		s, _ := res.Meta[lease.MetaFailure].(string)
 		return s
 	}
-	if res := call(false); !res.IsError || failure(res) != lease.BadSignature.String() {
+	if res := call(nil); !res.IsError || failure(res) != lease.BadSignature.String() {
 		t.Fatalf("a call without a lease: isError=%v failure %q", res.IsError, failure(res))
 	}
-	res := call(true)
+	res := call(iss)
 	if res.IsError {
 		t.Fatalf("the call with the lease was refused: %q", failure(res))
 	}
@@ -209,7 +231,36 @@ func TestLeaseTour(t *testing.T) {
 	if json.Unmarshal(out, &got) != nil || got.ShipmentID != "SHP-1" || got.Status != "in_transit" {
 		t.Fatalf("the tool's result: %s", out)
 	}
-	if res := call(true); !res.IsError || failure(res) != lease.AlreadyUsed.String() {
+	if res := call(iss); !res.IsError || failure(res) != lease.AlreadyUsed.String() {
 		t.Fatalf("the same lease a second time: isError=%v failure %q", res.IsError, failure(res))
 	}
+
+	// A second lease taken before the revoke, then toolcrib revoke: the next
+	// check is POLICY_REVOKED (the plan's epoch allowed it, the current one
+	// does not) and the unused lease is refused too.
+	spare := issue(allow())
+	if _, err := reg.RevokeScopes(ctx, &registryv1.RevokeScopesRequest{TenantId: tenant, Group: "readers",
+		Scopes: []string{"inventory:read"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "POLICY_REVOKED after the revoke", func() bool {
+		res, err := adm.Check(ctx, checkReq)
+		if err != nil {
+			t.Fatalf("Check: %v", err)
+		}
+		if res.GetDecision() == admissionv1.Decision_DECISION_ALLOW {
+			return false
+		}
+		if res.GetReason() != catalogv1.DecisionReason_DECISION_REASON_POLICY_REVOKED {
+			t.Fatalf("after the revoke: %v %v (%s)", res.GetDecision(), res.GetReason(), res.GetDetail())
+		}
+		return true
+	})
+	eventually(t, "the spare lease refused after the revoke", func() bool {
+		res := call(spare)
+		if !res.IsError {
+			t.Fatal("the spare lease ran the call after the revoke")
+		}
+		return failure(res) == lease.PolicyChanged.String()
+	})
 }
