@@ -187,7 +187,7 @@ func printVisible(w *tabwriter.Writer, resp *admissionv1.ListVisibleToolsRespons
 	for _, t := range resp.GetTools() {
 		r := t.GetRuntime()
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", safeText(t.GetModel().GetName()), safeText(r.GetToolId()), r.GetServerId(),
-			r.GetAudienceClass(), r.GetGeneration(), shortDigest(r.GetDescriptorDigest()), effectName(r.GetEffectClass()),
+			r.GetAudienceClass(), r.GetGeneration(), r.GetDescriptorDigest(), effectName(r.GetEffectClass()),
 			short(r.GetSourceState()), yesNo(r.GetConfirmationRequired()))
 	}
 }

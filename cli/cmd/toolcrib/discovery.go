@@ -148,10 +148,28 @@ func waitAttempts(ctx context.Context, e *env, c discoveryv1.DiscoveryServiceCli
 		if err != nil {
 			return nil, err
 		}
+		// A policy change committed during the attempt (a grant or class
+		// put just before the scan, as in the tour) is nobody's fault and
+		// is retried at once: wait for that retry, a few times at most.
+		for i := 0; i < epochRetries && r.GetReason() == discoveryv1.RunReason_RUN_REASON_POLICY_EPOCH_CHANGED && discovery.Retried(r); i++ {
+			fmt.Fprintf(e.stderr, "%s as %s: attempt %d of scan %s saw the policy epoch move; waiting for its retry\n",
+				r.GetServerId(), r.GetAudienceClass(), r.GetAttempt(), r.GetScanId())
+			if endedBefore == nil {
+				endedBefore = map[string]bool{}
+			}
+			endedBefore[r.GetRunId()] = true
+			if r, err = discovery.WaitAttempt(ctx, c, t, endedBefore); err != nil {
+				return nil, err
+			}
+		}
 		runs.Runs = append(runs.Runs, r)
 	}
 	return runs, nil
 }
+
+// epochRetries is how many attempts ended by a policy change (the tenant's
+// epoch moved during the scan) `scan --wait` follows before it reports.
+const epochRetries = 3
 
 // nudgeFor is how long [nudge] keeps asking for the retry of a queued scan.
 const nudgeFor = 10 * time.Second
