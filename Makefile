@@ -40,6 +40,7 @@ run: ## start every implemented service against local Postgres and Redis, and th
 	@bin=$$(mktemp -d); pid=; trap '[ -z "$$pid" ] || { kill $$pid; wait $$pid; } 2>/dev/null; rm -rf "$$bin"' EXIT; \
 	  go build -o "$$bin/exampleserver" ./e2e/cmd/exampleserver; \
 	  "$$bin/exampleserver" -require-lease & pid=$$!; \
+	  echo "example MCP server: http://127.0.0.1:7301/mcp (admin 127.0.0.1:7302; tools/call only with a lease)"; \
 	  go run ./cli/cmd/toolcrib dev up
 
 # The seed-004 acceptance drill through the real services (e2e/drill). Each

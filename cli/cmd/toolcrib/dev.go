@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/toolcrib/toolcrib/platform/config"
 	"github.com/toolcrib/toolcrib/platform/egress"
@@ -48,50 +49,73 @@ func devPlatformTenant() string {
 	return config.DefaultPlatformTenant
 }
 
-// launchable is a service `toolcrib dev up` starts in this process.
+// launchable is a service `toolcrib dev up` starts in this process, its
+// configuration parsed from the environment (its defaults are the local
+// addresses).
 type launchable struct {
 	name string
-	// run parses the service's configuration from the environment (its
-	// defaults are the local addresses) and runs it until ctx ends.
+	// health is the gRPC address serving grpc.health.v1; addrs says where
+	// the service serves, for the start-up listing; mcpURL is the MCP
+	// endpoint of the gateway (empty for the others).
+	health, addrs, mcpURL string
+	// run runs the service until ctx ends.
 	run func(ctx context.Context) error
 }
 
+// serviceAddrs is the listing of a service's gRPC and metrics addresses.
+func serviceAddrs(c config.Common) string {
+	return "gRPC " + c.ListenAddr + "  metrics " + metricsURL(c.MetricsAddr)
+}
+
+// metricsURL is the /metrics URL at addr, or "off" when addr is empty.
+func metricsURL(addr string) string {
+	if addr == "" {
+		return "off"
+	}
+	return "http://" + addr + "/metrics"
+}
+
 // launchables lists every implemented service, in start order.
-func launchables() []launchable {
-	var l []launchable
-	l = append(l, launchable{name: "registry", run: func(ctx context.Context) error {
-		cfg, err := registry.ParseConfig(nil, nil)
-		if err != nil {
-			return err
-		}
-		if err := devEgressAndSecrets(&cfg.Egress, &cfg.Secrets); err != nil {
-			return err
-		}
-		return registry.Run(ctx, cfg)
-	}})
-	l = append(l, launchable{name: "discovery", run: func(ctx context.Context) error {
-		cfg, err := discovery.ParseConfig(nil, nil)
-		if err != nil {
-			return err
-		}
-		if err := devEgressAndSecrets(&cfg.Egress, &cfg.Secrets); err != nil {
-			return err
-		}
-		return discovery.Run(ctx, cfg)
-	}})
+func launchables() ([]launchable, error) {
+	rcfg, err := registry.ParseConfig(nil, nil)
+	if err == nil {
+		err = devEgressAndSecrets(&rcfg.Egress, &rcfg.Secrets)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	dcfg, err := discovery.ParseConfig(nil, nil)
+	if err == nil {
+		err = devEgressAndSecrets(&dcfg.Egress, &dcfg.Secrets)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("discovery: %w", err)
+	}
 	// Admission follows both services' Watch streams (retrying until they
 	// answer) and reads their APIs with the dev service token; it serves
 	// 127.0.0.1:7103 (metrics 9103) and is NOT_SERVING until caught up.
-	l = append(l, launchable{name: "admission", run: func(ctx context.Context) error {
-		cfg, err := admission.ParseConfig(nil, nil)
-		if err != nil {
-			return err
-		}
-		return admission.Run(ctx, cfg)
-	}})
-	l = append(l, leaseLaunchable())
-	l = append(l, gatewayLaunchable())
-	return l
+	acfg, err := admission.ParseConfig(nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("admission: %w", err)
+	}
+	lcfg, err := devLeaseConfig(nil)
+	if err != nil {
+		return nil, fmt.Errorf("lease: %w", err)
+	}
+	gcfg, err := devGatewayConfig(nil)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	return []launchable{
+		{name: "registry", health: rcfg.ListenAddr, addrs: serviceAddrs(rcfg.Common),
+			run: func(ctx context.Context) error { return registry.Run(ctx, rcfg) }},
+		{name: "discovery", health: dcfg.ListenAddr, addrs: serviceAddrs(dcfg.Common),
+			run: func(ctx context.Context) error { return discovery.Run(ctx, dcfg) }},
+		{name: "admission", health: acfg.ListenAddr, addrs: serviceAddrs(acfg.Common),
+			run: func(ctx context.Context) error { return admission.Run(ctx, acfg) }},
+		leaseLaunchable(lcfg),
+		gatewayLaunchable(gcfg),
+	}, nil
 }
 
 // devSecretsDir is where `file:` secret references may point in dev; the
@@ -223,12 +247,30 @@ func devUp(ctx context.Context, e *env) error {
 		Groups: []string{devServiceGroup}, TTL: 24 * time.Hour}); err != nil {
 		return err
 	}
-	svcs := launchables()
+	svcs, err := launchables()
+	if err != nil {
+		return err
+	}
 	if len(svcs) == 0 {
 		return errors.New("no toolcrib service is implemented yet; nothing to start")
 	}
 	fmt.Fprintf(e.stderr, "toolcrib dev: starting %d service(s); the CLI uses the admin token in %s (valid 24h)\n", len(svcs), adminToken)
+	health := make([]string, 0, len(svcs))
+	mcpURL := ""
+	for _, svc := range svcs {
+		fmt.Fprintf(e.stderr, "  %-10s %s\n", svc.name, svc.addrs)
+		health = append(health, svc.health)
+		if svc.mcpURL != "" {
+			mcpURL = svc.mcpURL
+		}
+	}
 	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if waitServing(ctx, e, health, 250*time.Millisecond) == nil {
+			fmt.Fprintf(e.stderr, "toolcrib dev: all %d services SERVING; %s\n", len(svcs), devTryIt(mcpURL))
+		}
+		return nil
+	})
 	for _, svc := range svcs {
 		g.Go(func() error {
 			if err := svc.run(ctx); err != nil {
@@ -238,4 +280,33 @@ func devUp(ctx context.Context, e *env) error {
 		})
 	}
 	return g.Wait()
+}
+
+// devTryIt is what `dev up` prints once every service is SERVING: the first
+// step of the README's tour, and where MCP clients go.
+func devTryIt(mcpURL string) string {
+	return "try it from another terminal: `go run ./cli/cmd/toolcrib server list`, then the README's first tour; " +
+		"MCP clients: " + mcpURL + " with a bearer token from `toolcrib dev token`"
+}
+
+// waitServing returns nil once every address's grpc.health.v1 status is
+// SERVING, asking again every interval, or ctx's error when it ends first.
+func waitServing(ctx context.Context, e *env, addrs []string, every time.Duration) error {
+	pending := addrs
+	for {
+		var still []string
+		for _, addr := range pending {
+			if st, err := healthOf(ctx, e, addr); err != nil || st != healthpb.HealthCheckResponse_SERVING {
+				still = append(still, addr)
+			}
+		}
+		if pending = still; len(pending) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(every):
+		}
+	}
 }

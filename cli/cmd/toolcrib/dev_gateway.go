@@ -9,15 +9,21 @@ import (
 // gatewayLaunchable is the MCP gateway as `dev up` starts it: MCP on
 // http://127.0.0.1:7105/mcp (health 127.0.0.1:7115, metrics 9105) in front
 // of the local admission, lease, registry and discovery, with the dev
-// launcher's egress and secret policy (upstreams on loopback allowed).
-func gatewayLaunchable() launchable {
-	return launchable{name: "gateway", run: func(ctx context.Context) error {
-		cfg, err := devGatewayConfig(nil)
-		if err != nil {
-			return err
-		}
-		return gateway.Run(ctx, cfg)
-	}}
+// launcher's egress and secret policy (upstreams on loopback allowed); cfg
+// is from devGatewayConfig.
+func gatewayLaunchable(cfg gateway.Config) launchable {
+	return launchable{name: "gateway", health: cfg.ListenAddr, mcpURL: devMCPURL(cfg),
+		addrs: "MCP " + devMCPURL(cfg) + "  gRPC health " + cfg.ListenAddr + "  metrics " + metricsURL(cfg.MetricsAddr),
+		run:   func(ctx context.Context) error { return gateway.Run(ctx, cfg) }}
+}
+
+// devMCPURL is the gateway's MCP endpoint as clients on this machine reach
+// it: --public-url, or its --mcp-listen address.
+func devMCPURL(cfg gateway.Config) string {
+	if cfg.PublicURL != "" {
+		return cfg.PublicURL
+	}
+	return "http://" + cfg.MCPListen + gateway.MCPPath
 }
 
 // devGatewayConfig is the gateway configuration of `dev up` from the

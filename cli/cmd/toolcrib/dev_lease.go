@@ -18,15 +18,10 @@ const devAdmissionAddr = "127.0.0.1:7103"
 // leaseLaunchable is the lease service as `dev up` starts it: its defaults
 // (127.0.0.1:7104, the registry and discovery Watch streams) plus the dev
 // key file and the local admission, unless the environment sets them
-// (TOOLCRIB_KEY_FILE, TOOLCRIB_ADMISSION_ADDR).
-func leaseLaunchable() launchable {
-	return launchable{name: "lease", run: func(ctx context.Context) error {
-		cfg, err := devLeaseConfig(nil)
-		if err != nil {
-			return err
-		}
-		return lease.Run(ctx, cfg)
-	}}
+// (TOOLCRIB_KEY_FILE, TOOLCRIB_ADMISSION_ADDR); cfg is from devLeaseConfig.
+func leaseLaunchable(cfg lease.Config) launchable {
+	return launchable{name: "lease", health: cfg.ListenAddr, addrs: serviceAddrs(cfg.Common),
+		run: func(ctx context.Context) error { return lease.Run(ctx, cfg) }}
 }
 
 // devLeaseConfig is the lease configuration of `dev up` from the

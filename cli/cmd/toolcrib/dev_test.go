@@ -3,11 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/toolcrib/toolcrib/platform/config"
+	"github.com/toolcrib/toolcrib/platform/pgtest"
 	"github.com/toolcrib/toolcrib/platform/principal"
+	"github.com/toolcrib/toolcrib/platform/redistest"
 )
 
 // devVerifier verifies tokens as a service started by `dev up` with its
@@ -74,5 +80,102 @@ func TestDevTokenBeyondTheMaximumLifetimeIsRefused(t *testing.T) {
 	}
 	if _, err := devVerifier(t).Verify(tok); err == nil || !strings.Contains(err.Error(), "exceeds the maximum") {
 		t.Fatalf("a 100-year dev token verified: %v", err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// freeAddr is a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	return lis.Addr().String()
+}
+
+// `dev up` migrates an empty database, starts all five services, prints
+// each one's addresses (the gateway's MCP URL among them) and, once every
+// gRPC health is SERVING, one line saying how to try it; Ctrl-C (ctx)
+// stops them all.
+func TestDevUpPrintsEveryAddressAndHowToTryIt(t *testing.T) {
+	t.Chdir(t.TempDir())
+	t.Setenv("TOOLCRIB_POSTGRES_URL", pgtest.NewDatabase(t))
+	t.Setenv("TOOLCRIB_REDIS_ADDR", redistest.Addr())
+	t.Setenv("TOOLCRIB_REDIS_PREFIX", redistest.NewPrefix(t))
+	grpcAddr, metricsAddr := map[string]string{}, map[string]string{}
+	for _, svc := range []string{"registry", "discovery", "admission", "lease", "gateway"} {
+		grpcAddr[svc], metricsAddr[svc] = freeAddr(t), freeAddr(t)
+		t.Setenv("TOOLCRIB_"+strings.ToUpper(svc)+"_LISTEN", grpcAddr[svc])
+		t.Setenv("TOOLCRIB_"+strings.ToUpper(svc)+"_METRICS_LISTEN", metricsAddr[svc])
+		if svc != "gateway" {
+			t.Setenv("TOOLCRIB_"+strings.ToUpper(svc)+"_ADDR", grpcAddr[svc])
+		}
+	}
+	mcpAddr := freeAddr(t)
+	t.Setenv("TOOLCRIB_GATEWAY_MCP_LISTEN", mcpAddr)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"dev", "up"}, &out, &errOut) }()
+	const ready = "toolcrib dev: all 5 services SERVING; try it from another terminal: `go run ./cli/cmd/toolcrib server list`"
+	deadline := time.After(90 * time.Second)
+	for !strings.Contains(errOut.String(), ready) {
+		select {
+		case err := <-done:
+			t.Fatalf("dev up ended before every service was SERVING: %v\n%s", err, errOut.String())
+		case <-deadline:
+			t.Fatalf("no ready line within 90 s:\n%s", errOut.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	got := errOut.String()
+	t.Logf("dev up printed:\n%s", got)
+	for _, svc := range []string{"registry", "discovery", "admission", "lease"} {
+		want := fmt.Sprintf("  %-10s gRPC %s  metrics http://%s/metrics\n", svc, grpcAddr[svc], metricsAddr[svc])
+		if !strings.Contains(got, want) {
+			t.Errorf("no line %q in:\n%s", want, got)
+		}
+	}
+	mcpURL := "http://" + mcpAddr + "/mcp"
+	for _, want := range []string{
+		fmt.Sprintf("  gateway    MCP %s  gRPC health %s  metrics http://%s/metrics\n", mcpURL, grpcAddr["gateway"], metricsAddr["gateway"]),
+		"MCP clients: " + mcpURL + " with a bearer token from `toolcrib dev token`\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no line %q in:\n%s", want, got)
+		}
+	}
+	if n := strings.Count(got, "try it"); n != 1 {
+		t.Errorf("%d lines say how to try it, want 1:\n%s", n, got)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("dev up after Ctrl-C: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("dev up did not stop within 60 s of Ctrl-C")
 	}
 }
