@@ -1918,9 +1918,10 @@ type Policy struct {
 	Grants []*Grant `protobuf:"bytes,3,rep,name=grants,proto3" json:"grants,omitempty"`
 	// All audience classes of the tenant.
 	AudienceClasses []*AudienceClass `protobuf:"bytes,4,rep,name=audience_classes,json=audienceClasses,proto3" json:"audience_classes,omitempty"`
-	// The rollout stage of every server each audience class covers (FULL at
-	// version 0 for a pair never set), and of every pair of the tenant's
-	// classes ever set, ordered by audience class then server.
+	// The rollout stage of every server each audience class covers, as in
+	// force at `policy_epoch` (FULL at version 0 for a pair never set),
+	// ordered by audience class then server. A stage set for a server a class
+	// does not cover is not part of the policy until the class covers it.
 	RolloutStages []*RolloutStage `protobuf:"bytes,5,rep,name=rollout_stages,json=rolloutStages,proto3" json:"rollout_stages,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2022,8 +2023,8 @@ type RolloutStage struct {
 	// The tenant's policy epoch the stage took effect at; 0 for a pair never
 	// set.
 	PolicyEpoch int64 `protobuf:"varint,11,opt,name=policy_epoch,json=policyEpoch,proto3" json:"policy_epoch,omitempty"`
-	// Registry revision of the change; 0 for a pair never set. Set in
-	// history entries and in SetRolloutStage responses.
+	// Registry revision of the change; 0 for a pair never set, and on Watch
+	// (the Change carries it there).
 	Revision      int64 `protobuf:"varint,12,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

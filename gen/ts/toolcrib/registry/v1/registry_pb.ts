@@ -1002,9 +1002,10 @@ export type Policy = Message<"toolcrib.registry.v1.Policy"> & {
   audienceClasses: AudienceClass[];
 
   /**
-   * The rollout stage of every server each audience class covers (FULL at
-   * version 0 for a pair never set), and of every pair of the tenant's
-   * classes ever set, ordered by audience class then server.
+   * The rollout stage of every server each audience class covers, as in
+   * force at `policy_epoch` (FULL at version 0 for a pair never set),
+   * ordered by audience class then server. A stage set for a server a class
+   * does not cover is not part of the policy until the class covers it.
    *
    * @generated from field: repeated toolcrib.registry.v1.RolloutStage rollout_stages = 5;
    */
@@ -1108,8 +1109,8 @@ export type RolloutStage = Message<"toolcrib.registry.v1.RolloutStage"> & {
   policyEpoch: bigint;
 
   /**
-   * Registry revision of the change; 0 for a pair never set. Set in
-   * history entries and in SetRolloutStage responses.
+   * Registry revision of the change; 0 for a pair never set, and on Watch
+   * (the Change carries it there).
    *
    * @generated from field: int64 revision = 12;
    */
