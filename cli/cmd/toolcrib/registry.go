@@ -98,6 +98,8 @@ func registryCommands() []command {
 	all = append(all, serverCommands()...)
 	all = append(all, tenantCommands()...)
 	all = append(all, toolCommands()...)
+	all = append(all, rolloutCommands()...)
+	all = append(all, applyCommands()...)
 	all = append(all, watchCommand())
 	return all
 }
