@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -103,16 +105,36 @@ type rolloutEntry struct {
 	Reason        string   `yaml:"reason"`
 }
 
+// maxRegistryFile bounds the size of a registry file.
+const maxRegistryFile = 8 << 20
+
 func readRegistryFile(path string) (*registryFile, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
+	f, err := parseRegistryFile(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// parseRegistryFile decodes one YAML document; unknown keys and a second
+// document are refused.
+func parseRegistryFile(b []byte) (*registryFile, error) {
+	if len(b) > maxRegistryFile {
+		return nil, fmt.Errorf("larger than %d bytes", maxRegistryFile)
+	}
 	var f registryFile
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
+	}
+	var extra any
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, errors.New("more than one YAML document")
 	}
 	return &f, nil
 }
@@ -274,6 +296,7 @@ func check(f *registryFile, st *state, prune bool) (*desired, error) {
 	if f.Version != registryFileVersion {
 		bad.add("version: must be %d", registryFileVersion)
 	}
+	checkTexts(&bad, f)
 	tenants := map[string]bool{}
 	for t := range st.tenants {
 		tenants[t] = true
@@ -387,8 +410,8 @@ func check(f *registryFile, st *state, prune bool) (*desired, error) {
 			bad.add("%s: tool_id must be <server_id>.<tool name>", at)
 			continue
 		}
-		if st.tools[c.ToolID] == nil {
-			bad.add("%s: the registry has no such tool (discovery has not committed it)", at)
+		if st.tools[c.ToolID] == nil && !servers[m[1]] {
+			bad.add("%s: server %q is neither in the file nor in the registry", at, m[1])
 		}
 		ct, err := c.toProto(c.ToolID)
 		if err != nil {
@@ -430,6 +453,51 @@ func check(f *registryFile, st *state, prune bool) (*desired, error) {
 	return d, nil
 }
 
+// checkTexts refuses control characters (and, in one-line fields, newline
+// and tab) and bidirectional overrides in the file's free text, as the
+// registry does, so that no write fails on them half way.
+func checkTexts(bad *problems, f *registryFile) {
+	line := func(at, v string) {
+		if strings.ContainsFunc(v, func(r rune) bool { return unsafeRune(r, false) }) {
+			bad.add("%s: contains a control character (newline, tab, escape, …) or a bidirectional override", at)
+		}
+	}
+	text := func(at, v string) {
+		if strings.ContainsFunc(v, func(r rune) bool { return unsafeRune(r, true) }) {
+			bad.add("%s: contains a control character or a bidirectional override", at)
+		}
+	}
+	for i, t := range f.Tenants {
+		line(fmt.Sprintf("tenants[%d].display_name", i), t.DisplayName)
+	}
+	for i, s := range f.Servers {
+		at := fmt.Sprintf("servers[%d]", i)
+		line(at+".display_name", s.DisplayName)
+		line(at+".owner", s.Owner)
+		line(at+".command", s.Command)
+		for j, a := range s.Args {
+			line(fmt.Sprintf("%s.args[%d]", at, j), a)
+		}
+		text(at+".description", s.Description)
+	}
+	for i, c := range f.AudienceClasses {
+		text(fmt.Sprintf("audience_classes[%d].description", i), c.Description)
+	}
+	for i, g := range f.Grants {
+		line(fmt.Sprintf("grants[%d].subject", i), g.Subject)
+		line(fmt.Sprintf("grants[%d].group", i), g.Group)
+		for j, sc := range g.Scopes {
+			line(fmt.Sprintf("grants[%d].scopes[%d]", i, j), sc)
+		}
+	}
+	for i, c := range f.Contracts {
+		line(fmt.Sprintf("contracts[%d].scope", i), c.Scope)
+	}
+	for i, r := range f.Rollout {
+		text(fmt.Sprintf("rollout[%d].reason", i), r.Reason)
+	}
+}
+
 func grantID(tenant, subject, group string) string {
 	if group != "" {
 		return tenant + "/group:" + group
@@ -458,7 +526,7 @@ func (s serverEntry) toProto() (*registryv1.Server, error) {
 		if len(s.Args) > 0 {
 			return nil, errors.New("args are for a command, not a url")
 		}
-		if !strings.HasPrefix(s.URL, "https://") && !strings.HasPrefix(s.URL, "http://") {
+		if u, err := url.Parse(s.URL); err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && loopbackHost(u.Hostname()))) {
 			return nil, errors.New("url must be https:// (or http:// to loopback)")
 		}
 		out.Transport = &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: s.URL}}
@@ -494,6 +562,11 @@ func (s serverEntry) toProto() (*registryv1.Server, error) {
 		}
 	}
 	return out, nil
+}
+
+func loopbackHost(h string) bool {
+	ip := net.ParseIP(h)
+	return h == "localhost" || (ip != nil && ip.IsLoopback())
 }
 
 func (r rolloutEntry) toProto() (*registryv1.SetRolloutStageRequest, error) {

@@ -113,6 +113,14 @@ func makePlan(d *desired, st *state, prune bool) *plan {
 	}
 	for _, dc := range d.contracts {
 		tool := st.tools[dc.contract.GetToolId()]
+		if tool == nil {
+			// A contract can only be published for a tool discovery has
+			// committed: the first apply registers the server, a scan finds
+			// the tool, a later apply publishes.
+			p.notes = append(p.notes, "! contract "+dc.contract.GetToolId()+
+				": discovery has not committed the tool yet; it is published by an apply after the server's first scan")
+			continue
+		}
 		publishing := tool.GetContract() == nil || !proto.Equal(normalContract(tool.GetContract()), normalContract(dc.contract))
 		if publishing {
 			ct := dc.contract
