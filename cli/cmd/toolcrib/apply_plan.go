@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -401,7 +402,30 @@ func loadPlan(ctx context.Context, e *env, path string, prune bool) (*plan, *sta
 	return makePlan(d, st, prune), st, nil
 }
 
+// planJSON is the plan as `--json` prints it.
+type planJSON struct {
+	Changes []string `json:"changes"`
+	Notes   []string `json:"notes"`
+}
+
 func printPlan(e *env, p *plan) {
+	if e.asJSON {
+		out := planJSON{Changes: []string{}, Notes: slices.Clone(p.notes)}
+		for _, s := range p.steps {
+			out.Changes = append(out.Changes, s.line)
+		}
+		for _, pn := range p.pins {
+			if pn.publishing {
+				out.Notes = append(out.Notes, fmt.Sprintf("? tool %s: pinned approval digest %s is checked after the new contract is published", pn.tool, pn.digest))
+			}
+		}
+		if out.Notes == nil {
+			out.Notes = []string{}
+		}
+		b, _ := json.MarshalIndent(out, "", "  ")
+		fmt.Fprintln(e.stdout, string(b))
+		return
+	}
 	if len(p.steps) == 0 {
 		fmt.Fprintln(e.stdout, "no changes: the registry matches the file")
 	}
@@ -458,7 +482,9 @@ func applyCommands() []command {
 					}
 					n += m
 				}
-				fmt.Fprintf(e.stdout, "applied %d change(s)\n", n)
+				if !e.asJSON {
+					fmt.Fprintf(e.stdout, "applied %d change(s)\n", n)
+				}
 				return nil
 			},
 		},
@@ -545,11 +571,13 @@ func approvePinsAfterPublish(ctx context.Context, e *env, pins []pin) (int, erro
 		}
 		pinSteps(p, resp.GetTool(), byTool[id])
 	}
-	for _, s := range p.steps {
-		fmt.Fprintln(e.stdout, s.line)
-	}
-	for _, n := range p.notes {
-		fmt.Fprintln(e.stdout, n)
+	if !e.asJSON {
+		for _, s := range p.steps {
+			fmt.Fprintln(e.stdout, s.line)
+		}
+		for _, n := range p.notes {
+			fmt.Fprintln(e.stdout, n)
+		}
 	}
 	return runSteps(ctx, e, p.steps)
 }

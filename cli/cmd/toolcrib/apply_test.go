@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,6 +113,10 @@ func TestApplyDiffExport(t *testing.T) {
 		`(?m)^~ rollout tenant-a.readers/logistics: full \(never set\) → canary 5% read-only$`)
 	if got := headRevision(t, r); got != 0 {
 		t.Fatalf("diff wrote to the registry (revision %d)", got)
+	}
+	var plan struct{ Changes, Notes []string }
+	if err := json.Unmarshal([]byte(mustCLI(t, r, admin, "--json", "diff", "-f", base)), &plan); err != nil || len(plan.Changes) != 6 || len(plan.Notes) != 0 {
+		t.Fatalf("diff --json: %+v, %v", plan, err)
 	}
 	out = mustCLI(t, r, admin, "apply", "-f", base)
 	wantLines(t, out, `applied 6 change\(s\)`)
