@@ -3373,8 +3373,12 @@ export const RegistryService: GenService<{
    * the same transaction, with cause `ROLLOUT_STAGE`. Platform admins may
    * set any pair; the server's owner (who publishes, approves and enables
    * its tools) may set it for the audience classes of its own tenant. A
-   * reason is required. Setting exactly the stored stage changes nothing:
-   * no epoch bump, no history entry, `changed` false. NOT_FOUND when the
+   * reason is required. The class need not cover the server yet: a stage
+   * set first is in force from the moment the class covers the server (and
+   * part of the policy from then on), so a server can be added to a class
+   * straight into SHADOW or CANARY. Setting exactly the stored stage
+   * changes nothing: no epoch bump, no history entry, `changed` false.
+   * NOT_FOUND when the
    * server or the class does not exist (and, for a non-admin, when the
    * class is another tenant's); INVALID_ARGUMENT for an unknown stage, a
    * canary percentage outside 0..100, an unknown effect class, canary
