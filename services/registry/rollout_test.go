@@ -397,3 +397,43 @@ func TestRolloutStageConcurrentChanges(t *testing.T) {
 		t.Fatalf("%d history entries, want %d", len(got.GetHistory()), n)
 	}
 }
+
+// A stage set before the class covers the server is not part of the policy
+// until the class covers it, and then is, from the epoch of that change:
+// a server can join a class straight into SHADOW.
+func TestRolloutStageBeforeTheClassCoversTheServer(t *testing.T) {
+	_, ctx, admin := startFixture(t)
+	const later = "tenant-a.later"
+	if _, err := admin.PutAudienceClass(ctx, &registryv1.PutAudienceClassRequest{AudienceClass: &registryv1.AudienceClass{Name: later, TenantId: tenant}}); err != nil {
+		t.Fatal(err)
+	}
+	set := setStage(t, admin, &registryv1.SetRolloutStageRequest{ServerId: server, AudienceClass: later, Stage: shadow, Reason: "before it joins"})
+	stagesOf := func(epoch int64) []string {
+		resp, err := admin.GetPolicy(ctx, &registryv1.GetPolicyRequest{TenantId: tenant, AtEpoch: epoch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, st := range resp.GetPolicy().GetRolloutStages() {
+			out = append(out, st.GetAudienceClass()+"/"+st.GetServerId()+"="+st.GetStage().String())
+		}
+		return out
+	}
+	if got, want := stagesOf(0), []string{class + "/" + server + "=STAGE_FULL"}; !slices.Equal(got, want) {
+		t.Fatalf("policy before the class covers the server: %v, want %v", got, want)
+	}
+	joined, err := admin.PutAudienceClass(ctx, &registryv1.PutAudienceClassRequest{ExpectedVersion: 1, AudienceClass: &registryv1.AudienceClass{
+		Name: later, TenantId: tenant, Servers: []*registryv1.AudienceServer{{ServerId: server}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{later + "/" + server + "=STAGE_SHADOW", class + "/" + server + "=STAGE_FULL"}
+	for _, e := range []int64{0, joined.GetPolicyEpoch()} {
+		if got := stagesOf(e); !slices.Equal(got, want) {
+			t.Fatalf("policy at epoch %d after the class covers the server: %v, want %v", e, got, want)
+		}
+	}
+	if got := stagesOf(set.GetPolicyEpoch()); slices.Contains(got, later+"/"+server+"=STAGE_SHADOW") {
+		t.Fatalf("policy at epoch %d, before the class covered the server: %v", set.GetPolicyEpoch(), got)
+	}
+}
