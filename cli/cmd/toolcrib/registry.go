@@ -98,6 +98,8 @@ func registryCommands() []command {
 	all = append(all, serverCommands()...)
 	all = append(all, tenantCommands()...)
 	all = append(all, toolCommands()...)
+	all = append(all, rolloutCommands()...)
+	all = append(all, applyCommands()...)
 	all = append(all, watchCommand())
 	return all
 }
@@ -582,6 +584,10 @@ func describeWatch(msg *registryv1.WatchResponse) string {
 			line += fmt.Sprintf(" %s: scopes [%s] classes [%s]", who, strings.Join(g.GetScopes(), ","), strings.Join(g.GetAudienceClasses(), ","))
 		}
 		return line
+	case *registryv1.Change_RolloutStage:
+		st := o.RolloutStage
+		return fmt.Sprintf("%s  rollout %s/%s %s (version %d, epoch %d): %s", head, st.GetAudienceClass(), st.GetServerId(),
+			stageText(st), st.GetVersion(), st.GetPolicyEpoch(), safeText(st.GetReason()))
 	}
 	return head
 }

@@ -27,23 +27,23 @@ import (
 // (`EFFECT_CLASS_READ_ONLY`). Unknown keys are refused.
 type contractFile struct {
 	ToolID            string   `yaml:"tool_id"`
-	Effect            string   `yaml:"effect"`
-	Scope             string   `yaml:"scope"`
-	Authorization     string   `yaml:"authorization"`
-	DeadlineMS        int32    `yaml:"deadline_ms"`
-	Confirmation      string   `yaml:"confirmation"`
-	AllowedFields     []string `yaml:"allowed_fields"`
-	RequiredEvidence  []string `yaml:"required_evidence"`
+	Effect            string   `yaml:"effect,omitempty"`
+	Scope             string   `yaml:"scope,omitempty"`
+	Authorization     string   `yaml:"authorization,omitempty"`
+	DeadlineMS        int32    `yaml:"deadline_ms,omitempty"`
+	Confirmation      string   `yaml:"confirmation,omitempty"`
+	AllowedFields     []string `yaml:"allowed_fields,omitempty"`
+	RequiredEvidence  []string `yaml:"required_evidence,omitempty"`
 	DownstreamMapping struct {
-		Destination string `yaml:"destination"`
-		Operation   string `yaml:"operation"`
-		Identity    string `yaml:"identity"`
-	} `yaml:"downstream_mapping"`
+		Destination string `yaml:"destination,omitempty"`
+		Operation   string `yaml:"operation,omitempty"`
+		Identity    string `yaml:"identity,omitempty"`
+	} `yaml:"downstream_mapping,omitempty"`
 	DataPolicy struct {
-		Classification string `yaml:"classification"`
-		PersonalData   bool   `yaml:"personal_data"`
-		RetentionDays  int32  `yaml:"retention_days"`
-	} `yaml:"data_policy"`
+		Classification string `yaml:"classification,omitempty"`
+		PersonalData   bool   `yaml:"personal_data,omitempty"`
+		RetentionDays  int32  `yaml:"retention_days,omitempty"`
+	} `yaml:"data_policy,omitempty"`
 }
 
 func readContractFile(path string) (contractFile, error) {

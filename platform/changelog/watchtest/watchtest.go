@@ -111,6 +111,8 @@ func registryTenant(ch *registryv1.Change) string {
 		return o.AudienceClass.GetTenantId()
 	case *registryv1.Change_Policy:
 		return o.Policy.GetTenantId()
+	case *registryv1.Change_RolloutStage:
+		return o.RolloutStage.GetTenantId()
 	}
 	return ""
 }

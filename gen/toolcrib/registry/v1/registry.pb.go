@@ -15,8 +15,8 @@
 //
 // Policy epochs: every policy change that can alter an admission decision
 // (grant or revoke, audience class change, server trust change, publish,
-// approve, enable, disable, rollback) bumps the policy epoch of every affected
-// tenant in the same transaction as the change. A tenant is affected by a tool
+// approve, enable, disable, rollback, rollout stage) bumps the policy epoch
+// of every affected tenant in the same transaction as the change. A tenant is affected by a tool
 // change when one of its audience classes covers the tool's server. Changes
 // at the source (a new, changed or removed descriptor committed by discovery)
 // do not bump the epoch: they arrive with a new generation, which is already
@@ -353,6 +353,69 @@ func (ReviewState) EnumDescriptor() ([]byte, []int) {
 	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{4}
 }
 
+// Stage is how far one server's tools are rolled out to one audience class
+// (seed 000: build in shadow, open to read-only tools for a share of runs,
+// then widen).
+type Stage int32
+
+const (
+	// Not set; refused.
+	Stage_STAGE_UNSPECIFIED Stage = 0
+	// Generations are discovered, proven and stored, but admission answers as
+	// if they did not exist (NOT_FOUND, detail saying shadow).
+	Stage_STAGE_SHADOW Stage = 1
+	// Admission allows only runs whose stable hash of `run_id` falls in
+	// `canary_percent`, and only tools whose effect class is in
+	// `canary_effects`.
+	Stage_STAGE_CANARY Stage = 2
+	// Every run and every effect class, as decided by the rest of the
+	// policy. The stage of every pair never set (today's behaviour).
+	Stage_STAGE_FULL Stage = 3
+)
+
+// Enum value maps for Stage.
+var (
+	Stage_name = map[int32]string{
+		0: "STAGE_UNSPECIFIED",
+		1: "STAGE_SHADOW",
+		2: "STAGE_CANARY",
+		3: "STAGE_FULL",
+	}
+	Stage_value = map[string]int32{
+		"STAGE_UNSPECIFIED": 0,
+		"STAGE_SHADOW":      1,
+		"STAGE_CANARY":      2,
+		"STAGE_FULL":        3,
+	}
+)
+
+func (x Stage) Enum() *Stage {
+	p := new(Stage)
+	*p = x
+	return p
+}
+
+func (x Stage) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Stage) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolcrib_registry_v1_registry_proto_enumTypes[5].Descriptor()
+}
+
+func (Stage) Type() protoreflect.EnumType {
+	return &file_toolcrib_registry_v1_registry_proto_enumTypes[5]
+}
+
+func (x Stage) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Stage.Descriptor instead.
+func (Stage) EnumDescriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{5}
+}
+
 // ChangeKind says what happened to an object.
 type ChangeKind int32
 
@@ -394,11 +457,11 @@ func (x ChangeKind) String() string {
 }
 
 func (ChangeKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolcrib_registry_v1_registry_proto_enumTypes[5].Descriptor()
+	return file_toolcrib_registry_v1_registry_proto_enumTypes[6].Descriptor()
 }
 
 func (ChangeKind) Type() protoreflect.EnumType {
-	return &file_toolcrib_registry_v1_registry_proto_enumTypes[5]
+	return &file_toolcrib_registry_v1_registry_proto_enumTypes[6]
 }
 
 func (x ChangeKind) Number() protoreflect.EnumNumber {
@@ -407,7 +470,7 @@ func (x ChangeKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChangeKind.Descriptor instead.
 func (ChangeKind) EnumDescriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{5}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{6}
 }
 
 // StreamableHttpTransport reaches a server over MCP streamable HTTP.
@@ -1855,8 +1918,13 @@ type Policy struct {
 	Grants []*Grant `protobuf:"bytes,3,rep,name=grants,proto3" json:"grants,omitempty"`
 	// All audience classes of the tenant.
 	AudienceClasses []*AudienceClass `protobuf:"bytes,4,rep,name=audience_classes,json=audienceClasses,proto3" json:"audience_classes,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The rollout stage of every server each audience class covers, as in
+	// force at `policy_epoch` (FULL at version 0 for a pair never set),
+	// ordered by audience class then server. A stage set for a server a class
+	// does not cover is not part of the policy until the class covers it.
+	RolloutStages []*RolloutStage `protobuf:"bytes,5,rep,name=rollout_stages,json=rolloutStages,proto3" json:"rollout_stages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Policy) Reset() {
@@ -1917,6 +1985,599 @@ func (x *Policy) GetAudienceClasses() []*AudienceClass {
 	return nil
 }
 
+func (x *Policy) GetRolloutStages() []*RolloutStage {
+	if x != nil {
+		return x.RolloutStages
+	}
+	return nil
+}
+
+// RolloutStage is the rollout stage of one (server, audience class) pair.
+// It is part of the class's tenant's policy: every change bumps the
+// tenant's policy epoch.
+type RolloutStage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Registry id of the server.
+	ServerId string `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// The audience class, `<tenant_id>.<class>`.
+	AudienceClass string `protobuf:"bytes,2,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
+	// The class's tenant.
+	TenantId string `protobuf:"bytes,3,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// The stage; FULL for a pair never set.
+	Stage Stage `protobuf:"varint,4,opt,name=stage,proto3,enum=toolcrib.registry.v1.Stage" json:"stage,omitempty"`
+	// For CANARY: the share of runs admitted, in percent, 0..100; 0
+	// otherwise.
+	CanaryPercent int32 `protobuf:"varint,5,opt,name=canary_percent,json=canaryPercent,proto3" json:"canary_percent,omitempty"`
+	// For CANARY: the effect classes admitted, sorted; empty otherwise.
+	CanaryEffects []v1.EffectClass `protobuf:"varint,6,rep,packed,name=canary_effects,json=canaryEffects,proto3,enum=toolcrib.catalog.v1.EffectClass" json:"canary_effects,omitempty"`
+	// Why the operator set this stage; empty for a pair never set.
+	Reason string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Subject that set it, from the verified token; empty for a pair never
+	// set.
+	ChangedBy string `protobuf:"bytes,8,opt,name=changed_by,json=changedBy,proto3" json:"changed_by,omitempty"`
+	// Record version: 1 at the first change, +1 at each; 0 for a pair never
+	// set.
+	Version int64 `protobuf:"varint,9,opt,name=version,proto3" json:"version,omitempty"`
+	// When it was set; unset for a pair never set.
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// The tenant's policy epoch the stage took effect at; 0 for a pair never
+	// set.
+	PolicyEpoch int64 `protobuf:"varint,11,opt,name=policy_epoch,json=policyEpoch,proto3" json:"policy_epoch,omitempty"`
+	// Registry revision of the change; 0 for a pair never set, and on Watch
+	// (the Change carries it there).
+	Revision      int64 `protobuf:"varint,12,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RolloutStage) Reset() {
+	*x = RolloutStage{}
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RolloutStage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RolloutStage) ProtoMessage() {}
+
+func (x *RolloutStage) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RolloutStage.ProtoReflect.Descriptor instead.
+func (*RolloutStage) Descriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RolloutStage) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *RolloutStage) GetAudienceClass() string {
+	if x != nil {
+		return x.AudienceClass
+	}
+	return ""
+}
+
+func (x *RolloutStage) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *RolloutStage) GetStage() Stage {
+	if x != nil {
+		return x.Stage
+	}
+	return Stage_STAGE_UNSPECIFIED
+}
+
+func (x *RolloutStage) GetCanaryPercent() int32 {
+	if x != nil {
+		return x.CanaryPercent
+	}
+	return 0
+}
+
+func (x *RolloutStage) GetCanaryEffects() []v1.EffectClass {
+	if x != nil {
+		return x.CanaryEffects
+	}
+	return nil
+}
+
+func (x *RolloutStage) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RolloutStage) GetChangedBy() string {
+	if x != nil {
+		return x.ChangedBy
+	}
+	return ""
+}
+
+func (x *RolloutStage) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *RolloutStage) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+func (x *RolloutStage) GetPolicyEpoch() int64 {
+	if x != nil {
+		return x.PolicyEpoch
+	}
+	return 0
+}
+
+func (x *RolloutStage) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+// SetRolloutStageRequest is the request of SetRolloutStage.
+type SetRolloutStageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server id; required.
+	ServerId string `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// Audience class; required.
+	AudienceClass string `protobuf:"bytes,2,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
+	// The new stage; required.
+	Stage Stage `protobuf:"varint,3,opt,name=stage,proto3,enum=toolcrib.registry.v1.Stage" json:"stage,omitempty"`
+	// For CANARY: the share of runs, in percent, 0..100; unset means 5.
+	// Must be unset for other stages.
+	CanaryPercent *int32 `protobuf:"varint,4,opt,name=canary_percent,json=canaryPercent,proto3,oneof" json:"canary_percent,omitempty"`
+	// For CANARY: the effect classes admitted; empty means READ_ONLY only.
+	// Must be empty for other stages. UNSPECIFIED and unknown values are
+	// refused; duplicates are dropped.
+	CanaryEffects []v1.EffectClass `protobuf:"varint,5,rep,packed,name=canary_effects,json=canaryEffects,proto3,enum=toolcrib.catalog.v1.EffectClass" json:"canary_effects,omitempty"`
+	// Why; required, recorded in history.
+	Reason string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	// 0 to skip the check; otherwise the version read (ABORTED if stale; 0
+	// is also the version of a pair never set, which cannot be checked).
+	ExpectedVersion int64 `protobuf:"varint,7,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SetRolloutStageRequest) Reset() {
+	*x = SetRolloutStageRequest{}
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRolloutStageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRolloutStageRequest) ProtoMessage() {}
+
+func (x *SetRolloutStageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRolloutStageRequest.ProtoReflect.Descriptor instead.
+func (*SetRolloutStageRequest) Descriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *SetRolloutStageRequest) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *SetRolloutStageRequest) GetAudienceClass() string {
+	if x != nil {
+		return x.AudienceClass
+	}
+	return ""
+}
+
+func (x *SetRolloutStageRequest) GetStage() Stage {
+	if x != nil {
+		return x.Stage
+	}
+	return Stage_STAGE_UNSPECIFIED
+}
+
+func (x *SetRolloutStageRequest) GetCanaryPercent() int32 {
+	if x != nil && x.CanaryPercent != nil {
+		return *x.CanaryPercent
+	}
+	return 0
+}
+
+func (x *SetRolloutStageRequest) GetCanaryEffects() []v1.EffectClass {
+	if x != nil {
+		return x.CanaryEffects
+	}
+	return nil
+}
+
+func (x *SetRolloutStageRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *SetRolloutStageRequest) GetExpectedVersion() int64 {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return 0
+}
+
+// SetRolloutStageResponse is the response of SetRolloutStage.
+type SetRolloutStageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stored stage.
+	RolloutStage *RolloutStage `protobuf:"bytes,1,opt,name=rollout_stage,json=rolloutStage,proto3" json:"rollout_stage,omitempty"`
+	// The tenant's policy epoch after the call.
+	PolicyEpoch int64 `protobuf:"varint,2,opt,name=policy_epoch,json=policyEpoch,proto3" json:"policy_epoch,omitempty"`
+	// False when the stage asked for was already the stored one (nothing
+	// was written).
+	Changed       bool `protobuf:"varint,3,opt,name=changed,proto3" json:"changed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRolloutStageResponse) Reset() {
+	*x = SetRolloutStageResponse{}
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRolloutStageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRolloutStageResponse) ProtoMessage() {}
+
+func (x *SetRolloutStageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRolloutStageResponse.ProtoReflect.Descriptor instead.
+func (*SetRolloutStageResponse) Descriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SetRolloutStageResponse) GetRolloutStage() *RolloutStage {
+	if x != nil {
+		return x.RolloutStage
+	}
+	return nil
+}
+
+func (x *SetRolloutStageResponse) GetPolicyEpoch() int64 {
+	if x != nil {
+		return x.PolicyEpoch
+	}
+	return 0
+}
+
+func (x *SetRolloutStageResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+// GetRolloutStageRequest is the request of GetRolloutStage.
+type GetRolloutStageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server id; required.
+	ServerId string `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// Audience class; required.
+	AudienceClass string `protobuf:"bytes,2,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
+	// Whether to return the pair's history.
+	IncludeHistory bool `protobuf:"varint,3,opt,name=include_history,json=includeHistory,proto3" json:"include_history,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GetRolloutStageRequest) Reset() {
+	*x = GetRolloutStageRequest{}
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRolloutStageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRolloutStageRequest) ProtoMessage() {}
+
+func (x *GetRolloutStageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRolloutStageRequest.ProtoReflect.Descriptor instead.
+func (*GetRolloutStageRequest) Descriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GetRolloutStageRequest) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *GetRolloutStageRequest) GetAudienceClass() string {
+	if x != nil {
+		return x.AudienceClass
+	}
+	return ""
+}
+
+func (x *GetRolloutStageRequest) GetIncludeHistory() bool {
+	if x != nil {
+		return x.IncludeHistory
+	}
+	return false
+}
+
+// GetRolloutStageResponse is the response of GetRolloutStage.
+type GetRolloutStageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The current stage.
+	RolloutStage *RolloutStage `protobuf:"bytes,1,opt,name=rollout_stage,json=rolloutStage,proto3" json:"rollout_stage,omitempty"`
+	// Every stage the pair was set to, oldest first; empty unless asked for.
+	History       []*RolloutStage `protobuf:"bytes,2,rep,name=history,proto3" json:"history,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRolloutStageResponse) Reset() {
+	*x = GetRolloutStageResponse{}
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRolloutStageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRolloutStageResponse) ProtoMessage() {}
+
+func (x *GetRolloutStageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRolloutStageResponse.ProtoReflect.Descriptor instead.
+func (*GetRolloutStageResponse) Descriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GetRolloutStageResponse) GetRolloutStage() *RolloutStage {
+	if x != nil {
+		return x.RolloutStage
+	}
+	return nil
+}
+
+func (x *GetRolloutStageResponse) GetHistory() []*RolloutStage {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+// ListRolloutStagesRequest is the request of ListRolloutStages.
+type ListRolloutStagesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only stages of this tenant's classes; empty for all.
+	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// Only stages of this server; empty for all.
+	ServerId string `protobuf:"bytes,2,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// Only stages of this audience class; empty for all.
+	AudienceClass string `protobuf:"bytes,3,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
+	// Maximum stages to return; 0 means 100, values above 1000 are capped.
+	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Token from a previous response; empty for the first page.
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRolloutStagesRequest) Reset() {
+	*x = ListRolloutStagesRequest{}
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRolloutStagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRolloutStagesRequest) ProtoMessage() {}
+
+func (x *ListRolloutStagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRolloutStagesRequest.ProtoReflect.Descriptor instead.
+func (*ListRolloutStagesRequest) Descriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ListRolloutStagesRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *ListRolloutStagesRequest) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *ListRolloutStagesRequest) GetAudienceClass() string {
+	if x != nil {
+		return x.AudienceClass
+	}
+	return ""
+}
+
+func (x *ListRolloutStagesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListRolloutStagesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListRolloutStagesResponse is the response of ListRolloutStages.
+type ListRolloutStagesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Stages, ordered by audience class, then server.
+	RolloutStages []*RolloutStage `protobuf:"bytes,1,rep,name=rollout_stages,json=rolloutStages,proto3" json:"rollout_stages,omitempty"`
+	// Token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// Registry revision the list was read at.
+	Revision      int64 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRolloutStagesResponse) Reset() {
+	*x = ListRolloutStagesResponse{}
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRolloutStagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRolloutStagesResponse) ProtoMessage() {}
+
+func (x *ListRolloutStagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRolloutStagesResponse.ProtoReflect.Descriptor instead.
+func (*ListRolloutStagesResponse) Descriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ListRolloutStagesResponse) GetRolloutStages() []*RolloutStage {
+	if x != nil {
+		return x.RolloutStages
+	}
+	return nil
+}
+
+func (x *ListRolloutStagesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *ListRolloutStagesResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
 // RegisterServerRequest is the request of RegisterServer.
 type RegisterServerRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1928,7 +2589,7 @@ type RegisterServerRequest struct {
 
 func (x *RegisterServerRequest) Reset() {
 	*x = RegisterServerRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[15]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1940,7 +2601,7 @@ func (x *RegisterServerRequest) String() string {
 func (*RegisterServerRequest) ProtoMessage() {}
 
 func (x *RegisterServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[15]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1953,7 +2614,7 @@ func (x *RegisterServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{15}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RegisterServerRequest) GetServer() *Server {
@@ -1974,7 +2635,7 @@ type RegisterServerResponse struct {
 
 func (x *RegisterServerResponse) Reset() {
 	*x = RegisterServerResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[16]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1986,7 +2647,7 @@ func (x *RegisterServerResponse) String() string {
 func (*RegisterServerResponse) ProtoMessage() {}
 
 func (x *RegisterServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[16]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1999,7 +2660,7 @@ func (x *RegisterServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{16}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RegisterServerResponse) GetServer() *Server {
@@ -2020,7 +2681,7 @@ type GetServerRequest struct {
 
 func (x *GetServerRequest) Reset() {
 	*x = GetServerRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[17]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2032,7 +2693,7 @@ func (x *GetServerRequest) String() string {
 func (*GetServerRequest) ProtoMessage() {}
 
 func (x *GetServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[17]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2045,7 +2706,7 @@ func (x *GetServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerRequest.ProtoReflect.Descriptor instead.
 func (*GetServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{17}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetServerRequest) GetServerId() string {
@@ -2066,7 +2727,7 @@ type GetServerResponse struct {
 
 func (x *GetServerResponse) Reset() {
 	*x = GetServerResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[18]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2078,7 +2739,7 @@ func (x *GetServerResponse) String() string {
 func (*GetServerResponse) ProtoMessage() {}
 
 func (x *GetServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[18]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2091,7 +2752,7 @@ func (x *GetServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerResponse.ProtoReflect.Descriptor instead.
 func (*GetServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{18}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetServerResponse) GetServer() *Server {
@@ -2114,7 +2775,7 @@ type ListServersRequest struct {
 
 func (x *ListServersRequest) Reset() {
 	*x = ListServersRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[19]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2126,7 +2787,7 @@ func (x *ListServersRequest) String() string {
 func (*ListServersRequest) ProtoMessage() {}
 
 func (x *ListServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[19]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2139,7 +2800,7 @@ func (x *ListServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServersRequest.ProtoReflect.Descriptor instead.
 func (*ListServersRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{19}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListServersRequest) GetPageSize() int32 {
@@ -2171,7 +2832,7 @@ type ListServersResponse struct {
 
 func (x *ListServersResponse) Reset() {
 	*x = ListServersResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[20]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +2844,7 @@ func (x *ListServersResponse) String() string {
 func (*ListServersResponse) ProtoMessage() {}
 
 func (x *ListServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[20]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2857,7 @@ func (x *ListServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServersResponse.ProtoReflect.Descriptor instead.
 func (*ListServersResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{20}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListServersResponse) GetServers() []*Server {
@@ -2233,7 +2894,7 @@ type UpdateServerRequest struct {
 
 func (x *UpdateServerRequest) Reset() {
 	*x = UpdateServerRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[21]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2245,7 +2906,7 @@ func (x *UpdateServerRequest) String() string {
 func (*UpdateServerRequest) ProtoMessage() {}
 
 func (x *UpdateServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[21]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2258,7 +2919,7 @@ func (x *UpdateServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServerRequest.ProtoReflect.Descriptor instead.
 func (*UpdateServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{21}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *UpdateServerRequest) GetServer() *Server {
@@ -2286,7 +2947,7 @@ type UpdateServerResponse struct {
 
 func (x *UpdateServerResponse) Reset() {
 	*x = UpdateServerResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[22]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2298,7 +2959,7 @@ func (x *UpdateServerResponse) String() string {
 func (*UpdateServerResponse) ProtoMessage() {}
 
 func (x *UpdateServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[22]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2311,7 +2972,7 @@ func (x *UpdateServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServerResponse.ProtoReflect.Descriptor instead.
 func (*UpdateServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{22}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *UpdateServerResponse) GetServer() *Server {
@@ -2334,7 +2995,7 @@ type DeleteServerRequest struct {
 
 func (x *DeleteServerRequest) Reset() {
 	*x = DeleteServerRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[23]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2346,7 +3007,7 @@ func (x *DeleteServerRequest) String() string {
 func (*DeleteServerRequest) ProtoMessage() {}
 
 func (x *DeleteServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[23]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2359,7 +3020,7 @@ func (x *DeleteServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteServerRequest.ProtoReflect.Descriptor instead.
 func (*DeleteServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{23}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteServerRequest) GetServerId() string {
@@ -2389,7 +3050,7 @@ type DeleteServerResponse struct {
 
 func (x *DeleteServerResponse) Reset() {
 	*x = DeleteServerResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[24]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2401,7 +3062,7 @@ func (x *DeleteServerResponse) String() string {
 func (*DeleteServerResponse) ProtoMessage() {}
 
 func (x *DeleteServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[24]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2414,7 +3075,7 @@ func (x *DeleteServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteServerResponse.ProtoReflect.Descriptor instead.
 func (*DeleteServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{24}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeleteServerResponse) GetServer() *Server {
@@ -2442,7 +3103,7 @@ type PutTenantRequest struct {
 
 func (x *PutTenantRequest) Reset() {
 	*x = PutTenantRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[25]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2454,7 +3115,7 @@ func (x *PutTenantRequest) String() string {
 func (*PutTenantRequest) ProtoMessage() {}
 
 func (x *PutTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[25]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2467,7 +3128,7 @@ func (x *PutTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTenantRequest.ProtoReflect.Descriptor instead.
 func (*PutTenantRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{25}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PutTenantRequest) GetTenant() *Tenant {
@@ -2488,7 +3149,7 @@ type PutTenantResponse struct {
 
 func (x *PutTenantResponse) Reset() {
 	*x = PutTenantResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[26]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2500,7 +3161,7 @@ func (x *PutTenantResponse) String() string {
 func (*PutTenantResponse) ProtoMessage() {}
 
 func (x *PutTenantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[26]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2513,7 +3174,7 @@ func (x *PutTenantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTenantResponse.ProtoReflect.Descriptor instead.
 func (*PutTenantResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{26}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PutTenantResponse) GetTenant() *Tenant {
@@ -2537,7 +3198,7 @@ type PutAudienceClassRequest struct {
 
 func (x *PutAudienceClassRequest) Reset() {
 	*x = PutAudienceClassRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[27]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2549,7 +3210,7 @@ func (x *PutAudienceClassRequest) String() string {
 func (*PutAudienceClassRequest) ProtoMessage() {}
 
 func (x *PutAudienceClassRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[27]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2562,7 +3223,7 @@ func (x *PutAudienceClassRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutAudienceClassRequest.ProtoReflect.Descriptor instead.
 func (*PutAudienceClassRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{27}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PutAudienceClassRequest) GetAudienceClass() *AudienceClass {
@@ -2592,7 +3253,7 @@ type PutAudienceClassResponse struct {
 
 func (x *PutAudienceClassResponse) Reset() {
 	*x = PutAudienceClassResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[28]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2604,7 +3265,7 @@ func (x *PutAudienceClassResponse) String() string {
 func (*PutAudienceClassResponse) ProtoMessage() {}
 
 func (x *PutAudienceClassResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[28]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2617,7 +3278,7 @@ func (x *PutAudienceClassResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutAudienceClassResponse.ProtoReflect.Descriptor instead.
 func (*PutAudienceClassResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{28}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PutAudienceClassResponse) GetAudienceClass() *AudienceClass {
@@ -2645,7 +3306,7 @@ type GetAudienceClassRequest struct {
 
 func (x *GetAudienceClassRequest) Reset() {
 	*x = GetAudienceClassRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[29]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2657,7 +3318,7 @@ func (x *GetAudienceClassRequest) String() string {
 func (*GetAudienceClassRequest) ProtoMessage() {}
 
 func (x *GetAudienceClassRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[29]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2670,7 +3331,7 @@ func (x *GetAudienceClassRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAudienceClassRequest.ProtoReflect.Descriptor instead.
 func (*GetAudienceClassRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{29}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetAudienceClassRequest) GetName() string {
@@ -2691,7 +3352,7 @@ type GetAudienceClassResponse struct {
 
 func (x *GetAudienceClassResponse) Reset() {
 	*x = GetAudienceClassResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[30]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2703,7 +3364,7 @@ func (x *GetAudienceClassResponse) String() string {
 func (*GetAudienceClassResponse) ProtoMessage() {}
 
 func (x *GetAudienceClassResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[30]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2716,7 +3377,7 @@ func (x *GetAudienceClassResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAudienceClassResponse.ProtoReflect.Descriptor instead.
 func (*GetAudienceClassResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{30}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetAudienceClassResponse) GetAudienceClass() *AudienceClass {
@@ -2743,7 +3404,7 @@ type ListAudienceClassesRequest struct {
 
 func (x *ListAudienceClassesRequest) Reset() {
 	*x = ListAudienceClassesRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[31]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2755,7 +3416,7 @@ func (x *ListAudienceClassesRequest) String() string {
 func (*ListAudienceClassesRequest) ProtoMessage() {}
 
 func (x *ListAudienceClassesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[31]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2768,7 +3429,7 @@ func (x *ListAudienceClassesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAudienceClassesRequest.ProtoReflect.Descriptor instead.
 func (*ListAudienceClassesRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{31}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListAudienceClassesRequest) GetTenantId() string {
@@ -2814,7 +3475,7 @@ type ListAudienceClassesResponse struct {
 
 func (x *ListAudienceClassesResponse) Reset() {
 	*x = ListAudienceClassesResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[32]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2826,7 +3487,7 @@ func (x *ListAudienceClassesResponse) String() string {
 func (*ListAudienceClassesResponse) ProtoMessage() {}
 
 func (x *ListAudienceClassesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[32]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2839,7 +3500,7 @@ func (x *ListAudienceClassesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAudienceClassesResponse.ProtoReflect.Descriptor instead.
 func (*ListAudienceClassesResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{32}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListAudienceClassesResponse) GetAudienceClasses() []*AudienceClass {
@@ -2874,7 +3535,7 @@ type PublishContractRequest struct {
 
 func (x *PublishContractRequest) Reset() {
 	*x = PublishContractRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[33]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2886,7 +3547,7 @@ func (x *PublishContractRequest) String() string {
 func (*PublishContractRequest) ProtoMessage() {}
 
 func (x *PublishContractRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[33]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2899,7 +3560,7 @@ func (x *PublishContractRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishContractRequest.ProtoReflect.Descriptor instead.
 func (*PublishContractRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{33}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PublishContractRequest) GetContract() *ToolContract {
@@ -2920,7 +3581,7 @@ type PublishContractResponse struct {
 
 func (x *PublishContractResponse) Reset() {
 	*x = PublishContractResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[34]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2932,7 +3593,7 @@ func (x *PublishContractResponse) String() string {
 func (*PublishContractResponse) ProtoMessage() {}
 
 func (x *PublishContractResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[34]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2945,7 +3606,7 @@ func (x *PublishContractResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishContractResponse.ProtoReflect.Descriptor instead.
 func (*PublishContractResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{34}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PublishContractResponse) GetTool() *Tool {
@@ -2973,7 +3634,7 @@ type ApproveToolRequest struct {
 
 func (x *ApproveToolRequest) Reset() {
 	*x = ApproveToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[35]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2985,7 +3646,7 @@ func (x *ApproveToolRequest) String() string {
 func (*ApproveToolRequest) ProtoMessage() {}
 
 func (x *ApproveToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[35]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2998,7 +3659,7 @@ func (x *ApproveToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveToolRequest.ProtoReflect.Descriptor instead.
 func (*ApproveToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{35}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ApproveToolRequest) GetToolId() string {
@@ -3033,7 +3694,7 @@ type ApproveToolResponse struct {
 
 func (x *ApproveToolResponse) Reset() {
 	*x = ApproveToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[36]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3045,7 +3706,7 @@ func (x *ApproveToolResponse) String() string {
 func (*ApproveToolResponse) ProtoMessage() {}
 
 func (x *ApproveToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[36]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3058,7 +3719,7 @@ func (x *ApproveToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveToolResponse.ProtoReflect.Descriptor instead.
 func (*ApproveToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{36}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ApproveToolResponse) GetTool() *Tool {
@@ -3079,7 +3740,7 @@ type EnableToolRequest struct {
 
 func (x *EnableToolRequest) Reset() {
 	*x = EnableToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[37]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3091,7 +3752,7 @@ func (x *EnableToolRequest) String() string {
 func (*EnableToolRequest) ProtoMessage() {}
 
 func (x *EnableToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[37]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3104,7 +3765,7 @@ func (x *EnableToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnableToolRequest.ProtoReflect.Descriptor instead.
 func (*EnableToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{37}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *EnableToolRequest) GetToolId() string {
@@ -3125,7 +3786,7 @@ type EnableToolResponse struct {
 
 func (x *EnableToolResponse) Reset() {
 	*x = EnableToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[38]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3137,7 +3798,7 @@ func (x *EnableToolResponse) String() string {
 func (*EnableToolResponse) ProtoMessage() {}
 
 func (x *EnableToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[38]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3150,7 +3811,7 @@ func (x *EnableToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnableToolResponse.ProtoReflect.Descriptor instead.
 func (*EnableToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{38}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *EnableToolResponse) GetTool() *Tool {
@@ -3173,7 +3834,7 @@ type DisableToolRequest struct {
 
 func (x *DisableToolRequest) Reset() {
 	*x = DisableToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[39]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3185,7 +3846,7 @@ func (x *DisableToolRequest) String() string {
 func (*DisableToolRequest) ProtoMessage() {}
 
 func (x *DisableToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[39]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3198,7 +3859,7 @@ func (x *DisableToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisableToolRequest.ProtoReflect.Descriptor instead.
 func (*DisableToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{39}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DisableToolRequest) GetToolId() string {
@@ -3226,7 +3887,7 @@ type DisableToolResponse struct {
 
 func (x *DisableToolResponse) Reset() {
 	*x = DisableToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[40]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3238,7 +3899,7 @@ func (x *DisableToolResponse) String() string {
 func (*DisableToolResponse) ProtoMessage() {}
 
 func (x *DisableToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[40]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3251,7 +3912,7 @@ func (x *DisableToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisableToolResponse.ProtoReflect.Descriptor instead.
 func (*DisableToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{40}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DisableToolResponse) GetTool() *Tool {
@@ -3277,7 +3938,7 @@ type RollbackToolRequest struct {
 
 func (x *RollbackToolRequest) Reset() {
 	*x = RollbackToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[41]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3289,7 +3950,7 @@ func (x *RollbackToolRequest) String() string {
 func (*RollbackToolRequest) ProtoMessage() {}
 
 func (x *RollbackToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[41]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3302,7 +3963,7 @@ func (x *RollbackToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackToolRequest.ProtoReflect.Descriptor instead.
 func (*RollbackToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{41}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RollbackToolRequest) GetToolId() string {
@@ -3330,7 +3991,7 @@ type RollbackToolResponse struct {
 
 func (x *RollbackToolResponse) Reset() {
 	*x = RollbackToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[42]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3342,7 +4003,7 @@ func (x *RollbackToolResponse) String() string {
 func (*RollbackToolResponse) ProtoMessage() {}
 
 func (x *RollbackToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[42]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3355,7 +4016,7 @@ func (x *RollbackToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackToolResponse.ProtoReflect.Descriptor instead.
 func (*RollbackToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{42}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RollbackToolResponse) GetTool() *Tool {
@@ -3378,7 +4039,7 @@ type GetToolRequest struct {
 
 func (x *GetToolRequest) Reset() {
 	*x = GetToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[43]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3390,7 +4051,7 @@ func (x *GetToolRequest) String() string {
 func (*GetToolRequest) ProtoMessage() {}
 
 func (x *GetToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[43]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3403,7 +4064,7 @@ func (x *GetToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolRequest.ProtoReflect.Descriptor instead.
 func (*GetToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{43}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GetToolRequest) GetToolId() string {
@@ -3433,7 +4094,7 @@ type GetToolResponse struct {
 
 func (x *GetToolResponse) Reset() {
 	*x = GetToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[44]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3445,7 +4106,7 @@ func (x *GetToolResponse) String() string {
 func (*GetToolResponse) ProtoMessage() {}
 
 func (x *GetToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[44]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3458,7 +4119,7 @@ func (x *GetToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolResponse.ProtoReflect.Descriptor instead.
 func (*GetToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{44}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetToolResponse) GetTool() *Tool {
@@ -3492,7 +4153,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[45]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3504,7 +4165,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[45]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3517,7 +4178,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{45}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListToolsRequest) GetServerId() string {
@@ -3563,7 +4224,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[46]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3575,7 +4236,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[46]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3588,7 +4249,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{46}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListToolsResponse) GetTools() []*Tool {
@@ -3629,7 +4290,7 @@ type GetToolReviewRequest struct {
 
 func (x *GetToolReviewRequest) Reset() {
 	*x = GetToolReviewRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[47]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3641,7 +4302,7 @@ func (x *GetToolReviewRequest) String() string {
 func (*GetToolReviewRequest) ProtoMessage() {}
 
 func (x *GetToolReviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[47]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3654,7 +4315,7 @@ func (x *GetToolReviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolReviewRequest.ProtoReflect.Descriptor instead.
 func (*GetToolReviewRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{47}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GetToolReviewRequest) GetToolId() string {
@@ -3730,7 +4391,7 @@ type GetToolReviewResponse struct {
 
 func (x *GetToolReviewResponse) Reset() {
 	*x = GetToolReviewResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[48]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3742,7 +4403,7 @@ func (x *GetToolReviewResponse) String() string {
 func (*GetToolReviewResponse) ProtoMessage() {}
 
 func (x *GetToolReviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[48]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3755,7 +4416,7 @@ func (x *GetToolReviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolReviewResponse.ProtoReflect.Descriptor instead.
 func (*GetToolReviewResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{48}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GetToolReviewResponse) GetToolId() string {
@@ -3891,7 +4552,7 @@ type GrantScopesRequest struct {
 
 func (x *GrantScopesRequest) Reset() {
 	*x = GrantScopesRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[49]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3903,7 +4564,7 @@ func (x *GrantScopesRequest) String() string {
 func (*GrantScopesRequest) ProtoMessage() {}
 
 func (x *GrantScopesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[49]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3916,7 +4577,7 @@ func (x *GrantScopesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantScopesRequest.ProtoReflect.Descriptor instead.
 func (*GrantScopesRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{49}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GrantScopesRequest) GetTenantId() string {
@@ -3967,7 +4628,7 @@ type GrantScopesResponse struct {
 
 func (x *GrantScopesResponse) Reset() {
 	*x = GrantScopesResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[50]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3979,7 +4640,7 @@ func (x *GrantScopesResponse) String() string {
 func (*GrantScopesResponse) ProtoMessage() {}
 
 func (x *GrantScopesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[50]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3992,7 +4653,7 @@ func (x *GrantScopesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantScopesResponse.ProtoReflect.Descriptor instead.
 func (*GrantScopesResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{50}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GrantScopesResponse) GetGrant() *Grant {
@@ -4029,7 +4690,7 @@ type RevokeScopesRequest struct {
 
 func (x *RevokeScopesRequest) Reset() {
 	*x = RevokeScopesRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[51]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4041,7 +4702,7 @@ func (x *RevokeScopesRequest) String() string {
 func (*RevokeScopesRequest) ProtoMessage() {}
 
 func (x *RevokeScopesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[51]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4054,7 +4715,7 @@ func (x *RevokeScopesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeScopesRequest.ProtoReflect.Descriptor instead.
 func (*RevokeScopesRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{51}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RevokeScopesRequest) GetTenantId() string {
@@ -4105,7 +4766,7 @@ type RevokeScopesResponse struct {
 
 func (x *RevokeScopesResponse) Reset() {
 	*x = RevokeScopesResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[52]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4117,7 +4778,7 @@ func (x *RevokeScopesResponse) String() string {
 func (*RevokeScopesResponse) ProtoMessage() {}
 
 func (x *RevokeScopesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[52]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4130,7 +4791,7 @@ func (x *RevokeScopesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeScopesResponse.ProtoReflect.Descriptor instead.
 func (*RevokeScopesResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{52}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *RevokeScopesResponse) GetGrant() *Grant {
@@ -4163,7 +4824,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[53]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4175,7 +4836,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[53]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4188,7 +4849,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{53}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetPolicyRequest) GetTenantId() string {
@@ -4219,7 +4880,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[54]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4231,7 +4892,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[54]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4244,7 +4905,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{54}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *Policy {
@@ -4273,7 +4934,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[55]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4285,7 +4946,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[55]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4298,7 +4959,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{55}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *WatchRequest) GetFromRevision() int64 {
@@ -4320,7 +4981,7 @@ type PolicyChange struct {
 	Grant *Grant `protobuf:"bytes,3,opt,name=grant,proto3" json:"grant,omitempty"`
 	// What caused the bump: `GRANT`, `REVOKE`, `AUDIENCE_CLASS`,
 	// `SERVER_TRUST`, `CONTRACT_PUBLISHED`, `TOOL_APPROVED`, `TOOL_ENABLED`,
-	// `TOOL_DISABLED` or `TOOL_ROLLED_BACK`.
+	// `TOOL_DISABLED`, `TOOL_ROLLED_BACK` or `ROLLOUT_STAGE`.
 	Cause         string `protobuf:"bytes,4,opt,name=cause,proto3" json:"cause,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4328,7 +4989,7 @@ type PolicyChange struct {
 
 func (x *PolicyChange) Reset() {
 	*x = PolicyChange{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[56]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4340,7 +5001,7 @@ func (x *PolicyChange) String() string {
 func (*PolicyChange) ProtoMessage() {}
 
 func (x *PolicyChange) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[56]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4353,7 +5014,7 @@ func (x *PolicyChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyChange.ProtoReflect.Descriptor instead.
 func (*PolicyChange) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{56}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *PolicyChange) GetTenantId() string {
@@ -4402,6 +5063,7 @@ type Change struct {
 	//	*Change_AudienceClass
 	//	*Change_Tool
 	//	*Change_Policy
+	//	*Change_RolloutStage
 	Object        isChange_Object `protobuf_oneof:"object"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4409,7 +5071,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[57]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4421,7 +5083,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[57]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4434,7 +5096,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{57}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *Change) GetRevision() int64 {
@@ -4510,6 +5172,15 @@ func (x *Change) GetPolicy() *PolicyChange {
 	return nil
 }
 
+func (x *Change) GetRolloutStage() *RolloutStage {
+	if x != nil {
+		if x, ok := x.Object.(*Change_RolloutStage); ok {
+			return x.RolloutStage
+		}
+	}
+	return nil
+}
+
 type isChange_Object interface {
 	isChange_Object()
 }
@@ -4539,6 +5210,11 @@ type Change_Policy struct {
 	Policy *PolicyChange `protobuf:"bytes,8,opt,name=policy,proto3,oneof"`
 }
 
+type Change_RolloutStage struct {
+	// A rollout stage change (sent before the PolicyChange it causes).
+	RolloutStage *RolloutStage `protobuf:"bytes,9,opt,name=rollout_stage,json=rolloutStage,proto3,oneof"`
+}
+
 func (*Change_Server) isChange_Object() {}
 
 func (*Change_Tenant) isChange_Object() {}
@@ -4548,6 +5224,8 @@ func (*Change_AudienceClass) isChange_Object() {}
 func (*Change_Tool) isChange_Object() {}
 
 func (*Change_Policy) isChange_Object() {}
+
+func (*Change_RolloutStage) isChange_Object() {}
 
 // WatchResponse is one message of the Watch stream.
 type WatchResponse struct {
@@ -4565,7 +5243,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[58]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4577,7 +5255,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[58]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4590,7 +5268,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{58}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *WatchResponse) GetEvent() isWatchResponse_Event {
@@ -4768,12 +5446,60 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\x06scopes\x18\x04 \x03(\tR\x06scopes\x12)\n" +
 	"\x10audience_classes\x18\x05 \x03(\tR\x0faudienceClasses\x129\n" +
 	"\n" +
-	"updated_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xcd\x01\n" +
+	"updated_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\x98\x02\n" +
 	"\x06Policy\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12!\n" +
 	"\fpolicy_epoch\x18\x02 \x01(\x03R\vpolicyEpoch\x123\n" +
 	"\x06grants\x18\x03 \x03(\v2\x1b.toolcrib.registry.v1.GrantR\x06grants\x12N\n" +
-	"\x10audience_classes\x18\x04 \x03(\v2#.toolcrib.registry.v1.AudienceClassR\x0faudienceClasses\"M\n" +
+	"\x10audience_classes\x18\x04 \x03(\v2#.toolcrib.registry.v1.AudienceClassR\x0faudienceClasses\x12I\n" +
+	"\x0erollout_stages\x18\x05 \x03(\v2\".toolcrib.registry.v1.RolloutStageR\rrolloutStages\"\xdd\x03\n" +
+	"\fRolloutStage\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12%\n" +
+	"\x0eaudience_class\x18\x02 \x01(\tR\raudienceClass\x12\x1b\n" +
+	"\ttenant_id\x18\x03 \x01(\tR\btenantId\x121\n" +
+	"\x05stage\x18\x04 \x01(\x0e2\x1b.toolcrib.registry.v1.StageR\x05stage\x12%\n" +
+	"\x0ecanary_percent\x18\x05 \x01(\x05R\rcanaryPercent\x12G\n" +
+	"\x0ecanary_effects\x18\x06 \x03(\x0e2 .toolcrib.catalog.v1.EffectClassR\rcanaryEffects\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\x12\x1d\n" +
+	"\n" +
+	"changed_by\x18\b \x01(\tR\tchangedBy\x12\x18\n" +
+	"\aversion\x18\t \x01(\x03R\aversion\x129\n" +
+	"\n" +
+	"updated_at\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12!\n" +
+	"\fpolicy_epoch\x18\v \x01(\x03R\vpolicyEpoch\x12\x1a\n" +
+	"\brevision\x18\f \x01(\x03R\brevision\"\xda\x02\n" +
+	"\x16SetRolloutStageRequest\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12%\n" +
+	"\x0eaudience_class\x18\x02 \x01(\tR\raudienceClass\x121\n" +
+	"\x05stage\x18\x03 \x01(\x0e2\x1b.toolcrib.registry.v1.StageR\x05stage\x12*\n" +
+	"\x0ecanary_percent\x18\x04 \x01(\x05H\x00R\rcanaryPercent\x88\x01\x01\x12G\n" +
+	"\x0ecanary_effects\x18\x05 \x03(\x0e2 .toolcrib.catalog.v1.EffectClassR\rcanaryEffects\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12)\n" +
+	"\x10expected_version\x18\a \x01(\x03R\x0fexpectedVersionB\x11\n" +
+	"\x0f_canary_percent\"\x9f\x01\n" +
+	"\x17SetRolloutStageResponse\x12G\n" +
+	"\rrollout_stage\x18\x01 \x01(\v2\".toolcrib.registry.v1.RolloutStageR\frolloutStage\x12!\n" +
+	"\fpolicy_epoch\x18\x02 \x01(\x03R\vpolicyEpoch\x12\x18\n" +
+	"\achanged\x18\x03 \x01(\bR\achanged\"\x85\x01\n" +
+	"\x16GetRolloutStageRequest\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12%\n" +
+	"\x0eaudience_class\x18\x02 \x01(\tR\raudienceClass\x12'\n" +
+	"\x0finclude_history\x18\x03 \x01(\bR\x0eincludeHistory\"\xa0\x01\n" +
+	"\x17GetRolloutStageResponse\x12G\n" +
+	"\rrollout_stage\x18\x01 \x01(\v2\".toolcrib.registry.v1.RolloutStageR\frolloutStage\x12<\n" +
+	"\ahistory\x18\x02 \x03(\v2\".toolcrib.registry.v1.RolloutStageR\ahistory\"\xb7\x01\n" +
+	"\x18ListRolloutStagesRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1b\n" +
+	"\tserver_id\x18\x02 \x01(\tR\bserverId\x12%\n" +
+	"\x0eaudience_class\x18\x03 \x01(\tR\raudienceClass\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"\xaa\x01\n" +
+	"\x19ListRolloutStagesResponse\x12I\n" +
+	"\x0erollout_stages\x18\x01 \x03(\v2\".toolcrib.registry.v1.RolloutStageR\rrolloutStages\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\x03R\brevision\"M\n" +
 	"\x15RegisterServerRequest\x124\n" +
 	"\x06server\x18\x01 \x01(\v2\x1c.toolcrib.registry.v1.ServerR\x06server\"N\n" +
 	"\x16RegisterServerResponse\x124\n" +
@@ -4918,7 +5644,7 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12!\n" +
 	"\fpolicy_epoch\x18\x02 \x01(\x03R\vpolicyEpoch\x121\n" +
 	"\x05grant\x18\x03 \x01(\v2\x1b.toolcrib.registry.v1.GrantR\x05grant\x12\x14\n" +
-	"\x05cause\x18\x04 \x01(\tR\x05cause\"\xd1\x03\n" +
+	"\x05cause\x18\x04 \x01(\tR\x05cause\"\x9c\x04\n" +
 	"\x06Change\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x12=\n" +
 	"\fcommitted_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vcommittedAt\x124\n" +
@@ -4927,7 +5653,8 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\x06tenant\x18\x05 \x01(\v2\x1c.toolcrib.registry.v1.TenantH\x00R\x06tenant\x12L\n" +
 	"\x0eaudience_class\x18\x06 \x01(\v2#.toolcrib.registry.v1.AudienceClassH\x00R\raudienceClass\x120\n" +
 	"\x04tool\x18\a \x01(\v2\x1a.toolcrib.registry.v1.ToolH\x00R\x04tool\x12<\n" +
-	"\x06policy\x18\b \x01(\v2\".toolcrib.registry.v1.PolicyChangeH\x00R\x06policyB\b\n" +
+	"\x06policy\x18\b \x01(\v2\".toolcrib.registry.v1.PolicyChangeH\x00R\x06policy\x12I\n" +
+	"\rrollout_stage\x18\t \x01(\v2\".toolcrib.registry.v1.RolloutStageH\x00R\frolloutStageB\b\n" +
 	"\x06object\"\x90\x01\n" +
 	"\rWatchResponse\x126\n" +
 	"\x06change\x18\x01 \x01(\v2\x1c.toolcrib.registry.v1.ChangeH\x00R\x06change\x12>\n" +
@@ -4956,13 +5683,19 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\x18REVIEW_STATE_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dREVIEW_STATE_PENDING_CONTRACT\x10\x01\x12\x1b\n" +
 	"\x17REVIEW_STATE_UNREVIEWED\x10\x02\x12\x19\n" +
-	"\x15REVIEW_STATE_APPROVED\x10\x03*t\n" +
+	"\x15REVIEW_STATE_APPROVED\x10\x03*R\n" +
+	"\x05Stage\x12\x15\n" +
+	"\x11STAGE_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fSTAGE_SHADOW\x10\x01\x12\x10\n" +
+	"\fSTAGE_CANARY\x10\x02\x12\x0e\n" +
+	"\n" +
+	"STAGE_FULL\x10\x03*t\n" +
 	"\n" +
 	"ChangeKind\x12\x1b\n" +
 	"\x17CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CHANGE_KIND_CREATED\x10\x01\x12\x17\n" +
 	"\x13CHANGE_KIND_UPDATED\x10\x02\x12\x17\n" +
-	"\x13CHANGE_KIND_DELETED\x10\x032\xeb\x10\n" +
+	"\x13CHANGE_KIND_DELETED\x10\x032\xc1\x13\n" +
 	"\x0fRegistryService\x12k\n" +
 	"\x0eRegisterServer\x12+.toolcrib.registry.v1.RegisterServerRequest\x1a,.toolcrib.registry.v1.RegisterServerResponse\x12\\\n" +
 	"\tGetServer\x12&.toolcrib.registry.v1.GetServerRequest\x1a'.toolcrib.registry.v1.GetServerResponse\x12b\n" +
@@ -4984,7 +5717,10 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\rGetToolReview\x12*.toolcrib.registry.v1.GetToolReviewRequest\x1a+.toolcrib.registry.v1.GetToolReviewResponse\x12b\n" +
 	"\vGrantScopes\x12(.toolcrib.registry.v1.GrantScopesRequest\x1a).toolcrib.registry.v1.GrantScopesResponse\x12e\n" +
 	"\fRevokeScopes\x12).toolcrib.registry.v1.RevokeScopesRequest\x1a*.toolcrib.registry.v1.RevokeScopesResponse\x12\\\n" +
-	"\tGetPolicy\x12&.toolcrib.registry.v1.GetPolicyRequest\x1a'.toolcrib.registry.v1.GetPolicyResponse\x12R\n" +
+	"\tGetPolicy\x12&.toolcrib.registry.v1.GetPolicyRequest\x1a'.toolcrib.registry.v1.GetPolicyResponse\x12n\n" +
+	"\x0fSetRolloutStage\x12,.toolcrib.registry.v1.SetRolloutStageRequest\x1a-.toolcrib.registry.v1.SetRolloutStageResponse\x12n\n" +
+	"\x0fGetRolloutStage\x12,.toolcrib.registry.v1.GetRolloutStageRequest\x1a-.toolcrib.registry.v1.GetRolloutStageResponse\x12t\n" +
+	"\x11ListRolloutStages\x12..toolcrib.registry.v1.ListRolloutStagesRequest\x1a/.toolcrib.registry.v1.ListRolloutStagesResponse\x12R\n" +
 	"\x05Watch\x12\".toolcrib.registry.v1.WatchRequest\x1a#.toolcrib.registry.v1.WatchResponse0\x01B\xdd\x01\n" +
 	"\x18com.toolcrib.registry.v1B\rRegistryProtoP\x01Z@github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1;registryv1\xa2\x02\x03TRX\xaa\x02\x14Toolcrib.Registry.V1\xca\x02\x14Toolcrib\\Registry\\V1\xe2\x02 Toolcrib\\Registry\\V1\\GPBMetadata\xea\x02\x16Toolcrib::Registry::V1b\x06proto3"
 
@@ -5000,196 +5736,221 @@ func file_toolcrib_registry_v1_registry_proto_rawDescGZIP() []byte {
 	return file_toolcrib_registry_v1_registry_proto_rawDescData
 }
 
-var file_toolcrib_registry_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_toolcrib_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_toolcrib_registry_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_toolcrib_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_toolcrib_registry_v1_registry_proto_goTypes = []any{
 	(TrustLevel)(0),                     // 0: toolcrib.registry.v1.TrustLevel
 	(RevisionSource)(0),                 // 1: toolcrib.registry.v1.RevisionSource
 	(Authorization)(0),                  // 2: toolcrib.registry.v1.Authorization
 	(Confirmation)(0),                   // 3: toolcrib.registry.v1.Confirmation
 	(ReviewState)(0),                    // 4: toolcrib.registry.v1.ReviewState
-	(ChangeKind)(0),                     // 5: toolcrib.registry.v1.ChangeKind
-	(*StreamableHttpTransport)(nil),     // 6: toolcrib.registry.v1.StreamableHttpTransport
-	(*StdioTransport)(nil),              // 7: toolcrib.registry.v1.StdioTransport
-	(*Server)(nil),                      // 8: toolcrib.registry.v1.Server
-	(*Tenant)(nil),                      // 9: toolcrib.registry.v1.Tenant
-	(*AudienceServer)(nil),              // 10: toolcrib.registry.v1.AudienceServer
-	(*AudienceClass)(nil),               // 11: toolcrib.registry.v1.AudienceClass
-	(*DownstreamMapping)(nil),           // 12: toolcrib.registry.v1.DownstreamMapping
-	(*DataPolicy)(nil),                  // 13: toolcrib.registry.v1.DataPolicy
-	(*ToolContract)(nil),                // 14: toolcrib.registry.v1.ToolContract
-	(*ToolVariant)(nil),                 // 15: toolcrib.registry.v1.ToolVariant
-	(*ApprovedVersion)(nil),             // 16: toolcrib.registry.v1.ApprovedVersion
-	(*Tool)(nil),                        // 17: toolcrib.registry.v1.Tool
-	(*ToolEvent)(nil),                   // 18: toolcrib.registry.v1.ToolEvent
-	(*Grant)(nil),                       // 19: toolcrib.registry.v1.Grant
-	(*Policy)(nil),                      // 20: toolcrib.registry.v1.Policy
-	(*RegisterServerRequest)(nil),       // 21: toolcrib.registry.v1.RegisterServerRequest
-	(*RegisterServerResponse)(nil),      // 22: toolcrib.registry.v1.RegisterServerResponse
-	(*GetServerRequest)(nil),            // 23: toolcrib.registry.v1.GetServerRequest
-	(*GetServerResponse)(nil),           // 24: toolcrib.registry.v1.GetServerResponse
-	(*ListServersRequest)(nil),          // 25: toolcrib.registry.v1.ListServersRequest
-	(*ListServersResponse)(nil),         // 26: toolcrib.registry.v1.ListServersResponse
-	(*UpdateServerRequest)(nil),         // 27: toolcrib.registry.v1.UpdateServerRequest
-	(*UpdateServerResponse)(nil),        // 28: toolcrib.registry.v1.UpdateServerResponse
-	(*DeleteServerRequest)(nil),         // 29: toolcrib.registry.v1.DeleteServerRequest
-	(*DeleteServerResponse)(nil),        // 30: toolcrib.registry.v1.DeleteServerResponse
-	(*PutTenantRequest)(nil),            // 31: toolcrib.registry.v1.PutTenantRequest
-	(*PutTenantResponse)(nil),           // 32: toolcrib.registry.v1.PutTenantResponse
-	(*PutAudienceClassRequest)(nil),     // 33: toolcrib.registry.v1.PutAudienceClassRequest
-	(*PutAudienceClassResponse)(nil),    // 34: toolcrib.registry.v1.PutAudienceClassResponse
-	(*GetAudienceClassRequest)(nil),     // 35: toolcrib.registry.v1.GetAudienceClassRequest
-	(*GetAudienceClassResponse)(nil),    // 36: toolcrib.registry.v1.GetAudienceClassResponse
-	(*ListAudienceClassesRequest)(nil),  // 37: toolcrib.registry.v1.ListAudienceClassesRequest
-	(*ListAudienceClassesResponse)(nil), // 38: toolcrib.registry.v1.ListAudienceClassesResponse
-	(*PublishContractRequest)(nil),      // 39: toolcrib.registry.v1.PublishContractRequest
-	(*PublishContractResponse)(nil),     // 40: toolcrib.registry.v1.PublishContractResponse
-	(*ApproveToolRequest)(nil),          // 41: toolcrib.registry.v1.ApproveToolRequest
-	(*ApproveToolResponse)(nil),         // 42: toolcrib.registry.v1.ApproveToolResponse
-	(*EnableToolRequest)(nil),           // 43: toolcrib.registry.v1.EnableToolRequest
-	(*EnableToolResponse)(nil),          // 44: toolcrib.registry.v1.EnableToolResponse
-	(*DisableToolRequest)(nil),          // 45: toolcrib.registry.v1.DisableToolRequest
-	(*DisableToolResponse)(nil),         // 46: toolcrib.registry.v1.DisableToolResponse
-	(*RollbackToolRequest)(nil),         // 47: toolcrib.registry.v1.RollbackToolRequest
-	(*RollbackToolResponse)(nil),        // 48: toolcrib.registry.v1.RollbackToolResponse
-	(*GetToolRequest)(nil),              // 49: toolcrib.registry.v1.GetToolRequest
-	(*GetToolResponse)(nil),             // 50: toolcrib.registry.v1.GetToolResponse
-	(*ListToolsRequest)(nil),            // 51: toolcrib.registry.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),           // 52: toolcrib.registry.v1.ListToolsResponse
-	(*GetToolReviewRequest)(nil),        // 53: toolcrib.registry.v1.GetToolReviewRequest
-	(*GetToolReviewResponse)(nil),       // 54: toolcrib.registry.v1.GetToolReviewResponse
-	(*GrantScopesRequest)(nil),          // 55: toolcrib.registry.v1.GrantScopesRequest
-	(*GrantScopesResponse)(nil),         // 56: toolcrib.registry.v1.GrantScopesResponse
-	(*RevokeScopesRequest)(nil),         // 57: toolcrib.registry.v1.RevokeScopesRequest
-	(*RevokeScopesResponse)(nil),        // 58: toolcrib.registry.v1.RevokeScopesResponse
-	(*GetPolicyRequest)(nil),            // 59: toolcrib.registry.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),           // 60: toolcrib.registry.v1.GetPolicyResponse
-	(*WatchRequest)(nil),                // 61: toolcrib.registry.v1.WatchRequest
-	(*PolicyChange)(nil),                // 62: toolcrib.registry.v1.PolicyChange
-	(*Change)(nil),                      // 63: toolcrib.registry.v1.Change
-	(*WatchResponse)(nil),               // 64: toolcrib.registry.v1.WatchResponse
-	(*durationpb.Duration)(nil),         // 65: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),       // 66: google.protobuf.Timestamp
-	(v1.EffectClass)(0),                 // 67: toolcrib.catalog.v1.EffectClass
-	(*v1.Heartbeat)(nil),                // 68: toolcrib.catalog.v1.Heartbeat
+	(Stage)(0),                          // 5: toolcrib.registry.v1.Stage
+	(ChangeKind)(0),                     // 6: toolcrib.registry.v1.ChangeKind
+	(*StreamableHttpTransport)(nil),     // 7: toolcrib.registry.v1.StreamableHttpTransport
+	(*StdioTransport)(nil),              // 8: toolcrib.registry.v1.StdioTransport
+	(*Server)(nil),                      // 9: toolcrib.registry.v1.Server
+	(*Tenant)(nil),                      // 10: toolcrib.registry.v1.Tenant
+	(*AudienceServer)(nil),              // 11: toolcrib.registry.v1.AudienceServer
+	(*AudienceClass)(nil),               // 12: toolcrib.registry.v1.AudienceClass
+	(*DownstreamMapping)(nil),           // 13: toolcrib.registry.v1.DownstreamMapping
+	(*DataPolicy)(nil),                  // 14: toolcrib.registry.v1.DataPolicy
+	(*ToolContract)(nil),                // 15: toolcrib.registry.v1.ToolContract
+	(*ToolVariant)(nil),                 // 16: toolcrib.registry.v1.ToolVariant
+	(*ApprovedVersion)(nil),             // 17: toolcrib.registry.v1.ApprovedVersion
+	(*Tool)(nil),                        // 18: toolcrib.registry.v1.Tool
+	(*ToolEvent)(nil),                   // 19: toolcrib.registry.v1.ToolEvent
+	(*Grant)(nil),                       // 20: toolcrib.registry.v1.Grant
+	(*Policy)(nil),                      // 21: toolcrib.registry.v1.Policy
+	(*RolloutStage)(nil),                // 22: toolcrib.registry.v1.RolloutStage
+	(*SetRolloutStageRequest)(nil),      // 23: toolcrib.registry.v1.SetRolloutStageRequest
+	(*SetRolloutStageResponse)(nil),     // 24: toolcrib.registry.v1.SetRolloutStageResponse
+	(*GetRolloutStageRequest)(nil),      // 25: toolcrib.registry.v1.GetRolloutStageRequest
+	(*GetRolloutStageResponse)(nil),     // 26: toolcrib.registry.v1.GetRolloutStageResponse
+	(*ListRolloutStagesRequest)(nil),    // 27: toolcrib.registry.v1.ListRolloutStagesRequest
+	(*ListRolloutStagesResponse)(nil),   // 28: toolcrib.registry.v1.ListRolloutStagesResponse
+	(*RegisterServerRequest)(nil),       // 29: toolcrib.registry.v1.RegisterServerRequest
+	(*RegisterServerResponse)(nil),      // 30: toolcrib.registry.v1.RegisterServerResponse
+	(*GetServerRequest)(nil),            // 31: toolcrib.registry.v1.GetServerRequest
+	(*GetServerResponse)(nil),           // 32: toolcrib.registry.v1.GetServerResponse
+	(*ListServersRequest)(nil),          // 33: toolcrib.registry.v1.ListServersRequest
+	(*ListServersResponse)(nil),         // 34: toolcrib.registry.v1.ListServersResponse
+	(*UpdateServerRequest)(nil),         // 35: toolcrib.registry.v1.UpdateServerRequest
+	(*UpdateServerResponse)(nil),        // 36: toolcrib.registry.v1.UpdateServerResponse
+	(*DeleteServerRequest)(nil),         // 37: toolcrib.registry.v1.DeleteServerRequest
+	(*DeleteServerResponse)(nil),        // 38: toolcrib.registry.v1.DeleteServerResponse
+	(*PutTenantRequest)(nil),            // 39: toolcrib.registry.v1.PutTenantRequest
+	(*PutTenantResponse)(nil),           // 40: toolcrib.registry.v1.PutTenantResponse
+	(*PutAudienceClassRequest)(nil),     // 41: toolcrib.registry.v1.PutAudienceClassRequest
+	(*PutAudienceClassResponse)(nil),    // 42: toolcrib.registry.v1.PutAudienceClassResponse
+	(*GetAudienceClassRequest)(nil),     // 43: toolcrib.registry.v1.GetAudienceClassRequest
+	(*GetAudienceClassResponse)(nil),    // 44: toolcrib.registry.v1.GetAudienceClassResponse
+	(*ListAudienceClassesRequest)(nil),  // 45: toolcrib.registry.v1.ListAudienceClassesRequest
+	(*ListAudienceClassesResponse)(nil), // 46: toolcrib.registry.v1.ListAudienceClassesResponse
+	(*PublishContractRequest)(nil),      // 47: toolcrib.registry.v1.PublishContractRequest
+	(*PublishContractResponse)(nil),     // 48: toolcrib.registry.v1.PublishContractResponse
+	(*ApproveToolRequest)(nil),          // 49: toolcrib.registry.v1.ApproveToolRequest
+	(*ApproveToolResponse)(nil),         // 50: toolcrib.registry.v1.ApproveToolResponse
+	(*EnableToolRequest)(nil),           // 51: toolcrib.registry.v1.EnableToolRequest
+	(*EnableToolResponse)(nil),          // 52: toolcrib.registry.v1.EnableToolResponse
+	(*DisableToolRequest)(nil),          // 53: toolcrib.registry.v1.DisableToolRequest
+	(*DisableToolResponse)(nil),         // 54: toolcrib.registry.v1.DisableToolResponse
+	(*RollbackToolRequest)(nil),         // 55: toolcrib.registry.v1.RollbackToolRequest
+	(*RollbackToolResponse)(nil),        // 56: toolcrib.registry.v1.RollbackToolResponse
+	(*GetToolRequest)(nil),              // 57: toolcrib.registry.v1.GetToolRequest
+	(*GetToolResponse)(nil),             // 58: toolcrib.registry.v1.GetToolResponse
+	(*ListToolsRequest)(nil),            // 59: toolcrib.registry.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),           // 60: toolcrib.registry.v1.ListToolsResponse
+	(*GetToolReviewRequest)(nil),        // 61: toolcrib.registry.v1.GetToolReviewRequest
+	(*GetToolReviewResponse)(nil),       // 62: toolcrib.registry.v1.GetToolReviewResponse
+	(*GrantScopesRequest)(nil),          // 63: toolcrib.registry.v1.GrantScopesRequest
+	(*GrantScopesResponse)(nil),         // 64: toolcrib.registry.v1.GrantScopesResponse
+	(*RevokeScopesRequest)(nil),         // 65: toolcrib.registry.v1.RevokeScopesRequest
+	(*RevokeScopesResponse)(nil),        // 66: toolcrib.registry.v1.RevokeScopesResponse
+	(*GetPolicyRequest)(nil),            // 67: toolcrib.registry.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),           // 68: toolcrib.registry.v1.GetPolicyResponse
+	(*WatchRequest)(nil),                // 69: toolcrib.registry.v1.WatchRequest
+	(*PolicyChange)(nil),                // 70: toolcrib.registry.v1.PolicyChange
+	(*Change)(nil),                      // 71: toolcrib.registry.v1.Change
+	(*WatchResponse)(nil),               // 72: toolcrib.registry.v1.WatchResponse
+	(*durationpb.Duration)(nil),         // 73: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),       // 74: google.protobuf.Timestamp
+	(v1.EffectClass)(0),                 // 75: toolcrib.catalog.v1.EffectClass
+	(*v1.Heartbeat)(nil),                // 76: toolcrib.catalog.v1.Heartbeat
 }
 var file_toolcrib_registry_v1_registry_proto_depIdxs = []int32{
-	6,  // 0: toolcrib.registry.v1.Server.streamable_http:type_name -> toolcrib.registry.v1.StreamableHttpTransport
-	7,  // 1: toolcrib.registry.v1.Server.stdio:type_name -> toolcrib.registry.v1.StdioTransport
-	0,  // 2: toolcrib.registry.v1.Server.trust_level:type_name -> toolcrib.registry.v1.TrustLevel
-	1,  // 3: toolcrib.registry.v1.Server.revision_source:type_name -> toolcrib.registry.v1.RevisionSource
-	65, // 4: toolcrib.registry.v1.Server.scan_interval:type_name -> google.protobuf.Duration
-	66, // 5: toolcrib.registry.v1.Server.created_at:type_name -> google.protobuf.Timestamp
-	66, // 6: toolcrib.registry.v1.Server.updated_at:type_name -> google.protobuf.Timestamp
-	66, // 7: toolcrib.registry.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
-	10, // 8: toolcrib.registry.v1.AudienceClass.servers:type_name -> toolcrib.registry.v1.AudienceServer
-	66, // 9: toolcrib.registry.v1.AudienceClass.updated_at:type_name -> google.protobuf.Timestamp
-	67, // 10: toolcrib.registry.v1.ToolContract.effect:type_name -> toolcrib.catalog.v1.EffectClass
-	2,  // 11: toolcrib.registry.v1.ToolContract.authorization:type_name -> toolcrib.registry.v1.Authorization
-	12, // 12: toolcrib.registry.v1.ToolContract.downstream_mapping:type_name -> toolcrib.registry.v1.DownstreamMapping
-	13, // 13: toolcrib.registry.v1.ToolContract.data_policy:type_name -> toolcrib.registry.v1.DataPolicy
-	3,  // 14: toolcrib.registry.v1.ToolContract.confirmation:type_name -> toolcrib.registry.v1.Confirmation
-	4,  // 15: toolcrib.registry.v1.ToolVariant.review_state:type_name -> toolcrib.registry.v1.ReviewState
-	66, // 16: toolcrib.registry.v1.ToolVariant.updated_at:type_name -> google.protobuf.Timestamp
-	14, // 17: toolcrib.registry.v1.ApprovedVersion.contract:type_name -> toolcrib.registry.v1.ToolContract
-	66, // 18: toolcrib.registry.v1.ApprovedVersion.approved_at:type_name -> google.protobuf.Timestamp
-	4,  // 19: toolcrib.registry.v1.Tool.review_state:type_name -> toolcrib.registry.v1.ReviewState
-	14, // 20: toolcrib.registry.v1.Tool.contract:type_name -> toolcrib.registry.v1.ToolContract
-	16, // 21: toolcrib.registry.v1.Tool.approvals:type_name -> toolcrib.registry.v1.ApprovedVersion
-	66, // 22: toolcrib.registry.v1.Tool.updated_at:type_name -> google.protobuf.Timestamp
-	15, // 23: toolcrib.registry.v1.Tool.variants:type_name -> toolcrib.registry.v1.ToolVariant
-	66, // 24: toolcrib.registry.v1.ToolEvent.at:type_name -> google.protobuf.Timestamp
-	14, // 25: toolcrib.registry.v1.ToolEvent.contract:type_name -> toolcrib.registry.v1.ToolContract
-	66, // 26: toolcrib.registry.v1.Grant.updated_at:type_name -> google.protobuf.Timestamp
-	19, // 27: toolcrib.registry.v1.Policy.grants:type_name -> toolcrib.registry.v1.Grant
-	11, // 28: toolcrib.registry.v1.Policy.audience_classes:type_name -> toolcrib.registry.v1.AudienceClass
-	8,  // 29: toolcrib.registry.v1.RegisterServerRequest.server:type_name -> toolcrib.registry.v1.Server
-	8,  // 30: toolcrib.registry.v1.RegisterServerResponse.server:type_name -> toolcrib.registry.v1.Server
-	8,  // 31: toolcrib.registry.v1.GetServerResponse.server:type_name -> toolcrib.registry.v1.Server
-	8,  // 32: toolcrib.registry.v1.ListServersResponse.servers:type_name -> toolcrib.registry.v1.Server
-	8,  // 33: toolcrib.registry.v1.UpdateServerRequest.server:type_name -> toolcrib.registry.v1.Server
-	8,  // 34: toolcrib.registry.v1.UpdateServerResponse.server:type_name -> toolcrib.registry.v1.Server
-	8,  // 35: toolcrib.registry.v1.DeleteServerResponse.server:type_name -> toolcrib.registry.v1.Server
-	9,  // 36: toolcrib.registry.v1.PutTenantRequest.tenant:type_name -> toolcrib.registry.v1.Tenant
-	9,  // 37: toolcrib.registry.v1.PutTenantResponse.tenant:type_name -> toolcrib.registry.v1.Tenant
-	11, // 38: toolcrib.registry.v1.PutAudienceClassRequest.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
-	11, // 39: toolcrib.registry.v1.PutAudienceClassResponse.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
-	11, // 40: toolcrib.registry.v1.GetAudienceClassResponse.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
-	11, // 41: toolcrib.registry.v1.ListAudienceClassesResponse.audience_classes:type_name -> toolcrib.registry.v1.AudienceClass
-	14, // 42: toolcrib.registry.v1.PublishContractRequest.contract:type_name -> toolcrib.registry.v1.ToolContract
-	17, // 43: toolcrib.registry.v1.PublishContractResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	17, // 44: toolcrib.registry.v1.ApproveToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	17, // 45: toolcrib.registry.v1.EnableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	17, // 46: toolcrib.registry.v1.DisableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	17, // 47: toolcrib.registry.v1.RollbackToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	17, // 48: toolcrib.registry.v1.GetToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	18, // 49: toolcrib.registry.v1.GetToolResponse.history:type_name -> toolcrib.registry.v1.ToolEvent
-	4,  // 50: toolcrib.registry.v1.ListToolsRequest.review_state:type_name -> toolcrib.registry.v1.ReviewState
-	17, // 51: toolcrib.registry.v1.ListToolsResponse.tools:type_name -> toolcrib.registry.v1.Tool
-	4,  // 52: toolcrib.registry.v1.GetToolReviewResponse.review_state:type_name -> toolcrib.registry.v1.ReviewState
-	14, // 53: toolcrib.registry.v1.GetToolReviewResponse.contract:type_name -> toolcrib.registry.v1.ToolContract
-	16, // 54: toolcrib.registry.v1.GetToolReviewResponse.approval:type_name -> toolcrib.registry.v1.ApprovedVersion
-	0,  // 55: toolcrib.registry.v1.GetToolReviewResponse.trust_level:type_name -> toolcrib.registry.v1.TrustLevel
-	19, // 56: toolcrib.registry.v1.GrantScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
-	19, // 57: toolcrib.registry.v1.RevokeScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
-	20, // 58: toolcrib.registry.v1.GetPolicyResponse.policy:type_name -> toolcrib.registry.v1.Policy
-	19, // 59: toolcrib.registry.v1.PolicyChange.grant:type_name -> toolcrib.registry.v1.Grant
-	66, // 60: toolcrib.registry.v1.Change.committed_at:type_name -> google.protobuf.Timestamp
-	5,  // 61: toolcrib.registry.v1.Change.kind:type_name -> toolcrib.registry.v1.ChangeKind
-	8,  // 62: toolcrib.registry.v1.Change.server:type_name -> toolcrib.registry.v1.Server
-	9,  // 63: toolcrib.registry.v1.Change.tenant:type_name -> toolcrib.registry.v1.Tenant
-	11, // 64: toolcrib.registry.v1.Change.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
-	17, // 65: toolcrib.registry.v1.Change.tool:type_name -> toolcrib.registry.v1.Tool
-	62, // 66: toolcrib.registry.v1.Change.policy:type_name -> toolcrib.registry.v1.PolicyChange
-	63, // 67: toolcrib.registry.v1.WatchResponse.change:type_name -> toolcrib.registry.v1.Change
-	68, // 68: toolcrib.registry.v1.WatchResponse.heartbeat:type_name -> toolcrib.catalog.v1.Heartbeat
-	21, // 69: toolcrib.registry.v1.RegistryService.RegisterServer:input_type -> toolcrib.registry.v1.RegisterServerRequest
-	23, // 70: toolcrib.registry.v1.RegistryService.GetServer:input_type -> toolcrib.registry.v1.GetServerRequest
-	25, // 71: toolcrib.registry.v1.RegistryService.ListServers:input_type -> toolcrib.registry.v1.ListServersRequest
-	27, // 72: toolcrib.registry.v1.RegistryService.UpdateServer:input_type -> toolcrib.registry.v1.UpdateServerRequest
-	29, // 73: toolcrib.registry.v1.RegistryService.DeleteServer:input_type -> toolcrib.registry.v1.DeleteServerRequest
-	31, // 74: toolcrib.registry.v1.RegistryService.PutTenant:input_type -> toolcrib.registry.v1.PutTenantRequest
-	33, // 75: toolcrib.registry.v1.RegistryService.PutAudienceClass:input_type -> toolcrib.registry.v1.PutAudienceClassRequest
-	35, // 76: toolcrib.registry.v1.RegistryService.GetAudienceClass:input_type -> toolcrib.registry.v1.GetAudienceClassRequest
-	37, // 77: toolcrib.registry.v1.RegistryService.ListAudienceClasses:input_type -> toolcrib.registry.v1.ListAudienceClassesRequest
-	39, // 78: toolcrib.registry.v1.RegistryService.PublishContract:input_type -> toolcrib.registry.v1.PublishContractRequest
-	41, // 79: toolcrib.registry.v1.RegistryService.ApproveTool:input_type -> toolcrib.registry.v1.ApproveToolRequest
-	43, // 80: toolcrib.registry.v1.RegistryService.EnableTool:input_type -> toolcrib.registry.v1.EnableToolRequest
-	45, // 81: toolcrib.registry.v1.RegistryService.DisableTool:input_type -> toolcrib.registry.v1.DisableToolRequest
-	47, // 82: toolcrib.registry.v1.RegistryService.RollbackTool:input_type -> toolcrib.registry.v1.RollbackToolRequest
-	49, // 83: toolcrib.registry.v1.RegistryService.GetTool:input_type -> toolcrib.registry.v1.GetToolRequest
-	51, // 84: toolcrib.registry.v1.RegistryService.ListTools:input_type -> toolcrib.registry.v1.ListToolsRequest
-	53, // 85: toolcrib.registry.v1.RegistryService.GetToolReview:input_type -> toolcrib.registry.v1.GetToolReviewRequest
-	55, // 86: toolcrib.registry.v1.RegistryService.GrantScopes:input_type -> toolcrib.registry.v1.GrantScopesRequest
-	57, // 87: toolcrib.registry.v1.RegistryService.RevokeScopes:input_type -> toolcrib.registry.v1.RevokeScopesRequest
-	59, // 88: toolcrib.registry.v1.RegistryService.GetPolicy:input_type -> toolcrib.registry.v1.GetPolicyRequest
-	61, // 89: toolcrib.registry.v1.RegistryService.Watch:input_type -> toolcrib.registry.v1.WatchRequest
-	22, // 90: toolcrib.registry.v1.RegistryService.RegisterServer:output_type -> toolcrib.registry.v1.RegisterServerResponse
-	24, // 91: toolcrib.registry.v1.RegistryService.GetServer:output_type -> toolcrib.registry.v1.GetServerResponse
-	26, // 92: toolcrib.registry.v1.RegistryService.ListServers:output_type -> toolcrib.registry.v1.ListServersResponse
-	28, // 93: toolcrib.registry.v1.RegistryService.UpdateServer:output_type -> toolcrib.registry.v1.UpdateServerResponse
-	30, // 94: toolcrib.registry.v1.RegistryService.DeleteServer:output_type -> toolcrib.registry.v1.DeleteServerResponse
-	32, // 95: toolcrib.registry.v1.RegistryService.PutTenant:output_type -> toolcrib.registry.v1.PutTenantResponse
-	34, // 96: toolcrib.registry.v1.RegistryService.PutAudienceClass:output_type -> toolcrib.registry.v1.PutAudienceClassResponse
-	36, // 97: toolcrib.registry.v1.RegistryService.GetAudienceClass:output_type -> toolcrib.registry.v1.GetAudienceClassResponse
-	38, // 98: toolcrib.registry.v1.RegistryService.ListAudienceClasses:output_type -> toolcrib.registry.v1.ListAudienceClassesResponse
-	40, // 99: toolcrib.registry.v1.RegistryService.PublishContract:output_type -> toolcrib.registry.v1.PublishContractResponse
-	42, // 100: toolcrib.registry.v1.RegistryService.ApproveTool:output_type -> toolcrib.registry.v1.ApproveToolResponse
-	44, // 101: toolcrib.registry.v1.RegistryService.EnableTool:output_type -> toolcrib.registry.v1.EnableToolResponse
-	46, // 102: toolcrib.registry.v1.RegistryService.DisableTool:output_type -> toolcrib.registry.v1.DisableToolResponse
-	48, // 103: toolcrib.registry.v1.RegistryService.RollbackTool:output_type -> toolcrib.registry.v1.RollbackToolResponse
-	50, // 104: toolcrib.registry.v1.RegistryService.GetTool:output_type -> toolcrib.registry.v1.GetToolResponse
-	52, // 105: toolcrib.registry.v1.RegistryService.ListTools:output_type -> toolcrib.registry.v1.ListToolsResponse
-	54, // 106: toolcrib.registry.v1.RegistryService.GetToolReview:output_type -> toolcrib.registry.v1.GetToolReviewResponse
-	56, // 107: toolcrib.registry.v1.RegistryService.GrantScopes:output_type -> toolcrib.registry.v1.GrantScopesResponse
-	58, // 108: toolcrib.registry.v1.RegistryService.RevokeScopes:output_type -> toolcrib.registry.v1.RevokeScopesResponse
-	60, // 109: toolcrib.registry.v1.RegistryService.GetPolicy:output_type -> toolcrib.registry.v1.GetPolicyResponse
-	64, // 110: toolcrib.registry.v1.RegistryService.Watch:output_type -> toolcrib.registry.v1.WatchResponse
-	90, // [90:111] is the sub-list for method output_type
-	69, // [69:90] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	7,   // 0: toolcrib.registry.v1.Server.streamable_http:type_name -> toolcrib.registry.v1.StreamableHttpTransport
+	8,   // 1: toolcrib.registry.v1.Server.stdio:type_name -> toolcrib.registry.v1.StdioTransport
+	0,   // 2: toolcrib.registry.v1.Server.trust_level:type_name -> toolcrib.registry.v1.TrustLevel
+	1,   // 3: toolcrib.registry.v1.Server.revision_source:type_name -> toolcrib.registry.v1.RevisionSource
+	73,  // 4: toolcrib.registry.v1.Server.scan_interval:type_name -> google.protobuf.Duration
+	74,  // 5: toolcrib.registry.v1.Server.created_at:type_name -> google.protobuf.Timestamp
+	74,  // 6: toolcrib.registry.v1.Server.updated_at:type_name -> google.protobuf.Timestamp
+	74,  // 7: toolcrib.registry.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	11,  // 8: toolcrib.registry.v1.AudienceClass.servers:type_name -> toolcrib.registry.v1.AudienceServer
+	74,  // 9: toolcrib.registry.v1.AudienceClass.updated_at:type_name -> google.protobuf.Timestamp
+	75,  // 10: toolcrib.registry.v1.ToolContract.effect:type_name -> toolcrib.catalog.v1.EffectClass
+	2,   // 11: toolcrib.registry.v1.ToolContract.authorization:type_name -> toolcrib.registry.v1.Authorization
+	13,  // 12: toolcrib.registry.v1.ToolContract.downstream_mapping:type_name -> toolcrib.registry.v1.DownstreamMapping
+	14,  // 13: toolcrib.registry.v1.ToolContract.data_policy:type_name -> toolcrib.registry.v1.DataPolicy
+	3,   // 14: toolcrib.registry.v1.ToolContract.confirmation:type_name -> toolcrib.registry.v1.Confirmation
+	4,   // 15: toolcrib.registry.v1.ToolVariant.review_state:type_name -> toolcrib.registry.v1.ReviewState
+	74,  // 16: toolcrib.registry.v1.ToolVariant.updated_at:type_name -> google.protobuf.Timestamp
+	15,  // 17: toolcrib.registry.v1.ApprovedVersion.contract:type_name -> toolcrib.registry.v1.ToolContract
+	74,  // 18: toolcrib.registry.v1.ApprovedVersion.approved_at:type_name -> google.protobuf.Timestamp
+	4,   // 19: toolcrib.registry.v1.Tool.review_state:type_name -> toolcrib.registry.v1.ReviewState
+	15,  // 20: toolcrib.registry.v1.Tool.contract:type_name -> toolcrib.registry.v1.ToolContract
+	17,  // 21: toolcrib.registry.v1.Tool.approvals:type_name -> toolcrib.registry.v1.ApprovedVersion
+	74,  // 22: toolcrib.registry.v1.Tool.updated_at:type_name -> google.protobuf.Timestamp
+	16,  // 23: toolcrib.registry.v1.Tool.variants:type_name -> toolcrib.registry.v1.ToolVariant
+	74,  // 24: toolcrib.registry.v1.ToolEvent.at:type_name -> google.protobuf.Timestamp
+	15,  // 25: toolcrib.registry.v1.ToolEvent.contract:type_name -> toolcrib.registry.v1.ToolContract
+	74,  // 26: toolcrib.registry.v1.Grant.updated_at:type_name -> google.protobuf.Timestamp
+	20,  // 27: toolcrib.registry.v1.Policy.grants:type_name -> toolcrib.registry.v1.Grant
+	12,  // 28: toolcrib.registry.v1.Policy.audience_classes:type_name -> toolcrib.registry.v1.AudienceClass
+	22,  // 29: toolcrib.registry.v1.Policy.rollout_stages:type_name -> toolcrib.registry.v1.RolloutStage
+	5,   // 30: toolcrib.registry.v1.RolloutStage.stage:type_name -> toolcrib.registry.v1.Stage
+	75,  // 31: toolcrib.registry.v1.RolloutStage.canary_effects:type_name -> toolcrib.catalog.v1.EffectClass
+	74,  // 32: toolcrib.registry.v1.RolloutStage.updated_at:type_name -> google.protobuf.Timestamp
+	5,   // 33: toolcrib.registry.v1.SetRolloutStageRequest.stage:type_name -> toolcrib.registry.v1.Stage
+	75,  // 34: toolcrib.registry.v1.SetRolloutStageRequest.canary_effects:type_name -> toolcrib.catalog.v1.EffectClass
+	22,  // 35: toolcrib.registry.v1.SetRolloutStageResponse.rollout_stage:type_name -> toolcrib.registry.v1.RolloutStage
+	22,  // 36: toolcrib.registry.v1.GetRolloutStageResponse.rollout_stage:type_name -> toolcrib.registry.v1.RolloutStage
+	22,  // 37: toolcrib.registry.v1.GetRolloutStageResponse.history:type_name -> toolcrib.registry.v1.RolloutStage
+	22,  // 38: toolcrib.registry.v1.ListRolloutStagesResponse.rollout_stages:type_name -> toolcrib.registry.v1.RolloutStage
+	9,   // 39: toolcrib.registry.v1.RegisterServerRequest.server:type_name -> toolcrib.registry.v1.Server
+	9,   // 40: toolcrib.registry.v1.RegisterServerResponse.server:type_name -> toolcrib.registry.v1.Server
+	9,   // 41: toolcrib.registry.v1.GetServerResponse.server:type_name -> toolcrib.registry.v1.Server
+	9,   // 42: toolcrib.registry.v1.ListServersResponse.servers:type_name -> toolcrib.registry.v1.Server
+	9,   // 43: toolcrib.registry.v1.UpdateServerRequest.server:type_name -> toolcrib.registry.v1.Server
+	9,   // 44: toolcrib.registry.v1.UpdateServerResponse.server:type_name -> toolcrib.registry.v1.Server
+	9,   // 45: toolcrib.registry.v1.DeleteServerResponse.server:type_name -> toolcrib.registry.v1.Server
+	10,  // 46: toolcrib.registry.v1.PutTenantRequest.tenant:type_name -> toolcrib.registry.v1.Tenant
+	10,  // 47: toolcrib.registry.v1.PutTenantResponse.tenant:type_name -> toolcrib.registry.v1.Tenant
+	12,  // 48: toolcrib.registry.v1.PutAudienceClassRequest.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
+	12,  // 49: toolcrib.registry.v1.PutAudienceClassResponse.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
+	12,  // 50: toolcrib.registry.v1.GetAudienceClassResponse.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
+	12,  // 51: toolcrib.registry.v1.ListAudienceClassesResponse.audience_classes:type_name -> toolcrib.registry.v1.AudienceClass
+	15,  // 52: toolcrib.registry.v1.PublishContractRequest.contract:type_name -> toolcrib.registry.v1.ToolContract
+	18,  // 53: toolcrib.registry.v1.PublishContractResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	18,  // 54: toolcrib.registry.v1.ApproveToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	18,  // 55: toolcrib.registry.v1.EnableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	18,  // 56: toolcrib.registry.v1.DisableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	18,  // 57: toolcrib.registry.v1.RollbackToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	18,  // 58: toolcrib.registry.v1.GetToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	19,  // 59: toolcrib.registry.v1.GetToolResponse.history:type_name -> toolcrib.registry.v1.ToolEvent
+	4,   // 60: toolcrib.registry.v1.ListToolsRequest.review_state:type_name -> toolcrib.registry.v1.ReviewState
+	18,  // 61: toolcrib.registry.v1.ListToolsResponse.tools:type_name -> toolcrib.registry.v1.Tool
+	4,   // 62: toolcrib.registry.v1.GetToolReviewResponse.review_state:type_name -> toolcrib.registry.v1.ReviewState
+	15,  // 63: toolcrib.registry.v1.GetToolReviewResponse.contract:type_name -> toolcrib.registry.v1.ToolContract
+	17,  // 64: toolcrib.registry.v1.GetToolReviewResponse.approval:type_name -> toolcrib.registry.v1.ApprovedVersion
+	0,   // 65: toolcrib.registry.v1.GetToolReviewResponse.trust_level:type_name -> toolcrib.registry.v1.TrustLevel
+	20,  // 66: toolcrib.registry.v1.GrantScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
+	20,  // 67: toolcrib.registry.v1.RevokeScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
+	21,  // 68: toolcrib.registry.v1.GetPolicyResponse.policy:type_name -> toolcrib.registry.v1.Policy
+	20,  // 69: toolcrib.registry.v1.PolicyChange.grant:type_name -> toolcrib.registry.v1.Grant
+	74,  // 70: toolcrib.registry.v1.Change.committed_at:type_name -> google.protobuf.Timestamp
+	6,   // 71: toolcrib.registry.v1.Change.kind:type_name -> toolcrib.registry.v1.ChangeKind
+	9,   // 72: toolcrib.registry.v1.Change.server:type_name -> toolcrib.registry.v1.Server
+	10,  // 73: toolcrib.registry.v1.Change.tenant:type_name -> toolcrib.registry.v1.Tenant
+	12,  // 74: toolcrib.registry.v1.Change.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
+	18,  // 75: toolcrib.registry.v1.Change.tool:type_name -> toolcrib.registry.v1.Tool
+	70,  // 76: toolcrib.registry.v1.Change.policy:type_name -> toolcrib.registry.v1.PolicyChange
+	22,  // 77: toolcrib.registry.v1.Change.rollout_stage:type_name -> toolcrib.registry.v1.RolloutStage
+	71,  // 78: toolcrib.registry.v1.WatchResponse.change:type_name -> toolcrib.registry.v1.Change
+	76,  // 79: toolcrib.registry.v1.WatchResponse.heartbeat:type_name -> toolcrib.catalog.v1.Heartbeat
+	29,  // 80: toolcrib.registry.v1.RegistryService.RegisterServer:input_type -> toolcrib.registry.v1.RegisterServerRequest
+	31,  // 81: toolcrib.registry.v1.RegistryService.GetServer:input_type -> toolcrib.registry.v1.GetServerRequest
+	33,  // 82: toolcrib.registry.v1.RegistryService.ListServers:input_type -> toolcrib.registry.v1.ListServersRequest
+	35,  // 83: toolcrib.registry.v1.RegistryService.UpdateServer:input_type -> toolcrib.registry.v1.UpdateServerRequest
+	37,  // 84: toolcrib.registry.v1.RegistryService.DeleteServer:input_type -> toolcrib.registry.v1.DeleteServerRequest
+	39,  // 85: toolcrib.registry.v1.RegistryService.PutTenant:input_type -> toolcrib.registry.v1.PutTenantRequest
+	41,  // 86: toolcrib.registry.v1.RegistryService.PutAudienceClass:input_type -> toolcrib.registry.v1.PutAudienceClassRequest
+	43,  // 87: toolcrib.registry.v1.RegistryService.GetAudienceClass:input_type -> toolcrib.registry.v1.GetAudienceClassRequest
+	45,  // 88: toolcrib.registry.v1.RegistryService.ListAudienceClasses:input_type -> toolcrib.registry.v1.ListAudienceClassesRequest
+	47,  // 89: toolcrib.registry.v1.RegistryService.PublishContract:input_type -> toolcrib.registry.v1.PublishContractRequest
+	49,  // 90: toolcrib.registry.v1.RegistryService.ApproveTool:input_type -> toolcrib.registry.v1.ApproveToolRequest
+	51,  // 91: toolcrib.registry.v1.RegistryService.EnableTool:input_type -> toolcrib.registry.v1.EnableToolRequest
+	53,  // 92: toolcrib.registry.v1.RegistryService.DisableTool:input_type -> toolcrib.registry.v1.DisableToolRequest
+	55,  // 93: toolcrib.registry.v1.RegistryService.RollbackTool:input_type -> toolcrib.registry.v1.RollbackToolRequest
+	57,  // 94: toolcrib.registry.v1.RegistryService.GetTool:input_type -> toolcrib.registry.v1.GetToolRequest
+	59,  // 95: toolcrib.registry.v1.RegistryService.ListTools:input_type -> toolcrib.registry.v1.ListToolsRequest
+	61,  // 96: toolcrib.registry.v1.RegistryService.GetToolReview:input_type -> toolcrib.registry.v1.GetToolReviewRequest
+	63,  // 97: toolcrib.registry.v1.RegistryService.GrantScopes:input_type -> toolcrib.registry.v1.GrantScopesRequest
+	65,  // 98: toolcrib.registry.v1.RegistryService.RevokeScopes:input_type -> toolcrib.registry.v1.RevokeScopesRequest
+	67,  // 99: toolcrib.registry.v1.RegistryService.GetPolicy:input_type -> toolcrib.registry.v1.GetPolicyRequest
+	23,  // 100: toolcrib.registry.v1.RegistryService.SetRolloutStage:input_type -> toolcrib.registry.v1.SetRolloutStageRequest
+	25,  // 101: toolcrib.registry.v1.RegistryService.GetRolloutStage:input_type -> toolcrib.registry.v1.GetRolloutStageRequest
+	27,  // 102: toolcrib.registry.v1.RegistryService.ListRolloutStages:input_type -> toolcrib.registry.v1.ListRolloutStagesRequest
+	69,  // 103: toolcrib.registry.v1.RegistryService.Watch:input_type -> toolcrib.registry.v1.WatchRequest
+	30,  // 104: toolcrib.registry.v1.RegistryService.RegisterServer:output_type -> toolcrib.registry.v1.RegisterServerResponse
+	32,  // 105: toolcrib.registry.v1.RegistryService.GetServer:output_type -> toolcrib.registry.v1.GetServerResponse
+	34,  // 106: toolcrib.registry.v1.RegistryService.ListServers:output_type -> toolcrib.registry.v1.ListServersResponse
+	36,  // 107: toolcrib.registry.v1.RegistryService.UpdateServer:output_type -> toolcrib.registry.v1.UpdateServerResponse
+	38,  // 108: toolcrib.registry.v1.RegistryService.DeleteServer:output_type -> toolcrib.registry.v1.DeleteServerResponse
+	40,  // 109: toolcrib.registry.v1.RegistryService.PutTenant:output_type -> toolcrib.registry.v1.PutTenantResponse
+	42,  // 110: toolcrib.registry.v1.RegistryService.PutAudienceClass:output_type -> toolcrib.registry.v1.PutAudienceClassResponse
+	44,  // 111: toolcrib.registry.v1.RegistryService.GetAudienceClass:output_type -> toolcrib.registry.v1.GetAudienceClassResponse
+	46,  // 112: toolcrib.registry.v1.RegistryService.ListAudienceClasses:output_type -> toolcrib.registry.v1.ListAudienceClassesResponse
+	48,  // 113: toolcrib.registry.v1.RegistryService.PublishContract:output_type -> toolcrib.registry.v1.PublishContractResponse
+	50,  // 114: toolcrib.registry.v1.RegistryService.ApproveTool:output_type -> toolcrib.registry.v1.ApproveToolResponse
+	52,  // 115: toolcrib.registry.v1.RegistryService.EnableTool:output_type -> toolcrib.registry.v1.EnableToolResponse
+	54,  // 116: toolcrib.registry.v1.RegistryService.DisableTool:output_type -> toolcrib.registry.v1.DisableToolResponse
+	56,  // 117: toolcrib.registry.v1.RegistryService.RollbackTool:output_type -> toolcrib.registry.v1.RollbackToolResponse
+	58,  // 118: toolcrib.registry.v1.RegistryService.GetTool:output_type -> toolcrib.registry.v1.GetToolResponse
+	60,  // 119: toolcrib.registry.v1.RegistryService.ListTools:output_type -> toolcrib.registry.v1.ListToolsResponse
+	62,  // 120: toolcrib.registry.v1.RegistryService.GetToolReview:output_type -> toolcrib.registry.v1.GetToolReviewResponse
+	64,  // 121: toolcrib.registry.v1.RegistryService.GrantScopes:output_type -> toolcrib.registry.v1.GrantScopesResponse
+	66,  // 122: toolcrib.registry.v1.RegistryService.RevokeScopes:output_type -> toolcrib.registry.v1.RevokeScopesResponse
+	68,  // 123: toolcrib.registry.v1.RegistryService.GetPolicy:output_type -> toolcrib.registry.v1.GetPolicyResponse
+	24,  // 124: toolcrib.registry.v1.RegistryService.SetRolloutStage:output_type -> toolcrib.registry.v1.SetRolloutStageResponse
+	26,  // 125: toolcrib.registry.v1.RegistryService.GetRolloutStage:output_type -> toolcrib.registry.v1.GetRolloutStageResponse
+	28,  // 126: toolcrib.registry.v1.RegistryService.ListRolloutStages:output_type -> toolcrib.registry.v1.ListRolloutStagesResponse
+	72,  // 127: toolcrib.registry.v1.RegistryService.Watch:output_type -> toolcrib.registry.v1.WatchResponse
+	104, // [104:128] is the sub-list for method output_type
+	80,  // [80:104] is the sub-list for method input_type
+	80,  // [80:80] is the sub-list for extension type_name
+	80,  // [80:80] is the sub-list for extension extendee
+	0,   // [0:80] is the sub-list for field type_name
 }
 
 func init() { file_toolcrib_registry_v1_registry_proto_init() }
@@ -5201,14 +5962,16 @@ func file_toolcrib_registry_v1_registry_proto_init() {
 		(*Server_StreamableHttp)(nil),
 		(*Server_Stdio)(nil),
 	}
-	file_toolcrib_registry_v1_registry_proto_msgTypes[57].OneofWrappers = []any{
+	file_toolcrib_registry_v1_registry_proto_msgTypes[16].OneofWrappers = []any{}
+	file_toolcrib_registry_v1_registry_proto_msgTypes[64].OneofWrappers = []any{
 		(*Change_Server)(nil),
 		(*Change_Tenant)(nil),
 		(*Change_AudienceClass)(nil),
 		(*Change_Tool)(nil),
 		(*Change_Policy)(nil),
+		(*Change_RolloutStage)(nil),
 	}
-	file_toolcrib_registry_v1_registry_proto_msgTypes[58].OneofWrappers = []any{
+	file_toolcrib_registry_v1_registry_proto_msgTypes[65].OneofWrappers = []any{
 		(*WatchResponse_Change)(nil),
 		(*WatchResponse_Heartbeat)(nil),
 	}
@@ -5217,8 +5980,8 @@ func file_toolcrib_registry_v1_registry_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolcrib_registry_v1_registry_proto_rawDesc), len(file_toolcrib_registry_v1_registry_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   59,
+			NumEnums:      7,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -15,8 +15,8 @@
 //
 // Policy epochs: every policy change that can alter an admission decision
 // (grant or revoke, audience class change, server trust change, publish,
-// approve, enable, disable, rollback) bumps the policy epoch of every affected
-// tenant in the same transaction as the change. A tenant is affected by a tool
+// approve, enable, disable, rollback, rollout stage) bumps the policy epoch
+// of every affected tenant in the same transaction as the change. A tenant is affected by a tool
 // change when one of its audience classes covers the tool's server. Changes
 // at the source (a new, changed or removed descriptor committed by discovery)
 // do not bump the epoch: they arrive with a new generation, which is already
@@ -87,6 +87,9 @@ const (
 	RegistryService_GrantScopes_FullMethodName         = "/toolcrib.registry.v1.RegistryService/GrantScopes"
 	RegistryService_RevokeScopes_FullMethodName        = "/toolcrib.registry.v1.RegistryService/RevokeScopes"
 	RegistryService_GetPolicy_FullMethodName           = "/toolcrib.registry.v1.RegistryService/GetPolicy"
+	RegistryService_SetRolloutStage_FullMethodName     = "/toolcrib.registry.v1.RegistryService/SetRolloutStage"
+	RegistryService_GetRolloutStage_FullMethodName     = "/toolcrib.registry.v1.RegistryService/GetRolloutStage"
+	RegistryService_ListRolloutStages_FullMethodName   = "/toolcrib.registry.v1.RegistryService/ListRolloutStages"
 	RegistryService_Watch_FullMethodName               = "/toolcrib.registry.v1.RegistryService/Watch"
 )
 
@@ -208,6 +211,33 @@ type RegistryServiceClient interface {
 	// tenant's current one, EPOCH_BEFORE_HISTORY for one from before the
 	// registry kept the tenant's policy history.
 	GetPolicy(ctx context.Context, in *GetPolicyRequest, opts ...grpc.CallOption) (*GetPolicyResponse, error)
+	// SetRolloutStage sets the rollout stage of one server for one audience
+	// class (see RolloutStage) and bumps the class's tenant's policy epoch in
+	// the same transaction, with cause `ROLLOUT_STAGE`. Platform admins may
+	// set any pair; the server's owner (who publishes, approves and enables
+	// its tools) may set it for the audience classes of its own tenant. A
+	// reason is required. The class need not cover the server yet: a stage
+	// set first is in force from the moment the class covers the server (and
+	// part of the policy from then on), so a server can be added to a class
+	// straight into SHADOW or CANARY. Setting exactly the stored stage
+	// changes nothing: no epoch bump, no history entry, `changed` false.
+	// NOT_FOUND when the
+	// server or the class does not exist (and, for a non-admin, when the
+	// class is another tenant's); INVALID_ARGUMENT for an unknown stage, a
+	// canary percentage outside 0..100, an unknown effect class, canary
+	// fields on a stage other than CANARY, or a missing reason; ABORTED
+	// `VERSION_MISMATCH` when `expected_version` is set and stale.
+	SetRolloutStage(ctx context.Context, in *SetRolloutStageRequest, opts ...grpc.CallOption) (*SetRolloutStageResponse, error)
+	// GetRolloutStage returns the stage of one (server, audience class) pair,
+	// and its history when asked. A pair never set is FULL at version 0.
+	// Tenant-scoped like audience classes: a principal that is neither a
+	// platform admin nor a service gets NOT_FOUND for another tenant's class,
+	// exactly as for a class that does not exist.
+	GetRolloutStage(ctx context.Context, in *GetRolloutStageRequest, opts ...grpc.CallOption) (*GetRolloutStageResponse, error)
+	// ListRolloutStages returns the stage of every pair that an audience
+	// class covers or that was ever set, ordered by audience class then
+	// server; tenant principals see only their own tenant's classes.
+	ListRolloutStages(ctx context.Context, in *ListRolloutStagesRequest, opts ...grpc.CallOption) (*ListRolloutStagesResponse, error)
 	// Watch streams every registry change in commit order from a revision, with
 	// heartbeats.
 	// The Watch contract (the same for RegistryService.Watch and
@@ -445,6 +475,36 @@ func (c *registryServiceClient) GetPolicy(ctx context.Context, in *GetPolicyRequ
 	return out, nil
 }
 
+func (c *registryServiceClient) SetRolloutStage(ctx context.Context, in *SetRolloutStageRequest, opts ...grpc.CallOption) (*SetRolloutStageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetRolloutStageResponse)
+	err := c.cc.Invoke(ctx, RegistryService_SetRolloutStage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) GetRolloutStage(ctx context.Context, in *GetRolloutStageRequest, opts ...grpc.CallOption) (*GetRolloutStageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRolloutStageResponse)
+	err := c.cc.Invoke(ctx, RegistryService_GetRolloutStage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) ListRolloutStages(ctx context.Context, in *ListRolloutStagesRequest, opts ...grpc.CallOption) (*ListRolloutStagesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRolloutStagesResponse)
+	err := c.cc.Invoke(ctx, RegistryService_ListRolloutStages_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *registryServiceClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &RegistryService_ServiceDesc.Streams[0], RegistryService_Watch_FullMethodName, cOpts...)
@@ -582,6 +642,33 @@ type RegistryServiceServer interface {
 	// tenant's current one, EPOCH_BEFORE_HISTORY for one from before the
 	// registry kept the tenant's policy history.
 	GetPolicy(context.Context, *GetPolicyRequest) (*GetPolicyResponse, error)
+	// SetRolloutStage sets the rollout stage of one server for one audience
+	// class (see RolloutStage) and bumps the class's tenant's policy epoch in
+	// the same transaction, with cause `ROLLOUT_STAGE`. Platform admins may
+	// set any pair; the server's owner (who publishes, approves and enables
+	// its tools) may set it for the audience classes of its own tenant. A
+	// reason is required. The class need not cover the server yet: a stage
+	// set first is in force from the moment the class covers the server (and
+	// part of the policy from then on), so a server can be added to a class
+	// straight into SHADOW or CANARY. Setting exactly the stored stage
+	// changes nothing: no epoch bump, no history entry, `changed` false.
+	// NOT_FOUND when the
+	// server or the class does not exist (and, for a non-admin, when the
+	// class is another tenant's); INVALID_ARGUMENT for an unknown stage, a
+	// canary percentage outside 0..100, an unknown effect class, canary
+	// fields on a stage other than CANARY, or a missing reason; ABORTED
+	// `VERSION_MISMATCH` when `expected_version` is set and stale.
+	SetRolloutStage(context.Context, *SetRolloutStageRequest) (*SetRolloutStageResponse, error)
+	// GetRolloutStage returns the stage of one (server, audience class) pair,
+	// and its history when asked. A pair never set is FULL at version 0.
+	// Tenant-scoped like audience classes: a principal that is neither a
+	// platform admin nor a service gets NOT_FOUND for another tenant's class,
+	// exactly as for a class that does not exist.
+	GetRolloutStage(context.Context, *GetRolloutStageRequest) (*GetRolloutStageResponse, error)
+	// ListRolloutStages returns the stage of every pair that an audience
+	// class covers or that was ever set, ordered by audience class then
+	// server; tenant principals see only their own tenant's classes.
+	ListRolloutStages(context.Context, *ListRolloutStagesRequest) (*ListRolloutStagesResponse, error)
 	// Watch streams every registry change in commit order from a revision, with
 	// heartbeats.
 	// The Watch contract (the same for RegistryService.Watch and
@@ -678,6 +765,15 @@ func (UnimplementedRegistryServiceServer) RevokeScopes(context.Context, *RevokeS
 }
 func (UnimplementedRegistryServiceServer) GetPolicy(context.Context, *GetPolicyRequest) (*GetPolicyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetPolicy not implemented")
+}
+func (UnimplementedRegistryServiceServer) SetRolloutStage(context.Context, *SetRolloutStageRequest) (*SetRolloutStageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetRolloutStage not implemented")
+}
+func (UnimplementedRegistryServiceServer) GetRolloutStage(context.Context, *GetRolloutStageRequest) (*GetRolloutStageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRolloutStage not implemented")
+}
+func (UnimplementedRegistryServiceServer) ListRolloutStages(context.Context, *ListRolloutStagesRequest) (*ListRolloutStagesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRolloutStages not implemented")
 }
 func (UnimplementedRegistryServiceServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
@@ -1063,6 +1159,60 @@ func _RegistryService_GetPolicy_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RegistryService_SetRolloutStage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetRolloutStageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).SetRolloutStage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_SetRolloutStage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).SetRolloutStage(ctx, req.(*SetRolloutStageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_GetRolloutStage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRolloutStageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).GetRolloutStage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_GetRolloutStage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).GetRolloutStage(ctx, req.(*GetRolloutStageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_ListRolloutStages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRolloutStagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).ListRolloutStages(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_ListRolloutStages_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).ListRolloutStages(ctx, req.(*ListRolloutStagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RegistryService_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -1160,6 +1310,18 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetPolicy",
 			Handler:    _RegistryService_GetPolicy_Handler,
+		},
+		{
+			MethodName: "SetRolloutStage",
+			Handler:    _RegistryService_SetRolloutStage_Handler,
+		},
+		{
+			MethodName: "GetRolloutStage",
+			Handler:    _RegistryService_GetRolloutStage_Handler,
+		},
+		{
+			MethodName: "ListRolloutStages",
+			Handler:    _RegistryService_ListRolloutStages_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -15,6 +15,8 @@ import (
 	"github.com/toolcrib/toolcrib/platform/pgtest"
 	"github.com/toolcrib/toolcrib/platform/postgres"
 	"github.com/toolcrib/toolcrib/services/registry/migrations"
+
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 )
 
 // atFirstMigration returns a pool on a database migrated only up to the
@@ -118,5 +120,57 @@ INSERT INTO grants (tenant_id, grp, scopes, audience_classes) VALUES ('acme', 'r
 	_, _, err = s.GetPolicyAt(ctx, "acme", 8)
 	if e, ok := err.(*EpochError); !ok || e.Reason != ReasonEpochNotReached {
 		t.Fatalf("not reached: %v", err)
+	}
+}
+
+// Migration 4 keeps today's behaviour for every existing audience class:
+// it writes no stage, and every (server, class) pair a class covers reads
+// as FULL at version 0, in the current policy and at the current epoch,
+// and the tenant's epoch does not move.
+func TestMigrationLeavesExistingClassesAtFull(t *testing.T) {
+	ctx := context.Background()
+	files := fstest.MapFS{}
+	for _, name := range []string{"0001_registry.sql", "0002_tenancy.sql", "0003_tool_variants.sql"} {
+		b, err := fs.ReadFile(migrations.Set().FS, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[name] = &fstest.MapFile{Data: b}
+	}
+	url := pgtest.NewDatabase(t, pgtest.Schema{Name: "registry", Sets: []postgres.Set{{Name: "registry", FS: files}, changelog.Migrations()}})
+	pool, err := postgres.Open(ctx, url, "registry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `INSERT INTO servers (server_id, owner, transport, url, trust_level, revision_source) VALUES
+('srv', 'acme/group:ops', 'streamable_http', 'https://a.example.test/', 1, 1);
+INSERT INTO tenants (tenant_id, policy_epoch, history_since) VALUES ('acme', 7, 7);
+INSERT INTO audience_classes (name, tenant_id) VALUES ('acme.readers', 'acme');
+INSERT INTO audience_servers (class_name, server_id, secret_ref, position) VALUES ('acme.readers', 'srv', 'env:X', 0);
+INSERT INTO class_history (name, tenant_id, description, version, updated_at, server_ids, secret_refs, from_epoch)
+VALUES ('acme.readers', 'acme', '', 1, now(), '{srv}', '{env:X}', 7)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrateAll(ctx, t, url); err != nil {
+		t.Fatal(err)
+	}
+	s := New(pool, changelog.New(pool, "registry_changes", slog.New(slog.NewTextHandler(io.Discard, nil))))
+	cur, _, err := s.GetPolicy(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at7, _, err := s.GetPolicyAt(ctx, "acme", 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultStage("srv", "acme.readers")
+	for name, p := range map[string]*registryv1.Policy{"current": cur, "at epoch 7": at7} {
+		if p.GetPolicyEpoch() != 7 || len(p.GetRolloutStages()) != 1 || !proto.Equal(p.GetRolloutStages()[0], want) {
+			t.Fatalf("%s policy after migration 4: epoch %d, stages %v; want epoch 7 and %v", name, p.GetPolicyEpoch(), p.GetRolloutStages(), want)
+		}
+	}
+	if want.GetStage() != registryv1.Stage_STAGE_FULL || want.GetVersion() != 0 {
+		t.Fatalf("the default stage is %v", want)
 	}
 }

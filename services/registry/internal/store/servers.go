@@ -232,6 +232,9 @@ func (s *Store) DeleteServer(ctx context.Context, id string, expectedVersion int
 		if tools, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
 			return err
 		}
+		if err := endServerStages(ctx, u.tx, id); err != nil {
+			return err
+		}
 		for _, q := range []struct {
 			sql string
 			arg any

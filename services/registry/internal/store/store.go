@@ -74,6 +74,8 @@ type queued struct {
 	logKind string
 	change  *registryv1.Change
 	events  []toolEvent
+	// recorded, when set, runs with the change's revision once appended.
+	recorded func(ctx context.Context, tx pgx.Tx, rev int64) error
 }
 
 // toolEvent is one history entry, written with the revision of its tool's
@@ -146,6 +148,11 @@ func (u *unit) flush(ctx context.Context, log *changelog.Log) error {
 		if err != nil {
 			return err
 		}
+		if q.recorded != nil {
+			if err := q.recorded(ctx, u.tx, rev); err != nil {
+				return err
+			}
+		}
 		for _, ev := range q.events {
 			var c []byte
 			if ev.contract != nil {
@@ -195,6 +202,8 @@ func changeTenants(ctx context.Context, q querier, ch *registryv1.Change) ([]str
 		return []string{o.AudienceClass.GetTenantId()}, nil
 	case *registryv1.Change_Policy:
 		return []string{o.Policy.GetTenantId()}, nil
+	case *registryv1.Change_RolloutStage:
+		return []string{o.RolloutStage.GetTenantId()}, nil
 	case *registryv1.Change_Server:
 		return affectedTenants(ctx, q, o.Server.GetServerId())
 	case *registryv1.Change_Tool:

@@ -182,8 +182,9 @@ func checkClasses(ctx context.Context, q querier, tenant string, names []string)
 	return nil
 }
 
-// GetPolicy returns a tenant's epoch, grants and audience classes, and the
-// log revision they were read at. [NotFoundError] for an unknown tenant.
+// GetPolicy returns a tenant's epoch, grants, audience classes and the
+// rollout stages of the servers they cover, and the log revision they
+// were read at. [NotFoundError] for an unknown tenant.
 func (s *Store) GetPolicy(ctx context.Context, tenant string) (*registryv1.Policy, int64, error) {
 	var (
 		p   = &registryv1.Policy{TenantId: tenant}
@@ -214,6 +215,9 @@ WHERE tenant_id = $1 ORDER BY subject, grp`, tenant)
 		}
 		p.AudienceClasses, _, err = listClasses(ctx, tx, ClassFilter{TenantID: tenant}, Page{Limit: maxClassesPerPolicy})
 		if err != nil {
+			return err
+		}
+		if p.RolloutStages, err = policyStages(ctx, tx, tenant, p.AudienceClasses, 0); err != nil {
 			return err
 		}
 		rev, err = changelog.HeadTx(ctx, tx)
@@ -273,6 +277,9 @@ WHERE tenant_id = $1 AND from_epoch <= $2 AND (to_epoch IS NULL OR to_epoch > $2
 		}
 		p.AudienceClasses, err = pgx.CollectRows(rows, scanClass)
 		if err != nil {
+			return err
+		}
+		if p.RolloutStages, err = policyStages(ctx, tx, tenant, p.AudienceClasses, epoch); err != nil {
 			return err
 		}
 		rev, err = changelog.HeadTx(ctx, tx)

@@ -26,6 +26,10 @@ REVIEW_STATE_UNSPECIFIED: ReviewState
 REVISION_SOURCE_NONE: RevisionSource
 REVISION_SOURCE_SERVER_PROVIDED: RevisionSource
 REVISION_SOURCE_UNSPECIFIED: RevisionSource
+STAGE_CANARY: Stage
+STAGE_FULL: Stage
+STAGE_SHADOW: Stage
+STAGE_UNSPECIFIED: Stage
 TRUST_LEVEL_FIRST_PARTY: TrustLevel
 TRUST_LEVEL_PARTNER: TrustLevel
 TRUST_LEVEL_THIRD_PARTY: TrustLevel
@@ -90,12 +94,13 @@ class AudienceServer(_message.Message):
     def __init__(self, server_id: _Optional[str] = ..., secret_ref: _Optional[str] = ...) -> None: ...
 
 class Change(_message.Message):
-    __slots__ = ["audience_class", "committed_at", "kind", "policy", "revision", "server", "tenant", "tool"]
+    __slots__ = ["audience_class", "committed_at", "kind", "policy", "revision", "rollout_stage", "server", "tenant", "tool"]
     AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]
     COMMITTED_AT_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_STAGE_FIELD_NUMBER: _ClassVar[int]
     SERVER_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     TOOL_FIELD_NUMBER: _ClassVar[int]
@@ -104,10 +109,11 @@ class Change(_message.Message):
     kind: ChangeKind
     policy: PolicyChange
     revision: int
+    rollout_stage: RolloutStage
     server: Server
     tenant: Tenant
     tool: Tool
-    def __init__(self, revision: _Optional[int] = ..., committed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[_Union[ChangeKind, str]] = ..., server: _Optional[_Union[Server, _Mapping]] = ..., tenant: _Optional[_Union[Tenant, _Mapping]] = ..., audience_class: _Optional[_Union[AudienceClass, _Mapping]] = ..., tool: _Optional[_Union[Tool, _Mapping]] = ..., policy: _Optional[_Union[PolicyChange, _Mapping]] = ...) -> None: ...
+    def __init__(self, revision: _Optional[int] = ..., committed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[_Union[ChangeKind, str]] = ..., server: _Optional[_Union[Server, _Mapping]] = ..., tenant: _Optional[_Union[Tenant, _Mapping]] = ..., audience_class: _Optional[_Union[AudienceClass, _Mapping]] = ..., tool: _Optional[_Union[Tool, _Mapping]] = ..., policy: _Optional[_Union[PolicyChange, _Mapping]] = ..., rollout_stage: _Optional[_Union[RolloutStage, _Mapping]] = ...) -> None: ...
 
 class DataPolicy(_message.Message):
     __slots__ = ["classification", "personal_data", "retention_days"]
@@ -198,6 +204,24 @@ class GetPolicyResponse(_message.Message):
     policy: Policy
     revision: int
     def __init__(self, policy: _Optional[_Union[Policy, _Mapping]] = ..., revision: _Optional[int] = ...) -> None: ...
+
+class GetRolloutStageRequest(_message.Message):
+    __slots__ = ["audience_class", "include_history", "server_id"]
+    AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_HISTORY_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    audience_class: str
+    include_history: bool
+    server_id: str
+    def __init__(self, server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., include_history: bool = ...) -> None: ...
+
+class GetRolloutStageResponse(_message.Message):
+    __slots__ = ["history", "rollout_stage"]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_STAGE_FIELD_NUMBER: _ClassVar[int]
+    history: _containers.RepeatedCompositeFieldContainer[RolloutStage]
+    rollout_stage: RolloutStage
+    def __init__(self, rollout_stage: _Optional[_Union[RolloutStage, _Mapping]] = ..., history: _Optional[_Iterable[_Union[RolloutStage, _Mapping]]] = ...) -> None: ...
 
 class GetServerRequest(_message.Message):
     __slots__ = ["server_id"]
@@ -333,6 +357,30 @@ class ListAudienceClassesResponse(_message.Message):
     revision: int
     def __init__(self, audience_classes: _Optional[_Iterable[_Union[AudienceClass, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., revision: _Optional[int] = ...) -> None: ...
 
+class ListRolloutStagesRequest(_message.Message):
+    __slots__ = ["audience_class", "page_size", "page_token", "server_id", "tenant_id"]
+    AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    audience_class: str
+    page_size: int
+    page_token: str
+    server_id: str
+    tenant_id: str
+    def __init__(self, tenant_id: _Optional[str] = ..., server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListRolloutStagesResponse(_message.Message):
+    __slots__ = ["next_page_token", "revision", "rollout_stages"]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_STAGES_FIELD_NUMBER: _ClassVar[int]
+    next_page_token: str
+    revision: int
+    rollout_stages: _containers.RepeatedCompositeFieldContainer[RolloutStage]
+    def __init__(self, rollout_stages: _Optional[_Iterable[_Union[RolloutStage, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., revision: _Optional[int] = ...) -> None: ...
+
 class ListServersRequest(_message.Message):
     __slots__ = ["page_size", "page_token"]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -374,16 +422,18 @@ class ListToolsResponse(_message.Message):
     def __init__(self, tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class Policy(_message.Message):
-    __slots__ = ["audience_classes", "grants", "policy_epoch", "tenant_id"]
+    __slots__ = ["audience_classes", "grants", "policy_epoch", "rollout_stages", "tenant_id"]
     AUDIENCE_CLASSES_FIELD_NUMBER: _ClassVar[int]
     GRANTS_FIELD_NUMBER: _ClassVar[int]
     POLICY_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_STAGES_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     audience_classes: _containers.RepeatedCompositeFieldContainer[AudienceClass]
     grants: _containers.RepeatedCompositeFieldContainer[Grant]
     policy_epoch: int
+    rollout_stages: _containers.RepeatedCompositeFieldContainer[RolloutStage]
     tenant_id: str
-    def __init__(self, tenant_id: _Optional[str] = ..., policy_epoch: _Optional[int] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ..., audience_classes: _Optional[_Iterable[_Union[AudienceClass, _Mapping]]] = ...) -> None: ...
+    def __init__(self, tenant_id: _Optional[str] = ..., policy_epoch: _Optional[int] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ..., audience_classes: _Optional[_Iterable[_Union[AudienceClass, _Mapping]]] = ..., rollout_stages: _Optional[_Iterable[_Union[RolloutStage, _Mapping]]] = ...) -> None: ...
 
 class PolicyChange(_message.Message):
     __slots__ = ["cause", "grant", "policy_epoch", "tenant_id"]
@@ -485,6 +535,34 @@ class RollbackToolResponse(_message.Message):
     tool: Tool
     def __init__(self, tool: _Optional[_Union[Tool, _Mapping]] = ...) -> None: ...
 
+class RolloutStage(_message.Message):
+    __slots__ = ["audience_class", "canary_effects", "canary_percent", "changed_by", "policy_epoch", "reason", "revision", "server_id", "stage", "tenant_id", "updated_at", "version"]
+    AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    CANARY_EFFECTS_FIELD_NUMBER: _ClassVar[int]
+    CANARY_PERCENT_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_BY_FIELD_NUMBER: _ClassVar[int]
+    POLICY_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    audience_class: str
+    canary_effects: _containers.RepeatedScalarFieldContainer[_catalog_pb2.EffectClass]
+    canary_percent: int
+    changed_by: str
+    policy_epoch: int
+    reason: str
+    revision: int
+    server_id: str
+    stage: Stage
+    tenant_id: str
+    updated_at: _timestamp_pb2.Timestamp
+    version: int
+    def __init__(self, server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., tenant_id: _Optional[str] = ..., stage: _Optional[_Union[Stage, str]] = ..., canary_percent: _Optional[int] = ..., canary_effects: _Optional[_Iterable[_Union[_catalog_pb2.EffectClass, str]]] = ..., reason: _Optional[str] = ..., changed_by: _Optional[str] = ..., version: _Optional[int] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., policy_epoch: _Optional[int] = ..., revision: _Optional[int] = ...) -> None: ...
+
 class Server(_message.Message):
     __slots__ = ["created_at", "description", "display_name", "identity_pin", "owner", "revision_source", "scan_interval", "server_id", "stdio", "streamable_http", "trust_level", "updated_at", "version"]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -514,6 +592,34 @@ class Server(_message.Message):
     updated_at: _timestamp_pb2.Timestamp
     version: int
     def __init__(self, server_id: _Optional[str] = ..., display_name: _Optional[str] = ..., owner: _Optional[str] = ..., streamable_http: _Optional[_Union[StreamableHttpTransport, _Mapping]] = ..., stdio: _Optional[_Union[StdioTransport, _Mapping]] = ..., trust_level: _Optional[_Union[TrustLevel, str]] = ..., revision_source: _Optional[_Union[RevisionSource, str]] = ..., identity_pin: _Optional[str] = ..., scan_interval: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., version: _Optional[int] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., description: _Optional[str] = ...) -> None: ...
+
+class SetRolloutStageRequest(_message.Message):
+    __slots__ = ["audience_class", "canary_effects", "canary_percent", "expected_version", "reason", "server_id", "stage"]
+    AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    CANARY_EFFECTS_FIELD_NUMBER: _ClassVar[int]
+    CANARY_PERCENT_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    audience_class: str
+    canary_effects: _containers.RepeatedScalarFieldContainer[_catalog_pb2.EffectClass]
+    canary_percent: int
+    expected_version: int
+    reason: str
+    server_id: str
+    stage: Stage
+    def __init__(self, server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., stage: _Optional[_Union[Stage, str]] = ..., canary_percent: _Optional[int] = ..., canary_effects: _Optional[_Iterable[_Union[_catalog_pb2.EffectClass, str]]] = ..., reason: _Optional[str] = ..., expected_version: _Optional[int] = ...) -> None: ...
+
+class SetRolloutStageResponse(_message.Message):
+    __slots__ = ["changed", "policy_epoch", "rollout_stage"]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    POLICY_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_STAGE_FIELD_NUMBER: _ClassVar[int]
+    changed: bool
+    policy_epoch: int
+    rollout_stage: RolloutStage
+    def __init__(self, rollout_stage: _Optional[_Union[RolloutStage, _Mapping]] = ..., policy_epoch: _Optional[int] = ..., changed: bool = ...) -> None: ...
 
 class StdioTransport(_message.Message):
     __slots__ = ["args", "command"]
@@ -690,6 +796,9 @@ class Confirmation(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class ReviewState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class Stage(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class ChangeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

@@ -115,6 +115,21 @@ class RegistryServiceStub(object):
                 request_serializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetPolicyRequest.SerializeToString,
                 response_deserializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetPolicyResponse.FromString,
                 )
+        self.SetRolloutStage = channel.unary_unary(
+                '/toolcrib.registry.v1.RegistryService/SetRolloutStage',
+                request_serializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.SetRolloutStageRequest.SerializeToString,
+                response_deserializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.SetRolloutStageResponse.FromString,
+                )
+        self.GetRolloutStage = channel.unary_unary(
+                '/toolcrib.registry.v1.RegistryService/GetRolloutStage',
+                request_serializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetRolloutStageRequest.SerializeToString,
+                response_deserializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetRolloutStageResponse.FromString,
+                )
+        self.ListRolloutStages = channel.unary_unary(
+                '/toolcrib.registry.v1.RegistryService/ListRolloutStages',
+                request_serializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.ListRolloutStagesRequest.SerializeToString,
+                response_deserializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.ListRolloutStagesResponse.FromString,
+                )
         self.Watch = channel.unary_stream(
                 '/toolcrib.registry.v1.RegistryService/Watch',
                 request_serializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.WatchRequest.SerializeToString,
@@ -338,6 +353,48 @@ class RegistryServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetRolloutStage(self, request, context):
+        """SetRolloutStage sets the rollout stage of one server for one audience
+        class (see RolloutStage) and bumps the class's tenant's policy epoch in
+        the same transaction, with cause `ROLLOUT_STAGE`. Platform admins may
+        set any pair; the server's owner (who publishes, approves and enables
+        its tools) may set it for the audience classes of its own tenant. A
+        reason is required. The class need not cover the server yet: a stage
+        set first is in force from the moment the class covers the server (and
+        part of the policy from then on), so a server can be added to a class
+        straight into SHADOW or CANARY. Setting exactly the stored stage
+        changes nothing: no epoch bump, no history entry, `changed` false.
+        NOT_FOUND when the
+        server or the class does not exist (and, for a non-admin, when the
+        class is another tenant's); INVALID_ARGUMENT for an unknown stage, a
+        canary percentage outside 0..100, an unknown effect class, canary
+        fields on a stage other than CANARY, or a missing reason; ABORTED
+        `VERSION_MISMATCH` when `expected_version` is set and stale.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetRolloutStage(self, request, context):
+        """GetRolloutStage returns the stage of one (server, audience class) pair,
+        and its history when asked. A pair never set is FULL at version 0.
+        Tenant-scoped like audience classes: a principal that is neither a
+        platform admin nor a service gets NOT_FOUND for another tenant's class,
+        exactly as for a class that does not exist.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListRolloutStages(self, request, context):
+        """ListRolloutStages returns the stage of every pair that an audience
+        class covers or that was ever set, ordered by audience class then
+        server; tenant principals see only their own tenant's classes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Watch(self, request, context):
         """Watch streams every registry change in commit order from a revision, with
         heartbeats.
@@ -472,6 +529,21 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.GetPolicy,
                     request_deserializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetPolicyRequest.FromString,
                     response_serializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetPolicyResponse.SerializeToString,
+            ),
+            'SetRolloutStage': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetRolloutStage,
+                    request_deserializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.SetRolloutStageRequest.FromString,
+                    response_serializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.SetRolloutStageResponse.SerializeToString,
+            ),
+            'GetRolloutStage': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRolloutStage,
+                    request_deserializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetRolloutStageRequest.FromString,
+                    response_serializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetRolloutStageResponse.SerializeToString,
+            ),
+            'ListRolloutStages': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRolloutStages,
+                    request_deserializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.ListRolloutStagesRequest.FromString,
+                    response_serializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.ListRolloutStagesResponse.SerializeToString,
             ),
             'Watch': grpc.unary_stream_rpc_method_handler(
                     servicer.Watch,
@@ -826,6 +898,57 @@ class RegistryService(object):
         return grpc.experimental.unary_unary(request, target, '/toolcrib.registry.v1.RegistryService/GetPolicy',
             toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetPolicyRequest.SerializeToString,
             toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetPolicyResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SetRolloutStage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolcrib.registry.v1.RegistryService/SetRolloutStage',
+            toolcrib_dot_registry_dot_v1_dot_registry__pb2.SetRolloutStageRequest.SerializeToString,
+            toolcrib_dot_registry_dot_v1_dot_registry__pb2.SetRolloutStageResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetRolloutStage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolcrib.registry.v1.RegistryService/GetRolloutStage',
+            toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetRolloutStageRequest.SerializeToString,
+            toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetRolloutStageResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListRolloutStages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolcrib.registry.v1.RegistryService/ListRolloutStages',
+            toolcrib_dot_registry_dot_v1_dot_registry__pb2.ListRolloutStagesRequest.SerializeToString,
+            toolcrib_dot_registry_dot_v1_dot_registry__pb2.ListRolloutStagesResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
