@@ -79,7 +79,8 @@ func Run(ctx context.Context, cfg Config) error {
 		follow := upstream.FollowOptions{Window: cfg.ValidityWindow, Logger: d.Logger}
 		regFollow, discFollow := upstream.RegistryFollower(rc, heads, follow), upstream.DiscoveryFollower(dc, heads, follow)
 		c := cache.New(cache.Options{L1Size: cfg.L1Size, Redis: d.Redis})
-		w := receipts.New(d.Pool, receipts.Options{BatchSize: cfg.ReceiptBatch, Interval: cfg.ReceiptInterval, Logger: d.Logger})
+		w := receipts.New(d.Pool, receipts.Options{BatchSize: cfg.ReceiptBatch, Interval: cfg.ReceiptInterval,
+			MissWait: cfg.ReceiptMissWait, RecentSize: cfg.ReceiptRecent, Logger: d.Logger})
 		lim := args.DefaultLimits
 		lim.MaxBytes = cfg.MaxArgumentBytes
 		host, _ := os.Hostname()
