@@ -84,7 +84,7 @@ func Run(ctx context.Context, cfg Config) error {
 		lim := args.DefaultLimits
 		lim.MaxBytes = cfg.MaxArgumentBytes
 		host, _ := os.Hostname()
-		m := metrics.New(d.Metrics, metrics.Sources{Heads: heads, Pending: w.Pending})
+		m := metrics.New(d.Metrics, metrics.Sources{Heads: heads, Pending: w.Pending, ReceiptLookups: w.Lookups})
 		api := grpcapi.New(grpcapi.Options{
 			Heads: heads, Material: replica.NewMaterial(reg, disc, reg, 100_000), Pointers: disc, Cache: c,
 			Validator: args.NewValidator(10_000), Limits: lim, Receipts: w, Binder: disc, CacheTTL: cfg.CacheTTL,

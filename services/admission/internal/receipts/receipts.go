@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -62,7 +63,34 @@ type Writer struct {
 	flushMu sync.Mutex // one flush at a time
 	stored  int64
 	recent  recent // stored ALLOW receipts, newest last
+	lookups [numAnswers]atomic.Int64
 }
+
+// Answer is how a [Writer.Lookup] was answered.
+type Answer int
+
+// The answers of a lookup, for [Writer.Lookups].
+const (
+	// FromMemory: queued or among the recent stored receipts.
+	FromMemory Answer = iota
+	// FromPostgres: read from Postgres at the first try.
+	FromPostgres
+	// AfterWait: found in Postgres only after a re-read (another replica
+	// stored it meanwhile).
+	AfterWait
+	// NotFound: ErrNotFound after the miss wait.
+	NotFound
+	numAnswers
+)
+
+// String is the metric label of a.
+func (a Answer) String() string {
+	return [...]string{"memory", "postgres", "after_wait", "not_found"}[a]
+}
+
+// Lookups returns how many lookups were answered a since the writer was
+// made.
+func (w *Writer) Lookups(a Answer) int64 { return w.lookups[a].Load() }
 
 // recent is a bounded first-in first-out set of stored receipts by id.
 // Receipts are immutable, so an entry never goes stale; it only ages out
@@ -342,17 +370,26 @@ func (w *Writer) Lookup(ctx context.Context, id, tenant, subject string) (*admis
 		return nil, ErrNotFound
 	}
 	deadline := time.Now().Add(w.o.MissWait)
-	for {
-		r, err := w.find(ctx, id)
+	for tries := 0; ; tries++ {
+		r, inMemory, err := w.find(ctx, id)
 		switch {
 		case err == nil && r.GetTenantId() == tenant && r.GetSubject() == subject &&
 			w.o.Now().Sub(r.GetDecidedAt().AsTime()) <= w.o.LookupWindow:
+			switch {
+			case inMemory && tries == 0:
+				w.lookups[FromMemory].Add(1)
+			case tries == 0:
+				w.lookups[FromPostgres].Add(1)
+			default:
+				w.lookups[AfterWait].Add(1)
+			}
 			return r, nil
 		case err != nil && !errors.Is(err, ErrNotFound):
 			return nil, err
 		}
 		wait := time.Until(deadline)
 		if wait <= 0 {
+			w.lookups[NotFound].Add(1)
 			return nil, ErrNotFound
 		}
 		t := time.NewTimer(min(wait, w.o.Interval))
@@ -365,10 +402,11 @@ func (w *Writer) Lookup(ctx context.Context, id, tenant, subject string) (*admis
 	}
 }
 
-// find returns receipt id from memory or Postgres, whoever it belongs to;
-// ErrNotFound if it is in neither. A stored ALLOW read from Postgres is
-// kept among the recent ones (another replica's receipt cited again).
-func (w *Writer) find(ctx context.Context, id string) (*admissionv1.Receipt, error) {
+// find returns receipt id from memory (inMemory) or Postgres, whoever it
+// belongs to; ErrNotFound if it is in neither. A stored ALLOW read from
+// Postgres is kept among the recent ones (another replica's receipt cited
+// again).
+func (w *Writer) find(ctx context.Context, id string) (r *admissionv1.Receipt, inMemory bool, err error) {
 	w.mu.Lock()
 	r, ok := w.byID[id]
 	if !ok {
@@ -376,18 +414,17 @@ func (w *Writer) find(ctx context.Context, id string) (*admissionv1.Receipt, err
 	}
 	w.mu.Unlock()
 	if ok {
-		return r, nil
+		return r, true, nil
 	}
-	r, err := w.load(ctx, id)
-	if err != nil {
-		return nil, err
+	if r, err = w.load(ctx, id); err != nil {
+		return nil, false, err
 	}
 	if r.GetDecision() == admissionv1.Decision_DECISION_ALLOW {
 		w.mu.Lock()
 		w.recent.add(r)
 		w.mu.Unlock()
 	}
-	return r, nil
+	return r, false, nil
 }
 
 func (w *Writer) load(ctx context.Context, id string) (*admissionv1.Receipt, error) {

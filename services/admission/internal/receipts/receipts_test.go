@@ -90,8 +90,8 @@ func TestLookupIsPrincipalBoundAndDoesNotWait(t *testing.T) {
 	// Another writer over the same database holds nothing: Postgres.
 	w = New(pool, Options{Interval: time.Hour, BatchSize: 1000, MissWait: -1})
 	got, err = w.Lookup(ctx, r.ReceiptId, "tenant-a", "alice")
-	if err != nil || !proto.Equal(got, r) {
-		t.Fatalf("lookup from Postgres: %v %v\nwant %v", got, err, r)
+	if err != nil || !proto.Equal(got, r) || w.Lookups(FromPostgres) != 1 {
+		t.Fatalf("lookup from Postgres: %v %v (%d from Postgres)\nwant %v", got, err, w.Lookups(FromPostgres), r)
 	}
 	w = New(pool, Options{Interval: time.Hour, BatchSize: 1000, MissWait: -1})
 	check("in Postgres")
@@ -322,6 +322,16 @@ func TestLookupWaitsForAnotherReplicasBatch(t *testing.T) {
 	}
 	if took := time.Since(start); took < 2*time.Second {
 		t.Fatalf("unknown id answered after %s, before the miss wait", took)
+	}
+	if got := [...]int64{b.Lookups(FromMemory), b.Lookups(FromPostgres), b.Lookups(AfterWait), b.Lookups(NotFound)}; got != [...]int64{0, 0, 1, 1} {
+		t.Fatalf("b's lookups (memory, postgres, after wait, not found) = %v, want [0 0 1 1]", got)
+	}
+	// Cited again, b answers from memory; a, which stored it, too.
+	if _, err := b.Lookup(ctx, r.ReceiptId, "tenant-a", "alice"); err != nil || b.Lookups(FromMemory) != 1 {
+		t.Fatalf("second lookup on b: %v, %d from memory", err, b.Lookups(FromMemory))
+	}
+	if _, err := a.Lookup(ctx, r.ReceiptId, "tenant-a", "alice"); err != nil || a.Lookups(FromMemory) != 1 || a.Lookups(FromPostgres) != 0 {
+		t.Fatalf("lookup on a: %v, %d from memory, %d from Postgres", err, a.Lookups(FromMemory), a.Lookups(FromPostgres))
 	}
 	// A canceled lookup stops waiting.
 	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
