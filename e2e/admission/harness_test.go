@@ -226,6 +226,13 @@ func (w *world) startReplica(t *testing.T, window time.Duration) *replica {
 // startReplicaWithL2 is startReplica with its own Redis prefix.
 func (w *world) startReplicaWithL2(t *testing.T, window time.Duration, redisPrefix string) *replica {
 	t.Helper()
+	return w.startReplicaConfigured(t, window, redisPrefix, nil)
+}
+
+// startReplicaConfigured is startReplicaWithL2 with the configuration
+// changed by edit (nil: unchanged) before the replica runs.
+func (w *world) startReplicaConfigured(t *testing.T, window time.Duration, redisPrefix string, edit func(*admissionsvc.Config)) *replica {
+	t.Helper()
 	r := &replica{regLink: servicetest.NewProxy(t, w.st.RegistryAddr), discLink: servicetest.NewProxy(t, w.st.DiscoveryAddr)}
 	cfg, err := admissionsvc.ParseConfig(nil, func(string) (string, bool) { return "", false })
 	if err != nil {
@@ -234,6 +241,9 @@ func (w *world) startReplicaWithL2(t *testing.T, window time.Duration, redisPref
 	cfg.RegistryAddr, cfg.DiscoveryAddr = r.regLink.Addr(), r.discLink.Addr()
 	cfg.ValidityWindow = window
 	cfg.ReceiptInterval = 10 * time.Millisecond
+	if edit != nil {
+		edit(&cfg)
+	}
 	r.addr = servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
 		c := cfg
 		c.Common = w.st.Auth.Common(t, w.st.PostgresURL, true, listening)

@@ -105,6 +105,9 @@ type World struct {
 	Admin leasev1.LeaseServiceClient
 	// LeaseAddr is the lease service's address.
 	LeaseAddr string
+	// AdmissionDB is the admission service's database (another replica
+	// started over it shares the receipts).
+	AdmissionDB string
 	// Digest is shipment_status's descriptor digest.
 	Digest string
 	// Holder and JWK are the holder key of every lease issued here.
@@ -174,7 +177,9 @@ func Start(t testing.TB, cacheTTL time.Duration) *World {
 	must(reg.ApproveTool(ctx, &registryv1.ApproveToolRequest{ToolId: toolID, ApprovalDigest: pub.GetTool().GetApprovalDigest()}))
 	must(reg.EnableTool(ctx, &registryv1.EnableToolRequest{ToolId: toolID}))
 
-	admAddr, leaseAddr := StartAdmissionAndLease(t, st, cacheTTL)
+	w.AdmissionDB = pgtest.NewDatabase(t, pgtest.Schema{Name: admission.Schema, Sets: admission.Migrations()})
+	admAddr := StartAdmission(t, st, cacheTTL, w.AdmissionDB, nil)
+	leaseAddr := StartLease(t, st, admAddr)
 	for _, who := range []string{"alice", "bob"} {
 		tok := st.Auth.User(t, who, tenant, "readers")
 		w.Adm[who] = admissionv1.NewAdmissionServiceClient(servicetest.Dial(t, admAddr, tok))
@@ -196,17 +201,37 @@ func Start(t testing.TB, cacheTTL time.Duration) *World {
 // decisions (and GetReceipt answers valid_until) for cacheTTL.
 func StartAdmissionAndLease(t testing.TB, st *stack.Stack, cacheTTL time.Duration) (admAddr, leaseAddr string) {
 	t.Helper()
+	aurl := pgtest.NewDatabase(t, pgtest.Schema{Name: admission.Schema, Sets: admission.Migrations()})
+	admAddr = StartAdmission(t, st, cacheTTL, aurl, nil)
+	return admAddr, StartLease(t, st, admAddr)
+}
+
+// StartAdmission runs an admission replica over the database at dbURL
+// (replicas started over one database share its receipts) against the
+// registry and discovery of st, with its configuration changed by edit
+// (nil: unchanged), until the test ends, and returns its address.
+func StartAdmission(t testing.TB, st *stack.Stack, cacheTTL time.Duration, dbURL string, edit func(*admission.Config)) string {
+	t.Helper()
 	acfg, err := admission.ParseConfig(nil, func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
 	acfg.RegistryAddr, acfg.DiscoveryAddr, acfg.CacheTTL = st.RegistryAddr, st.DiscoveryAddr, cacheTTL
-	aurl := pgtest.NewDatabase(t, pgtest.Schema{Name: admission.Schema, Sets: admission.Migrations()})
-	admAddr = servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+	if edit != nil {
+		edit(&acfg)
+	}
+	return servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
 		c := acfg
-		c.Common = st.Auth.Common(t, aurl, true, listening)
+		c.Common = st.Auth.Common(t, dbURL, true, listening)
 		return admission.Run(ctx, c)
 	})
+}
+
+// StartLease runs a lease service with its own database, reading receipts
+// from the admission at admAddr, until the test ends, and returns its
+// address.
+func StartLease(t testing.TB, st *stack.Stack, admAddr string) string {
+	t.Helper()
 	lcfg, err := leasesvc.ParseConfig([]string{"--key-file", filepath.Join(t.TempDir(), "keys.json")},
 		func(string) (string, bool) { return "", false })
 	if err != nil {
@@ -214,7 +239,7 @@ func StartAdmissionAndLease(t testing.TB, st *stack.Stack, cacheTTL time.Duratio
 	}
 	lcfg.AdmissionAddr, lcfg.RegistryAddr, lcfg.DiscoveryAddr = admAddr, st.RegistryAddr, st.DiscoveryAddr
 	lurl := pgtest.NewDatabase(t, pgtest.Schema{Name: leasesvc.Schema, Sets: leasesvc.Migrations()})
-	leaseAddr = servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+	return servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
 		c := lcfg
 		c.Common = st.Auth.Common(t, lurl, true, listening)
 		if err := c.Validate(); err != nil {
@@ -222,7 +247,6 @@ func StartAdmissionAndLease(t testing.TB, st *stack.Stack, cacheTTL time.Duratio
 		}
 		return leasesvc.Run(ctx, c)
 	})
-	return admAddr, leaseAddr
 }
 
 // ShipmentArgs are the arguments of every call here.
@@ -286,4 +310,11 @@ func CodeReason(err error) (codes.Code, string) {
 		}
 	}
 	return st.Code(), ""
+}
+
+// NewLeaseClient returns a client of the lease service at addr presenting
+// who's user token (tenant-a, group readers).
+func NewLeaseClient(t testing.TB, st *stack.Stack, addr, who string) leasev1.LeaseServiceClient {
+	t.Helper()
+	return leasev1.NewLeaseServiceClient(servicetest.Dial(t, addr, st.Auth.User(t, who, tenant, "readers")))
 }

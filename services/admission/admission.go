@@ -79,11 +79,12 @@ func Run(ctx context.Context, cfg Config) error {
 		follow := upstream.FollowOptions{Window: cfg.ValidityWindow, Logger: d.Logger}
 		regFollow, discFollow := upstream.RegistryFollower(rc, heads, follow), upstream.DiscoveryFollower(dc, heads, follow)
 		c := cache.New(cache.Options{L1Size: cfg.L1Size, Redis: d.Redis})
-		w := receipts.New(d.Pool, receipts.Options{BatchSize: cfg.ReceiptBatch, Interval: cfg.ReceiptInterval, Logger: d.Logger})
+		w := receipts.New(d.Pool, receipts.Options{BatchSize: cfg.ReceiptBatch, Interval: cfg.ReceiptInterval,
+			MissWait: cfg.ReceiptMissWait, RecentSize: cfg.ReceiptRecent, Logger: d.Logger})
 		lim := args.DefaultLimits
 		lim.MaxBytes = cfg.MaxArgumentBytes
 		host, _ := os.Hostname()
-		m := metrics.New(d.Metrics, metrics.Sources{Heads: heads, Pending: w.Pending})
+		m := metrics.New(d.Metrics, metrics.Sources{Heads: heads, Pending: w.Pending, ReceiptLookups: w.Lookups})
 		api := grpcapi.New(grpcapi.Options{
 			Heads: heads, Material: replica.NewMaterial(reg, disc, reg, 100_000), Pointers: disc, Cache: c,
 			Validator: args.NewValidator(10_000), Limits: lim, Receipts: w, Binder: disc, CacheTTL: cfg.CacheTTL,

@@ -36,6 +36,13 @@ type Config struct {
 	// ReceiptBatch and ReceiptInterval shape the receipt writer.
 	ReceiptBatch    int
 	ReceiptInterval time.Duration
+	// ReceiptMissWait is how long GetReceipt keeps re-reading Postgres for a
+	// receipt it cannot find (one another replica decided and has not
+	// stored yet) before NOT_FOUND; zero means 3 × ReceiptInterval.
+	ReceiptMissWait time.Duration
+	// ReceiptRecent is the most stored ALLOW receipts GetReceipt answers
+	// from memory.
+	ReceiptRecent int
 	// RunTTL is how long a run binds its generation (I11).
 	RunTTL time.Duration
 }
@@ -51,6 +58,8 @@ func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 	s.Int(&cfg.MaxArgumentBytes, "max-argument-bytes", "", 64<<10, "largest arguments document of one call")
 	s.Int(&cfg.ReceiptBatch, "receipt-batch", "", 500, "receipts written per batch")
 	s.Duration(&cfg.ReceiptInterval, "receipt-interval", "", 50*time.Millisecond, "longest wait before a receipt batch is written")
+	s.Duration(&cfg.ReceiptMissWait, "receipt-miss-wait", "", 0, "how long GetReceipt re-reads Postgres for a receipt not found (another replica's, not stored yet) before NOT_FOUND; 0 means 3 x receipt-interval")
+	s.Int(&cfg.ReceiptRecent, "receipt-recent", "", 100_000, "stored ALLOW receipts GetReceipt answers from memory (within the lookup window)")
 	s.Duration(&cfg.RunTTL, "run-ttl", "", time.Hour, "how long a run binds the generation it was checked against")
 	return s
 }
@@ -105,6 +114,12 @@ func (c *Config) Validate() error {
 	}
 	if c.ReceiptInterval <= 0 {
 		bad("receipt-interval", "must be positive")
+	}
+	if c.ReceiptMissWait < 0 {
+		bad("receipt-miss-wait", "must not be negative")
+	}
+	if c.ReceiptRecent <= 0 {
+		bad("receipt-recent", "must be positive")
 	}
 	if c.RunTTL <= 0 {
 		bad("run-ttl", "must be positive")

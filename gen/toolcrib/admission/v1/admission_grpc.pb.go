@@ -91,8 +91,11 @@ type AdmissionServiceClient interface {
 	// issued to (same tenant and subject) gets it; for anyone else, for a
 	// receipt older than the replica's lookup window and for an id that does
 	// not exist the answer is the same NOT_FOUND (ErrorInfo reason
-	// `RECEIPT_NOT_FOUND`). It does not wait for the receipt batch: a
-	// receipt still queued for Postgres on this replica is found.
+	// `RECEIPT_NOT_FOUND`). A receipt still queued for Postgres on this
+	// replica is found at once; one decided by another replica and not yet
+	// stored is found once that replica's batch is: before NOT_FOUND the
+	// replica re-reads for a bounded wait (`--receipt-miss-wait`, by default
+	// three receipt batch intervals), so every NOT_FOUND takes that long.
 	GetReceipt(ctx context.Context, in *GetReceiptRequest, opts ...grpc.CallOption) (*GetReceiptResponse, error)
 }
 
@@ -193,8 +196,11 @@ type AdmissionServiceServer interface {
 	// issued to (same tenant and subject) gets it; for anyone else, for a
 	// receipt older than the replica's lookup window and for an id that does
 	// not exist the answer is the same NOT_FOUND (ErrorInfo reason
-	// `RECEIPT_NOT_FOUND`). It does not wait for the receipt batch: a
-	// receipt still queued for Postgres on this replica is found.
+	// `RECEIPT_NOT_FOUND`). A receipt still queued for Postgres on this
+	// replica is found at once; one decided by another replica and not yet
+	// stored is found once that replica's batch is: before NOT_FOUND the
+	// replica re-reads for a bounded wait (`--receipt-miss-wait`, by default
+	// three receipt batch intervals), so every NOT_FOUND takes that long.
 	GetReceipt(context.Context, *GetReceiptRequest) (*GetReceiptResponse, error)
 	mustEmbedUnimplementedAdmissionServiceServer()
 }

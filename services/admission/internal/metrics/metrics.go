@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolcrib/toolcrib/services/admission/internal/cache"
 	"github.com/toolcrib/toolcrib/services/admission/internal/decision"
+	"github.com/toolcrib/toolcrib/services/admission/internal/receipts"
 	"github.com/toolcrib/toolcrib/services/admission/internal/replica"
 )
 
@@ -34,6 +35,9 @@ type Sources struct {
 	Heads *replica.Heads
 	// Pending is the count of receipts handed out and not yet stored.
 	Pending func() int
+	// ReceiptLookups counts GetReceipt lookups by answer (nil: not
+	// exported).
+	ReceiptLookups func(receipts.Answer) int64
 	// Now is the clock the heartbeat age is taken against; nil: time.Now.
 	Now func() time.Time
 }
@@ -78,6 +82,14 @@ func New(reg prometheus.Registerer, src Sources) *Metrics {
 			Namespace: Namespace, Name: "receipts_pending",
 			Help: "Receipts handed out with a Check answer and not yet stored in Postgres.",
 		}, func() float64 { return float64(src.Pending()) }))
+	}
+	if src.ReceiptLookups != nil {
+		for _, a := range []receipts.Answer{receipts.FromMemory, receipts.FromPostgres, receipts.AfterWait, receipts.NotFound} {
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Namespace: Namespace, Name: "receipt_lookups_total", ConstLabels: prometheus.Labels{"answer": a.String()},
+				Help: "GetReceipt lookups by answer: memory (queued or recently stored here), postgres, after_wait (another replica stored it during the miss wait), not_found (after the miss wait).",
+			}, func() float64 { return float64(src.ReceiptLookups(a)) }))
+		}
 	}
 	return m
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolcrib/toolcrib/services/admission/internal/receipts"
 	"github.com/toolcrib/toolcrib/services/admission/internal/replica"
 )
 
@@ -70,7 +71,8 @@ func TestHeartbeatAge(t *testing.T) {
 	heads.Heartbeat(replica.RegistryStream)
 	now = now.Add(2500 * time.Millisecond)
 	reg := prometheusRegistry()
-	m := New(reg, Sources{Heads: heads, Pending: func() int { return 7 }, Now: func() time.Time { return now }})
+	m := New(reg, Sources{Heads: heads, Pending: func() int { return 7 }, Now: func() time.Time { return now },
+		ReceiptLookups: func(a receipts.Answer) int64 { return 10 + int64(a) }})
 	m.Decided(0, 0)
 	var nilM *Metrics
 	nilM.Decided(0, 0) // a nil Metrics is a no-op
@@ -80,6 +82,10 @@ func TestHeartbeatAge(t *testing.T) {
 		`toolcrib_admission_heartbeat_age_seconds{stream="discovery"} +Inf`,
 		`toolcrib_admission_receipts_pending 7`,
 		`toolcrib_admission_decisions_total{reason="UNSPECIFIED"} 1`,
+		`toolcrib_admission_receipt_lookups_total{answer="memory"} 10`,
+		`toolcrib_admission_receipt_lookups_total{answer="postgres"} 11`,
+		`toolcrib_admission_receipt_lookups_total{answer="after_wait"} 12`,
+		`toolcrib_admission_receipt_lookups_total{answer="not_found"} 13`,
 	} {
 		if !regexp.MustCompile(regexp.QuoteMeta(want) + `\n`).MatchString(out) {
 			t.Errorf("missing %s in\n%s", want, out)

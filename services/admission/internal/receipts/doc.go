@@ -16,5 +16,12 @@
 // Lookup is principal-bound: a receipt of another tenant or subject is
 // [ErrNotFound], exactly as one that does not exist; and short-lived: a
 // receipt older than LookupWindow is [ErrNotFound] too (the lease service
-// needs only fresh ones).
+// needs only fresh ones). After its batch is stored an ALLOW receipt stays
+// readable from memory (the RecentSize newest), so a lookup on the replica
+// that decided it reads no Postgres. A receipt another replica decided is in
+// Postgres only after that replica's next batch, so a lookup that finds
+// nothing re-reads for MissWait (by default three batch intervals) before
+// it answers [ErrNotFound]; a replica whose batches fail for longer than
+// that leaves its receipts unreadable elsewhere until they are stored
+// (the lease service then refuses, and the caller checks again).
 package receipts

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
@@ -34,6 +34,16 @@ type Options struct {
 	Interval     time.Duration
 	MaxPending   int
 	LookupWindow time.Duration
+	// RecentSize is the most stored ALLOW receipts kept readable from
+	// memory (within LookupWindow), so that a lookup on the replica that
+	// decided a receipt does not read Postgres; older ones are read there.
+	RecentSize int
+	// MissWait is how long a lookup that finds no receipt the principal
+	// may see keeps re-reading Postgres (every Interval) before it answers
+	// ErrNotFound: the time another replica may take to store a receipt it
+	// decided (its batch interval, with slack). Zero means 3 × Interval;
+	// negative means no wait.
+	MissWait time.Duration
 	// DrainTimeout bounds the final flush in Close.
 	DrainTimeout time.Duration
 	Logger       *slog.Logger
@@ -52,6 +62,80 @@ type Writer struct {
 	kick    chan struct{}
 	flushMu sync.Mutex // one flush at a time
 	stored  int64
+	recent  recent // stored ALLOW receipts, newest last
+	lookups [numAnswers]atomic.Int64
+}
+
+// Answer is how a [Writer.Lookup] was answered.
+type Answer int
+
+// The answers of a lookup, for [Writer.Lookups].
+const (
+	// FromMemory: queued or among the recent stored receipts.
+	FromMemory Answer = iota
+	// FromPostgres: read from Postgres at the first try.
+	FromPostgres
+	// AfterWait: found in Postgres only after a re-read (another replica
+	// stored it meanwhile).
+	AfterWait
+	// NotFound: ErrNotFound after the miss wait.
+	NotFound
+	numAnswers
+)
+
+// String is the metric label of a.
+func (a Answer) String() string {
+	return [...]string{"memory", "postgres", "after_wait", "not_found"}[a]
+}
+
+// Lookups returns how many lookups were answered a since the writer was
+// made.
+func (w *Writer) Lookups(a Answer) int64 { return w.lookups[a].Load() }
+
+// recent is a bounded first-in first-out set of stored receipts by id.
+// Receipts are immutable, so an entry never goes stale; it only ages out
+// of the lookup window or is pushed out by newer ones.
+type recent struct {
+	byID map[string]*admissionv1.Receipt
+	ring []string // ids, oldest at head
+	head int
+	n    int
+}
+
+func newRecent(size int) recent {
+	return recent{byID: make(map[string]*admissionv1.Receipt, min(size, 1024)), ring: make([]string, size)}
+}
+
+// add keeps r, dropping the oldest entry when full.
+func (c *recent) add(r *admissionv1.Receipt) {
+	id := r.GetReceiptId()
+	if _, ok := c.byID[id]; ok || len(c.ring) == 0 {
+		return
+	}
+	if c.n == len(c.ring) {
+		delete(c.byID, c.ring[c.head])
+		c.head = (c.head + 1) % len(c.ring)
+		c.n--
+	}
+	c.ring[(c.head+c.n)%len(c.ring)] = id
+	c.n++
+	c.byID[id] = r
+}
+
+// expire drops the oldest entries decided before cutoff (entries are kept
+// in storage order, close to decision order; one decided late but stored
+// early is only dropped later, and Lookup checks the window anyway).
+func (c *recent) expire(cutoff time.Time) {
+	for c.n > 0 {
+		id := c.ring[c.head]
+		if r := c.byID[id]; r != nil && !r.GetDecidedAt().AsTime().Before(cutoff) {
+			return
+		}
+		delete(c.byID, id)
+		c.ring[c.head] = ""
+		c.head = (c.head + 1) % len(c.ring)
+		c.n--
+	}
 }
 
 // New returns a writer over pool (search_path = admission).
@@ -68,6 +152,12 @@ func New(pool *pgxpool.Pool, o Options) *Writer {
 	if o.LookupWindow <= 0 {
 		o.LookupWindow = 5 * time.Minute
 	}
+	if o.RecentSize <= 0 {
+		o.RecentSize = 100_000
+	}
+	if o.MissWait == 0 {
+		o.MissWait = 3 * o.Interval
+	}
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = 10 * time.Second
 	}
@@ -77,7 +167,8 @@ func New(pool *pgxpool.Pool, o Options) *Writer {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Writer{pool: pool, o: o, byID: map[string]*admissionv1.Receipt{}, kick: make(chan struct{}, 1)}
+	return &Writer{pool: pool, o: o, byID: map[string]*admissionv1.Receipt{}, kick: make(chan struct{}, 1),
+		recent: newRecent(o.RecentSize)}
 }
 
 // Add queues r. The writer keeps r; the caller must not change it after.
@@ -164,7 +255,11 @@ func (w *Writer) Flush(ctx context.Context) error {
 		w.queue = w.queue[n:]
 		for _, r := range batch {
 			delete(w.byID, r.GetReceiptId())
+			if r.GetDecision() == admissionv1.Decision_DECISION_ALLOW {
+				w.recent.add(r)
+			}
 		}
+		w.recent.expire(w.o.Now().Add(-w.o.LookupWindow))
 		w.stored += int64(n)
 		if len(w.queue) == 0 {
 			w.queue = nil
@@ -262,28 +357,74 @@ func mk(n int) []string { return make([]string, n) }
 
 // Lookup returns the receipt id if tenant and subject are the ones it was
 // decided for and it is younger than the lookup window; ErrNotFound
-// otherwise. It never waits for the batch: a receipt not yet stored is
-// answered from memory.
+// otherwise. A receipt this writer holds (queued, or a stored ALLOW among
+// the RecentSize newest) is answered from memory; any other is read from
+// Postgres. Receipts decided by another replica reach Postgres only with
+// that replica's next batch, so a lookup that finds nothing visible keeps
+// re-reading every Interval for MissWait before it answers ErrNotFound
+// (every ErrNotFound takes that long, whichever of the three causes: the
+// answer's timing says no more than the answer). The caller must not change
+// the returned receipt.
 func (w *Writer) Lookup(ctx context.Context, id, tenant, subject string) (*admissionv1.Receipt, error) {
 	if _, err := uuid.Parse(id); err != nil {
 		return nil, ErrNotFound
 	}
-	w.mu.Lock()
-	r, ok := w.byID[id]
-	w.mu.Unlock()
-	if !ok {
-		var err error
-		if r, err = w.load(ctx, id); err != nil {
+	deadline := time.Now().Add(w.o.MissWait)
+	for tries := 0; ; tries++ {
+		r, inMemory, err := w.find(ctx, id)
+		switch {
+		case err == nil && r.GetTenantId() == tenant && r.GetSubject() == subject &&
+			w.o.Now().Sub(r.GetDecidedAt().AsTime()) <= w.o.LookupWindow:
+			switch {
+			case inMemory && tries == 0:
+				w.lookups[FromMemory].Add(1)
+			case tries == 0:
+				w.lookups[FromPostgres].Add(1)
+			default:
+				w.lookups[AfterWait].Add(1)
+			}
+			return r, nil
+		case err != nil && !errors.Is(err, ErrNotFound):
 			return nil, err
 		}
-	} else {
-		r = proto.Clone(r).(*admissionv1.Receipt)
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			w.lookups[NotFound].Add(1)
+			return nil, ErrNotFound
+		}
+		t := time.NewTimer(min(wait, w.o.Interval))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
 	}
-	if r.GetTenantId() != tenant || r.GetSubject() != subject ||
-		w.o.Now().Sub(r.GetDecidedAt().AsTime()) > w.o.LookupWindow {
-		return nil, ErrNotFound
+}
+
+// find returns receipt id from memory (inMemory) or Postgres, whoever it
+// belongs to; ErrNotFound if it is in neither. A stored ALLOW read from
+// Postgres is kept among the recent ones (another replica's receipt cited
+// again).
+func (w *Writer) find(ctx context.Context, id string) (r *admissionv1.Receipt, inMemory bool, err error) {
+	w.mu.Lock()
+	r, ok := w.byID[id]
+	if !ok {
+		r, ok = w.recent.byID[id]
 	}
-	return r, nil
+	w.mu.Unlock()
+	if ok {
+		return r, true, nil
+	}
+	if r, err = w.load(ctx, id); err != nil {
+		return nil, false, err
+	}
+	if r.GetDecision() == admissionv1.Decision_DECISION_ALLOW {
+		w.mu.Lock()
+		w.recent.add(r)
+		w.mu.Unlock()
+	}
+	return r, false, nil
 }
 
 func (w *Writer) load(ctx context.Context, id string) (*admissionv1.Receipt, error) {

@@ -55,7 +55,7 @@ func count(t *testing.T, pool *pgxpool.Pool) int {
 func TestLookupIsPrincipalBoundAndDoesNotWait(t *testing.T) {
 	pool := newPool(t)
 	ctx := context.Background()
-	w := New(pool, Options{Interval: time.Hour, BatchSize: 1000})
+	w := New(pool, Options{Interval: time.Hour, BatchSize: 1000, MissWait: -1})
 	r := receipt("tenant-a", "alice")
 	if err := w.Add(r); err != nil {
 		t.Fatal(err)
@@ -84,8 +84,16 @@ func TestLookupIsPrincipalBoundAndDoesNotWait(t *testing.T) {
 	}
 	got, err = w.Lookup(ctx, r.ReceiptId, "tenant-a", "alice")
 	if err != nil || !proto.Equal(got, r) {
-		t.Fatalf("lookup from Postgres: %v %v\nwant %v", got, err, r)
+		t.Fatalf("lookup after flush (from memory): %v %v\nwant %v", got, err, r)
 	}
+	check("stored, in memory")
+	// Another writer over the same database holds nothing: Postgres.
+	w = New(pool, Options{Interval: time.Hour, BatchSize: 1000, MissWait: -1})
+	got, err = w.Lookup(ctx, r.ReceiptId, "tenant-a", "alice")
+	if err != nil || !proto.Equal(got, r) || w.Lookups(FromPostgres) != 1 {
+		t.Fatalf("lookup from Postgres: %v %v (%d from Postgres)\nwant %v", got, err, w.Lookups(FromPostgres), r)
+	}
+	w = New(pool, Options{Interval: time.Hour, BatchSize: 1000, MissWait: -1})
 	check("in Postgres")
 	for _, id := range []string{uuid.NewString(), "not-a-uuid", "'; DROP TABLE receipts; --"} {
 		if _, err := w.Lookup(ctx, id, "tenant-a", "alice"); !errors.Is(err, ErrNotFound) {
@@ -231,5 +239,104 @@ func TestRetriedBatchAfterLostAnswerStoresEachOnce(t *testing.T) {
 	}
 	if !proto.Equal(got, first[0]) {
 		t.Fatalf("stored %v, want %v", got, first[0])
+	}
+}
+
+// TestStoredReceiptsAreAnsweredFromMemory: after the flush the writer keeps
+// the RecentSize newest ALLOW receipts, so their lookups need no Postgres
+// (the pool is closed to prove it), still bound to the principal; an older
+// one, and a DENY, are read from Postgres (which fails here).
+func TestStoredReceiptsAreAnsweredFromMemory(t *testing.T) {
+	pool := newPool(t)
+	ctx := context.Background()
+	w := New(pool, Options{Interval: time.Hour, BatchSize: 2, RecentSize: 2, MissWait: -1})
+	deny := receipt("tenant-a", "alice")
+	deny.Decision, deny.Reason = admissionv1.Decision_DECISION_DENY, catalogv1.DecisionReason_DECISION_REASON_FORBIDDEN
+	rs := []*admissionv1.Receipt{receipt("tenant-a", "alice"), deny, receipt("tenant-a", "alice"), receipt("tenant-a", "alice")}
+	for _, r := range rs {
+		if err := w.Add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if count(t, pool) != len(rs) {
+		t.Fatalf("%d stored, want %d", count(t, pool), len(rs))
+	}
+	pool.Close()
+	for _, r := range rs[2:] {
+		got, err := w.Lookup(ctx, r.ReceiptId, "tenant-a", "alice")
+		if err != nil || !proto.Equal(got, r) {
+			t.Fatalf("recent receipt: %v %v", got, err)
+		}
+		if _, err := w.Lookup(ctx, r.ReceiptId, "tenant-a", "bob"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("recent receipt looked up by bob: %v", err)
+		}
+	}
+	for _, r := range rs[:2] {
+		if _, err := w.Lookup(ctx, r.ReceiptId, "tenant-a", "alice"); err == nil || errors.Is(err, ErrNotFound) {
+			t.Fatalf("receipt %v was answered without Postgres (evicted or DENY should be read there): %v", r.GetDecision(), err)
+		}
+	}
+	// Past the lookup window a recent receipt is not answered either.
+	w.o.Now = func() time.Time { return time.Now().Add(w.o.LookupWindow + time.Second) }
+	if _, err := w.Lookup(ctx, rs[3].ReceiptId, "tenant-a", "alice"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("old recent receipt: %v", err)
+	}
+}
+
+// TestLookupWaitsForAnotherReplicasBatch: writer a decided a receipt and
+// stores it 200 ms later; writer b (another replica, same database) looked
+// it up at once and finds it, because a miss re-reads Postgres for
+// MissWait. With no miss wait the same lookup is ErrNotFound, the bug this
+// guards against; an id nobody decided is ErrNotFound after the wait.
+func TestLookupWaitsForAnotherReplicasBatch(t *testing.T) {
+	pool := newPool(t)
+	ctx := context.Background()
+	a := New(pool, Options{Interval: time.Hour})
+	b := New(pool, Options{Interval: 20 * time.Millisecond, MissWait: 2 * time.Second})
+	impatient := New(pool, Options{Interval: 20 * time.Millisecond, MissWait: -1})
+	r := receipt("tenant-a", "alice")
+	if err := a.Add(r); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := impatient.Lookup(ctx, r.ReceiptId, "tenant-a", "alice"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("without a miss wait, a receipt not stored yet: %v", err)
+	}
+	flushed := make(chan error, 1)
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		flushed <- a.Flush(ctx)
+	}()
+	got, err := b.Lookup(ctx, r.ReceiptId, "tenant-a", "alice")
+	if err != nil || !proto.Equal(got, r) {
+		t.Fatalf("receipt stored by another replica 200 ms later: %v %v", got, err)
+	}
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := b.Lookup(ctx, uuid.NewString(), "tenant-a", "alice"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown id: %v", err)
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Fatalf("unknown id answered after %s, before the miss wait", took)
+	}
+	if got := [...]int64{b.Lookups(FromMemory), b.Lookups(FromPostgres), b.Lookups(AfterWait), b.Lookups(NotFound)}; got != [...]int64{0, 0, 1, 1} {
+		t.Fatalf("b's lookups (memory, postgres, after wait, not found) = %v, want [0 0 1 1]", got)
+	}
+	// Cited again, b answers from memory; a, which stored it, too.
+	if _, err := b.Lookup(ctx, r.ReceiptId, "tenant-a", "alice"); err != nil || b.Lookups(FromMemory) != 1 {
+		t.Fatalf("second lookup on b: %v, %d from memory", err, b.Lookups(FromMemory))
+	}
+	if _, err := a.Lookup(ctx, r.ReceiptId, "tenant-a", "alice"); err != nil || a.Lookups(FromMemory) != 1 || a.Lookups(FromPostgres) != 0 {
+		t.Fatalf("lookup on a: %v, %d from memory, %d from Postgres", err, a.Lookups(FromMemory), a.Lookups(FromPostgres))
+	}
+	// A canceled lookup stops waiting.
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := b.Lookup(cctx, uuid.NewString(), "tenant-a", "alice"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("canceled lookup: %v", err)
 	}
 }

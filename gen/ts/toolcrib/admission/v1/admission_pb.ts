@@ -736,8 +736,11 @@ export const AdmissionService: GenService<{
    * issued to (same tenant and subject) gets it; for anyone else, for a
    * receipt older than the replica's lookup window and for an id that does
    * not exist the answer is the same NOT_FOUND (ErrorInfo reason
-   * `RECEIPT_NOT_FOUND`). It does not wait for the receipt batch: a
-   * receipt still queued for Postgres on this replica is found.
+   * `RECEIPT_NOT_FOUND`). A receipt still queued for Postgres on this
+   * replica is found at once; one decided by another replica and not yet
+   * stored is found once that replica's batch is: before NOT_FOUND the
+   * replica re-reads for a bounded wait (`--receipt-miss-wait`, by default
+   * three receipt batch intervals), so every NOT_FOUND takes that long.
    *
    * @generated from rpc toolcrib.admission.v1.AdmissionService.GetReceipt
    */
