@@ -43,7 +43,7 @@
 //     contract's scope; POLICY_REVOKED when the grants at the plan's older,
 //     still readable epoch held it through the same class), 12.
 //     UNVERSIONED_SOURCE (autonomous, side effects, unversioned pointer),
-//     13. CONFIRMATION_REQUIRED (autonomous and WRITE/DESTRUCTIVE/UNSPECIFIED
+//  13. CONFIRMATION_REQUIRED (autonomous and WRITE/DESTRUCTIVE/UNSPECIFIED
 //     by default, always with CONFIRMATION_ALWAYS, never with
 //     CONFIRMATION_AUTONOMOUS_ALLOWED), 14. ARGUMENTS_INVALID (the arguments
 //     fail the pinned input schema), 15. ALLOW.

@@ -3,10 +3,14 @@ package admissionoracle
 import (
 	"bytes"
 	"encoding/json"
+	"io"
+	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
@@ -155,18 +159,87 @@ func validClass(c string) bool {
 	return i > 0 && tenantRe.MatchString(c[:i]) && classRe.MatchString(c[i+1:])
 }
 
-// arguments decodes the arguments; ok false when they are not a JSON
-// object (empty means `{}`).
-func arguments(raw []byte) (map[string]any, bool) {
+// Limits are the replica's published caps on one call's arguments: the
+// document's size in bytes, the nesting of objects and arrays (the
+// top-level object is level 1) and the number of values (containers
+// included).
+type Limits struct{ MaxBytes, MaxDepth, MaxValues int }
+
+// DefaultLimits are admission's defaults (`--max-argument-bytes` 64 KiB).
+var DefaultLimits = Limits{MaxBytes: 64 << 10, MaxDepth: 32, MaxValues: 4096}
+
+// arguments decodes the arguments; ok false when they are not an I-JSON
+// (RFC 7493) object within the caps: UTF-8, no duplicate member names,
+// numbers an IEEE double can hold — what RFC 8785, the canonical form the
+// arguments digest is taken over, requires. Empty means `{}`.
+func arguments(raw []byte, lim Limits) (map[string]any, bool) {
 	if len(raw) == 0 {
 		return map[string]any{}, true
 	}
-	if !json.Valid(raw) {
+	if len(raw) > lim.MaxBytes || !utf8.Valid(raw) || !json.Valid(raw) {
 		return nil, false
 	}
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
+	// Walk the tokens: duplicate names, numbers, depth and value count.
+	type frame struct {
+		object bool
+		names  map[string]bool
+		key    bool // the next token of an object is a member name
+	}
+	var stack []*frame
+	values := 0
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if delim, ok := tok.(json.Delim); ok && (delim == '}' || delim == ']') {
+			stack = stack[:len(stack)-1]
+			if len(stack) > 0 && stack[len(stack)-1].object {
+				stack[len(stack)-1].key = true
+			}
+			continue
+		}
+		if top != nil && top.object && top.key {
+			name := tok.(string)
+			if top.names[name] {
+				return nil, false
+			}
+			top.names[name] = true
+			top.key = false
+			continue
+		}
+		values++
+		if values > lim.MaxValues {
+			return nil, false
+		}
+		switch x := tok.(type) {
+		case json.Delim:
+			if len(stack)+1 > lim.MaxDepth {
+				return nil, false
+			}
+			stack = append(stack, &frame{object: x == '{', names: map[string]bool{}, key: x == '{'})
+			continue
+		case json.Number:
+			if f, err := strconv.ParseFloat(string(x), 64); err != nil || math.IsInf(f, 0) {
+				return nil, false
+			}
+		}
+		if top != nil && top.object {
+			top.key = true
+		}
+	}
 	var v any
+	d = json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
 	if err := d.Decode(&v); err != nil {
 		return nil, false
 	}
@@ -194,7 +267,7 @@ func access(grants []Grant, subject string, groups []string) (classes, scopes ma
 
 // Decide returns the reason DESIGN §7 gives for r in s.
 func Decide(s *State, r Request) Reason {
-	args, argsOK := arguments(r.Arguments)
+	args, argsOK := arguments(r.Arguments, DefaultLimits)
 	switch {
 	case !validToolID(r.ToolID) || r.Generation < 1 || !digestRe.MatchString(r.Digest) || r.PlanEpoch < 0,
 		r.Mode != admissionv1.Mode_MODE_AUTONOMOUS && r.Mode != admissionv1.Mode_MODE_USER_CONFIRMED,
