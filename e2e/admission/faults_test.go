@@ -178,3 +178,112 @@ func (w *world) approveVariant(t *testing.T, tool, digest string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// activePointer returns the world's pointer.
+func (w *world) activePointer(t *testing.T) *discoveryv1.ActivePointer {
+	t.Helper()
+	active, err := w.st.Discovery.GetActiveSnapshot(ctxFor(t), &discoveryv1.GetActiveSnapshotRequest{ServerId: serverID, AudienceClass: classA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return active.GetPointer()
+}
+
+// TestRefreshFailingPastFreshUntilStopsTheGeneration: snapshots prove their
+// catalog for 4 s here. The MCP server becomes unreachable (its link
+// severed) and a rescan fails; once the pointer's fresh_until passes, the
+// generation serves nothing: STALE_CATALOG, never ALLOW, on a replica with
+// the decision cached. When the server is reachable again a proven rescan
+// (same revision: no new generation) moves fresh_until and the same
+// generation serves again.
+func TestRefreshFailingPastFreshUntilStopsTheGeneration(t *testing.T) {
+	ctx := ctxFor(t)
+	const ttl = 4 * time.Second
+	w := newWorldWith(t, worldOptions{sourceLink: true, discovery: func(c *discovery.Config) { c.SnapshotTTL = ttl }})
+	rep := w.startReplica(t, 5*time.Second)
+	alice := w.client(t, rep, "alice", tenantA)
+	// Start from a fresh proof: setup may have used part of the first.
+	before := w.activePointer(t)
+	w.refresh(t, before)
+	epoch := w.epoch(t)
+	w.requireAllow(t, ctx, alice, epoch) // cached from here on
+
+	w.sourceLink.Sever()
+	ptr := w.activePointer(t)
+	freshUntil := ptr.GetFreshUntil().AsTime()
+	_, err := w.st.Discovery.TriggerScan(ctx, &discoveryv1.TriggerScanRequest{ServerId: serverID, AudienceClass: classA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stale time.Time
+	pastFresh := 0
+	for time.Now().Before(freshUntil.Add(1500 * time.Millisecond)) {
+		resp, err := w.check(ctx, alice, epoch, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := resp.GetReceipt().GetDecidedAt().AsTime()
+		switch resp.GetReason() {
+		case allow:
+			if !at.Before(freshUntil) {
+				pastFresh++
+			}
+			if !stale.IsZero() {
+				t.Fatalf("ALLOW at %v after STALE_CATALOG", at)
+			}
+		case staleCatalog:
+			if stale.IsZero() {
+				stale = at
+			}
+		default:
+			t.Fatalf("while refreshes fail: %v %q", resp.GetReason(), resp.GetDetail())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if pastFresh > 0 || stale.IsZero() || stale.Before(freshUntil) {
+		t.Fatalf("fresh_until %v: %d ALLOW past it, first STALE_CATALOG %v", freshUntil, pastFresh, stale)
+	}
+	if p := w.activePointer(t); !p.GetFreshUntil().AsTime().Equal(freshUntil) || p.GetGeneration() != w.generation {
+		t.Fatalf("a rescan of an unreachable server moved the pointer: %v", p)
+	}
+	t.Logf("fresh_until passed at %v; first STALE_CATALOG %.0f ms later", freshUntil.Format(time.StampMilli),
+		float64(stale.Sub(freshUntil).Microseconds())/1000)
+
+	w.sourceLink.Heal()
+	healed := w.activePointer(t)
+	w.refresh(t, healed)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := w.check(ctx, alice, epoch, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetReason() == allow {
+			break
+		}
+		if resp.GetReason() != staleCatalog || time.Now().After(deadline) {
+			t.Fatalf("after a proven rescan: %v %q", resp.GetReason(), resp.GetDetail())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p := w.activePointer(t); p.GetGeneration() != w.generation {
+		t.Fatalf("the proven rescan of an unchanged catalog made generation %d", p.GetGeneration())
+	}
+	w.requireAllow(t, ctx, alice, epoch)
+}
+
+// refresh triggers a rescan and waits until it moved the pointer's
+// fresh_until past from's.
+func (w *world) refresh(t *testing.T, from *discoveryv1.ActivePointer) {
+	t.Helper()
+	ctx := ctxFor(t)
+	if _, err := w.st.Discovery.TriggerScan(ctx, &discoveryv1.TriggerScanRequest{ServerId: serverID, AudienceClass: classA}); err != nil {
+		t.Fatal(err)
+	}
+	key := discovery.PointerKey{ServerID: serverID, AudienceClass: classA}
+	if _, err := discovery.WaitPointers(ctx, w.st.Discovery, from.GetRevision(), []discovery.PointerKey{key}, func(p *discoveryv1.ActivePointer) bool {
+		return p.GetState() == discoveryv1.PointerState_POINTER_STATE_ACTIVE && p.GetFreshUntil().AsTime().After(from.GetFreshUntil().AsTime())
+	}); err != nil {
+		t.Fatalf("no proven refresh: %v", err)
+	}
+}
