@@ -291,6 +291,13 @@ func (w *world) startReplica(t *testing.T, window time.Duration) *replica {
 // startReplicaWithL2 is startReplica with its own Redis prefix.
 func (w *world) startReplicaWithL2(t *testing.T, window time.Duration, redisPrefix string) *replica {
 	t.Helper()
+	return w.startReplicaWith(t, window, redisPrefix, nil)
+}
+
+// startReplicaWith is startReplicaWithL2 with a last edit of the
+// configuration (e.g. Redis or Postgres through a proxy).
+func (w *world) startReplicaWith(t *testing.T, window time.Duration, redisPrefix string, edit func(*admissionsvc.Config)) *replica {
+	t.Helper()
 	r := &replica{regLink: servicetest.NewProxy(t, w.st.RegistryAddr), discLink: servicetest.NewProxy(t, w.st.DiscoveryAddr)}
 	cfg, err := admissionsvc.ParseConfig(nil, func(string) (string, bool) { return "", false })
 	if err != nil {
@@ -303,6 +310,9 @@ func (w *world) startReplicaWithL2(t *testing.T, window time.Duration, redisPref
 		c := cfg
 		c.Common = w.st.Auth.Common(t, w.st.PostgresURL, true, listening)
 		c.RedisPrefix = redisPrefix
+		if edit != nil {
+			edit(&c)
+		}
 		return admissionsvc.Run(ctx, c)
 	})
 	return r
