@@ -32,8 +32,8 @@ import (
 	"github.com/toolcrib/toolcrib/revision/lease"
 	"github.com/toolcrib/toolcrib/services/admission"
 	"github.com/toolcrib/toolcrib/services/discovery"
-	"github.com/toolcrib/toolcrib/services/registry"
 	leasesvc "github.com/toolcrib/toolcrib/services/lease"
+	"github.com/toolcrib/toolcrib/services/registry"
 )
 
 // The world's names.
