@@ -3,6 +3,14 @@
 // real Postgres and Redis, and admission replicas started through their
 // own Run, each reading the other services through a loopback TCP proxy the
 // test can freeze.
+//
+// It is the admission fault suite of `make faults` (see the README's "The
+// admission fault suite"). The tests record what they counted with
+// platform/faultreport: randomized rounds and agreements with the oracle
+// (e2e/admissionoracle), cross-tenant hits (an ALLOW or a digest given to
+// another tenant), ALLOWs after a replica's validity window, ALLOWs and
+// successful Verifies more than 1 s after a revoking commit, reused or
+// misdirected leases accepted, and Checks answered against receipts stored.
 package admission
 
 import (

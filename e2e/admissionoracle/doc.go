@@ -23,7 +23,9 @@
 //     from 1; digest `sha256:` and 64 lowercase hex; epoch not negative;
 //     mode AUTONOMOUS or USER_CONFIRMED; run id `[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}`
 //     when set; class `<tenant>.<name>` when set) or arguments that are not
-//     a JSON object.
+//     an I-JSON (RFC 7493) object within the replica's caps ([Limits]):
+//     valid UTF-8, no duplicate member names, numbers a double holds (what
+//     RFC 8785, the form the argument digest is taken over, needs).
 //  2. FORBIDDEN: a named class whose tenant part is not the principal's.
 //  3. STALE_POLICY: the replica's streams are not fresh.
 //  4. NOT_FOUND: the tenant is unknown, no class of the principal's current
