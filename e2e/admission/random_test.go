@@ -481,6 +481,9 @@ func (g *gen) request(s *oracle.State) oracle.Request {
 	} else {
 		q.Arguments = []byte(pick(r, rArguments))
 	}
+	if t != nil && chance(r, 0.5) {
+		g.target(s, &q, t.Policies[epoch])
+	}
 	if chance(r, 0.125) { // exactly one malformed field
 		switch r.IntN(8) {
 		case 0:
@@ -502,6 +505,66 @@ func (g *gen) request(s *oracle.State) oracle.Request {
 		}
 	}
 	return q
+}
+
+// target aims q at a tool the principal can reach under the current
+// policy p: a grant's subject or group, one of its classes reading a
+// server, a tool of that pointer's active generation (mostly at its
+// active digest), so that rounds get past NOT_FOUND to the later rules.
+func (g *gen) target(s *oracle.State, q *oracle.Request, p *oracle.Policy) {
+	r := g.r
+	type aim struct {
+		grant         oracle.Grant
+		class, server string
+	}
+	var aims []aim
+	for _, gr := range p.Grants {
+		for _, c := range gr.Classes {
+			for _, srv := range p.Classes[c] {
+				aims = append(aims, aim{gr, c, srv})
+			}
+		}
+	}
+	if len(aims) == 0 {
+		return
+	}
+	a := pick(r, aims)
+	if a.grant.Subject != "" {
+		q.Subject = a.grant.Subject
+	} else if !slices.Contains(q.Groups, a.grant.Group) {
+		q.Groups = append(q.Groups, a.grant.Group)
+	}
+	q.Class = ""
+	if chance(r, 0.3) {
+		q.Class = a.class
+	}
+	ptr := s.Pointers[oracle.PointerKey{Server: a.server, Class: a.class}]
+	if ptr == nil {
+		q.ToolID = pick(r, toolIDs(a.server))
+		return
+	}
+	tools := s.Generations[oracle.GenKey{Server: a.server, Class: a.class, Generation: ptr.Generation}]
+	ids := slices.Sorted(maps.Keys(tools))
+	if len(ids) == 0 {
+		return
+	}
+	q.ToolID = pick(r, ids)
+	tl := tools[q.ToolID]
+	switch n := r.IntN(10); {
+	case n < 6:
+		q.Generation = ptr.Generation
+	case n < 9:
+		q.Generation = max(1, ptr.Generation-int64(1+r.IntN(2)))
+	default:
+		q.Generation = ptr.Generation + 1
+	}
+	q.Digest = tl.Digest
+	if ds := digestsOf(s, q.ToolID); chance(r, 0.25) && len(ds) > 0 {
+		q.Digest = pick(r, ds)
+	}
+	if chance(r, 0.8) {
+		q.Arguments = g.arguments(tl.Schema)
+	}
 }
 
 // arguments returns arguments for schema: usually valid, sometimes with
