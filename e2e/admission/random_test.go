@@ -733,7 +733,9 @@ func describeState(s *oracle.State) string {
 // oracle (package e2e/admissionoracle). One round in four goes through
 // the real AdmissionService over gRPC (decision cache with Redis L2,
 // receipts in Postgres), a world that evolves between steps as the Watch
-// streams would deliver it; the rest through the decision package
+// streams would deliver it (one step in five they have not delivered it
+// yet: the replica, still fresh, decides from the heads it holds, and the
+// oracle judges the same view); the rest through the decision package
 // (admissiontest.Decider), each round a fresh state. A disagreement prints
 // the seed (and TOOLCRIB_ADMISSION_SEED replays a decision round with its
 // state). Counters: rounds, agree, cross-tenant hits, ALLOW from a stale
@@ -895,6 +897,8 @@ func (tl *tally) grpcRounds(t *testing.T, seed uint64, n int) {
 	}
 	ctx := context.Background()
 	var ids []string
+	synced := snapshot(s)
+	lags := 0
 	for step, done := 0, 0; done < n; step++ {
 		if step > 0 {
 			for range 1 + g.r.IntN(2) {
@@ -902,19 +906,30 @@ func (tl *tally) grpcRounds(t *testing.T, seed uint64, n int) {
 			}
 			g.rev++
 			w.Update(func() { fillWorld(w, s, g.rev+1) })
-			svc.Sync()
+			// One step in five the Watch streams have not delivered the
+			// change yet (the replica still fresh): it decides from the
+			// heads it has, reading what they name from the sources.
+			// (A pointer the heads have never held is read from the source
+			// and then kept: such a step always syncs.)
+			if chance(g.r, 0.8) || len(s.Pointers) != len(synced.Pointers) {
+				svc.Sync()
+				synced = snapshot(s)
+			} else {
+				lags++
+			}
 		}
+		view := lagging(synced, s)
 		for i := 0; i < 8 && done < n; i++ {
 			done++
 			q := g.request(s)
-			s.Now = time.Now()
-			before := oracle.Decide(s, q)
+			view.Now = time.Now()
+			before := oracle.Decide(view, q)
 			resp, err := c.Check(ctx, checkRequest(q), token(q))
 			if err != nil {
 				t.Fatalf("world seed %d step %d: Check: %v\n  %s", seed, step, err, describe(q))
 			}
-			s.Now = time.Now()
-			after := oracle.Decide(s, q)
+			view.Now = time.Now()
+			after := oracle.Decide(view, q)
 			ids = append(ids, resp.GetReceipt().GetReceiptId())
 			if resp.GetReason() == catalogv1.DecisionReason_DECISION_REASON_ALLOW {
 				if cl := resp.GetReceipt().GetAudienceClass(); !strings.HasPrefix(cl, q.Tenant+".") {
@@ -925,7 +940,38 @@ func (tl *tally) grpcRounds(t *testing.T, seed uint64, n int) {
 				fmt.Sprintf("gRPC world seed %d step %d (%s=%d %s=%d replays the run)", seed, step, SeedBaseEnv, seed, RoundsEnv, n))
 		}
 	}
+	t.Logf("gRPC world seed %d: %d rounds, %d steps with the replica's heads behind the sources", seed, n, lags)
 	tl.receipts(t, svc.PostgresURL, ids)
+}
+
+// snapshot copies what a replica's heads hold of s (epochs, pointers);
+// policies and generations are immutable once written and are shared.
+func snapshot(s *oracle.State) *oracle.State {
+	v := *s
+	v.Tenants = map[string]*oracle.Tenant{}
+	for name, tn := range s.Tenants {
+		c := *tn
+		c.Policies = maps.Clone(tn.Policies)
+		v.Tenants[name] = &c
+	}
+	v.Pointers = maps.Clone(s.Pointers)
+	return &v
+}
+
+// lagging is the view of a replica whose heads are synced while the
+// sources hold s: the synced epochs and pointers, a pointer the heads do
+// not hold yet read from the source, every generation readable, and the
+// freshness of now.
+func lagging(synced, s *oracle.State) *oracle.State {
+	v := *synced
+	v.Pointers = maps.Clone(synced.Pointers)
+	for k, p := range s.Pointers {
+		if _, ok := v.Pointers[k]; !ok {
+			v.Pointers[k] = p
+		}
+	}
+	v.Generations, v.Fresh = s.Generations, s.Fresh
+	return &v
 }
 
 // receipts waits until every receipt the service answered with is stored
