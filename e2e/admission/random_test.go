@@ -80,14 +80,17 @@ func rDigest(n int) string {
 var rendered = func() (out []struct {
 	json   []byte
 	digest string
-}) { for _, s := range rSchemas {
-	b := s.JSON()
-	h := sha256.Sum256(b)
-	out = append(out, struct {
-		json   []byte
-		digest string
-	}{b, "sha256:" + hex.EncodeToString(h[:])})
-}; return out }()
+}) {
+	for _, s := range rSchemas {
+		b := s.JSON()
+		h := sha256.Sum256(b)
+		out = append(out, struct {
+			json   []byte
+			digest string
+		}{b, "sha256:" + hex.EncodeToString(h[:])})
+	}
+	return out
+}()
 
 func sameSchema(a, b oracle.Schema) bool {
 	return a.Closed == b.Closed && slices.Equal(a.Props, b.Props) && slices.Equal(a.Required, b.Required)
