@@ -75,19 +75,20 @@ func rDigest(n int) string {
 	return "sha256:" + hex.EncodeToString(h[:])
 }
 
-// rendered holds each schema of rSchemas as JSON with its digest (a
-// round renders its tools' schemas many times).
-var rendered = func() (out []struct {
+// renderedSchema is a schema as JSON with its digest.
+type renderedSchema struct {
 	json   []byte
 	digest string
-}) {
+}
+
+// rendered holds each schema of rSchemas rendered (a round renders its
+// tools' schemas many times).
+var rendered = func() []renderedSchema {
+	var out []renderedSchema
 	for _, s := range rSchemas {
 		b := s.JSON()
 		h := sha256.Sum256(b)
-		out = append(out, struct {
-			json   []byte
-			digest string
-		}{b, "sha256:" + hex.EncodeToString(h[:])})
+		out = append(out, renderedSchema{b, "sha256:" + hex.EncodeToString(h[:])})
 	}
 	return out
 }()
