@@ -118,16 +118,20 @@ conformance: ## the official MCP conformance suite (server scenarios, npm) again
 	    cat $$log; rm -f $$log; exit 1; fi; \
 	  sed -n '/=== SUMMARY ===/,/Total:/p' $$log | head -40; rm -f $$log
 
-# The fault suite in full: every test of e2e/faults with FAULT_ROUNDS
-# randomized rounds and the pointer-CAS linearizability check, each
-# recording its counters in a temporary directory; the last line is the
-# summary (faultsummary fails on a violation or a counter nobody recorded).
+# The fault suites in full: every test of e2e/faults with FAULT_ROUNDS
+# randomized rounds and the pointer-CAS linearizability check, then every
+# test of e2e/admission with ADMISSION_ROUNDS randomized decision rounds,
+# each recording its counters in a temporary directory; the last two lines
+# are the summaries (faultsummary fails on a violation or a counter nobody
+# recorded).
 FAULT_ROUNDS ?= 100000
 FAULT_CAS_ROUNDS ?= 300
+ADMISSION_ROUNDS ?= 100000
 .PHONY: faults
-faults: ## the discovery fault suite: 100,000 randomized rounds, named faults, CAS check; one summary line
+faults: ## the discovery and admission fault suites: 100,000 randomized rounds each, named faults, CAS check; one summary line each
 	@dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
 	  export TOOLCRIB_FAULTS_DIR="$$dir" TOOLCRIB_FAULT_ROUNDS=$(FAULT_ROUNDS) TOOLCRIB_FAULT_CAS_ROUNDS=$(FAULT_CAS_ROUNDS); \
 	  go test -count=1 -timeout 60m ./e2e/faults/; \
 	  go test -count=1 -run '^TestPointer' ./services/discovery/internal/store/; \
+	  TOOLCRIB_ADMISSION_ROUNDS=$(ADMISSION_ROUNDS) go test -count=1 -timeout 30m ./e2e/admission/; \
 	  go run ./e2e/cmd/faultsummary "$$dir"

@@ -11,6 +11,7 @@ import (
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/faultreport"
 	"github.com/toolcrib/toolcrib/platform/redistest"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
 )
@@ -62,6 +63,7 @@ func TestRevokeWhileTwoReplicasServe(t *testing.T) {
 
 	type tally struct {
 		lastAllow, firstDeny time.Time
+		allows               []time.Time
 		allowAfterDeny       bool
 		checks               int
 		err                  error
@@ -88,6 +90,7 @@ func TestRevokeWhileTwoReplicasServe(t *testing.T) {
 				tl.checks++
 				at := resp.GetReceipt().GetDecidedAt().AsTime()
 				if resp.GetReason() == allow {
+					tl.allows = append(tl.allows, at)
 					if !tl.firstDeny.IsZero() {
 						tl.allowAfterDeny = true
 					}
@@ -112,6 +115,15 @@ func TestRevokeWhileTwoReplicasServe(t *testing.T) {
 	if committed.Before(revokeStart.Add(-time.Second)) || committed.After(revokeDone.Add(time.Second)) {
 		t.Fatalf("the revoke committed at %v, outside its call %v..%v", committed, revokeStart, revokeDone)
 	}
+	pastBound := 0
+	for _, tl := range tallies {
+		for _, at := range tl.allows {
+			if at.Sub(committed) > time.Second {
+				pastBound++
+			}
+		}
+	}
+	faultreport.Add(t, faultreport.AdmissionAllowAfterRevokeBound, int64(pastBound))
 	for i, tl := range tallies {
 		if tl.err != nil {
 			t.Fatalf("replica %d: %v", i, tl.err)
@@ -192,6 +204,8 @@ func staleThenHealed(t *testing.T, breakLinks, fixLinks func(*replica)) {
 	frozenAt := time.Now()
 	breakLinks(frozen)
 	var firstStale time.Time
+	pastWindow := 0
+	defer func() { faultreport.Add(t, faultreport.AdmissionAllowAfterWindow, int64(pastWindow)) }()
 	for time.Since(frozenAt) < window+1500*time.Millisecond {
 		resp, err := w.check(ctx, c, epoch, "")
 		if err != nil {
@@ -199,6 +213,7 @@ func staleThenHealed(t *testing.T, breakLinks, fixLinks func(*replica)) {
 		}
 		switch at := resp.GetReceipt().GetDecidedAt().AsTime(); {
 		case resp.GetReason() == allow && at.Sub(frozenAt) > window:
+			pastWindow++
 			t.Fatalf("ALLOW %v after the links broke, past the %v window", at.Sub(frozenAt), window)
 		case resp.GetReason() == stalePolicy:
 			if firstStale.IsZero() {
@@ -263,12 +278,17 @@ func TestOtherTenantCannotHitTenantADecision(t *testing.T) {
 	}
 	w.requireAllow(t, ctx, w.client(t, a, "alice", tenantA), epoch) // L1 of a
 	w.requireAllow(t, ctx, w.client(t, b, "alice", tenantA), epoch) // L2, then L1 of b
+	hits := 0
+	defer func() { faultreport.Add(t, faultreport.AdmissionCrossTenantHits, int64(hits)) }()
 	for _, r := range []*replica{a, b} {
 		bob := w.client(t, r, "bob", tenantB)
 		for class, want := range map[string]catalogv1.DecisionReason{"": notFound, classA: forbidden} {
 			resp, err := w.check(ctx, bob, epoch, class)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if resp.GetDecision() == admissionv1.Decision_DECISION_ALLOW || resp.GetCurrentDescriptorDigest() != "" {
+				hits++
 			}
 			if resp.GetReason() != want || resp.GetDecision() != admissionv1.Decision_DECISION_DENY ||
 				resp.GetCurrentGeneration() != 0 || resp.GetCurrentDescriptorDigest() != "" || resp.GetReceipt().GetTenantId() != tenantB {

@@ -3,10 +3,20 @@
 // real Postgres and Redis, and admission replicas started through their
 // own Run, each reading the other services through a loopback TCP proxy the
 // test can freeze.
+//
+// It is the admission fault suite of `make faults` (see the README's "The
+// admission fault suite"). The tests record what they counted with
+// platform/faultreport: randomized rounds and agreements with the oracle
+// (e2e/admissionoracle), cross-tenant hits (an ALLOW or a digest given to
+// another tenant), ALLOWs after a replica's validity window, ALLOWs and
+// successful Verifies more than 1 s after a revoking commit, reused or
+// misdirected leases accepted, and Checks answered against receipts stored.
 package admission
 
 import (
 	"context"
+	neturl "net/url"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -47,11 +57,13 @@ func ctxFor(t *testing.T) context.Context {
 // world is the running registry and discovery with one reviewed, enabled
 // tool of tenant-a's class in an active generation.
 type world struct {
-	st *stack.Stack
-	// source is the fixture MCP server discovery scans.
-	source     *fixture.Server
+	st         *stack.Stack
+	srv        *fixture.Server
+	sourceLink *servicetest.Proxy // nil unless asked for
 	generation int64
 	digest     string
+	// digests are the descriptor digests of the first generation by tool id.
+	digests map[string]string
 	// redisPrefix is the L2 prefix the replicas share.
 	redisPrefix string
 }
@@ -61,12 +73,54 @@ type world struct {
 // approve and enable the exact digest discovery proved.
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	return newWorldWith(t, worldOptions{})
+}
+
+// worldOptions adds to the world of [newWorld].
+type worldOptions struct {
+	// tools are more tools of the server: each is published with its
+	// scope (READ_ONLY), approved and enabled like shipment_status, and
+	// alice is granted every scope.
+	tools []extraTool
+	// discovery edits discovery's configuration.
+	discovery func(*discovery.Config)
+	// sourceLink puts a proxy between discovery and the MCP server.
+	sourceLink bool
+}
+
+type extraTool struct {
+	name, description, scope string
+}
+
+func (e extraTool) raw() fixture.Tool {
+	return fixture.MustRawTool(`{"name":"` + e.name + `","description":"` + e.description + `",
+"inputSchema":{"type":"object","properties":{"shipment_id":{"type":"string"}},"required":["shipment_id"]}}`)
+}
+
+// newWorldWith is newWorld with more tools, discovery configuration or a
+// severable link to the MCP server.
+func newWorldWith(t *testing.T, o worldOptions) *world {
+	t.Helper()
 	ctx := ctxFor(t)
 	st := stack.Start(t, stack.Options{
-		Registry:  func(c *registry.Config) { c.WatchHeartbeat = heartbeat },
-		Discovery: func(c *discovery.Config) { c.Linger = 0; c.WatchHeartbeat = heartbeat },
+		Registry: func(c *registry.Config) { c.WatchHeartbeat = heartbeat },
+		Discovery: func(c *discovery.Config) {
+			c.Linger = 0
+			c.WatchHeartbeat = heartbeat
+			if o.discovery != nil {
+				o.discovery(c)
+			}
+		},
 	})
-	srv, err := fixture.New(fixture.Script{Name: serverID, Versioned: true, Tools: []fixture.Tool{statusTool("Query the current status of a shipment.")}}, nil)
+	tools := []fixture.Tool{statusTool("Query the current status of a shipment.")}
+	scopes := []string{scope}
+	for _, e := range o.tools {
+		tools = append(tools, e.raw())
+		if !slices.Contains(scopes, e.scope) {
+			scopes = append(scopes, e.scope)
+		}
+	}
+	srv, err := fixture.New(fixture.Script{Name: serverID, Versioned: true, Tools: tools}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,6 +130,17 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ep.Close() })
+	url := ep.URL
+	var link *servicetest.Proxy
+	if o.sourceLink {
+		u, err := neturl.Parse(ep.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		link = servicetest.NewProxy(t, u.Host)
+		u.Host = link.Addr()
+		url = u.String()
+	}
 
 	reg := st.Registry
 	for _, tn := range []string{tenantA, tenantB} {
@@ -85,7 +150,7 @@ func newWorld(t *testing.T) *world {
 	}
 	if _, err := reg.RegisterServer(ctx, &registryv1.RegisterServerRequest{Server: &registryv1.Server{
 		ServerId: serverID, Owner: tenantA + "/group:inventory-team",
-		Transport:      &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: ep.URL}},
+		Transport:      &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: url}},
 		TrustLevel:     registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY,
 		RevisionSource: registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED,
 		ScanInterval:   durationpb.New(time.Hour),
@@ -97,7 +162,7 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	if _, err := reg.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: tenantA, Subject: "alice",
-		Scopes: []string{scope}, AudienceClasses: []string{classA}}); err != nil {
+		Scopes: scopes, AudienceClasses: []string{classA}}); err != nil {
 		t.Fatal(err)
 	}
 	// tenant-b's bob holds the same scope, but no class that reads the server.
@@ -117,43 +182,56 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{st: st, source: srv, generation: active.GetPointer().GetGeneration(), redisPrefix: redistest.NewPrefix(t)}
+	w := &world{st: st, srv: srv, sourceLink: link, generation: active.GetPointer().GetGeneration(), redisPrefix: redistest.NewPrefix(t),
+		digests: map[string]string{}}
 	for _, d := range active.GetSnapshot().GetTools() {
-		if d.GetToolId() == toolID {
-			w.digest = d.GetDescriptorDigest()
-		}
+		w.digests[d.GetToolId()] = d.GetDescriptorDigest()
 	}
-	if w.digest == "" {
+	if w.digest = w.digests[toolID]; w.digest == "" {
 		t.Fatalf("the active generation has no %s", toolID)
 	}
+	w.reviewAndEnable(t, toolID, scope)
+	for _, e := range o.tools {
+		w.reviewAndEnable(t, serverID+"."+e.name, e.scope)
+	}
+	return w
+}
+
+// reviewAndEnable waits until the registry learned the tool at the
+// digest of the world's generation, then publishes a READ_ONLY contract
+// with scope, approves and enables it.
+func (w *world) reviewAndEnable(t *testing.T, id, scope string) {
+	t.Helper()
+	ctx := ctxFor(t)
+	reg := w.st.Registry
+	digest := w.digests[id]
 
 	// The registry learns the tool from discovery (pending, disabled).
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		resp, err := reg.GetTool(ctx, &registryv1.GetToolRequest{ToolId: toolID})
-		if err == nil && resp.GetTool().GetDescriptorDigest() == w.digest {
+		resp, err := reg.GetTool(ctx, &registryv1.GetToolRequest{ToolId: id})
+		if err == nil && resp.GetTool().GetDescriptorDigest() == digest {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the registry did not learn %s: %v", toolID, err)
+			t.Fatalf("the registry did not learn %s: %v", id, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	pub, err := reg.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: &registryv1.ToolContract{
-		ToolId: toolID, Effect: catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY, Scope: scope,
+		ToolId: id, Effect: catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY, Scope: scope,
 		Authorization: registryv1.Authorization_AUTHORIZATION_CALLER_AND_TENANT,
 		AllowedFields: []string{"shipment_id", "status"},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := reg.ApproveTool(ctx, &registryv1.ApproveToolRequest{ToolId: toolID, ApprovalDigest: pub.GetTool().GetApprovalDigest()}); err != nil {
+	if _, err := reg.ApproveTool(ctx, &registryv1.ApproveToolRequest{ToolId: id, ApprovalDigest: pub.GetTool().GetApprovalDigest()}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := reg.EnableTool(ctx, &registryv1.EnableToolRequest{ToolId: toolID}); err != nil {
+	if _, err := reg.EnableTool(ctx, &registryv1.EnableToolRequest{ToolId: id}); err != nil {
 		t.Fatal(err)
 	}
-	return w
 }
 
 // statusTool is the world's one tool with the given description.
@@ -226,12 +304,12 @@ func (w *world) startReplica(t *testing.T, window time.Duration) *replica {
 // startReplicaWithL2 is startReplica with its own Redis prefix.
 func (w *world) startReplicaWithL2(t *testing.T, window time.Duration, redisPrefix string) *replica {
 	t.Helper()
-	return w.startReplicaConfigured(t, window, redisPrefix, nil)
+	return w.startReplicaWith(t, window, redisPrefix, nil)
 }
 
-// startReplicaConfigured is startReplicaWithL2 with the configuration
-// changed by edit (nil: unchanged) before the replica runs.
-func (w *world) startReplicaConfigured(t *testing.T, window time.Duration, redisPrefix string, edit func(*admissionsvc.Config)) *replica {
+// startReplicaWith is startReplicaWithL2 with a last edit of the
+// configuration (e.g. Redis or Postgres through a proxy).
+func (w *world) startReplicaWith(t *testing.T, window time.Duration, redisPrefix string, edit func(*admissionsvc.Config)) *replica {
 	t.Helper()
 	r := &replica{regLink: servicetest.NewProxy(t, w.st.RegistryAddr), discLink: servicetest.NewProxy(t, w.st.DiscoveryAddr)}
 	cfg, err := admissionsvc.ParseConfig(nil, func(string) (string, bool) { return "", false })
@@ -248,6 +326,9 @@ func (w *world) startReplicaConfigured(t *testing.T, window time.Duration, redis
 		c := cfg
 		c.Common = w.st.Auth.Common(t, w.st.PostgresURL, true, listening)
 		c.RedisPrefix = redisPrefix
+		if edit != nil {
+			edit(&c)
+		}
 		return admissionsvc.Run(ctx, c)
 	})
 	return r

@@ -26,8 +26,8 @@ func TestReceiptDecidedOnOneReplicaIsFoundOnTheOther(t *testing.T) {
 	// wide enough that the lookup on B lands in it nearly every time.
 	const receiptInterval = 300 * time.Millisecond
 	slow := func(c *admissionsvc.Config) { c.ReceiptInterval = receiptInterval }
-	a := w.startReplicaConfigured(t, 5*time.Second, w.redisPrefix, slow)
-	b := w.startReplicaConfigured(t, 5*time.Second, w.redisPrefix, slow)
+	a := w.startReplicaWith(t, 5*time.Second, w.redisPrefix, slow)
+	b := w.startReplicaWith(t, 5*time.Second, w.redisPrefix, slow)
 	onA, onB := w.client(t, a, "alice", tenantA), w.client(t, b, "alice", tenantA)
 	epoch := w.epoch(t)
 

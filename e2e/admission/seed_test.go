@@ -107,7 +107,7 @@ func TestSeed004AdmitThroughTheServices(t *testing.T) {
 			// generation; the approval binds the old digest only. The plan
 			// is still the old generation's (the seed's call.version 7).
 			from := s.pointerRevision(t)
-			if _, err := s.source.Apply(fixture.Upsert(statusTool("Query the current status of a shipment, with its carrier."))); err != nil {
+			if _, err := s.srv.Apply(fixture.Upsert(statusTool("Query the current status of a shipment, with its carrier."))); err != nil {
 				t.Fatal(err)
 			}
 			key := discovery.PointerKey{ServerID: serverID, AudienceClass: classA}

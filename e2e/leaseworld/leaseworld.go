@@ -25,12 +25,15 @@ import (
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	leasev1 "github.com/toolcrib/toolcrib/gen/toolcrib/lease/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/config"
 	"github.com/toolcrib/toolcrib/platform/pgtest"
+	"github.com/toolcrib/toolcrib/platform/redistest"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/revision/lease"
 	"github.com/toolcrib/toolcrib/services/admission"
 	"github.com/toolcrib/toolcrib/services/discovery"
 	leasesvc "github.com/toolcrib/toolcrib/services/lease"
+	"github.com/toolcrib/toolcrib/services/registry"
 )
 
 // The world's names.
@@ -113,14 +116,83 @@ type World struct {
 	// Holder and JWK are the holder key of every lease issued here.
 	Holder ed25519.PrivateKey
 	JWK    []byte
+	// AdmissionAddr is the admission replica the lease service asks.
+	AdmissionAddr string
+
+	acfg                admission.Config
+	aurl                string
+	lcfg                leasesvc.Config
+	lurl, leaseRedisPre string
+	leaseEdit           func(*config.Common)
+}
+
+// StartAdmission runs another admission replica of the world (same
+// database, its own L2 prefix) and returns its address.
+func (w *World) StartAdmission(t testing.TB) string {
+	t.Helper()
+	return servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+		c := w.acfg
+		c.Common = w.St.Auth.Common(t, w.aurl, true, listening)
+		return admission.Run(ctx, c)
+	})
+}
+
+// StartLease runs another lease replica of the world: the same signing
+// keys, database and Redis prefix (single use is shared), and returns its
+// address.
+func (w *World) StartLease(t testing.TB) string {
+	t.Helper()
+	return servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+		c := w.lcfg
+		c.Common = w.St.Auth.Common(t, w.lurl, true, listening)
+		c.RedisPrefix = w.leaseRedisPre
+		if w.leaseEdit != nil {
+			w.leaseEdit(&c.Common)
+		}
+		if err := c.Validate(); err != nil {
+			return err
+		}
+		return leasesvc.Run(ctx, c)
+	})
 }
 
 // Start runs the world until the test ends; admission keeps decisions
 // (and GetReceipt answers valid_until) for cacheTTL.
 func Start(t testing.TB, cacheTTL time.Duration) *World {
 	t.Helper()
+	return StartWith(t, Options{CacheTTL: cacheTTL})
+}
+
+// Options shape a world.
+type Options struct {
+	// CacheTTL is admission's decision lifetime.
+	CacheTTL time.Duration
+	// Lease edits the lease service's common configuration last (e.g.
+	// Redis through a proxy); it applies to every lease replica.
+	Lease func(*config.Common)
+	// Heartbeat is the registry's and discovery's Watch heartbeat; 0 for
+	// their default.
+	Heartbeat time.Duration
+}
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, o Options) *World {
+	t.Helper()
 	ctx := ctxFor(t)
-	st := stack.Start(t, stack.Options{Discovery: func(c *discovery.Config) { c.Linger = 0 }})
+	cacheTTL := o.CacheTTL
+	st := stack.Start(t, stack.Options{
+		Registry: func(c *registry.Config) {
+			if o.Heartbeat > 0 {
+				c.WatchHeartbeat = o.Heartbeat
+			}
+		},
+		Discovery: func(c *discovery.Config) {
+			c.Linger = 0
+			if o.Heartbeat > 0 {
+				c.WatchHeartbeat = o.Heartbeat
+			}
+		},
+	})
 	srv, err := fixture.New(fixture.Script{Name: "inventory", Versioned: true,
 		Tools: []fixture.Tool{ShipmentStatus("Query the current status of a shipment.")}}, nil)
 	if err != nil {
@@ -177,9 +249,28 @@ func Start(t testing.TB, cacheTTL time.Duration) *World {
 	must(reg.ApproveTool(ctx, &registryv1.ApproveToolRequest{ToolId: toolID, ApprovalDigest: pub.GetTool().GetApprovalDigest()}))
 	must(reg.EnableTool(ctx, &registryv1.EnableToolRequest{ToolId: toolID}))
 
-	w.AdmissionDB = pgtest.NewDatabase(t, pgtest.Schema{Name: admission.Schema, Sets: admission.Migrations()})
-	admAddr := StartAdmission(t, st, cacheTTL, w.AdmissionDB, nil)
-	leaseAddr := StartLease(t, st, admAddr)
+	// Admission and lease, each with its own database, as dev up starts them.
+	acfg, err := admission.ParseConfig(nil, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	acfg.RegistryAddr, acfg.DiscoveryAddr, acfg.CacheTTL = st.RegistryAddr, st.DiscoveryAddr, cacheTTL
+	aurl := pgtest.NewDatabase(t, pgtest.Schema{Name: admission.Schema, Sets: admission.Migrations()})
+	admAddr := servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+		c := acfg
+		c.Common = st.Auth.Common(t, aurl, true, listening)
+		return admission.Run(ctx, c)
+	})
+	lcfg, err := leasesvc.ParseConfig([]string{"--key-file", filepath.Join(t.TempDir(), "keys.json")},
+		func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	lcfg.AdmissionAddr, lcfg.RegistryAddr, lcfg.DiscoveryAddr = admAddr, st.RegistryAddr, st.DiscoveryAddr
+	lurl := pgtest.NewDatabase(t, pgtest.Schema{Name: leasesvc.Schema, Sets: leasesvc.Migrations()})
+	w.acfg, w.aurl, w.lcfg, w.lurl, w.leaseRedisPre, w.leaseEdit = acfg, aurl, lcfg, lurl, redistest.NewPrefix(t), o.Lease
+	w.AdmissionAddr, w.AdmissionDB = admAddr, aurl
+	leaseAddr := w.StartLease(t)
 	for _, who := range []string{"alice", "bob"} {
 		tok := st.Auth.User(t, who, tenant, "readers")
 		w.Adm[who] = admissionv1.NewAdmissionServiceClient(servicetest.Dial(t, admAddr, tok))

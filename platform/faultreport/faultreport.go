@@ -45,6 +45,29 @@ const (
 	CASNotLinearizable = "cas_not_linearizable"
 )
 
+// Counters of the admission summary line (the admission fault suite,
+// e2e/admission), in print order. Receipt coverage is printed as
+// AdmissionReceiptsStored / AdmissionChecksAnswered.
+const (
+	AdmissionRounds          = "admission_rounds"
+	AdmissionAgree           = "admission_agree"
+	AdmissionCrossTenantHits = "admission_cross_tenant_hits"
+	// AdmissionAllowAfterWindow counts ALLOWs decided by a replica that could
+	// not prove freshness (after its validity window).
+	AdmissionAllowAfterWindow = "admission_allow_after_window"
+	// AdmissionAllowAfterRevokeBound counts ALLOWs decided more than the
+	// revocation bound (1 s) after a revoking commit on a connected replica.
+	AdmissionAllowAfterRevokeBound = "admission_allow_after_revoke_bound"
+	// AdmissionLeaseReuseAccepted counts Verify answers that accepted a lease
+	// already used, a proof made for another lease, or another audience.
+	AdmissionLeaseReuseAccepted = "admission_lease_reuse_accepted"
+	AdmissionChecksAnswered     = "admission_checks_answered"
+	AdmissionReceiptsStored     = "admission_receipts_stored"
+)
+
+var admissionCounters = []string{AdmissionRounds, AdmissionAgree, AdmissionCrossTenantHits, AdmissionAllowAfterWindow,
+	AdmissionAllowAfterRevokeBound, AdmissionLeaseReuseAccepted, AdmissionChecksAnswered, AdmissionReceiptsStored}
+
 var counters = []string{Rounds, Agree, UnversionedSideEffectEligible, PartialActivated, CrossAudienceShared,
 	UnknownDialectAccepted, NetworkRefFetched, CASChecks, CASNotLinearizable}
 
@@ -116,6 +139,46 @@ func Summarize(dir string) (Summary, error) {
 		}
 	}
 	return s, nil
+}
+
+func (s Summary) missing(cs []string) error {
+	var missing []string
+	for _, c := range cs {
+		if _, ok := s.Totals[c]; !ok {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return errors.New("faultreport: no test recorded " + strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// AdmissionLine renders the admission summary line. It fails when a
+// counter was never recorded or no Check was answered.
+func (s Summary) AdmissionLine() (string, error) {
+	if err := s.missing(admissionCounters); err != nil {
+		return "", err
+	}
+	t := s.Totals
+	if t[AdmissionChecksAnswered] == 0 {
+		return "", errors.New("faultreport: receipt coverage over no Check")
+	}
+	return fmt.Sprintf("admission: rounds=%d agree=%d cross_tenant_hits=%d allow_after_window=%d allow_after_revoke_bound=%d lease_reuse_accepted=%d receipt_coverage=%.3f",
+		t[AdmissionRounds], t[AdmissionAgree], t[AdmissionCrossTenantHits], t[AdmissionAllowAfterWindow],
+		t[AdmissionAllowAfterRevokeBound], t[AdmissionLeaseReuseAccepted],
+		float64(t[AdmissionReceiptsStored])/float64(t[AdmissionChecksAnswered])), nil
+}
+
+// AdmissionViolations reports whether the admission suite found a
+// violation: a disagreement, a cross-tenant hit, an ALLOW past the window
+// or the revocation bound, a reused lease accepted, or a lost receipt.
+func (s Summary) AdmissionViolations() bool {
+	t := s.Totals
+	return t[AdmissionAgree] != t[AdmissionRounds] || t[AdmissionCrossTenantHits] != 0 || t[AdmissionAllowAfterWindow] != 0 ||
+		t[AdmissionAllowAfterRevokeBound] != 0 || t[AdmissionLeaseReuseAccepted] != 0 ||
+		t[AdmissionReceiptsStored] != t[AdmissionChecksAnswered]
 }
 
 // Line renders the summary line. It fails when a counter was never

@@ -44,3 +44,30 @@ func TestSummaryAddsRecordsAndRefusesMissingCounters(t *testing.T) {
 		t.Fatalf("a failed check still prints true: %s", line)
 	}
 }
+
+func TestAdmissionLineNeedsEveryCounter(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(DirEnv, dir)
+	Add(t, AdmissionRounds, 100)
+	Add(t, AdmissionAgree, 100)
+	s, _ := Summarize(dir)
+	if _, err := s.AdmissionLine(); err == nil || !strings.Contains(err.Error(), AdmissionLeaseReuseAccepted) {
+		t.Fatalf("an admission line with counters no test recorded: %v", err)
+	}
+	for _, c := range []string{AdmissionCrossTenantHits, AdmissionAllowAfterWindow, AdmissionAllowAfterRevokeBound, AdmissionLeaseReuseAccepted} {
+		Add(t, c, 0)
+	}
+	Add(t, AdmissionChecksAnswered, 8)
+	Add(t, AdmissionReceiptsStored, 8)
+	s, _ = Summarize(dir)
+	line, err := s.AdmissionLine()
+	want := "admission: rounds=100 agree=100 cross_tenant_hits=0 allow_after_window=0 allow_after_revoke_bound=0 lease_reuse_accepted=0 receipt_coverage=1.000"
+	if err != nil || line != want || s.AdmissionViolations() {
+		t.Fatalf("line %q (%v), violations %v; want %q", line, err, s.AdmissionViolations(), want)
+	}
+	Add(t, AdmissionChecksAnswered, 2) // two receipts lost
+	s, _ = Summarize(dir)
+	if line, _ := s.AdmissionLine(); !strings.HasSuffix(line, "receipt_coverage=0.800") || !s.AdmissionViolations() {
+		t.Fatalf("lost receipts: %q, violations %v", line, s.AdmissionViolations())
+	}
+}

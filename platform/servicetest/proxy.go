@@ -13,6 +13,7 @@ import (
 type Proxy struct {
 	lis    net.Listener
 	mu     sync.Mutex
+	target string
 	cut    bool          // connections refused while cut
 	frozen chan struct{} // non-nil while frozen; closed to thaw
 	conns  []net.Conn
@@ -25,7 +26,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{lis: lis}
+	p := &Proxy{lis: lis, target: target}
 	t.Cleanup(func() { lis.Close(); p.Thaw(); p.Sever() })
 	go func() {
 		for {
@@ -34,7 +35,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 				return
 			}
 			p.mu.Lock()
-			cut := p.cut
+			cut, target := p.cut, p.target
 			p.mu.Unlock()
 			if cut {
 				c.Close()
@@ -75,6 +76,14 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 			return
 		}
 	}
+}
+
+// Retarget makes new connections go to target (a service restarted on
+// another address); open ones are left alone.
+func (p *Proxy) Retarget(target string) {
+	p.mu.Lock()
+	p.target = target
+	p.mu.Unlock()
 }
 
 // Addr is the address to dial instead of the target.

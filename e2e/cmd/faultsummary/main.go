@@ -1,5 +1,6 @@
 // Command faultsummary prints the one summary line of `make faults` from
-// the records the fault-suite tests wrote (see package faultreport), and
+// the records the fault-suite tests wrote (the discovery line, then the
+// admission line) (see package faultreport), and
 // fails when a figure was never recorded or the suite found a violation.
 package main
 
@@ -26,6 +27,16 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println(line)
+	admission, err := s.AdmissionLine()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "faultsummary:", err)
+		os.Exit(1)
+	}
+	fmt.Println(admission)
+	if s.AdmissionViolations() {
+		fmt.Fprintln(os.Stderr, "faultsummary: the admission fault suite found violations")
+		os.Exit(1)
+	}
 	t := s.Totals
 	if t[faultreport.Agree] != t[faultreport.Rounds] || t[faultreport.UnversionedSideEffectEligible] != 0 ||
 		t[faultreport.PartialActivated] != 0 || t[faultreport.CrossAudienceShared] != 0 ||

@@ -33,6 +33,7 @@ import (
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/changelog"
 	"github.com/toolcrib/toolcrib/platform/pgtest"
 	"github.com/toolcrib/toolcrib/platform/postgres"
 	"github.com/toolcrib/toolcrib/platform/principal"
@@ -95,10 +96,28 @@ type Service struct {
 	PostgresURL string
 	// CacheAnswers counts the cache's answers by level ("miss", "l1", "l2").
 	CacheAnswers func() map[string]int64
+
+	heads *replica.Heads
+	world *World // StartWorld's
 }
 
 // Start runs the service until the test ends.
 func Start(t testing.TB, o Options) *Service {
+	t.Helper()
+	return start(t, o, &world{delay: o.SourceDelay}, nil)
+}
+
+// sources is what the replica reads behind its heads.
+type sources interface {
+	replica.Policies
+	replica.Catalog
+	replica.Reviews
+	grpcapi.PointerSource
+}
+
+// start runs the service over src. Without freshness the streams beat
+// every second; with it, freshness is each stream's newest heartbeat.
+func start(t testing.TB, o Options, src sources, freshness func() changelog.Freshness) *Service {
 	t.Helper()
 	auth := servicetest.NewAuth(t)
 	v, err := principal.LoadVerifier(auth.JWKSPath, principal.VerifierConfig{Issuer: servicetest.Issuer,
@@ -113,7 +132,10 @@ func Start(t testing.TB, o Options) *Service {
 	}
 	t.Cleanup(pool.Close)
 	heads := replica.NewHeads(5*time.Second, nil)
-	w := &world{delay: o.SourceDelay}
+	if freshness != nil {
+		heads.Follow(replica.RegistryStream, freshness)
+		heads.Follow(replica.DiscoveryStream, freshness)
+	}
 	copts := cache.Options{L1Size: o.L1Size, SkipL1: o.SkipL1}
 	if copts.L1Size == 0 {
 		copts.L1Size = 10_000
@@ -123,7 +145,7 @@ func Start(t testing.TB, o Options) *Service {
 	}
 	c := cache.New(copts)
 	rw := receipts.New(pool, receipts.Options{})
-	api := grpcapi.New(grpcapi.Options{Heads: heads, Material: replica.NewMaterial(w, w, w, 1000), Pointers: w, Cache: c,
+	api := grpcapi.New(grpcapi.Options{Heads: heads, Material: replica.NewMaterial(src, src, src, 1000), Pointers: src, Cache: c,
 		Validator: args.NewValidator(100), Limits: args.DefaultLimits, Receipts: rw, Replica: "admissiontest:1"})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -184,7 +206,7 @@ func Start(t testing.TB, o Options) *Service {
 		}
 		return out
 	}
-	return &Service{Addr: addr, Auth: auth, Redis: copts.Redis, PostgresURL: url, CacheAnswers: answers}
+	return &Service{Addr: addr, Auth: auth, Redis: copts.Redis, PostgresURL: url, CacheAnswers: answers, heads: heads}
 }
 
 // world is the in-memory registry and discovery.
