@@ -229,7 +229,7 @@ func (g *gen) firstPolicy(s *oracle.State, tenant string) *oracle.Policy {
 			if !chance(g.r, 0.9) {
 				continue
 			}
-			rv := oracle.ToolReview{Enabled: chance(g.r, 0.85), Approved: map[string]oracle.Contract{}}
+			rv := oracle.ToolReview{Enabled: chance(g.r, 0.85), Trust: g.trust(), Approved: map[string]oracle.Contract{}}
 			for _, d := range digestsOf(s, id) {
 				if chance(g.r, 0.75) {
 					rv.Approved[d] = g.contract(srv)
@@ -239,6 +239,20 @@ func (g *gen) firstPolicy(s *oracle.State, tenant string) *oracle.Policy {
 		}
 	}
 	return p
+}
+
+// trust is a server's trust level: mostly first-party, and every other
+// level (unknown included) often enough to reach the confirmation rule.
+func (g *gen) trust() registryv1.TrustLevel {
+	switch n := g.r.IntN(10); {
+	case n < 6:
+		return registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY
+	case n < 8:
+		return registryv1.TrustLevel_TRUST_LEVEL_PARTNER
+	case n < 9:
+		return registryv1.TrustLevel_TRUST_LEVEL_THIRD_PARTY
+	}
+	return registryv1.TrustLevel_TRUST_LEVEL_UNSPECIFIED
 }
 
 func clonePolicy(p *oracle.Policy) *oracle.Policy {
@@ -251,7 +265,7 @@ func clonePolicy(p *oracle.Policy) *oracle.Policy {
 		out.Classes[c] = slices.Clone(s)
 	}
 	for id, rv := range p.Tools {
-		out.Tools[id] = oracle.ToolReview{Enabled: rv.Enabled, Approved: maps.Clone(rv.Approved)}
+		out.Tools[id] = oracle.ToolReview{Enabled: rv.Enabled, Trust: rv.Trust, Approved: maps.Clone(rv.Approved)}
 	}
 	return out
 }
@@ -282,14 +296,17 @@ func (g *gen) nextPolicy(s *oracle.State, tenant string, prev *oracle.Policy) *o
 	case 3:
 		rv, ok := p.Tools[id]
 		if !ok {
-			rv = oracle.ToolReview{Approved: map[string]oracle.Contract{}}
+			rv = oracle.ToolReview{Trust: g.trust(), Approved: map[string]oracle.Contract{}}
 		}
 		rv.Enabled = !rv.Enabled
+		if chance(g.r, 0.2) {
+			rv.Trust = g.trust() // the server's trust level changed (an epoch bump too)
+		}
 		p.Tools[id] = rv
 	case 4:
 		rv, ok := p.Tools[id]
 		if !ok {
-			rv = oracle.ToolReview{Enabled: true, Approved: map[string]oracle.Contract{}}
+			rv = oracle.ToolReview{Enabled: true, Trust: g.trust(), Approved: map[string]oracle.Contract{}}
 		}
 		if ds := digestsOf(s, id); len(ds) > 0 {
 			d := pick(g.r, ds)
@@ -653,7 +670,7 @@ func fillWorld(w *admissiontest.World, s *oracle.State, rev int64) {
 				wp.Grants = append(wp.Grants, admissiontest.WorldGrant{Subject: gr.Subject, Group: gr.Group, Scopes: gr.Scopes, Classes: gr.Classes})
 			}
 			for id, rv := range p.Tools {
-				wr := admissiontest.WorldReview{Enabled: rv.Enabled, Approved: map[string]admissiontest.WorldContract{}}
+				wr := admissiontest.WorldReview{Enabled: rv.Enabled, Trust: rv.Trust, Approved: map[string]admissiontest.WorldContract{}}
 				for d, c := range rv.Approved {
 					wr.Approved[d] = admissiontest.WorldContract{Effect: c.Effect, Scope: c.Scope, Confirmation: c.Confirmation}
 				}

@@ -47,7 +47,9 @@
 //     UNVERSIONED_SOURCE (autonomous, side effects, unversioned pointer),
 //  13. CONFIRMATION_REQUIRED (autonomous and WRITE/DESTRUCTIVE/UNSPECIFIED
 //     by default, always with CONFIRMATION_ALWAYS, never with
-//     CONFIRMATION_AUTONOMOUS_ALLOWED), 14. ARGUMENTS_INVALID (the arguments
+//     CONFIRMATION_AUTONOMOUS_ALLOWED; and whatever the contract says when
+//     the call has side effects and the server's trust level is neither
+//     FIRST_PARTY nor PARTNER), 14. ARGUMENTS_INVALID (the arguments
 //     fail the pinned input schema), 15. ALLOW.
 //
 // The order of SERVER_CLOSED before INCOMPLETE_DISCOVERY in the list of

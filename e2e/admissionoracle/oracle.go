@@ -37,6 +37,12 @@ type Contract struct {
 // ToolReview is the registry's view of one tool at one epoch.
 type ToolReview struct {
 	Enabled bool
+	// Trust is the trust level of the tool's server (registry.proto
+	// TrustLevel): only FIRST_PARTY and PARTNER servers may be called
+	// autonomously with side effects; THIRD_PARTY needs the user's
+	// confirmation for every call with side effects, and an unknown level
+	// (UNSPECIFIED) counts as the least trusted.
+	Trust registryv1.TrustLevel
 	// Approved maps a descriptor digest to the contract approved for it.
 	Approved map[string]Contract
 }
@@ -349,6 +355,10 @@ func Decide(s *State, r Request) Reason {
 		return catalogv1.DecisionReason_DECISION_REASON_UNVERSIONED_SOURCE
 	}
 	if autonomous && needsConfirmation(contract) {
+		return catalogv1.DecisionReason_DECISION_REASON_CONFIRMATION_REQUIRED
+	}
+	if autonomous && contract.Effect != catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY &&
+		review.Trust != registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY && review.Trust != registryv1.TrustLevel_TRUST_LEVEL_PARTNER {
 		return catalogv1.DecisionReason_DECISION_REASON_CONFIRMATION_REQUIRED
 	}
 	if !valid(active.Schema, args) {

@@ -23,8 +23,8 @@ func seed004() *State {
 	status := Tool{Digest: digestA, Schema: Schema{Props: []Prop{{Name: "shipment_id", Type: "string"}}, Required: []string{"shipment_id"}}}
 	cancel := Tool{Digest: digestB, Schema: Schema{}}
 	tools := map[string]ToolReview{
-		"logistics.shipment_status": {Enabled: true, Approved: map[string]Contract{digestA: {Effect: catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY, Scope: "shipment:read"}}},
-		"logistics.cancel_shipment": {Enabled: true, Approved: map[string]Contract{digestB: {Effect: catalogv1.EffectClass_EFFECT_CLASS_RESERVATION, Scope: "shipment:write"}}},
+		"logistics.shipment_status": {Enabled: true, Trust: registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY, Approved: map[string]Contract{digestA: {Effect: catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY, Scope: "shipment:read"}}},
+		"logistics.cancel_shipment": {Enabled: true, Trust: registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY, Approved: map[string]Contract{digestB: {Effect: catalogv1.EffectClass_EFFECT_CLASS_RESERVATION, Scope: "shipment:write"}}},
 	}
 	classes := map[string][]string{"demo-a.readers": {"logistics"}}
 	return &State{Now: now, Fresh: true,

@@ -55,6 +55,8 @@ type WorldContract struct {
 // WorldReview is the registry's view of a tool at one epoch.
 type WorldReview struct {
 	Enabled bool
+	// Trust is the trust level of the tool's server.
+	Trust registryv1.TrustLevel
 	// Approved by descriptor digest.
 	Approved map[string]WorldContract
 }
@@ -170,7 +172,7 @@ func (w *World) Review(_ context.Context, tenant string, epoch int64, _, toolID,
 	if !ok {
 		return decision.Review{}, nil
 	}
-	out := decision.Review{Known: true, Enabled: r.Enabled}
+	out := decision.Review{Known: true, Enabled: r.Enabled, Trust: r.Trust}
 	if c, ok := r.Approved[digest]; ok {
 		out.Approved = &decision.Contract{Effect: c.Effect, Scope: c.Scope, Confirmation: c.Confirmation}
 	}
