@@ -2726,6 +2726,146 @@ func (x *GetAudienceClassResponse) GetAudienceClass() *AudienceClass {
 	return nil
 }
 
+// GetBindingRequest is the request of GetBinding.
+type GetBindingRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server id; required.
+	ServerId string `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// Audience class name; required.
+	AudienceClass string `protobuf:"bytes,2,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBindingRequest) Reset() {
+	*x = GetBindingRequest{}
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBindingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBindingRequest) ProtoMessage() {}
+
+func (x *GetBindingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBindingRequest.ProtoReflect.Descriptor instead.
+func (*GetBindingRequest) Descriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *GetBindingRequest) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *GetBindingRequest) GetAudienceClass() string {
+	if x != nil {
+		return x.AudienceClass
+	}
+	return ""
+}
+
+// GetBindingResponse is the response of GetBinding. Every field was read in
+// one snapshot, at `revision`.
+type GetBindingResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server.
+	Server *Server `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// The class's binding of the server; unset when the class does not cover
+	// the server. Its secret reference is empty for principals other than
+	// platform admins and services.
+	Binding *AudienceServer `protobuf:"bytes,2,opt,name=binding,proto3" json:"binding,omitempty"`
+	// Tenant of the audience class.
+	TenantId string `protobuf:"bytes,3,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// The tenant's current policy epoch.
+	PolicyEpoch int64 `protobuf:"varint,4,opt,name=policy_epoch,json=policyEpoch,proto3" json:"policy_epoch,omitempty"`
+	// Registry revision of the read (the log head it saw).
+	Revision      int64 `protobuf:"varint,5,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBindingResponse) Reset() {
+	*x = GetBindingResponse{}
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBindingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBindingResponse) ProtoMessage() {}
+
+func (x *GetBindingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBindingResponse.ProtoReflect.Descriptor instead.
+func (*GetBindingResponse) Descriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *GetBindingResponse) GetServer() *Server {
+	if x != nil {
+		return x.Server
+	}
+	return nil
+}
+
+func (x *GetBindingResponse) GetBinding() *AudienceServer {
+	if x != nil {
+		return x.Binding
+	}
+	return nil
+}
+
+func (x *GetBindingResponse) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *GetBindingResponse) GetPolicyEpoch() int64 {
+	if x != nil {
+		return x.PolicyEpoch
+	}
+	return 0
+}
+
+func (x *GetBindingResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
 // ListAudienceClassesRequest is the request of ListAudienceClasses.
 type ListAudienceClassesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2743,7 +2883,7 @@ type ListAudienceClassesRequest struct {
 
 func (x *ListAudienceClassesRequest) Reset() {
 	*x = ListAudienceClassesRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[31]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2755,7 +2895,7 @@ func (x *ListAudienceClassesRequest) String() string {
 func (*ListAudienceClassesRequest) ProtoMessage() {}
 
 func (x *ListAudienceClassesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[31]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2768,7 +2908,7 @@ func (x *ListAudienceClassesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAudienceClassesRequest.ProtoReflect.Descriptor instead.
 func (*ListAudienceClassesRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{31}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListAudienceClassesRequest) GetTenantId() string {
@@ -2814,7 +2954,7 @@ type ListAudienceClassesResponse struct {
 
 func (x *ListAudienceClassesResponse) Reset() {
 	*x = ListAudienceClassesResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[32]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2826,7 +2966,7 @@ func (x *ListAudienceClassesResponse) String() string {
 func (*ListAudienceClassesResponse) ProtoMessage() {}
 
 func (x *ListAudienceClassesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[32]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2839,7 +2979,7 @@ func (x *ListAudienceClassesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAudienceClassesResponse.ProtoReflect.Descriptor instead.
 func (*ListAudienceClassesResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{32}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListAudienceClassesResponse) GetAudienceClasses() []*AudienceClass {
@@ -2874,7 +3014,7 @@ type PublishContractRequest struct {
 
 func (x *PublishContractRequest) Reset() {
 	*x = PublishContractRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[33]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2886,7 +3026,7 @@ func (x *PublishContractRequest) String() string {
 func (*PublishContractRequest) ProtoMessage() {}
 
 func (x *PublishContractRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[33]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2899,7 +3039,7 @@ func (x *PublishContractRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishContractRequest.ProtoReflect.Descriptor instead.
 func (*PublishContractRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{33}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PublishContractRequest) GetContract() *ToolContract {
@@ -2920,7 +3060,7 @@ type PublishContractResponse struct {
 
 func (x *PublishContractResponse) Reset() {
 	*x = PublishContractResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[34]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2932,7 +3072,7 @@ func (x *PublishContractResponse) String() string {
 func (*PublishContractResponse) ProtoMessage() {}
 
 func (x *PublishContractResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[34]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2945,7 +3085,7 @@ func (x *PublishContractResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishContractResponse.ProtoReflect.Descriptor instead.
 func (*PublishContractResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{34}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PublishContractResponse) GetTool() *Tool {
@@ -2973,7 +3113,7 @@ type ApproveToolRequest struct {
 
 func (x *ApproveToolRequest) Reset() {
 	*x = ApproveToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[35]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2985,7 +3125,7 @@ func (x *ApproveToolRequest) String() string {
 func (*ApproveToolRequest) ProtoMessage() {}
 
 func (x *ApproveToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[35]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2998,7 +3138,7 @@ func (x *ApproveToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveToolRequest.ProtoReflect.Descriptor instead.
 func (*ApproveToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{35}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ApproveToolRequest) GetToolId() string {
@@ -3033,7 +3173,7 @@ type ApproveToolResponse struct {
 
 func (x *ApproveToolResponse) Reset() {
 	*x = ApproveToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[36]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3045,7 +3185,7 @@ func (x *ApproveToolResponse) String() string {
 func (*ApproveToolResponse) ProtoMessage() {}
 
 func (x *ApproveToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[36]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3058,7 +3198,7 @@ func (x *ApproveToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveToolResponse.ProtoReflect.Descriptor instead.
 func (*ApproveToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{36}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ApproveToolResponse) GetTool() *Tool {
@@ -3079,7 +3219,7 @@ type EnableToolRequest struct {
 
 func (x *EnableToolRequest) Reset() {
 	*x = EnableToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[37]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3091,7 +3231,7 @@ func (x *EnableToolRequest) String() string {
 func (*EnableToolRequest) ProtoMessage() {}
 
 func (x *EnableToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[37]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3104,7 +3244,7 @@ func (x *EnableToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnableToolRequest.ProtoReflect.Descriptor instead.
 func (*EnableToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{37}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *EnableToolRequest) GetToolId() string {
@@ -3125,7 +3265,7 @@ type EnableToolResponse struct {
 
 func (x *EnableToolResponse) Reset() {
 	*x = EnableToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[38]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3137,7 +3277,7 @@ func (x *EnableToolResponse) String() string {
 func (*EnableToolResponse) ProtoMessage() {}
 
 func (x *EnableToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[38]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3150,7 +3290,7 @@ func (x *EnableToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnableToolResponse.ProtoReflect.Descriptor instead.
 func (*EnableToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{38}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *EnableToolResponse) GetTool() *Tool {
@@ -3173,7 +3313,7 @@ type DisableToolRequest struct {
 
 func (x *DisableToolRequest) Reset() {
 	*x = DisableToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[39]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3185,7 +3325,7 @@ func (x *DisableToolRequest) String() string {
 func (*DisableToolRequest) ProtoMessage() {}
 
 func (x *DisableToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[39]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3198,7 +3338,7 @@ func (x *DisableToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisableToolRequest.ProtoReflect.Descriptor instead.
 func (*DisableToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{39}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DisableToolRequest) GetToolId() string {
@@ -3226,7 +3366,7 @@ type DisableToolResponse struct {
 
 func (x *DisableToolResponse) Reset() {
 	*x = DisableToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[40]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3238,7 +3378,7 @@ func (x *DisableToolResponse) String() string {
 func (*DisableToolResponse) ProtoMessage() {}
 
 func (x *DisableToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[40]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3251,7 +3391,7 @@ func (x *DisableToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisableToolResponse.ProtoReflect.Descriptor instead.
 func (*DisableToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{40}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DisableToolResponse) GetTool() *Tool {
@@ -3277,7 +3417,7 @@ type RollbackToolRequest struct {
 
 func (x *RollbackToolRequest) Reset() {
 	*x = RollbackToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[41]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3289,7 +3429,7 @@ func (x *RollbackToolRequest) String() string {
 func (*RollbackToolRequest) ProtoMessage() {}
 
 func (x *RollbackToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[41]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3302,7 +3442,7 @@ func (x *RollbackToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackToolRequest.ProtoReflect.Descriptor instead.
 func (*RollbackToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{41}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RollbackToolRequest) GetToolId() string {
@@ -3330,7 +3470,7 @@ type RollbackToolResponse struct {
 
 func (x *RollbackToolResponse) Reset() {
 	*x = RollbackToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[42]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3342,7 +3482,7 @@ func (x *RollbackToolResponse) String() string {
 func (*RollbackToolResponse) ProtoMessage() {}
 
 func (x *RollbackToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[42]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3355,7 +3495,7 @@ func (x *RollbackToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackToolResponse.ProtoReflect.Descriptor instead.
 func (*RollbackToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{42}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RollbackToolResponse) GetTool() *Tool {
@@ -3378,7 +3518,7 @@ type GetToolRequest struct {
 
 func (x *GetToolRequest) Reset() {
 	*x = GetToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[43]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3390,7 +3530,7 @@ func (x *GetToolRequest) String() string {
 func (*GetToolRequest) ProtoMessage() {}
 
 func (x *GetToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[43]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3403,7 +3543,7 @@ func (x *GetToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolRequest.ProtoReflect.Descriptor instead.
 func (*GetToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{43}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetToolRequest) GetToolId() string {
@@ -3433,7 +3573,7 @@ type GetToolResponse struct {
 
 func (x *GetToolResponse) Reset() {
 	*x = GetToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[44]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3445,7 +3585,7 @@ func (x *GetToolResponse) String() string {
 func (*GetToolResponse) ProtoMessage() {}
 
 func (x *GetToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[44]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3458,7 +3598,7 @@ func (x *GetToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolResponse.ProtoReflect.Descriptor instead.
 func (*GetToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{44}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetToolResponse) GetTool() *Tool {
@@ -3492,7 +3632,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[45]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3504,7 +3644,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[45]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3517,7 +3657,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{45}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListToolsRequest) GetServerId() string {
@@ -3563,7 +3703,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[46]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3575,7 +3715,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[46]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3588,7 +3728,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{46}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListToolsResponse) GetTools() []*Tool {
@@ -3629,7 +3769,7 @@ type GetToolReviewRequest struct {
 
 func (x *GetToolReviewRequest) Reset() {
 	*x = GetToolReviewRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[47]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3641,7 +3781,7 @@ func (x *GetToolReviewRequest) String() string {
 func (*GetToolReviewRequest) ProtoMessage() {}
 
 func (x *GetToolReviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[47]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3654,7 +3794,7 @@ func (x *GetToolReviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolReviewRequest.ProtoReflect.Descriptor instead.
 func (*GetToolReviewRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{47}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetToolReviewRequest) GetToolId() string {
@@ -3730,7 +3870,7 @@ type GetToolReviewResponse struct {
 
 func (x *GetToolReviewResponse) Reset() {
 	*x = GetToolReviewResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[48]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3742,7 +3882,7 @@ func (x *GetToolReviewResponse) String() string {
 func (*GetToolReviewResponse) ProtoMessage() {}
 
 func (x *GetToolReviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[48]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3755,7 +3895,7 @@ func (x *GetToolReviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolReviewResponse.ProtoReflect.Descriptor instead.
 func (*GetToolReviewResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{48}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GetToolReviewResponse) GetToolId() string {
@@ -3891,7 +4031,7 @@ type GrantScopesRequest struct {
 
 func (x *GrantScopesRequest) Reset() {
 	*x = GrantScopesRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[49]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3903,7 +4043,7 @@ func (x *GrantScopesRequest) String() string {
 func (*GrantScopesRequest) ProtoMessage() {}
 
 func (x *GrantScopesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[49]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3916,7 +4056,7 @@ func (x *GrantScopesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantScopesRequest.ProtoReflect.Descriptor instead.
 func (*GrantScopesRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{49}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GrantScopesRequest) GetTenantId() string {
@@ -3967,7 +4107,7 @@ type GrantScopesResponse struct {
 
 func (x *GrantScopesResponse) Reset() {
 	*x = GrantScopesResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[50]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3979,7 +4119,7 @@ func (x *GrantScopesResponse) String() string {
 func (*GrantScopesResponse) ProtoMessage() {}
 
 func (x *GrantScopesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[50]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3992,7 +4132,7 @@ func (x *GrantScopesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantScopesResponse.ProtoReflect.Descriptor instead.
 func (*GrantScopesResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{50}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GrantScopesResponse) GetGrant() *Grant {
@@ -4029,7 +4169,7 @@ type RevokeScopesRequest struct {
 
 func (x *RevokeScopesRequest) Reset() {
 	*x = RevokeScopesRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[51]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4041,7 +4181,7 @@ func (x *RevokeScopesRequest) String() string {
 func (*RevokeScopesRequest) ProtoMessage() {}
 
 func (x *RevokeScopesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[51]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4054,7 +4194,7 @@ func (x *RevokeScopesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeScopesRequest.ProtoReflect.Descriptor instead.
 func (*RevokeScopesRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{51}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RevokeScopesRequest) GetTenantId() string {
@@ -4105,7 +4245,7 @@ type RevokeScopesResponse struct {
 
 func (x *RevokeScopesResponse) Reset() {
 	*x = RevokeScopesResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[52]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4117,7 +4257,7 @@ func (x *RevokeScopesResponse) String() string {
 func (*RevokeScopesResponse) ProtoMessage() {}
 
 func (x *RevokeScopesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[52]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4130,7 +4270,7 @@ func (x *RevokeScopesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeScopesResponse.ProtoReflect.Descriptor instead.
 func (*RevokeScopesResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{52}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RevokeScopesResponse) GetGrant() *Grant {
@@ -4163,7 +4303,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[53]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4175,7 +4315,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[53]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4188,7 +4328,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{53}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GetPolicyRequest) GetTenantId() string {
@@ -4219,7 +4359,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[54]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4231,7 +4371,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[54]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4244,7 +4384,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{54}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *Policy {
@@ -4273,7 +4413,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[55]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4285,7 +4425,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[55]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4298,7 +4438,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{55}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *WatchRequest) GetFromRevision() int64 {
@@ -4328,7 +4468,7 @@ type PolicyChange struct {
 
 func (x *PolicyChange) Reset() {
 	*x = PolicyChange{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[56]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4340,7 +4480,7 @@ func (x *PolicyChange) String() string {
 func (*PolicyChange) ProtoMessage() {}
 
 func (x *PolicyChange) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[56]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4353,7 +4493,7 @@ func (x *PolicyChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyChange.ProtoReflect.Descriptor instead.
 func (*PolicyChange) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{56}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *PolicyChange) GetTenantId() string {
@@ -4409,7 +4549,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[57]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4421,7 +4561,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[57]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4434,7 +4574,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{57}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Change) GetRevision() int64 {
@@ -4565,7 +4705,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[58]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4577,7 +4717,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[58]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4590,7 +4730,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{58}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *WatchResponse) GetEvent() isWatchResponse_Event {
@@ -4814,7 +4954,16 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\x17GetAudienceClassRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"f\n" +
 	"\x18GetAudienceClassResponse\x12J\n" +
-	"\x0eaudience_class\x18\x01 \x01(\v2#.toolcrib.registry.v1.AudienceClassR\raudienceClass\"\x92\x01\n" +
+	"\x0eaudience_class\x18\x01 \x01(\v2#.toolcrib.registry.v1.AudienceClassR\raudienceClass\"W\n" +
+	"\x11GetBindingRequest\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12%\n" +
+	"\x0eaudience_class\x18\x02 \x01(\tR\raudienceClass\"\xe6\x01\n" +
+	"\x12GetBindingResponse\x124\n" +
+	"\x06server\x18\x01 \x01(\v2\x1c.toolcrib.registry.v1.ServerR\x06server\x12>\n" +
+	"\abinding\x18\x02 \x01(\v2$.toolcrib.registry.v1.AudienceServerR\abinding\x12\x1b\n" +
+	"\ttenant_id\x18\x03 \x01(\tR\btenantId\x12!\n" +
+	"\fpolicy_epoch\x18\x04 \x01(\x03R\vpolicyEpoch\x12\x1a\n" +
+	"\brevision\x18\x05 \x01(\x03R\brevision\"\x92\x01\n" +
 	"\x1aListAudienceClassesRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1b\n" +
 	"\tserver_id\x18\x02 \x01(\tR\bserverId\x12\x1b\n" +
@@ -4962,7 +5111,7 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\x17CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CHANGE_KIND_CREATED\x10\x01\x12\x17\n" +
 	"\x13CHANGE_KIND_UPDATED\x10\x02\x12\x17\n" +
-	"\x13CHANGE_KIND_DELETED\x10\x032\xeb\x10\n" +
+	"\x13CHANGE_KIND_DELETED\x10\x032\xcc\x11\n" +
 	"\x0fRegistryService\x12k\n" +
 	"\x0eRegisterServer\x12+.toolcrib.registry.v1.RegisterServerRequest\x1a,.toolcrib.registry.v1.RegisterServerResponse\x12\\\n" +
 	"\tGetServer\x12&.toolcrib.registry.v1.GetServerRequest\x1a'.toolcrib.registry.v1.GetServerResponse\x12b\n" +
@@ -4972,7 +5121,9 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\tPutTenant\x12&.toolcrib.registry.v1.PutTenantRequest\x1a'.toolcrib.registry.v1.PutTenantResponse\x12q\n" +
 	"\x10PutAudienceClass\x12-.toolcrib.registry.v1.PutAudienceClassRequest\x1a..toolcrib.registry.v1.PutAudienceClassResponse\x12q\n" +
 	"\x10GetAudienceClass\x12-.toolcrib.registry.v1.GetAudienceClassRequest\x1a..toolcrib.registry.v1.GetAudienceClassResponse\x12z\n" +
-	"\x13ListAudienceClasses\x120.toolcrib.registry.v1.ListAudienceClassesRequest\x1a1.toolcrib.registry.v1.ListAudienceClassesResponse\x12n\n" +
+	"\x13ListAudienceClasses\x120.toolcrib.registry.v1.ListAudienceClassesRequest\x1a1.toolcrib.registry.v1.ListAudienceClassesResponse\x12_\n" +
+	"\n" +
+	"GetBinding\x12'.toolcrib.registry.v1.GetBindingRequest\x1a(.toolcrib.registry.v1.GetBindingResponse\x12n\n" +
 	"\x0fPublishContract\x12,.toolcrib.registry.v1.PublishContractRequest\x1a-.toolcrib.registry.v1.PublishContractResponse\x12b\n" +
 	"\vApproveTool\x12(.toolcrib.registry.v1.ApproveToolRequest\x1a).toolcrib.registry.v1.ApproveToolResponse\x12_\n" +
 	"\n" +
@@ -5001,7 +5152,7 @@ func file_toolcrib_registry_v1_registry_proto_rawDescGZIP() []byte {
 }
 
 var file_toolcrib_registry_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_toolcrib_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_toolcrib_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_toolcrib_registry_v1_registry_proto_goTypes = []any{
 	(TrustLevel)(0),                     // 0: toolcrib.registry.v1.TrustLevel
 	(RevisionSource)(0),                 // 1: toolcrib.registry.v1.RevisionSource
@@ -5040,67 +5191,69 @@ var file_toolcrib_registry_v1_registry_proto_goTypes = []any{
 	(*PutAudienceClassResponse)(nil),    // 34: toolcrib.registry.v1.PutAudienceClassResponse
 	(*GetAudienceClassRequest)(nil),     // 35: toolcrib.registry.v1.GetAudienceClassRequest
 	(*GetAudienceClassResponse)(nil),    // 36: toolcrib.registry.v1.GetAudienceClassResponse
-	(*ListAudienceClassesRequest)(nil),  // 37: toolcrib.registry.v1.ListAudienceClassesRequest
-	(*ListAudienceClassesResponse)(nil), // 38: toolcrib.registry.v1.ListAudienceClassesResponse
-	(*PublishContractRequest)(nil),      // 39: toolcrib.registry.v1.PublishContractRequest
-	(*PublishContractResponse)(nil),     // 40: toolcrib.registry.v1.PublishContractResponse
-	(*ApproveToolRequest)(nil),          // 41: toolcrib.registry.v1.ApproveToolRequest
-	(*ApproveToolResponse)(nil),         // 42: toolcrib.registry.v1.ApproveToolResponse
-	(*EnableToolRequest)(nil),           // 43: toolcrib.registry.v1.EnableToolRequest
-	(*EnableToolResponse)(nil),          // 44: toolcrib.registry.v1.EnableToolResponse
-	(*DisableToolRequest)(nil),          // 45: toolcrib.registry.v1.DisableToolRequest
-	(*DisableToolResponse)(nil),         // 46: toolcrib.registry.v1.DisableToolResponse
-	(*RollbackToolRequest)(nil),         // 47: toolcrib.registry.v1.RollbackToolRequest
-	(*RollbackToolResponse)(nil),        // 48: toolcrib.registry.v1.RollbackToolResponse
-	(*GetToolRequest)(nil),              // 49: toolcrib.registry.v1.GetToolRequest
-	(*GetToolResponse)(nil),             // 50: toolcrib.registry.v1.GetToolResponse
-	(*ListToolsRequest)(nil),            // 51: toolcrib.registry.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),           // 52: toolcrib.registry.v1.ListToolsResponse
-	(*GetToolReviewRequest)(nil),        // 53: toolcrib.registry.v1.GetToolReviewRequest
-	(*GetToolReviewResponse)(nil),       // 54: toolcrib.registry.v1.GetToolReviewResponse
-	(*GrantScopesRequest)(nil),          // 55: toolcrib.registry.v1.GrantScopesRequest
-	(*GrantScopesResponse)(nil),         // 56: toolcrib.registry.v1.GrantScopesResponse
-	(*RevokeScopesRequest)(nil),         // 57: toolcrib.registry.v1.RevokeScopesRequest
-	(*RevokeScopesResponse)(nil),        // 58: toolcrib.registry.v1.RevokeScopesResponse
-	(*GetPolicyRequest)(nil),            // 59: toolcrib.registry.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),           // 60: toolcrib.registry.v1.GetPolicyResponse
-	(*WatchRequest)(nil),                // 61: toolcrib.registry.v1.WatchRequest
-	(*PolicyChange)(nil),                // 62: toolcrib.registry.v1.PolicyChange
-	(*Change)(nil),                      // 63: toolcrib.registry.v1.Change
-	(*WatchResponse)(nil),               // 64: toolcrib.registry.v1.WatchResponse
-	(*durationpb.Duration)(nil),         // 65: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),       // 66: google.protobuf.Timestamp
-	(v1.EffectClass)(0),                 // 67: toolcrib.catalog.v1.EffectClass
-	(*v1.Heartbeat)(nil),                // 68: toolcrib.catalog.v1.Heartbeat
+	(*GetBindingRequest)(nil),           // 37: toolcrib.registry.v1.GetBindingRequest
+	(*GetBindingResponse)(nil),          // 38: toolcrib.registry.v1.GetBindingResponse
+	(*ListAudienceClassesRequest)(nil),  // 39: toolcrib.registry.v1.ListAudienceClassesRequest
+	(*ListAudienceClassesResponse)(nil), // 40: toolcrib.registry.v1.ListAudienceClassesResponse
+	(*PublishContractRequest)(nil),      // 41: toolcrib.registry.v1.PublishContractRequest
+	(*PublishContractResponse)(nil),     // 42: toolcrib.registry.v1.PublishContractResponse
+	(*ApproveToolRequest)(nil),          // 43: toolcrib.registry.v1.ApproveToolRequest
+	(*ApproveToolResponse)(nil),         // 44: toolcrib.registry.v1.ApproveToolResponse
+	(*EnableToolRequest)(nil),           // 45: toolcrib.registry.v1.EnableToolRequest
+	(*EnableToolResponse)(nil),          // 46: toolcrib.registry.v1.EnableToolResponse
+	(*DisableToolRequest)(nil),          // 47: toolcrib.registry.v1.DisableToolRequest
+	(*DisableToolResponse)(nil),         // 48: toolcrib.registry.v1.DisableToolResponse
+	(*RollbackToolRequest)(nil),         // 49: toolcrib.registry.v1.RollbackToolRequest
+	(*RollbackToolResponse)(nil),        // 50: toolcrib.registry.v1.RollbackToolResponse
+	(*GetToolRequest)(nil),              // 51: toolcrib.registry.v1.GetToolRequest
+	(*GetToolResponse)(nil),             // 52: toolcrib.registry.v1.GetToolResponse
+	(*ListToolsRequest)(nil),            // 53: toolcrib.registry.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),           // 54: toolcrib.registry.v1.ListToolsResponse
+	(*GetToolReviewRequest)(nil),        // 55: toolcrib.registry.v1.GetToolReviewRequest
+	(*GetToolReviewResponse)(nil),       // 56: toolcrib.registry.v1.GetToolReviewResponse
+	(*GrantScopesRequest)(nil),          // 57: toolcrib.registry.v1.GrantScopesRequest
+	(*GrantScopesResponse)(nil),         // 58: toolcrib.registry.v1.GrantScopesResponse
+	(*RevokeScopesRequest)(nil),         // 59: toolcrib.registry.v1.RevokeScopesRequest
+	(*RevokeScopesResponse)(nil),        // 60: toolcrib.registry.v1.RevokeScopesResponse
+	(*GetPolicyRequest)(nil),            // 61: toolcrib.registry.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),           // 62: toolcrib.registry.v1.GetPolicyResponse
+	(*WatchRequest)(nil),                // 63: toolcrib.registry.v1.WatchRequest
+	(*PolicyChange)(nil),                // 64: toolcrib.registry.v1.PolicyChange
+	(*Change)(nil),                      // 65: toolcrib.registry.v1.Change
+	(*WatchResponse)(nil),               // 66: toolcrib.registry.v1.WatchResponse
+	(*durationpb.Duration)(nil),         // 67: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),       // 68: google.protobuf.Timestamp
+	(v1.EffectClass)(0),                 // 69: toolcrib.catalog.v1.EffectClass
+	(*v1.Heartbeat)(nil),                // 70: toolcrib.catalog.v1.Heartbeat
 }
 var file_toolcrib_registry_v1_registry_proto_depIdxs = []int32{
 	6,  // 0: toolcrib.registry.v1.Server.streamable_http:type_name -> toolcrib.registry.v1.StreamableHttpTransport
 	7,  // 1: toolcrib.registry.v1.Server.stdio:type_name -> toolcrib.registry.v1.StdioTransport
 	0,  // 2: toolcrib.registry.v1.Server.trust_level:type_name -> toolcrib.registry.v1.TrustLevel
 	1,  // 3: toolcrib.registry.v1.Server.revision_source:type_name -> toolcrib.registry.v1.RevisionSource
-	65, // 4: toolcrib.registry.v1.Server.scan_interval:type_name -> google.protobuf.Duration
-	66, // 5: toolcrib.registry.v1.Server.created_at:type_name -> google.protobuf.Timestamp
-	66, // 6: toolcrib.registry.v1.Server.updated_at:type_name -> google.protobuf.Timestamp
-	66, // 7: toolcrib.registry.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	67, // 4: toolcrib.registry.v1.Server.scan_interval:type_name -> google.protobuf.Duration
+	68, // 5: toolcrib.registry.v1.Server.created_at:type_name -> google.protobuf.Timestamp
+	68, // 6: toolcrib.registry.v1.Server.updated_at:type_name -> google.protobuf.Timestamp
+	68, // 7: toolcrib.registry.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
 	10, // 8: toolcrib.registry.v1.AudienceClass.servers:type_name -> toolcrib.registry.v1.AudienceServer
-	66, // 9: toolcrib.registry.v1.AudienceClass.updated_at:type_name -> google.protobuf.Timestamp
-	67, // 10: toolcrib.registry.v1.ToolContract.effect:type_name -> toolcrib.catalog.v1.EffectClass
+	68, // 9: toolcrib.registry.v1.AudienceClass.updated_at:type_name -> google.protobuf.Timestamp
+	69, // 10: toolcrib.registry.v1.ToolContract.effect:type_name -> toolcrib.catalog.v1.EffectClass
 	2,  // 11: toolcrib.registry.v1.ToolContract.authorization:type_name -> toolcrib.registry.v1.Authorization
 	12, // 12: toolcrib.registry.v1.ToolContract.downstream_mapping:type_name -> toolcrib.registry.v1.DownstreamMapping
 	13, // 13: toolcrib.registry.v1.ToolContract.data_policy:type_name -> toolcrib.registry.v1.DataPolicy
 	3,  // 14: toolcrib.registry.v1.ToolContract.confirmation:type_name -> toolcrib.registry.v1.Confirmation
 	4,  // 15: toolcrib.registry.v1.ToolVariant.review_state:type_name -> toolcrib.registry.v1.ReviewState
-	66, // 16: toolcrib.registry.v1.ToolVariant.updated_at:type_name -> google.protobuf.Timestamp
+	68, // 16: toolcrib.registry.v1.ToolVariant.updated_at:type_name -> google.protobuf.Timestamp
 	14, // 17: toolcrib.registry.v1.ApprovedVersion.contract:type_name -> toolcrib.registry.v1.ToolContract
-	66, // 18: toolcrib.registry.v1.ApprovedVersion.approved_at:type_name -> google.protobuf.Timestamp
+	68, // 18: toolcrib.registry.v1.ApprovedVersion.approved_at:type_name -> google.protobuf.Timestamp
 	4,  // 19: toolcrib.registry.v1.Tool.review_state:type_name -> toolcrib.registry.v1.ReviewState
 	14, // 20: toolcrib.registry.v1.Tool.contract:type_name -> toolcrib.registry.v1.ToolContract
 	16, // 21: toolcrib.registry.v1.Tool.approvals:type_name -> toolcrib.registry.v1.ApprovedVersion
-	66, // 22: toolcrib.registry.v1.Tool.updated_at:type_name -> google.protobuf.Timestamp
+	68, // 22: toolcrib.registry.v1.Tool.updated_at:type_name -> google.protobuf.Timestamp
 	15, // 23: toolcrib.registry.v1.Tool.variants:type_name -> toolcrib.registry.v1.ToolVariant
-	66, // 24: toolcrib.registry.v1.ToolEvent.at:type_name -> google.protobuf.Timestamp
+	68, // 24: toolcrib.registry.v1.ToolEvent.at:type_name -> google.protobuf.Timestamp
 	14, // 25: toolcrib.registry.v1.ToolEvent.contract:type_name -> toolcrib.registry.v1.ToolContract
-	66, // 26: toolcrib.registry.v1.Grant.updated_at:type_name -> google.protobuf.Timestamp
+	68, // 26: toolcrib.registry.v1.Grant.updated_at:type_name -> google.protobuf.Timestamp
 	19, // 27: toolcrib.registry.v1.Policy.grants:type_name -> toolcrib.registry.v1.Grant
 	11, // 28: toolcrib.registry.v1.Policy.audience_classes:type_name -> toolcrib.registry.v1.AudienceClass
 	8,  // 29: toolcrib.registry.v1.RegisterServerRequest.server:type_name -> toolcrib.registry.v1.Server
@@ -5115,81 +5268,85 @@ var file_toolcrib_registry_v1_registry_proto_depIdxs = []int32{
 	11, // 38: toolcrib.registry.v1.PutAudienceClassRequest.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
 	11, // 39: toolcrib.registry.v1.PutAudienceClassResponse.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
 	11, // 40: toolcrib.registry.v1.GetAudienceClassResponse.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
-	11, // 41: toolcrib.registry.v1.ListAudienceClassesResponse.audience_classes:type_name -> toolcrib.registry.v1.AudienceClass
-	14, // 42: toolcrib.registry.v1.PublishContractRequest.contract:type_name -> toolcrib.registry.v1.ToolContract
-	17, // 43: toolcrib.registry.v1.PublishContractResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	17, // 44: toolcrib.registry.v1.ApproveToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	17, // 45: toolcrib.registry.v1.EnableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	17, // 46: toolcrib.registry.v1.DisableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	17, // 47: toolcrib.registry.v1.RollbackToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	17, // 48: toolcrib.registry.v1.GetToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	18, // 49: toolcrib.registry.v1.GetToolResponse.history:type_name -> toolcrib.registry.v1.ToolEvent
-	4,  // 50: toolcrib.registry.v1.ListToolsRequest.review_state:type_name -> toolcrib.registry.v1.ReviewState
-	17, // 51: toolcrib.registry.v1.ListToolsResponse.tools:type_name -> toolcrib.registry.v1.Tool
-	4,  // 52: toolcrib.registry.v1.GetToolReviewResponse.review_state:type_name -> toolcrib.registry.v1.ReviewState
-	14, // 53: toolcrib.registry.v1.GetToolReviewResponse.contract:type_name -> toolcrib.registry.v1.ToolContract
-	16, // 54: toolcrib.registry.v1.GetToolReviewResponse.approval:type_name -> toolcrib.registry.v1.ApprovedVersion
-	0,  // 55: toolcrib.registry.v1.GetToolReviewResponse.trust_level:type_name -> toolcrib.registry.v1.TrustLevel
-	19, // 56: toolcrib.registry.v1.GrantScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
-	19, // 57: toolcrib.registry.v1.RevokeScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
-	20, // 58: toolcrib.registry.v1.GetPolicyResponse.policy:type_name -> toolcrib.registry.v1.Policy
-	19, // 59: toolcrib.registry.v1.PolicyChange.grant:type_name -> toolcrib.registry.v1.Grant
-	66, // 60: toolcrib.registry.v1.Change.committed_at:type_name -> google.protobuf.Timestamp
-	5,  // 61: toolcrib.registry.v1.Change.kind:type_name -> toolcrib.registry.v1.ChangeKind
-	8,  // 62: toolcrib.registry.v1.Change.server:type_name -> toolcrib.registry.v1.Server
-	9,  // 63: toolcrib.registry.v1.Change.tenant:type_name -> toolcrib.registry.v1.Tenant
-	11, // 64: toolcrib.registry.v1.Change.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
-	17, // 65: toolcrib.registry.v1.Change.tool:type_name -> toolcrib.registry.v1.Tool
-	62, // 66: toolcrib.registry.v1.Change.policy:type_name -> toolcrib.registry.v1.PolicyChange
-	63, // 67: toolcrib.registry.v1.WatchResponse.change:type_name -> toolcrib.registry.v1.Change
-	68, // 68: toolcrib.registry.v1.WatchResponse.heartbeat:type_name -> toolcrib.catalog.v1.Heartbeat
-	21, // 69: toolcrib.registry.v1.RegistryService.RegisterServer:input_type -> toolcrib.registry.v1.RegisterServerRequest
-	23, // 70: toolcrib.registry.v1.RegistryService.GetServer:input_type -> toolcrib.registry.v1.GetServerRequest
-	25, // 71: toolcrib.registry.v1.RegistryService.ListServers:input_type -> toolcrib.registry.v1.ListServersRequest
-	27, // 72: toolcrib.registry.v1.RegistryService.UpdateServer:input_type -> toolcrib.registry.v1.UpdateServerRequest
-	29, // 73: toolcrib.registry.v1.RegistryService.DeleteServer:input_type -> toolcrib.registry.v1.DeleteServerRequest
-	31, // 74: toolcrib.registry.v1.RegistryService.PutTenant:input_type -> toolcrib.registry.v1.PutTenantRequest
-	33, // 75: toolcrib.registry.v1.RegistryService.PutAudienceClass:input_type -> toolcrib.registry.v1.PutAudienceClassRequest
-	35, // 76: toolcrib.registry.v1.RegistryService.GetAudienceClass:input_type -> toolcrib.registry.v1.GetAudienceClassRequest
-	37, // 77: toolcrib.registry.v1.RegistryService.ListAudienceClasses:input_type -> toolcrib.registry.v1.ListAudienceClassesRequest
-	39, // 78: toolcrib.registry.v1.RegistryService.PublishContract:input_type -> toolcrib.registry.v1.PublishContractRequest
-	41, // 79: toolcrib.registry.v1.RegistryService.ApproveTool:input_type -> toolcrib.registry.v1.ApproveToolRequest
-	43, // 80: toolcrib.registry.v1.RegistryService.EnableTool:input_type -> toolcrib.registry.v1.EnableToolRequest
-	45, // 81: toolcrib.registry.v1.RegistryService.DisableTool:input_type -> toolcrib.registry.v1.DisableToolRequest
-	47, // 82: toolcrib.registry.v1.RegistryService.RollbackTool:input_type -> toolcrib.registry.v1.RollbackToolRequest
-	49, // 83: toolcrib.registry.v1.RegistryService.GetTool:input_type -> toolcrib.registry.v1.GetToolRequest
-	51, // 84: toolcrib.registry.v1.RegistryService.ListTools:input_type -> toolcrib.registry.v1.ListToolsRequest
-	53, // 85: toolcrib.registry.v1.RegistryService.GetToolReview:input_type -> toolcrib.registry.v1.GetToolReviewRequest
-	55, // 86: toolcrib.registry.v1.RegistryService.GrantScopes:input_type -> toolcrib.registry.v1.GrantScopesRequest
-	57, // 87: toolcrib.registry.v1.RegistryService.RevokeScopes:input_type -> toolcrib.registry.v1.RevokeScopesRequest
-	59, // 88: toolcrib.registry.v1.RegistryService.GetPolicy:input_type -> toolcrib.registry.v1.GetPolicyRequest
-	61, // 89: toolcrib.registry.v1.RegistryService.Watch:input_type -> toolcrib.registry.v1.WatchRequest
-	22, // 90: toolcrib.registry.v1.RegistryService.RegisterServer:output_type -> toolcrib.registry.v1.RegisterServerResponse
-	24, // 91: toolcrib.registry.v1.RegistryService.GetServer:output_type -> toolcrib.registry.v1.GetServerResponse
-	26, // 92: toolcrib.registry.v1.RegistryService.ListServers:output_type -> toolcrib.registry.v1.ListServersResponse
-	28, // 93: toolcrib.registry.v1.RegistryService.UpdateServer:output_type -> toolcrib.registry.v1.UpdateServerResponse
-	30, // 94: toolcrib.registry.v1.RegistryService.DeleteServer:output_type -> toolcrib.registry.v1.DeleteServerResponse
-	32, // 95: toolcrib.registry.v1.RegistryService.PutTenant:output_type -> toolcrib.registry.v1.PutTenantResponse
-	34, // 96: toolcrib.registry.v1.RegistryService.PutAudienceClass:output_type -> toolcrib.registry.v1.PutAudienceClassResponse
-	36, // 97: toolcrib.registry.v1.RegistryService.GetAudienceClass:output_type -> toolcrib.registry.v1.GetAudienceClassResponse
-	38, // 98: toolcrib.registry.v1.RegistryService.ListAudienceClasses:output_type -> toolcrib.registry.v1.ListAudienceClassesResponse
-	40, // 99: toolcrib.registry.v1.RegistryService.PublishContract:output_type -> toolcrib.registry.v1.PublishContractResponse
-	42, // 100: toolcrib.registry.v1.RegistryService.ApproveTool:output_type -> toolcrib.registry.v1.ApproveToolResponse
-	44, // 101: toolcrib.registry.v1.RegistryService.EnableTool:output_type -> toolcrib.registry.v1.EnableToolResponse
-	46, // 102: toolcrib.registry.v1.RegistryService.DisableTool:output_type -> toolcrib.registry.v1.DisableToolResponse
-	48, // 103: toolcrib.registry.v1.RegistryService.RollbackTool:output_type -> toolcrib.registry.v1.RollbackToolResponse
-	50, // 104: toolcrib.registry.v1.RegistryService.GetTool:output_type -> toolcrib.registry.v1.GetToolResponse
-	52, // 105: toolcrib.registry.v1.RegistryService.ListTools:output_type -> toolcrib.registry.v1.ListToolsResponse
-	54, // 106: toolcrib.registry.v1.RegistryService.GetToolReview:output_type -> toolcrib.registry.v1.GetToolReviewResponse
-	56, // 107: toolcrib.registry.v1.RegistryService.GrantScopes:output_type -> toolcrib.registry.v1.GrantScopesResponse
-	58, // 108: toolcrib.registry.v1.RegistryService.RevokeScopes:output_type -> toolcrib.registry.v1.RevokeScopesResponse
-	60, // 109: toolcrib.registry.v1.RegistryService.GetPolicy:output_type -> toolcrib.registry.v1.GetPolicyResponse
-	64, // 110: toolcrib.registry.v1.RegistryService.Watch:output_type -> toolcrib.registry.v1.WatchResponse
-	90, // [90:111] is the sub-list for method output_type
-	69, // [69:90] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	8,  // 41: toolcrib.registry.v1.GetBindingResponse.server:type_name -> toolcrib.registry.v1.Server
+	10, // 42: toolcrib.registry.v1.GetBindingResponse.binding:type_name -> toolcrib.registry.v1.AudienceServer
+	11, // 43: toolcrib.registry.v1.ListAudienceClassesResponse.audience_classes:type_name -> toolcrib.registry.v1.AudienceClass
+	14, // 44: toolcrib.registry.v1.PublishContractRequest.contract:type_name -> toolcrib.registry.v1.ToolContract
+	17, // 45: toolcrib.registry.v1.PublishContractResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	17, // 46: toolcrib.registry.v1.ApproveToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	17, // 47: toolcrib.registry.v1.EnableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	17, // 48: toolcrib.registry.v1.DisableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	17, // 49: toolcrib.registry.v1.RollbackToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	17, // 50: toolcrib.registry.v1.GetToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	18, // 51: toolcrib.registry.v1.GetToolResponse.history:type_name -> toolcrib.registry.v1.ToolEvent
+	4,  // 52: toolcrib.registry.v1.ListToolsRequest.review_state:type_name -> toolcrib.registry.v1.ReviewState
+	17, // 53: toolcrib.registry.v1.ListToolsResponse.tools:type_name -> toolcrib.registry.v1.Tool
+	4,  // 54: toolcrib.registry.v1.GetToolReviewResponse.review_state:type_name -> toolcrib.registry.v1.ReviewState
+	14, // 55: toolcrib.registry.v1.GetToolReviewResponse.contract:type_name -> toolcrib.registry.v1.ToolContract
+	16, // 56: toolcrib.registry.v1.GetToolReviewResponse.approval:type_name -> toolcrib.registry.v1.ApprovedVersion
+	0,  // 57: toolcrib.registry.v1.GetToolReviewResponse.trust_level:type_name -> toolcrib.registry.v1.TrustLevel
+	19, // 58: toolcrib.registry.v1.GrantScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
+	19, // 59: toolcrib.registry.v1.RevokeScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
+	20, // 60: toolcrib.registry.v1.GetPolicyResponse.policy:type_name -> toolcrib.registry.v1.Policy
+	19, // 61: toolcrib.registry.v1.PolicyChange.grant:type_name -> toolcrib.registry.v1.Grant
+	68, // 62: toolcrib.registry.v1.Change.committed_at:type_name -> google.protobuf.Timestamp
+	5,  // 63: toolcrib.registry.v1.Change.kind:type_name -> toolcrib.registry.v1.ChangeKind
+	8,  // 64: toolcrib.registry.v1.Change.server:type_name -> toolcrib.registry.v1.Server
+	9,  // 65: toolcrib.registry.v1.Change.tenant:type_name -> toolcrib.registry.v1.Tenant
+	11, // 66: toolcrib.registry.v1.Change.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
+	17, // 67: toolcrib.registry.v1.Change.tool:type_name -> toolcrib.registry.v1.Tool
+	64, // 68: toolcrib.registry.v1.Change.policy:type_name -> toolcrib.registry.v1.PolicyChange
+	65, // 69: toolcrib.registry.v1.WatchResponse.change:type_name -> toolcrib.registry.v1.Change
+	70, // 70: toolcrib.registry.v1.WatchResponse.heartbeat:type_name -> toolcrib.catalog.v1.Heartbeat
+	21, // 71: toolcrib.registry.v1.RegistryService.RegisterServer:input_type -> toolcrib.registry.v1.RegisterServerRequest
+	23, // 72: toolcrib.registry.v1.RegistryService.GetServer:input_type -> toolcrib.registry.v1.GetServerRequest
+	25, // 73: toolcrib.registry.v1.RegistryService.ListServers:input_type -> toolcrib.registry.v1.ListServersRequest
+	27, // 74: toolcrib.registry.v1.RegistryService.UpdateServer:input_type -> toolcrib.registry.v1.UpdateServerRequest
+	29, // 75: toolcrib.registry.v1.RegistryService.DeleteServer:input_type -> toolcrib.registry.v1.DeleteServerRequest
+	31, // 76: toolcrib.registry.v1.RegistryService.PutTenant:input_type -> toolcrib.registry.v1.PutTenantRequest
+	33, // 77: toolcrib.registry.v1.RegistryService.PutAudienceClass:input_type -> toolcrib.registry.v1.PutAudienceClassRequest
+	35, // 78: toolcrib.registry.v1.RegistryService.GetAudienceClass:input_type -> toolcrib.registry.v1.GetAudienceClassRequest
+	39, // 79: toolcrib.registry.v1.RegistryService.ListAudienceClasses:input_type -> toolcrib.registry.v1.ListAudienceClassesRequest
+	37, // 80: toolcrib.registry.v1.RegistryService.GetBinding:input_type -> toolcrib.registry.v1.GetBindingRequest
+	41, // 81: toolcrib.registry.v1.RegistryService.PublishContract:input_type -> toolcrib.registry.v1.PublishContractRequest
+	43, // 82: toolcrib.registry.v1.RegistryService.ApproveTool:input_type -> toolcrib.registry.v1.ApproveToolRequest
+	45, // 83: toolcrib.registry.v1.RegistryService.EnableTool:input_type -> toolcrib.registry.v1.EnableToolRequest
+	47, // 84: toolcrib.registry.v1.RegistryService.DisableTool:input_type -> toolcrib.registry.v1.DisableToolRequest
+	49, // 85: toolcrib.registry.v1.RegistryService.RollbackTool:input_type -> toolcrib.registry.v1.RollbackToolRequest
+	51, // 86: toolcrib.registry.v1.RegistryService.GetTool:input_type -> toolcrib.registry.v1.GetToolRequest
+	53, // 87: toolcrib.registry.v1.RegistryService.ListTools:input_type -> toolcrib.registry.v1.ListToolsRequest
+	55, // 88: toolcrib.registry.v1.RegistryService.GetToolReview:input_type -> toolcrib.registry.v1.GetToolReviewRequest
+	57, // 89: toolcrib.registry.v1.RegistryService.GrantScopes:input_type -> toolcrib.registry.v1.GrantScopesRequest
+	59, // 90: toolcrib.registry.v1.RegistryService.RevokeScopes:input_type -> toolcrib.registry.v1.RevokeScopesRequest
+	61, // 91: toolcrib.registry.v1.RegistryService.GetPolicy:input_type -> toolcrib.registry.v1.GetPolicyRequest
+	63, // 92: toolcrib.registry.v1.RegistryService.Watch:input_type -> toolcrib.registry.v1.WatchRequest
+	22, // 93: toolcrib.registry.v1.RegistryService.RegisterServer:output_type -> toolcrib.registry.v1.RegisterServerResponse
+	24, // 94: toolcrib.registry.v1.RegistryService.GetServer:output_type -> toolcrib.registry.v1.GetServerResponse
+	26, // 95: toolcrib.registry.v1.RegistryService.ListServers:output_type -> toolcrib.registry.v1.ListServersResponse
+	28, // 96: toolcrib.registry.v1.RegistryService.UpdateServer:output_type -> toolcrib.registry.v1.UpdateServerResponse
+	30, // 97: toolcrib.registry.v1.RegistryService.DeleteServer:output_type -> toolcrib.registry.v1.DeleteServerResponse
+	32, // 98: toolcrib.registry.v1.RegistryService.PutTenant:output_type -> toolcrib.registry.v1.PutTenantResponse
+	34, // 99: toolcrib.registry.v1.RegistryService.PutAudienceClass:output_type -> toolcrib.registry.v1.PutAudienceClassResponse
+	36, // 100: toolcrib.registry.v1.RegistryService.GetAudienceClass:output_type -> toolcrib.registry.v1.GetAudienceClassResponse
+	40, // 101: toolcrib.registry.v1.RegistryService.ListAudienceClasses:output_type -> toolcrib.registry.v1.ListAudienceClassesResponse
+	38, // 102: toolcrib.registry.v1.RegistryService.GetBinding:output_type -> toolcrib.registry.v1.GetBindingResponse
+	42, // 103: toolcrib.registry.v1.RegistryService.PublishContract:output_type -> toolcrib.registry.v1.PublishContractResponse
+	44, // 104: toolcrib.registry.v1.RegistryService.ApproveTool:output_type -> toolcrib.registry.v1.ApproveToolResponse
+	46, // 105: toolcrib.registry.v1.RegistryService.EnableTool:output_type -> toolcrib.registry.v1.EnableToolResponse
+	48, // 106: toolcrib.registry.v1.RegistryService.DisableTool:output_type -> toolcrib.registry.v1.DisableToolResponse
+	50, // 107: toolcrib.registry.v1.RegistryService.RollbackTool:output_type -> toolcrib.registry.v1.RollbackToolResponse
+	52, // 108: toolcrib.registry.v1.RegistryService.GetTool:output_type -> toolcrib.registry.v1.GetToolResponse
+	54, // 109: toolcrib.registry.v1.RegistryService.ListTools:output_type -> toolcrib.registry.v1.ListToolsResponse
+	56, // 110: toolcrib.registry.v1.RegistryService.GetToolReview:output_type -> toolcrib.registry.v1.GetToolReviewResponse
+	58, // 111: toolcrib.registry.v1.RegistryService.GrantScopes:output_type -> toolcrib.registry.v1.GrantScopesResponse
+	60, // 112: toolcrib.registry.v1.RegistryService.RevokeScopes:output_type -> toolcrib.registry.v1.RevokeScopesResponse
+	62, // 113: toolcrib.registry.v1.RegistryService.GetPolicy:output_type -> toolcrib.registry.v1.GetPolicyResponse
+	66, // 114: toolcrib.registry.v1.RegistryService.Watch:output_type -> toolcrib.registry.v1.WatchResponse
+	93, // [93:115] is the sub-list for method output_type
+	71, // [71:93] is the sub-list for method input_type
+	71, // [71:71] is the sub-list for extension type_name
+	71, // [71:71] is the sub-list for extension extendee
+	0,  // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_toolcrib_registry_v1_registry_proto_init() }
@@ -5201,14 +5358,14 @@ func file_toolcrib_registry_v1_registry_proto_init() {
 		(*Server_StreamableHttp)(nil),
 		(*Server_Stdio)(nil),
 	}
-	file_toolcrib_registry_v1_registry_proto_msgTypes[57].OneofWrappers = []any{
+	file_toolcrib_registry_v1_registry_proto_msgTypes[59].OneofWrappers = []any{
 		(*Change_Server)(nil),
 		(*Change_Tenant)(nil),
 		(*Change_AudienceClass)(nil),
 		(*Change_Tool)(nil),
 		(*Change_Policy)(nil),
 	}
-	file_toolcrib_registry_v1_registry_proto_msgTypes[58].OneofWrappers = []any{
+	file_toolcrib_registry_v1_registry_proto_msgTypes[60].OneofWrappers = []any{
 		(*WatchResponse_Change)(nil),
 		(*WatchResponse_Heartbeat)(nil),
 	}
@@ -5218,7 +5375,7 @@ func file_toolcrib_registry_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolcrib_registry_v1_registry_proto_rawDesc), len(file_toolcrib_registry_v1_registry_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   59,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -74,8 +74,9 @@ type Commit struct {
 	// Run is the run's end record (state and generation are set by the
 	// commit).
 	Run RunEnd
-	// InTx, when set, runs last inside the commit's transaction (the scan
-	// completes its queue job there, atomically with the commit).
+	// InTx, when set, runs inside the commit's transaction, before the
+	// change-log append (the scan completes its queue job there,
+	// atomically with the commit).
 	InTx func(context.Context, pgx.Tx) error
 }
 
@@ -107,18 +108,19 @@ func (s *Store) Commit(ctx context.Context, c Commit) (*Committed, error) {
 		if err := retire(ctx, tx, c.Snapshot, c.Expected.Generation, now); err != nil {
 			return err
 		}
-		// 4. The run's end.
+		// 4. The run's end, and the caller's part (the queue job).
 		if ended, err = finishRun(ctx, tx, c.RunID, committedRun(c, gen)); err != nil {
 			return err
 		}
-		// 5. Change log and receipt.
-		if out, err = s.appendActivate(ctx, tx, c, gen, digest, now); err != nil {
-			return err
-		}
 		if c.InTx != nil {
-			return c.InTx(ctx, tx)
+			if err := c.InTx(ctx, tx); err != nil {
+				return err
+			}
 		}
-		return nil
+		// 5. Change log and receipt, last: from the append to the commit
+		// every other commit waits (see [changelog.Log.Append]).
+		out, err = s.appendActivate(ctx, tx, c, gen, digest, now)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -320,6 +322,11 @@ WHERE server_id = $1 AND audience_class = $2 AND generation = $3`, serverID, aud
 		if ended, err = finishRun(ctx, tx, runID, run); err != nil {
 			return err
 		}
+		if inTx != nil {
+			if err := inTx(ctx, tx); err != nil {
+				return err
+			}
+		}
 		rcpt := &catalogv1.CatalogReceipt{
 			ReceiptId: newUUID(), ServerId: serverID, AudienceClass: audienceClass, Generation: exp.Generation,
 			PreviousGeneration: exp.Generation, SourceRevision: ptr.SourceRevision, PageRoot: ptr.PageRoot,
@@ -332,9 +339,6 @@ WHERE server_id = $1 AND audience_class = $2 AND generation = $3`, serverID, aud
 		}
 		ptr.Revision = rev
 		out = &Committed{Pointer: ptr, Receipt: rcpt}
-		if inTx != nil {
-			return inTx(ctx, tx)
-		}
 		return nil
 	})
 	if err != nil {
