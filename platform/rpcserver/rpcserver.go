@@ -65,10 +65,14 @@ type Options struct {
 	CheckInterval time.Duration
 	// Ready runs once, the first time every check of Checks passes, before
 	// the status becomes SERVING (e.g. migrations). It is retried on the
-	// next check interval while it fails. Until it has succeeded every call
-	// but health and reflection is refused with UNAVAILABLE, reason
-	// [ReasonStarting]; without Ready calls are accepted from the start.
+	// next check interval while it fails. Until it has succeeded no call
+	// but health and reflection reaches a handler: a call waits for it for
+	// up to StartWait, then is refused with UNAVAILABLE, reason
+	// [ReasonStarting]. Without Ready calls are accepted from the start.
 	Ready func(context.Context) error
+	// StartWait bounds how long a call arriving before Ready succeeded
+	// waits for it (2s).
+	StartWait time.Duration
 	// ShutdownTimeout bounds the graceful drain.
 	ShutdownTimeout time.Duration
 	// Unary and Stream are added after the shared interceptors (e.g.
@@ -114,6 +118,9 @@ func New(opts Options) (*Server, error) {
 	if opts.CheckInterval <= 0 {
 		opts.CheckInterval = 2 * time.Second
 	}
+	if opts.StartWait <= 0 {
+		opts.StartWait = 2 * time.Second
+	}
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 15 * time.Second
 	}
@@ -152,8 +159,7 @@ func New(opts Options) (*Server, error) {
 		}
 		return logging.DefaultServerCodeToLevel(code)
 	}))
-	gate := &startGate{}
-	gate.open.Store(opts.Ready == nil)
+	gate := newStartGate(opts.Ready == nil, opts.StartWait)
 	unary := []grpc.UnaryServerInterceptor{
 		callerSlotUnary,
 		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(slogLogger(logger), logOpts...), loud),
@@ -346,7 +352,7 @@ func (s *Server) runChecks(ctx context.Context) {
 			s.mu.Lock()
 			s.ready = true
 			s.mu.Unlock()
-			s.gate.open.Store(true)
+			s.gate.openUp()
 		}
 	}
 	if ok {

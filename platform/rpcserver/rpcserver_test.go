@@ -456,11 +456,12 @@ func callCode(ctx context.Context, t *testing.T, conn *grpc.ClientConn) (unary, 
 }
 
 // TestCallsWaitForStartUp: until the start-up step (migrations) has
-// succeeded, unary and streaming calls are refused with UNAVAILABLE
-// STARTING, so no handler runs against a schema that is not there yet, while
-// health answers NOT_SERVING; once it succeeded, both are served. Checks of
-// the service's own state (StateChecks) hold back SERVING, not the start-up
-// step or the calls.
+// succeeded no handler runs, so none runs against a schema that is not
+// there yet: unary and streaming calls wait for it up to StartWait and are
+// then refused with UNAVAILABLE STARTING, while health answers NOT_SERVING;
+// a call waiting when the step succeeds is served, and so is every later
+// one. Checks of the service's own state (StateChecks) hold back SERVING,
+// not the start-up step or the calls.
 func TestCallsWaitForStartUp(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -479,6 +480,7 @@ func TestCallsWaitForStartUp(t *testing.T) {
 			return nil
 		}}},
 		CheckInterval: 50 * time.Millisecond,
+		StartWait:     300 * time.Millisecond,
 		Ready: func(ctx context.Context) error {
 			select {
 			case <-release:
@@ -510,7 +512,18 @@ func TestCallsWaitForStartUp(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// A call that arrives while starting and is still waiting when the step
+	// succeeds is served (StartWait is 300 ms: release well within it).
+	waited := make(chan string, 1)
+	go func() {
+		st, _ := status.FromError(conn.Invoke(ctx, "/toolcrib.test.v1.TestService/Echo", new(emptypb.Empty), new(emptypb.Empty)))
+		waited <- st.Code().String()
+	}()
+	time.Sleep(30 * time.Millisecond)
 	close(release)
+	if got := <-waited; got != "OK" {
+		t.Fatalf("a call waiting when the start-up step succeeded: %s, want OK", got)
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		u, st := callCode(ctx, t, conn)
