@@ -451,6 +451,12 @@ func AppendNumber(dst []byte, f float64) []byte {
 
 const hexDigits = "0123456789abcdef"
 
+// AppendString appends s as an RFC 8785 string, as [Transform] writes the
+// JSON string that encodes s. s must be valid UTF-8. It lets a caller write
+// the canonical form of a value it knows directly, without encoding it with
+// encoding/json and parsing that again.
+func AppendString(dst []byte, s string) []byte { return appendString(dst, s) }
+
 // appendString appends s as a JCS string: only '"', '\\' and control
 // characters are escaped; everything else is written as UTF-8.
 func appendString(dst []byte, s string) []byte {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -69,25 +68,45 @@ func New(pool *pgxpool.Pool, channel string, logger *slog.Logger) *Log {
 	return &Log{pool: pool, channel: channel, logger: logger, waiters: map[chan struct{}]struct{}{}}
 }
 
+// appendSQL takes the next revision (queueing on the counter row until the
+// transaction ends), inserts the change and queues its NOTIFY, in one
+// statement: one round trip inside the section that every writer of the
+// log passes one at a time.
+const appendSQL = `WITH r AS (UPDATE change_counter SET revision = revision + 1 RETURNING revision)
+INSERT INTO changes (revision, kind, payload, tenants) SELECT revision, $1, $2, $3 FROM r
+RETURNING revision, committed_at, pg_notify($4, revision::text)::text`
+
 // Append records a change in tx and returns its revision. tenants are the
 // tenants whose principals may see the change on Watch (nil: only platform
 // admins and services). Every writer queues on the counter row until tx
 // ends, which is what keeps revisions in commit order; keep the
-// transactions that append short.
+// transactions that append short, and append as late in them as possible
+// (see [Log.QueueAppend]).
 func (l *Log) Append(ctx context.Context, tx pgx.Tx, kind string, payload []byte, tenants []string) (int64, time.Time, error) {
-	var rev int64
-	if err := tx.QueryRow(ctx, "UPDATE change_counter SET revision = revision + 1 RETURNING revision").Scan(&rev); err != nil {
-		return 0, time.Time{}, fmt.Errorf("changelog: next revision: %w", err)
-	}
-	var at time.Time
-	if err := tx.QueryRow(ctx, "INSERT INTO changes (revision, kind, payload, tenants) VALUES ($1, $2, $3, $4) RETURNING committed_at",
-		rev, kind, payload, nonNil(tenants)).Scan(&at); err != nil {
+	var (
+		rev    int64
+		at     time.Time
+		notify string
+	)
+	if err := tx.QueryRow(ctx, appendSQL, kind, payload, nonNil(tenants), l.channel).Scan(&rev, &at, &notify); err != nil {
 		return 0, time.Time{}, fmt.Errorf("changelog: append: %w", err)
 	}
-	if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", l.channel, strconv.FormatInt(rev, 10)); err != nil {
-		return 0, time.Time{}, fmt.Errorf("changelog: notify: %w", err)
-	}
 	return rev, at, nil
+}
+
+// QueueAppend queues on b the append [Log.Append] makes, so that it and the
+// statements queued after it that need the new revision go to Postgres in
+// one round trip: those statements read the revision as the scalar
+// subquery ([HeadQuery]), which inside the transaction is the one just
+// taken. rev and at receive the revision and commit time when b is sent.
+func (l *Log) QueueAppend(b *pgx.Batch, kind string, payload []byte, tenants []string, rev *int64, at *time.Time) {
+	b.Queue(appendSQL, kind, payload, nonNil(tenants), l.channel).QueryRow(func(row pgx.Row) error {
+		var notify string
+		if err := row.Scan(rev, at, &notify); err != nil {
+			return fmt.Errorf("changelog: append: %w", err)
+		}
+		return nil
+	})
 }
 
 func nonNil(s []string) []string {
@@ -113,13 +132,18 @@ func (l *Log) Oldest(ctx context.Context) (int64, error) {
 	return rev, err
 }
 
+// HeadQuery selects the newest committed revision (visible to the
+// statement's snapshot); a read that must return its revision in the same
+// round trip embeds it as a scalar subquery.
+const HeadQuery = "SELECT revision FROM change_counter"
+
 // HeadTx returns the newest revision visible to tx, for lists that return the
 // revision to watch from.
 func HeadTx(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }) (int64, error) {
 	var rev int64
-	err := q.QueryRow(ctx, "SELECT revision FROM change_counter").Scan(&rev)
+	err := q.QueryRow(ctx, HeadQuery).Scan(&rev)
 	return rev, err
 }
 

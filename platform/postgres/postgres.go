@@ -20,6 +20,10 @@ import (
 
 var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
+// DefaultMaxConns is the least size of a pool whose URL does not set
+// `pool_max_conns` (connections are opened on demand).
+const DefaultMaxConns = 12
+
 // Open returns a pool whose connections use schema as search_path. It does
 // not wait for the server: the first query (or [Ping]) connects, so a
 // service can start and report NOT_SERVING while Postgres is down.
@@ -32,6 +36,13 @@ func Open(ctx context.Context, url, schema string) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("postgres: parse url: %w", err)
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	if !strings.Contains(url, "pool_max_conns") {
+		// pgxpool's default is max(4, NumCPU): on a small machine a service
+		// answering many concurrent callers (the registry serving every
+		// discovery worker) queued its calls on 4 connections, each write
+		// holding one while it waits for its turn on the change log.
+		cfg.MaxConns = max(cfg.MaxConns, DefaultMaxConns)
+	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 5e9 // 5s
 	}

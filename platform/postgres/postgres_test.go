@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -81,5 +82,25 @@ func TestMigrateFailureLeavesNothingHalfApplied(t *testing.T) {
 func TestOpenRefusesBadSchemaName(t *testing.T) {
 	if _, err := postgres.Open(context.Background(), pgtest.ServerURL(), "x; DROP TABLE y"); err == nil {
 		t.Fatal("schema name with SQL accepted")
+	}
+}
+
+// TestOpenSizesThePool: a URL without pool_max_conns gets at least
+// DefaultMaxConns connections (pgxpool's own default is 4 on a 2-core
+// machine); one that sets it gets exactly what it asked for.
+func TestOpenSizesThePool(t *testing.T) {
+	ctx := context.Background()
+	for url, want := range map[string]int32{
+		"postgres://postgres@127.0.0.1:1/db":                  max(postgres.DefaultMaxConns, int32(runtime.NumCPU())),
+		"postgres://postgres@127.0.0.1:1/db?pool_max_conns=3": 3,
+	} {
+		pool, err := postgres.Open(ctx, url, "public")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := pool.Config().MaxConns; got != want {
+			t.Errorf("%s: MaxConns %d, want %d", url, got, want)
+		}
+		pool.Close()
 	}
 }

@@ -53,14 +53,26 @@ type Options struct {
 	MetricsAddr string
 	// Logger logs calls and lifecycle events.
 	Logger *slog.Logger
-	// Checks must all pass for the service to report SERVING.
+	// Checks are the service's dependencies (Postgres, Redis): all must
+	// pass for Ready to run and for the service to report SERVING.
 	Checks []Check
+	// StateChecks are the service's own state (e.g. a Watch stream caught
+	// up): all must pass, after Checks, for SERVING, but neither Ready nor
+	// accepting calls waits for them (a replica that is not caught up
+	// answers, and says so in its answers).
+	StateChecks []Check
 	// CheckInterval is how often the checks run.
 	CheckInterval time.Duration
-	// Ready runs once, the first time every check passes, before the status
-	// becomes SERVING (e.g. migrations). It is retried on the next check
-	// interval while it fails.
+	// Ready runs once, the first time every check of Checks passes, before
+	// the status becomes SERVING (e.g. migrations). It is retried on the
+	// next check interval while it fails. Until it has succeeded no call
+	// but health and reflection reaches a handler: a call waits for it for
+	// up to StartWait, then is refused with UNAVAILABLE, reason
+	// [ReasonStarting]. Without Ready calls are accepted from the start.
 	Ready func(context.Context) error
+	// StartWait bounds how long a call arriving before Ready succeeded
+	// waits for it (2s).
+	StartWait time.Duration
 	// ShutdownTimeout bounds the graceful drain.
 	ShutdownTimeout time.Duration
 	// Unary and Stream are added after the shared interceptors (e.g.
@@ -95,6 +107,7 @@ type Server struct {
 	mlis     net.Listener
 	reg      *prometheus.Registry
 	draining chan struct{}
+	gate     *startGate
 
 	mu       sync.Mutex
 	serving  bool
@@ -110,6 +123,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.CheckInterval <= 0 {
 		opts.CheckInterval = 2 * time.Second
+	}
+	if opts.StartWait <= 0 {
+		opts.StartWait = 2 * time.Second
 	}
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 15 * time.Second
@@ -149,6 +165,7 @@ func New(opts Options) (*Server, error) {
 		}
 		return logging.DefaultServerCodeToLevel(code)
 	}))
+	gate := newStartGate(opts.Ready == nil, opts.StartWait)
 	unary := []grpc.UnaryServerInterceptor{
 		callerSlotUnary,
 		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(slogLogger(logger), logOpts...), loud),
@@ -156,6 +173,7 @@ func New(opts Options) (*Server, error) {
 		srvMetrics.UnaryServerInterceptor(),
 		recovery.UnaryServerInterceptor(panicHandler),
 		apierror.UnaryServerInterceptor(logger),
+		gate.unary,
 	}
 	unary = append(append(unary, opts.Unary...), noteCallerUnary)
 	stream := []grpc.StreamServerInterceptor{
@@ -164,6 +182,7 @@ func New(opts Options) (*Server, error) {
 		srvMetrics.StreamServerInterceptor(),
 		recovery.StreamServerInterceptor(panicHandler),
 		apierror.StreamServerInterceptor(logger),
+		gate.stream,
 	}
 	stream = append(append(stream, opts.Stream...), noteCallerStream)
 
@@ -183,7 +202,7 @@ func New(opts Options) (*Server, error) {
 		opts.Register(g)
 	}
 	srvMetrics.InitializeMetrics(g)
-	s := &Server{opts: opts, grpc: g, health: hs, reg: reg, draining: make(chan struct{})}
+	s := &Server{opts: opts, grpc: g, health: hs, reg: reg, draining: make(chan struct{}), gate: gate}
 	s.setStatus(false)
 
 	lis, err := net.Listen("tcp", opts.ListenAddr)
@@ -323,40 +342,33 @@ func (s *Server) checkLoop(ctx context.Context) {
 
 func (s *Server) runChecks(ctx context.Context) {
 	log := s.opts.Logger
-	ok := true
-	for _, c := range s.opts.Checks {
-		cctx, cancel := context.WithTimeout(ctx, s.opts.CheckInterval)
-		err := c.Func(cctx)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			ok = false
-			if s.Serving() || !s.wasReported(c.Name) {
-				log.WarnContext(ctx, "dependency not answering; NOT_SERVING", "dependency", c.Name, "error", err)
-			}
-			break
-		}
+	ok, cancelled := s.passes(ctx, s.opts.Checks)
+	if cancelled {
+		return
 	}
 	s.mu.Lock()
 	ready := s.ready
 	s.mu.Unlock()
-	if ok && !ready && s.opts.Ready != nil {
-		if err := s.opts.Ready(ctx); err != nil {
-			if ctx.Err() == nil {
-				log.WarnContext(ctx, "start-up step failed; will retry", "error", err)
+	if ok && !ready {
+		if s.opts.Ready != nil {
+			if err := s.opts.Ready(ctx); err != nil {
+				if ctx.Err() == nil {
+					log.WarnContext(ctx, "start-up step failed; will retry", "error", err)
+				}
+				ok = false
 			}
-			ok = false
-		} else {
+		}
+		if ok {
 			s.mu.Lock()
 			s.ready = true
 			s.mu.Unlock()
+			s.gate.openUp()
 		}
-	} else if ok && !ready {
-		s.mu.Lock()
-		s.ready = true
-		s.mu.Unlock()
+	}
+	if ok {
+		if ok, cancelled = s.passes(ctx, s.opts.StateChecks); cancelled {
+			return
+		}
 	}
 	s.mu.Lock()
 	changed := s.serving != ok
@@ -371,6 +383,26 @@ func (s *Server) runChecks(ctx context.Context) {
 			log.InfoContext(ctx, "dependencies answer; SERVING")
 		}
 	}
+}
+
+// passes runs checks in order until one fails; cancelled is true when ctx
+// ended meanwhile (nothing is to be concluded then).
+func (s *Server) passes(ctx context.Context, checks []Check) (ok, cancelled bool) {
+	for _, c := range checks {
+		cctx, cancel := context.WithTimeout(ctx, s.opts.CheckInterval)
+		err := c.Func(cctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, true
+			}
+			if s.Serving() || !s.wasReported(c.Name) {
+				s.opts.Logger.WarnContext(ctx, "dependency not answering; NOT_SERVING", "dependency", c.Name, "error", err)
+			}
+			return false, false
+		}
+	}
+	return true, false
 }
 
 // wasReported keeps the log quiet while a dependency stays down at start-up:

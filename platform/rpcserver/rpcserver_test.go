@@ -3,6 +3,7 @@ package rpcserver
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -203,6 +205,16 @@ var slowDesc = grpc.ServiceDesc{
 			return icpt(ctx, in, &grpc.UnaryServerInfo{FullMethod: "/toolcrib.test.v1.TestService/Panic"}, h)
 		},
 	}, {
+		MethodName: "Echo",
+		Handler: func(_ any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
+			in := new(emptypb.Empty)
+			if err := dec(in); err != nil {
+				return nil, err
+			}
+			h := func(context.Context, any) (any, error) { return &emptypb.Empty{}, nil }
+			return icpt(ctx, in, &grpc.UnaryServerInfo{FullMethod: "/toolcrib.test.v1.TestService/Echo"}, h)
+		},
+	}, {
 		MethodName: "Sleep",
 		Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 			in := new(durationpb.Duration)
@@ -216,6 +228,13 @@ var slowDesc = grpc.ServiceDesc{
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
+		},
+	}},
+	Streams: []grpc.StreamDesc{{
+		StreamName:    "Follow",
+		ServerStreams: true,
+		Handler: func(_ any, stream grpc.ServerStream) error {
+			return stream.SendMsg(&emptypb.Empty{})
 		},
 	}},
 }
@@ -409,4 +428,121 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// callCode calls Echo and opens Follow and returns the codes and ErrorInfo
+// reasons of both.
+func callCode(ctx context.Context, t *testing.T, conn *grpc.ClientConn) (unary, stream string) {
+	t.Helper()
+	describe := func(err error) string {
+		st, _ := status.FromError(err)
+		out := st.Code().String()
+		for _, d := range st.Details() {
+			if info, ok := d.(*errdetails.ErrorInfo); ok {
+				out += " " + info.GetReason()
+			}
+		}
+		return out
+	}
+	unary = describe(conn.Invoke(ctx, "/toolcrib.test.v1.TestService/Echo", new(emptypb.Empty), new(emptypb.Empty)))
+	cs, err := conn.NewStream(ctx, &slowDesc.Streams[0], "/toolcrib.test.v1.TestService/Follow")
+	if err != nil {
+		return unary, describe(err)
+	}
+	if err := cs.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	return unary, describe(cs.RecvMsg(new(emptypb.Empty)))
+}
+
+// TestCallsWaitForStartUp: until the start-up step (migrations) has
+// succeeded no handler runs, so none runs against a schema that is not
+// there yet: unary and streaming calls wait for it up to StartWait and are
+// then refused with UNAVAILABLE STARTING, while health answers NOT_SERVING;
+// a call waiting when the step succeeds is served, and so is every later
+// one. Checks of the service's own state (StateChecks) hold back SERVING,
+// not the start-up step or the calls.
+func TestCallsWaitForStartUp(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	release := make(chan struct{})
+	var caughtUp atomic.Bool
+	srv, err := New(Options{
+		Service:     "test",
+		HealthNames: []string{"toolcrib.test.v1.TestService"},
+		ListenAddr:  "127.0.0.1:0",
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Checks:      []Check{{Name: "postgres", Func: func(context.Context) error { return nil }}},
+		StateChecks: []Check{{Name: "watch", Func: func(context.Context) error {
+			if !caughtUp.Load() {
+				return errors.New("not caught up")
+			}
+			return nil
+		}}},
+		CheckInterval: 50 * time.Millisecond,
+		StartWait:     300 * time.Millisecond,
+		Ready: func(ctx context.Context) error {
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		},
+		Register: func(s *grpc.Server) { s.RegisterService(&slowDesc, struct{}{}) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	addr := srv.Addr().String()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+
+	for range 5 {
+		if u, st := callCode(ctx, t, conn); u != "Unavailable STARTING" || st != "Unavailable STARTING" {
+			t.Fatalf("before the start-up step finished: unary %q, stream %q; want Unavailable STARTING for both", u, st)
+		}
+		if st := healthStatus(ctx, t, addr); st != healthpb.HealthCheckResponse_NOT_SERVING {
+			t.Fatalf("health %v before the start-up step finished", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// A call that arrives while starting and is still waiting when the step
+	// succeeds is served (StartWait is 300 ms: release well within it).
+	waited := make(chan string, 1)
+	go func() {
+		st, _ := status.FromError(conn.Invoke(ctx, "/toolcrib.test.v1.TestService/Echo", new(emptypb.Empty), new(emptypb.Empty)))
+		waited <- st.Code().String()
+	}()
+	time.Sleep(30 * time.Millisecond)
+	close(release)
+	if got := <-waited; got != "OK" {
+		t.Fatalf("a call waiting when the start-up step succeeded: %s, want OK", got)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		u, st := callCode(ctx, t, conn)
+		if u == "OK" && st == "OK" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the start-up step: unary %q, stream %q; want OK", u, st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Calls are served although the state check still fails.
+	if st := healthStatus(ctx, t, addr); st != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("health %v while a state check fails", st)
+	}
+	caughtUp.Store(true)
+	waitStatus(t, addr, healthpb.HealthCheckResponse_SERVING, 5*time.Second)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }

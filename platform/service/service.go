@@ -80,8 +80,10 @@ type Parts struct {
 	Loops []func(ctx context.Context) error
 	// Close releases what setup opened; called after the server stopped.
 	Close func()
-	// Checks are further health dependencies of the service (e.g. a Watch
-	// stream caught up); all must pass, with Postgres and Redis, for SERVING.
+	// Checks are further health conditions of the service's own state
+	// (e.g. a Watch stream caught up); all must pass, with Postgres and
+	// Redis, for SERVING. Migrations and accepting calls wait only for
+	// Postgres and Redis (rpcserver.Options.StateChecks).
 	Checks []rpcserver.Check
 }
 
@@ -135,7 +137,6 @@ func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context
 			return postgres.Migrate(ctx, pool, spec.Schema, logger, spec.Migrations...)
 		}
 	}
-	checks = append(checks, parts.Checks...)
 	srv, err = rpcserver.New(rpcserver.Options{
 		Service:         spec.Name,
 		HealthNames:     spec.HealthNames,
@@ -143,6 +144,7 @@ func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context
 		MetricsAddr:     c.MetricsAddr,
 		Logger:          logger,
 		Checks:          checks,
+		StateChecks:     parts.Checks,
 		CheckInterval:   c.DependencyCheckInterval,
 		Ready:           ready,
 		ShutdownTimeout: c.ShutdownTimeout,

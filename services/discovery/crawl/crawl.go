@@ -632,6 +632,12 @@ func (w *walk) pages() *Fault {
 	}
 	var cursor *string
 	var walkBytes int64
+	tools := 0
+	// Pages are digested on another goroutine while the next one is
+	// fetched; every return waits for it (the closing re-check and the
+	// run record read the digests and tools).
+	d := startDigester()
+	defer d.join(r)
 	for i := 0; ; i++ {
 		if i >= o.MaxPages {
 			return incomplete(discoveryv1.RunReason_RUN_REASON_PAGE_CAP, "more than %d pages", o.MaxPages)
@@ -642,11 +648,12 @@ func (w *walk) pages() *Fault {
 		}
 		r.Bytes += wp.bytes
 		walkBytes += wp.bytes
-		p := w.record(i, cursor, wp)
+		p := w.record(i, cursor, wp, d)
+		tools += len(wp.tools)
 		if f := w.pageFault(p, wp, seen); f != nil {
 			return f
 		}
-		if len(r.Tools) > o.MaxTools {
+		if tools > o.MaxTools {
 			return incomplete(discoveryv1.RunReason_RUN_REASON_TOOL_CAP, "more than %d tools", o.MaxTools)
 		}
 		if walkBytes > o.MaxBytes {
@@ -661,8 +668,9 @@ func (w *walk) pages() *Fault {
 	}
 }
 
-// record appends page i (fetched with cursor) and its tools to the result.
-func (w *walk) record(i int, cursor *string, wp *wirePage) Page {
+// record appends page i (fetched with cursor) to the result and hands its
+// tools to d, which digests them.
+func (w *walk) record(i int, cursor *string, wp *wirePage, d *digester) Page {
 	r := w.r
 	// Before 2026-07-28 an empty-string nextCursor ends the list.
 	hasNext := wp.hasNext && (w.modern || wp.next != "")
@@ -683,9 +691,42 @@ func (w *walk) record(i int, cursor *string, wp *wirePage) Page {
 	if wp.cacheScope == "private" {
 		r.CacheScope = "private"
 	}
-	p.Digest, r.Tools = digestPage(wp.tools, i, true, r.Tools)
+	d.pages <- wp.tools
 	r.Pages = append(r.Pages, p)
 	return p
+}
+
+// digester digests the pages of one walk in order ([digestPage]) on its own
+// goroutine.
+type digester struct {
+	pages   chan []json.RawMessage
+	done    chan struct{}
+	digests []string
+	tools   []Tool
+}
+
+func startDigester() *digester {
+	d := &digester{pages: make(chan []json.RawMessage, 8), done: make(chan struct{})}
+	go func() {
+		defer close(d.done)
+		for raws := range d.pages {
+			var digest string
+			digest, d.tools = digestPage(raws, len(d.digests), true, d.tools)
+			d.digests = append(d.digests, digest)
+		}
+	}()
+	return d
+}
+
+// join waits for every page handed over and stores the digests and tools
+// in r.
+func (d *digester) join(r *Result) {
+	close(d.pages)
+	<-d.done
+	for i, digest := range d.digests {
+		r.Pages[i].Digest = digest
+	}
+	r.Tools = append(r.Tools, d.tools...)
 }
 
 // pageFault applies rules 6 and 7 of the package doc, in that order, to a

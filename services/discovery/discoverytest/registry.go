@@ -340,6 +340,30 @@ func (r *Registry) GetPolicy(_ context.Context, req *registryv1.GetPolicyRequest
 	return &registryv1.GetPolicyResponse{Policy: &registryv1.Policy{TenantId: req.GetTenantId(), PolicyEpoch: e}, Revision: r.revisionLocked()}, nil
 }
 
+// GetBinding implements the RPC: the server, the class's binding of it, the
+// class's tenant and its epoch, read under one lock (one snapshot, as the
+// real registry reads them).
+func (r *Registry) GetBinding(_ context.Context, req *registryv1.GetBindingRequest) (*registryv1.GetBindingResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.servers[req.GetServerId()]
+	if !ok {
+		return nil, apierror.NotFound("server", req.GetServerId())
+	}
+	c, ok := r.classes[req.GetAudienceClass()]
+	if !ok {
+		return nil, apierror.NotFound("audience class", req.GetAudienceClass())
+	}
+	resp := &registryv1.GetBindingResponse{Server: proto.Clone(s).(*registryv1.Server), TenantId: c.GetTenantId(),
+		PolicyEpoch: r.epochs[c.GetTenantId()], Revision: r.revisionLocked()}
+	for _, b := range c.GetServers() {
+		if b.GetServerId() == req.GetServerId() {
+			resp.Binding = proto.Clone(b).(*registryv1.AudienceServer)
+		}
+	}
+	return resp, nil
+}
+
 // Watch implements the RPC with the shared Watch server.
 func (r *Registry) Watch(req *registryv1.WatchRequest, stream registryv1.RegistryService_WatchServer) error {
 	p, err := principal.Require(stream.Context())

@@ -42,9 +42,13 @@ type Registry interface {
 	// AudienceClasses returns every class covering serverID (every class
 	// when serverID is empty).
 	AudienceClasses(ctx context.Context, serverID string) ([]*registryv1.AudienceClass, error)
-	// PolicyEpoch returns a tenant's current policy epoch; ErrNotFound
-	// when the tenant is unknown.
-	PolicyEpoch(ctx context.Context, tenantID string) (int64, error)
+	// Binding returns a server as an audience class reads it, from one
+	// snapshot: the server, the class's binding of it (nil when the class
+	// does not cover it), the class's tenant and that tenant's current
+	// policy epoch. One cheap call whatever the class's size: a scan's
+	// start and its closing re-check read it. ErrNotFound when the server
+	// or the class is unknown.
+	Binding(ctx context.Context, serverID, audienceClass string) (Binding, error)
 	// PinIdentity sets the identity pin of s (read with an empty pin) to
 	// pin, by optimistic concurrency on s.Version, and returns the stored
 	// server; ErrConflict when the server changed meanwhile.
@@ -53,6 +57,16 @@ type Registry interface {
 	// ends or fn fails; ErrCompacted when `from` is no longer kept.
 	// Heartbeats are consumed silently.
 	Watch(ctx context.Context, from int64, fn func(*registryv1.Change) error) error
+}
+
+// Binding is one server as one audience class reads it ([Registry.Binding]).
+type Binding struct {
+	Server *registryv1.Server
+	// Binding is the class's binding of the server; nil when the class does
+	// not cover it.
+	Binding     *registryv1.AudienceServer
+	TenantID    string
+	PolicyEpoch int64
 }
 
 // Client is the gRPC implementation of [Registry].
@@ -157,13 +171,13 @@ func (c *Client) AudienceClasses(ctx context.Context, serverID string) ([]*regis
 	return out, nil
 }
 
-// PolicyEpoch implements [Registry].
-func (c *Client) PolicyEpoch(ctx context.Context, tenantID string) (int64, error) {
-	r, err := c.rpc.GetPolicy(ctx, &registryv1.GetPolicyRequest{TenantId: tenantID})
+// Binding implements [Registry].
+func (c *Client) Binding(ctx context.Context, serverID, audienceClass string) (Binding, error) {
+	r, err := c.rpc.GetBinding(ctx, &registryv1.GetBindingRequest{ServerId: serverID, AudienceClass: audienceClass})
 	if err != nil {
-		return 0, translate(err)
+		return Binding{}, translate(err)
 	}
-	return r.GetPolicy().GetPolicyEpoch(), nil
+	return Binding{Server: r.GetServer(), Binding: r.GetBinding(), TenantID: r.GetTenantId(), PolicyEpoch: r.GetPolicyEpoch()}, nil
 }
 
 // PinIdentity implements [Registry].

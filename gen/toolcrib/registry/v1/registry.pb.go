@@ -3387,6 +3387,146 @@ func (x *GetAudienceClassResponse) GetAudienceClass() *AudienceClass {
 	return nil
 }
 
+// GetBindingRequest is the request of GetBinding.
+type GetBindingRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server id; required.
+	ServerId string `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// Audience class name; required.
+	AudienceClass string `protobuf:"bytes,2,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBindingRequest) Reset() {
+	*x = GetBindingRequest{}
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBindingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBindingRequest) ProtoMessage() {}
+
+func (x *GetBindingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBindingRequest.ProtoReflect.Descriptor instead.
+func (*GetBindingRequest) Descriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *GetBindingRequest) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *GetBindingRequest) GetAudienceClass() string {
+	if x != nil {
+		return x.AudienceClass
+	}
+	return ""
+}
+
+// GetBindingResponse is the response of GetBinding. Every field was read in
+// one snapshot, at `revision`.
+type GetBindingResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server.
+	Server *Server `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// The class's binding of the server; unset when the class does not cover
+	// the server. Its secret reference is empty for principals other than
+	// platform admins and services.
+	Binding *AudienceServer `protobuf:"bytes,2,opt,name=binding,proto3" json:"binding,omitempty"`
+	// Tenant of the audience class.
+	TenantId string `protobuf:"bytes,3,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// The tenant's current policy epoch.
+	PolicyEpoch int64 `protobuf:"varint,4,opt,name=policy_epoch,json=policyEpoch,proto3" json:"policy_epoch,omitempty"`
+	// Registry revision of the read (the log head it saw).
+	Revision      int64 `protobuf:"varint,5,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBindingResponse) Reset() {
+	*x = GetBindingResponse{}
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBindingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBindingResponse) ProtoMessage() {}
+
+func (x *GetBindingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBindingResponse.ProtoReflect.Descriptor instead.
+func (*GetBindingResponse) Descriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *GetBindingResponse) GetServer() *Server {
+	if x != nil {
+		return x.Server
+	}
+	return nil
+}
+
+func (x *GetBindingResponse) GetBinding() *AudienceServer {
+	if x != nil {
+		return x.Binding
+	}
+	return nil
+}
+
+func (x *GetBindingResponse) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *GetBindingResponse) GetPolicyEpoch() int64 {
+	if x != nil {
+		return x.PolicyEpoch
+	}
+	return 0
+}
+
+func (x *GetBindingResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
 // ListAudienceClassesRequest is the request of ListAudienceClasses.
 type ListAudienceClassesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3404,7 +3544,7 @@ type ListAudienceClassesRequest struct {
 
 func (x *ListAudienceClassesRequest) Reset() {
 	*x = ListAudienceClassesRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[38]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3416,7 +3556,7 @@ func (x *ListAudienceClassesRequest) String() string {
 func (*ListAudienceClassesRequest) ProtoMessage() {}
 
 func (x *ListAudienceClassesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[38]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3429,7 +3569,7 @@ func (x *ListAudienceClassesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAudienceClassesRequest.ProtoReflect.Descriptor instead.
 func (*ListAudienceClassesRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{38}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListAudienceClassesRequest) GetTenantId() string {
@@ -3475,7 +3615,7 @@ type ListAudienceClassesResponse struct {
 
 func (x *ListAudienceClassesResponse) Reset() {
 	*x = ListAudienceClassesResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[39]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3487,7 +3627,7 @@ func (x *ListAudienceClassesResponse) String() string {
 func (*ListAudienceClassesResponse) ProtoMessage() {}
 
 func (x *ListAudienceClassesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[39]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3500,7 +3640,7 @@ func (x *ListAudienceClassesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAudienceClassesResponse.ProtoReflect.Descriptor instead.
 func (*ListAudienceClassesResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{39}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListAudienceClassesResponse) GetAudienceClasses() []*AudienceClass {
@@ -3535,7 +3675,7 @@ type PublishContractRequest struct {
 
 func (x *PublishContractRequest) Reset() {
 	*x = PublishContractRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[40]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3547,7 +3687,7 @@ func (x *PublishContractRequest) String() string {
 func (*PublishContractRequest) ProtoMessage() {}
 
 func (x *PublishContractRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[40]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3560,7 +3700,7 @@ func (x *PublishContractRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishContractRequest.ProtoReflect.Descriptor instead.
 func (*PublishContractRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{40}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PublishContractRequest) GetContract() *ToolContract {
@@ -3581,7 +3721,7 @@ type PublishContractResponse struct {
 
 func (x *PublishContractResponse) Reset() {
 	*x = PublishContractResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[41]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3593,7 +3733,7 @@ func (x *PublishContractResponse) String() string {
 func (*PublishContractResponse) ProtoMessage() {}
 
 func (x *PublishContractResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[41]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3606,7 +3746,7 @@ func (x *PublishContractResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishContractResponse.ProtoReflect.Descriptor instead.
 func (*PublishContractResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{41}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PublishContractResponse) GetTool() *Tool {
@@ -3634,7 +3774,7 @@ type ApproveToolRequest struct {
 
 func (x *ApproveToolRequest) Reset() {
 	*x = ApproveToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[42]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3646,7 +3786,7 @@ func (x *ApproveToolRequest) String() string {
 func (*ApproveToolRequest) ProtoMessage() {}
 
 func (x *ApproveToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[42]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3659,7 +3799,7 @@ func (x *ApproveToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveToolRequest.ProtoReflect.Descriptor instead.
 func (*ApproveToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{42}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ApproveToolRequest) GetToolId() string {
@@ -3694,7 +3834,7 @@ type ApproveToolResponse struct {
 
 func (x *ApproveToolResponse) Reset() {
 	*x = ApproveToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[43]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3706,7 +3846,7 @@ func (x *ApproveToolResponse) String() string {
 func (*ApproveToolResponse) ProtoMessage() {}
 
 func (x *ApproveToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[43]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3719,7 +3859,7 @@ func (x *ApproveToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveToolResponse.ProtoReflect.Descriptor instead.
 func (*ApproveToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{43}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ApproveToolResponse) GetTool() *Tool {
@@ -3740,7 +3880,7 @@ type EnableToolRequest struct {
 
 func (x *EnableToolRequest) Reset() {
 	*x = EnableToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[44]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3752,7 +3892,7 @@ func (x *EnableToolRequest) String() string {
 func (*EnableToolRequest) ProtoMessage() {}
 
 func (x *EnableToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[44]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3765,7 +3905,7 @@ func (x *EnableToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnableToolRequest.ProtoReflect.Descriptor instead.
 func (*EnableToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{44}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *EnableToolRequest) GetToolId() string {
@@ -3786,7 +3926,7 @@ type EnableToolResponse struct {
 
 func (x *EnableToolResponse) Reset() {
 	*x = EnableToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[45]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3798,7 +3938,7 @@ func (x *EnableToolResponse) String() string {
 func (*EnableToolResponse) ProtoMessage() {}
 
 func (x *EnableToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[45]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3811,7 +3951,7 @@ func (x *EnableToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnableToolResponse.ProtoReflect.Descriptor instead.
 func (*EnableToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{45}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *EnableToolResponse) GetTool() *Tool {
@@ -3834,7 +3974,7 @@ type DisableToolRequest struct {
 
 func (x *DisableToolRequest) Reset() {
 	*x = DisableToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[46]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3846,7 +3986,7 @@ func (x *DisableToolRequest) String() string {
 func (*DisableToolRequest) ProtoMessage() {}
 
 func (x *DisableToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[46]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3859,7 +3999,7 @@ func (x *DisableToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisableToolRequest.ProtoReflect.Descriptor instead.
 func (*DisableToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{46}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DisableToolRequest) GetToolId() string {
@@ -3887,7 +4027,7 @@ type DisableToolResponse struct {
 
 func (x *DisableToolResponse) Reset() {
 	*x = DisableToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[47]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3899,7 +4039,7 @@ func (x *DisableToolResponse) String() string {
 func (*DisableToolResponse) ProtoMessage() {}
 
 func (x *DisableToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[47]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3912,7 +4052,7 @@ func (x *DisableToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisableToolResponse.ProtoReflect.Descriptor instead.
 func (*DisableToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{47}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DisableToolResponse) GetTool() *Tool {
@@ -3938,7 +4078,7 @@ type RollbackToolRequest struct {
 
 func (x *RollbackToolRequest) Reset() {
 	*x = RollbackToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[48]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3950,7 +4090,7 @@ func (x *RollbackToolRequest) String() string {
 func (*RollbackToolRequest) ProtoMessage() {}
 
 func (x *RollbackToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[48]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3963,7 +4103,7 @@ func (x *RollbackToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackToolRequest.ProtoReflect.Descriptor instead.
 func (*RollbackToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{48}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RollbackToolRequest) GetToolId() string {
@@ -3991,7 +4131,7 @@ type RollbackToolResponse struct {
 
 func (x *RollbackToolResponse) Reset() {
 	*x = RollbackToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[49]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4003,7 +4143,7 @@ func (x *RollbackToolResponse) String() string {
 func (*RollbackToolResponse) ProtoMessage() {}
 
 func (x *RollbackToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[49]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4016,7 +4156,7 @@ func (x *RollbackToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackToolResponse.ProtoReflect.Descriptor instead.
 func (*RollbackToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{49}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RollbackToolResponse) GetTool() *Tool {
@@ -4039,7 +4179,7 @@ type GetToolRequest struct {
 
 func (x *GetToolRequest) Reset() {
 	*x = GetToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[50]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4051,7 +4191,7 @@ func (x *GetToolRequest) String() string {
 func (*GetToolRequest) ProtoMessage() {}
 
 func (x *GetToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[50]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4064,7 +4204,7 @@ func (x *GetToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolRequest.ProtoReflect.Descriptor instead.
 func (*GetToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{50}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetToolRequest) GetToolId() string {
@@ -4094,7 +4234,7 @@ type GetToolResponse struct {
 
 func (x *GetToolResponse) Reset() {
 	*x = GetToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[51]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4106,7 +4246,7 @@ func (x *GetToolResponse) String() string {
 func (*GetToolResponse) ProtoMessage() {}
 
 func (x *GetToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[51]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4119,7 +4259,7 @@ func (x *GetToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolResponse.ProtoReflect.Descriptor instead.
 func (*GetToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{51}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GetToolResponse) GetTool() *Tool {
@@ -4153,7 +4293,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[52]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4165,7 +4305,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[52]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4178,7 +4318,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{52}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListToolsRequest) GetServerId() string {
@@ -4224,7 +4364,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[53]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4236,7 +4376,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[53]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4249,7 +4389,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{53}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListToolsResponse) GetTools() []*Tool {
@@ -4290,7 +4430,7 @@ type GetToolReviewRequest struct {
 
 func (x *GetToolReviewRequest) Reset() {
 	*x = GetToolReviewRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[54]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4302,7 +4442,7 @@ func (x *GetToolReviewRequest) String() string {
 func (*GetToolReviewRequest) ProtoMessage() {}
 
 func (x *GetToolReviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[54]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4315,7 +4455,7 @@ func (x *GetToolReviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolReviewRequest.ProtoReflect.Descriptor instead.
 func (*GetToolReviewRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{54}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GetToolReviewRequest) GetToolId() string {
@@ -4391,7 +4531,7 @@ type GetToolReviewResponse struct {
 
 func (x *GetToolReviewResponse) Reset() {
 	*x = GetToolReviewResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[55]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4403,7 +4543,7 @@ func (x *GetToolReviewResponse) String() string {
 func (*GetToolReviewResponse) ProtoMessage() {}
 
 func (x *GetToolReviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[55]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4416,7 +4556,7 @@ func (x *GetToolReviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolReviewResponse.ProtoReflect.Descriptor instead.
 func (*GetToolReviewResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{55}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetToolReviewResponse) GetToolId() string {
@@ -4552,7 +4692,7 @@ type GrantScopesRequest struct {
 
 func (x *GrantScopesRequest) Reset() {
 	*x = GrantScopesRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[56]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4564,7 +4704,7 @@ func (x *GrantScopesRequest) String() string {
 func (*GrantScopesRequest) ProtoMessage() {}
 
 func (x *GrantScopesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[56]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4577,7 +4717,7 @@ func (x *GrantScopesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantScopesRequest.ProtoReflect.Descriptor instead.
 func (*GrantScopesRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{56}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *GrantScopesRequest) GetTenantId() string {
@@ -4628,7 +4768,7 @@ type GrantScopesResponse struct {
 
 func (x *GrantScopesResponse) Reset() {
 	*x = GrantScopesResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[57]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4640,7 +4780,7 @@ func (x *GrantScopesResponse) String() string {
 func (*GrantScopesResponse) ProtoMessage() {}
 
 func (x *GrantScopesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[57]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4653,7 +4793,7 @@ func (x *GrantScopesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantScopesResponse.ProtoReflect.Descriptor instead.
 func (*GrantScopesResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{57}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GrantScopesResponse) GetGrant() *Grant {
@@ -4690,7 +4830,7 @@ type RevokeScopesRequest struct {
 
 func (x *RevokeScopesRequest) Reset() {
 	*x = RevokeScopesRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[58]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4702,7 +4842,7 @@ func (x *RevokeScopesRequest) String() string {
 func (*RevokeScopesRequest) ProtoMessage() {}
 
 func (x *RevokeScopesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[58]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4715,7 +4855,7 @@ func (x *RevokeScopesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeScopesRequest.ProtoReflect.Descriptor instead.
 func (*RevokeScopesRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{58}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RevokeScopesRequest) GetTenantId() string {
@@ -4766,7 +4906,7 @@ type RevokeScopesResponse struct {
 
 func (x *RevokeScopesResponse) Reset() {
 	*x = RevokeScopesResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[59]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4778,7 +4918,7 @@ func (x *RevokeScopesResponse) String() string {
 func (*RevokeScopesResponse) ProtoMessage() {}
 
 func (x *RevokeScopesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[59]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4791,7 +4931,7 @@ func (x *RevokeScopesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeScopesResponse.ProtoReflect.Descriptor instead.
 func (*RevokeScopesResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{59}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RevokeScopesResponse) GetGrant() *Grant {
@@ -4824,7 +4964,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[60]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4836,7 +4976,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[60]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4849,7 +4989,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{60}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetPolicyRequest) GetTenantId() string {
@@ -4880,7 +5020,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[61]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4892,7 +5032,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[61]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4905,7 +5045,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{61}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *Policy {
@@ -4934,7 +5074,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[62]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4946,7 +5086,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[62]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4959,7 +5099,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{62}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *WatchRequest) GetFromRevision() int64 {
@@ -4989,7 +5129,7 @@ type PolicyChange struct {
 
 func (x *PolicyChange) Reset() {
 	*x = PolicyChange{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[63]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5001,7 +5141,7 @@ func (x *PolicyChange) String() string {
 func (*PolicyChange) ProtoMessage() {}
 
 func (x *PolicyChange) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[63]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5014,7 +5154,7 @@ func (x *PolicyChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyChange.ProtoReflect.Descriptor instead.
 func (*PolicyChange) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{63}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *PolicyChange) GetTenantId() string {
@@ -5071,7 +5211,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[64]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5083,7 +5223,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[64]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5096,7 +5236,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{64}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *Change) GetRevision() int64 {
@@ -5243,7 +5383,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[65]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5255,7 +5395,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[65]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5268,7 +5408,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{65}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *WatchResponse) GetEvent() isWatchResponse_Event {
@@ -5540,7 +5680,16 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\x17GetAudienceClassRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"f\n" +
 	"\x18GetAudienceClassResponse\x12J\n" +
-	"\x0eaudience_class\x18\x01 \x01(\v2#.toolcrib.registry.v1.AudienceClassR\raudienceClass\"\x92\x01\n" +
+	"\x0eaudience_class\x18\x01 \x01(\v2#.toolcrib.registry.v1.AudienceClassR\raudienceClass\"W\n" +
+	"\x11GetBindingRequest\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12%\n" +
+	"\x0eaudience_class\x18\x02 \x01(\tR\raudienceClass\"\xe6\x01\n" +
+	"\x12GetBindingResponse\x124\n" +
+	"\x06server\x18\x01 \x01(\v2\x1c.toolcrib.registry.v1.ServerR\x06server\x12>\n" +
+	"\abinding\x18\x02 \x01(\v2$.toolcrib.registry.v1.AudienceServerR\abinding\x12\x1b\n" +
+	"\ttenant_id\x18\x03 \x01(\tR\btenantId\x12!\n" +
+	"\fpolicy_epoch\x18\x04 \x01(\x03R\vpolicyEpoch\x12\x1a\n" +
+	"\brevision\x18\x05 \x01(\x03R\brevision\"\x92\x01\n" +
 	"\x1aListAudienceClassesRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1b\n" +
 	"\tserver_id\x18\x02 \x01(\tR\bserverId\x12\x1b\n" +
@@ -5695,7 +5844,7 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\x17CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CHANGE_KIND_CREATED\x10\x01\x12\x17\n" +
 	"\x13CHANGE_KIND_UPDATED\x10\x02\x12\x17\n" +
-	"\x13CHANGE_KIND_DELETED\x10\x032\xc1\x13\n" +
+	"\x13CHANGE_KIND_DELETED\x10\x032\xa2\x14\n" +
 	"\x0fRegistryService\x12k\n" +
 	"\x0eRegisterServer\x12+.toolcrib.registry.v1.RegisterServerRequest\x1a,.toolcrib.registry.v1.RegisterServerResponse\x12\\\n" +
 	"\tGetServer\x12&.toolcrib.registry.v1.GetServerRequest\x1a'.toolcrib.registry.v1.GetServerResponse\x12b\n" +
@@ -5705,7 +5854,9 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\tPutTenant\x12&.toolcrib.registry.v1.PutTenantRequest\x1a'.toolcrib.registry.v1.PutTenantResponse\x12q\n" +
 	"\x10PutAudienceClass\x12-.toolcrib.registry.v1.PutAudienceClassRequest\x1a..toolcrib.registry.v1.PutAudienceClassResponse\x12q\n" +
 	"\x10GetAudienceClass\x12-.toolcrib.registry.v1.GetAudienceClassRequest\x1a..toolcrib.registry.v1.GetAudienceClassResponse\x12z\n" +
-	"\x13ListAudienceClasses\x120.toolcrib.registry.v1.ListAudienceClassesRequest\x1a1.toolcrib.registry.v1.ListAudienceClassesResponse\x12n\n" +
+	"\x13ListAudienceClasses\x120.toolcrib.registry.v1.ListAudienceClassesRequest\x1a1.toolcrib.registry.v1.ListAudienceClassesResponse\x12_\n" +
+	"\n" +
+	"GetBinding\x12'.toolcrib.registry.v1.GetBindingRequest\x1a(.toolcrib.registry.v1.GetBindingResponse\x12n\n" +
 	"\x0fPublishContract\x12,.toolcrib.registry.v1.PublishContractRequest\x1a-.toolcrib.registry.v1.PublishContractResponse\x12b\n" +
 	"\vApproveTool\x12(.toolcrib.registry.v1.ApproveToolRequest\x1a).toolcrib.registry.v1.ApproveToolResponse\x12_\n" +
 	"\n" +
@@ -5737,7 +5888,7 @@ func file_toolcrib_registry_v1_registry_proto_rawDescGZIP() []byte {
 }
 
 var file_toolcrib_registry_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_toolcrib_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_toolcrib_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_toolcrib_registry_v1_registry_proto_goTypes = []any{
 	(TrustLevel)(0),                     // 0: toolcrib.registry.v1.TrustLevel
 	(RevisionSource)(0),                 // 1: toolcrib.registry.v1.RevisionSource
@@ -5784,75 +5935,77 @@ var file_toolcrib_registry_v1_registry_proto_goTypes = []any{
 	(*PutAudienceClassResponse)(nil),    // 42: toolcrib.registry.v1.PutAudienceClassResponse
 	(*GetAudienceClassRequest)(nil),     // 43: toolcrib.registry.v1.GetAudienceClassRequest
 	(*GetAudienceClassResponse)(nil),    // 44: toolcrib.registry.v1.GetAudienceClassResponse
-	(*ListAudienceClassesRequest)(nil),  // 45: toolcrib.registry.v1.ListAudienceClassesRequest
-	(*ListAudienceClassesResponse)(nil), // 46: toolcrib.registry.v1.ListAudienceClassesResponse
-	(*PublishContractRequest)(nil),      // 47: toolcrib.registry.v1.PublishContractRequest
-	(*PublishContractResponse)(nil),     // 48: toolcrib.registry.v1.PublishContractResponse
-	(*ApproveToolRequest)(nil),          // 49: toolcrib.registry.v1.ApproveToolRequest
-	(*ApproveToolResponse)(nil),         // 50: toolcrib.registry.v1.ApproveToolResponse
-	(*EnableToolRequest)(nil),           // 51: toolcrib.registry.v1.EnableToolRequest
-	(*EnableToolResponse)(nil),          // 52: toolcrib.registry.v1.EnableToolResponse
-	(*DisableToolRequest)(nil),          // 53: toolcrib.registry.v1.DisableToolRequest
-	(*DisableToolResponse)(nil),         // 54: toolcrib.registry.v1.DisableToolResponse
-	(*RollbackToolRequest)(nil),         // 55: toolcrib.registry.v1.RollbackToolRequest
-	(*RollbackToolResponse)(nil),        // 56: toolcrib.registry.v1.RollbackToolResponse
-	(*GetToolRequest)(nil),              // 57: toolcrib.registry.v1.GetToolRequest
-	(*GetToolResponse)(nil),             // 58: toolcrib.registry.v1.GetToolResponse
-	(*ListToolsRequest)(nil),            // 59: toolcrib.registry.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),           // 60: toolcrib.registry.v1.ListToolsResponse
-	(*GetToolReviewRequest)(nil),        // 61: toolcrib.registry.v1.GetToolReviewRequest
-	(*GetToolReviewResponse)(nil),       // 62: toolcrib.registry.v1.GetToolReviewResponse
-	(*GrantScopesRequest)(nil),          // 63: toolcrib.registry.v1.GrantScopesRequest
-	(*GrantScopesResponse)(nil),         // 64: toolcrib.registry.v1.GrantScopesResponse
-	(*RevokeScopesRequest)(nil),         // 65: toolcrib.registry.v1.RevokeScopesRequest
-	(*RevokeScopesResponse)(nil),        // 66: toolcrib.registry.v1.RevokeScopesResponse
-	(*GetPolicyRequest)(nil),            // 67: toolcrib.registry.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),           // 68: toolcrib.registry.v1.GetPolicyResponse
-	(*WatchRequest)(nil),                // 69: toolcrib.registry.v1.WatchRequest
-	(*PolicyChange)(nil),                // 70: toolcrib.registry.v1.PolicyChange
-	(*Change)(nil),                      // 71: toolcrib.registry.v1.Change
-	(*WatchResponse)(nil),               // 72: toolcrib.registry.v1.WatchResponse
-	(*durationpb.Duration)(nil),         // 73: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),       // 74: google.protobuf.Timestamp
-	(v1.EffectClass)(0),                 // 75: toolcrib.catalog.v1.EffectClass
-	(*v1.Heartbeat)(nil),                // 76: toolcrib.catalog.v1.Heartbeat
+	(*GetBindingRequest)(nil),           // 45: toolcrib.registry.v1.GetBindingRequest
+	(*GetBindingResponse)(nil),          // 46: toolcrib.registry.v1.GetBindingResponse
+	(*ListAudienceClassesRequest)(nil),  // 47: toolcrib.registry.v1.ListAudienceClassesRequest
+	(*ListAudienceClassesResponse)(nil), // 48: toolcrib.registry.v1.ListAudienceClassesResponse
+	(*PublishContractRequest)(nil),      // 49: toolcrib.registry.v1.PublishContractRequest
+	(*PublishContractResponse)(nil),     // 50: toolcrib.registry.v1.PublishContractResponse
+	(*ApproveToolRequest)(nil),          // 51: toolcrib.registry.v1.ApproveToolRequest
+	(*ApproveToolResponse)(nil),         // 52: toolcrib.registry.v1.ApproveToolResponse
+	(*EnableToolRequest)(nil),           // 53: toolcrib.registry.v1.EnableToolRequest
+	(*EnableToolResponse)(nil),          // 54: toolcrib.registry.v1.EnableToolResponse
+	(*DisableToolRequest)(nil),          // 55: toolcrib.registry.v1.DisableToolRequest
+	(*DisableToolResponse)(nil),         // 56: toolcrib.registry.v1.DisableToolResponse
+	(*RollbackToolRequest)(nil),         // 57: toolcrib.registry.v1.RollbackToolRequest
+	(*RollbackToolResponse)(nil),        // 58: toolcrib.registry.v1.RollbackToolResponse
+	(*GetToolRequest)(nil),              // 59: toolcrib.registry.v1.GetToolRequest
+	(*GetToolResponse)(nil),             // 60: toolcrib.registry.v1.GetToolResponse
+	(*ListToolsRequest)(nil),            // 61: toolcrib.registry.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),           // 62: toolcrib.registry.v1.ListToolsResponse
+	(*GetToolReviewRequest)(nil),        // 63: toolcrib.registry.v1.GetToolReviewRequest
+	(*GetToolReviewResponse)(nil),       // 64: toolcrib.registry.v1.GetToolReviewResponse
+	(*GrantScopesRequest)(nil),          // 65: toolcrib.registry.v1.GrantScopesRequest
+	(*GrantScopesResponse)(nil),         // 66: toolcrib.registry.v1.GrantScopesResponse
+	(*RevokeScopesRequest)(nil),         // 67: toolcrib.registry.v1.RevokeScopesRequest
+	(*RevokeScopesResponse)(nil),        // 68: toolcrib.registry.v1.RevokeScopesResponse
+	(*GetPolicyRequest)(nil),            // 69: toolcrib.registry.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),           // 70: toolcrib.registry.v1.GetPolicyResponse
+	(*WatchRequest)(nil),                // 71: toolcrib.registry.v1.WatchRequest
+	(*PolicyChange)(nil),                // 72: toolcrib.registry.v1.PolicyChange
+	(*Change)(nil),                      // 73: toolcrib.registry.v1.Change
+	(*WatchResponse)(nil),               // 74: toolcrib.registry.v1.WatchResponse
+	(*durationpb.Duration)(nil),         // 75: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),       // 76: google.protobuf.Timestamp
+	(v1.EffectClass)(0),                 // 77: toolcrib.catalog.v1.EffectClass
+	(*v1.Heartbeat)(nil),                // 78: toolcrib.catalog.v1.Heartbeat
 }
 var file_toolcrib_registry_v1_registry_proto_depIdxs = []int32{
 	7,   // 0: toolcrib.registry.v1.Server.streamable_http:type_name -> toolcrib.registry.v1.StreamableHttpTransport
 	8,   // 1: toolcrib.registry.v1.Server.stdio:type_name -> toolcrib.registry.v1.StdioTransport
 	0,   // 2: toolcrib.registry.v1.Server.trust_level:type_name -> toolcrib.registry.v1.TrustLevel
 	1,   // 3: toolcrib.registry.v1.Server.revision_source:type_name -> toolcrib.registry.v1.RevisionSource
-	73,  // 4: toolcrib.registry.v1.Server.scan_interval:type_name -> google.protobuf.Duration
-	74,  // 5: toolcrib.registry.v1.Server.created_at:type_name -> google.protobuf.Timestamp
-	74,  // 6: toolcrib.registry.v1.Server.updated_at:type_name -> google.protobuf.Timestamp
-	74,  // 7: toolcrib.registry.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	75,  // 4: toolcrib.registry.v1.Server.scan_interval:type_name -> google.protobuf.Duration
+	76,  // 5: toolcrib.registry.v1.Server.created_at:type_name -> google.protobuf.Timestamp
+	76,  // 6: toolcrib.registry.v1.Server.updated_at:type_name -> google.protobuf.Timestamp
+	76,  // 7: toolcrib.registry.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
 	11,  // 8: toolcrib.registry.v1.AudienceClass.servers:type_name -> toolcrib.registry.v1.AudienceServer
-	74,  // 9: toolcrib.registry.v1.AudienceClass.updated_at:type_name -> google.protobuf.Timestamp
-	75,  // 10: toolcrib.registry.v1.ToolContract.effect:type_name -> toolcrib.catalog.v1.EffectClass
+	76,  // 9: toolcrib.registry.v1.AudienceClass.updated_at:type_name -> google.protobuf.Timestamp
+	77,  // 10: toolcrib.registry.v1.ToolContract.effect:type_name -> toolcrib.catalog.v1.EffectClass
 	2,   // 11: toolcrib.registry.v1.ToolContract.authorization:type_name -> toolcrib.registry.v1.Authorization
 	13,  // 12: toolcrib.registry.v1.ToolContract.downstream_mapping:type_name -> toolcrib.registry.v1.DownstreamMapping
 	14,  // 13: toolcrib.registry.v1.ToolContract.data_policy:type_name -> toolcrib.registry.v1.DataPolicy
 	3,   // 14: toolcrib.registry.v1.ToolContract.confirmation:type_name -> toolcrib.registry.v1.Confirmation
 	4,   // 15: toolcrib.registry.v1.ToolVariant.review_state:type_name -> toolcrib.registry.v1.ReviewState
-	74,  // 16: toolcrib.registry.v1.ToolVariant.updated_at:type_name -> google.protobuf.Timestamp
+	76,  // 16: toolcrib.registry.v1.ToolVariant.updated_at:type_name -> google.protobuf.Timestamp
 	15,  // 17: toolcrib.registry.v1.ApprovedVersion.contract:type_name -> toolcrib.registry.v1.ToolContract
-	74,  // 18: toolcrib.registry.v1.ApprovedVersion.approved_at:type_name -> google.protobuf.Timestamp
+	76,  // 18: toolcrib.registry.v1.ApprovedVersion.approved_at:type_name -> google.protobuf.Timestamp
 	4,   // 19: toolcrib.registry.v1.Tool.review_state:type_name -> toolcrib.registry.v1.ReviewState
 	15,  // 20: toolcrib.registry.v1.Tool.contract:type_name -> toolcrib.registry.v1.ToolContract
 	17,  // 21: toolcrib.registry.v1.Tool.approvals:type_name -> toolcrib.registry.v1.ApprovedVersion
-	74,  // 22: toolcrib.registry.v1.Tool.updated_at:type_name -> google.protobuf.Timestamp
+	76,  // 22: toolcrib.registry.v1.Tool.updated_at:type_name -> google.protobuf.Timestamp
 	16,  // 23: toolcrib.registry.v1.Tool.variants:type_name -> toolcrib.registry.v1.ToolVariant
-	74,  // 24: toolcrib.registry.v1.ToolEvent.at:type_name -> google.protobuf.Timestamp
+	76,  // 24: toolcrib.registry.v1.ToolEvent.at:type_name -> google.protobuf.Timestamp
 	15,  // 25: toolcrib.registry.v1.ToolEvent.contract:type_name -> toolcrib.registry.v1.ToolContract
-	74,  // 26: toolcrib.registry.v1.Grant.updated_at:type_name -> google.protobuf.Timestamp
+	76,  // 26: toolcrib.registry.v1.Grant.updated_at:type_name -> google.protobuf.Timestamp
 	20,  // 27: toolcrib.registry.v1.Policy.grants:type_name -> toolcrib.registry.v1.Grant
 	12,  // 28: toolcrib.registry.v1.Policy.audience_classes:type_name -> toolcrib.registry.v1.AudienceClass
 	22,  // 29: toolcrib.registry.v1.Policy.rollout_stages:type_name -> toolcrib.registry.v1.RolloutStage
 	5,   // 30: toolcrib.registry.v1.RolloutStage.stage:type_name -> toolcrib.registry.v1.Stage
-	75,  // 31: toolcrib.registry.v1.RolloutStage.canary_effects:type_name -> toolcrib.catalog.v1.EffectClass
-	74,  // 32: toolcrib.registry.v1.RolloutStage.updated_at:type_name -> google.protobuf.Timestamp
+	77,  // 31: toolcrib.registry.v1.RolloutStage.canary_effects:type_name -> toolcrib.catalog.v1.EffectClass
+	76,  // 32: toolcrib.registry.v1.RolloutStage.updated_at:type_name -> google.protobuf.Timestamp
 	5,   // 33: toolcrib.registry.v1.SetRolloutStageRequest.stage:type_name -> toolcrib.registry.v1.Stage
-	75,  // 34: toolcrib.registry.v1.SetRolloutStageRequest.canary_effects:type_name -> toolcrib.catalog.v1.EffectClass
+	77,  // 34: toolcrib.registry.v1.SetRolloutStageRequest.canary_effects:type_name -> toolcrib.catalog.v1.EffectClass
 	22,  // 35: toolcrib.registry.v1.SetRolloutStageResponse.rollout_stage:type_name -> toolcrib.registry.v1.RolloutStage
 	22,  // 36: toolcrib.registry.v1.GetRolloutStageResponse.rollout_stage:type_name -> toolcrib.registry.v1.RolloutStage
 	22,  // 37: toolcrib.registry.v1.GetRolloutStageResponse.history:type_name -> toolcrib.registry.v1.RolloutStage
@@ -5869,88 +6022,92 @@ var file_toolcrib_registry_v1_registry_proto_depIdxs = []int32{
 	12,  // 48: toolcrib.registry.v1.PutAudienceClassRequest.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
 	12,  // 49: toolcrib.registry.v1.PutAudienceClassResponse.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
 	12,  // 50: toolcrib.registry.v1.GetAudienceClassResponse.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
-	12,  // 51: toolcrib.registry.v1.ListAudienceClassesResponse.audience_classes:type_name -> toolcrib.registry.v1.AudienceClass
-	15,  // 52: toolcrib.registry.v1.PublishContractRequest.contract:type_name -> toolcrib.registry.v1.ToolContract
-	18,  // 53: toolcrib.registry.v1.PublishContractResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	18,  // 54: toolcrib.registry.v1.ApproveToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	18,  // 55: toolcrib.registry.v1.EnableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	18,  // 56: toolcrib.registry.v1.DisableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	18,  // 57: toolcrib.registry.v1.RollbackToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	18,  // 58: toolcrib.registry.v1.GetToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	19,  // 59: toolcrib.registry.v1.GetToolResponse.history:type_name -> toolcrib.registry.v1.ToolEvent
-	4,   // 60: toolcrib.registry.v1.ListToolsRequest.review_state:type_name -> toolcrib.registry.v1.ReviewState
-	18,  // 61: toolcrib.registry.v1.ListToolsResponse.tools:type_name -> toolcrib.registry.v1.Tool
-	4,   // 62: toolcrib.registry.v1.GetToolReviewResponse.review_state:type_name -> toolcrib.registry.v1.ReviewState
-	15,  // 63: toolcrib.registry.v1.GetToolReviewResponse.contract:type_name -> toolcrib.registry.v1.ToolContract
-	17,  // 64: toolcrib.registry.v1.GetToolReviewResponse.approval:type_name -> toolcrib.registry.v1.ApprovedVersion
-	0,   // 65: toolcrib.registry.v1.GetToolReviewResponse.trust_level:type_name -> toolcrib.registry.v1.TrustLevel
-	20,  // 66: toolcrib.registry.v1.GrantScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
-	20,  // 67: toolcrib.registry.v1.RevokeScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
-	21,  // 68: toolcrib.registry.v1.GetPolicyResponse.policy:type_name -> toolcrib.registry.v1.Policy
-	20,  // 69: toolcrib.registry.v1.PolicyChange.grant:type_name -> toolcrib.registry.v1.Grant
-	74,  // 70: toolcrib.registry.v1.Change.committed_at:type_name -> google.protobuf.Timestamp
-	6,   // 71: toolcrib.registry.v1.Change.kind:type_name -> toolcrib.registry.v1.ChangeKind
-	9,   // 72: toolcrib.registry.v1.Change.server:type_name -> toolcrib.registry.v1.Server
-	10,  // 73: toolcrib.registry.v1.Change.tenant:type_name -> toolcrib.registry.v1.Tenant
-	12,  // 74: toolcrib.registry.v1.Change.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
-	18,  // 75: toolcrib.registry.v1.Change.tool:type_name -> toolcrib.registry.v1.Tool
-	70,  // 76: toolcrib.registry.v1.Change.policy:type_name -> toolcrib.registry.v1.PolicyChange
-	22,  // 77: toolcrib.registry.v1.Change.rollout_stage:type_name -> toolcrib.registry.v1.RolloutStage
-	71,  // 78: toolcrib.registry.v1.WatchResponse.change:type_name -> toolcrib.registry.v1.Change
-	76,  // 79: toolcrib.registry.v1.WatchResponse.heartbeat:type_name -> toolcrib.catalog.v1.Heartbeat
-	29,  // 80: toolcrib.registry.v1.RegistryService.RegisterServer:input_type -> toolcrib.registry.v1.RegisterServerRequest
-	31,  // 81: toolcrib.registry.v1.RegistryService.GetServer:input_type -> toolcrib.registry.v1.GetServerRequest
-	33,  // 82: toolcrib.registry.v1.RegistryService.ListServers:input_type -> toolcrib.registry.v1.ListServersRequest
-	35,  // 83: toolcrib.registry.v1.RegistryService.UpdateServer:input_type -> toolcrib.registry.v1.UpdateServerRequest
-	37,  // 84: toolcrib.registry.v1.RegistryService.DeleteServer:input_type -> toolcrib.registry.v1.DeleteServerRequest
-	39,  // 85: toolcrib.registry.v1.RegistryService.PutTenant:input_type -> toolcrib.registry.v1.PutTenantRequest
-	41,  // 86: toolcrib.registry.v1.RegistryService.PutAudienceClass:input_type -> toolcrib.registry.v1.PutAudienceClassRequest
-	43,  // 87: toolcrib.registry.v1.RegistryService.GetAudienceClass:input_type -> toolcrib.registry.v1.GetAudienceClassRequest
-	45,  // 88: toolcrib.registry.v1.RegistryService.ListAudienceClasses:input_type -> toolcrib.registry.v1.ListAudienceClassesRequest
-	47,  // 89: toolcrib.registry.v1.RegistryService.PublishContract:input_type -> toolcrib.registry.v1.PublishContractRequest
-	49,  // 90: toolcrib.registry.v1.RegistryService.ApproveTool:input_type -> toolcrib.registry.v1.ApproveToolRequest
-	51,  // 91: toolcrib.registry.v1.RegistryService.EnableTool:input_type -> toolcrib.registry.v1.EnableToolRequest
-	53,  // 92: toolcrib.registry.v1.RegistryService.DisableTool:input_type -> toolcrib.registry.v1.DisableToolRequest
-	55,  // 93: toolcrib.registry.v1.RegistryService.RollbackTool:input_type -> toolcrib.registry.v1.RollbackToolRequest
-	57,  // 94: toolcrib.registry.v1.RegistryService.GetTool:input_type -> toolcrib.registry.v1.GetToolRequest
-	59,  // 95: toolcrib.registry.v1.RegistryService.ListTools:input_type -> toolcrib.registry.v1.ListToolsRequest
-	61,  // 96: toolcrib.registry.v1.RegistryService.GetToolReview:input_type -> toolcrib.registry.v1.GetToolReviewRequest
-	63,  // 97: toolcrib.registry.v1.RegistryService.GrantScopes:input_type -> toolcrib.registry.v1.GrantScopesRequest
-	65,  // 98: toolcrib.registry.v1.RegistryService.RevokeScopes:input_type -> toolcrib.registry.v1.RevokeScopesRequest
-	67,  // 99: toolcrib.registry.v1.RegistryService.GetPolicy:input_type -> toolcrib.registry.v1.GetPolicyRequest
-	23,  // 100: toolcrib.registry.v1.RegistryService.SetRolloutStage:input_type -> toolcrib.registry.v1.SetRolloutStageRequest
-	25,  // 101: toolcrib.registry.v1.RegistryService.GetRolloutStage:input_type -> toolcrib.registry.v1.GetRolloutStageRequest
-	27,  // 102: toolcrib.registry.v1.RegistryService.ListRolloutStages:input_type -> toolcrib.registry.v1.ListRolloutStagesRequest
-	69,  // 103: toolcrib.registry.v1.RegistryService.Watch:input_type -> toolcrib.registry.v1.WatchRequest
-	30,  // 104: toolcrib.registry.v1.RegistryService.RegisterServer:output_type -> toolcrib.registry.v1.RegisterServerResponse
-	32,  // 105: toolcrib.registry.v1.RegistryService.GetServer:output_type -> toolcrib.registry.v1.GetServerResponse
-	34,  // 106: toolcrib.registry.v1.RegistryService.ListServers:output_type -> toolcrib.registry.v1.ListServersResponse
-	36,  // 107: toolcrib.registry.v1.RegistryService.UpdateServer:output_type -> toolcrib.registry.v1.UpdateServerResponse
-	38,  // 108: toolcrib.registry.v1.RegistryService.DeleteServer:output_type -> toolcrib.registry.v1.DeleteServerResponse
-	40,  // 109: toolcrib.registry.v1.RegistryService.PutTenant:output_type -> toolcrib.registry.v1.PutTenantResponse
-	42,  // 110: toolcrib.registry.v1.RegistryService.PutAudienceClass:output_type -> toolcrib.registry.v1.PutAudienceClassResponse
-	44,  // 111: toolcrib.registry.v1.RegistryService.GetAudienceClass:output_type -> toolcrib.registry.v1.GetAudienceClassResponse
-	46,  // 112: toolcrib.registry.v1.RegistryService.ListAudienceClasses:output_type -> toolcrib.registry.v1.ListAudienceClassesResponse
-	48,  // 113: toolcrib.registry.v1.RegistryService.PublishContract:output_type -> toolcrib.registry.v1.PublishContractResponse
-	50,  // 114: toolcrib.registry.v1.RegistryService.ApproveTool:output_type -> toolcrib.registry.v1.ApproveToolResponse
-	52,  // 115: toolcrib.registry.v1.RegistryService.EnableTool:output_type -> toolcrib.registry.v1.EnableToolResponse
-	54,  // 116: toolcrib.registry.v1.RegistryService.DisableTool:output_type -> toolcrib.registry.v1.DisableToolResponse
-	56,  // 117: toolcrib.registry.v1.RegistryService.RollbackTool:output_type -> toolcrib.registry.v1.RollbackToolResponse
-	58,  // 118: toolcrib.registry.v1.RegistryService.GetTool:output_type -> toolcrib.registry.v1.GetToolResponse
-	60,  // 119: toolcrib.registry.v1.RegistryService.ListTools:output_type -> toolcrib.registry.v1.ListToolsResponse
-	62,  // 120: toolcrib.registry.v1.RegistryService.GetToolReview:output_type -> toolcrib.registry.v1.GetToolReviewResponse
-	64,  // 121: toolcrib.registry.v1.RegistryService.GrantScopes:output_type -> toolcrib.registry.v1.GrantScopesResponse
-	66,  // 122: toolcrib.registry.v1.RegistryService.RevokeScopes:output_type -> toolcrib.registry.v1.RevokeScopesResponse
-	68,  // 123: toolcrib.registry.v1.RegistryService.GetPolicy:output_type -> toolcrib.registry.v1.GetPolicyResponse
-	24,  // 124: toolcrib.registry.v1.RegistryService.SetRolloutStage:output_type -> toolcrib.registry.v1.SetRolloutStageResponse
-	26,  // 125: toolcrib.registry.v1.RegistryService.GetRolloutStage:output_type -> toolcrib.registry.v1.GetRolloutStageResponse
-	28,  // 126: toolcrib.registry.v1.RegistryService.ListRolloutStages:output_type -> toolcrib.registry.v1.ListRolloutStagesResponse
-	72,  // 127: toolcrib.registry.v1.RegistryService.Watch:output_type -> toolcrib.registry.v1.WatchResponse
-	104, // [104:128] is the sub-list for method output_type
-	80,  // [80:104] is the sub-list for method input_type
-	80,  // [80:80] is the sub-list for extension type_name
-	80,  // [80:80] is the sub-list for extension extendee
-	0,   // [0:80] is the sub-list for field type_name
+	9,   // 51: toolcrib.registry.v1.GetBindingResponse.server:type_name -> toolcrib.registry.v1.Server
+	11,  // 52: toolcrib.registry.v1.GetBindingResponse.binding:type_name -> toolcrib.registry.v1.AudienceServer
+	12,  // 53: toolcrib.registry.v1.ListAudienceClassesResponse.audience_classes:type_name -> toolcrib.registry.v1.AudienceClass
+	15,  // 54: toolcrib.registry.v1.PublishContractRequest.contract:type_name -> toolcrib.registry.v1.ToolContract
+	18,  // 55: toolcrib.registry.v1.PublishContractResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	18,  // 56: toolcrib.registry.v1.ApproveToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	18,  // 57: toolcrib.registry.v1.EnableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	18,  // 58: toolcrib.registry.v1.DisableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	18,  // 59: toolcrib.registry.v1.RollbackToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	18,  // 60: toolcrib.registry.v1.GetToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	19,  // 61: toolcrib.registry.v1.GetToolResponse.history:type_name -> toolcrib.registry.v1.ToolEvent
+	4,   // 62: toolcrib.registry.v1.ListToolsRequest.review_state:type_name -> toolcrib.registry.v1.ReviewState
+	18,  // 63: toolcrib.registry.v1.ListToolsResponse.tools:type_name -> toolcrib.registry.v1.Tool
+	4,   // 64: toolcrib.registry.v1.GetToolReviewResponse.review_state:type_name -> toolcrib.registry.v1.ReviewState
+	15,  // 65: toolcrib.registry.v1.GetToolReviewResponse.contract:type_name -> toolcrib.registry.v1.ToolContract
+	17,  // 66: toolcrib.registry.v1.GetToolReviewResponse.approval:type_name -> toolcrib.registry.v1.ApprovedVersion
+	0,   // 67: toolcrib.registry.v1.GetToolReviewResponse.trust_level:type_name -> toolcrib.registry.v1.TrustLevel
+	20,  // 68: toolcrib.registry.v1.GrantScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
+	20,  // 69: toolcrib.registry.v1.RevokeScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
+	21,  // 70: toolcrib.registry.v1.GetPolicyResponse.policy:type_name -> toolcrib.registry.v1.Policy
+	20,  // 71: toolcrib.registry.v1.PolicyChange.grant:type_name -> toolcrib.registry.v1.Grant
+	76,  // 72: toolcrib.registry.v1.Change.committed_at:type_name -> google.protobuf.Timestamp
+	6,   // 73: toolcrib.registry.v1.Change.kind:type_name -> toolcrib.registry.v1.ChangeKind
+	9,   // 74: toolcrib.registry.v1.Change.server:type_name -> toolcrib.registry.v1.Server
+	10,  // 75: toolcrib.registry.v1.Change.tenant:type_name -> toolcrib.registry.v1.Tenant
+	12,  // 76: toolcrib.registry.v1.Change.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
+	18,  // 77: toolcrib.registry.v1.Change.tool:type_name -> toolcrib.registry.v1.Tool
+	72,  // 78: toolcrib.registry.v1.Change.policy:type_name -> toolcrib.registry.v1.PolicyChange
+	22,  // 79: toolcrib.registry.v1.Change.rollout_stage:type_name -> toolcrib.registry.v1.RolloutStage
+	73,  // 80: toolcrib.registry.v1.WatchResponse.change:type_name -> toolcrib.registry.v1.Change
+	78,  // 81: toolcrib.registry.v1.WatchResponse.heartbeat:type_name -> toolcrib.catalog.v1.Heartbeat
+	29,  // 82: toolcrib.registry.v1.RegistryService.RegisterServer:input_type -> toolcrib.registry.v1.RegisterServerRequest
+	31,  // 83: toolcrib.registry.v1.RegistryService.GetServer:input_type -> toolcrib.registry.v1.GetServerRequest
+	33,  // 84: toolcrib.registry.v1.RegistryService.ListServers:input_type -> toolcrib.registry.v1.ListServersRequest
+	35,  // 85: toolcrib.registry.v1.RegistryService.UpdateServer:input_type -> toolcrib.registry.v1.UpdateServerRequest
+	37,  // 86: toolcrib.registry.v1.RegistryService.DeleteServer:input_type -> toolcrib.registry.v1.DeleteServerRequest
+	39,  // 87: toolcrib.registry.v1.RegistryService.PutTenant:input_type -> toolcrib.registry.v1.PutTenantRequest
+	41,  // 88: toolcrib.registry.v1.RegistryService.PutAudienceClass:input_type -> toolcrib.registry.v1.PutAudienceClassRequest
+	43,  // 89: toolcrib.registry.v1.RegistryService.GetAudienceClass:input_type -> toolcrib.registry.v1.GetAudienceClassRequest
+	47,  // 90: toolcrib.registry.v1.RegistryService.ListAudienceClasses:input_type -> toolcrib.registry.v1.ListAudienceClassesRequest
+	45,  // 91: toolcrib.registry.v1.RegistryService.GetBinding:input_type -> toolcrib.registry.v1.GetBindingRequest
+	49,  // 92: toolcrib.registry.v1.RegistryService.PublishContract:input_type -> toolcrib.registry.v1.PublishContractRequest
+	51,  // 93: toolcrib.registry.v1.RegistryService.ApproveTool:input_type -> toolcrib.registry.v1.ApproveToolRequest
+	53,  // 94: toolcrib.registry.v1.RegistryService.EnableTool:input_type -> toolcrib.registry.v1.EnableToolRequest
+	55,  // 95: toolcrib.registry.v1.RegistryService.DisableTool:input_type -> toolcrib.registry.v1.DisableToolRequest
+	57,  // 96: toolcrib.registry.v1.RegistryService.RollbackTool:input_type -> toolcrib.registry.v1.RollbackToolRequest
+	59,  // 97: toolcrib.registry.v1.RegistryService.GetTool:input_type -> toolcrib.registry.v1.GetToolRequest
+	61,  // 98: toolcrib.registry.v1.RegistryService.ListTools:input_type -> toolcrib.registry.v1.ListToolsRequest
+	63,  // 99: toolcrib.registry.v1.RegistryService.GetToolReview:input_type -> toolcrib.registry.v1.GetToolReviewRequest
+	65,  // 100: toolcrib.registry.v1.RegistryService.GrantScopes:input_type -> toolcrib.registry.v1.GrantScopesRequest
+	67,  // 101: toolcrib.registry.v1.RegistryService.RevokeScopes:input_type -> toolcrib.registry.v1.RevokeScopesRequest
+	69,  // 102: toolcrib.registry.v1.RegistryService.GetPolicy:input_type -> toolcrib.registry.v1.GetPolicyRequest
+	23,  // 103: toolcrib.registry.v1.RegistryService.SetRolloutStage:input_type -> toolcrib.registry.v1.SetRolloutStageRequest
+	25,  // 104: toolcrib.registry.v1.RegistryService.GetRolloutStage:input_type -> toolcrib.registry.v1.GetRolloutStageRequest
+	27,  // 105: toolcrib.registry.v1.RegistryService.ListRolloutStages:input_type -> toolcrib.registry.v1.ListRolloutStagesRequest
+	71,  // 106: toolcrib.registry.v1.RegistryService.Watch:input_type -> toolcrib.registry.v1.WatchRequest
+	30,  // 107: toolcrib.registry.v1.RegistryService.RegisterServer:output_type -> toolcrib.registry.v1.RegisterServerResponse
+	32,  // 108: toolcrib.registry.v1.RegistryService.GetServer:output_type -> toolcrib.registry.v1.GetServerResponse
+	34,  // 109: toolcrib.registry.v1.RegistryService.ListServers:output_type -> toolcrib.registry.v1.ListServersResponse
+	36,  // 110: toolcrib.registry.v1.RegistryService.UpdateServer:output_type -> toolcrib.registry.v1.UpdateServerResponse
+	38,  // 111: toolcrib.registry.v1.RegistryService.DeleteServer:output_type -> toolcrib.registry.v1.DeleteServerResponse
+	40,  // 112: toolcrib.registry.v1.RegistryService.PutTenant:output_type -> toolcrib.registry.v1.PutTenantResponse
+	42,  // 113: toolcrib.registry.v1.RegistryService.PutAudienceClass:output_type -> toolcrib.registry.v1.PutAudienceClassResponse
+	44,  // 114: toolcrib.registry.v1.RegistryService.GetAudienceClass:output_type -> toolcrib.registry.v1.GetAudienceClassResponse
+	48,  // 115: toolcrib.registry.v1.RegistryService.ListAudienceClasses:output_type -> toolcrib.registry.v1.ListAudienceClassesResponse
+	46,  // 116: toolcrib.registry.v1.RegistryService.GetBinding:output_type -> toolcrib.registry.v1.GetBindingResponse
+	50,  // 117: toolcrib.registry.v1.RegistryService.PublishContract:output_type -> toolcrib.registry.v1.PublishContractResponse
+	52,  // 118: toolcrib.registry.v1.RegistryService.ApproveTool:output_type -> toolcrib.registry.v1.ApproveToolResponse
+	54,  // 119: toolcrib.registry.v1.RegistryService.EnableTool:output_type -> toolcrib.registry.v1.EnableToolResponse
+	56,  // 120: toolcrib.registry.v1.RegistryService.DisableTool:output_type -> toolcrib.registry.v1.DisableToolResponse
+	58,  // 121: toolcrib.registry.v1.RegistryService.RollbackTool:output_type -> toolcrib.registry.v1.RollbackToolResponse
+	60,  // 122: toolcrib.registry.v1.RegistryService.GetTool:output_type -> toolcrib.registry.v1.GetToolResponse
+	62,  // 123: toolcrib.registry.v1.RegistryService.ListTools:output_type -> toolcrib.registry.v1.ListToolsResponse
+	64,  // 124: toolcrib.registry.v1.RegistryService.GetToolReview:output_type -> toolcrib.registry.v1.GetToolReviewResponse
+	66,  // 125: toolcrib.registry.v1.RegistryService.GrantScopes:output_type -> toolcrib.registry.v1.GrantScopesResponse
+	68,  // 126: toolcrib.registry.v1.RegistryService.RevokeScopes:output_type -> toolcrib.registry.v1.RevokeScopesResponse
+	70,  // 127: toolcrib.registry.v1.RegistryService.GetPolicy:output_type -> toolcrib.registry.v1.GetPolicyResponse
+	24,  // 128: toolcrib.registry.v1.RegistryService.SetRolloutStage:output_type -> toolcrib.registry.v1.SetRolloutStageResponse
+	26,  // 129: toolcrib.registry.v1.RegistryService.GetRolloutStage:output_type -> toolcrib.registry.v1.GetRolloutStageResponse
+	28,  // 130: toolcrib.registry.v1.RegistryService.ListRolloutStages:output_type -> toolcrib.registry.v1.ListRolloutStagesResponse
+	74,  // 131: toolcrib.registry.v1.RegistryService.Watch:output_type -> toolcrib.registry.v1.WatchResponse
+	107, // [107:132] is the sub-list for method output_type
+	82,  // [82:107] is the sub-list for method input_type
+	82,  // [82:82] is the sub-list for extension type_name
+	82,  // [82:82] is the sub-list for extension extendee
+	0,   // [0:82] is the sub-list for field type_name
 }
 
 func init() { file_toolcrib_registry_v1_registry_proto_init() }
@@ -5963,7 +6120,7 @@ func file_toolcrib_registry_v1_registry_proto_init() {
 		(*Server_Stdio)(nil),
 	}
 	file_toolcrib_registry_v1_registry_proto_msgTypes[16].OneofWrappers = []any{}
-	file_toolcrib_registry_v1_registry_proto_msgTypes[64].OneofWrappers = []any{
+	file_toolcrib_registry_v1_registry_proto_msgTypes[66].OneofWrappers = []any{
 		(*Change_Server)(nil),
 		(*Change_Tenant)(nil),
 		(*Change_AudienceClass)(nil),
@@ -5971,7 +6128,7 @@ func file_toolcrib_registry_v1_registry_proto_init() {
 		(*Change_Policy)(nil),
 		(*Change_RolloutStage)(nil),
 	}
-	file_toolcrib_registry_v1_registry_proto_msgTypes[65].OneofWrappers = []any{
+	file_toolcrib_registry_v1_registry_proto_msgTypes[67].OneofWrappers = []any{
 		(*WatchResponse_Change)(nil),
 		(*WatchResponse_Heartbeat)(nil),
 	}
@@ -5981,7 +6138,7 @@ func file_toolcrib_registry_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolcrib_registry_v1_registry_proto_rawDesc), len(file_toolcrib_registry_v1_registry_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   66,
+			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

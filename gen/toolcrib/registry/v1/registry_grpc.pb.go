@@ -76,6 +76,7 @@ const (
 	RegistryService_PutAudienceClass_FullMethodName    = "/toolcrib.registry.v1.RegistryService/PutAudienceClass"
 	RegistryService_GetAudienceClass_FullMethodName    = "/toolcrib.registry.v1.RegistryService/GetAudienceClass"
 	RegistryService_ListAudienceClasses_FullMethodName = "/toolcrib.registry.v1.RegistryService/ListAudienceClasses"
+	RegistryService_GetBinding_FullMethodName          = "/toolcrib.registry.v1.RegistryService/GetBinding"
 	RegistryService_PublishContract_FullMethodName     = "/toolcrib.registry.v1.RegistryService/PublishContract"
 	RegistryService_ApproveTool_FullMethodName         = "/toolcrib.registry.v1.RegistryService/ApproveTool"
 	RegistryService_EnableTool_FullMethodName          = "/toolcrib.registry.v1.RegistryService/EnableTool"
@@ -140,6 +141,17 @@ type RegistryServiceClient interface {
 	// classes (filtering by another tenant returns an empty list, as for an
 	// unknown tenant) and no secret references.
 	ListAudienceClasses(ctx context.Context, in *ListAudienceClassesRequest, opts ...grpc.CallOption) (*ListAudienceClassesResponse, error)
+	// GetBinding returns one server as one audience class reads it, from one
+	// snapshot: the server, the class's binding of it (unset when the class
+	// does not cover the server), the class's tenant and that tenant's current
+	// policy epoch. It is what a discovery scan reads when it starts and
+	// re-reads right before its commit; its cost does not grow with the
+	// class's size or the tenant's grants, as that of GetAudienceClass and
+	// GetPolicy does. Any verified principal; NOT_FOUND when the server or the
+	// class does not exist, and, for principals other than platform admins
+	// and services, for another tenant's class exactly as for a missing one.
+	// The secret reference is returned only to admins and services.
+	GetBinding(ctx context.Context, in *GetBindingRequest, opts ...grpc.CallOption) (*GetBindingResponse, error)
 	// PublishContract publishes a new contract version for a tool discovery has
 	// seen. The tool owner or an admin only. INVALID_ARGUMENT with one field
 	// violation per problem when required evidence is not a subset of the
@@ -365,6 +377,16 @@ func (c *registryServiceClient) ListAudienceClasses(ctx context.Context, in *Lis
 	return out, nil
 }
 
+func (c *registryServiceClient) GetBinding(ctx context.Context, in *GetBindingRequest, opts ...grpc.CallOption) (*GetBindingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetBindingResponse)
+	err := c.cc.Invoke(ctx, RegistryService_GetBinding_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *registryServiceClient) PublishContract(ctx context.Context, in *PublishContractRequest, opts ...grpc.CallOption) (*PublishContractResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(PublishContractResponse)
@@ -571,6 +593,17 @@ type RegistryServiceServer interface {
 	// classes (filtering by another tenant returns an empty list, as for an
 	// unknown tenant) and no secret references.
 	ListAudienceClasses(context.Context, *ListAudienceClassesRequest) (*ListAudienceClassesResponse, error)
+	// GetBinding returns one server as one audience class reads it, from one
+	// snapshot: the server, the class's binding of it (unset when the class
+	// does not cover the server), the class's tenant and that tenant's current
+	// policy epoch. It is what a discovery scan reads when it starts and
+	// re-reads right before its commit; its cost does not grow with the
+	// class's size or the tenant's grants, as that of GetAudienceClass and
+	// GetPolicy does. Any verified principal; NOT_FOUND when the server or the
+	// class does not exist, and, for principals other than platform admins
+	// and services, for another tenant's class exactly as for a missing one.
+	// The secret reference is returned only to admins and services.
+	GetBinding(context.Context, *GetBindingRequest) (*GetBindingResponse, error)
 	// PublishContract publishes a new contract version for a tool discovery has
 	// seen. The tool owner or an admin only. INVALID_ARGUMENT with one field
 	// violation per problem when required evidence is not a subset of the
@@ -732,6 +765,9 @@ func (UnimplementedRegistryServiceServer) GetAudienceClass(context.Context, *Get
 }
 func (UnimplementedRegistryServiceServer) ListAudienceClasses(context.Context, *ListAudienceClassesRequest) (*ListAudienceClassesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAudienceClasses not implemented")
+}
+func (UnimplementedRegistryServiceServer) GetBinding(context.Context, *GetBindingRequest) (*GetBindingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetBinding not implemented")
 }
 func (UnimplementedRegistryServiceServer) PublishContract(context.Context, *PublishContractRequest) (*PublishContractResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PublishContract not implemented")
@@ -957,6 +993,24 @@ func _RegistryService_ListAudienceClasses_Handler(srv interface{}, ctx context.C
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(RegistryServiceServer).ListAudienceClasses(ctx, req.(*ListAudienceClassesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_GetBinding_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetBindingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).GetBinding(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_GetBinding_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).GetBinding(ctx, req.(*GetBindingRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1266,6 +1320,10 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListAudienceClasses",
 			Handler:    _RegistryService_ListAudienceClasses_Handler,
+		},
+		{
+			MethodName: "GetBinding",
+			Handler:    _RegistryService_GetBinding_Handler,
 		},
 		{
 			MethodName: "PublishContract",

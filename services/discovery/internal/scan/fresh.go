@@ -11,9 +11,10 @@ import (
 // of a fetch that started at or after `after`, joining one in flight when
 // there is such a fetch and starting one otherwise. A scan asks for reads
 // started after it started (and, before the commit, after its crawl ended),
-// so sharing never weakens the "re-read right before the commit" check; it
-// only stops 32 concurrent scans of one tenant from fetching the same
-// audience class and policy epoch 32 times.
+// so sharing never weakens a "re-read" check; it only stops concurrent
+// triggers and listeners from fetching the same audience class many times.
+// (A scan reads its server, binding and epoch with one narrow
+// [registryclient.Registry.Binding] call instead.)
 type fresh[T any] struct {
 	mu sync.Mutex
 	m  map[string]*freshEntry[T]

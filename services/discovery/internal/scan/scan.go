@@ -60,7 +60,7 @@ type scanState struct {
 
 	// What the steps learned, in order.
 	srv     *registryv1.Server
-	cls     *registryv1.AudienceClass
+	tenant  string // the audience class's
 	bind    *registryv1.AudienceServer
 	epoch   int64
 	view    store.ScanView
@@ -151,34 +151,35 @@ func (s *Scanner) scan(ctx context.Context, runID string, jobID int64, a ScanArg
 	return st.commit(cand, complete)
 }
 
-// readRegistry is step 1: the server, the audience class, the tenant's
-// policy epoch and the pointer.
+// readRegistry is step 1: the server, the audience class's binding of it,
+// the class's tenant and its policy epoch (one registry read of one
+// snapshot, whatever the class's size), and the pointer.
 func (st *scanState) readRegistry() (outcome, bool) {
 	s, ctx, a := st.s, st.ctx, st.args
-	srv, err := s.reg.Server(ctx, a.ServerID)
+	b, err := s.reg.Binding(ctx, a.ServerID, a.AudienceClass)
 	if err != nil {
-		return st.registryFault("server "+a.ServerID, err), false
+		return st.bindingFault(err), false
 	}
-	cls, err := s.audienceClass(ctx, a.AudienceClass, st.started)
-	if err != nil {
-		return st.registryFault("audience class "+a.AudienceClass, err), false
-	}
-	st.end.TenantID = cls.GetTenantId()
-	bind := binding(cls, a.ServerID)
-	if bind == nil {
+	st.end.TenantID = b.TenantID
+	if b.Binding == nil {
 		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_NOT_REGISTERED, "audience class %s no longer covers server %s", a.AudienceClass, a.ServerID), false
 	}
-	epoch, err := s.policyEpoch(ctx, cls.GetTenantId(), st.started)
-	if err != nil {
-		return st.registryFault("the policy of tenant "+cls.GetTenantId(), err), false
-	}
-	st.end.PolicyEpoch = epoch
+	st.end.PolicyEpoch = b.PolicyEpoch
 	view, err := s.store.View(ctx, a.ServerID, a.AudienceClass)
 	if err != nil {
 		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "reading the pointer: %v", err), false
 	}
-	st.srv, st.cls, st.bind, st.epoch, st.view = srv, cls, bind, epoch, view
+	st.srv, st.tenant, st.bind, st.epoch, st.view = b.Server, b.TenantID, b.Binding, b.PolicyEpoch, view
 	return outcome{}, true
+}
+
+// bindingFault turns an error of [registryclient.Registry.Binding] into the
+// run's end.
+func (st *scanState) bindingFault(err error) outcome {
+	if errors.Is(err, registryclient.ErrNotFound) {
+		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_NOT_REGISTERED, "%v: it is no longer registered", err)
+	}
+	return st.registryFault(fmt.Sprintf("server %s as audience class %s", st.args.ServerID, st.args.AudienceClass), err)
 }
 
 // connect is steps 2 and 3: the credential (only in memory), the session,
@@ -216,7 +217,7 @@ func (st *scanState) connect() (outcome, bool) {
 	}
 	st.trust = trustDigest(st.srv, a.AudienceClass, st.bind)
 	st.end.TrustConfigDigest = st.trust
-	_ = s.store.UpdateRun(ctx, st.runID, store.Progress{State: stDiscovering, TenantID: st.cls.GetTenantId(), PolicyEpoch: st.epoch,
+	_ = s.store.UpdateRun(ctx, st.runID, store.Progress{State: stDiscovering, TenantID: st.tenant, PolicyEpoch: st.epoch,
 		ProtocolVersion: sess.ProtocolVersion(), IdentityDigest: sess.IdentityDigest(), TrustConfigDigest: st.trust})
 	return outcome{}, true
 }
@@ -270,7 +271,7 @@ func (st *scanState) commit(cand *candidate.Candidate, complete func(context.Con
 		s.afterCommit(st)
 		return outcome{done, discoveryv1.RunReason_RUN_REASON_UNCHANGED}
 	}
-	snap := buildSnapshot(st.srv, st.cls, cand, st, st.epoch, revision, st.trust, freshUntil)
+	snap := buildSnapshot(st.srv, a.AudienceClass, st.tenant, cand, st, st.epoch, revision, st.trust, freshUntil)
 	committed := cand.State
 	if committed == catalogv1.DiscoveryState_DISCOVERY_STATE_SNAPSHOT_PROVEN {
 		committed = stEligible
@@ -294,33 +295,25 @@ func (st *scanState) commitFault(err error) outcome {
 	return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "commit failed: %v", err)
 }
 
-// recheck re-reads what the scan started from, right before the commit.
+// recheck re-reads what the scan started from, right before the commit: one
+// registry read, started after the crawl ended, of the server, the class's
+// binding and the tenant's epoch in one snapshot.
 func (st *scanState) recheck(srv *registryv1.Server, trust string, epoch int64) (outcome, bool) {
 	s, ctx, a := st.s, st.ctx, st.args
-	// Reads started now, after the crawl ended (shared with other scans
-	// re-checking at the same moment).
-	after := time.Now()
-	now, err := s.policyEpoch(ctx, st.end.TenantID, after)
+	b, err := s.reg.Binding(ctx, a.ServerID, a.AudienceClass)
 	if err != nil {
-		return st.registryFault("the policy of tenant "+st.end.TenantID, err), false
+		return st.bindingFault(err), false
 	}
-	if now != epoch {
+	if b.PolicyEpoch != epoch {
 		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_POLICY_EPOCH_CHANGED,
-			"tenant %s's policy epoch moved from %d to %d during the scan", st.end.TenantID, epoch, now), false
+			"tenant %s's policy epoch moved from %d to %d during the scan", st.end.TenantID, epoch, b.PolicyEpoch), false
 	}
-	srv2, err := s.reg.Server(ctx, a.ServerID)
-	if err != nil {
-		return st.registryFault("server "+a.ServerID, err), false
-	}
+	srv2 := b.Server
 	if srv2.GetIdentityPin() != srv.GetIdentityPin() && srv2.GetIdentityPin() != st.end.IdentityDigest {
 		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_IDENTITY_MISMATCH,
 			"the server's identity pin changed during the scan to %s; the scan observed %s", srv2.GetIdentityPin(), st.end.IdentityDigest), false
 	}
-	cls2, err := s.audienceClass(ctx, a.AudienceClass, after)
-	if err != nil {
-		return st.registryFault("audience class "+a.AudienceClass, err), false
-	}
-	bind2 := binding(cls2, a.ServerID)
+	bind2 := b.Binding
 	if bind2 == nil {
 		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_NOT_REGISTERED, "audience class %s no longer covers server %s", a.AudienceClass, a.ServerID), false
 	}
@@ -399,13 +392,13 @@ func trustDigest(srv *registryv1.Server, audienceClass string, b *registryv1.Aud
 }
 
 // buildSnapshot makes the snapshot a commit writes.
-func buildSnapshot(srv *registryv1.Server, cls *registryv1.AudienceClass, cand *candidate.Candidate, st *scanState,
+func buildSnapshot(srv *registryv1.Server, audienceClass, tenant string, cand *candidate.Candidate, st *scanState,
 	epoch int64, revision, trust string, expires time.Time) *catalogv1.Snapshot {
 	res := cand.Crawl
 	snap := &catalogv1.Snapshot{
 		Schema: "toolCatalogSnapshot.v1", ServerId: srv.GetServerId(), IdentityDigest: res.IdentityDigest,
-		EndpointDigest: res.EndpointDigest, ProtocolVersion: res.ProtocolVersion, AudienceClass: cls.GetName(),
-		Tenant: cls.GetTenantId(), DiscoveryStartedAt: timestamppb.New(st.started), ExpiresAt: timestamppb.New(expires),
+		EndpointDigest: res.EndpointDigest, ProtocolVersion: res.ProtocolVersion, AudienceClass: audienceClass,
+		Tenant: tenant, DiscoveryStartedAt: timestamppb.New(st.started), ExpiresAt: timestamppb.New(expires),
 		PolicyEpoch: epoch, SourceRevision: revision, PageRoot: res.PageRoot, CacheScope: res.CacheScope,
 		TrustConfigDigest: trust, Tools: make([]*catalogv1.ToolDescriptor, len(cand.Tools)),
 	}

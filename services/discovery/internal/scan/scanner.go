@@ -159,7 +159,6 @@ type Scanner struct {
 	river *river.Client[pgx.Tx]
 
 	classes fresh[*registryv1.AudienceClass]
-	epochs  fresh[int64]
 
 	lingering  sync.WaitGroup
 	stopLinger chan struct{}
@@ -367,14 +366,6 @@ func (quietErrors) HandlePanic(_ context.Context, _ *rivertype.JobRow, _ any, _ 
 func (s *Scanner) audienceClass(ctx context.Context, name string, after time.Time) (*registryv1.AudienceClass, error) {
 	return s.classes.get(ctx, name, after, func(ctx context.Context) (*registryv1.AudienceClass, error) {
 		return s.reg.AudienceClass(ctx, name)
-	})
-}
-
-// policyEpoch reads a tenant's epoch from a fetch started at or after
-// `after`.
-func (s *Scanner) policyEpoch(ctx context.Context, tenant string, after time.Time) (int64, error) {
-	return s.epochs.get(ctx, tenant, after, func(ctx context.Context) (int64, error) {
-		return s.reg.PolicyEpoch(ctx, tenant)
 	})
 }
 

@@ -74,8 +74,9 @@ type Commit struct {
 	// Run is the run's end record (state and generation are set by the
 	// commit).
 	Run RunEnd
-	// InTx, when set, runs last inside the commit's transaction (the scan
-	// completes its queue job there, atomically with the commit).
+	// InTx, when set, runs inside the commit's transaction, before the
+	// change-log append (the scan completes its queue job there,
+	// atomically with the commit).
 	InTx func(context.Context, pgx.Tx) error
 }
 
@@ -98,27 +99,25 @@ func (s *Store) Commit(ctx context.Context, c Commit) (*Committed, error) {
 		if err != nil {
 			return err
 		}
-		// 2. The immutable snapshot, its tools and its lifecycle row.
+		// 2. The immutable snapshot, its tools and its lifecycle row, and 3.
+		// the previous generation retired.
 		digest, err := writeSnapshot(ctx, tx, c, gen, now)
 		if err != nil {
 			return err
 		}
-		// 3. Retire the previous generation.
-		if err := retire(ctx, tx, c.Snapshot, c.Expected.Generation, now); err != nil {
-			return err
-		}
-		// 4. The run's end.
+		// 4. The run's end, and the caller's part (the queue job).
 		if ended, err = finishRun(ctx, tx, c.RunID, committedRun(c, gen)); err != nil {
 			return err
 		}
-		// 5. Change log and receipt.
-		if out, err = s.appendActivate(ctx, tx, c, gen, digest, now); err != nil {
-			return err
-		}
 		if c.InTx != nil {
-			return c.InTx(ctx, tx)
+			if err := c.InTx(ctx, tx); err != nil {
+				return err
+			}
 		}
-		return nil
+		// 5. Change log and receipt, last: from the append to the commit
+		// every other commit waits (see [changelog.Log.Append]).
+		out, err = s.appendActivate(ctx, tx, c, gen, digest, now)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -157,7 +156,8 @@ WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND revision = 
 }
 
 // writeSnapshot stamps the snapshot with its generation, state and digest
-// and writes it, its tools and its generation row; it returns the digest.
+// and writes it, its generation row and the previous generation's
+// retirement in one round trip, then its tools; it returns the digest.
 func writeSnapshot(ctx context.Context, tx pgx.Tx, c Commit, gen int64, now time.Time) (string, error) {
 	snap := c.Snapshot
 	server, aud, expires := snap.GetServerId(), snap.GetAudienceClass(), snap.GetExpiresAt().AsTime()
@@ -170,14 +170,22 @@ func writeSnapshot(ctx context.Context, tx pgx.Tx, c Commit, gen int64, now time
 		return "", err
 	}
 	snap.SnapshotDigest = digest
-	if _, err := tx.Exec(ctx, `INSERT INTO snapshots (server_id, audience_class, generation, tenant_id, run_id, state,
+	var b pgx.Batch
+	b.Queue(`INSERT INTO snapshots (server_id, audience_class, generation, tenant_id, run_id, state,
 identity_digest, endpoint_digest, protocol_version, discovery_started_at, expires_at, policy_epoch, source_revision,
 page_root, page_digests, cache_scope, trust_config_digest, snapshot_digest, tool_count, committed_at)
 VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20)`,
 		server, aud, gen, snap.GetTenant(), c.RunID, stateName(c.State), snap.GetIdentityDigest(), snap.GetEndpointDigest(),
 		snap.GetProtocolVersion(), snap.GetDiscoveryStartedAt().AsTime(), expires, snap.GetPolicyEpoch(), snap.GetSourceRevision(),
 		snap.GetPageRoot(), nonNil(snap.GetPageDigests()), snap.GetCacheScope(), snap.GetTrustConfigDigest(), digest,
-		len(snap.GetTools()), now); err != nil {
+		len(snap.GetTools()), now)
+	b.Queue(`INSERT INTO generations (server_id, audience_class, generation, fresh_until) VALUES ($1,$2,$3,$4)`,
+		server, aud, gen, expires)
+	if prev := c.Expected.Generation; prev != 0 {
+		b.Queue(`UPDATE generations SET retired_at = $4
+WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND retired_at IS NULL`, server, aud, prev, now)
+	}
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 		return "", fmt.Errorf("store: snapshot: %w", err)
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"snapshot_tools"},
@@ -186,24 +194,7 @@ VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20)`
 		&toolRows{server: server, aud: aud, gen: gen, tools: snap.GetTools()}); err != nil {
 		return "", fmt.Errorf("store: snapshot tools: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO generations (server_id, audience_class, generation, fresh_until) VALUES ($1,$2,$3,$4)`,
-		server, aud, gen, expires); err != nil {
-		return "", fmt.Errorf("store: generation: %w", err)
-	}
 	return digest, nil
-}
-
-// retire marks the previous generation retired (none when prev is 0).
-func retire(ctx context.Context, tx pgx.Tx, snap *catalogv1.Snapshot, prev int64, now time.Time) error {
-	if prev == 0 {
-		return nil
-	}
-	if _, err := tx.Exec(ctx, `UPDATE generations SET retired_at = $4
-WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND retired_at IS NULL`,
-		snap.GetServerId(), snap.GetAudienceClass(), prev, now); err != nil {
-		return fmt.Errorf("store: retire: %w", err)
-	}
-	return nil
 }
 
 // committedRun is the run's end record of a commit at generation gen.
@@ -320,6 +311,11 @@ WHERE server_id = $1 AND audience_class = $2 AND generation = $3`, serverID, aud
 		if ended, err = finishRun(ctx, tx, runID, run); err != nil {
 			return err
 		}
+		if inTx != nil {
+			if err := inTx(ctx, tx); err != nil {
+				return err
+			}
+		}
 		rcpt := &catalogv1.CatalogReceipt{
 			ReceiptId: newUUID(), ServerId: serverID, AudienceClass: audienceClass, Generation: exp.Generation,
 			PreviousGeneration: exp.Generation, SourceRevision: ptr.SourceRevision, PageRoot: ptr.PageRoot,
@@ -332,9 +328,6 @@ WHERE server_id = $1 AND audience_class = $2 AND generation = $3`, serverID, aud
 		}
 		ptr.Revision = rev
 		out = &Committed{Pointer: ptr, Receipt: rcpt}
-		if inTx != nil {
-			return inTx(ctx, tx)
-		}
 		return nil
 	})
 	if err != nil {

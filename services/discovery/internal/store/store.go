@@ -127,21 +127,25 @@ func (s *Store) appendChange(ctx context.Context, tx pgx.Tx, ptr *discoveryv1.Ac
 	if err != nil {
 		return 0, err
 	}
-	rev, _, err := s.log.Append(ctx, tx, ChangeKind, payload, []string{ptr.GetTenantId()})
-	if err != nil {
-		return 0, err
-	}
-	if _, err := tx.Exec(ctx, `UPDATE pointers SET revision = $3 WHERE server_id = $1 AND audience_class = $2`,
-		ptr.GetServerId(), ptr.GetAudienceClass(), rev); err != nil {
-		return 0, fmt.Errorf("store: stamp pointer: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO receipts (receipt_id, server_id, audience_class, generation, previous_generation,
+	// From the append to the end of tx every other commit waits on the log's
+	// counter row, so the append, the pointer's stamp and the receipt go in
+	// one round trip (the two read the new revision from the counter).
+	var (
+		rev int64
+		at  time.Time
+		b   pgx.Batch
+	)
+	s.log.QueueAppend(&b, ChangeKind, payload, []string{ptr.GetTenantId()}, &rev, &at)
+	b.Queue(`UPDATE pointers SET revision = (`+changelog.HeadQuery+`) WHERE server_id = $1 AND audience_class = $2`,
+		ptr.GetServerId(), ptr.GetAudienceClass())
+	b.Queue(`INSERT INTO receipts (receipt_id, server_id, audience_class, generation, previous_generation,
 source_revision, page_root, snapshot_digest, policy_epoch, accepted_at, run_id, move, reason, revision)
-VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14)`,
+VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,(`+changelog.HeadQuery+`))`,
 		rcpt.GetReceiptId(), rcpt.GetServerId(), rcpt.GetAudienceClass(), rcpt.GetGeneration(), rcpt.GetPreviousGeneration(),
 		rcpt.GetSourceRevision(), rcpt.GetPageRoot(), rcpt.GetSnapshotDigest(), rcpt.GetPolicyEpoch(), rcpt.GetAcceptedAt().AsTime(),
-		rcpt.GetRunId(), moveName(rcpt.GetMove()), reason, rev); err != nil {
-		return 0, fmt.Errorf("store: receipt: %w", err)
+		rcpt.GetRunId(), moveName(rcpt.GetMove()), reason)
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+		return 0, fmt.Errorf("store: append the pointer change: %w", err)
 	}
 	return rev, nil
 }

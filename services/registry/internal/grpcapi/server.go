@@ -289,6 +289,33 @@ func (s *Server) GetAudienceClass(ctx context.Context, req *registryv1.GetAudien
 	return &registryv1.GetAudienceClassResponse{AudienceClass: redact(p, []*registryv1.AudienceClass{a})[0]}, nil
 }
 
+// GetBinding implements RegistryService.GetBinding.
+func (s *Server) GetBinding(ctx context.Context, req *registryv1.GetBindingRequest) (*registryv1.GetBindingResponse, error) {
+	p, err := principal.Require(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var v apierror.Violations
+	checkServerID(&v, "server_id", req.GetServerId())
+	checkClassName(&v, "audience_class", req.GetAudienceClass())
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	b, err := s.store.GetBinding(ctx, req.GetServerId(), req.GetAudienceClass())
+	if err == nil && !p.SeesTenant(b.TenantID) {
+		// Another tenant's class is answered exactly as a missing one.
+		err = &store.NotFoundError{Kind: "audience class", ID: req.GetAudienceClass()}
+	}
+	if err != nil {
+		return nil, translate(err)
+	}
+	if b.Binding != nil && !seesSecretRefs(p) {
+		b.Binding.SecretRef = ""
+	}
+	return &registryv1.GetBindingResponse{Server: b.Server, Binding: b.Binding, TenantId: b.TenantID,
+		PolicyEpoch: b.PolicyEpoch, Revision: b.Revision}, nil
+}
+
 // ListAudienceClasses implements RegistryService.ListAudienceClasses.
 func (s *Server) ListAudienceClasses(ctx context.Context, req *registryv1.ListAudienceClassesRequest) (*registryv1.ListAudienceClassesResponse, error) {
 	caller, err := principal.Require(ctx)

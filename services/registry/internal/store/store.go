@@ -139,12 +139,17 @@ func (u *unit) bump(ctx context.Context, tenants []string, cause string) ([]*reg
 // flush appends the queued changes to the log, object changes first, and
 // writes the tool events with the revision of their tool's change.
 func (u *unit) flush(ctx context.Context, log *changelog.Log) error {
-	for _, q := range u.objects {
-		tenants, err := changeTenants(ctx, u.tx, q.change)
-		if err != nil {
+	// Every read comes before the first append: from there to the commit
+	// every other writer waits on the log's counter row.
+	tenants := make([][]string, len(u.objects))
+	for i, q := range u.objects {
+		var err error
+		if tenants[i], err = changeTenants(ctx, u.tx, q.change); err != nil {
 			return err
 		}
-		rev, err := appendChange(ctx, log, u.tx, q.logKind, q.change, tenants)
+	}
+	for i, q := range u.objects {
+		rev, err := appendChange(ctx, log, u.tx, q.logKind, q.change, tenants[i])
 		if err != nil {
 			return err
 		}

@@ -189,6 +189,28 @@ class GetAudienceClassResponse(_message.Message):
     audience_class: AudienceClass
     def __init__(self, audience_class: _Optional[_Union[AudienceClass, _Mapping]] = ...) -> None: ...
 
+class GetBindingRequest(_message.Message):
+    __slots__ = ["audience_class", "server_id"]
+    AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    audience_class: str
+    server_id: str
+    def __init__(self, server_id: _Optional[str] = ..., audience_class: _Optional[str] = ...) -> None: ...
+
+class GetBindingResponse(_message.Message):
+    __slots__ = ["binding", "policy_epoch", "revision", "server", "tenant_id"]
+    BINDING_FIELD_NUMBER: _ClassVar[int]
+    POLICY_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    binding: AudienceServer
+    policy_epoch: int
+    revision: int
+    server: Server
+    tenant_id: str
+    def __init__(self, server: _Optional[_Union[Server, _Mapping]] = ..., binding: _Optional[_Union[AudienceServer, _Mapping]] = ..., tenant_id: _Optional[str] = ..., policy_epoch: _Optional[int] = ..., revision: _Optional[int] = ...) -> None: ...
+
 class GetPolicyRequest(_message.Message):
     __slots__ = ["at_epoch", "tenant_id"]
     AT_EPOCH_FIELD_NUMBER: _ClassVar[int]

@@ -60,6 +60,11 @@ class RegistryServiceStub(object):
                 request_serializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.ListAudienceClassesRequest.SerializeToString,
                 response_deserializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.ListAudienceClassesResponse.FromString,
                 )
+        self.GetBinding = channel.unary_unary(
+                '/toolcrib.registry.v1.RegistryService/GetBinding',
+                request_serializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetBindingRequest.SerializeToString,
+                response_deserializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetBindingResponse.FromString,
+                )
         self.PublishContract = channel.unary_unary(
                 '/toolcrib.registry.v1.RegistryService/PublishContract',
                 request_serializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.PublishContractRequest.SerializeToString,
@@ -222,6 +227,22 @@ class RegistryServiceServicer(object):
         other than platform admins and services see only their own tenant's
         classes (filtering by another tenant returns an empty list, as for an
         unknown tenant) and no secret references.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetBinding(self, request, context):
+        """GetBinding returns one server as one audience class reads it, from one
+        snapshot: the server, the class's binding of it (unset when the class
+        does not cover the server), the class's tenant and that tenant's current
+        policy epoch. It is what a discovery scan reads when it starts and
+        re-reads right before its commit; its cost does not grow with the
+        class's size or the tenant's grants, as that of GetAudienceClass and
+        GetPolicy does. Any verified principal; NOT_FOUND when the server or the
+        class does not exist, and, for principals other than platform admins
+        and services, for another tenant's class exactly as for a missing one.
+        The secret reference is returned only to admins and services.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -475,6 +496,11 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     request_deserializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.ListAudienceClassesRequest.FromString,
                     response_serializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.ListAudienceClassesResponse.SerializeToString,
             ),
+            'GetBinding': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetBinding,
+                    request_deserializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetBindingRequest.FromString,
+                    response_serializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetBindingResponse.SerializeToString,
+            ),
             'PublishContract': grpc.unary_unary_rpc_method_handler(
                     servicer.PublishContract,
                     request_deserializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.PublishContractRequest.FromString,
@@ -711,6 +737,23 @@ class RegistryService(object):
         return grpc.experimental.unary_unary(request, target, '/toolcrib.registry.v1.RegistryService/ListAudienceClasses',
             toolcrib_dot_registry_dot_v1_dot_registry__pb2.ListAudienceClassesRequest.SerializeToString,
             toolcrib_dot_registry_dot_v1_dot_registry__pb2.ListAudienceClassesResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetBinding(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolcrib.registry.v1.RegistryService/GetBinding',
+            toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetBindingRequest.SerializeToString,
+            toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetBindingResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
