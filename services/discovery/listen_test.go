@@ -291,8 +291,15 @@ func TestListenersSpreadOverProcessesAndMoveWhenOneStops(t *testing.T) {
 		return resumed >= 2
 	})
 	cats["srv-0"].SetTools("r-2", discoverytest.Tools("x", 3)...)
-	servers["srv-0"].Notify()
+	// The taken-over listener may still be connecting (its gauge counts the
+	// lock, not the stream): notify until the change is heard, as a server
+	// does on each change. Only process a runs now, so it heard it.
+	polls := 0
 	eventually(t, "the change to be heard by the process that took over", func() bool {
+		if polls%20 == 0 { // once a second
+			servers["srv-0"].Notify()
+		}
+		polls++
 		return a.active("srv-0", class).GetPointer().GetGeneration() == 2
 	})
 }
