@@ -40,6 +40,10 @@ type Key struct {
 	Mode           admissionv1.Mode
 	PlanGeneration int64
 	PlanEpoch      int64
+	// CanaryRun is where the request's run falls in the pair's rollout
+	// stage (decision.Rollout.RunOf); the stage itself is fixed by the
+	// tenant, class, epoch and tool id, so this is all the run adds.
+	CanaryRun decision.CanaryRun
 }
 
 // String is the one encoding of a key: each field length-prefixed, the
@@ -65,6 +69,7 @@ func (k Key) String() string {
 	num(int64(k.Mode))
 	num(k.PlanGeneration)
 	num(k.PlanEpoch)
+	num(int64(k.CanaryRun))
 	return b.String()
 }
 

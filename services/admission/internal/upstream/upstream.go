@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -43,7 +44,8 @@ func (r *Registry) ctx(ctx context.Context) (context.Context, context.CancelFunc
 	return context.WithTimeout(ctx, max(r.Timeout, time.Second))
 }
 
-// PolicyFromProto converts a registry policy.
+// PolicyFromProto converts a registry policy, its rollout stages
+// included.
 func PolicyFromProto(p *registryv1.Policy) replica.Policy {
 	out := replica.Policy{Tenant: p.GetTenantId(), Epoch: p.GetPolicyEpoch(), Classes: map[string][]string{}}
 	for _, g := range p.GetGrants() {
@@ -54,6 +56,18 @@ func PolicyFromProto(p *registryv1.Policy) replica.Policy {
 		for _, s := range c.GetServers() {
 			out.Classes[c.GetName()] = append(out.Classes[c.GetName()], s.GetServerId())
 		}
+	}
+	for _, st := range p.GetRolloutStages() {
+		if st.GetStage() == registryv1.Stage_STAGE_FULL {
+			continue // the stage of a pair not listed
+		}
+		if out.Stages == nil {
+			out.Stages = map[replica.StageKey]*decision.Rollout{}
+		}
+		// Any other value, UNSPECIFIED or one newer than this replica,
+		// is kept as it is: the decision treats it as SHADOW.
+		out.Stages[replica.StageKey{Server: st.GetServerId(), Class: st.GetAudienceClass()}] = &decision.Rollout{
+			Stage: st.GetStage(), Percent: st.GetCanaryPercent(), Effects: slices.Clone(st.GetCanaryEffects())}
 	}
 	return out
 }
