@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -161,10 +162,20 @@ type Discovery struct {
 	Timeout time.Duration
 	Logger  *slog.Logger
 
+	// once makes binds and seen, on the first of StartBinder or Bind (the
+	// binder starts in its own goroutine while Checks already call Bind).
+	once  sync.Once
 	binds chan bind
 	seen  *lru.Cache[bind, struct{}]
 	// RunTTL is how long a run binds its generation.
 	RunTTL time.Duration
+}
+
+func (d *Discovery) initBinder() {
+	d.once.Do(func() {
+		d.binds = make(chan bind, 1024)
+		d.seen, _ = lru.New[bind, struct{}](100_000)
+	})
 }
 
 type bind struct {
@@ -234,10 +245,10 @@ func entry(t *catalogv1.ToolDescriptor) *replica.ToolEntry {
 // StartBinder starts the queue behind [Discovery.Bind]; it runs until ctx
 // ends.
 func (d *Discovery) StartBinder(ctx context.Context) error {
-	d.binds = make(chan bind, 1024)
-	d.seen, _ = lru.New[bind, struct{}](100_000)
-	if d.RunTTL <= 0 {
-		d.RunTTL = time.Hour
+	d.initBinder()
+	ttl := d.RunTTL
+	if ttl <= 0 {
+		ttl = time.Hour
 	}
 	for {
 		select {
@@ -246,7 +257,7 @@ func (d *Discovery) StartBinder(ctx context.Context) error {
 		case b := <-d.binds:
 			cctx, cancel := d.ctx(ctx)
 			_, err := d.C.BindGeneration(cctx, &discoveryv1.BindGenerationRequest{ServerId: b.server, AudienceClass: b.class,
-				Generation: b.gen, RunId: b.run, BoundUntil: timestamppb.New(time.Now().Add(d.RunTTL))})
+				Generation: b.gen, RunId: b.run, BoundUntil: timestamppb.New(time.Now().Add(ttl))})
 			cancel()
 			if err != nil {
 				d.seen.Remove(b) // retried by the run's next Check
@@ -261,9 +272,7 @@ func (d *Discovery) StartBinder(ctx context.Context) error {
 // Bind implements grpcapi.Binder: queued, one call per (run, pointer,
 // generation), dropped when the queue is full.
 func (d *Discovery) Bind(run, server, class string, gen int64) {
-	if d.binds == nil {
-		return
-	}
+	d.initBinder()
 	b := bind{run, server, class, gen}
 	if ok, _ := d.seen.ContainsOrAdd(b, struct{}{}); ok {
 		return
