@@ -85,6 +85,9 @@ type AdmissionServiceClient interface {
 	//     `canary_percent` × 100: the same run is always in or always out of
 	//     one (server, class) canary. The run id is the caller's, so a canary
 	//     limits exposure, not authority (scopes still decide that).
+	//     POLICY_REVOKED instead (same detail) when the policy at the plan's
+	//     `policy_epoch` would have allowed the call: its stage admitted the
+	//     run and the effect class, and its grants the scope and class.
 	//  13. UNVERSIONED_SOURCE: an autonomous call of a tool with side effects
 	//     (any effect but READ_ONLY) from an unversioned source (I3).
 	//  14. CONFIRMATION_REQUIRED: an autonomous call the contract's effect and
@@ -205,6 +208,9 @@ type AdmissionServiceServer interface {
 	//     `canary_percent` × 100: the same run is always in or always out of
 	//     one (server, class) canary. The run id is the caller's, so a canary
 	//     limits exposure, not authority (scopes still decide that).
+	//     POLICY_REVOKED instead (same detail) when the policy at the plan's
+	//     `policy_epoch` would have allowed the call: its stage admitted the
+	//     run and the effect class, and its grants the scope and class.
 	//  13. UNVERSIONED_SOURCE: an autonomous call of a tool with side effects
 	//     (any effect but READ_ONLY) from an unversioned source (I3).
 	//  14. CONFIRMATION_REQUIRED: an autonomous call the contract's effect and

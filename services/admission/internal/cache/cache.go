@@ -44,6 +44,10 @@ type Key struct {
 	// stage (decision.Rollout.RunOf); the stage itself is fixed by the
 	// tenant, class, epoch and tool id, so this is all the run adds.
 	CanaryRun decision.CanaryRun
+	// PlanCanaryRun is the same at the plan's epoch, when its policy is
+	// known (it decides FORBIDDEN against POLICY_REVOKED); NotCanary
+	// otherwise.
+	PlanCanaryRun decision.CanaryRun
 }
 
 // String is the one encoding of a key: each field length-prefixed, the
@@ -70,6 +74,7 @@ func (k Key) String() string {
 	num(k.PlanGeneration)
 	num(k.PlanEpoch)
 	num(int64(k.CanaryRun))
+	num(int64(k.PlanCanaryRun))
 	return b.String()
 }
 

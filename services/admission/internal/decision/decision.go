@@ -45,7 +45,8 @@ const (
 // The rollout stage of the tool's server for the class (see [Rollout])
 // adds two rules that reuse reasons: SHADOW is NOT_FOUND (detail saying
 // shadow) right after the reachability rule, and CANARY is FORBIDDEN
-// (detail starting "canary:") right after the scope rank.
+// (detail starting "canary:") right after the scope rank — POLICY_REVOKED
+// when the stage at the plan's epoch would have admitted the call.
 var Order = []Reason{
 	InvalidInput, Forbidden, StalePolicy, NotFound, NotFound, ServerClosed, IncompleteDiscovery,
 	StaleCatalog, Disabled, Unreviewed, StaleSchema, Forbidden, Forbidden, UnversionedSource,
@@ -290,6 +291,9 @@ type Facts struct {
 	// Rollout is the rollout stage of (server, Class) in the policy at the
 	// epoch decided at; nil for FULL (a pair never set).
 	Rollout *Rollout
+	// PlannedRollout is the stage of (server, Class) at the plan's epoch;
+	// read only when Planned is set (then nil is FULL).
+	PlannedRollout *Rollout
 	// Arguments is the argument check's result (see package args); only
 	// read by [Final].
 	Arguments ArgumentCheck
@@ -452,6 +456,14 @@ func rest(f Facts) Outcome {
 		return deny(Forbidden, "the principal does not hold scope %s", c.Scope)
 	}
 	if o, ok := f.Rollout.canary(ServerOf(r.ToolID), f.Class, r.RunID, c.Effect); !ok {
+		// As for a scope: a canary denial the plan's epoch would not have
+		// given (its stage admitted the run and effect, its grants the
+		// scope and class) is POLICY_REVOKED.
+		if f.Planned != nil && f.Planned.HasScope(c.Scope) && f.Planned.HasClass(f.Class) &&
+			f.PlannedRollout.Admits(ServerOf(r.ToolID), f.Class, r.RunID, c.Effect) {
+			o.Reason = PolicyRevoked
+			o.Detail += fmt.Sprintf(" (the rollout stage changed after the plan's epoch %d)", r.PolicyEpoch)
+		}
 		return o
 	}
 	if p.Unversioned && r.Mode == admissionv1.Mode_MODE_AUTONOMOUS && SideEffects(c.Effect) {

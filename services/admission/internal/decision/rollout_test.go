@@ -177,3 +177,40 @@ func TestCanaryShare(t *testing.T) {
 	}
 	t.Logf("%d of 10,000 runs inside a 5%% canary", in)
 }
+
+// TestCanaryDenialAfterThePlansEpoch: a canary denial the plan's epoch
+// would not have given is POLICY_REVOKED (as for a scope), decided from
+// the stage and grants at that epoch; FORBIDDEN when that epoch would have
+// denied too, or when its policy is not known.
+func TestCanaryDenialAfterThePlansEpoch(t *testing.T) {
+	readOnlyCanary := func(p int32) *Rollout {
+		return &Rollout{Stage: registryv1.Stage_STAGE_CANARY, Percent: p, Effects: []catalogv1.EffectClass{readOnly}}
+	}
+	granted := &Access{Scopes: []string{"shipment:read"}, Classes: []string{"demo-a.readers"}}
+	cases := []struct {
+		name    string
+		planned *Access
+		then    *Rollout
+		run     string
+		want    Reason
+	}{
+		{"full at the plan's epoch", granted, nil, runOutside, PolicyRevoked},
+		{"a wider canary at the plan's epoch", granted, readOnlyCanary(90), runOutside, PolicyRevoked},
+		{"the same canary at the plan's epoch", granted, readOnlyCanary(50), runOutside, Forbidden},
+		{"shadow at the plan's epoch", granted, &Rollout{Stage: registryv1.Stage_STAGE_SHADOW}, runOutside, Forbidden},
+		{"full then, but no scope then", &Access{Classes: []string{"demo-a.readers"}}, nil, runOutside, Forbidden},
+		{"no policy at the plan's epoch", nil, nil, runOutside, Forbidden},
+		{"full then, no run id now", granted, nil, "", PolicyRevoked},
+		{"a canary then that needed a run id too", granted, readOnlyCanary(90), "", Forbidden},
+	}
+	for _, tc := range cases {
+		f := clone(allowFacts())
+		f.Rollout = readOnlyCanary(50)
+		f.Planned, f.PlannedRollout = tc.planned, tc.then
+		f.Request.RunID = tc.run
+		o := Decide(f)
+		if o.Reason != tc.want || !strings.HasPrefix(o.Detail, "canary: ") {
+			t.Errorf("%s: %v %q, want %v with a canary detail", tc.name, o.Reason, o.Detail, tc.want)
+		}
+	}
+}

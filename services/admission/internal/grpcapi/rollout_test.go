@@ -147,6 +147,14 @@ func TestRolloutStagesThroughTheAPI(t *testing.T) {
 		// A write tool is never in a read-only canary, inside or out.
 		expect("canary", labelReq(run), forbidden, "canary: ")
 	}
+	// Planned at the FULL epoch 5, an outside run's denial is new:
+	// POLICY_REVOKED; planned at the SHADOW epoch 6 it is not: FORBIDDEN.
+	// Each answer twice: the plan's epoch and its stage are in the key.
+	for epoch, want := range map[int64]decision.Reason{5: decision.PolicyRevoked, 6: forbidden} {
+		q := statusReq("run-1") // bucket 7882: outside 50 %
+		q.PolicyEpoch = epoch
+		expect(fmt.Sprintf("canary, planned at epoch %d", epoch), q, want, "canary: ")
+	}
 	if inside < 70 || inside > 130 {
 		t.Fatalf("%d of 200 runs inside a 50%% canary", inside)
 	}

@@ -365,6 +365,7 @@ func (s *Server) decide(ctx context.Context, p principal.Principal, r decision.R
 		if old, err := s.o.Material.PolicyAt(ctx, p.Tenant, r.PolicyEpoch); err == nil {
 			a := decision.Effective(old.Grants, p.Subject, p.Groups)
 			f.Planned = &a
+			f.PlannedRollout = old.Rollout(decision.ServerOf(r.ToolID), res.class)
 		}
 	}
 	if f.Planned != nil {
@@ -385,6 +386,9 @@ func (s *Server) decide(ctx context.Context, p principal.Principal, r decision.R
 		ScopeSetDigest: res.digest, Mode: r.Mode,
 		PlanGeneration: r.Generation, PlanEpoch: r.PolicyEpoch,
 		CanaryRun: res.rollout.RunOf(ptr.ServerID, res.class, r.RunID),
+	}
+	if f.Planned != nil {
+		key.PlanCanaryRun = f.PlannedRollout.RunOf(ptr.ServerID, res.class, r.RunID)
 	}
 	if e, lvl := s.o.Cache.Get(ctx, key); lvl != cache.Miss {
 		// The pointer's freshness moves with time, not with the key.
