@@ -133,6 +133,7 @@ func visibleCommand() command {
 			fs.Var(&effects, "effect", "only these effect classes (read-only, reservation, write, destructive); repeatable or comma-separated")
 			fs.IntVar(&maxTools, "max", 0, "at most this many tools; 0 for no limit")
 			fs.Int64Var(&req.MaxBytes, "max-bytes", 0, "budget of description and input-schema bytes; 0 for none")
+			fs.StringVar(&req.RunId, "run-id", "", "the agent run the list is for (decides whether a server in canary lists its tools)")
 		},
 		run: func(ctx context.Context, e *env, args []string) error {
 			if err := needArgs(args, 0, "no arguments"); err != nil {

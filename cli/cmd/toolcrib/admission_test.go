@@ -161,4 +161,11 @@ func TestVisibleThroughTheCLI(t *testing.T) {
 	if _, err := acli(t, a, alice, "visible", "--effect", "harmless"); err == nil || !strings.Contains(err.Error(), `--effect "harmless": not one of destructive, read-only, reservation, write`) {
 		t.Fatalf("bad --effect: %v", err)
 	}
+	// --run-id reaches the service: a well-formed one lists as before (no
+	// server is in canary here), a malformed one is refused by it.
+	out = mustACLI(t, a, alice, "visible", "--run-id", "run-1")
+	wantLines(t, out, `(?m)^shown\s+2$`)
+	if _, err := acli(t, a, alice, "visible", "--run-id", "run 1"); err == nil || !strings.Contains(err.Error(), "run_id") {
+		t.Fatalf("malformed --run-id: %v", err)
+	}
 }

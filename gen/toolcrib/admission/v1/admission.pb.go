@@ -797,7 +797,12 @@ type ListVisibleToolsRequest struct {
 	// Tools are taken in rank order until the next one would exceed it.
 	MaxBytes int64 `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	// Maximum tools; 0 for no limit.
-	MaxTools      int32 `protobuf:"varint,4,opt,name=max_tools,json=maxTools,proto3" json:"max_tools,omitempty"`
+	MaxTools int32 `protobuf:"varint,4,opt,name=max_tools,json=maxTools,proto3" json:"max_tools,omitempty"`
+	// The agent run the list is for, as in CheckRequest.run_id: it decides
+	// whether the run is inside a CANARY rollout stage (see Check). Empty:
+	// no server in CANARY lists any tool. A malformed run id is
+	// INVALID_ARGUMENT.
+	RunId         string `protobuf:"bytes,5,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -858,6 +863,13 @@ func (x *ListVisibleToolsRequest) GetMaxTools() int32 {
 		return x.MaxTools
 	}
 	return 0
+}
+
+func (x *ListVisibleToolsRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
 }
 
 // ListVisibleToolsResponse is the response of ListVisibleTools.
@@ -1117,12 +1129,13 @@ const file_toolcrib_admission_v1_admission_proto_rawDesc = "" +
 	"\x15confirmation_required\x18\b \x01(\bR\x14confirmationRequired\"\x83\x01\n" +
 	"\vVisibleTool\x126\n" +
 	"\x05model\x18\x01 \x01(\v2 .toolcrib.admission.v1.ModelToolR\x05model\x12<\n" +
-	"\aruntime\x18\x02 \x01(\v2\".toolcrib.admission.v1.RuntimeToolR\aruntime\"\xb2\x01\n" +
+	"\aruntime\x18\x02 \x01(\v2\".toolcrib.admission.v1.RuntimeToolR\aruntime\"\xc9\x01\n" +
 	"\x17ListVisibleToolsRequest\x12G\n" +
 	"\x0eeffect_classes\x18\x01 \x03(\x0e2 .toolcrib.catalog.v1.EffectClassR\reffectClasses\x12\x14\n" +
 	"\x05query\x18\x02 \x01(\tR\x05query\x12\x1b\n" +
 	"\tmax_bytes\x18\x03 \x01(\x03R\bmaxBytes\x12\x1b\n" +
-	"\tmax_tools\x18\x04 \x01(\x05R\bmaxTools\"\xe8\x01\n" +
+	"\tmax_tools\x18\x04 \x01(\x05R\bmaxTools\x12\x15\n" +
+	"\x06run_id\x18\x05 \x01(\tR\x05runId\"\xe8\x01\n" +
 	"\x18ListVisibleToolsResponse\x128\n" +
 	"\x05tools\x18\x01 \x03(\v2\".toolcrib.admission.v1.VisibleToolR\x05tools\x12!\n" +
 	"\fpolicy_epoch\x18\x02 \x01(\x03R\vpolicyEpoch\x12\x1c\n" +

@@ -56,8 +56,11 @@ type AdmissionServiceClient interface {
 	//     is older than its validity window (I8).
 	//  4. NOT_FOUND: the tool's server is read by no audience class the
 	//     principal's current grants cover (another tenant's tools are not
-	//     confirmed to exist), or the tool is in neither the active generation
-	//     nor the plan's.
+	//     confirmed to exist); or the server's rollout stage for the class
+	//     (registry.proto RolloutStage, at the epoch decided at) is SHADOW:
+	//     its generations are answered as if they did not exist, the detail
+	//     saying shadow; or the tool is in neither the active generation nor
+	//     the plan's.
 	//  5. SERVER_CLOSED: the pointer of the tool's server and class is closed.
 	//  6. INCOMPLETE_DISCOVERY: no generation was ever proven for it.
 	//  7. STALE_CATALOG: the pointer is past `fresh_until`, the tool is gone
@@ -73,18 +76,33 @@ type AdmissionServiceClient interface {
 	//  11. FORBIDDEN or POLICY_REVOKED: the principal's grants at the current
 	//     epoch lack the contract's scope; POLICY_REVOKED when the policy as it
 	//     was at the plan's `policy_epoch` granted it, FORBIDDEN otherwise.
-	//  12. UNVERSIONED_SOURCE: an autonomous call of a tool with side effects
+	//  12. FORBIDDEN (canary, the detail starting `canary:`): the server's
+	//     rollout stage for the class is CANARY and the request has no
+	//     `run_id`, or its run is outside the canary's share, or the tool's
+	//     effect class is not one of the canary's. A run is inside when the
+	//     first 8 bytes of sha256(`<server_id>|<audience_class>|<run_id>`),
+	//     read as a big-endian unsigned integer, modulo 10,000 are below
+	//     `canary_percent` × 100: the same run is always in or always out of
+	//     one (server, class) canary. The run id is the caller's, so a canary
+	//     limits exposure, not authority (scopes still decide that).
+	//     POLICY_REVOKED instead (same detail) when the policy at the plan's
+	//     `policy_epoch` would have allowed the call: its stage admitted the
+	//     run and the effect class, and its grants the scope and class.
+	//  13. UNVERSIONED_SOURCE: an autonomous call of a tool with side effects
 	//     (any effect but READ_ONLY) from an unversioned source (I3).
-	//  13. CONFIRMATION_REQUIRED: an autonomous call the contract's effect and
+	//  14. CONFIRMATION_REQUIRED: an autonomous call the contract's effect and
 	//     confirmation policy reserve for USER_CONFIRMED (WRITE, DESTRUCTIVE
 	//     and UNSPECIFIED by default).
-	//  14. ARGUMENTS_INVALID: the arguments fail the pinned input schema; the
+	//  15. ARGUMENTS_INVALID: the arguments fail the pinned input schema; the
 	//     detail names the JSON pointer of the first violation.
-	//  15. ALLOW.
+	//  16. ALLOW.
 	Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error)
 	// ListVisibleTools returns the tools the principal may call now, from the
 	// active generations of its audience classes, with the model view kept
-	// apart from the runtime view.
+	// apart from the runtime view. It agrees with Check on rollout stages: a
+	// server in SHADOW for a class lists nothing through that class; one in
+	// CANARY lists only the canary's effect classes, and only for a request
+	// whose `run_id` is inside the canary's share.
 	ListVisibleTools(ctx context.Context, in *ListVisibleToolsRequest, opts ...grpc.CallOption) (*ListVisibleToolsResponse, error)
 	// GetReceipt returns one recent receipt (the lease service cites an ALLOW
 	// by it). It is principal-bound: only the principal the receipt was
@@ -161,8 +179,11 @@ type AdmissionServiceServer interface {
 	//     is older than its validity window (I8).
 	//  4. NOT_FOUND: the tool's server is read by no audience class the
 	//     principal's current grants cover (another tenant's tools are not
-	//     confirmed to exist), or the tool is in neither the active generation
-	//     nor the plan's.
+	//     confirmed to exist); or the server's rollout stage for the class
+	//     (registry.proto RolloutStage, at the epoch decided at) is SHADOW:
+	//     its generations are answered as if they did not exist, the detail
+	//     saying shadow; or the tool is in neither the active generation nor
+	//     the plan's.
 	//  5. SERVER_CLOSED: the pointer of the tool's server and class is closed.
 	//  6. INCOMPLETE_DISCOVERY: no generation was ever proven for it.
 	//  7. STALE_CATALOG: the pointer is past `fresh_until`, the tool is gone
@@ -178,18 +199,33 @@ type AdmissionServiceServer interface {
 	//  11. FORBIDDEN or POLICY_REVOKED: the principal's grants at the current
 	//     epoch lack the contract's scope; POLICY_REVOKED when the policy as it
 	//     was at the plan's `policy_epoch` granted it, FORBIDDEN otherwise.
-	//  12. UNVERSIONED_SOURCE: an autonomous call of a tool with side effects
+	//  12. FORBIDDEN (canary, the detail starting `canary:`): the server's
+	//     rollout stage for the class is CANARY and the request has no
+	//     `run_id`, or its run is outside the canary's share, or the tool's
+	//     effect class is not one of the canary's. A run is inside when the
+	//     first 8 bytes of sha256(`<server_id>|<audience_class>|<run_id>`),
+	//     read as a big-endian unsigned integer, modulo 10,000 are below
+	//     `canary_percent` × 100: the same run is always in or always out of
+	//     one (server, class) canary. The run id is the caller's, so a canary
+	//     limits exposure, not authority (scopes still decide that).
+	//     POLICY_REVOKED instead (same detail) when the policy at the plan's
+	//     `policy_epoch` would have allowed the call: its stage admitted the
+	//     run and the effect class, and its grants the scope and class.
+	//  13. UNVERSIONED_SOURCE: an autonomous call of a tool with side effects
 	//     (any effect but READ_ONLY) from an unversioned source (I3).
-	//  13. CONFIRMATION_REQUIRED: an autonomous call the contract's effect and
+	//  14. CONFIRMATION_REQUIRED: an autonomous call the contract's effect and
 	//     confirmation policy reserve for USER_CONFIRMED (WRITE, DESTRUCTIVE
 	//     and UNSPECIFIED by default).
-	//  14. ARGUMENTS_INVALID: the arguments fail the pinned input schema; the
+	//  15. ARGUMENTS_INVALID: the arguments fail the pinned input schema; the
 	//     detail names the JSON pointer of the first violation.
-	//  15. ALLOW.
+	//  16. ALLOW.
 	Check(context.Context, *CheckRequest) (*CheckResponse, error)
 	// ListVisibleTools returns the tools the principal may call now, from the
 	// active generations of its audience classes, with the model view kept
-	// apart from the runtime view.
+	// apart from the runtime view. It agrees with Check on rollout stages: a
+	// server in SHADOW for a class lists nothing through that class; one in
+	// CANARY lists only the canary's effect classes, and only for a request
+	// whose `run_id` is inside the canary's share.
 	ListVisibleTools(context.Context, *ListVisibleToolsRequest) (*ListVisibleToolsResponse, error)
 	// GetReceipt returns one recent receipt (the lease service cites an ALLOW
 	// by it). It is principal-bound: only the principal the receipt was

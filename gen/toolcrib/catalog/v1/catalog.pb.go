@@ -190,7 +190,9 @@ const (
 	// The request itself is malformed (missing tool id, unparsable arguments
 	// JSON, unknown mode).
 	DecisionReason_DECISION_REASON_INVALID_INPUT DecisionReason = 2
-	// No tool with that id exists in any generation the principal can see.
+	// No tool with that id exists in any generation the principal can see
+	// (a server in rollout stage SHADOW for the class is answered so, with a
+	// detail saying shadow).
 	DecisionReason_DECISION_REASON_NOT_FOUND DecisionReason = 3
 	// The tool is disabled in the registry (default for new tools, or the kill
 	// switch).
@@ -214,7 +216,9 @@ const (
 	// The policy epoch moved past the plan's and the newer policy denies a call
 	// the plan's epoch would have allowed.
 	DecisionReason_DECISION_REASON_POLICY_REVOKED DecisionReason = 11
-	// The principal's tenant or scopes do not cover the tool.
+	// The principal's tenant or scopes do not cover the tool, or the server's
+	// rollout stage for the class is CANARY and the run or the tool's effect
+	// class is outside it (detail starting `canary:`).
 	DecisionReason_DECISION_REASON_FORBIDDEN DecisionReason = 12
 	// The arguments are not valid under the pinned input schema.
 	DecisionReason_DECISION_REASON_ARGUMENTS_INVALID DecisionReason = 13

@@ -40,6 +40,14 @@ type Key struct {
 	Mode           admissionv1.Mode
 	PlanGeneration int64
 	PlanEpoch      int64
+	// CanaryRun is where the request's run falls in the pair's rollout
+	// stage (decision.Rollout.RunOf); the stage itself is fixed by the
+	// tenant, class, epoch and tool id, so this is all the run adds.
+	CanaryRun decision.CanaryRun
+	// PlanCanaryRun is the same at the plan's epoch, when its policy is
+	// known (it decides FORBIDDEN against POLICY_REVOKED); NotCanary
+	// otherwise.
+	PlanCanaryRun decision.CanaryRun
 }
 
 // String is the one encoding of a key: each field length-prefixed, the
@@ -65,6 +73,8 @@ func (k Key) String() string {
 	num(int64(k.Mode))
 	num(k.PlanGeneration)
 	num(k.PlanEpoch)
+	num(int64(k.CanaryRun))
+	num(int64(k.PlanCanaryRun))
 	return b.String()
 }
 

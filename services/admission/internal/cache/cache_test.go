@@ -72,6 +72,8 @@ func TestKeyUsesEveryField(t *testing.T) {
 			f.SetString(f.String() + "x")
 		case reflect.Int64, reflect.Int32:
 			f.SetInt(f.Int() + 1)
+		case reflect.Uint8:
+			f.SetUint(f.Uint() + 1)
 		default:
 			t.Fatalf("field %s of kind %v: extend this test", rt.Field(i).Name, f.Kind())
 		}

@@ -41,9 +41,15 @@ const (
 // after INVALID_INPUT; a scope the principal lacks shares its rank with
 // POLICY_REVOKED (which of the two is decided by the policy at the plan's
 // epoch, see [Decide]).
+//
+// The rollout stage of the tool's server for the class (see [Rollout])
+// adds two rules that reuse reasons: SHADOW is NOT_FOUND (detail saying
+// shadow) right after the reachability rule, and CANARY is FORBIDDEN
+// (detail starting "canary:") right after the scope rank — POLICY_REVOKED
+// when the stage at the plan's epoch would have admitted the call.
 var Order = []Reason{
-	InvalidInput, Forbidden, StalePolicy, NotFound, ServerClosed, IncompleteDiscovery,
-	StaleCatalog, Disabled, Unreviewed, StaleSchema, Forbidden, UnversionedSource,
+	InvalidInput, Forbidden, StalePolicy, NotFound, NotFound, ServerClosed, IncompleteDiscovery,
+	StaleCatalog, Disabled, Unreviewed, StaleSchema, Forbidden, Forbidden, UnversionedSource,
 	ConfirmationRequired, ArgumentsInvalid, Allow,
 }
 
@@ -95,6 +101,10 @@ func validClass(s string) bool {
 	return ok && idPart(tenant, 63, lowerOrDigit, func(c byte) bool { return lowerOrDigit(c) || c == '-' }) &&
 		idPart(class, 63, lowerOrDigit, func(c byte) bool { return lowerOrDigit(c) || c == '_' || c == '-' })
 }
+
+// ValidRunID reports whether s is a well-formed run id (at most
+// [MaxRunIDBytes]).
+func ValidRunID(s string) bool { return len(s) <= MaxRunIDBytes && validRunID(s) }
 
 func validRunID(s string) bool {
 	return idPart(s, 128, alnum, func(c byte) bool { return alnum(c) || c == '_' || c == '.' || c == ':' || c == '-' })
@@ -278,6 +288,12 @@ type Facts struct {
 	// named an older epoch and the policy at that epoch is known; nil
 	// otherwise (then a scope denial is FORBIDDEN, never POLICY_REVOKED).
 	Planned *Access
+	// Rollout is the rollout stage of (server, Class) in the policy at the
+	// epoch decided at; nil for FULL (a pair never set).
+	Rollout *Rollout
+	// PlannedRollout is the stage of (server, Class) at the plan's epoch;
+	// read only when Planned is set (then nil is FULL).
+	PlannedRollout *Rollout
 	// Arguments is the argument check's result (see package args); only
 	// read by [Final].
 	Arguments ArgumentCheck
@@ -398,7 +414,13 @@ func Early(f Facts) (o Outcome, done bool) {
 func rest(f Facts) Outcome {
 	r := f.Request
 	p := f.Pointer
-	if !f.Reachable || (p != nil && f.ActiveTool == nil && f.PlanTool == nil) {
+	if !f.Reachable {
+		return deny(NotFound, "no tool %s is visible to the principal", r.ToolID)
+	}
+	if f.Rollout.Shadow() {
+		return deny(NotFound, "the catalog of server %s is in shadow for %s: its generations are not served", ServerOf(r.ToolID), f.Class)
+	}
+	if p != nil && f.ActiveTool == nil && f.PlanTool == nil {
 		return deny(NotFound, "no tool %s is visible to the principal", r.ToolID)
 	}
 	if p == nil {
@@ -432,6 +454,17 @@ func rest(f Facts) Outcome {
 			return deny(PolicyRevoked, "the policy changed after the plan's epoch %d and no longer grants scope %s", r.PolicyEpoch, c.Scope)
 		}
 		return deny(Forbidden, "the principal does not hold scope %s", c.Scope)
+	}
+	if o, ok := f.Rollout.canary(ServerOf(r.ToolID), f.Class, r.RunID, c.Effect); !ok {
+		// As for a scope: a canary denial the plan's epoch would not have
+		// given (its stage admitted the run and effect, its grants the
+		// scope and class) is POLICY_REVOKED.
+		if f.Planned != nil && f.Planned.HasScope(c.Scope) && f.Planned.HasClass(f.Class) &&
+			f.PlannedRollout.Admits(ServerOf(r.ToolID), f.Class, r.RunID, c.Effect) {
+			o.Reason = PolicyRevoked
+			o.Detail += fmt.Sprintf(" (the rollout stage changed after the plan's epoch %d)", r.PolicyEpoch)
+		}
+		return o
 	}
 	if p.Unversioned && r.Mode == admissionv1.Mode_MODE_AUTONOMOUS && SideEffects(c.Effect) {
 		return deny(UnversionedSource, "the tool's source is unversioned; an autonomous call with side effects is never allowed")

@@ -7,11 +7,15 @@
 // answer:
 //
 //	INVALID_INPUT → FORBIDDEN (an audience class of another tenant named) →
-//	STALE_POLICY → NOT_FOUND → SERVER_CLOSED → INCOMPLETE_DISCOVERY →
-//	STALE_CATALOG → DISABLED → UNREVIEWED → STALE_SCHEMA →
-//	FORBIDDEN / POLICY_REVOKED → UNVERSIONED_SOURCE → CONFIRMATION_REQUIRED →
-//	ARGUMENTS_INVALID → ALLOW
+//	STALE_POLICY → NOT_FOUND → NOT_FOUND (rollout stage SHADOW) →
+//	SERVER_CLOSED → INCOMPLETE_DISCOVERY → STALE_CATALOG → DISABLED →
+//	UNREVIEWED → STALE_SCHEMA → FORBIDDEN / POLICY_REVOKED →
+//	FORBIDDEN (rollout stage CANARY: no run id, a run outside the share,
+//	an effect class outside the canary's) → UNVERSIONED_SOURCE →
+//	CONFIRMATION_REQUIRED → ARGUMENTS_INVALID → ALLOW
 //
+// The rollout stage ([Rollout]) comes from the policy at the epoch decided
+// at, like the grants; a run's place in a canary is [CanaryBucket].
 // [Decide] makes the whole decision; [Prelim] makes it without the argument
 // check, which is what the decision cache may hold (the argument check runs
 // on every call, after the cache: [Final]).

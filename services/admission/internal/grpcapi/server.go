@@ -148,6 +148,8 @@ type resolved struct {
 	digest  string // cache.ScopeSetDigest(access, nil)
 	class   string
 	pointer *replica.Pointer
+	// rollout is the stage of (server, class) at epoch; nil for FULL.
+	rollout *decision.Rollout
 }
 
 func (s *Server) check(ctx context.Context, p principal.Principal, req *admissionv1.CheckRequest) (*admissionv1.CheckResponse, error) {
@@ -305,18 +307,37 @@ func (s *Server) resolve(ctx context.Context, p principal.Principal, r decision.
 	}
 	res.policy, res.epoch, res.access, res.digest = v.policy, v.policy.Epoch, v.access, v.digest
 	server := decision.ServerOf(r.ToolID)
+	// The first class of the access that reads the server, preferring one
+	// whose rollout stage serves it: a server in SHADOW for one class and
+	// not for another is read through the other, as ListVisibleTools
+	// lists it. Only when every such class is in SHADOW is the answer
+	// that shadow.
+	shadowed := ""
 	for _, c := range res.access.Classes {
 		if r.AudienceClass != "" && c != r.AudienceClass {
 			continue
 		}
 		if slices.Contains(res.policy.Classes[c], server) {
+			if res.policy.Rollout(server, c).Shadow() {
+				if shadowed == "" {
+					shadowed = c
+				}
+				continue
+			}
 			res.class = c
 			break
 		}
 	}
+	if res.class == "" && shadowed != "" {
+		// In shadow the pair's generations are not served: its pointer
+		// is not even read, and the receipt names no generation.
+		res.class, res.rollout = shadowed, res.policy.Rollout(server, shadowed)
+		return res, nil
+	}
 	if res.class == "" {
 		return res, nil
 	}
+	res.rollout = res.policy.Rollout(server, res.class)
 	ptr, ok := s.o.Heads.Pointer(server, res.class)
 	if !ok {
 		got, err := s.o.Pointers.Pointer(ctx, server, res.class)
@@ -339,10 +360,12 @@ func (s *Server) decide(ctx context.Context, p principal.Principal, r decision.R
 	f.Reachable = res.class != ""
 	f.Class = res.class
 	f.Current = res.access
+	f.Rollout = res.rollout
 	if r.PolicyEpoch > 0 && r.PolicyEpoch < res.epoch {
 		if old, err := s.o.Material.PolicyAt(ctx, p.Tenant, r.PolicyEpoch); err == nil {
 			a := decision.Effective(old.Grants, p.Subject, p.Groups)
 			f.Planned = &a
+			f.PlannedRollout = old.Rollout(decision.ServerOf(r.ToolID), res.class)
 		}
 	}
 	if f.Planned != nil {
@@ -362,6 +385,10 @@ func (s *Server) decide(ctx context.Context, p principal.Principal, r decision.R
 		PointerRevision: ptr.Revision, ToolID: r.ToolID, DescriptorDigest: r.DescriptorDigest,
 		ScopeSetDigest: res.digest, Mode: r.Mode,
 		PlanGeneration: r.Generation, PlanEpoch: r.PolicyEpoch,
+		CanaryRun: res.rollout.RunOf(ptr.ServerID, res.class, r.RunID),
+	}
+	if f.Planned != nil {
+		key.PlanCanaryRun = f.PlannedRollout.RunOf(ptr.ServerID, res.class, r.RunID)
 	}
 	if e, lvl := s.o.Cache.Get(ctx, key); lvl != cache.Miss {
 		// The pointer's freshness moves with time, not with the key.

@@ -38,6 +38,9 @@ func validateList(req *admissionv1.ListVisibleToolsRequest) error {
 	if req.GetMaxTools() < 0 {
 		v.Add("max_tools", "must not be negative")
 	}
+	if run := req.GetRunId(); run != "" && !decision.ValidRunID(run) {
+		v.Add("run_id", "must be 1-%d letters, digits, '_', '.', ':' or '-'", decision.MaxRunIDBytes)
+	}
 	if len(req.GetEffectClasses()) > 8 {
 		v.Add("effect_classes", "at most 8")
 	}
@@ -63,7 +66,7 @@ func (s *Server) listVisible(ctx context.Context, p principal.Principal, req *ad
 	if fu := s.o.Heads.FreshUntil(); fu.IsZero() || !now.Before(fu) {
 		return nil, apierror.FailedPrecondition(StalePolicyReason, "this replica cannot prove its policy view is fresh; retry shortly")
 	}
-	set, epoch, err := s.visibleSet(ctx, p)
+	set, epoch, err := s.visibleSet(ctx, p, req.GetRunId())
 	if err != nil {
 		return nil, err
 	}
@@ -73,11 +76,15 @@ func (s *Server) listVisible(ctx context.Context, p principal.Principal, req *ad
 		VisibleSetDigest: r.Digest, VisibleCount: int32(r.Count)}, nil
 }
 
-// visibleSet builds (or reuses) the set of tools p may call now: from each
-// audience class of its access, each server's active, open, fresh
-// generation, each tool enabled, approved at its descriptor and covered by
-// p's scopes. Built sets are kept by everything they were built from.
-func (s *Server) visibleSet(ctx context.Context, p principal.Principal) (*search.Set, int64, error) {
+// visibleSet builds (or reuses) the set of tools p may call now in run:
+// from each audience class of its access, each server's active, open,
+// fresh generation whose rollout stage serves the run (not SHADOW; for
+// CANARY, a run inside its share), each tool enabled, approved at its
+// descriptor, covered by p's scopes and, in CANARY, of one of the
+// canary's effect classes. Built sets are kept by everything they were
+// built from: the epoch fixes every stage, and a canary's source is in
+// the key only when the run is inside it.
+func (s *Server) visibleSet(ctx context.Context, p principal.Principal, run string) (*search.Set, int64, error) {
 	epoch, err := s.epochOf(ctx, p.Tenant)
 	if errors.Is(err, replica.ErrNotFound) {
 		return search.Build(nil), 0, nil
@@ -93,8 +100,9 @@ func (s *Server) visibleSet(ctx context.Context, p principal.Principal) (*search
 	access := decision.Effective(pol.Grants, p.Subject, p.Groups)
 	now := s.o.Now()
 	type src struct {
-		class string
-		ptr   replica.Pointer
+		class   string
+		ptr     replica.Pointer
+		rollout *decision.Rollout
 	}
 	var srcs []src
 	var key strings.Builder
@@ -103,6 +111,10 @@ func (s *Server) visibleSet(ctx context.Context, p principal.Principal) (*search
 		servers := slices.Clone(pol.Classes[c])
 		slices.Sort(servers)
 		for _, srv := range servers {
+			ro := pol.Rollout(srv, c)
+			if ro.Shadow() || (ro.Canary() && ro.RunOf(srv, c, run) != decision.RunInside) {
+				continue // as Check: not served to this run through c
+			}
 			ptr, ok := s.o.Heads.Pointer(srv, c)
 			if !ok {
 				got, err := s.o.Pointers.Pointer(ctx, srv, c)
@@ -118,7 +130,7 @@ func (s *Server) visibleSet(ctx context.Context, p principal.Principal) (*search
 			if ptr.Closed || !now.Before(ptr.FreshUntil) {
 				continue
 			}
-			srcs = append(srcs, src{c, ptr})
+			srcs = append(srcs, src{c, ptr, ro})
 			key.WriteString("|" + c + "/" + srv + "@" + strconv.FormatInt(ptr.Revision, 10))
 		}
 	}
@@ -142,7 +154,8 @@ func (s *Server) visibleSet(ctx context.Context, p principal.Principal) (*search
 			if err != nil {
 				return nil, 0, unavailable(err)
 			}
-			if !rv.Known || !rv.Enabled || rv.Approved == nil || !access.HasScope(rv.Approved.Scope) {
+			if !rv.Known || !rv.Enabled || rv.Approved == nil || !access.HasScope(rv.Approved.Scope) ||
+				!sr.rollout.Admits(sr.ptr.ServerID, sr.class, run, rv.Approved.Effect) {
 				continue
 			}
 			state := catalogv1.DiscoveryState_DISCOVERY_STATE_ELIGIBLE

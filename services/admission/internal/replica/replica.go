@@ -30,6 +30,18 @@ type Policy struct {
 	Grants []decision.Grant
 	// Classes maps each audience class of the tenant to the servers it reads.
 	Classes map[string][]string
+	// Stages holds the rollout stage of every (server, class) pair that is
+	// not FULL at this epoch; a pair not in it is FULL.
+	Stages map[StageKey]*decision.Rollout
+}
+
+// StageKey names one (server, audience class) pair's rollout stage.
+type StageKey struct{ Server, Class string }
+
+// Rollout returns the rollout stage of (server, class) at the policy's
+// epoch; nil for FULL.
+func (p Policy) Rollout(server, class string) *decision.Rollout {
+	return p.Stages[StageKey{server, class}]
 }
 
 // Policies reads tenants' policies from the registry.

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -43,7 +45,8 @@ func (r *Registry) ctx(ctx context.Context) (context.Context, context.CancelFunc
 	return context.WithTimeout(ctx, max(r.Timeout, time.Second))
 }
 
-// PolicyFromProto converts a registry policy.
+// PolicyFromProto converts a registry policy, its rollout stages
+// included.
 func PolicyFromProto(p *registryv1.Policy) replica.Policy {
 	out := replica.Policy{Tenant: p.GetTenantId(), Epoch: p.GetPolicyEpoch(), Classes: map[string][]string{}}
 	for _, g := range p.GetGrants() {
@@ -54,6 +57,18 @@ func PolicyFromProto(p *registryv1.Policy) replica.Policy {
 		for _, s := range c.GetServers() {
 			out.Classes[c.GetName()] = append(out.Classes[c.GetName()], s.GetServerId())
 		}
+	}
+	for _, st := range p.GetRolloutStages() {
+		if st.GetStage() == registryv1.Stage_STAGE_FULL {
+			continue // the stage of a pair not listed
+		}
+		if out.Stages == nil {
+			out.Stages = map[replica.StageKey]*decision.Rollout{}
+		}
+		// Any other value, UNSPECIFIED or one newer than this replica,
+		// is kept as it is: the decision treats it as SHADOW.
+		out.Stages[replica.StageKey{Server: st.GetServerId(), Class: st.GetAudienceClass()}] = &decision.Rollout{
+			Stage: st.GetStage(), Percent: st.GetCanaryPercent(), Effects: slices.Clone(st.GetCanaryEffects())}
 	}
 	return out
 }
@@ -147,10 +162,20 @@ type Discovery struct {
 	Timeout time.Duration
 	Logger  *slog.Logger
 
+	// once makes binds and seen, on the first of StartBinder or Bind (the
+	// binder starts in its own goroutine while Checks already call Bind).
+	once  sync.Once
 	binds chan bind
 	seen  *lru.Cache[bind, struct{}]
 	// RunTTL is how long a run binds its generation.
 	RunTTL time.Duration
+}
+
+func (d *Discovery) initBinder() {
+	d.once.Do(func() {
+		d.binds = make(chan bind, 1024)
+		d.seen, _ = lru.New[bind, struct{}](100_000)
+	})
 }
 
 type bind struct {
@@ -220,10 +245,10 @@ func entry(t *catalogv1.ToolDescriptor) *replica.ToolEntry {
 // StartBinder starts the queue behind [Discovery.Bind]; it runs until ctx
 // ends.
 func (d *Discovery) StartBinder(ctx context.Context) error {
-	d.binds = make(chan bind, 1024)
-	d.seen, _ = lru.New[bind, struct{}](100_000)
-	if d.RunTTL <= 0 {
-		d.RunTTL = time.Hour
+	d.initBinder()
+	ttl := d.RunTTL
+	if ttl <= 0 {
+		ttl = time.Hour
 	}
 	for {
 		select {
@@ -232,7 +257,7 @@ func (d *Discovery) StartBinder(ctx context.Context) error {
 		case b := <-d.binds:
 			cctx, cancel := d.ctx(ctx)
 			_, err := d.C.BindGeneration(cctx, &discoveryv1.BindGenerationRequest{ServerId: b.server, AudienceClass: b.class,
-				Generation: b.gen, RunId: b.run, BoundUntil: timestamppb.New(time.Now().Add(d.RunTTL))})
+				Generation: b.gen, RunId: b.run, BoundUntil: timestamppb.New(time.Now().Add(ttl))})
 			cancel()
 			if err != nil {
 				d.seen.Remove(b) // retried by the run's next Check
@@ -247,9 +272,7 @@ func (d *Discovery) StartBinder(ctx context.Context) error {
 // Bind implements grpcapi.Binder: queued, one call per (run, pointer,
 // generation), dropped when the queue is full.
 func (d *Discovery) Bind(run, server, class string, gen int64) {
-	if d.binds == nil {
-		return
-	}
+	d.initBinder()
 	b := bind{run, server, class, gen}
 	if ok, _ := d.seen.ContainsOrAdd(b, struct{}{}); ok {
 		return

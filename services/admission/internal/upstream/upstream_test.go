@@ -156,4 +156,35 @@ func TestAgainstTheRealRegistry(t *testing.T) {
 	if _, err := reg.Review(ctx, "demo-b", 0, "demo-a.readers", "logistics.shipment_status", tool.GetDescriptorDigest()); err == nil {
 		t.Fatal("a review of tenant demo-a's class accepted for tenant demo-b")
 	}
+
+	// A rollout stage is part of the policy at the epoch it took effect
+	// at, and only from then on; FULL is no entry.
+	if ro := pol.Rollout("logistics", "demo-a.readers"); ro != nil {
+		t.Fatalf("a pair never set: %+v, want FULL (nil)", ro)
+	}
+	pct := int32(20)
+	set, err := admin.SetRolloutStage(ctx, &registryv1.SetRolloutStageRequest{ServerId: "logistics", AudienceClass: "demo-a.readers",
+		Stage: registryv1.Stage_STAGE_CANARY, CanaryPercent: &pct, Reason: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	canary, err := reg.PolicyAt(ctx, "demo-a", set.GetPolicyEpoch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := canary.Rollout("logistics", "demo-a.readers")
+	if ro == nil || !ro.Canary() || ro.Percent != 20 || len(ro.Effects) != 1 || ro.Effects[0] != catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY {
+		t.Fatalf("the policy at the canary's epoch %d: stage %+v", set.GetPolicyEpoch(), ro)
+	}
+	if before, err := reg.PolicyAt(ctx, "demo-a", set.GetPolicyEpoch()-1); err != nil || before.Rollout("logistics", "demo-a.readers") != nil {
+		t.Fatalf("the policy at the epoch before the canary: %+v, %v", before.Stages, err)
+	}
+	shadow, err := admin.SetRolloutStage(ctx, &registryv1.SetRolloutStageRequest{ServerId: "logistics", AudienceClass: "demo-a.readers",
+		Stage: registryv1.Stage_STAGE_SHADOW, Reason: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur, err := reg.Current(ctx, "demo-a"); err != nil || cur.Epoch != shadow.GetPolicyEpoch() || !cur.Rollout("logistics", "demo-a.readers").Shadow() {
+		t.Fatalf("the current policy after SHADOW: epoch %d, stages %+v, %v", cur.Epoch, cur.Stages, err)
+	}
 }

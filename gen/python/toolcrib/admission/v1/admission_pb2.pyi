@@ -69,16 +69,18 @@ class GetReceiptResponse(_message.Message):
     def __init__(self, receipt: _Optional[_Union[Receipt, _Mapping]] = ..., valid_until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListVisibleToolsRequest(_message.Message):
-    __slots__ = ["effect_classes", "max_bytes", "max_tools", "query"]
+    __slots__ = ["effect_classes", "max_bytes", "max_tools", "query", "run_id"]
     EFFECT_CLASSES_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_TOOLS_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     effect_classes: _containers.RepeatedScalarFieldContainer[_catalog_pb2.EffectClass]
     max_bytes: int
     max_tools: int
     query: str
-    def __init__(self, effect_classes: _Optional[_Iterable[_Union[_catalog_pb2.EffectClass, str]]] = ..., query: _Optional[str] = ..., max_bytes: _Optional[int] = ..., max_tools: _Optional[int] = ...) -> None: ...
+    run_id: str
+    def __init__(self, effect_classes: _Optional[_Iterable[_Union[_catalog_pb2.EffectClass, str]]] = ..., query: _Optional[str] = ..., max_bytes: _Optional[int] = ..., max_tools: _Optional[int] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class ListVisibleToolsResponse(_message.Message):
     __slots__ = ["policy_epoch", "tools", "truncated", "visible_count", "visible_set_digest"]

@@ -22,7 +22,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file toolcrib/admission/v1/admission.proto.
  */
 export const file_toolcrib_admission_v1_admission: GenFile = /*@__PURE__*/
-  fileDesc("CiV0b29sY3JpYi9hZG1pc3Npb24vdjEvYWRtaXNzaW9uLnByb3RvEhV0b29sY3JpYi5hZG1pc3Npb24udjEi9wMKB1JlY2VpcHQSEgoKcmVjZWlwdF9pZBgBIAEoCRIxCghkZWNpc2lvbhgCIAEoDjIfLnRvb2xjcmliLmFkbWlzc2lvbi52MS5EZWNpc2lvbhIzCgZyZWFzb24YAyABKA4yIy50b29sY3JpYi5jYXRhbG9nLnYxLkRlY2lzaW9uUmVhc29uEhEKCXRlbmFudF9pZBgEIAEoCRIPCgdzdWJqZWN0GAUgASgJEg8KB3Rvb2xfaWQYBiABKAkSEQoJc2VydmVyX2lkGAcgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAggASgJEhIKCmdlbmVyYXRpb24YCSABKAMSGQoRZGVzY3JpcHRvcl9kaWdlc3QYCiABKAkSFAoMcG9saWN5X2Vwb2NoGAsgASgDEhcKD2FyZ3VtZW50X2RpZ2VzdBgMIAEoCRIpCgRtb2RlGA0gASgOMhsudG9vbGNyaWIuYWRtaXNzaW9uLnYxLk1vZGUSDgoGcnVuX2lkGA4gASgJEi4KCmRlY2lkZWRfYXQYDyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3JlcGxpY2EYECABKAkSNgoMZWZmZWN0X2NsYXNzGBEgASgOMiAudG9vbGNyaWIuY2F0YWxvZy52MS5FZmZlY3RDbGFzcyLKAQoMQ2hlY2tSZXF1ZXN0Eg8KB3Rvb2xfaWQYASABKAkSEgoKZ2VuZXJhdGlvbhgCIAEoAxIZChFkZXNjcmlwdG9yX2RpZ2VzdBgDIAEoCRIUCgxwb2xpY3lfZXBvY2gYBCABKAMSEQoJYXJndW1lbnRzGAUgASgMEikKBG1vZGUYBiABKA4yGy50b29sY3JpYi5hZG1pc3Npb24udjEuTW9kZRIOCgZydW5faWQYByABKAkSFgoOYXVkaWVuY2VfY2xhc3MYCCABKAkixgIKDUNoZWNrUmVzcG9uc2USMQoIZGVjaXNpb24YASABKA4yHy50b29sY3JpYi5hZG1pc3Npb24udjEuRGVjaXNpb24SMwoGcmVhc29uGAIgASgOMiMudG9vbGNyaWIuY2F0YWxvZy52MS5EZWNpc2lvblJlYXNvbhIOCgZkZXRhaWwYAyABKAkSLwoHcmVjZWlwdBgEIAEoCzIeLnRvb2xjcmliLmFkbWlzc2lvbi52MS5SZWNlaXB0Ei8KC3ZhbGlkX3VudGlsGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIaChJjdXJyZW50X2dlbmVyYXRpb24YBiABKAMSIQoZY3VycmVudF9kZXNjcmlwdG9yX2RpZ2VzdBgHIAEoCRIcChRjdXJyZW50X3BvbGljeV9lcG9jaBgIIAEoAyJECglNb2RlbFRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIUCgxpbnB1dF9zY2hlbWEYAyABKAwiigIKC1J1bnRpbWVUb29sEg8KB3Rvb2xfaWQYASABKAkSEQoJc2VydmVyX2lkGAIgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAMgASgJEhIKCmdlbmVyYXRpb24YBCABKAMSGQoRZGVzY3JpcHRvcl9kaWdlc3QYBSABKAkSNgoMZWZmZWN0X2NsYXNzGAYgASgOMiAudG9vbGNyaWIuY2F0YWxvZy52MS5FZmZlY3RDbGFzcxI5Cgxzb3VyY2Vfc3RhdGUYByABKA4yIy50b29sY3JpYi5jYXRhbG9nLnYxLkRpc2NvdmVyeVN0YXRlEh0KFWNvbmZpcm1hdGlvbl9yZXF1aXJlZBgIIAEoCCJzCgtWaXNpYmxlVG9vbBIvCgVtb2RlbBgBIAEoCzIgLnRvb2xjcmliLmFkbWlzc2lvbi52MS5Nb2RlbFRvb2wSMwoHcnVudGltZRgCIAEoCzIiLnRvb2xjcmliLmFkbWlzc2lvbi52MS5SdW50aW1lVG9vbCKIAQoXTGlzdFZpc2libGVUb29sc1JlcXVlc3QSOAoOZWZmZWN0X2NsYXNzZXMYASADKA4yIC50b29sY3JpYi5jYXRhbG9nLnYxLkVmZmVjdENsYXNzEg0KBXF1ZXJ5GAIgASgJEhEKCW1heF9ieXRlcxgDIAEoAxIRCgltYXhfdG9vbHMYBCABKAUiqQEKGExpc3RWaXNpYmxlVG9vbHNSZXNwb25zZRIxCgV0b29scxgBIAMoCzIiLnRvb2xjcmliLmFkbWlzc2lvbi52MS5WaXNpYmxlVG9vbBIUCgxwb2xpY3lfZXBvY2gYAiABKAMSEQoJdHJ1bmNhdGVkGAMgASgIEhoKEnZpc2libGVfc2V0X2RpZ2VzdBgEIAEoCRIVCg12aXNpYmxlX2NvdW50GAUgASgFIicKEUdldFJlY2VpcHRSZXF1ZXN0EhIKCnJlY2VpcHRfaWQYASABKAkidgoSR2V0UmVjZWlwdFJlc3BvbnNlEi8KB3JlY2VpcHQYASABKAsyHi50b29sY3JpYi5hZG1pc3Npb24udjEuUmVjZWlwdBIvCgt2YWxpZF91bnRpbBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAqSgoETW9kZRIUChBNT0RFX1VOU1BFQ0lGSUVEEAASEwoPTU9ERV9BVVRPTk9NT1VTEAESFwoTTU9ERV9VU0VSX0NPTkZJUk1FRBACKksKCERlY2lzaW9uEhgKFERFQ0lTSU9OX1VOU1BFQ0lGSUVEEAASEgoOREVDSVNJT05fQUxMT1cQARIRCg1ERUNJU0lPTl9ERU5ZEAIyvgIKEEFkbWlzc2lvblNlcnZpY2USUgoFQ2hlY2sSIy50b29sY3JpYi5hZG1pc3Npb24udjEuQ2hlY2tSZXF1ZXN0GiQudG9vbGNyaWIuYWRtaXNzaW9uLnYxLkNoZWNrUmVzcG9uc2UScwoQTGlzdFZpc2libGVUb29scxIuLnRvb2xjcmliLmFkbWlzc2lvbi52MS5MaXN0VmlzaWJsZVRvb2xzUmVxdWVzdBovLnRvb2xjcmliLmFkbWlzc2lvbi52MS5MaXN0VmlzaWJsZVRvb2xzUmVzcG9uc2USYQoKR2V0UmVjZWlwdBIoLnRvb2xjcmliLmFkbWlzc2lvbi52MS5HZXRSZWNlaXB0UmVxdWVzdBopLnRvb2xjcmliLmFkbWlzc2lvbi52MS5HZXRSZWNlaXB0UmVzcG9uc2VC5QEKGWNvbS50b29sY3JpYi5hZG1pc3Npb24udjFCDkFkbWlzc2lvblByb3RvUAFaQmdpdGh1Yi5jb20vdG9vbGNyaWIvdG9vbGNyaWIvZ2VuL3Rvb2xjcmliL2FkbWlzc2lvbi92MTthZG1pc3Npb252MaICA1RBWKoCFVRvb2xjcmliLkFkbWlzc2lvbi5WMcoCFVRvb2xjcmliXEFkbWlzc2lvblxWMeICIVRvb2xjcmliXEFkbWlzc2lvblxWMVxHUEJNZXRhZGF0YeoCF1Rvb2xjcmliOjpBZG1pc3Npb246OlYxYgZwcm90bzM", [file_google_protobuf_timestamp, file_toolcrib_catalog_v1_catalog]);
+  fileDesc("CiV0b29sY3JpYi9hZG1pc3Npb24vdjEvYWRtaXNzaW9uLnByb3RvEhV0b29sY3JpYi5hZG1pc3Npb24udjEi9wMKB1JlY2VpcHQSEgoKcmVjZWlwdF9pZBgBIAEoCRIxCghkZWNpc2lvbhgCIAEoDjIfLnRvb2xjcmliLmFkbWlzc2lvbi52MS5EZWNpc2lvbhIzCgZyZWFzb24YAyABKA4yIy50b29sY3JpYi5jYXRhbG9nLnYxLkRlY2lzaW9uUmVhc29uEhEKCXRlbmFudF9pZBgEIAEoCRIPCgdzdWJqZWN0GAUgASgJEg8KB3Rvb2xfaWQYBiABKAkSEQoJc2VydmVyX2lkGAcgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAggASgJEhIKCmdlbmVyYXRpb24YCSABKAMSGQoRZGVzY3JpcHRvcl9kaWdlc3QYCiABKAkSFAoMcG9saWN5X2Vwb2NoGAsgASgDEhcKD2FyZ3VtZW50X2RpZ2VzdBgMIAEoCRIpCgRtb2RlGA0gASgOMhsudG9vbGNyaWIuYWRtaXNzaW9uLnYxLk1vZGUSDgoGcnVuX2lkGA4gASgJEi4KCmRlY2lkZWRfYXQYDyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3JlcGxpY2EYECABKAkSNgoMZWZmZWN0X2NsYXNzGBEgASgOMiAudG9vbGNyaWIuY2F0YWxvZy52MS5FZmZlY3RDbGFzcyLKAQoMQ2hlY2tSZXF1ZXN0Eg8KB3Rvb2xfaWQYASABKAkSEgoKZ2VuZXJhdGlvbhgCIAEoAxIZChFkZXNjcmlwdG9yX2RpZ2VzdBgDIAEoCRIUCgxwb2xpY3lfZXBvY2gYBCABKAMSEQoJYXJndW1lbnRzGAUgASgMEikKBG1vZGUYBiABKA4yGy50b29sY3JpYi5hZG1pc3Npb24udjEuTW9kZRIOCgZydW5faWQYByABKAkSFgoOYXVkaWVuY2VfY2xhc3MYCCABKAkixgIKDUNoZWNrUmVzcG9uc2USMQoIZGVjaXNpb24YASABKA4yHy50b29sY3JpYi5hZG1pc3Npb24udjEuRGVjaXNpb24SMwoGcmVhc29uGAIgASgOMiMudG9vbGNyaWIuY2F0YWxvZy52MS5EZWNpc2lvblJlYXNvbhIOCgZkZXRhaWwYAyABKAkSLwoHcmVjZWlwdBgEIAEoCzIeLnRvb2xjcmliLmFkbWlzc2lvbi52MS5SZWNlaXB0Ei8KC3ZhbGlkX3VudGlsGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIaChJjdXJyZW50X2dlbmVyYXRpb24YBiABKAMSIQoZY3VycmVudF9kZXNjcmlwdG9yX2RpZ2VzdBgHIAEoCRIcChRjdXJyZW50X3BvbGljeV9lcG9jaBgIIAEoAyJECglNb2RlbFRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIUCgxpbnB1dF9zY2hlbWEYAyABKAwiigIKC1J1bnRpbWVUb29sEg8KB3Rvb2xfaWQYASABKAkSEQoJc2VydmVyX2lkGAIgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAMgASgJEhIKCmdlbmVyYXRpb24YBCABKAMSGQoRZGVzY3JpcHRvcl9kaWdlc3QYBSABKAkSNgoMZWZmZWN0X2NsYXNzGAYgASgOMiAudG9vbGNyaWIuY2F0YWxvZy52MS5FZmZlY3RDbGFzcxI5Cgxzb3VyY2Vfc3RhdGUYByABKA4yIy50b29sY3JpYi5jYXRhbG9nLnYxLkRpc2NvdmVyeVN0YXRlEh0KFWNvbmZpcm1hdGlvbl9yZXF1aXJlZBgIIAEoCCJzCgtWaXNpYmxlVG9vbBIvCgVtb2RlbBgBIAEoCzIgLnRvb2xjcmliLmFkbWlzc2lvbi52MS5Nb2RlbFRvb2wSMwoHcnVudGltZRgCIAEoCzIiLnRvb2xjcmliLmFkbWlzc2lvbi52MS5SdW50aW1lVG9vbCKYAQoXTGlzdFZpc2libGVUb29sc1JlcXVlc3QSOAoOZWZmZWN0X2NsYXNzZXMYASADKA4yIC50b29sY3JpYi5jYXRhbG9nLnYxLkVmZmVjdENsYXNzEg0KBXF1ZXJ5GAIgASgJEhEKCW1heF9ieXRlcxgDIAEoAxIRCgltYXhfdG9vbHMYBCABKAUSDgoGcnVuX2lkGAUgASgJIqkBChhMaXN0VmlzaWJsZVRvb2xzUmVzcG9uc2USMQoFdG9vbHMYASADKAsyIi50b29sY3JpYi5hZG1pc3Npb24udjEuVmlzaWJsZVRvb2wSFAoMcG9saWN5X2Vwb2NoGAIgASgDEhEKCXRydW5jYXRlZBgDIAEoCBIaChJ2aXNpYmxlX3NldF9kaWdlc3QYBCABKAkSFQoNdmlzaWJsZV9jb3VudBgFIAEoBSInChFHZXRSZWNlaXB0UmVxdWVzdBISCgpyZWNlaXB0X2lkGAEgASgJInYKEkdldFJlY2VpcHRSZXNwb25zZRIvCgdyZWNlaXB0GAEgASgLMh4udG9vbGNyaWIuYWRtaXNzaW9uLnYxLlJlY2VpcHQSLwoLdmFsaWRfdW50aWwYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wKkoKBE1vZGUSFAoQTU9ERV9VTlNQRUNJRklFRBAAEhMKD01PREVfQVVUT05PTU9VUxABEhcKE01PREVfVVNFUl9DT05GSVJNRUQQAipLCghEZWNpc2lvbhIYChRERUNJU0lPTl9VTlNQRUNJRklFRBAAEhIKDkRFQ0lTSU9OX0FMTE9XEAESEQoNREVDSVNJT05fREVOWRACMr4CChBBZG1pc3Npb25TZXJ2aWNlElIKBUNoZWNrEiMudG9vbGNyaWIuYWRtaXNzaW9uLnYxLkNoZWNrUmVxdWVzdBokLnRvb2xjcmliLmFkbWlzc2lvbi52MS5DaGVja1Jlc3BvbnNlEnMKEExpc3RWaXNpYmxlVG9vbHMSLi50b29sY3JpYi5hZG1pc3Npb24udjEuTGlzdFZpc2libGVUb29sc1JlcXVlc3QaLy50b29sY3JpYi5hZG1pc3Npb24udjEuTGlzdFZpc2libGVUb29sc1Jlc3BvbnNlEmEKCkdldFJlY2VpcHQSKC50b29sY3JpYi5hZG1pc3Npb24udjEuR2V0UmVjZWlwdFJlcXVlc3QaKS50b29sY3JpYi5hZG1pc3Npb24udjEuR2V0UmVjZWlwdFJlc3BvbnNlQuUBChljb20udG9vbGNyaWIuYWRtaXNzaW9uLnYxQg5BZG1pc3Npb25Qcm90b1ABWkJnaXRodWIuY29tL3Rvb2xjcmliL3Rvb2xjcmliL2dlbi90b29sY3JpYi9hZG1pc3Npb24vdjE7YWRtaXNzaW9udjGiAgNUQViqAhVUb29sY3JpYi5BZG1pc3Npb24uVjHKAhVUb29sY3JpYlxBZG1pc3Npb25cVjHiAiFUb29sY3JpYlxBZG1pc3Npb25cVjFcR1BCTWV0YWRhdGHqAhdUb29sY3JpYjo6QWRtaXNzaW9uOjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp, file_toolcrib_catalog_v1_catalog]);
 
 /**
  * Receipt binds one decision to what it was made from. Written to Postgres
@@ -477,6 +477,16 @@ export type ListVisibleToolsRequest = Message<"toolcrib.admission.v1.ListVisible
    * @generated from field: int32 max_tools = 4;
    */
   maxTools: number;
+
+  /**
+   * The agent run the list is for, as in CheckRequest.run_id: it decides
+   * whether the run is inside a CANARY rollout stage (see Check). Empty:
+   * no server in CANARY lists any tool. A malformed run id is
+   * INVALID_ARGUMENT.
+   *
+   * @generated from field: string run_id = 5;
+   */
+  runId: string;
 };
 
 /**
@@ -685,8 +695,11 @@ export const AdmissionService: GenService<{
    *     is older than its validity window (I8).
    *  4. NOT_FOUND: the tool's server is read by no audience class the
    *     principal's current grants cover (another tenant's tools are not
-   *     confirmed to exist), or the tool is in neither the active generation
-   *     nor the plan's.
+   *     confirmed to exist); or the server's rollout stage for the class
+   *     (registry.proto RolloutStage, at the epoch decided at) is SHADOW:
+   *     its generations are answered as if they did not exist, the detail
+   *     saying shadow; or the tool is in neither the active generation nor
+   *     the plan's.
    *  5. SERVER_CLOSED: the pointer of the tool's server and class is closed.
    *  6. INCOMPLETE_DISCOVERY: no generation was ever proven for it.
    *  7. STALE_CATALOG: the pointer is past `fresh_until`, the tool is gone
@@ -702,14 +715,26 @@ export const AdmissionService: GenService<{
    * 11. FORBIDDEN or POLICY_REVOKED: the principal's grants at the current
    *     epoch lack the contract's scope; POLICY_REVOKED when the policy as it
    *     was at the plan's `policy_epoch` granted it, FORBIDDEN otherwise.
-   * 12. UNVERSIONED_SOURCE: an autonomous call of a tool with side effects
+   * 12. FORBIDDEN (canary, the detail starting `canary:`): the server's
+   *     rollout stage for the class is CANARY and the request has no
+   *     `run_id`, or its run is outside the canary's share, or the tool's
+   *     effect class is not one of the canary's. A run is inside when the
+   *     first 8 bytes of sha256(`<server_id>|<audience_class>|<run_id>`),
+   *     read as a big-endian unsigned integer, modulo 10,000 are below
+   *     `canary_percent` × 100: the same run is always in or always out of
+   *     one (server, class) canary. The run id is the caller's, so a canary
+   *     limits exposure, not authority (scopes still decide that).
+   *     POLICY_REVOKED instead (same detail) when the policy at the plan's
+   *     `policy_epoch` would have allowed the call: its stage admitted the
+   *     run and the effect class, and its grants the scope and class.
+   * 13. UNVERSIONED_SOURCE: an autonomous call of a tool with side effects
    *     (any effect but READ_ONLY) from an unversioned source (I3).
-   * 13. CONFIRMATION_REQUIRED: an autonomous call the contract's effect and
+   * 14. CONFIRMATION_REQUIRED: an autonomous call the contract's effect and
    *     confirmation policy reserve for USER_CONFIRMED (WRITE, DESTRUCTIVE
    *     and UNSPECIFIED by default).
-   * 14. ARGUMENTS_INVALID: the arguments fail the pinned input schema; the
+   * 15. ARGUMENTS_INVALID: the arguments fail the pinned input schema; the
    *     detail names the JSON pointer of the first violation.
-   * 15. ALLOW.
+   * 16. ALLOW.
    *
    * @generated from rpc toolcrib.admission.v1.AdmissionService.Check
    */
@@ -721,7 +746,10 @@ export const AdmissionService: GenService<{
   /**
    * ListVisibleTools returns the tools the principal may call now, from the
    * active generations of its audience classes, with the model view kept
-   * apart from the runtime view.
+   * apart from the runtime view. It agrees with Check on rollout stages: a
+   * server in SHADOW for a class lists nothing through that class; one in
+   * CANARY lists only the canary's effect classes, and only for a request
+   * whose `run_id` is inside the canary's share.
    *
    * @generated from rpc toolcrib.admission.v1.AdmissionService.ListVisibleTools
    */

@@ -632,7 +632,9 @@ export enum DecisionReason {
   INVALID_INPUT = 2,
 
   /**
-   * No tool with that id exists in any generation the principal can see.
+   * No tool with that id exists in any generation the principal can see
+   * (a server in rollout stage SHADOW for the class is answered so, with a
+   * detail saying shadow).
    *
    * @generated from enum value: DECISION_REASON_NOT_FOUND = 3;
    */
@@ -701,7 +703,9 @@ export enum DecisionReason {
   POLICY_REVOKED = 11,
 
   /**
-   * The principal's tenant or scopes do not cover the tool.
+   * The principal's tenant or scopes do not cover the tool, or the server's
+   * rollout stage for the class is CANARY and the run or the tool's effect
+   * class is outside it (detail starting `canary:`).
    *
    * @generated from enum value: DECISION_REASON_FORBIDDEN = 12;
    */
