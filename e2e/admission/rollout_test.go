@@ -129,7 +129,7 @@ func (r *rolloutWorld) listed(t *testing.T, run string) map[string]bool {
 func (r *rolloutWorld) addLabelTool(t *testing.T) {
 	t.Helper()
 	from := r.pointerRevision(t)
-	if _, err := r.source.Apply(fixture.Upsert(labelTool)); err != nil {
+	if _, err := r.srv.Apply(fixture.Upsert(labelTool)); err != nil {
 		t.Fatal(err)
 	}
 	key := discovery.PointerKey{ServerID: serverID, AudienceClass: classA}
