@@ -388,6 +388,22 @@ func TestGateway(t *testing.T) {
 		}
 	})
 
+	t.Run("prompts of a server of the principal's class pass through though none of its tools is visible", func(t *testing.T) {
+		ctx := ctxFor(t)
+		if _, err := w.St.Registry.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: gatewayworld.TenantA, Subject: "dana",
+			Scopes: []string{"audit:read"}, AudienceClasses: []string{gatewayworld.ClassA}}); err != nil {
+			t.Fatal(err)
+		}
+		dana := gatewayworld.Connect(t, w.GatewayURL, w.St.Auth.User(t, "dana", gatewayworld.TenantA, "auditors"), nil)
+		gatewayworld.Eventually(t, "dana reads the class's server", func() bool {
+			ps, err := dana.ListPrompts(ctxFor(t), nil)
+			return err == nil && len(ps.Prompts) == 1 && ps.Prompts[0].Name == gatewayworld.PromptName
+		})
+		if tl, err := dana.ListTools(ctx, nil); err != nil || len(tl.Tools) != 0 {
+			t.Fatalf("dana's tools %v, %v (no tool needs audit:read)", tl, err)
+		}
+	})
+
 	t.Run("prompts and resources of the servers behind the visible set pass through", func(t *testing.T) {
 		ps, err := cs.ListPrompts(ctxFor(t), nil)
 		if err != nil || len(ps.Prompts) != 1 || ps.Prompts[0].Name != gatewayworld.PromptName {

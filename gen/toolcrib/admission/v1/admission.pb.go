@@ -888,7 +888,13 @@ type ListVisibleToolsResponse struct {
 	// digests mean the same set; a host compares it to tell when to re-list.
 	VisibleSetDigest string `protobuf:"bytes,4,opt,name=visible_set_digest,json=visibleSetDigest,proto3" json:"visible_set_digest,omitempty"`
 	// Number of tools in the whole visible set (before the filters).
-	VisibleCount  int32 `protobuf:"varint,5,opt,name=visible_count,json=visibleCount,proto3" json:"visible_count,omitempty"`
+	VisibleCount int32 `protobuf:"varint,5,opt,name=visible_count,json=visibleCount,proto3" json:"visible_count,omitempty"`
+	// The (server, audience class) pairs the principal reads now through its
+	// audience classes: an open, fresh active generation whose rollout stage
+	// serves the request's run, whether or not a tool of it is visible. The
+	// MCP gateway passes these servers' prompts and resources through,
+	// read-only. Ordered by audience class, then server.
+	Servers       []*VisibleServer `protobuf:"bytes,6,rep,name=servers,proto3" json:"servers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -958,6 +964,68 @@ func (x *ListVisibleToolsResponse) GetVisibleCount() int32 {
 	return 0
 }
 
+func (x *ListVisibleToolsResponse) GetServers() []*VisibleServer {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
+}
+
+// VisibleServer is one server as one audience class reads it.
+type VisibleServer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server id.
+	ServerId string `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// Audience class the principal reads the server through.
+	AudienceClass string `protobuf:"bytes,2,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VisibleServer) Reset() {
+	*x = VisibleServer{}
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VisibleServer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VisibleServer) ProtoMessage() {}
+
+func (x *VisibleServer) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VisibleServer.ProtoReflect.Descriptor instead.
+func (*VisibleServer) Descriptor() ([]byte, []int) {
+	return file_toolcrib_admission_v1_admission_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *VisibleServer) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *VisibleServer) GetAudienceClass() string {
+	if x != nil {
+		return x.AudienceClass
+	}
+	return ""
+}
+
 // GetReceiptRequest is the request of GetReceipt.
 type GetReceiptRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -969,7 +1037,7 @@ type GetReceiptRequest struct {
 
 func (x *GetReceiptRequest) Reset() {
 	*x = GetReceiptRequest{}
-	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[8]
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -981,7 +1049,7 @@ func (x *GetReceiptRequest) String() string {
 func (*GetReceiptRequest) ProtoMessage() {}
 
 func (x *GetReceiptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[8]
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -994,7 +1062,7 @@ func (x *GetReceiptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReceiptRequest.ProtoReflect.Descriptor instead.
 func (*GetReceiptRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_admission_v1_admission_proto_rawDescGZIP(), []int{8}
+	return file_toolcrib_admission_v1_admission_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetReceiptRequest) GetReceiptId() string {
@@ -1021,7 +1089,7 @@ type GetReceiptResponse struct {
 
 func (x *GetReceiptResponse) Reset() {
 	*x = GetReceiptResponse{}
-	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[9]
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1033,7 +1101,7 @@ func (x *GetReceiptResponse) String() string {
 func (*GetReceiptResponse) ProtoMessage() {}
 
 func (x *GetReceiptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[9]
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1046,7 +1114,7 @@ func (x *GetReceiptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReceiptResponse.ProtoReflect.Descriptor instead.
 func (*GetReceiptResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_admission_v1_admission_proto_rawDescGZIP(), []int{9}
+	return file_toolcrib_admission_v1_admission_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetReceiptResponse) GetReceipt() *Receipt {
@@ -1135,13 +1203,17 @@ const file_toolcrib_admission_v1_admission_proto_rawDesc = "" +
 	"\x05query\x18\x02 \x01(\tR\x05query\x12\x1b\n" +
 	"\tmax_bytes\x18\x03 \x01(\x03R\bmaxBytes\x12\x1b\n" +
 	"\tmax_tools\x18\x04 \x01(\x05R\bmaxTools\x12\x15\n" +
-	"\x06run_id\x18\x05 \x01(\tR\x05runId\"\xe8\x01\n" +
+	"\x06run_id\x18\x05 \x01(\tR\x05runId\"\xa8\x02\n" +
 	"\x18ListVisibleToolsResponse\x128\n" +
 	"\x05tools\x18\x01 \x03(\v2\".toolcrib.admission.v1.VisibleToolR\x05tools\x12!\n" +
 	"\fpolicy_epoch\x18\x02 \x01(\x03R\vpolicyEpoch\x12\x1c\n" +
 	"\ttruncated\x18\x03 \x01(\bR\ttruncated\x12,\n" +
 	"\x12visible_set_digest\x18\x04 \x01(\tR\x10visibleSetDigest\x12#\n" +
-	"\rvisible_count\x18\x05 \x01(\x05R\fvisibleCount\"2\n" +
+	"\rvisible_count\x18\x05 \x01(\x05R\fvisibleCount\x12>\n" +
+	"\aservers\x18\x06 \x03(\v2$.toolcrib.admission.v1.VisibleServerR\aservers\"S\n" +
+	"\rVisibleServer\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12%\n" +
+	"\x0eaudience_class\x18\x02 \x01(\tR\raudienceClass\"2\n" +
 	"\x11GetReceiptRequest\x12\x1d\n" +
 	"\n" +
 	"receipt_id\x18\x01 \x01(\tR\treceiptId\"\x8b\x01\n" +
@@ -1177,7 +1249,7 @@ func file_toolcrib_admission_v1_admission_proto_rawDescGZIP() []byte {
 }
 
 var file_toolcrib_admission_v1_admission_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolcrib_admission_v1_admission_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_toolcrib_admission_v1_admission_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_toolcrib_admission_v1_admission_proto_goTypes = []any{
 	(Mode)(0),                        // 0: toolcrib.admission.v1.Mode
 	(Decision)(0),                    // 1: toolcrib.admission.v1.Decision
@@ -1189,43 +1261,45 @@ var file_toolcrib_admission_v1_admission_proto_goTypes = []any{
 	(*VisibleTool)(nil),              // 7: toolcrib.admission.v1.VisibleTool
 	(*ListVisibleToolsRequest)(nil),  // 8: toolcrib.admission.v1.ListVisibleToolsRequest
 	(*ListVisibleToolsResponse)(nil), // 9: toolcrib.admission.v1.ListVisibleToolsResponse
-	(*GetReceiptRequest)(nil),        // 10: toolcrib.admission.v1.GetReceiptRequest
-	(*GetReceiptResponse)(nil),       // 11: toolcrib.admission.v1.GetReceiptResponse
-	(v1.DecisionReason)(0),           // 12: toolcrib.catalog.v1.DecisionReason
-	(*timestamppb.Timestamp)(nil),    // 13: google.protobuf.Timestamp
-	(v1.EffectClass)(0),              // 14: toolcrib.catalog.v1.EffectClass
-	(v1.DiscoveryState)(0),           // 15: toolcrib.catalog.v1.DiscoveryState
+	(*VisibleServer)(nil),            // 10: toolcrib.admission.v1.VisibleServer
+	(*GetReceiptRequest)(nil),        // 11: toolcrib.admission.v1.GetReceiptRequest
+	(*GetReceiptResponse)(nil),       // 12: toolcrib.admission.v1.GetReceiptResponse
+	(v1.DecisionReason)(0),           // 13: toolcrib.catalog.v1.DecisionReason
+	(*timestamppb.Timestamp)(nil),    // 14: google.protobuf.Timestamp
+	(v1.EffectClass)(0),              // 15: toolcrib.catalog.v1.EffectClass
+	(v1.DiscoveryState)(0),           // 16: toolcrib.catalog.v1.DiscoveryState
 }
 var file_toolcrib_admission_v1_admission_proto_depIdxs = []int32{
 	1,  // 0: toolcrib.admission.v1.Receipt.decision:type_name -> toolcrib.admission.v1.Decision
-	12, // 1: toolcrib.admission.v1.Receipt.reason:type_name -> toolcrib.catalog.v1.DecisionReason
+	13, // 1: toolcrib.admission.v1.Receipt.reason:type_name -> toolcrib.catalog.v1.DecisionReason
 	0,  // 2: toolcrib.admission.v1.Receipt.mode:type_name -> toolcrib.admission.v1.Mode
-	13, // 3: toolcrib.admission.v1.Receipt.decided_at:type_name -> google.protobuf.Timestamp
-	14, // 4: toolcrib.admission.v1.Receipt.effect_class:type_name -> toolcrib.catalog.v1.EffectClass
+	14, // 3: toolcrib.admission.v1.Receipt.decided_at:type_name -> google.protobuf.Timestamp
+	15, // 4: toolcrib.admission.v1.Receipt.effect_class:type_name -> toolcrib.catalog.v1.EffectClass
 	0,  // 5: toolcrib.admission.v1.CheckRequest.mode:type_name -> toolcrib.admission.v1.Mode
 	1,  // 6: toolcrib.admission.v1.CheckResponse.decision:type_name -> toolcrib.admission.v1.Decision
-	12, // 7: toolcrib.admission.v1.CheckResponse.reason:type_name -> toolcrib.catalog.v1.DecisionReason
+	13, // 7: toolcrib.admission.v1.CheckResponse.reason:type_name -> toolcrib.catalog.v1.DecisionReason
 	2,  // 8: toolcrib.admission.v1.CheckResponse.receipt:type_name -> toolcrib.admission.v1.Receipt
-	13, // 9: toolcrib.admission.v1.CheckResponse.valid_until:type_name -> google.protobuf.Timestamp
-	14, // 10: toolcrib.admission.v1.RuntimeTool.effect_class:type_name -> toolcrib.catalog.v1.EffectClass
-	15, // 11: toolcrib.admission.v1.RuntimeTool.source_state:type_name -> toolcrib.catalog.v1.DiscoveryState
+	14, // 9: toolcrib.admission.v1.CheckResponse.valid_until:type_name -> google.protobuf.Timestamp
+	15, // 10: toolcrib.admission.v1.RuntimeTool.effect_class:type_name -> toolcrib.catalog.v1.EffectClass
+	16, // 11: toolcrib.admission.v1.RuntimeTool.source_state:type_name -> toolcrib.catalog.v1.DiscoveryState
 	5,  // 12: toolcrib.admission.v1.VisibleTool.model:type_name -> toolcrib.admission.v1.ModelTool
 	6,  // 13: toolcrib.admission.v1.VisibleTool.runtime:type_name -> toolcrib.admission.v1.RuntimeTool
-	14, // 14: toolcrib.admission.v1.ListVisibleToolsRequest.effect_classes:type_name -> toolcrib.catalog.v1.EffectClass
+	15, // 14: toolcrib.admission.v1.ListVisibleToolsRequest.effect_classes:type_name -> toolcrib.catalog.v1.EffectClass
 	7,  // 15: toolcrib.admission.v1.ListVisibleToolsResponse.tools:type_name -> toolcrib.admission.v1.VisibleTool
-	2,  // 16: toolcrib.admission.v1.GetReceiptResponse.receipt:type_name -> toolcrib.admission.v1.Receipt
-	13, // 17: toolcrib.admission.v1.GetReceiptResponse.valid_until:type_name -> google.protobuf.Timestamp
-	3,  // 18: toolcrib.admission.v1.AdmissionService.Check:input_type -> toolcrib.admission.v1.CheckRequest
-	8,  // 19: toolcrib.admission.v1.AdmissionService.ListVisibleTools:input_type -> toolcrib.admission.v1.ListVisibleToolsRequest
-	10, // 20: toolcrib.admission.v1.AdmissionService.GetReceipt:input_type -> toolcrib.admission.v1.GetReceiptRequest
-	4,  // 21: toolcrib.admission.v1.AdmissionService.Check:output_type -> toolcrib.admission.v1.CheckResponse
-	9,  // 22: toolcrib.admission.v1.AdmissionService.ListVisibleTools:output_type -> toolcrib.admission.v1.ListVisibleToolsResponse
-	11, // 23: toolcrib.admission.v1.AdmissionService.GetReceipt:output_type -> toolcrib.admission.v1.GetReceiptResponse
-	21, // [21:24] is the sub-list for method output_type
-	18, // [18:21] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	10, // 16: toolcrib.admission.v1.ListVisibleToolsResponse.servers:type_name -> toolcrib.admission.v1.VisibleServer
+	2,  // 17: toolcrib.admission.v1.GetReceiptResponse.receipt:type_name -> toolcrib.admission.v1.Receipt
+	14, // 18: toolcrib.admission.v1.GetReceiptResponse.valid_until:type_name -> google.protobuf.Timestamp
+	3,  // 19: toolcrib.admission.v1.AdmissionService.Check:input_type -> toolcrib.admission.v1.CheckRequest
+	8,  // 20: toolcrib.admission.v1.AdmissionService.ListVisibleTools:input_type -> toolcrib.admission.v1.ListVisibleToolsRequest
+	11, // 21: toolcrib.admission.v1.AdmissionService.GetReceipt:input_type -> toolcrib.admission.v1.GetReceiptRequest
+	4,  // 22: toolcrib.admission.v1.AdmissionService.Check:output_type -> toolcrib.admission.v1.CheckResponse
+	9,  // 23: toolcrib.admission.v1.AdmissionService.ListVisibleTools:output_type -> toolcrib.admission.v1.ListVisibleToolsResponse
+	12, // 24: toolcrib.admission.v1.AdmissionService.GetReceipt:output_type -> toolcrib.admission.v1.GetReceiptResponse
+	22, // [22:25] is the sub-list for method output_type
+	19, // [19:22] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_toolcrib_admission_v1_admission_proto_init() }
@@ -1239,7 +1313,7 @@ func file_toolcrib_admission_v1_admission_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolcrib_admission_v1_admission_proto_rawDesc), len(file_toolcrib_admission_v1_admission_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

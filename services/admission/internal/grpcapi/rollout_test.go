@@ -116,6 +116,9 @@ func TestRolloutStagesThroughTheAPI(t *testing.T) {
 	if got := listed(t, a, "run-8"); len(got) != 0 {
 		t.Fatalf("shadow: listed %v", got)
 	}
+	if resp, err := a.ListVisibleTools(context.Background(), &admissionv1.ListVisibleToolsRequest{RunId: "run-8"}); err != nil || len(resp.GetServers()) != 0 {
+		t.Fatalf("shadow: servers %v, %v (a server in shadow passes nothing through)", resp.GetServers(), err)
+	}
 	if got := check(t, b, okReq()); got.GetReason() != allow {
 		t.Fatalf("demo-b while demo-a's pair is in shadow: %v %q", got.GetReason(), got.GetDetail())
 	}

@@ -413,6 +413,10 @@ func TestListVisibleTools(t *testing.T) {
 		!strings.HasPrefix(resp.GetVisibleSetDigest(), "sha256:") || resp.GetVisibleCount() != 1 {
 		t.Fatalf("%v", resp)
 	}
+	// The server alice reads, once, though only one of its tools is hers.
+	if sv := resp.GetServers(); len(sv) != 1 || sv[0].GetServerId() != "logistics" || sv[0].GetAudienceClass() != "demo-a.readers" {
+		t.Fatalf("servers %v", sv)
+	}
 	_, err = c.ListVisibleTools(context.Background(), &admissionv1.ListVisibleToolsRequest{Query: strings.Repeat("q", 2000)})
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("long query: %v", err)

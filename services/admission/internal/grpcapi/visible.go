@@ -66,14 +66,14 @@ func (s *Server) listVisible(ctx context.Context, p principal.Principal, req *ad
 	if fu := s.o.Heads.FreshUntil(); fu.IsZero() || !now.Before(fu) {
 		return nil, apierror.FailedPrecondition(StalePolicyReason, "this replica cannot prove its policy view is fresh; retry shortly")
 	}
-	set, epoch, err := s.visibleSet(ctx, p, req.GetRunId())
+	set, epoch, servers, err := s.visibleSet(ctx, p, req.GetRunId())
 	if err != nil {
 		return nil, err
 	}
 	r := set.Select(search.Filters{Effects: req.GetEffectClasses(), Query: req.GetQuery(),
 		MaxBytes: req.GetMaxBytes(), MaxTools: int(req.GetMaxTools())})
 	return &admissionv1.ListVisibleToolsResponse{Tools: r.Tools, PolicyEpoch: epoch, Truncated: r.Truncated,
-		VisibleSetDigest: r.Digest, VisibleCount: int32(r.Count)}, nil
+		VisibleSetDigest: r.Digest, VisibleCount: int32(r.Count), Servers: servers}, nil
 }
 
 // visibleSet builds (or reuses) the set of tools p may call now in run:
@@ -84,17 +84,17 @@ func (s *Server) listVisible(ctx context.Context, p principal.Principal, req *ad
 // canary's effect classes. Built sets are kept by everything they were
 // built from: the epoch fixes every stage, and a canary's source is in
 // the key only when the run is inside it.
-func (s *Server) visibleSet(ctx context.Context, p principal.Principal, run string) (*search.Set, int64, error) {
+func (s *Server) visibleSet(ctx context.Context, p principal.Principal, run string) (*search.Set, int64, []*admissionv1.VisibleServer, error) {
 	epoch, err := s.epochOf(ctx, p.Tenant)
 	if errors.Is(err, replica.ErrNotFound) {
-		return search.Build(nil), 0, nil
+		return search.Build(nil), 0, nil, nil
 	}
 	if err != nil {
-		return nil, 0, unavailable(err)
+		return nil, 0, nil, unavailable(err)
 	}
 	pol, err := s.policy(ctx, p.Tenant, epoch)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	epoch = pol.Epoch
 	access := decision.Effective(pol.Grants, p.Subject, p.Groups)
@@ -122,7 +122,7 @@ func (s *Server) visibleSet(ctx context.Context, p principal.Principal, run stri
 					continue
 				}
 				if err != nil {
-					return nil, 0, unavailable(err)
+					return nil, 0, nil, unavailable(err)
 				}
 				s.o.Heads.SetPointer(got)
 				ptr, _ = s.o.Heads.Pointer(srv, c)
@@ -134,14 +134,18 @@ func (s *Server) visibleSet(ctx context.Context, p principal.Principal, run stri
 			key.WriteString("|" + c + "/" + srv + "@" + strconv.FormatInt(ptr.Revision, 10))
 		}
 	}
+	servers := make([]*admissionv1.VisibleServer, len(srcs))
+	for i, sr := range srcs {
+		servers[i] = &admissionv1.VisibleServer{ServerId: sr.ptr.ServerID, AudienceClass: sr.class}
+	}
 	if set, ok := s.sets.Get(key.String()); ok {
-		return set, epoch, nil
+		return set, epoch, servers, nil
 	}
 	var tools []search.Tool
 	for _, sr := range srcs {
 		gen, err := s.o.Material.Generation(ctx, sr.ptr.ServerID, sr.class, sr.ptr.Generation)
 		if err != nil {
-			return nil, 0, unavailable(err)
+			return nil, 0, nil, unavailable(err)
 		}
 		ids := make([]string, 0, len(gen.Tools))
 		for id := range gen.Tools {
@@ -152,7 +156,7 @@ func (s *Server) visibleSet(ctx context.Context, p principal.Principal, run stri
 			t := gen.Tools[id]
 			rv, err := s.o.Material.Review(ctx, p.Tenant, epoch, sr.class, id, t.DescriptorDigest)
 			if err != nil {
-				return nil, 0, unavailable(err)
+				return nil, 0, nil, unavailable(err)
 			}
 			if !rv.Known || !rv.Enabled || rv.Approved == nil || !access.HasScope(rv.Approved.Scope) ||
 				!sr.rollout.Admits(sr.ptr.ServerID, sr.class, run, rv.Approved.Effect) {
@@ -172,5 +176,5 @@ func (s *Server) visibleSet(ctx context.Context, p principal.Principal, run stri
 	}
 	set := search.Build(tools)
 	s.sets.Add(key.String(), set)
-	return set, epoch, nil
+	return set, epoch, servers, nil
 }

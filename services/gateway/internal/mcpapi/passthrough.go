@@ -9,14 +9,15 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/yosida95/uritemplate/v3"
 
+	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	"github.com/toolcrib/toolcrib/services/gateway/internal/bearer"
 )
 
-// Prompts and resources of the servers behind the principal's visible set
-// pass through read-only: listed from each (server, audience class) with
-// the class's credential, namespaced on collision, and read or got through
-// the same session. A server is behind the set when one of its tools is
-// visible to the principal; other principals' servers are never asked.
+// Prompts and resources of the servers of the principal's audience classes
+// pass through read-only: listed from each (server, audience class) the
+// principal reads now (see [Gateway.sources]) with the class's credential,
+// namespaced on collision, and read or got through the same session.
+// Servers of classes the principal does not hold are never asked.
 
 // Caps of one passthrough listing.
 const (
@@ -40,19 +41,19 @@ type resourceRef struct {
 	uri string
 }
 
-// sources are the (server, class) pairs behind the principal's current
-// visible set, read afresh.
-func (g *Gateway) sources(ctx context.Context, st *state, tok string) ([]source, error) {
-	set, err := g.sync(ctx, st, tok)
+// sources are the (server, class) pairs the principal reads now through
+// its audience classes (admission's ListVisibleTools servers: open, fresh,
+// served to it by the rollout stage), read afresh; a server none of whose
+// tools the principal may call still passes its prompts and resources
+// through, read-only.
+func (g *Gateway) sources(ctx context.Context, _ *state, tok string) ([]source, error) {
+	resp, err := g.opts.Admission.ListVisibleTools(ctx, &admissionv1.ListVisibleToolsRequest{MaxTools: 1}, withToken(tok))
 	if err != nil {
 		return nil, err
 	}
 	var out []source
-	for _, t := range set.tools {
-		if t.rt == nil {
-			continue
-		}
-		s := source{t.rt.GetServerId(), t.rt.GetAudienceClass()}
+	for _, sv := range resp.GetServers() {
+		s := source{sv.GetServerId(), sv.GetAudienceClass()}
 		if !slices.Contains(out, s) {
 			out = append(out, s)
 		}

@@ -83,18 +83,20 @@ class ListVisibleToolsRequest(_message.Message):
     def __init__(self, effect_classes: _Optional[_Iterable[_Union[_catalog_pb2.EffectClass, str]]] = ..., query: _Optional[str] = ..., max_bytes: _Optional[int] = ..., max_tools: _Optional[int] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class ListVisibleToolsResponse(_message.Message):
-    __slots__ = ["policy_epoch", "tools", "truncated", "visible_count", "visible_set_digest"]
+    __slots__ = ["policy_epoch", "servers", "tools", "truncated", "visible_count", "visible_set_digest"]
     POLICY_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SERVERS_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     VISIBLE_COUNT_FIELD_NUMBER: _ClassVar[int]
     VISIBLE_SET_DIGEST_FIELD_NUMBER: _ClassVar[int]
     policy_epoch: int
+    servers: _containers.RepeatedCompositeFieldContainer[VisibleServer]
     tools: _containers.RepeatedCompositeFieldContainer[VisibleTool]
     truncated: bool
     visible_count: int
     visible_set_digest: str
-    def __init__(self, tools: _Optional[_Iterable[_Union[VisibleTool, _Mapping]]] = ..., policy_epoch: _Optional[int] = ..., truncated: bool = ..., visible_set_digest: _Optional[str] = ..., visible_count: _Optional[int] = ...) -> None: ...
+    def __init__(self, tools: _Optional[_Iterable[_Union[VisibleTool, _Mapping]]] = ..., policy_epoch: _Optional[int] = ..., truncated: bool = ..., visible_set_digest: _Optional[str] = ..., visible_count: _Optional[int] = ..., servers: _Optional[_Iterable[_Union[VisibleServer, _Mapping]]] = ...) -> None: ...
 
 class ModelTool(_message.Message):
     __slots__ = ["description", "input_schema", "name"]
@@ -163,6 +165,14 @@ class RuntimeTool(_message.Message):
     source_state: _catalog_pb2.DiscoveryState
     tool_id: str
     def __init__(self, tool_id: _Optional[str] = ..., server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., generation: _Optional[int] = ..., descriptor_digest: _Optional[str] = ..., effect_class: _Optional[_Union[_catalog_pb2.EffectClass, str]] = ..., source_state: _Optional[_Union[_catalog_pb2.DiscoveryState, str]] = ..., confirmation_required: bool = ...) -> None: ...
+
+class VisibleServer(_message.Message):
+    __slots__ = ["audience_class", "server_id"]
+    AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    audience_class: str
+    server_id: str
+    def __init__(self, server_id: _Optional[str] = ..., audience_class: _Optional[str] = ...) -> None: ...
 
 class VisibleTool(_message.Message):
     __slots__ = ["model", "runtime"]
