@@ -404,6 +404,41 @@ func TestGateway(t *testing.T) {
 		}
 	})
 
+	t.Run("a contract's result budget replaces the gateway's", func(t *testing.T) {
+		// 4 KiB of text: export_log's contract sets no budget, so the
+		// gateway's 64 KiB applies and the text comes inline.
+		inline := call(t, cs, "export_log", map[string]any{"bytes": 4096})
+		if inline.IsError || len(inline.Content) != 1 || text(inline) != gatewayworld.ExportLog()[:4096] {
+			t.Fatalf("export_log of 4 KiB under the default budget: error %v, %d contents", inline.IsError, len(inline.Content))
+		}
+		// ping's contract sets 1 KiB: its 4 KiB answer becomes an artifact.
+		res := call(t, cs, "ping", map[string]any{"pad": 4096})
+		var link *mcp.ResourceLink
+		for _, c := range res.Content {
+			if l, ok := c.(*mcp.ResourceLink); ok {
+				link = l
+			}
+		}
+		if res.IsError || link == nil {
+			t.Fatalf("ping of 4 KiB under a 1 KiB contract budget: error %v, no resource link in %d bytes of text", res.IsError, len(text(res)))
+		}
+		if want := "4100 bytes (sha256:"; !strings.Contains(text(res), want) ||
+			!strings.Contains(text(res), fmt.Sprintf("over the %d-byte budget", gatewayworld.PingBudgetBytes)) {
+			t.Fatalf("preview %q", text(res)[:200])
+		}
+		if b, _ := json.Marshal(res); len(b) > 4096 {
+			t.Fatalf("the answer has %d bytes, more than the result it stands for", len(b))
+		}
+		got, err := cs.ReadResource(ctxFor(t), &mcp.ReadResourceParams{URI: link.URI})
+		if err != nil || len(got.Contents) != 1 || got.Contents[0].Text != gatewayworld.Pong(4096) {
+			t.Fatalf("alice reads the ping artifact: %v", err)
+		}
+		// A small ping stays inline under the same contract.
+		if small := call(t, cs, "ping", nil); small.IsError || text(small) != "pong" {
+			t.Fatalf("ping: %q", text(small))
+		}
+	})
+
 	t.Run("prompts and resources of the servers behind the visible set pass through", func(t *testing.T) {
 		ps, err := cs.ListPrompts(ctxFor(t), nil)
 		if err != nil || len(ps.Prompts) != 1 || ps.Prompts[0].Name != gatewayworld.PromptName {

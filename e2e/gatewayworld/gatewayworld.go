@@ -5,8 +5,10 @@
 //
 // The server `inventory` has six tools. For tenant-a's readers (group
 // `readers`), shipment_status, cancel_shipment (WRITE: needs the user's
-// confirmation), export_log (a 5 MB text) and ping (no result policy, for
-// the benchmark) are approved and enabled; secret_report is published but
+// confirmation), export_log (a 5 MB text, or its first `bytes` bytes; no
+// result budget, so the gateway's applies) and ping (no result policy, for
+// the benchmark; `pad` adds that many bytes to its answer; its contract's
+// result budget is PingBudgetBytes) are approved and enabled; secret_report is published but
 // never approved, so nobody sees it; slow_report answers after its
 // contract's deadline. tenant-a's class reaches the server with its own
 // credential (UpstreamCredential), never the caller's token.
@@ -201,14 +203,26 @@ func (w *World) startUpstream(t testing.TB, leaseAddr string, kit bool) string {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "cancelled " + in.ShipmentID}}}, nil
 		})
 	catalog.AddTool(&mcp.Tool{Name: "export_log", Description: "Export the warehouse log as text.",
-		InputSchema: map[string]any{"type": "object"}},
+		InputSchema: sizedSchema("bytes")},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			w.record(ctx, "export_log", nil)
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: ExportLog()}}}, nil
+			var in struct {
+				Bytes int `json:"bytes"`
+			}
+			_ = jsonUnmarshal(req.Params.Arguments, &in)
+			log := ExportLog()
+			if in.Bytes > 0 && in.Bytes < len(log) {
+				log = log[:in.Bytes]
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: log}}}, nil
 		})
-	catalog.AddTool(&mcp.Tool{Name: "ping", Description: "Answer pong.", InputSchema: map[string]any{"type": "object"}},
+	catalog.AddTool(&mcp.Tool{Name: "ping", Description: "Answer pong.", InputSchema: sizedSchema("pad")},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong"}}}, nil
+			var in struct {
+				Pad int `json:"pad"`
+			}
+			_ = jsonUnmarshal(req.Params.Arguments, &in)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: Pong(in.Pad)}}}, nil
 		})
 	catalog.AddTool(&mcp.Tool{Name: "slow_report", Description: "Compile a report slowly.", InputSchema: map[string]any{"type": "object"}},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -270,6 +284,21 @@ func structured(v any) (*mcp.CallToolResult, error) {
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: json.RawMessage(b)}, nil
 }
+
+// sizedSchema is the input schema of a tool whose answer's size an
+// optional integer argument sets.
+func sizedSchema(arg string) map[string]any {
+	return map[string]any{"type": "object", "properties": map[string]any{
+		arg: map[string]any{"type": "integer", "minimum": 0, "maximum": 1 << 20}}}
+}
+
+// Pong is ping's answer with pad bytes of padding.
+func Pong(pad int) string { return "pong" + strings.Repeat(".", min(max(pad, 0), 1<<20)) }
+
+// PingBudgetBytes is ping's contract result budget: a ping answer larger
+// than this becomes an artifact, though it is far below the gateway's
+// default budget.
+const PingBudgetBytes = 1024
 
 // ExportLog is export_log's result: ExportBytes of log lines.
 func ExportLog() string {
@@ -404,7 +433,7 @@ func Start(t testing.TB, opts Options) *World {
 		pub, err := reg.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: &registryv1.ToolContract{
 			ToolId: ServerID + "." + c.tool, Effect: c.effect, Scope: c.scope, DeadlineMs: deadline(c.tool),
 			Authorization: registryv1.Authorization_AUTHORIZATION_CALLER_AND_TENANT,
-			AllowedFields: c.allowed, RequiredEvidence: c.evidence,
+			AllowedFields: c.allowed, RequiredEvidence: c.evidence, ResultBudgetBytes: resultBudget(c.tool),
 		}})
 		if err != nil {
 			t.Fatalf("publish %s: %v", c.tool, err)
@@ -461,6 +490,13 @@ func (w *World) StartGateway(t testing.TB, admissionAddr, leaseAddr string, edit
 		w.GatewayURL = u
 	}
 	return u
+}
+
+func resultBudget(tool string) int64 {
+	if tool == "ping" {
+		return PingBudgetBytes
+	}
+	return 0
 }
 
 // SlowDeadlineMs is slow_report's contract deadline; it answers after 3 s.

@@ -74,7 +74,8 @@ type Config struct {
 	ConfirmTTL time.Duration
 
 	// ResultBudget is the largest result (bytes of its JSON) given to the
-	// model inline; larger ones become artifacts.
+	// model inline when the contract sets no result_budget_bytes; larger
+	// ones become artifacts.
 	ResultBudget int
 	// PreviewBytes bounds the head and the tail of an artifact's preview.
 	PreviewBytes int
@@ -116,7 +117,7 @@ func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 	s.String(&cfg.LeaseAudiencePrefix, "lease-audience-prefix", "", "executor.", "prefix of the server id forming a lease's executor audience")
 	s.Duration(&cfg.DefaultDeadline, "default-deadline", "", 30*time.Second, "upstream deadline when the contract sets no deadline_ms")
 	s.Duration(&cfg.ConfirmTTL, "confirm-ttl", "", 5*time.Minute, "how long a confirmation request stays answerable")
-	s.Int(&cfg.ResultBudget, "result-budget-bytes", "", 64<<10, "largest result given to the model inline; larger ones become artifacts")
+	s.Int(&cfg.ResultBudget, "result-budget-bytes", "", 64<<10, "largest result given to the model inline when its contract sets no result_budget_bytes; larger ones become artifacts")
 	s.Int(&cfg.PreviewBytes, "preview-bytes", "", 1024, "bytes of an artifact's head and of its tail in the preview")
 	s.Duration(&cfg.ArtifactRetention, "artifact-retention", "", 24*time.Hour, "how long an artifact is kept")
 	s.Int(&cfg.MaxArtifactBytes, "max-artifact-bytes", "", 64<<20, "largest result stored as an artifact; larger results are refused")

@@ -325,3 +325,51 @@ func TestRollback(t *testing.T) {
 		t.Fatalf("rollback history %q", rolled)
 	}
 }
+
+// A contract's result budget is stored and returned (GetTool, the approval,
+// GetToolReview, which the gateway reads); it is part of the approval
+// digest; a negative or oversized budget is refused and nothing is written.
+func TestPublishResultBudget(t *testing.T) {
+	t.Parallel()
+	_, ctx, admin := startWithTool(t, "Query the current status of a shipment.")
+
+	for _, bad := range []int64{-1, 64<<20 + 1} {
+		c := contractFor(toolID)
+		c.ResultBudgetBytes = bad
+		_, err := admin.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: c})
+		wantCode(t, err, codes.InvalidArgument, "")
+		vs := wantFields(t, err, "contract.result_budget_bytes")
+		if vs[0].description != "must be 0 (the gateway's default) or between 1024 and 67108864" {
+			t.Fatalf("budget %d: description %q", bad, vs[0].description)
+		}
+	}
+	if tool, _ := getTool(t, admin, toolID); tool.GetContractVersion() != 0 {
+		t.Fatalf("a refused budget wrote a contract: %v", tool)
+	}
+
+	pub, err := admin.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: contractFor(toolID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noBudget := pub.GetTool().GetApprovalDigest()
+	c := contractFor(toolID)
+	c.ResultBudgetBytes = 1024
+	pub, err = admin.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := pub.GetTool().GetApprovalDigest()
+	if d == noBudget || pub.GetTool().GetContractVersion() != 2 {
+		t.Fatalf("a budget is a contract change: digest %s (was %s), version %d", d, noBudget, pub.GetTool().GetContractVersion())
+	}
+	if _, err := admin.ApproveTool(ctx, &registryv1.ApproveToolRequest{ToolId: toolID, ApprovalDigest: d}); err != nil {
+		t.Fatal(err)
+	}
+	tool, _ := getTool(t, admin, toolID)
+	if tool.GetContract().GetResultBudgetBytes() != 1024 || tool.GetApprovals()[0].GetContract().GetResultBudgetBytes() != 1024 {
+		t.Fatalf("stored budget: contract %v, approval %v", tool.GetContract(), tool.GetApprovals()[0].GetContract())
+	}
+	if got := review(t, admin, class, tool.GetDescriptorDigest()).GetContract().GetResultBudgetBytes(); got != 1024 {
+		t.Fatalf("GetToolReview budget %d, want 1024", got)
+	}
+}

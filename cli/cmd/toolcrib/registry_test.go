@@ -89,17 +89,24 @@ required_evidence: [shipment_id, updated_at]
 		t.Fatal(err)
 	}
 	out = mustCLI(t, r, admin, "contract", "publish", "--file", contractYAML, "logistics.shipment_status")
-	wantLines(t, out, `review state\s+unreviewed`, `contract\s+v1: effect read-only, scope shipment:read`, `toolcrib tool approve logistics.shipment_status sha256:`)
+	wantLines(t, out, `review state\s+unreviewed`, `contract\s+v1: effect read-only, scope shipment:read`, `result budget gateway default`,
+		`toolcrib tool approve logistics.shipment_status sha256:`)
 	first := digestRe.FindStringSubmatch(out)[1]
 
+	// A negative result budget is refused by the registry, naming the field.
+	_, err := cli(t, r, admin, "contract", "publish", "--file", contractYAML, "--result-budget", "-5", "logistics.shipment_status")
+	if err == nil || !strings.Contains(describe(err), "InvalidArgument") || !strings.Contains(describe(err), "result_budget_bytes") {
+		t.Fatalf("publishing a negative result budget: %v", err)
+	}
+
 	// Flags override the file: a second contract gets a new digest.
-	out = mustCLI(t, r, admin, "contract", "publish", "--file", contractYAML, "--deadline-ms", "3000", "logistics.shipment_status")
+	out = mustCLI(t, r, admin, "contract", "publish", "--file", contractYAML, "--deadline-ms", "3000", "--result-budget", "4096", "logistics.shipment_status")
 	wantLines(t, out, `deadline 3000ms`)
 	out = mustCLI(t, r, admin, "tool", "show", "logistics.shipment_status")
-	wantLines(t, out, `description\s+"Query the current status of a shipment\."`, `DISCOVERED\s+discovery`, `PUBLISHED\s+test-admin\s+v2`)
+	wantLines(t, out, `result budget 4096 bytes`, `description\s+"Query the current status of a shipment\."`, `DISCOVERED\s+discovery`, `PUBLISHED\s+test-admin\s+v2`)
 	current := digestRe.FindStringSubmatch(out)[1]
 
-	_, err := cli(t, r, admin, "tool", "approve", "logistics.shipment_status", first)
+	_, err = cli(t, r, admin, "tool", "approve", "logistics.shipment_status", first)
 	if err == nil || !strings.Contains(describe(err), "FailedPrecondition") || !strings.Contains(describe(err), "not the current approval digest") {
 		t.Fatalf("approving a stale digest: %v", err)
 	}

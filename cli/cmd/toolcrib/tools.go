@@ -34,6 +34,7 @@ type contractFile struct {
 	Confirmation      string   `yaml:"confirmation,omitempty"`
 	AllowedFields     []string `yaml:"allowed_fields,omitempty"`
 	RequiredEvidence  []string `yaml:"required_evidence,omitempty"`
+	ResultBudgetBytes int64    `yaml:"result_budget_bytes,omitempty"`
 	DownstreamMapping struct {
 		Destination string `yaml:"destination,omitempty"`
 		Operation   string `yaml:"operation,omitempty"`
@@ -80,7 +81,7 @@ func (f contractFile) toProto(tool string) (*registryv1.ToolContract, error) {
 	return &registryv1.ToolContract{
 		ToolId: tool, Effect: catalogv1.EffectClass(effect), Scope: f.Scope, Authorization: registryv1.Authorization(auth),
 		DeadlineMs: f.DeadlineMS, Confirmation: registryv1.Confirmation(conf),
-		AllowedFields: f.AllowedFields, RequiredEvidence: f.RequiredEvidence,
+		AllowedFields: f.AllowedFields, RequiredEvidence: f.RequiredEvidence, ResultBudgetBytes: f.ResultBudgetBytes,
 		DownstreamMapping: &registryv1.DownstreamMapping{Destination: f.DownstreamMapping.Destination,
 			Operation: f.DownstreamMapping.Operation, Identity: f.DownstreamMapping.Identity},
 		DataPolicy: &registryv1.DataPolicy{Classification: f.DataPolicy.Classification,
@@ -110,6 +111,17 @@ func (o overrides) num(fs *flag.FlagSet, name, usage string, apply func(*contrac
 	})
 }
 
+func (o overrides) num64(fs *flag.FlagSet, name, usage string, apply func(*contractFile, int64)) {
+	fs.Func(name, usage, func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("not a number: %q", v)
+		}
+		o[name] = func(f *contractFile) { apply(f, n) }
+		return nil
+	})
+}
+
 func (o overrides) list(fs *flag.FlagSet, name, usage string, apply func(*contractFile, []string)) {
 	var l listFlag
 	fs.Func(name, usage, func(v string) error {
@@ -131,7 +143,7 @@ func contractCommand() command {
 			"flags override the file. The tool becomes unreviewed until its new approval digest is approved",
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&file, "file", "", "contract file, YAML or JSON, with the keys of the flags below (tool_id, effect, scope, "+
-				"authorization, deadline_ms, confirmation, allowed_fields, required_evidence, downstream_mapping{destination, "+
+				"authorization, deadline_ms, confirmation, allowed_fields, required_evidence, result_budget_bytes, downstream_mapping{destination, "+
 				"operation, identity}, data_policy{classification, personal_data, retention_days})")
 			set.str(fs, "effect", "effect class: read-only, reservation, write or destructive", func(f *contractFile, v string) { f.Effect = v })
 			set.str(fs, "scope", "scope a caller must hold, e.g. shipment:read", func(f *contractFile, v string) { f.Scope = v })
@@ -145,6 +157,8 @@ func contractCommand() command {
 				func(f *contractFile, v []string) { f.AllowedFields = v })
 			set.list(fs, "required-evidence", "result fields a result must carry as evidence; must be allowed fields",
 				func(f *contractFile, v []string) { f.RequiredEvidence = v })
+			set.num64(fs, "result-budget", "largest result in bytes given to the model inline, 1024 to 67108864; larger ones go to the "+
+				"gateway's artifact store; 0 for the gateway's default", func(f *contractFile, v int64) { f.ResultBudgetBytes = v })
 			set.str(fs, "destination", "downstream system, e.g. shipments-api",
 				func(f *contractFile, v string) { f.DownstreamMapping.Destination = v })
 			set.str(fs, "operation", "downstream operation, e.g. 'GET /shipments/{id}'",
@@ -396,6 +410,7 @@ func printTool(w io.Writer, t *registryv1.Tool) {
 		fmt.Fprintf(w, "contract\tv%d: effect %s, scope %s, authorization %s, deadline %s\n", t.GetContractVersion(),
 			effectName(c.GetEffect()), c.GetScope(), enumName(c.GetAuthorization().String(), "AUTHORIZATION_"), deadlineText(c.GetDeadlineMs()))
 		fmt.Fprintf(w, "\tallowed fields %s, required evidence %s\n", allowedFieldsText(c.GetAllowedFields()), requiredEvidenceText(c.GetRequiredEvidence()))
+		fmt.Fprintf(w, "\tresult budget %s\n", resultBudgetText(c.GetResultBudgetBytes()))
 		if dm := c.GetDownstreamMapping(); dm.GetDestination() != "" || dm.GetOperation() != "" || dm.GetIdentity() != "" {
 			fmt.Fprintf(w, "\tdownstream %s %s as %s\n", orDash(dm.GetDestination()), orDash(dm.GetOperation()), orDash(dm.GetIdentity()))
 		}
@@ -530,6 +545,13 @@ func variantsApproved(t *registryv1.Tool) string {
 		}
 	}
 	return fmt.Sprintf("%d/%d", n, len(t.GetVariants()))
+}
+
+func resultBudgetText(n int64) string {
+	if n == 0 {
+		return "gateway default"
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
 }
 
 func deadlineText(ms int32) string {

@@ -1145,9 +1145,15 @@ type ToolContract struct {
 	// of `allowed_fields` when that is set. A set: stored sorted.
 	RequiredEvidence []string `protobuf:"bytes,9,rep,name=required_evidence,json=requiredEvidence,proto3" json:"required_evidence,omitempty"`
 	// When a call needs user confirmation.
-	Confirmation  Confirmation `protobuf:"varint,10,opt,name=confirmation,proto3,enum=toolcrib.registry.v1.Confirmation" json:"confirmation,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Confirmation Confirmation `protobuf:"varint,10,opt,name=confirmation,proto3,enum=toolcrib.registry.v1.Confirmation" json:"confirmation,omitempty"`
+	// Largest result, in bytes of its JSON, the gateway gives the model
+	// inline; a larger one goes to the artifact store and the model gets a
+	// preview and a link. 0 means the gateway's default
+	// (`--result-budget-bytes`); otherwise between 1024 and 67108864 (64 MiB).
+	// Part of the contract, so of the approval digest when set.
+	ResultBudgetBytes int64 `protobuf:"varint,11,opt,name=result_budget_bytes,json=resultBudgetBytes,proto3" json:"result_budget_bytes,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ToolContract) Reset() {
@@ -1248,6 +1254,13 @@ func (x *ToolContract) GetConfirmation() Confirmation {
 		return x.Confirmation
 	}
 	return Confirmation_CONFIRMATION_UNSPECIFIED
+}
+
+func (x *ToolContract) GetResultBudgetBytes() int64 {
+	if x != nil {
+		return x.ResultBudgetBytes
+	}
+	return 0
 }
 
 // ToolVariant is what one audience class sees of a tool at the source, and
@@ -1382,9 +1395,12 @@ type ApprovedVersion struct {
 	// "confirmation":"CONFIRMATION_…","data_policy":{"classification":…,
 	// "personal_data":…,"retention_days":…},"deadline_ms":…,
 	// "downstream_mapping":{"destination":…,"identity":…,"operation":…},
-	// "effect":"EFFECT_CLASS_…","required_evidence":[…],"scope":…,
-	// "tool_id":…},"descriptor_digest":"sha256:…"}`. Enums are their full
-	// names, lists are sorted, every member is always present.
+	// "effect":"EFFECT_CLASS_…","required_evidence":[…],
+	// "result_budget_bytes":…,"scope":…,"tool_id":…},
+	// "descriptor_digest":"sha256:…"}`. Enums are their full names, lists
+	// are sorted, every member is always present except
+	// `result_budget_bytes`, which is absent when 0 (so contracts without a
+	// budget keep the digests they had before the field existed).
 	ApprovalDigest string `protobuf:"bytes,1,opt,name=approval_digest,json=approvalDigest,proto3" json:"approval_digest,omitempty"`
 	// The descriptor digest approved.
 	DescriptorDigest string `protobuf:"bytes,2,opt,name=descriptor_digest,json=descriptorDigest,proto3" json:"descriptor_digest,omitempty"`
@@ -5509,7 +5525,7 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"DataPolicy\x12&\n" +
 	"\x0eclassification\x18\x01 \x01(\tR\x0eclassification\x12#\n" +
 	"\rpersonal_data\x18\x02 \x01(\bR\fpersonalData\x12%\n" +
-	"\x0eretention_days\x18\x03 \x01(\x05R\rretentionDays\"\x9a\x04\n" +
+	"\x0eretention_days\x18\x03 \x01(\x05R\rretentionDays\"\xca\x04\n" +
 	"\fToolContract\x12\x17\n" +
 	"\atool_id\x18\x01 \x01(\tR\x06toolId\x128\n" +
 	"\x06effect\x18\x02 \x01(\x0e2 .toolcrib.catalog.v1.EffectClassR\x06effect\x12\x14\n" +
@@ -5523,7 +5539,8 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\x0eallowed_fields\x18\b \x03(\tR\rallowedFields\x12+\n" +
 	"\x11required_evidence\x18\t \x03(\tR\x10requiredEvidence\x12F\n" +
 	"\fconfirmation\x18\n" +
-	" \x01(\x0e2\".toolcrib.registry.v1.ConfirmationR\fconfirmation\"\x9b\x03\n" +
+	" \x01(\x0e2\".toolcrib.registry.v1.ConfirmationR\fconfirmation\x12.\n" +
+	"\x13result_budget_bytes\x18\v \x01(\x03R\x11resultBudgetBytes\"\x9b\x03\n" +
 	"\vToolVariant\x12%\n" +
 	"\x0eaudience_class\x18\x01 \x01(\tR\raudienceClass\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12+\n" +

@@ -22,7 +22,8 @@ const MetaArtifact = "dev.toolcrib/artifact"
 // error result passes through (bounded like any result); a successful one
 // is projected to the contract's allowed fields, checked for required
 // evidence and validated against the output schema; then a result over the
-// budget becomes an artifact with a preview.
+// contract's budget (the gateway's when the contract sets none) becomes an
+// artifact with a preview.
 func (g *Gateway) applyPolicy(ctx context.Context, st *state, toolID, receiptID string, review contract.Review,
 	desc *contract.Descriptor, up *mcp.CallToolResult) (*mcp.CallToolResult, string, string) {
 	out := &mcp.CallToolResult{IsError: up.IsError, Content: up.Content, Meta: mcp.Meta{}}
@@ -66,10 +67,11 @@ func (g *Gateway) applyPolicy(ctx context.Context, st *state, toolID, receiptID 
 	if err != nil {
 		return denial(policy.ReasonNotObject, "the result cannot be encoded", ""), outcomeRefused, policy.ReasonNotObject
 	}
-	if size <= g.opts.ResultBudget {
+	budget := policy.BudgetFor(review.Contract.GetResultBudgetBytes(), g.opts.ResultBudget, g.opts.PreviewBytes)
+	if size <= budget.Bytes {
 		return out, outcomeOK, ""
 	}
-	return g.toArtifact(ctx, st, toolID, receiptID, out)
+	return g.toArtifact(ctx, st, toolID, receiptID, budget, out)
 }
 
 func encodedSize(r *mcp.CallToolResult) (int, error) {
@@ -79,7 +81,7 @@ func encodedSize(r *mcp.CallToolResult) (int, error) {
 
 // toArtifact stores a result over the budget and answers with a bounded
 // preview (head, tail, size, sha256) and a resource link.
-func (g *Gateway) toArtifact(ctx context.Context, st *state, toolID, receiptID string, r *mcp.CallToolResult) (*mcp.CallToolResult, string, string) {
+func (g *Gateway) toArtifact(ctx context.Context, st *state, toolID, receiptID string, budget policy.Budget, r *mcp.CallToolResult) (*mcp.CallToolResult, string, string) {
 	body, mime := artifactBody(r)
 	if len(body) > g.opts.MaxArtifactBytes {
 		return denial(ReasonResultTooLarge, fmt.Sprintf("the result has %d bytes, more than the %d an artifact may hold", len(body), g.opts.MaxArtifactBytes),
@@ -91,9 +93,9 @@ func (g *Gateway) toArtifact(ctx context.Context, st *state, toolID, receiptID s
 		return unavailable("the artifact store", err), outcomeUnavailable, ReasonUnavailable
 	}
 	g.opts.Metrics.Artifact(len(body))
-	head, tail := preview(body, g.opts.PreviewBytes)
+	head, tail := preview(body, budget.PreviewBytes)
 	text := fmt.Sprintf("The result is %d bytes (%s), over the %d-byte budget, and is stored as the resource %s (%s) until %s; read it with resources/read.\n--- head ---\n%s\n--- tail ---\n%s",
-		a.Size, a.SHA256, g.opts.ResultBudget, a.URI(), mime, a.ExpiresAt.Format("2006-01-02T15:04:05Z07:00"), head, tail)
+		a.Size, a.SHA256, budget.Bytes, a.URI(), mime, a.ExpiresAt.Format("2006-01-02T15:04:05Z07:00"), head, tail)
 	size := a.Size
 	return &mcp.CallToolResult{
 		IsError: r.IsError,

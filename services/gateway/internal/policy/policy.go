@@ -173,3 +173,26 @@ func CompileOutput(raw json.RawMessage) (*jsonschema.Schema, error) {
 	}
 	return c.Compile(resourceURL)
 }
+
+// Budget is the size limit of one contract's results.
+type Budget struct {
+	// Bytes is the largest result (bytes of its JSON) given to the model
+	// inline; a larger one becomes an artifact.
+	Bytes int
+	// PreviewBytes bounds the head and the tail of an artifact's preview;
+	// at most Bytes/2, so a preview is never over the budget.
+	PreviewBytes int
+}
+
+// BudgetFor returns the budget of a contract whose result_budget_bytes is
+// contractBytes: that many bytes when it is above 0, else defaultBytes
+// (the gateway's `--result-budget-bytes`). The preview is previewBytes,
+// lowered to half the budget when the contract's budget is smaller.
+func BudgetFor(contractBytes int64, defaultBytes, previewBytes int) Budget {
+	b := Budget{Bytes: defaultBytes, PreviewBytes: previewBytes}
+	if contractBytes > 0 {
+		b.Bytes = int(contractBytes)
+	}
+	b.PreviewBytes = min(b.PreviewBytes, b.Bytes/2)
+	return b
+}

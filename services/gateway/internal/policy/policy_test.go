@@ -82,3 +82,23 @@ func TestCompileOutputRefusesRemoteRef(t *testing.T) {
 		t.Fatal("a schema with a remote $ref compiled")
 	}
 }
+
+func TestBudgetFor(t *testing.T) {
+	cases := []struct {
+		name     string
+		contract int64
+		want     Budget
+	}{
+		{name: "no contract budget is the gateway default", contract: 0, want: Budget{Bytes: 64 << 10, PreviewBytes: 1024}},
+		{name: "a contract budget replaces the default", contract: 4096, want: Budget{Bytes: 4096, PreviewBytes: 1024}},
+		{name: "a small budget halves the preview", contract: 1024, want: Budget{Bytes: 1024, PreviewBytes: 512}},
+		{name: "a budget over the default is kept", contract: 1 << 20, want: Budget{Bytes: 1 << 20, PreviewBytes: 1024}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := BudgetFor(c.contract, 64<<10, 1024); got != c.want {
+				t.Fatalf("BudgetFor(%d) = %+v, want %+v", c.contract, got, c.want)
+			}
+		})
+	}
+}

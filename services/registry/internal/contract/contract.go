@@ -27,12 +27,16 @@ import (
 //	  "downstream_mapping": {"destination": "", "identity": "", "operation": ""},
 //	  "effect": "EFFECT_CLASS_READ_ONLY",
 //	  "required_evidence": ["shipment_id"],              sorted; [] for none
+//	  "result_budget_bytes": 4096,                       absent when 0
 //	  "scope": "shipment:read",
 //	  "tool_id": "logistics.shipment_status"
 //	}
 //
 // Enums are written as their full proto names. An empty classification is
-// stored as `internal`, which the API defines it to mean. Changing this
+// stored as `internal`, which the API defines it to mean. The one member
+// that may be absent is result_budget_bytes, omitted when 0: it came after
+// the first approvals, and a contract without a budget keeps the digest it
+// had; a contract with one has a new digest, as for any contract change. Changing this
 // shape changes every approval digest: never do it without a migration.
 type Doc struct {
 	ToolID            string     `json:"tool_id"`
@@ -45,6 +49,7 @@ type Doc struct {
 	AllowedFields     []string   `json:"allowed_fields"`
 	RequiredEvidence  []string   `json:"required_evidence"`
 	Confirmation      string     `json:"confirmation"`
+	ResultBudgetBytes int64      `json:"result_budget_bytes,omitempty"`
 }
 
 // Downstream is the JSON form of [registryv1.DownstreamMapping].
@@ -84,9 +89,10 @@ func FromProto(c *registryv1.ToolContract) Doc {
 			PersonalData:   c.GetDataPolicy().GetPersonalData(),
 			RetentionDays:  c.GetDataPolicy().GetRetentionDays(),
 		},
-		AllowedFields:    sortedSet(c.GetAllowedFields()),
-		RequiredEvidence: sortedSet(c.GetRequiredEvidence()),
-		Confirmation:     c.GetConfirmation().String(),
+		AllowedFields:     sortedSet(c.GetAllowedFields()),
+		RequiredEvidence:  sortedSet(c.GetRequiredEvidence()),
+		Confirmation:      c.GetConfirmation().String(),
+		ResultBudgetBytes: c.GetResultBudgetBytes(),
 	}
 	if d.DataPolicy.Classification == "" {
 		d.DataPolicy.Classification = DefaultClassification
@@ -118,9 +124,10 @@ func (d Doc) Proto() *registryv1.ToolContract {
 			PersonalData:   d.DataPolicy.PersonalData,
 			RetentionDays:  d.DataPolicy.RetentionDays,
 		},
-		AllowedFields:    append([]string(nil), d.AllowedFields...),
-		RequiredEvidence: append([]string(nil), d.RequiredEvidence...),
-		Confirmation:     registryv1.Confirmation(registryv1.Confirmation_value[d.Confirmation]),
+		AllowedFields:     append([]string(nil), d.AllowedFields...),
+		RequiredEvidence:  append([]string(nil), d.RequiredEvidence...),
+		Confirmation:      registryv1.Confirmation(registryv1.Confirmation_value[d.Confirmation]),
+		ResultBudgetBytes: d.ResultBudgetBytes,
 	}
 }
 
@@ -164,10 +171,14 @@ var (
 
 // Limits on contract fields.
 const (
-	MaxDeadlineMS    = 600_000
-	MaxRetentionDays = 3650
-	maxText          = 512
-	maxFieldName     = 256
+	MaxDeadlineMS = 600_000
+	// MinResultBudgetBytes and MaxResultBudgetBytes bound a set
+	// result_budget_bytes (1 KiB, the gateway's smallest budget, and 64 MiB).
+	MinResultBudgetBytes = 1 << 10
+	MaxResultBudgetBytes = 64 << 20
+	MaxRetentionDays     = 3650
+	maxText              = 512
+	maxFieldName         = 256
 )
 
 // ValidScope reports whether s is a scope name:
@@ -236,6 +247,9 @@ func Validate(prefix string, c *registryv1.ToolContract, descriptorRaw []byte) a
 	}
 	if d := c.GetDeadlineMs(); d < 0 || d > MaxDeadlineMS {
 		v.Add(f("deadline_ms"), "must be between 0 (platform default) and %d", MaxDeadlineMS)
+	}
+	if b := c.GetResultBudgetBytes(); b != 0 && (b < MinResultBudgetBytes || b > MaxResultBudgetBytes) {
+		v.Add(f("result_budget_bytes"), "must be 0 (the gateway's default) or between %d and %d", MinResultBudgetBytes, MaxResultBudgetBytes)
 	}
 	dm := c.GetDownstreamMapping()
 	checkText(&v, f("downstream_mapping.destination"), dm.GetDestination())

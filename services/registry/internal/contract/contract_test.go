@@ -79,6 +79,7 @@ func TestApprovalDigestBindsContent(t *testing.T) {
 		"evidence":     func(c *registryv1.ToolContract) { c.RequiredEvidence = c.RequiredEvidence[:1] },
 		"confirmation": func(c *registryv1.ToolContract) { c.Confirmation = registryv1.Confirmation_CONFIRMATION_ALWAYS },
 		"auth":         func(c *registryv1.ToolContract) { c.Authorization = registryv1.Authorization_AUTHORIZATION_SERVICE },
+		"budget":       func(c *registryv1.ToolContract) { c.ResultBudgetBytes = 4096 },
 	}
 	for name, change := range changes {
 		c := shipmentStatus()
@@ -90,6 +91,29 @@ func TestApprovalDigestBindsContent(t *testing.T) {
 	other := "sha256:" + strings.Repeat("0", 64)
 	if d, _ := ApprovalDigest(other, FromProto(shipmentStatus())); d == base {
 		t.Error("a new descriptor digest did not change the approval digest")
+	}
+}
+
+// A budget is in the digested JSON when set and absent when 0, so the
+// golden digest above (no budget) is the one approvals had before the field.
+func TestApprovalDigestResultBudget(t *testing.T) {
+	c := shipmentStatus()
+	c.ResultBudgetBytes = 4096
+	got, err := canonical.Marshal(approvalInput{DescriptorDigest: descriptorDigest, Contract: FromProto(c)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(got), `"required_evidence":["shipment_id","updated_at"],"result_budget_bytes":4096,"scope":`) {
+		t.Fatalf("canonical approval input lacks the budget in its place: %s", got)
+	}
+	got, _ = canonical.Marshal(approvalInput{DescriptorDigest: descriptorDigest, Contract: FromProto(shipmentStatus())})
+	if strings.Contains(string(got), "result_budget_bytes") {
+		t.Fatalf("a contract without a budget carries the member: %s", got)
+	}
+	b, _ := FromProto(c).Marshal()
+	back, err := Unmarshal(b)
+	if err != nil || back.Proto().GetResultBudgetBytes() != 4096 {
+		t.Fatalf("stored budget did not round-trip: %v %d", err, back.Proto().GetResultBudgetBytes())
 	}
 }
 
@@ -122,6 +146,12 @@ func TestValidate(t *testing.T) {
 		want   []apierror.FieldViolation
 	}{
 		{name: "valid", change: func(*registryv1.ToolContract) {}, raw: `{"name":"x"}`},
+		{name: "budget at the floor", change: func(c *registryv1.ToolContract) { c.ResultBudgetBytes = MinResultBudgetBytes }},
+		{name: "budget at the cap", change: func(c *registryv1.ToolContract) { c.ResultBudgetBytes = MaxResultBudgetBytes }},
+		{name: "budget under 1 KiB", change: func(c *registryv1.ToolContract) { c.ResultBudgetBytes = 1023 },
+			want: []apierror.FieldViolation{{Field: "contract.result_budget_bytes", Description: "must be 0 (the gateway's default) or between 1024 and 67108864"}}},
+		{name: "budget over 64 MiB", change: func(c *registryv1.ToolContract) { c.ResultBudgetBytes = MaxResultBudgetBytes + 1 },
+			want: []apierror.FieldViolation{{Field: "contract.result_budget_bytes", Description: "must be 0 (the gateway's default) or between 1024 and 67108864"}}},
 		{name: "no projection keeps every output field", raw: outputSchemaTool,
 			change: func(c *registryv1.ToolContract) { c.AllowedFields = nil }},
 		{
@@ -155,6 +185,7 @@ func TestValidate(t *testing.T) {
 				c.Authorization = 42
 				c.Confirmation = 7
 				c.DeadlineMs = -1
+				c.ResultBudgetBytes = -1
 				c.Scope = "has space"
 				c.DataPolicy = &registryv1.DataPolicy{Classification: "Top Secret", RetentionDays: 99999}
 				c.AllowedFields = []string{"a", "a", ""}
@@ -168,6 +199,7 @@ func TestValidate(t *testing.T) {
 				{Field: "contract.authorization", Description: "unknown authorization 42"},
 				{Field: "contract.confirmation", Description: "unknown confirmation 7"},
 				{Field: "contract.deadline_ms", Description: "must be between 0 (platform default) and 600000"},
+				{Field: "contract.result_budget_bytes", Description: "must be 0 (the gateway's default) or between 1024 and 67108864"},
 				{Field: "contract.downstream_mapping.operation", Description: "contains a control character"},
 				{Field: "contract.data_policy.classification", Description: "must match [a-z][a-z0-9_-]{0,31}, e.g. internal, confidential"},
 				{Field: "contract.data_policy.retention_days", Description: "must be between 0 and 3650"},
