@@ -64,11 +64,18 @@ func TestNotificationStormIsRateLimited(t *testing.T) {
 	cat.OnList = func(_ *discoverytest.Catalog, call int, _ *string, _ *discoverytest.Reply) {
 		// Every scan lists twice (the page, then the closing re-check);
 		// right after the re-check, the server says three times that its
-		// list changed (the go-sdk debounces sends by 10 ms).
+		// list changed (the go-sdk debounces sends by 10 ms), and, after
+		// a notification-triggered scan, once more 400 ms later (past
+		// discovery's debounce, while the next scan waits out its rate
+		// limit of at least 1 s).
 		if call%2 == 1 {
 			go func() {
 				for range 3 {
 					time.Sleep(15 * time.Millisecond)
+					srv.Notify()
+				}
+				if call >= 3 {
+					time.Sleep(400 * time.Millisecond)
 					srv.Notify()
 				}
 			}()

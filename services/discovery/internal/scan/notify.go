@@ -56,8 +56,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // gate debounces and rate-limits the scans that notifications (and
 // resumed listeners) queue, per (server, audience class):
 //
-//   - coalesce: while a notification-triggered scan of a pair is waiting to
-//     be queued, further notifications of the pair queue nothing; they are
+//   - debounce and coalesce: a pair's first notification waits
+//     notifyDebounce for the rest of its burst; while a notification-
+//     triggered scan of a pair is waiting to be queued, further
+//     notifications of the pair queue nothing; they are
 //     counted (metric, and the scan's run records how many it answers);
 //   - rate limit: the scan is queued no sooner than NotifyMinInterval after
 //     the previous notification-triggered scan of the pair started, and
@@ -144,6 +146,13 @@ func (g *gate) queue(pair [2]string, st *gateState, trigger discoveryv1.ScanTrig
 		st.pending, st.waiting = false, false
 		g.mu.Unlock()
 	}()
+	// Debounce: a server often says list_changed several times for one
+	// change (once per tool it touched); wait for the burst to end, so the
+	// scan does not start in its middle and end INCOMPLETE on the rest.
+	// Notifications meanwhile are coalesced into this scan.
+	if !sleep(ctx, notifyDebounce) {
+		return
+	}
 	delayed := false
 	if d := g.delay(ctx, pair); d > 0 {
 		delayed = true
@@ -185,6 +194,11 @@ func (g *gate) queue(pair [2]string, st *gateState, trigger discoveryv1.ScanTrig
 		poll = min(2*poll, 5*time.Second)
 	}
 }
+
+// notifyDebounce is how long the gate waits after a pair's first
+// notification before it queues the scan (within the 1 s in which a change
+// heard after a commit must start a rescan).
+const notifyDebounce = 100 * time.Millisecond
 
 // sleep waits d or until ctx ends (false).
 func sleep(ctx context.Context, d time.Duration) bool {
