@@ -93,6 +93,10 @@ func TestRotateSigningKeyOnDemand(t *testing.T) {
 	if _, err := s.admin(t).RotateSigningKey(ctxT(t), &leasev1.RotateSigningKeyRequest{Reason: "bad\x00reason"}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("a reason with a control character: %v", err)
 	}
+	_, err := s.admin(t).RotateSigningKey(ctxT(t), &leasev1.RotateSigningKeyRequest{Reason: strings.Repeat("r", 1<<20)})
+	if status.Code(err) != codes.InvalidArgument || len(err.Error()) > 4096 {
+		t.Errorf("a megabyte reason: %d bytes of %v", len(err.Error()), status.Code(err))
+	}
 
 	rot, err := s.admin(t).RotateSigningKey(ctxT(t), &leasev1.RotateSigningKeyRequest{Reason: "drill"})
 	if err != nil {

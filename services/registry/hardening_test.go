@@ -242,6 +242,23 @@ func TestHugeIDsAreNotEchoed(t *testing.T) {
 			_, err := admin.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: tenant, Subject: huge, Scopes: []string{"a"}})
 			return err
 		},
+		"GetBinding": func() error {
+			_, err := admin.GetBinding(ctx, &registryv1.GetBindingRequest{ServerId: huge, AudienceClass: "c"})
+			return err
+		},
+		"SetRolloutStage": func() error {
+			_, err := admin.SetRolloutStage(ctx, &registryv1.SetRolloutStageRequest{ServerId: "s", AudienceClass: "c",
+				Stage: registryv1.Stage_STAGE_SHADOW, Reason: huge})
+			return err
+		},
+		"GetRolloutStage": func() error {
+			_, err := admin.GetRolloutStage(ctx, &registryv1.GetRolloutStageRequest{ServerId: "s", AudienceClass: huge})
+			return err
+		},
+		"ListRolloutStages": func() error {
+			_, err := admin.ListRolloutStages(ctx, &registryv1.ListRolloutStagesRequest{TenantId: huge})
+			return err
+		},
 	}
 	for name, call := range calls {
 		err := call()

@@ -215,10 +215,10 @@ func TestShadowInOneClassReadsThroughAnother(t *testing.T) {
 
 func TestListVisibleToolsRefusesAMalformedRunID(t *testing.T) {
 	r := newRig(t, world(), nil)
-	for _, run := range []string{strings.Repeat("r", 129), "run id", "-run"} {
+	for _, run := range []string{strings.Repeat("r", 129), "run id", "-run", strings.Repeat("r", 1<<20)} {
 		_, err := r.client(t, "alice", "demo-a").ListVisibleTools(context.Background(), &admissionv1.ListVisibleToolsRequest{RunId: run})
-		if status.Code(err) != codes.InvalidArgument {
-			t.Fatalf("run %q: %v, want INVALID_ARGUMENT", run, err)
+		if status.Code(err) != codes.InvalidArgument || len(err.Error()) > 4096 {
+			t.Fatalf("run of %d bytes: %d bytes of %v, want a short INVALID_ARGUMENT", len(run), len(err.Error()), status.Code(err))
 		}
 	}
 }
