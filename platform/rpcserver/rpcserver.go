@@ -37,6 +37,14 @@ type Check struct {
 	Name string
 	// Func returns nil when the dependency answers.
 	Func func(context.Context) error
+	// Degradable marks a dependency the service answers correctly without,
+	// only slower (admission's Redis L2: decisions come from L1 and direct
+	// reads meanwhile). It must answer once before the first SERVING, like
+	// every check; after that its failure keeps the status SERVING, is
+	// logged once per outage at warn and sets toolcrib_dependency_up to 0.
+	// Taking every replica out of rotation for it would turn a slower
+	// service into none.
+	Degradable bool
 }
 
 // Options configure a [Server].
@@ -109,10 +117,12 @@ type Server struct {
 	draining chan struct{}
 	gate     *startGate
 
+	up       *prometheus.GaugeVec
 	mu       sync.Mutex
 	serving  bool
 	ready    bool
 	reported map[string]bool
+	degraded map[string]bool
 }
 
 // New listens on the configured addresses and builds the server; nothing
@@ -139,6 +149,14 @@ func New(opts Options) (*Server, error) {
 		grpcprom.WithHistogramBuckets([]float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}),
 	))
 	reg.MustRegister(srvMetrics)
+	up := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "toolcrib_dependency_up",
+		Help: "1 when the dependency answered its last check, 0 when not (Postgres, Redis).",
+	}, []string{"dependency"})
+	reg.MustRegister(up)
+	for _, c := range opts.Checks {
+		up.WithLabelValues(c.Name).Set(0)
+	}
 
 	logger := opts.Logger
 	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithFieldsFromContext(callerFields)}
@@ -202,7 +220,7 @@ func New(opts Options) (*Server, error) {
 		opts.Register(g)
 	}
 	srvMetrics.InitializeMetrics(g)
-	s := &Server{opts: opts, grpc: g, health: hs, reg: reg, draining: make(chan struct{}), gate: gate}
+	s := &Server{opts: opts, grpc: g, health: hs, reg: reg, draining: make(chan struct{}), gate: gate, up: up}
 	s.setStatus(false)
 
 	lis, err := net.Listen("tcp", opts.ListenAddr)
@@ -386,16 +404,38 @@ func (s *Server) runChecks(ctx context.Context) {
 }
 
 // passes runs checks in order until one fails; cancelled is true when ctx
-// ended meanwhile (nothing is to be concluded then).
+// ended meanwhile (nothing is to be concluded then). Once the service has
+// been ready, a failing Degradable check is reported and skipped.
 func (s *Server) passes(ctx context.Context, checks []Check) (ok, cancelled bool) {
 	for _, c := range checks {
 		cctx, cancel := context.WithTimeout(ctx, s.opts.CheckInterval)
 		err := c.Func(cctx)
 		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return false, true
+		if err != nil && ctx.Err() != nil {
+			return false, true
+		}
+		if s.up != nil {
+			s.up.WithLabelValues(c.Name).Set(map[bool]float64{true: 1, false: 0}[err == nil])
+		}
+		s.mu.Lock()
+		ready, wasDegraded := s.ready, s.degraded[c.Name]
+		if c.Degradable && ready {
+			if s.degraded == nil {
+				s.degraded = map[string]bool{}
 			}
+			s.degraded[c.Name] = err != nil
+		}
+		s.mu.Unlock()
+		if c.Degradable && ready {
+			switch {
+			case err != nil && !wasDegraded:
+				s.opts.Logger.WarnContext(ctx, "dependency not answering; still SERVING, degraded", "dependency", c.Name, "error", err)
+			case err == nil && wasDegraded:
+				s.opts.Logger.InfoContext(ctx, "dependency answers again", "dependency", c.Name)
+			}
+			continue
+		}
+		if err != nil {
 			if s.Serving() || !s.wasReported(c.Name) {
 				s.opts.Logger.WarnContext(ctx, "dependency not answering; NOT_SERVING", "dependency", c.Name, "error", err)
 			}

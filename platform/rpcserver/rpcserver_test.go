@@ -546,3 +546,93 @@ func TestCallsWaitForStartUp(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDegradableDependency: a Degradable check gates the first SERVING like
+// any other; after that its failure keeps the status SERVING and shows in
+// toolcrib_dependency_up, while a plain check's failure still turns it
+// NOT_SERVING.
+func TestDegradableDependency(t *testing.T) {
+	var cacheUp, dbUp atomic.Bool
+	dbUp.Store(true)
+	probe := func(b *atomic.Bool) func(context.Context) error {
+		return func(context.Context) error {
+			if b.Load() {
+				return nil
+			}
+			return errors.New("connection refused")
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv, err := New(Options{
+		Service:       "test",
+		HealthNames:   []string{"toolcrib.test.v1.TestService"},
+		ListenAddr:    "127.0.0.1:0",
+		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Checks:        []Check{{Name: "db", Func: probe(&dbUp)}, {Name: "cache", Func: probe(&cacheUp), Degradable: true}},
+		CheckInterval: 50 * time.Millisecond,
+		Ready:         func(context.Context) error { return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	addr := srv.Addr().String()
+	up := func(dep string) float64 {
+		t.Helper()
+		mfs, err := srv.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "toolcrib_dependency_up" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "dependency" && l.GetValue() == dep {
+						return m.GetGauge().GetValue()
+					}
+				}
+			}
+		}
+		t.Fatalf("no toolcrib_dependency_up{dependency=%q}", dep)
+		return 0
+	}
+
+	for range 5 {
+		if st := healthStatus(ctx, t, addr); st != healthpb.HealthCheckResponse_NOT_SERVING {
+			t.Fatalf("status %v before the degradable dependency ever answered", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cacheUp.Store(true)
+	waitStatus(t, addr, healthpb.HealthCheckResponse_SERVING, 5*time.Second)
+	cacheUp.Store(false)
+	deadline := time.Now().Add(5 * time.Second)
+	for up("cache") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("toolcrib_dependency_up{dependency=cache} still 1 after the cache stopped")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for range 5 {
+		if st := healthStatus(ctx, t, addr); st != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("status %v with only the degradable dependency down", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	dbUp.Store(false)
+	waitStatus(t, addr, healthpb.HealthCheckResponse_NOT_SERVING, 5*time.Second)
+	dbUp.Store(true)
+	cacheUp.Store(true)
+	waitStatus(t, addr, healthpb.HealthCheckResponse_SERVING, 5*time.Second)
+	if up("cache") != 1 || up("db") != 1 {
+		t.Fatalf("dependency_up cache=%v db=%v after both answer", up("cache"), up("db"))
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

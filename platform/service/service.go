@@ -45,6 +45,10 @@ type Spec struct {
 	HealthNames []string
 	// UsesRedis makes Redis a dependency (pinged for health).
 	UsesRedis bool
+	// RedisDegradable keeps the service SERVING when Redis stops answering
+	// after start-up (rpcserver.Check.Degradable): for a service that
+	// decides correctly without it.
+	RedisDegradable bool
 	// QuietMethods are hot-path methods whose OK calls are access-logged at
 	// debug, not info (rpcserver.Options.QuietMethods).
 	QuietMethods []string
@@ -118,7 +122,7 @@ func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context
 	if spec.UsesRedis {
 		d.Redis = redisclient.Open(c.RedisAddr, c.RedisPrefix)
 		defer d.Redis.Close()
-		checks = append(checks, rpcserver.Check{Name: "redis", Func: d.Redis.Check})
+		checks = append(checks, rpcserver.Check{Name: "redis", Func: d.Redis.Check, Degradable: spec.RedisDegradable})
 	}
 
 	var srv *rpcserver.Server

@@ -40,8 +40,12 @@ const streamWorkers = 64
 func spec() service.Spec {
 	return service.Spec{
 		Name: "admission", Schema: Schema, Migrations: Migrations(), UsesRedis: true,
-		HealthNames:  []string{admissionv1.AdmissionService_ServiceDesc.ServiceName},
-		QuietMethods: []string{admissionv1.AdmissionService_Check_FullMethodName},
+		// Redis is the L2: without it Checks are decided from L1 and direct
+		// reads (issue 10 point 4), so a Redis outage after start-up does not
+		// take replicas out of rotation.
+		RedisDegradable: true,
+		HealthNames:     []string{admissionv1.AdmissionService_ServiceDesc.ServiceName},
+		QuietMethods:    []string{admissionv1.AdmissionService_Check_FullMethodName},
 		// Check's stack (interceptors, then the decision) outgrows a new
 		// goroutine's: reused workers grow it once (DESIGN §9 profile).
 		StreamWorkers: streamWorkers,
@@ -51,7 +55,9 @@ func spec() service.Spec {
 // Run serves admission until ctx ends (nil after a clean stop): the
 // AdmissionService, the two Watch followers, the receipt writer and the
 // run binder. Health is NOT_SERVING until Postgres, Redis and both Watch
-// streams are caught up (a heartbeat within the validity window).
+// streams are caught up (a heartbeat within the validity window); after
+// that, Postgres or a stale stream make it NOT_SERVING again, Redis does not
+// (it is only the L2).
 func Run(ctx context.Context, cfg Config) error {
 	return service.Run(ctx, spec(), cfg.Common, func(ctx context.Context, d *service.Deps) (service.Parts, error) {
 		dial := func(addr string) (*grpc.ClientConn, error) {
