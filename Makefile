@@ -37,11 +37,11 @@ test: ## run every module's tests with -race (needs Postgres and Redis)
 # tools/call needs a lease from the lease service on 7104, verified with the
 # dev service token dev up writes); it stops when dev up does.
 run: ## start every implemented service against local Postgres and Redis, and the example MCP server (127.0.0.1:7301, leases required)
-	@bin=$$(mktemp -d); pid=; trap '[ -z "$$pid" ] || { kill $$pid; wait $$pid; } 2>/dev/null; rm -rf "$$bin"' EXIT; \
-	  go build -o "$$bin/exampleserver" ./e2e/cmd/exampleserver; \
+	@bin=$$(mktemp -d); pid=; trap '[ -z "$$pid" ] || { kill $$pid || true; wait $$pid || true; } 2>/dev/null; rm -rf "$$bin"' EXIT; \
+	  go build -o "$$bin/exampleserver" ./e2e/cmd/exampleserver && go build -o "$$bin/toolcrib" ./cli/cmd/toolcrib || exit 1; \
 	  "$$bin/exampleserver" -require-lease & pid=$$!; \
 	  echo "example MCP server: http://127.0.0.1:7301/mcp (admin 127.0.0.1:7302; tools/call only with a lease)"; \
-	  go run ./cli/cmd/toolcrib dev up
+	  "$$bin/toolcrib" dev up
 
 # The seed-004 acceptance drill through the real services (e2e/drill). Each
 # run keeps inputs.json, results.json, table.txt and the services' log in

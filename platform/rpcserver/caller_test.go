@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,5 +171,104 @@ func TestCallerIsBounded(t *testing.T) {
 	}
 	if bounded("alice") != "alice" {
 		t.Fatal("a short subject changed")
+	}
+}
+
+// A stream the server ends UNAVAILABLE while it drains (a Watch: resume
+// elsewhere) is logged at INFO, the expected end of a stop; the same code
+// before the stop is a WARN.
+func TestDrainEndedStreamsAreNotWarnings(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs strings.Builder
+	var mu sync.Mutex
+	var srv *Server
+	var calls atomic.Int32
+	follow := grpc.ServiceDesc{
+		ServiceName: "toolcrib.test.v1.FollowService",
+		HandlerType: (*any)(nil),
+		Streams: []grpc.StreamDesc{{
+			StreamName:    "Follow",
+			ServerStreams: true,
+			Handler: func(_ any, ss grpc.ServerStream) error {
+				in := new(emptypb.Empty)
+				if err := ss.RecvMsg(in); err != nil {
+					return err
+				}
+				if err := ss.SendMsg(&emptypb.Empty{}); err != nil {
+					return err
+				}
+				if calls.Add(1) == 1 {
+					return status.Error(codes.Unavailable, "not draining")
+				}
+				select {
+				case <-srv.Draining():
+					return status.Error(codes.Unavailable, "draining: resume elsewhere")
+				case <-time.After(30 * time.Second):
+					return status.Error(codes.DeadlineExceeded, "no drain")
+				}
+			},
+		}},
+	}
+	srv, err := New(Options{
+		Service:       "test",
+		HealthNames:   []string{"toolcrib.test.v1.TestService"},
+		ListenAddr:    "127.0.0.1:0",
+		Logger:        slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil)),
+		CheckInterval: 50 * time.Millisecond,
+		Register:      func(s *grpc.Server) { s.RegisterService(&follow, struct{}{}) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	waitStatus(t, srv.Addr().String(), healthpb.HealthCheckResponse_SERVING, 5*time.Second)
+	conn, err := grpc.NewClient(srv.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	open := func() grpc.ClientStream {
+		s, err := conn.NewStream(context.Background(), &follow.Streams[0], "/toolcrib.test.v1.FollowService/Follow")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SendMsg(&emptypb.Empty{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RecvMsg(new(emptypb.Empty)); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if err := open().RecvMsg(new(emptypb.Empty)); status.Code(err) != codes.Unavailable {
+		t.Fatalf("before the stop: %v", err)
+	}
+	s := open()
+	cancel()
+	if err := s.RecvMsg(new(emptypb.Empty)); status.Code(err) != codes.Unavailable {
+		t.Fatalf("during the drain: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	out := logs.String()
+	mu.Unlock()
+	var before, during string
+	for line := range strings.Lines(out) {
+		switch {
+		case strings.Contains(line, "not draining"):
+			before = line
+		case strings.Contains(line, "resume elsewhere"):
+			during = line
+		}
+	}
+	if !strings.Contains(before, "level=WARN") {
+		t.Errorf("UNAVAILABLE before the stop not a warning: %q", before)
+	}
+	if !strings.Contains(during, "level=INFO") {
+		t.Errorf("UNAVAILABLE of a stream ended by the drain not at INFO: %q\n%s", during, out)
 	}
 }

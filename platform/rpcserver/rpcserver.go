@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
@@ -118,6 +119,7 @@ type Server struct {
 	gate     *startGate
 
 	up       *prometheus.GaugeVec
+	stopping *atomic.Bool
 	mu       sync.Mutex
 	serving  bool
 	ready    bool
@@ -159,7 +161,17 @@ func New(opts Options) (*Server, error) {
 	}
 
 	logger := opts.Logger
-	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithFieldsFromContext(callerFields)}
+	// While the server drains, the streams it ends (Watch: UNAVAILABLE
+	// DRAINING, resume elsewhere) are the expected end of a stop, not a
+	// warning.
+	var stopping atomic.Bool
+	level := func(code codes.Code) logging.Level {
+		if code == codes.Unavailable && stopping.Load() {
+			return logging.LevelInfo
+		}
+		return logging.DefaultServerCodeToLevel(code)
+	}
+	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithFieldsFromContext(callerFields), logging.WithLevels(level)}
 	panicHandler := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		logger.ErrorContext(ctx, "panic in handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		return &apierror.Error{Code: codes.Internal, Message: "internal error"}
@@ -181,7 +193,7 @@ func New(opts Options) (*Server, error) {
 		if code == codes.OK {
 			return logging.LevelDebug
 		}
-		return logging.DefaultServerCodeToLevel(code)
+		return level(code)
 	}))
 	gate := newStartGate(opts.Ready == nil, opts.StartWait)
 	unary := []grpc.UnaryServerInterceptor{
@@ -220,7 +232,7 @@ func New(opts Options) (*Server, error) {
 		opts.Register(g)
 	}
 	srvMetrics.InitializeMetrics(g)
-	s := &Server{opts: opts, grpc: g, health: hs, reg: reg, draining: make(chan struct{}), gate: gate, up: up}
+	s := &Server{opts: opts, grpc: g, health: hs, reg: reg, draining: make(chan struct{}), gate: gate, up: up, stopping: &stopping}
 	s.setStatus(false)
 
 	lis, err := net.Listen("tcp", opts.ListenAddr)
@@ -324,6 +336,7 @@ func (s *Server) shutdown() {
 	s.serving = false
 	s.mu.Unlock()
 	s.health.Shutdown()
+	s.stopping.Store(true)
 	close(s.draining)
 	done := make(chan struct{})
 	go func() {
