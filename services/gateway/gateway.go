@@ -48,6 +48,12 @@ func spec() service.Spec {
 	return service.Spec{Name: "gateway", Schema: Schema, Migrations: Migrations(), UsesRedis: true, HealthNames: []string{HealthName}}
 }
 
+// RunIDHeader is the HTTP header naming the agent run of a request: the
+// run's visible set and decisions (a server in CANARY admits only runs in
+// its share; admission binds the run's generation). See
+// [mcpapi.RunIDHeader].
+const RunIDHeader = mcpapi.RunIDHeader
+
 // Run serves the gateway until ctx ends (nil after a clean stop): the MCP
 // endpoint and its OAuth metadata on MCPListen, the visible-set watch, the
 // artifact retention sweep, and gRPC health and metrics as every service.

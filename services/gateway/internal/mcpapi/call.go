@@ -148,7 +148,7 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 	}
 	chk, err := g.opts.Admission.Check(ctx, &admissionv1.CheckRequest{
 		ToolId: rt.GetToolId(), Generation: rt.GetGeneration(), DescriptorDigest: rt.GetDescriptorDigest(),
-		PolicyEpoch: shown.epoch, Arguments: args, Mode: mode, AudienceClass: rt.GetAudienceClass(),
+		PolicyEpoch: shown.epoch, Arguments: args, Mode: mode, AudienceClass: rt.GetAudienceClass(), RunId: st.runID,
 	}, withToken(tok))
 	if err != nil {
 		return unavailable("admission", err), outcomeUnavailable, ReasonUnavailable

@@ -47,7 +47,7 @@ type foundTool struct {
 // findTools answers find_tools with admission's visible-set search
 // (ListVisibleTools with the query). Its matches are tools of the
 // principal's visible set, callable by name.
-func (g *Gateway) findTools(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (g *Gateway) findTools(ctx context.Context, st *state, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	_, tok, ok := bearer.From(req.GetExtra().TokenInfo)
 	if !ok {
 		return denial(ReasonUnavailable, "no verified bearer token reached the gateway", ""), nil
@@ -65,7 +65,7 @@ func (g *Gateway) findTools(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 		in.MaxTools = findDefault
 	}
 	in.MaxTools = min(in.MaxTools, findMax)
-	resp, err := g.opts.Admission.ListVisibleTools(ctx, &admissionv1.ListVisibleToolsRequest{Query: in.Query, MaxTools: int32(in.MaxTools)}, withToken(tok))
+	resp, err := g.opts.Admission.ListVisibleTools(ctx, &admissionv1.ListVisibleToolsRequest{Query: in.Query, MaxTools: int32(in.MaxTools), RunId: st.runID}, withToken(tok))
 	if err != nil {
 		return unavailable("admission", err), nil
 	}

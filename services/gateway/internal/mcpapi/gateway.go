@@ -120,9 +120,12 @@ func New(opts Options) *Gateway {
 	}
 }
 
-// state is one principal's server and what it was last shown.
+// state is one principal's server, for one agent run when the client
+// names it ([RunIDHeader]), and what it was last shown.
 type state struct {
 	key    string
+	pkey   string // principalKey of p: the states of one principal share it
+	runID  string
 	p      principal.Principal
 	server *mcp.Server
 
@@ -145,10 +148,46 @@ type state struct {
 // reset to the current set.
 const maxShown = 8192
 
+// RunIDHeader names the agent run a request belongs to. Admission binds a
+// run's generation for the run's lifetime (I11) and admits a server in
+// CANARY only for runs inside its share, so a client that sends it gets
+// the visible set and the decisions of that run; without it a canary
+// server lists and admits nothing. At most 128 bytes of letters, digits and
+// `_.:-`, starting with a letter or digit (admission's run id shape).
+const RunIDHeader = "Toolcrib-Run-Id"
+
+// maxRunsPerPrincipal bounds the run states one principal keeps on a
+// replica; past it the least recently used one without listeners goes.
+const maxRunsPerPrincipal = 64
+
+// ValidRunID reports whether s has the shape admission accepts for a run
+// id.
+func ValidRunID(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '_' && c != '.' && c != ':' && c != '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // Handler is the MCP endpoint (streamable HTTP, stateless). It must be
-// wrapped by [bearer.Require].
+// wrapped by [bearer.Require]. A request with a malformed [RunIDHeader] is
+// refused 400 before it reaches MCP.
 func (g *Gateway) Handler() http.Handler {
-	return mcp.NewStreamableHTTPHandler(g.serverFor, &mcp.StreamableHTTPOptions{Stateless: true, Logger: g.sdkLog})
+	h := mcp.NewStreamableHTTPHandler(g.serverFor, &mcp.StreamableHTTPOptions{Stateless: true, Logger: g.sdkLog})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if vs := r.Header.Values(RunIDHeader); len(vs) > 1 || len(vs) == 1 && !ValidRunID(vs[0]) {
+			http.Error(w, RunIDHeader+": one run id of at most 128 letters, digits and _.:- (starting with a letter or digit)", http.StatusBadRequest)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func principalKey(p principal.Principal) string {
@@ -174,7 +213,7 @@ func (g *Gateway) serverFor(r *http.Request) *mcp.Server {
 	if !ok {
 		return nil
 	}
-	st := g.stateOf(p)
+	st := g.stateOf(p, r.Header.Get(RunIDHeader))
 	st.mu.Lock()
 	st.lastUsed = time.Now()
 	if p.ExpiresAt.After(st.tokenExp) || st.token == "" {
@@ -184,14 +223,22 @@ func (g *Gateway) serverFor(r *http.Request) *mcp.Server {
 	return st.server
 }
 
-func (g *Gateway) stateOf(p principal.Principal) *state {
-	k := principalKey(p)
+func (g *Gateway) stateOf(p principal.Principal, runID string) *state {
+	pk := principalKey(p)
+	k := pk
+	if runID != "" {
+		sum := sha256.Sum256([]byte(pk + "\x00run\x00" + runID))
+		k = hex.EncodeToString(sum[:])
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if st := g.principals[k]; st != nil {
 		return st
 	}
-	st := &state{key: k, p: p, shown: map[string]*shownTool{}, registered: map[string]*shownTool{}, lastUsed: time.Now()}
+	if runID != "" {
+		g.evictRunsOf(pk)
+	}
+	st := &state{key: k, pkey: pk, runID: runID, p: p, shown: map[string]*shownTool{}, registered: map[string]*shownTool{}, lastUsed: time.Now()}
 	st.server = mcp.NewServer(&mcp.Implementation{Name: "toolcrib-gateway", Title: "toolcrib MCP gateway", Version: "1.0.0"}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:       &mcp.ToolCapabilities{ListChanged: true},
@@ -209,6 +256,31 @@ func (g *Gateway) stateOf(p principal.Principal) *state {
 	st.server.AddReceivingMiddleware(g.middleware(st))
 	g.principals[k] = st
 	return st
+}
+
+// evictRunsOf makes room for one more run state of the principal pk: at
+// [maxRunsPerPrincipal] run states, the least recently used one without a
+// listener is forgotten (its run lists anew on its next request). g.mu is
+// held.
+func (g *Gateway) evictRunsOf(pk string) {
+	var runs int
+	var oldest string
+	var oldestAt time.Time
+	for k, st := range g.principals {
+		if st.pkey != pk || st.runID == "" {
+			continue
+		}
+		runs++
+		st.mu.Lock()
+		used, listening := st.lastUsed, st.listeners > 0
+		st.mu.Unlock()
+		if !listening && (oldest == "" || used.Before(oldestAt)) {
+			oldest, oldestAt = k, used
+		}
+	}
+	if runs >= maxRunsPerPrincipal && oldest != "" {
+		delete(g.principals, oldest)
+	}
 }
 
 // middleware answers tools/list, resources/list and resources/read itself,

@@ -44,7 +44,7 @@ func (st *state) revision(set *visibleSet) string { return st.key[:16] + "/" + s
 // replaces the server's tools (which sends list_changed to the principal's
 // listeners).
 func (g *Gateway) sync(ctx context.Context, st *state, tok string) (*visibleSet, error) {
-	resp, err := g.opts.Admission.ListVisibleTools(ctx, &admissionv1.ListVisibleToolsRequest{}, withToken(tok))
+	resp, err := g.opts.Admission.ListVisibleTools(ctx, &admissionv1.ListVisibleToolsRequest{RunId: st.runID}, withToken(tok))
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,9 @@ func (g *Gateway) register(st *state, set *visibleSet) {
 			continue
 		}
 		if t.rt == nil {
-			st.server.AddTool(t.model, g.findTools)
+			st.server.AddTool(t.model, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return g.findTools(ctx, st, req)
+			})
 			continue
 		}
 		st.server.AddTool(t.model, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

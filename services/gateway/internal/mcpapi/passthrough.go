@@ -46,8 +46,8 @@ type resourceRef struct {
 // served to it by the rollout stage), read afresh; a server none of whose
 // tools the principal may call still passes its prompts and resources
 // through, read-only.
-func (g *Gateway) sources(ctx context.Context, _ *state, tok string) ([]source, error) {
-	resp, err := g.opts.Admission.ListVisibleTools(ctx, &admissionv1.ListVisibleToolsRequest{MaxTools: 1}, withToken(tok))
+func (g *Gateway) sources(ctx context.Context, st *state, tok string) ([]source, error) {
+	resp, err := g.opts.Admission.ListVisibleTools(ctx, &admissionv1.ListVisibleToolsRequest{MaxTools: 1, RunId: st.runID}, withToken(tok))
 	if err != nil {
 		return nil, err
 	}
