@@ -1,8 +1,11 @@
 package mcpapi
 
 import (
+	"crypto/ed25519"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/toolcrib/toolcrib/platform/principal"
@@ -74,5 +77,66 @@ func TestDenialNamesReasonAndAdvice(t *testing.T) {
 	r := denial("POLICY_REVOKED", "revoked at epoch 5", "list tools again")
 	if !r.IsError || r.Meta[MetaReason] != "POLICY_REVOKED" || len(r.Content) != 1 {
 		t.Fatalf("%+v", r)
+	}
+}
+
+// Each run of a principal gets its own state; another principal's run of
+// the same id does not share it; past maxRunsPerPrincipal the least
+// recently used run of that principal goes, and a run with a listener is
+// kept.
+func TestRunStatesArePerPrincipalAndBounded(t *testing.T) {
+	_, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := New(Options{Holder: key})
+	alice := principal.Principal{Tenant: "tenant-a", Subject: "alice"}
+	bob := principal.Principal{Tenant: "tenant-b", Subject: "alice"}
+	plain, r1 := g.stateOf(alice, ""), g.stateOf(alice, "run-1")
+	if plain == r1 || g.stateOf(alice, "run-1") != r1 || g.stateOf(bob, "run-1") == r1 || r1.runID != "run-1" || plain.runID != "" {
+		t.Fatal("run states are not one per principal and run")
+	}
+	r1.mu.Lock()
+	r1.listeners = 1 // listening: never the one evicted
+	r1.mu.Unlock()
+	base := time.Now()
+	for i := 2; i <= maxRunsPerPrincipal; i++ {
+		st := g.stateOf(alice, fmt.Sprintf("run-%d", i))
+		st.lastUsed = base.Add(time.Duration(i) * time.Second)
+	}
+	g.stateOf(alice, "run-2").lastUsed = base.Add(time.Hour) // used last: kept
+	g.stateOf(alice, "run-new")
+	runs := 0
+	for _, st := range g.principals {
+		if st.pkey == principalKey(alice) && st.runID != "" {
+			runs++
+		}
+	}
+	if runs != maxRunsPerPrincipal {
+		t.Fatalf("alice keeps %d run states, want %d", runs, maxRunsPerPrincipal)
+	}
+	has := func(p principal.Principal, run string) bool {
+		for _, st := range g.principals {
+			if st.pkey == principalKey(p) && st.runID == run {
+				return true
+			}
+		}
+		return false
+	}
+	if has(alice, "run-3") || !has(alice, "run-1") || !has(alice, "run-2") || !has(alice, "") || !has(bob, "run-1") {
+		t.Fatal("evicted the wrong run state (want run-3, the least recently used without a listener)")
+	}
+}
+
+func TestValidRunID(t *testing.T) {
+	for _, ok := range []string{"r", "run-1", "A.b:c_d-e", strings.Repeat("r", 128)} {
+		if !ValidRunID(ok) {
+			t.Errorf("%q refused", ok)
+		}
+	}
+	for _, bad := range []string{"", "-run", "_r", "run id", "rün", strings.Repeat("r", 129), "r\x00"} {
+		if ValidRunID(bad) {
+			t.Errorf("%q accepted", bad)
+		}
 	}
 }
