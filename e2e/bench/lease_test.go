@@ -34,7 +34,8 @@ const leasePhase = 3 * time.Second
 // issue_qps and verify_qps ≥ 0.5 × health_qps. Never timed, never fails on
 // speed. With TOOLCRIB_BENCH_PROFILE=<dir> the Issue and Verify phases
 // write CPU profiles (every service runs in this process) to
-// <dir>/lease-issue.pprof and <dir>/lease-verify.pprof.
+// <dir>/lease-issue.pprof and <dir>/lease-verify.pprof. A second line,
+// `lease: floor …`, is what the rules alone cost (see [leaseFloor]).
 func TestLeaseThroughput(t *testing.T) {
 	if os.Getenv("TOOLCRIB_BENCH") == "" {
 		t.Skip("a benchmark: run it with make bench-lease")
@@ -131,12 +132,14 @@ func TestLeaseThroughput(t *testing.T) {
 		}
 		return nil
 	})
+	floor := measureLeaseFloor(t, hc, w.Adm["alice"], receipts[0])
 	slices.Sort(lat)
 	p99 := lat[(len(lat)*99)/100]
 	fmt.Printf("lease: issue_qps=%.0f verify_qps=%.0f health_qps=%.0f verify_p99_ms=%.2f\n",
 		issueQPS, verifyQPS, healthQPS, float64(p99.Microseconds())/1000)
 	fmt.Printf("  (%d workers, %s per phase; %d leases issued, %d verified; target issue and verify >= 0.5 x health: %.2f and %.2f)\n",
 		leaseWorkers, leasePhase, len(issued), len(lat), issueQPS/healthQPS, verifyQPS/healthQPS)
+	fmt.Println(floor)
 }
 
 // phase runs f on leaseWorkers goroutines until leasePhase passed (stop
@@ -144,10 +147,16 @@ func TestLeaseThroughput(t *testing.T) {
 // (each done call counts one).
 func phase(t *testing.T, f func(ctx context.Context, stop func() bool, done func()) error) float64 {
 	t.Helper()
+	return phaseFor(t, leasePhase, f)
+}
+
+// phaseFor is phase for d.
+func phaseFor(t *testing.T, d time.Duration, f func(ctx context.Context, stop func() bool, done func()) error) float64 {
+	t.Helper()
 	ctx := context.Background()
 	var calls atomic.Int64
 	start := time.Now()
-	deadline := start.Add(leasePhase)
+	deadline := start.Add(d)
 	stop := func() bool { return time.Now().After(deadline) }
 	done := func() { calls.Add(1) }
 	var wg sync.WaitGroup
