@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
@@ -363,13 +364,30 @@ func PublicJWK(pub ed25519.PublicKey) []byte {
 }
 
 // parseToken checks a lease's size, header, `kid` and signature, then the
-// shape of its claims. It does not look at the time or the audience.
-func parseToken(compact string, keys KeySet) (Claims, *Refusal) {
+// shape of its claims. It does not look at the time or the audience. A
+// header remembered in cache (nil: none) is not parsed again.
+func parseToken(compact string, keys KeySet, cache *HeaderCache) (Claims, *Refusal) {
 	if compact == "" {
 		return Claims{}, refuse(BadSignature, "no lease token")
 	}
 	if len(compact) > MaxTokenBytes {
 		return Claims{}, refuse(BadSignature, "the lease token is longer than %d bytes", MaxTokenBytes)
+	}
+	if header, rest, ok := strings.Cut(compact, "."); ok {
+		if kid, ok := cache.token(header); ok {
+			payload, sig, input, ok := splitKnown(header, rest)
+			if !ok {
+				return Claims{}, refuse(BadSignature, "the lease token is not an EdDSA compact JWS")
+			}
+			pub, ok := keys.Key(kid)
+			if !ok {
+				return Claims{}, refuse(UnknownKey, "the lease is signed with a key the lease service does not publish")
+			}
+			if !ed25519.Verify(pub, input, sig) {
+				return Claims{}, refuse(BadSignature, "the lease's signature does not verify")
+			}
+			return tokenClaims(payload)
+		}
 	}
 	jws, err := jose.ParseSignedCompact(compact, algorithms)
 	if err != nil {
@@ -396,6 +414,13 @@ func parseToken(compact string, keys KeySet) (Claims, *Refusal) {
 	if err != nil {
 		return Claims{}, refuse(BadSignature, "the lease's signature does not verify")
 	}
+	cache.putToken(compact, h)
+	return tokenClaims(payload)
+}
+
+// tokenClaims decodes and checks the claims of a lease whose signature
+// verified.
+func tokenClaims(payload []byte) (Claims, *Refusal) {
 	var w wireClaims
 	// Unknown claims are ignored, so a newer service may add one without
 	// breaking older executors.
