@@ -20,8 +20,12 @@ import (
 	"github.com/toolcrib/toolcrib/platform/redistest"
 )
 
-// floorPhase is how long each step of the lease floor runs.
-const floorPhase = time.Second
+// floorRounds and floorSlice: the floor's steps take turns, floorSlice
+// each, floorRounds times (as the arms of the benchmark do).
+const (
+	floorRounds = 3
+	floorSlice  = 300 * time.Millisecond
+)
 
 // leaseFloor is what the issue's own rules cost on this machine, each step
 // alone at leaseWorkers concurrent callers, as calls per second:
@@ -69,26 +73,9 @@ func (f leaseFloor) String() string {
 		leaseWorkers, us(f.health), us(f.verify), us(f.setnx), us(f.receipt), us(f.sign), f.commit)
 }
 
-// measureLeaseFloor runs each step of [leaseFloor] for floorPhase.
+// measureLeaseFloor runs the steps of [leaseFloor] in turns.
 func measureLeaseFloor(t *testing.T, hc healthpb.HealthClient, adm admissionv1.AdmissionServiceClient, receipt string) leaseFloor {
 	t.Helper()
-	var f leaseFloor
-	loop := func(step func(ctx context.Context) error) float64 {
-		return phaseFor(t, floorPhase, func(ctx context.Context, stop func() bool, done func()) error {
-			for !stop() {
-				if err := step(ctx); err != nil {
-					return err
-				}
-				done()
-			}
-			return nil
-		})
-	}
-	f.health = loop(func(ctx context.Context) error {
-		_, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
-		return err
-	})
-
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -96,31 +83,8 @@ func measureLeaseFloor(t *testing.T, hc healthpb.HealthClient, adm admissionv1.A
 	// A signing input the size of a lease's.
 	msg := make([]byte, 700)
 	sig := ed25519.Sign(priv, msg)
-	f.verify = loop(func(context.Context) error {
-		if !ed25519.Verify(pub, msg, sig) {
-			return fmt.Errorf("floor: the signature does not verify")
-		}
-		return nil
-	})
-	f.sign = loop(func(context.Context) error {
-		ed25519.Sign(priv, msg)
-		return nil
-	})
-
 	rc := redistest.NewClient(t)
 	var n atomic.Int64
-	f.setnx = loop(func(ctx context.Context) error {
-		ok, err := rc.SetNX(ctx, rc.Key("floor", strconv.FormatInt(n.Add(1), 10)), 1, time.Minute).Result()
-		if err == nil && !ok {
-			err = fmt.Errorf("floor: a fresh key was set before")
-		}
-		return err
-	})
-	f.receipt = loop(func(ctx context.Context) error {
-		_, err := adm.GetReceipt(ctx, &admissionv1.GetReceiptRequest{ReceiptId: receipt})
-		return err
-	})
-
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
 	if err != nil {
@@ -132,7 +96,57 @@ func measureLeaseFloor(t *testing.T, hc healthpb.HealthClient, adm admissionv1.A
 		t.Fatal(err)
 	}
 	g := &floorGroup{pool: pool}
-	f.commit = loop(func(ctx context.Context) error { return g.commit(ctx) })
+
+	var f leaseFloor
+	steps := []struct {
+		rate *float64
+		arm  arm
+		step func(ctx context.Context) error
+	}{
+		{rate: &f.health, step: func(ctx context.Context) error {
+			_, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
+			return err
+		}},
+		{rate: &f.verify, step: func(context.Context) error {
+			if !ed25519.Verify(pub, msg, sig) {
+				return fmt.Errorf("floor: the signature does not verify")
+			}
+			return nil
+		}},
+		{rate: &f.sign, step: func(context.Context) error {
+			ed25519.Sign(priv, msg)
+			return nil
+		}},
+		{rate: &f.setnx, step: func(ctx context.Context) error {
+			ok, err := rc.SetNX(ctx, rc.Key("floor", strconv.FormatInt(n.Add(1), 10)), 1, time.Minute).Result()
+			if err == nil && !ok {
+				err = fmt.Errorf("floor: a fresh key was set before")
+			}
+			return err
+		}},
+		{rate: &f.receipt, step: func(ctx context.Context) error {
+			_, err := adm.GetReceipt(ctx, &admissionv1.GetReceiptRequest{ReceiptId: receipt})
+			return err
+		}},
+		{rate: &f.commit, step: g.commit},
+	}
+	for range floorRounds {
+		for i := range steps {
+			s := &steps[i]
+			s.arm.add(phaseFor(t, floorSlice, func(ctx context.Context, stop func() bool, done func()) error {
+				for !stop() {
+					if err := s.step(ctx); err != nil {
+						return err
+					}
+					done()
+				}
+				return nil
+			}))
+		}
+	}
+	for _, s := range steps {
+		*s.rate = s.arm.qps()
+	}
 	return f
 }
 
