@@ -41,6 +41,11 @@ func spec() service.Spec {
 		Migrations:  Migrations(),
 		HealthNames: []string{leasev1.LeaseService_ServiceDesc.ServiceName},
 		UsesRedis:   true,
+		// The hot path, a call per tool call: an OK Issue (its execution
+		// receipt is the record) or Verify (its answer is counted by
+		// failure in the metrics) is access-logged at debug; a failed call
+		// still at its level.
+		QuietMethods: []string{leasev1.LeaseService_Issue_FullMethodName, leasev1.LeaseService_Verify_FullMethodName},
 	}
 }
 
