@@ -40,8 +40,10 @@ const streamWorkers = 64
 func spec() service.Spec {
 	return service.Spec{
 		Name: "admission", Schema: Schema, Migrations: Migrations(), UsesRedis: true,
-		HealthNames:  []string{admissionv1.AdmissionService_ServiceDesc.ServiceName},
-		QuietMethods: []string{admissionv1.AdmissionService_Check_FullMethodName},
+		HealthNames: []string{admissionv1.AdmissionService_ServiceDesc.ServiceName},
+		// Check, and GetReceipt, which the lease service asks once per
+		// Issue by receipt.
+		QuietMethods: []string{admissionv1.AdmissionService_Check_FullMethodName, admissionv1.AdmissionService_GetReceipt_FullMethodName},
 		// Check's stack (interceptors, then the decision) outgrows a new
 		// goroutine's: reused workers grow it once (DESIGN §9 profile).
 		StreamWorkers: streamWorkers,
