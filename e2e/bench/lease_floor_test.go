@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
@@ -33,7 +34,8 @@ const (
 //   - health: a Health/Check roundtrip to the lease service (the baseline,
 //     and the least any RPC costs: Issue and Verify are RPCs too);
 //   - verify, sign: one Ed25519 verification, one signature;
-//   - setnx: one Redis `SET NX PX` roundtrip on a fresh key (single use);
+//   - setnx: one Redis `SET NX PX` on a fresh key (single use), the
+//     commands pending at once in one pipeline as the ledger sends them;
 //   - receipt: one admission GetReceipt roundtrip (Issue by receipt_id);
 //   - commit: one row durably committed through a group commit like the
 //     lease store's (two flushers, each batch one INSERT ... unnest, one
@@ -95,7 +97,33 @@ func measureLeaseFloor(t *testing.T, hc healthpb.HealthClient, adm admissionv1.A
   issued_at timestamptz NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	g := &floorGroup{pool: pool}
+	// The commands pending at once share one pipeline, as the ledger's do.
+	setnx := &floorGroup{max: 128, run: func(ctx context.Context, k int) error {
+		cmds := make([]*redis.BoolCmd, k)
+		_, err := rc.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i := range cmds {
+				cmds[i] = p.SetNX(ctx, rc.Key("floor", strconv.FormatInt(n.Add(1), 10)), 1, time.Minute)
+			}
+			return nil
+		})
+		for _, c := range cmds {
+			if ok, cerr := c.Result(); err == nil && (cerr != nil || !ok) {
+				err = fmt.Errorf("floor: SET NX of a fresh key: %v, %v", ok, cerr)
+			}
+		}
+		return err
+	}}
+	// The rows pending at once are one statement, one transaction.
+	commit := &floorGroup{max: 256, run: func(ctx context.Context, k int) error {
+		ids, leases, at := make([]uuid.UUID, k), make([]string, k), make([]time.Time, k)
+		now := time.Now()
+		for i := range k {
+			ids[i], leases[i], at[i] = uuid.New(), uuid.NewString(), now
+		}
+		_, err := pool.Exec(ctx, `INSERT INTO floor_receipts (receipt_id, lease_id, issued_at)
+SELECT * FROM unnest($1::uuid[], $2::text[], $3::timestamptz[])`, ids, leases, at)
+		return err
+	}}
 
 	var f leaseFloor
 	steps := []struct {
@@ -117,18 +145,12 @@ func measureLeaseFloor(t *testing.T, hc healthpb.HealthClient, adm admissionv1.A
 			ed25519.Sign(priv, msg)
 			return nil
 		}},
-		{rate: &f.setnx, step: func(ctx context.Context) error {
-			ok, err := rc.SetNX(ctx, rc.Key("floor", strconv.FormatInt(n.Add(1), 10)), 1, time.Minute).Result()
-			if err == nil && !ok {
-				err = fmt.Errorf("floor: a fresh key was set before")
-			}
-			return err
-		}},
+		{rate: &f.setnx, step: setnx.call},
 		{rate: &f.receipt, step: func(ctx context.Context) error {
 			_, err := adm.GetReceipt(ctx, &admissionv1.GetReceiptRequest{ReceiptId: receipt})
 			return err
 		}},
-		{rate: &f.commit, step: g.commit},
+		{rate: &f.commit, step: commit.call},
 	}
 	for range floorRounds {
 		for i := range steps {
@@ -150,16 +172,17 @@ func measureLeaseFloor(t *testing.T, hc healthpb.HealthClient, adm admissionv1.A
 	return f
 }
 
-// floorGroup is the least a group commit of execution receipts does: the
-// rows pending when a flusher (at most two) looks are one statement.
+// floorGroup is the least a batch of concurrent calls does: what is
+// pending when a flusher (at most two) looks is one run of at most max.
 type floorGroup struct {
-	pool     *pgxpool.Pool
+	max      int
+	run      func(ctx context.Context, n int) error
 	mu       sync.Mutex
 	pending  []chan error
 	flushers int
 }
 
-func (g *floorGroup) commit(ctx context.Context) error {
+func (g *floorGroup) call(ctx context.Context) error {
 	done := make(chan error, 1)
 	g.mu.Lock()
 	g.pending = append(g.pending, done)
@@ -182,7 +205,7 @@ func (g *floorGroup) commit(ctx context.Context) error {
 func (g *floorGroup) flush() {
 	for {
 		g.mu.Lock()
-		batch := g.pending[:min(len(g.pending), 256)]
+		batch := g.pending[:min(len(g.pending), g.max)]
 		if len(batch) == 0 {
 			g.flushers--
 			g.mu.Unlock()
@@ -190,13 +213,9 @@ func (g *floorGroup) flush() {
 		}
 		g.pending = g.pending[len(batch):len(g.pending):len(g.pending)]
 		g.mu.Unlock()
-		ids, leases, at := make([]uuid.UUID, len(batch)), make([]string, len(batch)), make([]time.Time, len(batch))
-		now := time.Now()
-		for i := range batch {
-			ids[i], leases[i], at[i] = uuid.New(), uuid.NewString(), now
-		}
-		_, err := g.pool.Exec(context.Background(), `INSERT INTO floor_receipts (receipt_id, lease_id, issued_at)
-SELECT * FROM unnest($1::uuid[], $2::text[], $3::timestamptz[])`, ids, leases, at)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := g.run(ctx, len(batch))
+		cancel()
 		for _, done := range batch {
 			done <- err
 		}

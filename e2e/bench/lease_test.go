@@ -40,8 +40,9 @@ const (
 // issue_qps and verify_qps ≥ 0.5 × health_qps. Never timed, never fails on
 // speed. With TOOLCRIB_BENCH_PROFILE=<dir> the Issue and Verify slices
 // write CPU profiles (every service runs in this process) to
-// <dir>/lease-issue-<round>.pprof and <dir>/lease-verify-<round>.pprof
-// (`go tool pprof` merges several). A second line, `lease: floor …`, is
+// <dir>/lease-issue-<round>.pprof and <dir>/lease-verify-<round>.pprof,
+// the health slices to <dir>/lease-health-<round>.pprof (`go tool pprof`
+// merges several). A second line, `lease: floor …`, is
 // what the rules alone cost (see [leaseFloor]).
 func TestLeaseThroughput(t *testing.T) {
 	if os.Getenv("TOOLCRIB_BENCH") == "" {
@@ -131,6 +132,7 @@ func TestLeaseThroughput(t *testing.T) {
 		}))
 		stopProfile()
 
+		stopProfile = profile(t, fmt.Sprintf("lease-health-%d", round))
 		healthArm.add(phaseFor(t, leaseSlice, func(ctx context.Context, stop func() bool, done func()) error {
 			for !stop() {
 				if _, err := hc.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
@@ -140,6 +142,7 @@ func TestLeaseThroughput(t *testing.T) {
 			}
 			return nil
 		}))
+		stopProfile()
 	}
 	if len(lat) == 0 {
 		t.Fatal("no lease verified")
