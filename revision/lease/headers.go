@@ -10,8 +10,12 @@ import (
 )
 
 // maxCachedHeaders bounds each map of a [HeaderCache]; a full map starts
-// over.
-const maxCachedHeaders = 4096
+// over. maxCachedHeaderLen bounds a header it keeps (a lease's or a
+// proof's is about 150 bytes), so a map holds at most 2 MiB of them.
+const (
+	maxCachedHeaders   = 4096
+	maxCachedHeaderLen = 512
+)
 
 // HeaderCache remembers the protected headers of leases and proofs that
 // verified, so the next JWS with a byte-identical header skips go-jose's
@@ -91,7 +95,7 @@ func (hc *HeaderCache) putProof(compact string, h jose.Header, p proofHeader) {
 // nothing but alg, typ and kid or jwk.
 func cacheableHeader(compact string, h jose.Header) (string, bool) {
 	header, _, ok := strings.Cut(compact, ".")
-	if !ok || h.Algorithm != string(jose.EdDSA) || h.Nonce != "" || len(h.ExtraHeaders) != 1 {
+	if !ok || len(header) > maxCachedHeaderLen || h.Algorithm != string(jose.EdDSA) || h.Nonce != "" || len(h.ExtraHeaders) != 1 {
 		return "", false
 	}
 	if _, ok := h.ExtraHeaders[jose.HeaderType]; !ok {
