@@ -98,7 +98,7 @@ bench-admission: ## cached Check vs grpc.health.v1 Health/Check at 1, 16 and 64 
 	    cat $$log; rm -f $$log; exit 1; fi; \
 	  grep -E '^(admission|revocation|search):' $$log; rm -f $$log
 
-bench-lease: ## Issue (by admission receipt) and Verify through the real registry, discovery, admission and lease, against the lease health Check; one line
+bench-lease: ## Issue (by admission receipt) and Verify through the real registry, discovery, admission and lease, against the lease health Check; one line, then the floor line (the best ratios the rules allow here); TOOLCRIB_BENCH_PROFILE=dir writes CPU profiles
 	@log=$$(mktemp); \
 	  if ! (cd e2e && TOOLCRIB_BENCH=1 go test -count=1 -run '^TestLeaseThroughput$$' -v -timeout 10m ./bench/) > $$log 2>&1; then \
 	    cat $$log; rm -f $$log; exit 1; fi; \

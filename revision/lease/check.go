@@ -36,6 +36,10 @@ type Input struct {
 	Skew time.Duration
 	// ProofWindow is how old a proof may be; 0 means [DefaultProofWindow].
 	ProofWindow time.Duration
+	// Headers remembers the headers of leases and proofs that verified,
+	// so a verifier that sees many skips parsing them again; nil parses
+	// every header.
+	Headers *HeaderCache
 }
 
 // Check applies the stateless rules to a lease and its proof. It returns
@@ -75,7 +79,7 @@ func Check(in Input) (*Claims, *Refusal) {
 	if window <= 0 {
 		window = DefaultProofWindow
 	}
-	c, r := parseToken(in.Token, in.Keys)
+	c, r := parseToken(in.Token, in.Keys, in.Headers)
 	if r != nil {
 		return nil, r
 	}
@@ -94,7 +98,7 @@ func Check(in Input) (*Claims, *Refusal) {
 	if c.ArgumentDigest != in.ArgumentDigest {
 		return &c, refuse(ArgumentsMismatch, "the call's arguments are not the ones the lease was issued for")
 	}
-	p, thumb, r := parseProof(in.Proof)
+	p, thumb, r := parseProof(in.Proof, in.Headers)
 	if r != nil {
 		return &c, r
 	}

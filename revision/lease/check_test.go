@@ -135,25 +135,63 @@ func TestCheckRefusesOneFailurePerCause(t *testing.T) {
 		{"proof arguments and stale", func(t *testing.T, s *scene) { s.proof.ArgumentDigest = "x"; s.proof.IssuedAt = 1 }, ProofOtherArguments, true},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			s := newScene(t)
-			tc.edit(t, s)
-			in := s.input(t)
-			if in.Proof == "-" {
-				in.Proof = ""
+		for _, warm := range []bool{false, true} {
+			name := tc.name
+			if warm {
+				name += " (headers remembered)"
 			}
-			c, r := Check(in)
-			if r == nil {
-				t.Fatalf("Check accepted it")
-			}
-			if r.Failure != tc.want {
-				t.Fatalf("Check = %s (%s), want %s", r.Failure, r.Detail, tc.want)
-			}
-			if (c != nil) != tc.claims {
-				t.Fatalf("claims returned = %v, want %v", c != nil, tc.claims)
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				s := newScene(t)
+				tc.edit(t, s)
+				in := s.input(t)
+				if in.Proof == "-" {
+					in.Proof = ""
+				}
+				if warm {
+					in.Headers = warmHeaders(t, s)
+				}
+				c, r := Check(in)
+				if r == nil {
+					t.Fatalf("Check accepted it")
+				}
+				if r.Failure != tc.want {
+					t.Fatalf("Check = %s (%s), want %s", r.Failure, r.Detail, tc.want)
+				}
+				if (c != nil) != tc.claims {
+					t.Fatalf("claims returned = %v, want %v", c != nil, tc.claims)
+				}
+			})
+		}
 	}
+}
+
+// warmHeaders returns a header cache that remembers the headers of a
+// genuine lease signed with s's signing key (under its id) and of a genuine
+// proof by s's holder, so a forgery that reuses them takes the cached path.
+func warmHeaders(t *testing.T, s *scene) *HeaderCache {
+	t.Helper()
+	hc := &HeaderCache{}
+	pub, _ := s.key.Signer.Public().(ed25519.PublicKey)
+	hpub, _ := s.holder.Public().(ed25519.PublicKey)
+	c := sampleClaims(HolderKey{Public: hpub, Thumbprint: Thumbprint(hpub)})
+	tok, err := Sign(s.key, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, r := parseToken(tok, NewKeySet(map[string]ed25519.PublicKey{s.key.ID: pub}), hc); r != nil {
+		t.Fatalf("the genuine lease was refused: %v", r)
+	}
+	proof, err := NewProof(s.holder, c, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, r := parseProof(proof, hc); r != nil {
+		t.Fatalf("the genuine proof was refused: %v", r)
+	}
+	if len(hc.tokens) != 1 || len(hc.proofs) != 1 {
+		t.Fatalf("headers remembered: %d leases, %d proofs; want 1 and 1", len(hc.tokens), len(hc.proofs))
+	}
+	return hc
 }
 
 func TestCheckClockSkewAllowance(t *testing.T) {

@@ -8,7 +8,9 @@ import (
 )
 
 // FuzzCheck feeds arbitrary tokens and proofs to Check: it never panics,
-// and nothing but a lease signed by the key set's key is accepted.
+// nothing but a lease signed by the key set's key is accepted, and a
+// [HeaderCache] that remembers the genuine lease's and proof's headers
+// changes no answer.
 func FuzzCheck(f *testing.F) {
 	key, pub := newSigningKey(&testing.T{}, "k1")
 	priv, holder := newHolder(&testing.T{})
@@ -18,13 +20,26 @@ func FuzzCheck(f *testing.F) {
 	f.Add(tok, proof)
 	f.Add(tok[:len(tok)-3], proof)
 	f.Add(tok, proof[:len(proof)-1]+"A")
+	f.Add(tok+".", proof)
+	f.Add(tok, strings.Replace(proof, ".", ".\n", 1))
 	f.Add("eyJhbGciOiJub25lIn0.e30.", "")
+	keys := NewKeySet(map[string]ed25519.PublicKey{"k1": pub})
+	warm := &HeaderCache{}
+	if _, r := Check(Input{Token: tok, Proof: proof, Audience: c.Audience, Tool: c.Tool, ArgumentDigest: c.ArgumentDigest,
+		Keys: keys, Now: t0.Add(time.Second), Headers: warm}); r != nil || len(warm.tokens) != 1 || len(warm.proofs) != 1 {
+		f.Fatalf("the genuine lease and proof: %v, %d and %d headers remembered", r, len(warm.tokens), len(warm.proofs))
+	}
 	f.Fuzz(func(t *testing.T, token, proof string) {
-		keys := NewKeySet(map[string]ed25519.PublicKey{"k1": pub})
-		got, r := Check(Input{Token: token, Proof: proof, Audience: c.Audience, Tool: c.Tool, ArgumentDigest: c.ArgumentDigest,
-			Keys: keys, Now: t0.Add(time.Second)})
+		in := Input{Token: token, Proof: proof, Audience: c.Audience, Tool: c.Tool, ArgumentDigest: c.ArgumentDigest,
+			Keys: keys, Now: t0.Add(time.Second)}
+		got, r := Check(in)
 		if r == nil && (got == nil || got.Audience != c.Audience) {
 			t.Fatalf("accepted without claims for the audience: %+v", got)
+		}
+		in.Headers = warm
+		cached, rc := Check(in)
+		if (r == nil) != (rc == nil) || (r != nil && *r != *rc) || (got == nil) != (cached == nil) || (got != nil && *got != *cached) {
+			t.Fatalf("with headers remembered: %+v, %v; without: %+v, %v", cached, rc, got, r)
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
@@ -60,13 +61,26 @@ func SignProof(holder ed25519.PrivateKey, p ProofClaims) (string, error) {
 }
 
 // parseProof checks a proof's size, header and signature by its embedded
-// key, and returns its claims and the thumbprint of that key.
-func parseProof(compact string) (ProofClaims, string, *Refusal) {
+// key, and returns its claims and the thumbprint of that key. A header
+// remembered in cache (nil: none) is not parsed again.
+func parseProof(compact string, cache *HeaderCache) (ProofClaims, string, *Refusal) {
 	if compact == "" {
 		return ProofClaims{}, "", refuse(BadProof, "no holder proof")
 	}
 	if len(compact) > MaxProofBytes {
 		return ProofClaims{}, "", refuse(BadProof, "the holder proof is longer than %d bytes", MaxProofBytes)
+	}
+	if header, rest, ok := strings.Cut(compact, "."); ok {
+		if k, ok := cache.proof(header); ok {
+			payload, sig, input, ok := splitKnown(header, rest)
+			if !ok {
+				return ProofClaims{}, "", refuse(BadProof, "the holder proof is not an EdDSA compact JWS")
+			}
+			if !ed25519.Verify(k.pub, input, sig) {
+				return ProofClaims{}, "", refuse(BadProof, "the holder proof's signature does not verify")
+			}
+			return proofClaims(payload, k.thumb)
+		}
 	}
 	jws, err := jose.ParseSignedCompact(compact, algorithms)
 	if err != nil {
@@ -90,9 +104,16 @@ func parseProof(compact string) (ProofClaims, string, *Refusal) {
 	if err != nil {
 		return ProofClaims{}, "", refuse(BadProof, "the holder proof's signature does not verify")
 	}
+	thumb := Thumbprint(pub)
+	cache.putProof(compact, h, proofHeader{pub: pub, thumb: thumb})
+	return proofClaims(payload, thumb)
+}
+
+// proofClaims decodes the claims of a proof whose signature verified.
+func proofClaims(payload []byte, thumb string) (ProofClaims, string, *Refusal) {
 	var p ProofClaims
 	if err := json.Unmarshal(payload, &p); err != nil || p.IssuedAt == 0 {
 		return ProofClaims{}, "", refuse(BadProof, "the holder proof's claims are malformed")
 	}
-	return p, Thumbprint(pub), nil
+	return p, thumb, nil
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
@@ -154,16 +155,11 @@ type SigningKey struct {
 	Signer crypto.Signer
 }
 
-// opaque adapts a [SigningKey] to go-jose without handing it the key.
-type opaque struct {
-	pub *jose.JSONWebKey
-	s   crypto.Signer
-}
-
-func (o opaque) Public() *jose.JSONWebKey        { return o.pub }
-func (o opaque) Algs() []jose.SignatureAlgorithm { return algorithms }
-func (o opaque) SignPayload(p []byte, _ jose.SignatureAlgorithm) ([]byte, error) {
-	return o.s.Sign(rand.Reader, p, crypto.Hash(0))
+// tokenHeader is the protected header of a lease, in go-jose's order.
+type tokenHeader struct {
+	Alg string `json:"alg"`
+	Kid string `json:"kid"`
+	Typ string `json:"typ"`
 }
 
 // Sign returns the compact JWS of c signed with key. It refuses claims a
@@ -173,26 +169,40 @@ func Sign(key SigningKey, c Claims) (string, error) {
 	if err := c.validate(); err != nil {
 		return "", fmt.Errorf("lease: sign: %w", err)
 	}
-	pub, ok := key.Signer.Public().(ed25519.PublicKey)
-	if !ok || key.ID == "" {
+	if _, ok := key.Signer.Public().(ed25519.PublicKey); !ok || key.ID == "" {
 		return "", errors.New("lease: sign: the signing key must be Ed25519 with a key id")
 	}
-	signer, err := jose.NewSigner(jose.SigningKey{
-		Algorithm: jose.EdDSA,
-		Key:       opaque{pub: &jose.JSONWebKey{Key: pub, KeyID: key.ID, Algorithm: string(jose.EdDSA), Use: "sig"}, s: key.Signer},
-	}, (&jose.SignerOptions{}).WithType(TokenType))
+	header, err := json.Marshal(tokenHeader{Alg: string(jose.EdDSA), Kid: key.ID, Typ: TokenType})
 	if err != nil {
-		return "", fmt.Errorf("lease: sign: %w", err)
+		return "", err
 	}
 	payload, err := json.Marshal(c.wire())
 	if err != nil {
 		return "", err
 	}
-	jws, err := signer.Sign(payload)
+	return signCompact(key.Signer, header, payload)
+}
+
+// signCompact returns the compact JWS of header and payload signed by s
+// (Ed25519), built as go-jose builds it: base64url without padding of the
+// header, a dot, of the payload, the signature over those, a dot, of the
+// signature.
+func signCompact(s crypto.Signer, header, payload []byte) (string, error) {
+	enc := base64.RawURLEncoding
+	b := make([]byte, 0, enc.EncodedLen(len(header))+enc.EncodedLen(len(payload))+enc.EncodedLen(ed25519.SignatureSize)+2)
+	b = enc.AppendEncode(b, header)
+	b = append(b, '.')
+	b = enc.AppendEncode(b, payload)
+	sig, err := s.Sign(rand.Reader, b, crypto.Hash(0))
 	if err != nil {
 		return "", fmt.Errorf("lease: sign: %w", err)
 	}
-	return jws.CompactSerialize()
+	if len(sig) != ed25519.SignatureSize {
+		return "", fmt.Errorf("lease: sign: the signer returned %d bytes, not an Ed25519 signature", len(sig))
+	}
+	b = append(b, '.')
+	b = enc.AppendEncode(b, sig)
+	return string(b), nil
 }
 
 // KeySet is the set of public keys leases may be signed with (the lease
@@ -363,13 +373,30 @@ func PublicJWK(pub ed25519.PublicKey) []byte {
 }
 
 // parseToken checks a lease's size, header, `kid` and signature, then the
-// shape of its claims. It does not look at the time or the audience.
-func parseToken(compact string, keys KeySet) (Claims, *Refusal) {
+// shape of its claims. It does not look at the time or the audience. A
+// header remembered in cache (nil: none) is not parsed again.
+func parseToken(compact string, keys KeySet, cache *HeaderCache) (Claims, *Refusal) {
 	if compact == "" {
 		return Claims{}, refuse(BadSignature, "no lease token")
 	}
 	if len(compact) > MaxTokenBytes {
 		return Claims{}, refuse(BadSignature, "the lease token is longer than %d bytes", MaxTokenBytes)
+	}
+	if header, rest, ok := strings.Cut(compact, "."); ok {
+		if kid, ok := cache.token(header); ok {
+			payload, sig, input, ok := splitKnown(header, rest)
+			if !ok {
+				return Claims{}, refuse(BadSignature, "the lease token is not an EdDSA compact JWS")
+			}
+			pub, ok := keys.Key(kid)
+			if !ok {
+				return Claims{}, refuse(UnknownKey, "the lease is signed with a key the lease service does not publish")
+			}
+			if !ed25519.Verify(pub, input, sig) {
+				return Claims{}, refuse(BadSignature, "the lease's signature does not verify")
+			}
+			return tokenClaims(payload)
+		}
 	}
 	jws, err := jose.ParseSignedCompact(compact, algorithms)
 	if err != nil {
@@ -396,6 +423,13 @@ func parseToken(compact string, keys KeySet) (Claims, *Refusal) {
 	if err != nil {
 		return Claims{}, refuse(BadSignature, "the lease's signature does not verify")
 	}
+	cache.putToken(compact, h)
+	return tokenClaims(payload)
+}
+
+// tokenClaims decodes and checks the claims of a lease whose signature
+// verified.
+func tokenClaims(payload []byte) (Claims, *Refusal) {
 	var w wireClaims
 	// Unknown claims are ignored, so a newer service may add one without
 	// breaking older executors.

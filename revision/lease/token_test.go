@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -136,7 +137,7 @@ func TestSignedLeaseCarriesEveryClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, r := parseToken(tok, NewKeySet(map[string]ed25519.PublicKey{"k1": pub}))
+	got, r := parseToken(tok, NewKeySet(map[string]ed25519.PublicKey{"k1": pub}), nil)
 	if r != nil {
 		t.Fatal(r)
 	}
@@ -208,19 +209,31 @@ func TestParseTokenRefusesForgeries(t *testing.T) {
 		{"typ JWT, not a lease", wrongTypTok, BadSignature},
 		{"key embedded instead of kid", embeddedTok, BadSignature},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			_, r := parseToken(tc.token, keys)
-			if r == nil || r.Failure != tc.want {
-				t.Fatalf("parseToken = %v, want %s", r, tc.want)
-			}
-			if len(r.Detail) > 200 {
-				t.Fatalf("detail echoes input: %d bytes", len(r.Detail))
-			}
-		})
-	}
-	if _, r := parseToken(good, keys); r != nil {
+	// Each forgery is refused with nothing remembered, and again once the
+	// genuine lease's header is (the forgeries that keep it take the
+	// cached path).
+	warm := &HeaderCache{}
+	if _, r := parseToken(good, keys, warm); r != nil {
 		t.Fatalf("the genuine lease was refused: %v", r)
+	}
+	if len(warm.tokens) != 1 {
+		t.Fatalf("%d headers remembered, want 1", len(warm.tokens))
+	}
+	for _, cache := range []*HeaderCache{nil, warm} {
+		for _, tc := range cases {
+			t.Run(fmt.Sprintf("%s/cached=%v", tc.name, cache != nil), func(t *testing.T) {
+				_, r := parseToken(tc.token, keys, cache)
+				if r == nil || r.Failure != tc.want {
+					t.Fatalf("parseToken = %v, want %s", r, tc.want)
+				}
+				if len(r.Detail) > 200 {
+					t.Fatalf("detail echoes input: %d bytes", len(r.Detail))
+				}
+			})
+		}
+		if _, r := parseToken(good, keys, cache); r != nil {
+			t.Fatalf("the genuine lease was refused: %v", r)
+		}
 	}
 }
 

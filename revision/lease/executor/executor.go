@@ -96,7 +96,8 @@ func Require(server *mcp.Server, opts Options) error {
 }
 
 type guard struct {
-	opts Options
+	opts    Options
+	headers lease.HeaderCache
 
 	mu   sync.Mutex
 	used map[string]time.Time // lease id -> until when it is remembered
@@ -154,13 +155,13 @@ func (g *guard) check(ctx context.Context, p *mcp.CallToolParamsRaw) (*lease.Cla
 	now := g.opts.Now()
 	claims, r := lease.Check(lease.Input{
 		Token: token, Proof: proof, Audience: pres.Audience, Tool: pres.Tool, ArgumentDigest: digest,
-		Keys: keys, Now: now, Skew: g.opts.Skew, ProofWindow: g.opts.ProofWindow,
+		Keys: keys, Now: now, Skew: g.opts.Skew, ProofWindow: g.opts.ProofWindow, Headers: &g.headers,
 	})
 	if r != nil && r.Failure == lease.UnknownKey && g.opts.RefreshKeys != nil {
 		if keys, err := g.opts.RefreshKeys(ctx); err == nil {
 			claims, r = lease.Check(lease.Input{
 				Token: token, Proof: proof, Audience: pres.Audience, Tool: pres.Tool, ArgumentDigest: digest,
-				Keys: keys, Now: now, Skew: g.opts.Skew, ProofWindow: g.opts.ProofWindow,
+				Keys: keys, Now: now, Skew: g.opts.Skew, ProofWindow: g.opts.ProofWindow, Headers: &g.headers,
 			})
 		}
 	}

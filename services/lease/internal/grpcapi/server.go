@@ -91,6 +91,7 @@ type Server struct {
 	opts Options
 
 	holders holderCache
+	headers lease.HeaderCache
 }
 
 // maxHolders bounds the parsed holder keys kept; the cache starts over
@@ -307,7 +308,7 @@ func (s *Server) verify(ctx context.Context, req *leasev1.VerifyRequest) (*lease
 	c, refusal := lease.Check(lease.Input{
 		Token: req.GetToken(), Proof: req.GetProof(), Audience: req.GetAudience(), Tool: req.GetToolId(),
 		ArgumentDigest: req.GetArgumentDigest(), Keys: s.opts.Ring.KeySet(), Now: now,
-		Skew: s.opts.Skew, ProofWindow: s.opts.ProofWindow,
+		Skew: s.opts.Skew, ProofWindow: s.opts.ProofWindow, Headers: &s.headers,
 	})
 	if refusal != nil {
 		return refused(c, refusal.Failure, refusal.Detail), nil

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/toolcrib/toolcrib/platform/redisclient"
 )
 
@@ -36,23 +38,101 @@ type Ledger interface {
 }
 
 // Redis is the [Ledger] on Redis: `SET <prefix>lease:used:<id> 1 NX PX ttl`.
+// Concurrent calls share a pipeline: the commands pending when a flusher
+// (at most [maxFlushers]) looks are written at once and their replies read
+// at once, one roundtrip and two syscalls for the lot instead of per call.
+// Each command is still its own atomic SET NX, answered to its own caller.
 type Redis struct {
 	c *redisclient.Client
+
+	mu       sync.Mutex
+	pending  []*consume
+	flushers int
+}
+
+const (
+	// maxBatch bounds the commands of one pipeline.
+	maxBatch = 128
+	// maxFlushers bounds the pipelines in flight (each holds a connection).
+	maxFlushers = 2
+	// flushTimeout bounds one pipeline: it runs on behalf of many callers,
+	// so no single caller's context may cancel it.
+	flushTimeout = 5 * time.Second
+)
+
+// consume is one Consume waiting for its pipeline.
+type consume struct {
+	key  string
+	ttl  time.Duration
+	done chan error // buffered, one value
 }
 
 // NewRedis returns the ledger on c.
 func NewRedis(c *redisclient.Client) *Redis { return &Redis{c: c} }
 
-// Consume implements [Ledger].
+// Consume implements [Ledger]. When ctx ends before the answer, the result
+// is ErrUnavailable (the SET NX may still run, so the lease may be burned
+// without having been accepted: it is never accepted without one).
 func (r *Redis) Consume(ctx context.Context, leaseID string, ttl time.Duration) error {
-	ok, err := r.c.SetNX(ctx, r.c.Key("lease", "used", leaseID), 1, max(ttl, MinTTL)).Result()
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	p := &consume{key: r.c.Key("lease", "used", leaseID), ttl: max(ttl, MinTTL), done: make(chan error, 1)}
+	r.mu.Lock()
+	r.pending = append(r.pending, p)
+	start := r.flushers < maxFlushers
+	if start {
+		r.flushers++
 	}
-	if !ok {
-		return ErrAlreadyUsed
+	r.mu.Unlock()
+	if start {
+		go r.flush()
 	}
-	return nil
+	select {
+	case err := <-p.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
+	}
+}
+
+// flush runs pipelines until nothing is pending.
+func (r *Redis) flush() {
+	for {
+		r.mu.Lock()
+		n := min(len(r.pending), maxBatch)
+		if n == 0 {
+			r.flushers--
+			r.mu.Unlock()
+			return
+		}
+		batch := make([]*consume, n)
+		copy(batch, r.pending)
+		r.pending = append(r.pending[:0], r.pending[n:]...)
+		r.mu.Unlock()
+		r.run(batch)
+	}
+}
+
+func (r *Redis) run(batch []*consume) {
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	cmds := make([]*redis.BoolCmd, len(batch))
+	// Per-command errors are read from each command below.
+	_, _ = r.c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i, p := range batch {
+			cmds[i] = pipe.SetNX(ctx, p.key, 1, p.ttl)
+		}
+		return nil
+	})
+	for i, p := range batch {
+		ok, err := cmds[i].Result()
+		switch {
+		case err != nil:
+			p.done <- fmt.Errorf("%w: %v", ErrUnavailable, err)
+		case !ok:
+			p.done <- ErrAlreadyUsed
+		default:
+			p.done <- nil
+		}
+	}
 }
 
 // Memory is a [Ledger] in one process, for tests; it passes the same

@@ -14,7 +14,7 @@ import (
 	"github.com/toolcrib/toolcrib/services/lease/migrations"
 )
 
-func newStore(t *testing.T) *store.Store {
+func newStore(t testing.TB) *store.Store {
 	t.Helper()
 	url := pgtest.NewDatabase(t, pgtest.Schema{Name: "lease", Sets: []postgres.Set{migrations.Set()}})
 	pool, err := postgres.Open(context.Background(), url, "lease")
