@@ -1,6 +1,7 @@
 package receipts
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -61,9 +62,12 @@ type Writer struct {
 	closed  bool
 	kick    chan struct{}
 	flushMu sync.Mutex // one flush at a time
-	stored  int64
-	recent  recent // stored ALLOW receipts, newest last
-	lookups [numAnswers]atomic.Int64
+	// copyBuf and copyReader are the COPY data of the flush under flushMu.
+	copyBuf    []byte
+	copyReader bytes.Reader
+	stored     int64
+	recent     recent // stored ALLOW receipts, newest last
+	lookups    [numAnswers]atomic.Int64
 }
 
 // Answer is how a [Writer.Lookup] was answered.
@@ -306,24 +310,30 @@ var columns = []string{"receipt_id", "tenant_id", "subject", "tool_id", "server_
 // uniqueViolation is Postgres's SQLSTATE unique_violation.
 const uniqueViolation = "23505"
 
-// insert stores a batch with COPY (binary; about half the Postgres time of
-// the INSERT … SELECT unnest below, which matters when Postgres shares the
-// cores). A batch is one COPY, so it is stored whole or not at all; only a
-// retry of a batch whose COPY committed but whose answer was lost meets a
-// duplicate id, and then the batch goes through the INSERT, which skips
-// the rows already stored.
+// insert stores a batch with one binary COPY (about half the Postgres
+// time of the INSERT … SELECT unnest below, which matters when Postgres
+// shares the cores), encoded by [appendRow] into a buffer reused from batch
+// to batch (flushes are serialised by flushMu). A batch is one COPY, so it
+// is stored whole or not at all; only a retry of a batch whose COPY
+// committed but whose answer was lost meets a duplicate id, and then the
+// batch goes through the INSERT, which skips the rows already stored.
 func (w *Writer) insert(ctx context.Context, batch []*admissionv1.Receipt) error {
-	_, err := w.pool.CopyFrom(ctx, pgx.Identifier{"receipts"}, columns, pgx.CopyFromSlice(len(batch), func(i int) ([]any, error) {
-		r := batch[i]
-		id, err := uuid.Parse(r.GetReceiptId())
-		if err != nil {
-			return nil, err
+	b := append(w.copyBuf[:0], copyHeader...)
+	for _, r := range batch {
+		var err error
+		if b, err = appendRow(b, r); err != nil {
+			return err
 		}
-		return []any{[16]byte(id), r.GetTenantId(), r.GetSubject(), r.GetToolId(), r.GetServerId(), r.GetAudienceClass(),
-			r.GetGeneration(), r.GetDescriptorDigest(), r.GetPolicyEpoch(), r.GetArgumentDigest(), int16(r.GetMode()),
-			r.GetRunId(), int16(r.GetDecision()), int16(r.GetReason()), int16(r.GetEffectClass()), r.GetDecidedAt().AsTime(),
-			r.GetReplica()}, nil
-	}))
+	}
+	b = append(b, copyTrailer...)
+	w.copyBuf = b
+	conn, err := w.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	w.copyReader.Reset(b)
+	_, err = conn.Conn().PgConn().CopyFrom(ctx, &w.copyReader, copySQL)
+	conn.Release()
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == uniqueViolation {
 		return w.insertSkippingStored(ctx, batch)
