@@ -161,11 +161,15 @@ func (s *Server) check(ctx context.Context, p principal.Principal, req *admissio
 	parsed, problem := args.Parse(req.GetArguments(), s.o.Limits)
 	r.ArgumentsProblem = problem
 	f := decision.Facts{Now: now, Request: r, Tenant: p.Tenant, PolicyFreshUntil: s.o.Heads.FreshUntil()}
-	rec := &admissionv1.Receipt{
-		ReceiptId: s.ids.next(), TenantId: p.Tenant, Subject: p.Subject, ToolId: bounded(r.ToolID, decision.MaxToolIDBytes),
-		ArgumentDigest: parsed.Digest, Mode: r.Mode, RunId: bounded(r.RunID, decision.MaxRunIDBytes),
-		DecidedAt: timestamppb.New(now), Replica: s.o.Replica,
-	}
+	// The response, its receipt and their two timestamps are one
+	// allocation (the receipt writer keeps the receipt, and so the rest,
+	// until its batch is stored).
+	a := &answer{}
+	a.decidedAt = timestamppb.Timestamp{Seconds: now.Unix(), Nanos: int32(now.Nanosecond())}
+	rec := &a.receipt
+	rec.ReceiptId, rec.TenantId, rec.Subject = s.ids.next(), p.Tenant, p.Subject
+	rec.ToolId, rec.ArgumentDigest, rec.Mode = bounded(r.ToolID, decision.MaxToolIDBytes), parsed.Digest, r.Mode
+	rec.RunId, rec.DecidedAt, rec.Replica = bounded(r.RunID, decision.MaxRunIDBytes), &a.decidedAt, s.o.Replica
 	validUntil := f.PolicyFreshUntil
 	level := cache.Miss
 
@@ -211,14 +215,21 @@ func (s *Server) check(ctx context.Context, p principal.Principal, req *admissio
 	if validUntil.Before(now) {
 		validUntil = now
 	}
-	resp := &admissionv1.CheckResponse{
-		Decision: rec.Decision, Reason: out.Reason, Detail: out.Detail, Receipt: rec,
-		ValidUntil: timestamppb.New(validUntil), CurrentPolicyEpoch: rec.PolicyEpoch,
-	}
+	a.validUntil = timestamppb.Timestamp{Seconds: validUntil.Unix(), Nanos: int32(validUntil.Nanosecond())}
+	resp := &a.response
+	resp.Decision, resp.Reason, resp.Detail, resp.Receipt = rec.Decision, out.Reason, out.Detail, rec
+	resp.ValidUntil, resp.CurrentPolicyEpoch = &a.validUntil, rec.PolicyEpoch
 	if entry.ActiveDigest != "" {
 		resp.CurrentGeneration, resp.CurrentDescriptorDigest = rec.Generation, entry.ActiveDigest
 	}
 	return resp, nil
+}
+
+// answer is what one Check allocates for its answer.
+type answer struct {
+	response              admissionv1.CheckResponse
+	receipt               admissionv1.Receipt
+	decidedAt, validUntil timestamppb.Timestamp
 }
 
 // earliest returns the earlier of a and b, ignoring a zero b.
