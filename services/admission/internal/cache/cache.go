@@ -149,7 +149,7 @@ type Options struct {
 
 // Cache is the two-level decision cache.
 type Cache struct {
-	opts      Options
+	opts Options
 	// l1 is keyed by the Key itself: comparing every field is the same
 	// injective identity as [Key.String] without building the string on
 	// every lookup (it is built for L2 only).
