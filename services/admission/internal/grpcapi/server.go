@@ -112,10 +112,11 @@ func unavailable(err error) error { return &unavailableError{err} }
 
 // translate is the one mapping of internal errors to gRPC statuses.
 func translate(err error) error {
+	if err == nil {
+		return nil // before un, which errors.As moves to the heap
+	}
 	var un *unavailableError
 	switch {
-	case err == nil:
-		return nil
 	case errors.Is(err, context.Canceled):
 		return &apierror.Error{Code: codes.Canceled, Reason: "CANCELED", Message: "the call was canceled"}
 	case errors.Is(err, context.DeadlineExceeded):
@@ -147,9 +148,20 @@ type resolved struct {
 	access  decision.Access
 	digest  string // cache.ScopeSetDigest(access, nil)
 	class   string
-	pointer *replica.Pointer
+	// ptr is the pointer of (server, class) when hasPtr; kept by value so
+	// that resolving allocates nothing for it.
+	ptr    replica.Pointer
+	hasPtr bool
 	// rollout is the stage of (server, class) at epoch; nil for FULL.
 	rollout *decision.Rollout
+}
+
+// pointer returns the pointer the request resolved to; nil for none.
+func (r *resolved) pointer() *replica.Pointer {
+	if !r.hasPtr {
+		return nil
+	}
+	return &r.ptr
 }
 
 func (s *Server) check(ctx context.Context, p principal.Principal, req *admissionv1.CheckRequest) (*admissionv1.CheckResponse, error) {
@@ -189,9 +201,9 @@ func (s *Server) check(ctx context.Context, p principal.Principal, req *admissio
 		out = decision.Outcome{Reason: entry.Reason, Detail: entry.Detail}
 		rec.PolicyEpoch, rec.AudienceClass, rec.EffectClass = res.epoch, res.class, entry.Effect
 		rec.DescriptorDigest = entry.ActiveDigest
-		if res.pointer != nil {
-			rec.ServerId, rec.Generation = res.pointer.ServerID, res.pointer.Generation
-			validUntil = earliest(validUntil, res.pointer.FreshUntil)
+		if ptr := res.pointer(); ptr != nil {
+			rec.ServerId, rec.Generation = ptr.ServerID, ptr.Generation
+			validUntil = earliest(validUntil, ptr.FreshUntil)
 		}
 		validUntil = earliest(validUntil, entry.ExpiresAt)
 		if out.Allowed() {
@@ -361,7 +373,7 @@ func (s *Server) resolve(ctx context.Context, p principal.Principal, r decision.
 		s.o.Heads.SetPointer(got)
 		ptr, _ = s.o.Heads.Pointer(server, res.class)
 	}
-	res.pointer = &ptr
+	res.ptr, res.hasPtr = ptr, true
 	return res, nil
 }
 
@@ -386,11 +398,11 @@ func (s *Server) decide(ctx context.Context, p principal.Principal, r decision.R
 		o := decision.Prelim(*f)
 		return cache.Entry{Reason: o.Reason, Detail: o.Detail}, cache.Miss, nil
 	}
-	if res.pointer == nil {
+	ptr := res.pointer()
+	if ptr == nil {
 		o := decision.Prelim(*f)
 		return cache.Entry{Reason: o.Reason, Detail: o.Detail}, cache.Miss, nil
 	}
-	ptr := res.pointer
 	key := cache.Key{
 		Tenant: p.Tenant, AudienceClass: res.class, PolicyEpoch: res.epoch, Generation: ptr.Generation,
 		PointerRevision: ptr.Revision, ToolID: r.ToolID, DescriptorDigest: r.DescriptorDigest,
@@ -453,10 +465,10 @@ func (s *Server) decide(ctx context.Context, p principal.Principal, r decision.R
 }
 
 func (s *Server) argCheck(ctx context.Context, res resolved, e cache.Entry, r decision.Request, parsed args.Parsed) decision.ArgumentCheck {
-	if res.pointer == nil {
+	ptr := res.pointer()
+	if ptr == nil {
 		return decision.ArgumentCheck{Problem: "the input schema is not known", Pointer: "/"}
 	}
-	ptr := res.pointer
 	return s.o.Validator.Check(e.InputSchemaDigest, func() ([]byte, error) {
 		gen, err := s.o.Material.Generation(ctx, ptr.ServerID, res.class, ptr.Generation)
 		if err != nil {
