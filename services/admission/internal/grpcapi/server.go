@@ -143,11 +143,11 @@ func (s *Server) Check(ctx context.Context, req *admissionv1.CheckRequest) (*adm
 
 // resolved is what the heads and the current policy say about a request.
 type resolved struct {
-	epoch   int64
-	policy  replica.Policy
-	access  decision.Access
-	digest  string // cache.ScopeSetDigest(access, nil)
-	class   string
+	epoch  int64
+	policy replica.Policy
+	access decision.Access
+	digest string // cache.ScopeSetDigest(access, nil)
+	class  string
 	// ptr is the pointer of (server, class) when hasPtr; kept by value so
 	// that resolving allocates nothing for it.
 	ptr    replica.Pointer
