@@ -29,8 +29,8 @@ const postgresEpoch = 946_684_800
 // appendRow appends r as one tuple of the binary COPY format, in the order
 // of columns. Done by hand into the writer's reused buffer: pgx's CopyFrom
 // encodes each value through an interface and grows a fresh buffer per
-// batch, which made the receipt writer's allocations a fifth of a cached
-// Check's (and the collector's work with them).
+// batch: about 2.4 KB per receipt, an eighth of what a cached Check
+// allocated (and the collector's work with it).
 func appendRow(b []byte, r *admissionv1.Receipt) ([]byte, error) {
 	id, err := uuid.Parse(r.GetReceiptId())
 	if err != nil {
