@@ -56,7 +56,10 @@ func Digest(raw []byte) (string, error) {
 // already canonical, or for concatenations of digests (page roots).
 func DigestBytes(b []byte) string {
 	sum := sha256.Sum256(b)
-	return DigestPrefix + hex.EncodeToString(sum[:])
+	var out [len(DigestPrefix) + 2*sha256.Size]byte // one allocation: the string
+	copy(out[:], DigestPrefix)
+	hex.Encode(out[len(DigestPrefix):], sum[:])
+	return string(out[:])
 }
 
 // Marshal encodes v with encoding/json and returns its canonical form.

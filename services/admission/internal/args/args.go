@@ -48,11 +48,13 @@ const (
 	ProblemTooMany   = "more values than the arguments cap"
 )
 
+var emptyObject = []byte("{}")
+
 // Parse parses raw arguments; empty means `{}`. It returns a problem text
 // (for INVALID_INPUT) when raw is refused.
 func Parse(raw []byte, lim Limits) (Parsed, string) {
 	if len(raw) == 0 {
-		raw = []byte("{}")
+		raw = emptyObject
 	}
 	if len(raw) > lim.MaxBytes {
 		return Parsed{}, ProblemTooLarge

@@ -149,8 +149,11 @@ type Options struct {
 
 // Cache is the two-level decision cache.
 type Cache struct {
-	opts      Options
-	l1        *lru.Cache[string, Entry]
+	opts Options
+	// l1 is keyed by the Key itself: comparing every field is the same
+	// injective identity as [Key.String] without building the string on
+	// every lookup (it is built for L2 only).
+	l1        *lru.Cache[Key, Entry]
 	downUntil atomic.Int64 // unix nanos; L2 skipped before it
 	writes    chan write
 	stats     [3]atomic.Int64
@@ -184,7 +187,7 @@ func New(o Options) *Cache {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	l1, err := lru.New[string, Entry](o.L1Size)
+	l1, err := lru.New[Key, Entry](o.L1Size)
 	if err != nil {
 		panic(err)
 	}
@@ -218,16 +221,16 @@ func (c *Cache) l2Failed() {
 // Get looks k up in L1, then L2. An expired entry is a miss. A Redis error
 // is a miss (and starts the back-off).
 func (c *Cache) Get(ctx context.Context, k Key) (Entry, Level) {
-	ks := k.String()
 	now := c.opts.Now()
-	if e, ok := c.l1.Get(ks); ok && !c.opts.SkipL1 {
+	if e, ok := c.l1.Get(k); ok && !c.opts.SkipL1 {
 		if now.Before(e.ExpiresAt) {
 			c.stats[L1].Add(1)
 			return e, L1
 		}
-		c.l1.Remove(ks)
+		c.l1.Remove(k)
 	}
 	if c.l2Usable() {
+		ks := k.String()
 		rctx, cancel := context.WithTimeout(ctx, c.opts.RedisTimeout)
 		raw, err := c.opts.Redis.Get(rctx, c.redisKey(ks)).Bytes()
 		cancel()
@@ -235,7 +238,7 @@ func (c *Cache) Get(ctx context.Context, k Key) (Entry, Level) {
 		case err == nil:
 			var e Entry
 			if json.Unmarshal(raw, &e) == nil && now.Before(e.ExpiresAt) {
-				c.l1.Add(ks, e)
+				c.l1.Add(k, e)
 				c.stats[L2].Add(1)
 				return e, L2
 			}
@@ -257,11 +260,11 @@ func (c *Cache) Put(k Key, e Entry) {
 	if ttl <= 0 {
 		return
 	}
-	ks := k.String()
-	c.l1.Add(ks, e)
+	c.l1.Add(k, e)
 	if c.opts.Redis == nil || !c.l2Usable() {
 		return
 	}
+	ks := k.String()
 	raw, err := json.Marshal(e)
 	if err != nil {
 		return

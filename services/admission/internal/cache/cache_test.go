@@ -83,6 +83,38 @@ func TestKeyUsesEveryField(t *testing.T) {
 	}
 }
 
+// TestL1TellsEveryFieldApart: an entry put under one key is not found in
+// L1 under a key that differs in any single field (L1 is keyed by the Key
+// itself, L2 by its String).
+func TestL1TellsEveryFieldApart(t *testing.T) {
+	c := New(Options{L1Size: 64})
+	defer c.Close()
+	base := Key{Tenant: "t", AudienceClass: "t.c", PolicyEpoch: 1, Generation: 1, PointerRevision: 1,
+		ToolID: "s.x", DescriptorDigest: "d", ScopeSetDigest: "s", Mode: 1, PlanGeneration: 1, PlanEpoch: 1}
+	c.Put(base, Entry{Reason: decision.Allow, ExpiresAt: time.Now().Add(time.Minute)})
+	if _, lvl := c.Get(context.Background(), base); lvl != L1 {
+		t.Fatalf("the key itself: %v", lvl)
+	}
+	rt := reflect.TypeOf(base)
+	for i := range rt.NumField() {
+		k := base
+		f := reflect.ValueOf(&k).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString(f.String() + "x")
+		case reflect.Int64, reflect.Int32:
+			f.SetInt(f.Int() + 1)
+		case reflect.Uint8:
+			f.SetUint(f.Uint() + 1)
+		default:
+			t.Fatalf("field %s of kind %v: extend this test", rt.Field(i).Name, f.Kind())
+		}
+		if _, lvl := c.Get(context.Background(), k); lvl != Miss {
+			t.Errorf("a key differing in %s was answered from %v", rt.Field(i).Name, lvl)
+		}
+	}
+}
+
 func TestScopeSetDigest(t *testing.T) {
 	a := decision.Access{Scopes: []string{"a", "b"}, Classes: []string{"t.c"}}
 	b := decision.Access{Scopes: []string{"ab"}, Classes: []string{"t.c"}}

@@ -112,10 +112,11 @@ func unavailable(err error) error { return &unavailableError{err} }
 
 // translate is the one mapping of internal errors to gRPC statuses.
 func translate(err error) error {
+	if err == nil {
+		return nil // before un, which errors.As moves to the heap
+	}
 	var un *unavailableError
 	switch {
-	case err == nil:
-		return nil
 	case errors.Is(err, context.Canceled):
 		return &apierror.Error{Code: codes.Canceled, Reason: "CANCELED", Message: "the call was canceled"}
 	case errors.Is(err, context.DeadlineExceeded):
@@ -142,14 +143,25 @@ func (s *Server) Check(ctx context.Context, req *admissionv1.CheckRequest) (*adm
 
 // resolved is what the heads and the current policy say about a request.
 type resolved struct {
-	epoch   int64
-	policy  replica.Policy
-	access  decision.Access
-	digest  string // cache.ScopeSetDigest(access, nil)
-	class   string
-	pointer *replica.Pointer
+	epoch  int64
+	policy replica.Policy
+	access decision.Access
+	digest string // cache.ScopeSetDigest(access, nil)
+	class  string
+	// ptr is the pointer of (server, class) when hasPtr; kept by value so
+	// that resolving allocates nothing for it.
+	ptr    replica.Pointer
+	hasPtr bool
 	// rollout is the stage of (server, class) at epoch; nil for FULL.
 	rollout *decision.Rollout
+}
+
+// pointer returns the pointer the request resolved to; nil for none.
+func (r *resolved) pointer() *replica.Pointer {
+	if !r.hasPtr {
+		return nil
+	}
+	return &r.ptr
 }
 
 func (s *Server) check(ctx context.Context, p principal.Principal, req *admissionv1.CheckRequest) (*admissionv1.CheckResponse, error) {
@@ -161,11 +173,15 @@ func (s *Server) check(ctx context.Context, p principal.Principal, req *admissio
 	parsed, problem := args.Parse(req.GetArguments(), s.o.Limits)
 	r.ArgumentsProblem = problem
 	f := decision.Facts{Now: now, Request: r, Tenant: p.Tenant, PolicyFreshUntil: s.o.Heads.FreshUntil()}
-	rec := &admissionv1.Receipt{
-		ReceiptId: s.ids.next(), TenantId: p.Tenant, Subject: p.Subject, ToolId: bounded(r.ToolID, decision.MaxToolIDBytes),
-		ArgumentDigest: parsed.Digest, Mode: r.Mode, RunId: bounded(r.RunID, decision.MaxRunIDBytes),
-		DecidedAt: timestamppb.New(now), Replica: s.o.Replica,
-	}
+	// The response, its receipt and their two timestamps are one
+	// allocation (the receipt writer keeps the receipt, and so the rest,
+	// until its batch is stored).
+	a := &answer{}
+	a.decidedAt = timestamppb.Timestamp{Seconds: now.Unix(), Nanos: int32(now.Nanosecond())}
+	rec := &a.receipt
+	rec.ReceiptId, rec.TenantId, rec.Subject = s.ids.next(), p.Tenant, p.Subject
+	rec.ToolId, rec.ArgumentDigest, rec.Mode = bounded(r.ToolID, decision.MaxToolIDBytes), parsed.Digest, r.Mode
+	rec.RunId, rec.DecidedAt, rec.Replica = bounded(r.RunID, decision.MaxRunIDBytes), &a.decidedAt, s.o.Replica
 	validUntil := f.PolicyFreshUntil
 	level := cache.Miss
 
@@ -185,9 +201,9 @@ func (s *Server) check(ctx context.Context, p principal.Principal, req *admissio
 		out = decision.Outcome{Reason: entry.Reason, Detail: entry.Detail}
 		rec.PolicyEpoch, rec.AudienceClass, rec.EffectClass = res.epoch, res.class, entry.Effect
 		rec.DescriptorDigest = entry.ActiveDigest
-		if res.pointer != nil {
-			rec.ServerId, rec.Generation = res.pointer.ServerID, res.pointer.Generation
-			validUntil = earliest(validUntil, res.pointer.FreshUntil)
+		if ptr := res.pointer(); ptr != nil {
+			rec.ServerId, rec.Generation = ptr.ServerID, ptr.Generation
+			validUntil = earliest(validUntil, ptr.FreshUntil)
 		}
 		validUntil = earliest(validUntil, entry.ExpiresAt)
 		if out.Allowed() {
@@ -211,14 +227,21 @@ func (s *Server) check(ctx context.Context, p principal.Principal, req *admissio
 	if validUntil.Before(now) {
 		validUntil = now
 	}
-	resp := &admissionv1.CheckResponse{
-		Decision: rec.Decision, Reason: out.Reason, Detail: out.Detail, Receipt: rec,
-		ValidUntil: timestamppb.New(validUntil), CurrentPolicyEpoch: rec.PolicyEpoch,
-	}
+	a.validUntil = timestamppb.Timestamp{Seconds: validUntil.Unix(), Nanos: int32(validUntil.Nanosecond())}
+	resp := &a.response
+	resp.Decision, resp.Reason, resp.Detail, resp.Receipt = rec.Decision, out.Reason, out.Detail, rec
+	resp.ValidUntil, resp.CurrentPolicyEpoch = &a.validUntil, rec.PolicyEpoch
 	if entry.ActiveDigest != "" {
 		resp.CurrentGeneration, resp.CurrentDescriptorDigest = rec.Generation, entry.ActiveDigest
 	}
 	return resp, nil
+}
+
+// answer is what one Check allocates for its answer.
+type answer struct {
+	response              admissionv1.CheckResponse
+	receipt               admissionv1.Receipt
+	decidedAt, validUntil timestamppb.Timestamp
 }
 
 // earliest returns the earlier of a and b, ignoring a zero b.
@@ -350,7 +373,7 @@ func (s *Server) resolve(ctx context.Context, p principal.Principal, r decision.
 		s.o.Heads.SetPointer(got)
 		ptr, _ = s.o.Heads.Pointer(server, res.class)
 	}
-	res.pointer = &ptr
+	res.ptr, res.hasPtr = ptr, true
 	return res, nil
 }
 
@@ -375,11 +398,11 @@ func (s *Server) decide(ctx context.Context, p principal.Principal, r decision.R
 		o := decision.Prelim(*f)
 		return cache.Entry{Reason: o.Reason, Detail: o.Detail}, cache.Miss, nil
 	}
-	if res.pointer == nil {
+	ptr := res.pointer()
+	if ptr == nil {
 		o := decision.Prelim(*f)
 		return cache.Entry{Reason: o.Reason, Detail: o.Detail}, cache.Miss, nil
 	}
-	ptr := res.pointer
 	key := cache.Key{
 		Tenant: p.Tenant, AudienceClass: res.class, PolicyEpoch: res.epoch, Generation: ptr.Generation,
 		PointerRevision: ptr.Revision, ToolID: r.ToolID, DescriptorDigest: r.DescriptorDigest,
@@ -442,10 +465,10 @@ func (s *Server) decide(ctx context.Context, p principal.Principal, r decision.R
 }
 
 func (s *Server) argCheck(ctx context.Context, res resolved, e cache.Entry, r decision.Request, parsed args.Parsed) decision.ArgumentCheck {
-	if res.pointer == nil {
+	ptr := res.pointer()
+	if ptr == nil {
 		return decision.ArgumentCheck{Problem: "the input schema is not known", Pointer: "/"}
 	}
-	ptr := res.pointer
 	return s.o.Validator.Check(e.InputSchemaDigest, func() ([]byte, error) {
 		gen, err := s.o.Material.Generation(ctx, ptr.ServerID, res.class, ptr.Generation)
 		if err != nil {

@@ -1,6 +1,7 @@
 package receipts
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
@@ -61,9 +63,13 @@ type Writer struct {
 	closed  bool
 	kick    chan struct{}
 	flushMu sync.Mutex // one flush at a time
-	stored  int64
-	recent  recent // stored ALLOW receipts, newest last
-	lookups [numAnswers]atomic.Int64
+	// copyBuf and copyReader are the COPY data of the flush under flushMu.
+	copyBuf    []byte
+	copyReader bytes.Reader
+	kept       []recentEntry // the flush's stored ALLOWs, under flushMu
+	stored     int64
+	recent     recent // stored ALLOW receipts, newest last
+	lookups    [numAnswers]atomic.Int64
 }
 
 // Answer is how a [Writer.Lookup] was answered.
@@ -94,47 +100,81 @@ func (w *Writer) Lookups(a Answer) int64 { return w.lookups[a].Load() }
 
 // recent is a bounded first-in first-out set of stored receipts by id.
 // Receipts are immutable, so an entry never goes stale; it only ages out
-// of the lookup window or is pushed out by newer ones.
+// of the lookup window or is pushed out by newer ones. An entry is the
+// receipt's wire form, keyed by its 16-byte id: the map and the bytes hold
+// no pointers for the collector to follow. Kept as messages (a dozen
+// pointers each, 100,000 of them), they were a large share of every
+// collection's marking, which a cached Check paid for in proportion to
+// what it allocates.
 type recent struct {
-	byID map[string]*admissionv1.Receipt
-	ring []string // ids, oldest at head
+	byID map[uuid.UUID]int32 // the ring slot of each id
+	ring []recentEntry       // oldest at head
 	head int
 	n    int
 }
 
-func newRecent(size int) recent {
-	return recent{byID: make(map[string]*admissionv1.Receipt, min(size, 1024)), ring: make([]string, size)}
+// recentEntry is one kept receipt.
+type recentEntry struct {
+	id   uuid.UUID
+	at   int64  // decided_at, Unix nanoseconds
+	wire []byte // proto wire form of the receipt
 }
 
-// add keeps r, dropping the oldest entry when full.
-func (c *recent) add(r *admissionv1.Receipt) {
-	id := r.GetReceiptId()
-	if _, ok := c.byID[id]; ok || len(c.ring) == 0 {
+// entryOf returns r's entry; false for a receipt without a UUID id.
+func entryOf(r *admissionv1.Receipt) (recentEntry, bool) {
+	id, err := uuid.Parse(r.GetReceiptId())
+	if err != nil {
+		return recentEntry{}, false
+	}
+	wire, err := proto.Marshal(r)
+	if err != nil {
+		return recentEntry{}, false
+	}
+	return recentEntry{id: id, at: r.GetDecidedAt().AsTime().UnixNano(), wire: wire}, true
+}
+
+func newRecent(size int) recent {
+	return recent{byID: make(map[uuid.UUID]int32, min(size, 1024)), ring: make([]recentEntry, size)}
+}
+
+// add keeps e, dropping the oldest entry when full.
+func (c *recent) add(e recentEntry) {
+	if _, ok := c.byID[e.id]; ok || len(c.ring) == 0 {
 		return
 	}
 	if c.n == len(c.ring) {
-		delete(c.byID, c.ring[c.head])
-		c.head = (c.head + 1) % len(c.ring)
-		c.n--
+		c.drop()
 	}
-	c.ring[(c.head+c.n)%len(c.ring)] = id
+	slot := (c.head + c.n) % len(c.ring)
+	c.ring[slot] = e
+	c.byID[e.id] = int32(slot)
 	c.n++
-	c.byID[id] = r
+}
+
+// get returns the wire form of the receipt with id.
+func (c *recent) get(id uuid.UUID) ([]byte, bool) {
+	slot, ok := c.byID[id]
+	if !ok {
+		return nil, false
+	}
+	return c.ring[slot].wire, true
+}
+
+// drop forgets the oldest entry.
+func (c *recent) drop() {
+	delete(c.byID, c.ring[c.head].id)
+	c.ring[c.head] = recentEntry{}
+	c.head = (c.head + 1) % len(c.ring)
+	c.n--
 }
 
 // expire drops the oldest entries decided before cutoff (entries are kept
 // in storage order, close to decision order; one decided late but stored
 // early is only dropped later, and Lookup checks the window anyway).
 func (c *recent) expire(cutoff time.Time) {
-	for c.n > 0 {
-		id := c.ring[c.head]
-		if r := c.byID[id]; r != nil && !r.GetDecidedAt().AsTime().Before(cutoff) {
-			return
-		}
-		delete(c.byID, id)
-		c.ring[c.head] = ""
-		c.head = (c.head + 1) % len(c.ring)
-		c.n--
+	at := cutoff.UnixNano()
+	for c.n > 0 && c.ring[c.head].at < at {
+		c.drop()
 	}
 }
 
@@ -251,14 +291,26 @@ func (w *Writer) Flush(ctx context.Context) error {
 		if err := w.insert(ctx, batch); err != nil {
 			return err
 		}
+		// The stored ALLOWs' entries are encoded before taking the lock
+		// that every Check's Add takes.
+		kept := w.kept[:0]
+		for _, r := range batch {
+			if r.GetDecision() == admissionv1.Decision_DECISION_ALLOW {
+				if e, ok := entryOf(r); ok {
+					kept = append(kept, e)
+				}
+			}
+		}
 		w.mu.Lock()
 		w.queue = w.queue[n:]
 		for _, r := range batch {
 			delete(w.byID, r.GetReceiptId())
-			if r.GetDecision() == admissionv1.Decision_DECISION_ALLOW {
-				w.recent.add(r)
-			}
 		}
+		for _, e := range kept {
+			w.recent.add(e)
+		}
+		clear(kept)
+		w.kept = kept
 		w.recent.expire(w.o.Now().Add(-w.o.LookupWindow))
 		w.stored += int64(n)
 		if len(w.queue) == 0 {
@@ -306,24 +358,30 @@ var columns = []string{"receipt_id", "tenant_id", "subject", "tool_id", "server_
 // uniqueViolation is Postgres's SQLSTATE unique_violation.
 const uniqueViolation = "23505"
 
-// insert stores a batch with COPY (binary; about half the Postgres time of
-// the INSERT … SELECT unnest below, which matters when Postgres shares the
-// cores). A batch is one COPY, so it is stored whole or not at all; only a
-// retry of a batch whose COPY committed but whose answer was lost meets a
-// duplicate id, and then the batch goes through the INSERT, which skips
-// the rows already stored.
+// insert stores a batch with one binary COPY (about half the Postgres
+// time of the INSERT … SELECT unnest below, which matters when Postgres
+// shares the cores), encoded by [appendRow] into a buffer reused from batch
+// to batch (flushes are serialised by flushMu). A batch is one COPY, so it
+// is stored whole or not at all; only a retry of a batch whose COPY
+// committed but whose answer was lost meets a duplicate id, and then the
+// batch goes through the INSERT, which skips the rows already stored.
 func (w *Writer) insert(ctx context.Context, batch []*admissionv1.Receipt) error {
-	_, err := w.pool.CopyFrom(ctx, pgx.Identifier{"receipts"}, columns, pgx.CopyFromSlice(len(batch), func(i int) ([]any, error) {
-		r := batch[i]
-		id, err := uuid.Parse(r.GetReceiptId())
-		if err != nil {
-			return nil, err
+	b := append(w.copyBuf[:0], copyHeader...)
+	for _, r := range batch {
+		var err error
+		if b, err = appendRow(b, r); err != nil {
+			return err
 		}
-		return []any{[16]byte(id), r.GetTenantId(), r.GetSubject(), r.GetToolId(), r.GetServerId(), r.GetAudienceClass(),
-			r.GetGeneration(), r.GetDescriptorDigest(), r.GetPolicyEpoch(), r.GetArgumentDigest(), int16(r.GetMode()),
-			r.GetRunId(), int16(r.GetDecision()), int16(r.GetReason()), int16(r.GetEffectClass()), r.GetDecidedAt().AsTime(),
-			r.GetReplica()}, nil
-	}))
+	}
+	b = append(b, copyTrailer...)
+	w.copyBuf = b
+	conn, err := w.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	w.copyReader.Reset(b)
+	_, err = conn.Conn().PgConn().CopyFrom(ctx, &w.copyReader, copySQL)
+	conn.Release()
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == uniqueViolation {
 		return w.insertSkippingStored(ctx, batch)
@@ -407,22 +465,35 @@ func (w *Writer) Lookup(ctx context.Context, id, tenant, subject string) (*admis
 // Postgres is kept among the recent ones (another replica's receipt cited
 // again).
 func (w *Writer) find(ctx context.Context, id string) (r *admissionv1.Receipt, inMemory bool, err error) {
+	key, err := uuid.Parse(id)
+	if err != nil {
+		return nil, false, ErrNotFound
+	}
 	w.mu.Lock()
 	r, ok := w.byID[id]
+	var wire []byte
 	if !ok {
-		r, ok = w.recent.byID[id]
+		wire, ok = w.recent.get(key)
 	}
 	w.mu.Unlock()
 	if ok {
+		if r == nil {
+			r = &admissionv1.Receipt{}
+			if err := proto.Unmarshal(wire, r); err != nil {
+				return nil, false, err
+			}
+		}
 		return r, true, nil
 	}
 	if r, err = w.load(ctx, id); err != nil {
 		return nil, false, err
 	}
 	if r.GetDecision() == admissionv1.Decision_DECISION_ALLOW {
-		w.mu.Lock()
-		w.recent.add(r)
-		w.mu.Unlock()
+		if e, ok := entryOf(r); ok {
+			w.mu.Lock()
+			w.recent.add(e)
+			w.mu.Unlock()
+		}
 	}
 	return r, false, nil
 }
