@@ -25,6 +25,18 @@ func (e *env) discoveryClient() (discoveryv1.DiscoveryServiceClient, error) {
 	return discoveryv1.NewDiscoveryServiceClient(c), nil
 }
 
+// callDiscovery runs one unary call with the per-call deadline.
+func callDiscovery[T any](ctx context.Context, e *env, call func(context.Context, discoveryv1.DiscoveryServiceClient) (T, error)) (T, error) {
+	var zero T
+	c, err := e.discoveryClient()
+	if err != nil {
+		return zero, err
+	}
+	ctx, cancel := e.callCtx(ctx)
+	defer cancel()
+	return call(ctx, c)
+}
+
 // short trims the enum prefixes for text output.
 func short(s fmt.Stringer) string {
 	v := s.String()
