@@ -10,7 +10,9 @@
 //
 // Authentication: every RPC takes a bearer token in the `authorization`
 // request metadata. TriggerScan, Rollback and BindGeneration need a
-// platform-admin or service principal; reads need any verified principal.
+// platform-admin or service principal; SetStaticToolList a platform admin
+// or the server's owner; reads need any verified principal, and show a
+// tenant principal only its own tenant's data.
 
 package discoveryv1
 
