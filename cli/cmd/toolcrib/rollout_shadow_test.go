@@ -98,3 +98,29 @@ tools:
 	fails("tools[1].name", "rollout", "static", "set", "-f", writeFile(t, "dup.yaml", "tools: [a, a]\n"), "inventory", "tenant-a.readers")
 	fails("not at expected_version", "rollout", "static", "set", "--version", "1", "-f", jsonList, "inventory", "tenant-a.readers")
 }
+
+// FuzzStaticFile: any bytes either refuse to parse or give a list whose
+// every entry has the name the file gave and, for a schema, JSON text.
+func FuzzStaticFile(f *testing.F) {
+	f.Add([]byte("server: a\naudience_class: t.c\ntools: [x, {name: y, descriptor_digest: 'sha256:00'}, {name: z, input_schema: {type: object}}]\n"))
+	f.Add([]byte(`{"tools": [{"name": "a", "input_schema": {"a": [1, 2.5, null, true]}}]}`))
+	f.Add([]byte("tools:\n  - &a {name: x}\n  - *a\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		file, err := parseStaticFile(b)
+		if err != nil {
+			return
+		}
+		tools, err := file.toProto()
+		if err != nil {
+			return
+		}
+		for i, tl := range tools {
+			if tl.GetName() != file.Tools[i].Name {
+				t.Fatalf("entry %d: name %q, file %q", i, tl.GetName(), file.Tools[i].Name)
+			}
+			if s := tl.GetInputSchema(); len(s) > 0 && !json.Valid(s) {
+				t.Fatalf("entry %d: schema %q is not JSON", i, s)
+			}
+		}
+	})
+}

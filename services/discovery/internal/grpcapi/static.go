@@ -94,7 +94,7 @@ func checkStaticTools(v *apierror.Violations, tools []*discoveryv1.StaticTool) (
 				c, err := canonical.Transform(sc)
 				switch {
 				case err != nil:
-					add(i, "input_schema", "not valid JSON")
+					add(i, "input_schema", "not valid JSON (%s)", apierror.Echo(err.Error()))
 				case c[0] != '{':
 					add(i, "input_schema", "must be a JSON object")
 				default:
