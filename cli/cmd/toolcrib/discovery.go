@@ -632,6 +632,17 @@ func runDetail(w *tabwriter.Writer, r *discoveryv1.Run) {
 	for _, f := range r.GetFlags() {
 		fmt.Fprintf(w, "flag:\t%s on %s: %s\n", f.GetFlag(), f.GetToolName(), f.GetDetail())
 	}
+	if c := r.GetComparison(); c != nil {
+		counts := func(d *discoveryv1.ToolDiff) string {
+			return fmt.Sprintf("%d missing, %d extra, %d changed", d.GetMissingCount(), d.GetExtraCount(), d.GetChangedCount())
+		}
+		if d := c.GetAgainstStatic(); d != nil {
+			fmt.Fprintf(w, "vs static list:\tversion %d: %s (toolcrib rollout diff --run %s)\n", c.GetStaticListVersion(), counts(d), r.GetRunId())
+		}
+		if d := c.GetAgainstPrevious(); d != nil {
+			fmt.Fprintf(w, "vs previous:\tgeneration %d: %s\n", c.GetPreviousGeneration(), counts(d))
+		}
+	}
 	if len(r.GetPages()) > 0 {
 		fmt.Fprintln(w, "\nPAGE\tCURSOR IN\tCURSOR OUT\tNEXT\tREVISION\tTOOLS\tBYTES\tDIGEST")
 		for _, p := range r.GetPages() {

@@ -90,6 +90,8 @@ tools:
 		`(?m)^against the static list \(version 2\): 0 missing, 0 extra, 0 changed, 3 same$`)
 	// --run: generation 2's commit run, from the JSON diff above.
 	wantLines(t, cli("rollout", "diff", "--run", asJSON.Comparison.RunID), `(?m)^generation\s+2$`, `(?m)^run\s+`+asJSON.Comparison.RunID+`$`)
+	wantLines(t, cli("discovery", "run", asJSON.Comparison.RunID), `(?m)^vs static list:\s+version 1: 2 missing, 2 extra, 1 changed \(toolcrib rollout diff --run `,
+		`(?m)^vs previous:\s+generation 1: 1 missing, 1 extra, 0 changed$`)
 
 	fails("not both", "rollout", "diff", "--run", asJSON.Comparison.RunID, "--generation", "1")
 	fails("give --server and --class", "rollout", "diff", "--server", "inventory")
