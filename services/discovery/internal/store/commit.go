@@ -302,9 +302,11 @@ func (s *Store) Refresh(ctx context.Context, runID string, serverID, audienceCla
 		var compared bool
 		// The transaction's time, and the static list when the generation
 		// was not compared with its current version yet.
-		if err := tx.QueryRow(ctx, `SELECT now(), l.version, l.entries, EXISTS (SELECT 1 FROM run_comparisons c
-  WHERE c.server_id = $1 AND c.audience_class = $2 AND c.generation = $3 AND c.static_version = l.version)
-FROM (SELECT 1) one LEFT JOIN static_tool_lists l ON l.server_id = $1 AND l.audience_class = $2`,
+		// (The entries only then: a list can be large, refreshes are many.)
+		if err := tx.QueryRow(ctx, `SELECT now(), l.version, CASE WHEN c.x IS NULL THEN l.entries END, c.x IS NOT NULL
+FROM (SELECT 1) one LEFT JOIN static_tool_lists l ON l.server_id = $1 AND l.audience_class = $2
+LEFT JOIN LATERAL (SELECT 1 AS x FROM run_comparisons r WHERE r.server_id = $1 AND r.audience_class = $2
+  AND r.generation = $3 AND r.static_version = l.version LIMIT 1) c ON true`,
 			serverID, audienceClass, exp.Generation).Scan(&now, &staticVersion, &entries, &compared); err != nil {
 			return err
 		}
