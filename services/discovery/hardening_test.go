@@ -204,6 +204,28 @@ func TestHugeIDsAreRefusedAndNotEchoed(t *testing.T) {
 			_, err := e.admin.BindGeneration(ctx, &discoveryv1.BindGenerationRequest{ServerId: "a", AudienceClass: class, Generation: 1, RunId: huge})
 			return err
 		},
+		"SetStaticToolList.tools": func() error {
+			_, err := e.admin.SetStaticToolList(ctx, &discoveryv1.SetStaticToolListRequest{ServerId: "a", AudienceClass: class,
+				Tools: []*discoveryv1.StaticTool{{Name: huge}}})
+			return err
+		},
+		"SetStaticToolList.tools[0].name": func() error {
+			_, err := e.admin.SetStaticToolList(ctx, &discoveryv1.SetStaticToolListRequest{ServerId: "a", AudienceClass: class,
+				Tools: []*discoveryv1.StaticTool{{Name: huge[:1_500_000]}}})
+			return err
+		},
+		"SetStaticToolList.reason": func() error {
+			_, err := e.admin.SetStaticToolList(ctx, &discoveryv1.SetStaticToolListRequest{ServerId: "a", AudienceClass: class, Reason: huge})
+			return err
+		},
+		"GetStaticToolList.server_id": func() error {
+			_, err := e.admin.GetStaticToolList(ctx, &discoveryv1.GetStaticToolListRequest{ServerId: huge, AudienceClass: class})
+			return err
+		},
+		"GetRunComparison.run_id": func() error {
+			_, err := e.admin.GetRunComparison(ctx, &discoveryv1.GetRunComparisonRequest{RunId: huge})
+			return err
+		},
 		"Rollback.reason": func() error {
 			_, err := e.admin.Rollback(ctx, &discoveryv1.RollbackRequest{ServerId: "a", AudienceClass: class, ExpectedGeneration: 2, Reason: huge})
 			return err
@@ -219,7 +241,7 @@ func TestHugeIDsAreRefusedAndNotEchoed(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond) // the access log line is written after the answer
 	if n := len(logs.String()); n > 64<<10 {
-		t.Fatalf("the log holds %d bytes after 8 calls", n)
+		t.Fatalf("the log holds %d bytes after 13 calls", n)
 	}
 	if strings.Contains(logs.String(), strings.Repeat("A", apierror.MaxEcho+1)) {
 		t.Fatal("the log holds more than a bounded prefix of the id")

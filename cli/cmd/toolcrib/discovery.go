@@ -25,6 +25,18 @@ func (e *env) discoveryClient() (discoveryv1.DiscoveryServiceClient, error) {
 	return discoveryv1.NewDiscoveryServiceClient(c), nil
 }
 
+// callDiscovery runs one unary call with the per-call deadline.
+func callDiscovery[T any](ctx context.Context, e *env, call func(context.Context, discoveryv1.DiscoveryServiceClient) (T, error)) (T, error) {
+	var zero T
+	c, err := e.discoveryClient()
+	if err != nil {
+		return zero, err
+	}
+	ctx, cancel := e.callCtx(ctx)
+	defer cancel()
+	return call(ctx, c)
+}
+
 // short trims the enum prefixes for text output.
 func short(s fmt.Stringer) string {
 	v := s.String()
@@ -619,6 +631,17 @@ func runDetail(w *tabwriter.Writer, r *discoveryv1.Run) {
 	}
 	for _, f := range r.GetFlags() {
 		fmt.Fprintf(w, "flag:\t%s on %s: %s\n", f.GetFlag(), f.GetToolName(), f.GetDetail())
+	}
+	if c := r.GetComparison(); c != nil {
+		counts := func(d *discoveryv1.ToolDiff) string {
+			return fmt.Sprintf("%d missing, %d extra, %d changed", d.GetMissingCount(), d.GetExtraCount(), d.GetChangedCount())
+		}
+		if d := c.GetAgainstStatic(); d != nil {
+			fmt.Fprintf(w, "vs static list:\tversion %d: %s (toolcrib rollout diff --run %s)\n", c.GetStaticListVersion(), counts(d), r.GetRunId())
+		}
+		if d := c.GetAgainstPrevious(); d != nil {
+			fmt.Fprintf(w, "vs previous:\tgeneration %d: %s\n", c.GetPreviousGeneration(), counts(d))
+		}
 	}
 	if len(r.GetPages()) > 0 {
 		fmt.Fprintln(w, "\nPAGE\tCURSOR IN\tCURSOR OUT\tNEXT\tREVISION\tTOOLS\tBYTES\tDIGEST")

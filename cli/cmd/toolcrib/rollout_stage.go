@@ -75,7 +75,7 @@ func rolloutCommands() []command {
 		version                                   int64
 	)
 	pair := func(a []string) error { return needArgs(a, 2, "<server-id> <audience-class>") }
-	return []command{
+	return append(shadowCommands(), []command{
 		{
 			name: "rollout set",
 			args: "<server-id> <audience-class>",
@@ -181,7 +181,7 @@ func rolloutCommands() []command {
 				})
 			},
 		},
-	}
+	}...)
 }
 
 // listStages reads every page of ListRolloutStages.

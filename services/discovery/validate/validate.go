@@ -108,6 +108,10 @@ type Report struct {
 
 var toolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 
+// ValidToolName reports whether name follows the MCP name rules
+// `[A-Za-z0-9_.-]{1,128}`.
+func ValidToolName(name string) bool { return toolName.MatchString(name) }
+
 // Catalog validates tools in order and stops at the first refusal. The
 // per-tool checks run on every CPU; the order of findings is the sequential
 // one described in the package doc.

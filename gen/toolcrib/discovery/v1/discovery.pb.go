@@ -10,7 +10,9 @@
 //
 // Authentication: every RPC takes a bearer token in the `authorization`
 // request metadata. TriggerScan, Rollback and BindGeneration need a
-// platform-admin or service principal; reads need any verified principal.
+// platform-admin or service principal; SetStaticToolList a platform admin
+// or the server's owner; reads need any verified principal, and show a
+// tenant principal only its own tenant's data.
 
 package discoveryv1
 
@@ -596,8 +598,13 @@ type Run struct {
 	// notification-triggered scans keep finding the same revision and page
 	// root.
 	NotificationDelayMs int64 `protobuf:"varint,30,opt,name=notification_delay_ms,json=notificationDelayMs,proto3" json:"notification_delay_ms,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The shadow comparison stored with the run (see RunComparison); only
+	// filled by GetRun, and only for a run that has one: a run that
+	// committed a generation, or an UNCHANGED run that compared its
+	// generation with a static tool list that changed since.
+	Comparison    *RunComparison `protobuf:"bytes,31,opt,name=comparison,proto3" json:"comparison,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Run) Reset() {
@@ -838,6 +845,13 @@ func (x *Run) GetNotificationDelayMs() int64 {
 		return x.NotificationDelayMs
 	}
 	return 0
+}
+
+func (x *Run) GetComparison() *RunComparison {
+	if x != nil {
+		return x.Comparison
+	}
+	return nil
 }
 
 // ActivePointer is the one place caches, visible-set builders and admission
@@ -2399,6 +2413,880 @@ func (*WatchResponse_Change) isWatchResponse_Event() {}
 
 func (*WatchResponse_Heartbeat) isWatchResponse_Event() {}
 
+// StaticTool is one tool of a static tool list. With only a name, a
+// generation's tool of that name matches by presence; with a descriptor
+// digest, it must have that digest; with an input schema, its input schema
+// digest must be the canonical (RFC 8785) digest of this schema.
+type StaticTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tool name as the server lists it (MCP name rules
+	// `[A-Za-z0-9_.-]{1,128}`); required, unique in the list.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// `sha256:<64 lowercase hex>` of the tool's descriptor; empty for none.
+	// Not together with `input_schema`.
+	DescriptorDigest string `protobuf:"bytes,2,opt,name=descriptor_digest,json=descriptorDigest,proto3" json:"descriptor_digest,omitempty"`
+	// The tool's input schema, a JSON object (UTF-8 JSON text, at most 64
+	// KiB); empty for none. GetStaticToolList returns its canonical form.
+	InputSchema []byte `protobuf:"bytes,3,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
+	// Output only: the canonical digest of `input_schema`; empty when none.
+	InputSchemaDigest string `protobuf:"bytes,4,opt,name=input_schema_digest,json=inputSchemaDigest,proto3" json:"input_schema_digest,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *StaticTool) Reset() {
+	*x = StaticTool{}
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StaticTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StaticTool) ProtoMessage() {}
+
+func (x *StaticTool) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StaticTool.ProtoReflect.Descriptor instead.
+func (*StaticTool) Descriptor() ([]byte, []int) {
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *StaticTool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StaticTool) GetDescriptorDigest() string {
+	if x != nil {
+		return x.DescriptorDigest
+	}
+	return ""
+}
+
+func (x *StaticTool) GetInputSchema() []byte {
+	if x != nil {
+		return x.InputSchema
+	}
+	return nil
+}
+
+func (x *StaticTool) GetInputSchemaDigest() string {
+	if x != nil {
+		return x.InputSchemaDigest
+	}
+	return ""
+}
+
+// StaticToolList is the static tool list attached to a (server, audience
+// class).
+type StaticToolList struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server id.
+	ServerId string `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// Audience class.
+	AudienceClass string `protobuf:"bytes,2,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
+	// Tenant owning the class.
+	TenantId string `protobuf:"bytes,3,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// The tools, sorted by name.
+	Tools []*StaticTool `protobuf:"bytes,4,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Version, from 1; every SetStaticToolList adds one.
+	Version int64 `protobuf:"varint,5,opt,name=version,proto3" json:"version,omitempty"`
+	// Who set this version (the principal's subject).
+	SetBy string `protobuf:"bytes,6,opt,name=set_by,json=setBy,proto3" json:"set_by,omitempty"`
+	// When this version was set.
+	SetAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=set_at,json=setAt,proto3" json:"set_at,omitempty"`
+	// Why; empty for none.
+	Reason        string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StaticToolList) Reset() {
+	*x = StaticToolList{}
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StaticToolList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StaticToolList) ProtoMessage() {}
+
+func (x *StaticToolList) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StaticToolList.ProtoReflect.Descriptor instead.
+func (*StaticToolList) Descriptor() ([]byte, []int) {
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *StaticToolList) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *StaticToolList) GetAudienceClass() string {
+	if x != nil {
+		return x.AudienceClass
+	}
+	return ""
+}
+
+func (x *StaticToolList) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *StaticToolList) GetTools() []*StaticTool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *StaticToolList) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *StaticToolList) GetSetBy() string {
+	if x != nil {
+		return x.SetBy
+	}
+	return ""
+}
+
+func (x *StaticToolList) GetSetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SetAt
+	}
+	return nil
+}
+
+func (x *StaticToolList) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// SetStaticToolListRequest is the request of SetStaticToolList.
+type SetStaticToolListRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server id; required.
+	ServerId string `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// Audience class; required.
+	AudienceClass string `protobuf:"bytes,2,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
+	// The whole list (it replaces the stored one); at most 10,000 tools and
+	// 2 MiB of names, digests and schemas. Empty attaches an empty list:
+	// every tool of a generation is then extra.
+	Tools []*StaticTool `protobuf:"bytes,3,rep,name=tools,proto3" json:"tools,omitempty"`
+	// The version the caller read, to replace only that one (1 or more); 0
+	// replaces whatever is stored, or sets the first list.
+	ExpectedVersion int64 `protobuf:"varint,4,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	// Why; at most 1000 bytes, no control characters; empty for none.
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetStaticToolListRequest) Reset() {
+	*x = SetStaticToolListRequest{}
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetStaticToolListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetStaticToolListRequest) ProtoMessage() {}
+
+func (x *SetStaticToolListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetStaticToolListRequest.ProtoReflect.Descriptor instead.
+func (*SetStaticToolListRequest) Descriptor() ([]byte, []int) {
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *SetStaticToolListRequest) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *SetStaticToolListRequest) GetAudienceClass() string {
+	if x != nil {
+		return x.AudienceClass
+	}
+	return ""
+}
+
+func (x *SetStaticToolListRequest) GetTools() []*StaticTool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *SetStaticToolListRequest) GetExpectedVersion() int64 {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return 0
+}
+
+func (x *SetStaticToolListRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// SetStaticToolListResponse is the response of SetStaticToolList.
+type SetStaticToolListResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The list as stored.
+	List          *StaticToolList `protobuf:"bytes,1,opt,name=list,proto3" json:"list,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetStaticToolListResponse) Reset() {
+	*x = SetStaticToolListResponse{}
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetStaticToolListResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetStaticToolListResponse) ProtoMessage() {}
+
+func (x *SetStaticToolListResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetStaticToolListResponse.ProtoReflect.Descriptor instead.
+func (*SetStaticToolListResponse) Descriptor() ([]byte, []int) {
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SetStaticToolListResponse) GetList() *StaticToolList {
+	if x != nil {
+		return x.List
+	}
+	return nil
+}
+
+// GetStaticToolListRequest is the request of GetStaticToolList.
+type GetStaticToolListRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server id; required.
+	ServerId string `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// Audience class; required.
+	AudienceClass string `protobuf:"bytes,2,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetStaticToolListRequest) Reset() {
+	*x = GetStaticToolListRequest{}
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStaticToolListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStaticToolListRequest) ProtoMessage() {}
+
+func (x *GetStaticToolListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStaticToolListRequest.ProtoReflect.Descriptor instead.
+func (*GetStaticToolListRequest) Descriptor() ([]byte, []int) {
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *GetStaticToolListRequest) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *GetStaticToolListRequest) GetAudienceClass() string {
+	if x != nil {
+		return x.AudienceClass
+	}
+	return ""
+}
+
+// GetStaticToolListResponse is the response of GetStaticToolList.
+type GetStaticToolListResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The list.
+	List          *StaticToolList `protobuf:"bytes,1,opt,name=list,proto3" json:"list,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetStaticToolListResponse) Reset() {
+	*x = GetStaticToolListResponse{}
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStaticToolListResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStaticToolListResponse) ProtoMessage() {}
+
+func (x *GetStaticToolListResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStaticToolListResponse.ProtoReflect.Descriptor instead.
+func (*GetStaticToolListResponse) Descriptor() ([]byte, []int) {
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *GetStaticToolListResponse) GetList() *StaticToolList {
+	if x != nil {
+		return x.List
+	}
+	return nil
+}
+
+// ToolChange is a tool present on both sides of a comparison whose
+// compared digest differs.
+type ToolChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tool name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// What was compared: `descriptor_digest` or `input_schema_digest`.
+	Compared string `protobuf:"bytes,2,opt,name=compared,proto3" json:"compared,omitempty"`
+	// The digest on the reference side (the static list's entry, or the
+	// previous generation's tool).
+	ExpectedDigest string `protobuf:"bytes,3,opt,name=expected_digest,json=expectedDigest,proto3" json:"expected_digest,omitempty"`
+	// The digest in the compared generation.
+	ActualDigest  string `protobuf:"bytes,4,opt,name=actual_digest,json=actualDigest,proto3" json:"actual_digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolChange) Reset() {
+	*x = ToolChange{}
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolChange) ProtoMessage() {}
+
+func (x *ToolChange) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolChange.ProtoReflect.Descriptor instead.
+func (*ToolChange) Descriptor() ([]byte, []int) {
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ToolChange) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolChange) GetCompared() string {
+	if x != nil {
+		return x.Compared
+	}
+	return ""
+}
+
+func (x *ToolChange) GetExpectedDigest() string {
+	if x != nil {
+		return x.ExpectedDigest
+	}
+	return ""
+}
+
+func (x *ToolChange) GetActualDigest() string {
+	if x != nil {
+		return x.ActualDigest
+	}
+	return ""
+}
+
+// ToolDiff is a generation's tools compared with a reference (the static
+// tool list, or the previous generation). Each name list is sorted and
+// holds at most 1,000 names; the counts are always exact.
+type ToolDiff struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tools of the reference the generation lacks.
+	Missing []string `protobuf:"bytes,1,rep,name=missing,proto3" json:"missing,omitempty"`
+	// Tools of the generation the reference lacks.
+	Extra []string `protobuf:"bytes,2,rep,name=extra,proto3" json:"extra,omitempty"`
+	// Tools on both sides whose compared digest differs.
+	Changed []*ToolChange `protobuf:"bytes,3,rep,name=changed,proto3" json:"changed,omitempty"`
+	// How many tools are missing.
+	MissingCount int32 `protobuf:"varint,4,opt,name=missing_count,json=missingCount,proto3" json:"missing_count,omitempty"`
+	// How many tools are extra.
+	ExtraCount int32 `protobuf:"varint,5,opt,name=extra_count,json=extraCount,proto3" json:"extra_count,omitempty"`
+	// How many tools changed.
+	ChangedCount int32 `protobuf:"varint,6,opt,name=changed_count,json=changedCount,proto3" json:"changed_count,omitempty"`
+	// How many tools are on both sides and match.
+	SameCount int32 `protobuf:"varint,7,opt,name=same_count,json=sameCount,proto3" json:"same_count,omitempty"`
+	// True when a list above was cut at 1,000 names.
+	Truncated     bool `protobuf:"varint,8,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolDiff) Reset() {
+	*x = ToolDiff{}
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolDiff) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolDiff) ProtoMessage() {}
+
+func (x *ToolDiff) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolDiff.ProtoReflect.Descriptor instead.
+func (*ToolDiff) Descriptor() ([]byte, []int) {
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ToolDiff) GetMissing() []string {
+	if x != nil {
+		return x.Missing
+	}
+	return nil
+}
+
+func (x *ToolDiff) GetExtra() []string {
+	if x != nil {
+		return x.Extra
+	}
+	return nil
+}
+
+func (x *ToolDiff) GetChanged() []*ToolChange {
+	if x != nil {
+		return x.Changed
+	}
+	return nil
+}
+
+func (x *ToolDiff) GetMissingCount() int32 {
+	if x != nil {
+		return x.MissingCount
+	}
+	return 0
+}
+
+func (x *ToolDiff) GetExtraCount() int32 {
+	if x != nil {
+		return x.ExtraCount
+	}
+	return 0
+}
+
+func (x *ToolDiff) GetChangedCount() int32 {
+	if x != nil {
+		return x.ChangedCount
+	}
+	return 0
+}
+
+func (x *ToolDiff) GetSameCount() int32 {
+	if x != nil {
+		return x.SameCount
+	}
+	return 0
+}
+
+func (x *ToolDiff) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+// RunComparison is the shadow comparison of one proven generation, stored
+// with the run that proved it, in the run's commit transaction: against
+// the static tool list attached to the pair at that moment, and against
+// the generation the pointer named before.
+type RunComparison struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run.
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Server id.
+	ServerId string `protobuf:"bytes,2,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// Audience class.
+	AudienceClass string `protobuf:"bytes,3,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
+	// Tenant owning the class.
+	TenantId string `protobuf:"bytes,4,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// The compared generation: the one the run committed, or, for an
+	// UNCHANGED run, the one it proved again.
+	Generation int64 `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`
+	// Version of the static tool list compared with; 0 when none was
+	// attached (then `against_static` is unset).
+	StaticListVersion int64 `protobuf:"varint,6,opt,name=static_list_version,json=staticListVersion,proto3" json:"static_list_version,omitempty"`
+	// The generation against the static tool list.
+	AgainstStatic *ToolDiff `protobuf:"bytes,7,opt,name=against_static,json=againstStatic,proto3" json:"against_static,omitempty"`
+	// The generation the pointer named before `generation` was committed; 0
+	// for the pair's first generation (then `against_previous` is unset).
+	PreviousGeneration int64 `protobuf:"varint,8,opt,name=previous_generation,json=previousGeneration,proto3" json:"previous_generation,omitempty"`
+	// The generation against `previous_generation`: changed means another
+	// descriptor digest.
+	AgainstPrevious *ToolDiff `protobuf:"bytes,9,opt,name=against_previous,json=againstPrevious,proto3" json:"against_previous,omitempty"`
+	// When the comparison was stored (the commit's time).
+	ComparedAt    *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=compared_at,json=comparedAt,proto3" json:"compared_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunComparison) Reset() {
+	*x = RunComparison{}
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunComparison) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunComparison) ProtoMessage() {}
+
+func (x *RunComparison) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunComparison.ProtoReflect.Descriptor instead.
+func (*RunComparison) Descriptor() ([]byte, []int) {
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *RunComparison) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *RunComparison) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *RunComparison) GetAudienceClass() string {
+	if x != nil {
+		return x.AudienceClass
+	}
+	return ""
+}
+
+func (x *RunComparison) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *RunComparison) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *RunComparison) GetStaticListVersion() int64 {
+	if x != nil {
+		return x.StaticListVersion
+	}
+	return 0
+}
+
+func (x *RunComparison) GetAgainstStatic() *ToolDiff {
+	if x != nil {
+		return x.AgainstStatic
+	}
+	return nil
+}
+
+func (x *RunComparison) GetPreviousGeneration() int64 {
+	if x != nil {
+		return x.PreviousGeneration
+	}
+	return 0
+}
+
+func (x *RunComparison) GetAgainstPrevious() *ToolDiff {
+	if x != nil {
+		return x.AgainstPrevious
+	}
+	return nil
+}
+
+func (x *RunComparison) GetComparedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ComparedAt
+	}
+	return nil
+}
+
+// GetRunComparisonRequest is the request of GetRunComparison. Give
+// `run_id`, or `server_id` and `audience_class` (and optionally
+// `generation`), not both.
+type GetRunComparisonRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Run id (a UUID): that run's comparison.
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Server id: the pair's newest comparison.
+	ServerId string `protobuf:"bytes,2,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// Audience class; required with `server_id`.
+	AudienceClass string `protobuf:"bytes,3,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
+	// With the pair: the newest comparison of this generation; 0 for the
+	// newest of any generation.
+	Generation    int64 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRunComparisonRequest) Reset() {
+	*x = GetRunComparisonRequest{}
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRunComparisonRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRunComparisonRequest) ProtoMessage() {}
+
+func (x *GetRunComparisonRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRunComparisonRequest.ProtoReflect.Descriptor instead.
+func (*GetRunComparisonRequest) Descriptor() ([]byte, []int) {
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *GetRunComparisonRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *GetRunComparisonRequest) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *GetRunComparisonRequest) GetAudienceClass() string {
+	if x != nil {
+		return x.AudienceClass
+	}
+	return ""
+}
+
+func (x *GetRunComparisonRequest) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+// GetRunComparisonResponse is the response of GetRunComparison.
+type GetRunComparisonResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The comparison.
+	Comparison *RunComparison `protobuf:"bytes,1,opt,name=comparison,proto3" json:"comparison,omitempty"`
+	// Version of the pair's static tool list now; 0 when none is attached.
+	// Above `comparison.static_list_version` when the list changed since:
+	// a scan compares again.
+	CurrentStaticListVersion int64 `protobuf:"varint,2,opt,name=current_static_list_version,json=currentStaticListVersion,proto3" json:"current_static_list_version,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
+}
+
+func (x *GetRunComparisonResponse) Reset() {
+	*x = GetRunComparisonResponse{}
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRunComparisonResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRunComparisonResponse) ProtoMessage() {}
+
+func (x *GetRunComparisonResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRunComparisonResponse.ProtoReflect.Descriptor instead.
+func (*GetRunComparisonResponse) Descriptor() ([]byte, []int) {
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *GetRunComparisonResponse) GetComparison() *RunComparison {
+	if x != nil {
+		return x.Comparison
+	}
+	return nil
+}
+
+func (x *GetRunComparisonResponse) GetCurrentStaticListVersion() int64 {
+	if x != nil {
+		return x.CurrentStaticListVersion
+	}
+	return 0
+}
+
 var File_toolcrib_discovery_v1_discovery_proto protoreflect.FileDescriptor
 
 const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
@@ -2421,7 +3309,8 @@ const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
 	"\aRunFlag\x12\x1b\n" +
 	"\ttool_name\x18\x01 \x01(\tR\btoolName\x12\x12\n" +
 	"\x04flag\x18\x02 \x01(\tR\x04flag\x12\x16\n" +
-	"\x06detail\x18\x03 \x01(\tR\x06detail\"\xc3\t\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\"\x89\n" +
+	"\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
 	"\ascan_id\x18\x02 \x01(\tR\x06scanId\x12\x18\n" +
@@ -2460,7 +3349,10 @@ const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
 	"cacheScope\x121\n" +
 	"\x14confirmed_generation\x18\x1c \x01(\x03R\x13confirmedGeneration\x129\n" +
 	"\x18suppressed_notifications\x18\x1d \x01(\x05R\x17suppressedNotifications\x122\n" +
-	"\x15notification_delay_ms\x18\x1e \x01(\x03R\x13notificationDelayMs\"\xed\x03\n" +
+	"\x15notification_delay_ms\x18\x1e \x01(\x03R\x13notificationDelayMs\x12D\n" +
+	"\n" +
+	"comparison\x18\x1f \x01(\v2$.toolcrib.discovery.v1.RunComparisonR\n" +
+	"comparison\"\xed\x03\n" +
 	"\rActivePointer\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12%\n" +
 	"\x0eaudience_class\x18\x02 \x01(\tR\raudienceClass\x12\x1b\n" +
@@ -2581,7 +3473,79 @@ const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
 	"\rWatchResponse\x12>\n" +
 	"\x06change\x18\x01 \x01(\v2$.toolcrib.discovery.v1.PointerChangeH\x00R\x06change\x12>\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x1e.toolcrib.catalog.v1.HeartbeatH\x00R\theartbeatB\a\n" +
-	"\x05event*\xfb\a\n" +
+	"\x05event\"\xa0\x01\n" +
+	"\n" +
+	"StaticTool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12+\n" +
+	"\x11descriptor_digest\x18\x02 \x01(\tR\x10descriptorDigest\x12!\n" +
+	"\finput_schema\x18\x03 \x01(\fR\vinputSchema\x12.\n" +
+	"\x13input_schema_digest\x18\x04 \x01(\tR\x11inputSchemaDigest\"\xa6\x02\n" +
+	"\x0eStaticToolList\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12%\n" +
+	"\x0eaudience_class\x18\x02 \x01(\tR\raudienceClass\x12\x1b\n" +
+	"\ttenant_id\x18\x03 \x01(\tR\btenantId\x127\n" +
+	"\x05tools\x18\x04 \x03(\v2!.toolcrib.discovery.v1.StaticToolR\x05tools\x12\x18\n" +
+	"\aversion\x18\x05 \x01(\x03R\aversion\x12\x15\n" +
+	"\x06set_by\x18\x06 \x01(\tR\x05setBy\x121\n" +
+	"\x06set_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05setAt\x12\x16\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason\"\xda\x01\n" +
+	"\x18SetStaticToolListRequest\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12%\n" +
+	"\x0eaudience_class\x18\x02 \x01(\tR\raudienceClass\x127\n" +
+	"\x05tools\x18\x03 \x03(\v2!.toolcrib.discovery.v1.StaticToolR\x05tools\x12)\n" +
+	"\x10expected_version\x18\x04 \x01(\x03R\x0fexpectedVersion\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"V\n" +
+	"\x19SetStaticToolListResponse\x129\n" +
+	"\x04list\x18\x01 \x01(\v2%.toolcrib.discovery.v1.StaticToolListR\x04list\"^\n" +
+	"\x18GetStaticToolListRequest\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12%\n" +
+	"\x0eaudience_class\x18\x02 \x01(\tR\raudienceClass\"V\n" +
+	"\x19GetStaticToolListResponse\x129\n" +
+	"\x04list\x18\x01 \x01(\v2%.toolcrib.discovery.v1.StaticToolListR\x04list\"\x8a\x01\n" +
+	"\n" +
+	"ToolChange\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bcompared\x18\x02 \x01(\tR\bcompared\x12'\n" +
+	"\x0fexpected_digest\x18\x03 \x01(\tR\x0eexpectedDigest\x12#\n" +
+	"\ractual_digest\x18\x04 \x01(\tR\factualDigest\"\x9f\x02\n" +
+	"\bToolDiff\x12\x18\n" +
+	"\amissing\x18\x01 \x03(\tR\amissing\x12\x14\n" +
+	"\x05extra\x18\x02 \x03(\tR\x05extra\x12;\n" +
+	"\achanged\x18\x03 \x03(\v2!.toolcrib.discovery.v1.ToolChangeR\achanged\x12#\n" +
+	"\rmissing_count\x18\x04 \x01(\x05R\fmissingCount\x12\x1f\n" +
+	"\vextra_count\x18\x05 \x01(\x05R\n" +
+	"extraCount\x12#\n" +
+	"\rchanged_count\x18\x06 \x01(\x05R\fchangedCount\x12\x1d\n" +
+	"\n" +
+	"same_count\x18\a \x01(\x05R\tsameCount\x12\x1c\n" +
+	"\ttruncated\x18\b \x01(\bR\ttruncated\"\xd9\x03\n" +
+	"\rRunComparison\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
+	"\tserver_id\x18\x02 \x01(\tR\bserverId\x12%\n" +
+	"\x0eaudience_class\x18\x03 \x01(\tR\raudienceClass\x12\x1b\n" +
+	"\ttenant_id\x18\x04 \x01(\tR\btenantId\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x05 \x01(\x03R\n" +
+	"generation\x12.\n" +
+	"\x13static_list_version\x18\x06 \x01(\x03R\x11staticListVersion\x12F\n" +
+	"\x0eagainst_static\x18\a \x01(\v2\x1f.toolcrib.discovery.v1.ToolDiffR\ragainstStatic\x12/\n" +
+	"\x13previous_generation\x18\b \x01(\x03R\x12previousGeneration\x12J\n" +
+	"\x10against_previous\x18\t \x01(\v2\x1f.toolcrib.discovery.v1.ToolDiffR\x0fagainstPrevious\x12;\n" +
+	"\vcompared_at\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"comparedAt\"\x94\x01\n" +
+	"\x17GetRunComparisonRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
+	"\tserver_id\x18\x02 \x01(\tR\bserverId\x12%\n" +
+	"\x0eaudience_class\x18\x03 \x01(\tR\raudienceClass\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x04 \x01(\x03R\n" +
+	"generation\"\x9f\x01\n" +
+	"\x18GetRunComparisonResponse\x12D\n" +
+	"\n" +
+	"comparison\x18\x01 \x01(\v2$.toolcrib.discovery.v1.RunComparisonR\n" +
+	"comparison\x12=\n" +
+	"\x1bcurrent_static_list_version\x18\x02 \x01(\x03R\x18currentStaticListVersion*\xfb\a\n" +
 	"\tRunReason\x12\x1a\n" +
 	"\x16RUN_REASON_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17RUN_REASON_LIST_CHANGED\x10\x01\x12 \n" +
@@ -2626,7 +3590,8 @@ const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
 	"\fPointerState\x12\x1d\n" +
 	"\x19POINTER_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14POINTER_STATE_ACTIVE\x10\x01\x12\x18\n" +
-	"\x14POINTER_STATE_CLOSED\x10\x022\x9e\a\n" +
+	"\x14POINTER_STATE_CLOSED\x10\x022\x83\n" +
+	"\n" +
 	"\x10DiscoveryService\x12d\n" +
 	"\vTriggerScan\x12).toolcrib.discovery.v1.TriggerScanRequest\x1a*.toolcrib.discovery.v1.TriggerScanResponse\x12U\n" +
 	"\x06GetRun\x12$.toolcrib.discovery.v1.GetRunRequest\x1a%.toolcrib.discovery.v1.GetRunResponse\x12[\n" +
@@ -2635,7 +3600,10 @@ const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
 	"\vGetSnapshot\x12).toolcrib.discovery.v1.GetSnapshotRequest\x1a*.toolcrib.discovery.v1.GetSnapshotResponse\x12p\n" +
 	"\x0fListGenerations\x12-.toolcrib.discovery.v1.ListGenerationsRequest\x1a..toolcrib.discovery.v1.ListGenerationsResponse\x12[\n" +
 	"\bRollback\x12&.toolcrib.discovery.v1.RollbackRequest\x1a'.toolcrib.discovery.v1.RollbackResponse\x12m\n" +
-	"\x0eBindGeneration\x12,.toolcrib.discovery.v1.BindGenerationRequest\x1a-.toolcrib.discovery.v1.BindGenerationResponse\x12T\n" +
+	"\x0eBindGeneration\x12,.toolcrib.discovery.v1.BindGenerationRequest\x1a-.toolcrib.discovery.v1.BindGenerationResponse\x12v\n" +
+	"\x11SetStaticToolList\x12/.toolcrib.discovery.v1.SetStaticToolListRequest\x1a0.toolcrib.discovery.v1.SetStaticToolListResponse\x12v\n" +
+	"\x11GetStaticToolList\x12/.toolcrib.discovery.v1.GetStaticToolListRequest\x1a0.toolcrib.discovery.v1.GetStaticToolListResponse\x12s\n" +
+	"\x10GetRunComparison\x12..toolcrib.discovery.v1.GetRunComparisonRequest\x1a/.toolcrib.discovery.v1.GetRunComparisonResponse\x12T\n" +
 	"\x05Watch\x12#.toolcrib.discovery.v1.WatchRequest\x1a$.toolcrib.discovery.v1.WatchResponse0\x01B\xe5\x01\n" +
 	"\x19com.toolcrib.discovery.v1B\x0eDiscoveryProtoP\x01ZBgithub.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1;discoveryv1\xa2\x02\x03TDX\xaa\x02\x15Toolcrib.Discovery.V1\xca\x02\x15Toolcrib\\Discovery\\V1\xe2\x02!Toolcrib\\Discovery\\V1\\GPBMetadata\xea\x02\x17Toolcrib::Discovery::V1b\x06proto3"
 
@@ -2652,7 +3620,7 @@ func file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP() []byte {
 }
 
 var file_toolcrib_discovery_v1_discovery_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolcrib_discovery_v1_discovery_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_toolcrib_discovery_v1_discovery_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_toolcrib_discovery_v1_discovery_proto_goTypes = []any{
 	(RunReason)(0),                    // 0: toolcrib.discovery.v1.RunReason
 	(ScanTrigger)(0),                  // 1: toolcrib.discovery.v1.ScanTrigger
@@ -2682,68 +3650,96 @@ var file_toolcrib_discovery_v1_discovery_proto_goTypes = []any{
 	(*WatchRequest)(nil),              // 25: toolcrib.discovery.v1.WatchRequest
 	(*PointerChange)(nil),             // 26: toolcrib.discovery.v1.PointerChange
 	(*WatchResponse)(nil),             // 27: toolcrib.discovery.v1.WatchResponse
-	(*timestamppb.Timestamp)(nil),     // 28: google.protobuf.Timestamp
-	(v1.DiscoveryState)(0),            // 29: toolcrib.catalog.v1.DiscoveryState
-	(*v1.Snapshot)(nil),               // 30: toolcrib.catalog.v1.Snapshot
-	(*v1.CatalogReceipt)(nil),         // 31: toolcrib.catalog.v1.CatalogReceipt
-	(*v1.Heartbeat)(nil),              // 32: toolcrib.catalog.v1.Heartbeat
+	(*StaticTool)(nil),                // 28: toolcrib.discovery.v1.StaticTool
+	(*StaticToolList)(nil),            // 29: toolcrib.discovery.v1.StaticToolList
+	(*SetStaticToolListRequest)(nil),  // 30: toolcrib.discovery.v1.SetStaticToolListRequest
+	(*SetStaticToolListResponse)(nil), // 31: toolcrib.discovery.v1.SetStaticToolListResponse
+	(*GetStaticToolListRequest)(nil),  // 32: toolcrib.discovery.v1.GetStaticToolListRequest
+	(*GetStaticToolListResponse)(nil), // 33: toolcrib.discovery.v1.GetStaticToolListResponse
+	(*ToolChange)(nil),                // 34: toolcrib.discovery.v1.ToolChange
+	(*ToolDiff)(nil),                  // 35: toolcrib.discovery.v1.ToolDiff
+	(*RunComparison)(nil),             // 36: toolcrib.discovery.v1.RunComparison
+	(*GetRunComparisonRequest)(nil),   // 37: toolcrib.discovery.v1.GetRunComparisonRequest
+	(*GetRunComparisonResponse)(nil),  // 38: toolcrib.discovery.v1.GetRunComparisonResponse
+	(*timestamppb.Timestamp)(nil),     // 39: google.protobuf.Timestamp
+	(v1.DiscoveryState)(0),            // 40: toolcrib.catalog.v1.DiscoveryState
+	(*v1.Snapshot)(nil),               // 41: toolcrib.catalog.v1.Snapshot
+	(*v1.CatalogReceipt)(nil),         // 42: toolcrib.catalog.v1.CatalogReceipt
+	(*v1.Heartbeat)(nil),              // 43: toolcrib.catalog.v1.Heartbeat
 }
 var file_toolcrib_discovery_v1_discovery_proto_depIdxs = []int32{
-	28, // 0: toolcrib.discovery.v1.Page.received_at:type_name -> google.protobuf.Timestamp
-	29, // 1: toolcrib.discovery.v1.Run.state:type_name -> toolcrib.catalog.v1.DiscoveryState
+	39, // 0: toolcrib.discovery.v1.Page.received_at:type_name -> google.protobuf.Timestamp
+	40, // 1: toolcrib.discovery.v1.Run.state:type_name -> toolcrib.catalog.v1.DiscoveryState
 	0,  // 2: toolcrib.discovery.v1.Run.reason:type_name -> toolcrib.discovery.v1.RunReason
 	1,  // 3: toolcrib.discovery.v1.Run.trigger:type_name -> toolcrib.discovery.v1.ScanTrigger
-	28, // 4: toolcrib.discovery.v1.Run.started_at:type_name -> google.protobuf.Timestamp
-	28, // 5: toolcrib.discovery.v1.Run.finished_at:type_name -> google.protobuf.Timestamp
+	39, // 4: toolcrib.discovery.v1.Run.started_at:type_name -> google.protobuf.Timestamp
+	39, // 5: toolcrib.discovery.v1.Run.finished_at:type_name -> google.protobuf.Timestamp
 	3,  // 6: toolcrib.discovery.v1.Run.pages:type_name -> toolcrib.discovery.v1.Page
 	4,  // 7: toolcrib.discovery.v1.Run.flags:type_name -> toolcrib.discovery.v1.RunFlag
-	2,  // 8: toolcrib.discovery.v1.ActivePointer.state:type_name -> toolcrib.discovery.v1.PointerState
-	29, // 9: toolcrib.discovery.v1.ActivePointer.snapshot_state:type_name -> toolcrib.catalog.v1.DiscoveryState
-	28, // 10: toolcrib.discovery.v1.ActivePointer.moved_at:type_name -> google.protobuf.Timestamp
-	28, // 11: toolcrib.discovery.v1.ActivePointer.fresh_until:type_name -> google.protobuf.Timestamp
-	29, // 12: toolcrib.discovery.v1.Generation.state:type_name -> toolcrib.catalog.v1.DiscoveryState
-	28, // 13: toolcrib.discovery.v1.Generation.committed_at:type_name -> google.protobuf.Timestamp
-	28, // 14: toolcrib.discovery.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
-	28, // 15: toolcrib.discovery.v1.Generation.bound_until:type_name -> google.protobuf.Timestamp
-	8,  // 16: toolcrib.discovery.v1.TriggerScanResponse.scans:type_name -> toolcrib.discovery.v1.ScanTicket
-	5,  // 17: toolcrib.discovery.v1.GetRunResponse.run:type_name -> toolcrib.discovery.v1.Run
-	29, // 18: toolcrib.discovery.v1.ListRunsRequest.states:type_name -> toolcrib.catalog.v1.DiscoveryState
-	5,  // 19: toolcrib.discovery.v1.ListRunsResponse.runs:type_name -> toolcrib.discovery.v1.Run
-	6,  // 20: toolcrib.discovery.v1.GetActiveSnapshotResponse.pointer:type_name -> toolcrib.discovery.v1.ActivePointer
-	30, // 21: toolcrib.discovery.v1.GetActiveSnapshotResponse.snapshot:type_name -> toolcrib.catalog.v1.Snapshot
-	30, // 22: toolcrib.discovery.v1.GetSnapshotResponse.snapshot:type_name -> toolcrib.catalog.v1.Snapshot
-	7,  // 23: toolcrib.discovery.v1.ListGenerationsResponse.generations:type_name -> toolcrib.discovery.v1.Generation
-	6,  // 24: toolcrib.discovery.v1.RollbackResponse.pointer:type_name -> toolcrib.discovery.v1.ActivePointer
-	31, // 25: toolcrib.discovery.v1.RollbackResponse.receipt:type_name -> toolcrib.catalog.v1.CatalogReceipt
-	28, // 26: toolcrib.discovery.v1.BindGenerationRequest.bound_until:type_name -> google.protobuf.Timestamp
-	28, // 27: toolcrib.discovery.v1.BindGenerationResponse.bound_until:type_name -> google.protobuf.Timestamp
-	6,  // 28: toolcrib.discovery.v1.PointerChange.pointer:type_name -> toolcrib.discovery.v1.ActivePointer
-	31, // 29: toolcrib.discovery.v1.PointerChange.receipt:type_name -> toolcrib.catalog.v1.CatalogReceipt
-	26, // 30: toolcrib.discovery.v1.WatchResponse.change:type_name -> toolcrib.discovery.v1.PointerChange
-	32, // 31: toolcrib.discovery.v1.WatchResponse.heartbeat:type_name -> toolcrib.catalog.v1.Heartbeat
-	9,  // 32: toolcrib.discovery.v1.DiscoveryService.TriggerScan:input_type -> toolcrib.discovery.v1.TriggerScanRequest
-	11, // 33: toolcrib.discovery.v1.DiscoveryService.GetRun:input_type -> toolcrib.discovery.v1.GetRunRequest
-	13, // 34: toolcrib.discovery.v1.DiscoveryService.ListRuns:input_type -> toolcrib.discovery.v1.ListRunsRequest
-	15, // 35: toolcrib.discovery.v1.DiscoveryService.GetActiveSnapshot:input_type -> toolcrib.discovery.v1.GetActiveSnapshotRequest
-	17, // 36: toolcrib.discovery.v1.DiscoveryService.GetSnapshot:input_type -> toolcrib.discovery.v1.GetSnapshotRequest
-	19, // 37: toolcrib.discovery.v1.DiscoveryService.ListGenerations:input_type -> toolcrib.discovery.v1.ListGenerationsRequest
-	21, // 38: toolcrib.discovery.v1.DiscoveryService.Rollback:input_type -> toolcrib.discovery.v1.RollbackRequest
-	23, // 39: toolcrib.discovery.v1.DiscoveryService.BindGeneration:input_type -> toolcrib.discovery.v1.BindGenerationRequest
-	25, // 40: toolcrib.discovery.v1.DiscoveryService.Watch:input_type -> toolcrib.discovery.v1.WatchRequest
-	10, // 41: toolcrib.discovery.v1.DiscoveryService.TriggerScan:output_type -> toolcrib.discovery.v1.TriggerScanResponse
-	12, // 42: toolcrib.discovery.v1.DiscoveryService.GetRun:output_type -> toolcrib.discovery.v1.GetRunResponse
-	14, // 43: toolcrib.discovery.v1.DiscoveryService.ListRuns:output_type -> toolcrib.discovery.v1.ListRunsResponse
-	16, // 44: toolcrib.discovery.v1.DiscoveryService.GetActiveSnapshot:output_type -> toolcrib.discovery.v1.GetActiveSnapshotResponse
-	18, // 45: toolcrib.discovery.v1.DiscoveryService.GetSnapshot:output_type -> toolcrib.discovery.v1.GetSnapshotResponse
-	20, // 46: toolcrib.discovery.v1.DiscoveryService.ListGenerations:output_type -> toolcrib.discovery.v1.ListGenerationsResponse
-	22, // 47: toolcrib.discovery.v1.DiscoveryService.Rollback:output_type -> toolcrib.discovery.v1.RollbackResponse
-	24, // 48: toolcrib.discovery.v1.DiscoveryService.BindGeneration:output_type -> toolcrib.discovery.v1.BindGenerationResponse
-	27, // 49: toolcrib.discovery.v1.DiscoveryService.Watch:output_type -> toolcrib.discovery.v1.WatchResponse
-	41, // [41:50] is the sub-list for method output_type
-	32, // [32:41] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	36, // 8: toolcrib.discovery.v1.Run.comparison:type_name -> toolcrib.discovery.v1.RunComparison
+	2,  // 9: toolcrib.discovery.v1.ActivePointer.state:type_name -> toolcrib.discovery.v1.PointerState
+	40, // 10: toolcrib.discovery.v1.ActivePointer.snapshot_state:type_name -> toolcrib.catalog.v1.DiscoveryState
+	39, // 11: toolcrib.discovery.v1.ActivePointer.moved_at:type_name -> google.protobuf.Timestamp
+	39, // 12: toolcrib.discovery.v1.ActivePointer.fresh_until:type_name -> google.protobuf.Timestamp
+	40, // 13: toolcrib.discovery.v1.Generation.state:type_name -> toolcrib.catalog.v1.DiscoveryState
+	39, // 14: toolcrib.discovery.v1.Generation.committed_at:type_name -> google.protobuf.Timestamp
+	39, // 15: toolcrib.discovery.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
+	39, // 16: toolcrib.discovery.v1.Generation.bound_until:type_name -> google.protobuf.Timestamp
+	8,  // 17: toolcrib.discovery.v1.TriggerScanResponse.scans:type_name -> toolcrib.discovery.v1.ScanTicket
+	5,  // 18: toolcrib.discovery.v1.GetRunResponse.run:type_name -> toolcrib.discovery.v1.Run
+	40, // 19: toolcrib.discovery.v1.ListRunsRequest.states:type_name -> toolcrib.catalog.v1.DiscoveryState
+	5,  // 20: toolcrib.discovery.v1.ListRunsResponse.runs:type_name -> toolcrib.discovery.v1.Run
+	6,  // 21: toolcrib.discovery.v1.GetActiveSnapshotResponse.pointer:type_name -> toolcrib.discovery.v1.ActivePointer
+	41, // 22: toolcrib.discovery.v1.GetActiveSnapshotResponse.snapshot:type_name -> toolcrib.catalog.v1.Snapshot
+	41, // 23: toolcrib.discovery.v1.GetSnapshotResponse.snapshot:type_name -> toolcrib.catalog.v1.Snapshot
+	7,  // 24: toolcrib.discovery.v1.ListGenerationsResponse.generations:type_name -> toolcrib.discovery.v1.Generation
+	6,  // 25: toolcrib.discovery.v1.RollbackResponse.pointer:type_name -> toolcrib.discovery.v1.ActivePointer
+	42, // 26: toolcrib.discovery.v1.RollbackResponse.receipt:type_name -> toolcrib.catalog.v1.CatalogReceipt
+	39, // 27: toolcrib.discovery.v1.BindGenerationRequest.bound_until:type_name -> google.protobuf.Timestamp
+	39, // 28: toolcrib.discovery.v1.BindGenerationResponse.bound_until:type_name -> google.protobuf.Timestamp
+	6,  // 29: toolcrib.discovery.v1.PointerChange.pointer:type_name -> toolcrib.discovery.v1.ActivePointer
+	42, // 30: toolcrib.discovery.v1.PointerChange.receipt:type_name -> toolcrib.catalog.v1.CatalogReceipt
+	26, // 31: toolcrib.discovery.v1.WatchResponse.change:type_name -> toolcrib.discovery.v1.PointerChange
+	43, // 32: toolcrib.discovery.v1.WatchResponse.heartbeat:type_name -> toolcrib.catalog.v1.Heartbeat
+	28, // 33: toolcrib.discovery.v1.StaticToolList.tools:type_name -> toolcrib.discovery.v1.StaticTool
+	39, // 34: toolcrib.discovery.v1.StaticToolList.set_at:type_name -> google.protobuf.Timestamp
+	28, // 35: toolcrib.discovery.v1.SetStaticToolListRequest.tools:type_name -> toolcrib.discovery.v1.StaticTool
+	29, // 36: toolcrib.discovery.v1.SetStaticToolListResponse.list:type_name -> toolcrib.discovery.v1.StaticToolList
+	29, // 37: toolcrib.discovery.v1.GetStaticToolListResponse.list:type_name -> toolcrib.discovery.v1.StaticToolList
+	34, // 38: toolcrib.discovery.v1.ToolDiff.changed:type_name -> toolcrib.discovery.v1.ToolChange
+	35, // 39: toolcrib.discovery.v1.RunComparison.against_static:type_name -> toolcrib.discovery.v1.ToolDiff
+	35, // 40: toolcrib.discovery.v1.RunComparison.against_previous:type_name -> toolcrib.discovery.v1.ToolDiff
+	39, // 41: toolcrib.discovery.v1.RunComparison.compared_at:type_name -> google.protobuf.Timestamp
+	36, // 42: toolcrib.discovery.v1.GetRunComparisonResponse.comparison:type_name -> toolcrib.discovery.v1.RunComparison
+	9,  // 43: toolcrib.discovery.v1.DiscoveryService.TriggerScan:input_type -> toolcrib.discovery.v1.TriggerScanRequest
+	11, // 44: toolcrib.discovery.v1.DiscoveryService.GetRun:input_type -> toolcrib.discovery.v1.GetRunRequest
+	13, // 45: toolcrib.discovery.v1.DiscoveryService.ListRuns:input_type -> toolcrib.discovery.v1.ListRunsRequest
+	15, // 46: toolcrib.discovery.v1.DiscoveryService.GetActiveSnapshot:input_type -> toolcrib.discovery.v1.GetActiveSnapshotRequest
+	17, // 47: toolcrib.discovery.v1.DiscoveryService.GetSnapshot:input_type -> toolcrib.discovery.v1.GetSnapshotRequest
+	19, // 48: toolcrib.discovery.v1.DiscoveryService.ListGenerations:input_type -> toolcrib.discovery.v1.ListGenerationsRequest
+	21, // 49: toolcrib.discovery.v1.DiscoveryService.Rollback:input_type -> toolcrib.discovery.v1.RollbackRequest
+	23, // 50: toolcrib.discovery.v1.DiscoveryService.BindGeneration:input_type -> toolcrib.discovery.v1.BindGenerationRequest
+	30, // 51: toolcrib.discovery.v1.DiscoveryService.SetStaticToolList:input_type -> toolcrib.discovery.v1.SetStaticToolListRequest
+	32, // 52: toolcrib.discovery.v1.DiscoveryService.GetStaticToolList:input_type -> toolcrib.discovery.v1.GetStaticToolListRequest
+	37, // 53: toolcrib.discovery.v1.DiscoveryService.GetRunComparison:input_type -> toolcrib.discovery.v1.GetRunComparisonRequest
+	25, // 54: toolcrib.discovery.v1.DiscoveryService.Watch:input_type -> toolcrib.discovery.v1.WatchRequest
+	10, // 55: toolcrib.discovery.v1.DiscoveryService.TriggerScan:output_type -> toolcrib.discovery.v1.TriggerScanResponse
+	12, // 56: toolcrib.discovery.v1.DiscoveryService.GetRun:output_type -> toolcrib.discovery.v1.GetRunResponse
+	14, // 57: toolcrib.discovery.v1.DiscoveryService.ListRuns:output_type -> toolcrib.discovery.v1.ListRunsResponse
+	16, // 58: toolcrib.discovery.v1.DiscoveryService.GetActiveSnapshot:output_type -> toolcrib.discovery.v1.GetActiveSnapshotResponse
+	18, // 59: toolcrib.discovery.v1.DiscoveryService.GetSnapshot:output_type -> toolcrib.discovery.v1.GetSnapshotResponse
+	20, // 60: toolcrib.discovery.v1.DiscoveryService.ListGenerations:output_type -> toolcrib.discovery.v1.ListGenerationsResponse
+	22, // 61: toolcrib.discovery.v1.DiscoveryService.Rollback:output_type -> toolcrib.discovery.v1.RollbackResponse
+	24, // 62: toolcrib.discovery.v1.DiscoveryService.BindGeneration:output_type -> toolcrib.discovery.v1.BindGenerationResponse
+	31, // 63: toolcrib.discovery.v1.DiscoveryService.SetStaticToolList:output_type -> toolcrib.discovery.v1.SetStaticToolListResponse
+	33, // 64: toolcrib.discovery.v1.DiscoveryService.GetStaticToolList:output_type -> toolcrib.discovery.v1.GetStaticToolListResponse
+	38, // 65: toolcrib.discovery.v1.DiscoveryService.GetRunComparison:output_type -> toolcrib.discovery.v1.GetRunComparisonResponse
+	27, // 66: toolcrib.discovery.v1.DiscoveryService.Watch:output_type -> toolcrib.discovery.v1.WatchResponse
+	55, // [55:67] is the sub-list for method output_type
+	43, // [43:55] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_toolcrib_discovery_v1_discovery_proto_init() }
@@ -2761,7 +3757,7 @@ func file_toolcrib_discovery_v1_discovery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolcrib_discovery_v1_discovery_proto_rawDesc), len(file_toolcrib_discovery_v1_discovery_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   25,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -10,7 +10,9 @@
 //
 // Authentication: every RPC takes a bearer token in the `authorization`
 // request metadata. TriggerScan, Rollback and BindGeneration need a
-// platform-admin or service principal; reads need any verified principal.
+// platform-admin or service principal; SetStaticToolList a platform admin
+// or the server's owner; reads need any verified principal, and show a
+// tenant principal only its own tenant's data.
 
 package discoveryv1
 
@@ -35,6 +37,9 @@ const (
 	DiscoveryService_ListGenerations_FullMethodName   = "/toolcrib.discovery.v1.DiscoveryService/ListGenerations"
 	DiscoveryService_Rollback_FullMethodName          = "/toolcrib.discovery.v1.DiscoveryService/Rollback"
 	DiscoveryService_BindGeneration_FullMethodName    = "/toolcrib.discovery.v1.DiscoveryService/BindGeneration"
+	DiscoveryService_SetStaticToolList_FullMethodName = "/toolcrib.discovery.v1.DiscoveryService/SetStaticToolList"
+	DiscoveryService_GetStaticToolList_FullMethodName = "/toolcrib.discovery.v1.DiscoveryService/GetStaticToolList"
+	DiscoveryService_GetRunComparison_FullMethodName  = "/toolcrib.discovery.v1.DiscoveryService/GetRunComparison"
 	DiscoveryService_Watch_FullMethodName             = "/toolcrib.discovery.v1.DiscoveryService/Watch"
 )
 
@@ -75,6 +80,26 @@ type DiscoveryServiceClient interface {
 	// until a time; a bound generation is never deleted before then (I11).
 	// Admission and lease call it.
 	BindGeneration(ctx context.Context, in *BindGenerationRequest, opts ...grpc.CallOption) (*BindGenerationResponse, error)
+	// SetStaticToolList replaces, as a whole, the static tool list attached
+	// to a (server, audience class): the tools in use today, which every
+	// generation proven for the pair is compared with (see RunComparison).
+	// It needs a platform admin or the server's owner (for its own tenant's
+	// classes). NOT_FOUND for an unknown server or class (and for another
+	// tenant's class); FAILED_PRECONDITION `NOT_COVERED` when the class does
+	// not cover the server; ABORTED `STATIC_LIST_MOVED` when
+	// `expected_version` is set and not the stored version;
+	// INVALID_ARGUMENT for a bad entry, a duplicate name, more than 10,000
+	// tools, an input schema over 64 KiB or a list over 2 MiB.
+	SetStaticToolList(ctx context.Context, in *SetStaticToolListRequest, opts ...grpc.CallOption) (*SetStaticToolListResponse, error)
+	// GetStaticToolList returns the static tool list of a (server, audience
+	// class). NOT_FOUND when none was ever set (or the principal may not
+	// read the class's tenant).
+	GetStaticToolList(ctx context.Context, in *GetStaticToolListRequest, opts ...grpc.CallOption) (*GetStaticToolListResponse, error)
+	// GetRunComparison returns a stored shadow comparison: of one run, or
+	// the newest of a (server, audience class), of one generation or of any.
+	// NOT_FOUND when none is stored (or the principal may not read the
+	// class's tenant).
+	GetRunComparison(ctx context.Context, in *GetRunComparisonRequest, opts ...grpc.CallOption) (*GetRunComparisonResponse, error)
 	// Watch streams every pointer move in commit order from a revision, with
 	// heartbeats. After REVISION_COMPACTED, re-read the pointers
 	// (GetActiveSnapshot) and watch again.
@@ -193,6 +218,36 @@ func (c *discoveryServiceClient) BindGeneration(ctx context.Context, in *BindGen
 	return out, nil
 }
 
+func (c *discoveryServiceClient) SetStaticToolList(ctx context.Context, in *SetStaticToolListRequest, opts ...grpc.CallOption) (*SetStaticToolListResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetStaticToolListResponse)
+	err := c.cc.Invoke(ctx, DiscoveryService_SetStaticToolList_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *discoveryServiceClient) GetStaticToolList(ctx context.Context, in *GetStaticToolListRequest, opts ...grpc.CallOption) (*GetStaticToolListResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetStaticToolListResponse)
+	err := c.cc.Invoke(ctx, DiscoveryService_GetStaticToolList_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *discoveryServiceClient) GetRunComparison(ctx context.Context, in *GetRunComparisonRequest, opts ...grpc.CallOption) (*GetRunComparisonResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRunComparisonResponse)
+	err := c.cc.Invoke(ctx, DiscoveryService_GetRunComparison_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *discoveryServiceClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &DiscoveryService_ServiceDesc.Streams[0], DiscoveryService_Watch_FullMethodName, cOpts...)
@@ -249,6 +304,26 @@ type DiscoveryServiceServer interface {
 	// until a time; a bound generation is never deleted before then (I11).
 	// Admission and lease call it.
 	BindGeneration(context.Context, *BindGenerationRequest) (*BindGenerationResponse, error)
+	// SetStaticToolList replaces, as a whole, the static tool list attached
+	// to a (server, audience class): the tools in use today, which every
+	// generation proven for the pair is compared with (see RunComparison).
+	// It needs a platform admin or the server's owner (for its own tenant's
+	// classes). NOT_FOUND for an unknown server or class (and for another
+	// tenant's class); FAILED_PRECONDITION `NOT_COVERED` when the class does
+	// not cover the server; ABORTED `STATIC_LIST_MOVED` when
+	// `expected_version` is set and not the stored version;
+	// INVALID_ARGUMENT for a bad entry, a duplicate name, more than 10,000
+	// tools, an input schema over 64 KiB or a list over 2 MiB.
+	SetStaticToolList(context.Context, *SetStaticToolListRequest) (*SetStaticToolListResponse, error)
+	// GetStaticToolList returns the static tool list of a (server, audience
+	// class). NOT_FOUND when none was ever set (or the principal may not
+	// read the class's tenant).
+	GetStaticToolList(context.Context, *GetStaticToolListRequest) (*GetStaticToolListResponse, error)
+	// GetRunComparison returns a stored shadow comparison: of one run, or
+	// the newest of a (server, audience class), of one generation or of any.
+	// NOT_FOUND when none is stored (or the principal may not read the
+	// class's tenant).
+	GetRunComparison(context.Context, *GetRunComparisonRequest) (*GetRunComparisonResponse, error)
 	// Watch streams every pointer move in commit order from a revision, with
 	// heartbeats. After REVISION_COMPACTED, re-read the pointers
 	// (GetActiveSnapshot) and watch again.
@@ -310,6 +385,15 @@ func (UnimplementedDiscoveryServiceServer) Rollback(context.Context, *RollbackRe
 }
 func (UnimplementedDiscoveryServiceServer) BindGeneration(context.Context, *BindGenerationRequest) (*BindGenerationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method BindGeneration not implemented")
+}
+func (UnimplementedDiscoveryServiceServer) SetStaticToolList(context.Context, *SetStaticToolListRequest) (*SetStaticToolListResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetStaticToolList not implemented")
+}
+func (UnimplementedDiscoveryServiceServer) GetStaticToolList(context.Context, *GetStaticToolListRequest) (*GetStaticToolListResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetStaticToolList not implemented")
+}
+func (UnimplementedDiscoveryServiceServer) GetRunComparison(context.Context, *GetRunComparisonRequest) (*GetRunComparisonResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRunComparison not implemented")
 }
 func (UnimplementedDiscoveryServiceServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
@@ -479,6 +563,60 @@ func _DiscoveryService_BindGeneration_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DiscoveryService_SetStaticToolList_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetStaticToolListRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DiscoveryServiceServer).SetStaticToolList(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DiscoveryService_SetStaticToolList_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DiscoveryServiceServer).SetStaticToolList(ctx, req.(*SetStaticToolListRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DiscoveryService_GetStaticToolList_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetStaticToolListRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DiscoveryServiceServer).GetStaticToolList(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DiscoveryService_GetStaticToolList_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DiscoveryServiceServer).GetStaticToolList(ctx, req.(*GetStaticToolListRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DiscoveryService_GetRunComparison_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRunComparisonRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DiscoveryServiceServer).GetRunComparison(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DiscoveryService_GetRunComparison_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DiscoveryServiceServer).GetRunComparison(ctx, req.(*GetRunComparisonRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _DiscoveryService_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -528,6 +666,18 @@ var DiscoveryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "BindGeneration",
 			Handler:    _DiscoveryService_BindGeneration_Handler,
+		},
+		{
+			MethodName: "SetStaticToolList",
+			Handler:    _DiscoveryService_SetStaticToolList_Handler,
+		},
+		{
+			MethodName: "GetStaticToolList",
+			Handler:    _DiscoveryService_GetStaticToolList_Handler,
+		},
+		{
+			MethodName: "GetRunComparison",
+			Handler:    _DiscoveryService_GetRunComparison_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

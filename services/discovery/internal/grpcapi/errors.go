@@ -61,6 +61,8 @@ func translate(err error) error {
 		return apierror.Aborted(ReasonPointerMoved, "the pointer is not at expected_generation; re-read it and retry")
 	case errors.Is(err, store.ErrClosed):
 		return apierror.FailedPrecondition(ReasonPointerClosed, "the pointer is closed; a new proven scan reopens it")
+	case errors.Is(err, store.ErrStaticListMoved):
+		return apierror.Aborted(ReasonStaticListMoved, "the static tool list is not at expected_version; re-read it and retry")
 	case errors.Is(err, store.ErrNotFresh):
 		return apierror.FailedPrecondition(ReasonGenerationExpired, "the target generation is no longer fresh")
 	case errors.Is(err, registryclient.ErrUnavailable):

@@ -19,12 +19,16 @@ import (
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/scan"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/store"
+	"github.com/toolcrib/toolcrib/services/discovery/registryclient"
 )
 
 // Scheduler queues scans.
 type Scheduler interface {
 	// Trigger queues scans; see [scan.Scanner.Trigger] for its errors.
 	Trigger(ctx context.Context, serverID, audienceClass string) ([]scan.Ticket, error)
+	// Binding reads a server as an audience class reads it from the
+	// registry; see [registryclient.Registry.Binding].
+	Binding(ctx context.Context, serverID, audienceClass string) (registryclient.Binding, error)
 }
 
 // Server is the DiscoveryService implementation.
@@ -156,6 +160,12 @@ func (s *Server) GetRun(ctx context.Context, req *discoveryv1.GetRunRequest) (*d
 	run, err := s.store.GetRun(ctx, id, req.GetIncludePages())
 	if err == nil && !visible(p, run.GetTenantId()) {
 		err = notFound(store.KindRun, id)
+	}
+	if err == nil {
+		run.Comparison, err = s.store.RunComparison(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			err = nil
+		}
 	}
 	if err != nil {
 		return nil, translate(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/toolcrib/toolcrib/platform/canonical"
 	"github.com/toolcrib/toolcrib/services/discovery/candidate"
 	"github.com/toolcrib/toolcrib/services/discovery/crawl"
+	"github.com/toolcrib/toolcrib/services/discovery/internal/comparison"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/store"
 	"github.com/toolcrib/toolcrib/services/discovery/registryclient"
 )
@@ -265,7 +266,14 @@ func (st *scanState) commit(cand *candidate.Candidate, complete func(context.Con
 	if view.Active && view.SourceRevision == revision && view.PageRoot == res.PageRoot &&
 		view.IdentityDigest == res.IdentityDigest && view.TrustConfigDigest == st.trust {
 		st.end.Detail = fmt.Sprintf("same source revision and page root as generation %d; its freshness was extended", view.Expected.Generation)
-		if _, err := s.store.Refresh(ctx, st.runID, a.ServerID, a.AudienceClass, view.Expected, freshUntil, st.epoch, st.end, complete); err != nil {
+		tools := func() []comparison.Tool {
+			out := make([]comparison.Tool, len(cand.Tools))
+			for i, t := range cand.Tools {
+				out[i] = comparison.Tool{Name: t.Derived.Name, DescriptorDigest: t.Crawled.Digest, InputSchemaDigest: t.Derived.InputSchemaDigest}
+			}
+			return out
+		}
+		if _, err := s.store.Refresh(ctx, st.runID, a.ServerID, a.AudienceClass, view.Expected, freshUntil, st.epoch, st.end, tools, complete); err != nil {
 			return st.commitFault(err)
 		}
 		s.afterCommit(st)

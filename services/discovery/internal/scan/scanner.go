@@ -441,3 +441,10 @@ func (s *Scanner) Trigger(ctx context.Context, serverID, audienceClass string) (
 	}
 	return s.Enqueue(ctx, discoveryv1.ScanTrigger_SCAN_TRIGGER_MANUAL, pairs...)
 }
+
+// Binding reads a server as an audience class reads it from the registry
+// (see [registryclient.Registry.Binding]); the API checks a static tool
+// list's pair and its owner with it.
+func (s *Scanner) Binding(ctx context.Context, serverID, audienceClass string) (registryclient.Binding, error) {
+	return s.reg.Binding(ctx, serverID, audienceClass)
+}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -12,6 +13,7 @@ import (
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	"github.com/toolcrib/toolcrib/services/discovery/candidate"
+	"github.com/toolcrib/toolcrib/services/discovery/internal/comparison"
 )
 
 // Expected is where the pointer was when the scan started: the CAS compares
@@ -100,9 +102,16 @@ func (s *Store) Commit(ctx context.Context, c Commit) (*Committed, error) {
 			return err
 		}
 		// 2. The immutable snapshot, its tools and its lifecycle row, and 3.
-		// the previous generation retired.
-		digest, err := writeSnapshot(ctx, tx, c, gen, now)
+		// the previous generation retired; the same round trip reads what
+		// the generation is compared with (the static tool list, the
+		// previous generation's tools), and the comparison is stored with
+		// the run.
+		var ref reference
+		digest, err := writeSnapshot(ctx, tx, c, gen, now, &ref)
 		if err != nil {
+			return err
+		}
+		if err := writeComparison(ctx, tx, compareCommit(c, gen, &ref, now)); err != nil {
 			return err
 		}
 		// 4. The run's end, and the caller's part (the queue job).
@@ -157,8 +166,9 @@ WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND revision = 
 
 // writeSnapshot stamps the snapshot with its generation, state and digest
 // and writes it, its generation row and the previous generation's
-// retirement in one round trip, then its tools; it returns the digest.
-func writeSnapshot(ctx context.Context, tx pgx.Tx, c Commit, gen int64, now time.Time) (string, error) {
+// retirement in one round trip, with the reads of ref, then its tools; it
+// returns the digest.
+func writeSnapshot(ctx context.Context, tx pgx.Tx, c Commit, gen int64, now time.Time, ref *reference) (string, error) {
 	snap := c.Snapshot
 	server, aud, expires := snap.GetServerId(), snap.GetAudienceClass(), snap.GetExpiresAt().AsTime()
 	snap.Generation = gen
@@ -185,6 +195,7 @@ VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20)`
 		b.Queue(`UPDATE generations SET retired_at = $4
 WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND retired_at IS NULL`, server, aud, prev, now)
 	}
+	ref.queue(&b, server, aud, c.Expected.Generation)
 	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 		return "", fmt.Errorf("store: snapshot: %w", err)
 	}
@@ -276,12 +287,27 @@ func (r *toolRows) Err() error { return nil }
 // the freshness of the pointer and its generation to freshUntil, appends a
 // REFRESH change and ends the run (unchanged, confirming the generation).
 // [ErrCASConflict] when the pointer moved or is closed.
-func (s *Store) Refresh(ctx context.Context, runID string, serverID, audienceClass string, exp Expected, freshUntil time.Time, policyEpoch int64, run RunEnd, inTx func(context.Context, pgx.Tx) error) (*Committed, error) {
+//
+// When the pair has a static tool list that the generation was not yet
+// compared with at its current version, the refresh stores that
+// comparison with the run (tools are the catalog the run proved: the
+// generation's tools).
+func (s *Store) Refresh(ctx context.Context, runID string, serverID, audienceClass string, exp Expected, freshUntil time.Time, policyEpoch int64, run RunEnd, tools func() []comparison.Tool, inTx func(context.Context, pgx.Tx) error) (*Committed, error) {
 	var out *Committed
 	var ended *EndedRun
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var now time.Time
-		if err := tx.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
+		var staticVersion *int64
+		var entries []byte
+		var compared bool
+		// The transaction's time, and the static list when the generation
+		// was not compared with its current version yet.
+		// (The entries only then: a list can be large, refreshes are many.)
+		if err := tx.QueryRow(ctx, `SELECT now(), l.version, CASE WHEN c.x IS NULL THEN l.entries END, c.x IS NOT NULL
+FROM (SELECT 1) one LEFT JOIN static_tool_lists l ON l.server_id = $1 AND l.audience_class = $2
+LEFT JOIN LATERAL (SELECT 1 AS x FROM run_comparisons r WHERE r.server_id = $1 AND r.audience_class = $2
+  AND r.generation = $3 AND r.static_version = l.version LIMIT 1) c ON true`,
+			serverID, audienceClass, exp.Generation).Scan(&now, &staticVersion, &entries, &compared); err != nil {
 			return err
 		}
 		ptr := &discoveryv1.ActivePointer{ServerId: serverID, AudienceClass: audienceClass, State: discoveryv1.PointerState_POINTER_STATE_ACTIVE}
@@ -306,6 +332,16 @@ WHERE server_id = $1 AND audience_class = $2 AND generation = $3`, serverID, aud
 			return fmt.Errorf("store: refresh generation: %w", err)
 		}
 		ptr.MovedAt, ptr.FreshUntil, ptr.SnapshotState = timestamppb.New(movedAt), timestamppb.New(fresh), stateValue(snapState)
+		if staticVersion != nil && !compared && tools != nil {
+			var static []comparison.Entry
+			if err := json.Unmarshal(entries, &static); err != nil {
+				return err
+			}
+			if err := refreshComparison(ctx, tx, runID, serverID, audienceClass, ptr.TenantId, exp.Generation, *staticVersion,
+				comparison.AgainstStatic(static, tools()), now); err != nil {
+				return err
+			}
+		}
 		run.ConfirmedGeneration = exp.Generation
 		run.Reason = discoveryv1.RunReason_RUN_REASON_UNCHANGED
 		if ended, err = finishRun(ctx, tx, runID, run); err != nil {

@@ -14,6 +14,13 @@
 // [ErrCASConflict] and writes nothing. [Store.Refresh] is the same CAS for a
 // rescan that proved the active catalog again: only freshness moves.
 //
+// The commit also stores the shadow comparison of the new generation with
+// the pair's static tool list and with the previous generation (package
+// comparison), read in the snapshot's round trip and written in the same
+// transaction, so a committed generation never lacks its comparison; a
+// refresh stores one when the static list changed since the generation
+// was last compared ([Store.Refresh]).
+//
 // Snapshots and their tools are immutable in the database as well: triggers
 // refuse every UPDATE and TRUNCATE, and every DELETE except by the retention
 // sweep ([Store.Retain]), which never deletes the generation a pointer names.

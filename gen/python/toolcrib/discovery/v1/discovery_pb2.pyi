@@ -141,6 +141,26 @@ class GetActiveSnapshotResponse(_message.Message):
     snapshot: _catalog_pb2.Snapshot
     def __init__(self, pointer: _Optional[_Union[ActivePointer, _Mapping]] = ..., snapshot: _Optional[_Union[_catalog_pb2.Snapshot, _Mapping]] = ..., next_tools_page_token: _Optional[str] = ...) -> None: ...
 
+class GetRunComparisonRequest(_message.Message):
+    __slots__ = ["audience_class", "generation", "run_id", "server_id"]
+    AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    audience_class: str
+    generation: int
+    run_id: str
+    server_id: str
+    def __init__(self, run_id: _Optional[str] = ..., server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., generation: _Optional[int] = ...) -> None: ...
+
+class GetRunComparisonResponse(_message.Message):
+    __slots__ = ["comparison", "current_static_list_version"]
+    COMPARISON_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_STATIC_LIST_VERSION_FIELD_NUMBER: _ClassVar[int]
+    comparison: RunComparison
+    current_static_list_version: int
+    def __init__(self, comparison: _Optional[_Union[RunComparison, _Mapping]] = ..., current_static_list_version: _Optional[int] = ...) -> None: ...
+
 class GetRunRequest(_message.Message):
     __slots__ = ["include_pages", "run_id"]
     INCLUDE_PAGES_FIELD_NUMBER: _ClassVar[int]
@@ -176,6 +196,20 @@ class GetSnapshotResponse(_message.Message):
     next_tools_page_token: str
     snapshot: _catalog_pb2.Snapshot
     def __init__(self, snapshot: _Optional[_Union[_catalog_pb2.Snapshot, _Mapping]] = ..., next_tools_page_token: _Optional[str] = ...) -> None: ...
+
+class GetStaticToolListRequest(_message.Message):
+    __slots__ = ["audience_class", "server_id"]
+    AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    audience_class: str
+    server_id: str
+    def __init__(self, server_id: _Optional[str] = ..., audience_class: _Optional[str] = ...) -> None: ...
+
+class GetStaticToolListResponse(_message.Message):
+    __slots__ = ["list"]
+    LIST_FIELD_NUMBER: _ClassVar[int]
+    list: StaticToolList
+    def __init__(self, list: _Optional[_Union[StaticToolList, _Mapping]] = ...) -> None: ...
 
 class ListGenerationsRequest(_message.Message):
     __slots__ = ["audience_class", "page_size", "page_token", "server_id"]
@@ -276,12 +310,13 @@ class RollbackResponse(_message.Message):
     def __init__(self, pointer: _Optional[_Union[ActivePointer, _Mapping]] = ..., receipt: _Optional[_Union[_catalog_pb2.CatalogReceipt, _Mapping]] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ["attempt", "audience_class", "bytes", "cache_scope", "closing_revision", "confirmed_generation", "detail", "finished_at", "flags", "generation", "identity_digest", "notification_delay_ms", "page_count", "page_root", "pages", "policy_epoch", "protocol_version", "reason", "run_id", "scan_id", "server_id", "source_revision", "started_at", "state", "suppressed_notifications", "tenant_id", "tool_count", "trigger", "trust_config_digest", "worker"]
+    __slots__ = ["attempt", "audience_class", "bytes", "cache_scope", "closing_revision", "comparison", "confirmed_generation", "detail", "finished_at", "flags", "generation", "identity_digest", "notification_delay_ms", "page_count", "page_root", "pages", "policy_epoch", "protocol_version", "reason", "run_id", "scan_id", "server_id", "source_revision", "started_at", "state", "suppressed_notifications", "tenant_id", "tool_count", "trigger", "trust_config_digest", "worker"]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]
     BYTES_FIELD_NUMBER: _ClassVar[int]
     CACHE_SCOPE_FIELD_NUMBER: _ClassVar[int]
     CLOSING_REVISION_FIELD_NUMBER: _ClassVar[int]
+    COMPARISON_FIELD_NUMBER: _ClassVar[int]
     CONFIRMED_GENERATION_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
     FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -312,6 +347,7 @@ class Run(_message.Message):
     bytes: int
     cache_scope: str
     closing_revision: str
+    comparison: RunComparison
     confirmed_generation: int
     detail: str
     finished_at: _timestamp_pb2.Timestamp
@@ -337,7 +373,31 @@ class Run(_message.Message):
     trigger: ScanTrigger
     trust_config_digest: str
     worker: str
-    def __init__(self, run_id: _Optional[str] = ..., scan_id: _Optional[str] = ..., attempt: _Optional[int] = ..., server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., tenant_id: _Optional[str] = ..., state: _Optional[_Union[_catalog_pb2.DiscoveryState, str]] = ..., reason: _Optional[_Union[RunReason, str]] = ..., detail: _Optional[str] = ..., trigger: _Optional[_Union[ScanTrigger, str]] = ..., worker: _Optional[str] = ..., started_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., protocol_version: _Optional[str] = ..., source_revision: _Optional[str] = ..., closing_revision: _Optional[str] = ..., page_root: _Optional[str] = ..., page_count: _Optional[int] = ..., tool_count: _Optional[int] = ..., bytes: _Optional[int] = ..., policy_epoch: _Optional[int] = ..., generation: _Optional[int] = ..., identity_digest: _Optional[str] = ..., trust_config_digest: _Optional[str] = ..., pages: _Optional[_Iterable[_Union[Page, _Mapping]]] = ..., flags: _Optional[_Iterable[_Union[RunFlag, _Mapping]]] = ..., cache_scope: _Optional[str] = ..., confirmed_generation: _Optional[int] = ..., suppressed_notifications: _Optional[int] = ..., notification_delay_ms: _Optional[int] = ...) -> None: ...
+    def __init__(self, run_id: _Optional[str] = ..., scan_id: _Optional[str] = ..., attempt: _Optional[int] = ..., server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., tenant_id: _Optional[str] = ..., state: _Optional[_Union[_catalog_pb2.DiscoveryState, str]] = ..., reason: _Optional[_Union[RunReason, str]] = ..., detail: _Optional[str] = ..., trigger: _Optional[_Union[ScanTrigger, str]] = ..., worker: _Optional[str] = ..., started_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., protocol_version: _Optional[str] = ..., source_revision: _Optional[str] = ..., closing_revision: _Optional[str] = ..., page_root: _Optional[str] = ..., page_count: _Optional[int] = ..., tool_count: _Optional[int] = ..., bytes: _Optional[int] = ..., policy_epoch: _Optional[int] = ..., generation: _Optional[int] = ..., identity_digest: _Optional[str] = ..., trust_config_digest: _Optional[str] = ..., pages: _Optional[_Iterable[_Union[Page, _Mapping]]] = ..., flags: _Optional[_Iterable[_Union[RunFlag, _Mapping]]] = ..., cache_scope: _Optional[str] = ..., confirmed_generation: _Optional[int] = ..., suppressed_notifications: _Optional[int] = ..., notification_delay_ms: _Optional[int] = ..., comparison: _Optional[_Union[RunComparison, _Mapping]] = ...) -> None: ...
+
+class RunComparison(_message.Message):
+    __slots__ = ["against_previous", "against_static", "audience_class", "compared_at", "generation", "previous_generation", "run_id", "server_id", "static_list_version", "tenant_id"]
+    AGAINST_PREVIOUS_FIELD_NUMBER: _ClassVar[int]
+    AGAINST_STATIC_FIELD_NUMBER: _ClassVar[int]
+    AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    COMPARED_AT_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    STATIC_LIST_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    against_previous: ToolDiff
+    against_static: ToolDiff
+    audience_class: str
+    compared_at: _timestamp_pb2.Timestamp
+    generation: int
+    previous_generation: int
+    run_id: str
+    server_id: str
+    static_list_version: int
+    tenant_id: str
+    def __init__(self, run_id: _Optional[str] = ..., server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., tenant_id: _Optional[str] = ..., generation: _Optional[int] = ..., static_list_version: _Optional[int] = ..., against_static: _Optional[_Union[ToolDiff, _Mapping]] = ..., previous_generation: _Optional[int] = ..., against_previous: _Optional[_Union[ToolDiff, _Mapping]] = ..., compared_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RunFlag(_message.Message):
     __slots__ = ["detail", "flag", "tool_name"]
@@ -360,6 +420,90 @@ class ScanTicket(_message.Message):
     scan_id: str
     server_id: str
     def __init__(self, server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., scan_id: _Optional[str] = ..., already_queued: bool = ...) -> None: ...
+
+class SetStaticToolListRequest(_message.Message):
+    __slots__ = ["audience_class", "expected_version", "reason", "server_id", "tools"]
+    AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    audience_class: str
+    expected_version: int
+    reason: str
+    server_id: str
+    tools: _containers.RepeatedCompositeFieldContainer[StaticTool]
+    def __init__(self, server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[StaticTool, _Mapping]]] = ..., expected_version: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class SetStaticToolListResponse(_message.Message):
+    __slots__ = ["list"]
+    LIST_FIELD_NUMBER: _ClassVar[int]
+    list: StaticToolList
+    def __init__(self, list: _Optional[_Union[StaticToolList, _Mapping]] = ...) -> None: ...
+
+class StaticTool(_message.Message):
+    __slots__ = ["descriptor_digest", "input_schema", "input_schema_digest", "name"]
+    DESCRIPTOR_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    INPUT_SCHEMA_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    INPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    descriptor_digest: str
+    input_schema: bytes
+    input_schema_digest: str
+    name: str
+    def __init__(self, name: _Optional[str] = ..., descriptor_digest: _Optional[str] = ..., input_schema: _Optional[bytes] = ..., input_schema_digest: _Optional[str] = ...) -> None: ...
+
+class StaticToolList(_message.Message):
+    __slots__ = ["audience_class", "reason", "server_id", "set_at", "set_by", "tenant_id", "tools", "version"]
+    AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    SET_AT_FIELD_NUMBER: _ClassVar[int]
+    SET_BY_FIELD_NUMBER: _ClassVar[int]
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    audience_class: str
+    reason: str
+    server_id: str
+    set_at: _timestamp_pb2.Timestamp
+    set_by: str
+    tenant_id: str
+    tools: _containers.RepeatedCompositeFieldContainer[StaticTool]
+    version: int
+    def __init__(self, server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., tenant_id: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[StaticTool, _Mapping]]] = ..., version: _Optional[int] = ..., set_by: _Optional[str] = ..., set_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ToolChange(_message.Message):
+    __slots__ = ["actual_digest", "compared", "expected_digest", "name"]
+    ACTUAL_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    COMPARED_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    actual_digest: str
+    compared: str
+    expected_digest: str
+    name: str
+    def __init__(self, name: _Optional[str] = ..., compared: _Optional[str] = ..., expected_digest: _Optional[str] = ..., actual_digest: _Optional[str] = ...) -> None: ...
+
+class ToolDiff(_message.Message):
+    __slots__ = ["changed", "changed_count", "extra", "extra_count", "missing", "missing_count", "same_count", "truncated"]
+    CHANGED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_COUNT_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_FIELD_NUMBER: _ClassVar[int]
+    MISSING_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MISSING_FIELD_NUMBER: _ClassVar[int]
+    SAME_COUNT_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    changed: _containers.RepeatedCompositeFieldContainer[ToolChange]
+    changed_count: int
+    extra: _containers.RepeatedScalarFieldContainer[str]
+    extra_count: int
+    missing: _containers.RepeatedScalarFieldContainer[str]
+    missing_count: int
+    same_count: int
+    truncated: bool
+    def __init__(self, missing: _Optional[_Iterable[str]] = ..., extra: _Optional[_Iterable[str]] = ..., changed: _Optional[_Iterable[_Union[ToolChange, _Mapping]]] = ..., missing_count: _Optional[int] = ..., extra_count: _Optional[int] = ..., changed_count: _Optional[int] = ..., same_count: _Optional[int] = ..., truncated: bool = ...) -> None: ...
 
 class TriggerScanRequest(_message.Message):
     __slots__ = ["audience_class", "server_id"]

@@ -56,6 +56,21 @@ class DiscoveryServiceStub(object):
                 request_serializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.BindGenerationRequest.SerializeToString,
                 response_deserializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.BindGenerationResponse.FromString,
                 )
+        self.SetStaticToolList = channel.unary_unary(
+                '/toolcrib.discovery.v1.DiscoveryService/SetStaticToolList',
+                request_serializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.SetStaticToolListRequest.SerializeToString,
+                response_deserializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.SetStaticToolListResponse.FromString,
+                )
+        self.GetStaticToolList = channel.unary_unary(
+                '/toolcrib.discovery.v1.DiscoveryService/GetStaticToolList',
+                request_serializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.GetStaticToolListRequest.SerializeToString,
+                response_deserializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.GetStaticToolListResponse.FromString,
+                )
+        self.GetRunComparison = channel.unary_unary(
+                '/toolcrib.discovery.v1.DiscoveryService/GetRunComparison',
+                request_serializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.GetRunComparisonRequest.SerializeToString,
+                response_deserializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.GetRunComparisonResponse.FromString,
+                )
         self.Watch = channel.unary_stream(
                 '/toolcrib.discovery.v1.DiscoveryService/Watch',
                 request_serializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.WatchRequest.SerializeToString,
@@ -138,6 +153,41 @@ class DiscoveryServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetStaticToolList(self, request, context):
+        """SetStaticToolList replaces, as a whole, the static tool list attached
+        to a (server, audience class): the tools in use today, which every
+        generation proven for the pair is compared with (see RunComparison).
+        It needs a platform admin or the server's owner (for its own tenant's
+        classes). NOT_FOUND for an unknown server or class (and for another
+        tenant's class); FAILED_PRECONDITION `NOT_COVERED` when the class does
+        not cover the server; ABORTED `STATIC_LIST_MOVED` when
+        `expected_version` is set and not the stored version;
+        INVALID_ARGUMENT for a bad entry, a duplicate name, more than 10,000
+        tools, an input schema over 64 KiB or a list over 2 MiB.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetStaticToolList(self, request, context):
+        """GetStaticToolList returns the static tool list of a (server, audience
+        class). NOT_FOUND when none was ever set (or the principal may not
+        read the class's tenant).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetRunComparison(self, request, context):
+        """GetRunComparison returns a stored shadow comparison: of one run, or
+        the newest of a (server, audience class), of one generation or of any.
+        NOT_FOUND when none is stored (or the principal may not read the
+        class's tenant).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Watch(self, request, context):
         """Watch streams every pointer move in commit order from a revision, with
         heartbeats. After REVISION_COMPACTED, re-read the pointers
@@ -213,6 +263,21 @@ def add_DiscoveryServiceServicer_to_server(servicer, server):
                     servicer.BindGeneration,
                     request_deserializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.BindGenerationRequest.FromString,
                     response_serializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.BindGenerationResponse.SerializeToString,
+            ),
+            'SetStaticToolList': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetStaticToolList,
+                    request_deserializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.SetStaticToolListRequest.FromString,
+                    response_serializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.SetStaticToolListResponse.SerializeToString,
+            ),
+            'GetStaticToolList': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetStaticToolList,
+                    request_deserializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.GetStaticToolListRequest.FromString,
+                    response_serializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.GetStaticToolListResponse.SerializeToString,
+            ),
+            'GetRunComparison': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRunComparison,
+                    request_deserializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.GetRunComparisonRequest.FromString,
+                    response_serializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.GetRunComparisonResponse.SerializeToString,
             ),
             'Watch': grpc.unary_stream_rpc_method_handler(
                     servicer.Watch,
@@ -364,6 +429,57 @@ class DiscoveryService(object):
         return grpc.experimental.unary_unary(request, target, '/toolcrib.discovery.v1.DiscoveryService/BindGeneration',
             toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.BindGenerationRequest.SerializeToString,
             toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.BindGenerationResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SetStaticToolList(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolcrib.discovery.v1.DiscoveryService/SetStaticToolList',
+            toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.SetStaticToolListRequest.SerializeToString,
+            toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.SetStaticToolListResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetStaticToolList(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolcrib.discovery.v1.DiscoveryService/GetStaticToolList',
+            toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.GetStaticToolListRequest.SerializeToString,
+            toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.GetStaticToolListResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetRunComparison(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolcrib.discovery.v1.DiscoveryService/GetRunComparison',
+            toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.GetRunComparisonRequest.SerializeToString,
+            toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.GetRunComparisonResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

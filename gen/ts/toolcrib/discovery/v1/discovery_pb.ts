@@ -8,7 +8,9 @@
 //
 // Authentication: every RPC takes a bearer token in the `authorization`
 // request metadata. TriggerScan, Rollback and BindGeneration need a
-// platform-admin or service principal; reads need any verified principal.
+// platform-admin or service principal; SetStaticToolList a platform admin
+// or the server's owner; reads need any verified principal, and show a
+// tenant principal only its own tenant's data.
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
@@ -22,7 +24,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file toolcrib/discovery/v1/discovery.proto.
  */
 export const file_toolcrib_discovery_v1_discovery: GenFile = /*@__PURE__*/
-  fileDesc("CiV0b29sY3JpYi9kaXNjb3ZlcnkvdjEvZGlzY292ZXJ5LnByb3RvEhV0b29sY3JpYi5kaXNjb3ZlcnkudjEiyQEKBFBhZ2USDQoFaW5kZXgYASABKAUSEQoJY3Vyc29yX2luGAIgASgJEhIKCmN1cnNvcl9vdXQYAyABKAkSEAoIaGFzX25leHQYBCABKAgSEAoIcmV2aXNpb24YBSABKAkSEgoKdG9vbF9jb3VudBgGIAEoBRITCgtwYWdlX2RpZ2VzdBgHIAEoCRINCgVieXRlcxgIIAEoAxIvCgtyZWNlaXZlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiOgoHUnVuRmxhZxIRCgl0b29sX25hbWUYASABKAkSDAoEZmxhZxgCIAEoCRIOCgZkZXRhaWwYAyABKAki1wYKA1J1bhIOCgZydW5faWQYASABKAkSDwoHc2Nhbl9pZBgCIAEoCRIPCgdhdHRlbXB0GAMgASgFEhEKCXNlcnZlcl9pZBgEIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgFIAEoCRIRCgl0ZW5hbnRfaWQYBiABKAkSMgoFc3RhdGUYByABKA4yIy50b29sY3JpYi5jYXRhbG9nLnYxLkRpc2NvdmVyeVN0YXRlEjAKBnJlYXNvbhgIIAEoDjIgLnRvb2xjcmliLmRpc2NvdmVyeS52MS5SdW5SZWFzb24SDgoGZGV0YWlsGAkgASgJEjMKB3RyaWdnZXIYCiABKA4yIi50b29sY3JpYi5kaXNjb3ZlcnkudjEuU2NhblRyaWdnZXISDgoGd29ya2VyGAsgASgJEi4KCnN0YXJ0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBwcm90b2NvbF92ZXJzaW9uGA4gASgJEhcKD3NvdXJjZV9yZXZpc2lvbhgPIAEoCRIYChBjbG9zaW5nX3JldmlzaW9uGBAgASgJEhEKCXBhZ2Vfcm9vdBgRIAEoCRISCgpwYWdlX2NvdW50GBIgASgFEhIKCnRvb2xfY291bnQYEyABKAUSDQoFYnl0ZXMYFCABKAMSFAoMcG9saWN5X2Vwb2NoGBUgASgDEhIKCmdlbmVyYXRpb24YFiABKAMSFwoPaWRlbnRpdHlfZGlnZXN0GBcgASgJEhsKE3RydXN0X2NvbmZpZ19kaWdlc3QYGCABKAkSKgoFcGFnZXMYGSADKAsyGy50b29sY3JpYi5kaXNjb3ZlcnkudjEuUGFnZRItCgVmbGFncxgaIAMoCzIeLnRvb2xjcmliLmRpc2NvdmVyeS52MS5SdW5GbGFnEhMKC2NhY2hlX3Njb3BlGBsgASgJEhwKFGNvbmZpcm1lZF9nZW5lcmF0aW9uGBwgASgDEiAKGHN1cHByZXNzZWRfbm90aWZpY2F0aW9ucxgdIAEoBRIdChVub3RpZmljYXRpb25fZGVsYXlfbXMYHiABKAMi7wIKDUFjdGl2ZVBvaW50ZXISEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEhEKCXRlbmFudF9pZBgDIAEoCRISCgpnZW5lcmF0aW9uGAQgASgDEjIKBXN0YXRlGAUgASgOMiMudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlBvaW50ZXJTdGF0ZRI7Cg5zbmFwc2hvdF9zdGF0ZRgGIAEoDjIjLnRvb2xjcmliLmNhdGFsb2cudjEuRGlzY292ZXJ5U3RhdGUSLAoIbW92ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZyZXNoX3VudGlsGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghyZXZpc2lvbhgJIAEoAxIXCg9zb3VyY2VfcmV2aXNpb24YCiABKAkSEQoJcGFnZV9yb290GAsgASgJIscCCgpHZW5lcmF0aW9uEhIKCmdlbmVyYXRpb24YASABKAMSMgoFc3RhdGUYAiABKA4yIy50b29sY3JpYi5jYXRhbG9nLnYxLkRpc2NvdmVyeVN0YXRlEhcKD3NvdXJjZV9yZXZpc2lvbhgDIAEoCRIRCglwYWdlX3Jvb3QYBCABKAkSEgoKdG9vbF9jb3VudBgFIAEoBRIwCgxjb21taXR0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnJ1bl9pZBgIIAEoCRIOCgZhY3RpdmUYCSABKAgSLwoLYm91bmRfdW50aWwYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImAKClNjYW5UaWNrZXQSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEg8KB3NjYW5faWQYAyABKAkSFgoOYWxyZWFkeV9xdWV1ZWQYBCABKAgiPwoSVHJpZ2dlclNjYW5SZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCSJHChNUcmlnZ2VyU2NhblJlc3BvbnNlEjAKBXNjYW5zGAEgAygLMiEudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlNjYW5UaWNrZXQiNgoNR2V0UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSFQoNaW5jbHVkZV9wYWdlcxgCIAEoCCI5Cg5HZXRSdW5SZXNwb25zZRInCgNydW4YASABKAsyGi50b29sY3JpYi5kaXNjb3ZlcnkudjEuUnVuIqkBCg9MaXN0UnVuc1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEg8KB3NjYW5faWQYAyABKAkSMwoGc3RhdGVzGAQgAygOMiMudG9vbGNyaWIuY2F0YWxvZy52MS5EaXNjb3ZlcnlTdGF0ZRIRCglwYWdlX3NpemUYBSABKAUSEgoKcGFnZV90b2tlbhgGIAEoCSJVChBMaXN0UnVuc1Jlc3BvbnNlEigKBHJ1bnMYASADKAsyGi50b29sY3JpYi5kaXNjb3ZlcnkudjEuUnVuEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJ4ChhHZXRBY3RpdmVTbmFwc2hvdFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEhcKD3Rvb2xzX3BhZ2Vfc2l6ZRgDIAEoBRIYChB0b29sc19wYWdlX3Rva2VuGAQgASgJIqIBChlHZXRBY3RpdmVTbmFwc2hvdFJlc3BvbnNlEjUKB3BvaW50ZXIYASABKAsyJC50b29sY3JpYi5kaXNjb3ZlcnkudjEuQWN0aXZlUG9pbnRlchIvCghzbmFwc2hvdBgCIAEoCzIdLnRvb2xjcmliLmNhdGFsb2cudjEuU25hcHNob3QSHQoVbmV4dF90b29sc19wYWdlX3Rva2VuGAMgASgJIoYBChJHZXRTbmFwc2hvdFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEhIKCmdlbmVyYXRpb24YAyABKAMSFwoPdG9vbHNfcGFnZV9zaXplGAQgASgFEhgKEHRvb2xzX3BhZ2VfdG9rZW4YBSABKAkiZQoTR2V0U25hcHNob3RSZXNwb25zZRIvCghzbmFwc2hvdBgBIAEoCzIdLnRvb2xjcmliLmNhdGFsb2cudjEuU25hcHNob3QSHQoVbmV4dF90b29sc19wYWdlX3Rva2VuGAIgASgJImoKFkxpc3RHZW5lcmF0aW9uc1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJImoKF0xpc3RHZW5lcmF0aW9uc1Jlc3BvbnNlEjYKC2dlbmVyYXRpb25zGAEgAygLMiEudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkdlbmVyYXRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoABCg9Sb2xsYmFja1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEhsKE2V4cGVjdGVkX2dlbmVyYXRpb24YAyABKAMSFQoNdG9fZ2VuZXJhdGlvbhgEIAEoAxIOCgZyZWFzb24YBSABKAkifwoQUm9sbGJhY2tSZXNwb25zZRI1Cgdwb2ludGVyGAEgASgLMiQudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkFjdGl2ZVBvaW50ZXISNAoHcmVjZWlwdBgCIAEoCzIjLnRvb2xjcmliLmNhdGFsb2cudjEuQ2F0YWxvZ1JlY2VpcHQilwEKFUJpbmRHZW5lcmF0aW9uUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSFgoOYXVkaWVuY2VfY2xhc3MYAiABKAkSEgoKZ2VuZXJhdGlvbhgDIAEoAxIOCgZydW5faWQYBCABKAkSLwoLYm91bmRfdW50aWwYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkkKFkJpbmRHZW5lcmF0aW9uUmVzcG9uc2USLwoLYm91bmRfdW50aWwYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIiUKDFdhdGNoUmVxdWVzdBIVCg1mcm9tX3JldmlzaW9uGAEgASgDIo4BCg1Qb2ludGVyQ2hhbmdlEhAKCHJldmlzaW9uGAEgASgDEjUKB3BvaW50ZXIYAiABKAsyJC50b29sY3JpYi5kaXNjb3ZlcnkudjEuQWN0aXZlUG9pbnRlchI0CgdyZWNlaXB0GAMgASgLMiMudG9vbGNyaWIuY2F0YWxvZy52MS5DYXRhbG9nUmVjZWlwdCKFAQoNV2F0Y2hSZXNwb25zZRI2CgZjaGFuZ2UYASABKAsyJC50b29sY3JpYi5kaXNjb3ZlcnkudjEuUG9pbnRlckNoYW5nZUgAEjMKCWhlYXJ0YmVhdBgCIAEoCzIeLnRvb2xjcmliLmNhdGFsb2cudjEuSGVhcnRiZWF0SABCBwoFZXZlbnQq+wcKCVJ1blJlYXNvbhIaChZSVU5fUkVBU09OX1VOU1BFQ0lGSUVEEAASGwoXUlVOX1JFQVNPTl9MSVNUX0NIQU5HRUQQARIgChxSVU5fUkVBU09OX1JFVklTSU9OX01JU01BVENIEAISHwobUlVOX1JFQVNPTl9SRVZJU0lPTl9NSVNTSU5HEAMSHgoaUlVOX1JFQVNPTl9SRVBFQVRFRF9DVVJTT1IQBBIbChdSVU5fUkVBU09OX0NVUlNPUl9DWUNMRRAFEhcKE1JVTl9SRUFTT05fUEFHRV9DQVAQBhIXChNSVU5fUkVBU09OX1RPT0xfQ0FQEAcSFwoTUlVOX1JFQVNPTl9CWVRFX0NBUBAIEh4KGlJVTl9SRUFTT05fVFJBTlNQT1JUX0VSUk9SEAkSIAocUlVOX1JFQVNPTl9JREVOVElUWV9NSVNNQVRDSBAKEiIKHlJVTl9SRUFTT05fRFVQTElDQVRFX1RPT0xfTkFNRRALEiAKHFJVTl9SRUFTT05fSU5WQUxJRF9UT09MX05BTUUQDBIdChlSVU5fUkVBU09OX0lOVkFMSURfU0NIRU1BEA0SHgoaUlVOX1JFQVNPTl9VTktOT1dOX0RJQUxFQ1QQDhIaChZSVU5fUkVBU09OX05FVFdPUktfUkVGEA8SHQoZUlVOX1JFQVNPTl9VTlJFU09MVkVEX1JFRhAQEh8KG1JVTl9SRUFTT05fU0NIRU1BX1RPT19MQVJHRRAREh4KGlJVTl9SRUFTT05fU0NIRU1BX1RPT19ERUVQEBISGwoXUlVOX1JFQVNPTl9JTlZBTElEX0lDT04QExIjCh9SVU5fUkVBU09OX1BPTElDWV9FUE9DSF9DSEFOR0VEEBQSIwofUlVOX1JFQVNPTl9UUlVTVF9DT05GSUdfQ0hBTkdFRBAVEhsKF1JVTl9SRUFTT05fQ0FTX0NPTkZMSUNUEBYSGAoUUlVOX1JFQVNPTl9VTkNIQU5HRUQQFxIaChZSVU5fUkVBU09OX1dPUktFUl9MT1NUEBgSJQohUlVOX1JFQVNPTl9DUkVERU5USUFMX1VOQVZBSUxBQkxFEBkSHQoZUlVOX1JFQVNPTl9NQUxGT1JNRURfVE9PTBAaEh0KGVJVTl9SRUFTT05fTk9UX1JFR0lTVEVSRUQQGxIjCh9SVU5fUkVBU09OX1JFR0lTVFJZX1VOQVZBSUxBQkxFEBwSIwofUlVOX1JFQVNPTl9QUk9UT0NPTF9VTlNVUFBPUlRFRBAdEh8KG1JVTl9SRUFTT05fTUVTU0FHRV9UT09fREVFUBAeEh0KGVJVTl9SRUFTT05fRUdSRVNTX1JFRlVTRUQQHyrBAQoLU2NhblRyaWdnZXISHAoYU0NBTl9UUklHR0VSX1VOU1BFQ0lGSUVEEAASGQoVU0NBTl9UUklHR0VSX1BFUklPRElDEAESFwoTU0NBTl9UUklHR0VSX01BTlVBTBACEh0KGVNDQU5fVFJJR0dFUl9MSVNUX0NIQU5HRUQQAxIgChxTQ0FOX1RSSUdHRVJfUkVHSVNUUllfQ0hBTkdFEAQSHwobU0NBTl9UUklHR0VSX0xJU1RFTl9SRVNVTUVEEAUqYQoMUG9pbnRlclN0YXRlEh0KGVBPSU5URVJfU1RBVEVfVU5TUEVDSUZJRUQQABIYChRQT0lOVEVSX1NUQVRFX0FDVElWRRABEhgKFFBPSU5URVJfU1RBVEVfQ0xPU0VEEAIyngcKEERpc2NvdmVyeVNlcnZpY2USZAoLVHJpZ2dlclNjYW4SKS50b29sY3JpYi5kaXNjb3ZlcnkudjEuVHJpZ2dlclNjYW5SZXF1ZXN0GioudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlRyaWdnZXJTY2FuUmVzcG9uc2USVQoGR2V0UnVuEiQudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkdldFJ1blJlcXVlc3QaJS50b29sY3JpYi5kaXNjb3ZlcnkudjEuR2V0UnVuUmVzcG9uc2USWwoITGlzdFJ1bnMSJi50b29sY3JpYi5kaXNjb3ZlcnkudjEuTGlzdFJ1bnNSZXF1ZXN0GicudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkxpc3RSdW5zUmVzcG9uc2USdgoRR2V0QWN0aXZlU25hcHNob3QSLy50b29sY3JpYi5kaXNjb3ZlcnkudjEuR2V0QWN0aXZlU25hcHNob3RSZXF1ZXN0GjAudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkdldEFjdGl2ZVNuYXBzaG90UmVzcG9uc2USZAoLR2V0U25hcHNob3QSKS50b29sY3JpYi5kaXNjb3ZlcnkudjEuR2V0U25hcHNob3RSZXF1ZXN0GioudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkdldFNuYXBzaG90UmVzcG9uc2UScAoPTGlzdEdlbmVyYXRpb25zEi0udG9vbGNyaWIuZGlzY292ZXJ5LnYxLkxpc3RHZW5lcmF0aW9uc1JlcXVlc3QaLi50b29sY3JpYi5kaXNjb3ZlcnkudjEuTGlzdEdlbmVyYXRpb25zUmVzcG9uc2USWwoIUm9sbGJhY2sSJi50b29sY3JpYi5kaXNjb3ZlcnkudjEuUm9sbGJhY2tSZXF1ZXN0GicudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlJvbGxiYWNrUmVzcG9uc2USbQoOQmluZEdlbmVyYXRpb24SLC50b29sY3JpYi5kaXNjb3ZlcnkudjEuQmluZEdlbmVyYXRpb25SZXF1ZXN0Gi0udG9vbGNyaWIuZGlzY292ZXJ5LnYxLkJpbmRHZW5lcmF0aW9uUmVzcG9uc2USVAoFV2F0Y2gSIy50b29sY3JpYi5kaXNjb3ZlcnkudjEuV2F0Y2hSZXF1ZXN0GiQudG9vbGNyaWIuZGlzY292ZXJ5LnYxLldhdGNoUmVzcG9uc2UwAULlAQoZY29tLnRvb2xjcmliLmRpc2NvdmVyeS52MUIORGlzY292ZXJ5UHJvdG9QAVpCZ2l0aHViLmNvbS90b29sY3JpYi90b29sY3JpYi9nZW4vdG9vbGNyaWIvZGlzY292ZXJ5L3YxO2Rpc2NvdmVyeXYxogIDVERYqgIVVG9vbGNyaWIuRGlzY292ZXJ5LlYxygIVVG9vbGNyaWJcRGlzY292ZXJ5XFYx4gIhVG9vbGNyaWJcRGlzY292ZXJ5XFYxXEdQQk1ldGFkYXRh6gIXVG9vbGNyaWI6OkRpc2NvdmVyeTo6VjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_toolcrib_catalog_v1_catalog]);
+  fileDesc("CiV0b29sY3JpYi9kaXNjb3ZlcnkvdjEvZGlzY292ZXJ5LnByb3RvEhV0b29sY3JpYi5kaXNjb3ZlcnkudjEiyQEKBFBhZ2USDQoFaW5kZXgYASABKAUSEQoJY3Vyc29yX2luGAIgASgJEhIKCmN1cnNvcl9vdXQYAyABKAkSEAoIaGFzX25leHQYBCABKAgSEAoIcmV2aXNpb24YBSABKAkSEgoKdG9vbF9jb3VudBgGIAEoBRITCgtwYWdlX2RpZ2VzdBgHIAEoCRINCgVieXRlcxgIIAEoAxIvCgtyZWNlaXZlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiOgoHUnVuRmxhZxIRCgl0b29sX25hbWUYASABKAkSDAoEZmxhZxgCIAEoCRIOCgZkZXRhaWwYAyABKAkikQcKA1J1bhIOCgZydW5faWQYASABKAkSDwoHc2Nhbl9pZBgCIAEoCRIPCgdhdHRlbXB0GAMgASgFEhEKCXNlcnZlcl9pZBgEIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgFIAEoCRIRCgl0ZW5hbnRfaWQYBiABKAkSMgoFc3RhdGUYByABKA4yIy50b29sY3JpYi5jYXRhbG9nLnYxLkRpc2NvdmVyeVN0YXRlEjAKBnJlYXNvbhgIIAEoDjIgLnRvb2xjcmliLmRpc2NvdmVyeS52MS5SdW5SZWFzb24SDgoGZGV0YWlsGAkgASgJEjMKB3RyaWdnZXIYCiABKA4yIi50b29sY3JpYi5kaXNjb3ZlcnkudjEuU2NhblRyaWdnZXISDgoGd29ya2VyGAsgASgJEi4KCnN0YXJ0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBwcm90b2NvbF92ZXJzaW9uGA4gASgJEhcKD3NvdXJjZV9yZXZpc2lvbhgPIAEoCRIYChBjbG9zaW5nX3JldmlzaW9uGBAgASgJEhEKCXBhZ2Vfcm9vdBgRIAEoCRISCgpwYWdlX2NvdW50GBIgASgFEhIKCnRvb2xfY291bnQYEyABKAUSDQoFYnl0ZXMYFCABKAMSFAoMcG9saWN5X2Vwb2NoGBUgASgDEhIKCmdlbmVyYXRpb24YFiABKAMSFwoPaWRlbnRpdHlfZGlnZXN0GBcgASgJEhsKE3RydXN0X2NvbmZpZ19kaWdlc3QYGCABKAkSKgoFcGFnZXMYGSADKAsyGy50b29sY3JpYi5kaXNjb3ZlcnkudjEuUGFnZRItCgVmbGFncxgaIAMoCzIeLnRvb2xjcmliLmRpc2NvdmVyeS52MS5SdW5GbGFnEhMKC2NhY2hlX3Njb3BlGBsgASgJEhwKFGNvbmZpcm1lZF9nZW5lcmF0aW9uGBwgASgDEiAKGHN1cHByZXNzZWRfbm90aWZpY2F0aW9ucxgdIAEoBRIdChVub3RpZmljYXRpb25fZGVsYXlfbXMYHiABKAMSOAoKY29tcGFyaXNvbhgfIAEoCzIkLnRvb2xjcmliLmRpc2NvdmVyeS52MS5SdW5Db21wYXJpc29uIu8CCg1BY3RpdmVQb2ludGVyEhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCRIRCgl0ZW5hbnRfaWQYAyABKAkSEgoKZ2VuZXJhdGlvbhgEIAEoAxIyCgVzdGF0ZRgFIAEoDjIjLnRvb2xjcmliLmRpc2NvdmVyeS52MS5Qb2ludGVyU3RhdGUSOwoOc25hcHNob3Rfc3RhdGUYBiABKA4yIy50b29sY3JpYi5jYXRhbG9nLnYxLkRpc2NvdmVyeVN0YXRlEiwKCG1vdmVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtmcmVzaF91bnRpbBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIcmV2aXNpb24YCSABKAMSFwoPc291cmNlX3JldmlzaW9uGAogASgJEhEKCXBhZ2Vfcm9vdBgLIAEoCSLHAgoKR2VuZXJhdGlvbhISCgpnZW5lcmF0aW9uGAEgASgDEjIKBXN0YXRlGAIgASgOMiMudG9vbGNyaWIuY2F0YWxvZy52MS5EaXNjb3ZlcnlTdGF0ZRIXCg9zb3VyY2VfcmV2aXNpb24YAyABKAkSEQoJcGFnZV9yb290GAQgASgJEhIKCnRvb2xfY291bnQYBSABKAUSMAoMY29tbWl0dGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZydW5faWQYCCABKAkSDgoGYWN0aXZlGAkgASgIEi8KC2JvdW5kX3VudGlsGAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJgCgpTY2FuVGlja2V0EhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCRIPCgdzY2FuX2lkGAMgASgJEhYKDmFscmVhZHlfcXVldWVkGAQgASgIIj8KElRyaWdnZXJTY2FuUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSFgoOYXVkaWVuY2VfY2xhc3MYAiABKAkiRwoTVHJpZ2dlclNjYW5SZXNwb25zZRIwCgVzY2FucxgBIAMoCzIhLnRvb2xjcmliLmRpc2NvdmVyeS52MS5TY2FuVGlja2V0IjYKDUdldFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEhUKDWluY2x1ZGVfcGFnZXMYAiABKAgiOQoOR2V0UnVuUmVzcG9uc2USJwoDcnVuGAEgASgLMhoudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlJ1biKpAQoPTGlzdFJ1bnNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCRIPCgdzY2FuX2lkGAMgASgJEjMKBnN0YXRlcxgEIAMoDjIjLnRvb2xjcmliLmNhdGFsb2cudjEuRGlzY292ZXJ5U3RhdGUSEQoJcGFnZV9zaXplGAUgASgFEhIKCnBhZ2VfdG9rZW4YBiABKAkiVQoQTGlzdFJ1bnNSZXNwb25zZRIoCgRydW5zGAEgAygLMhoudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlJ1bhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkieAoYR2V0QWN0aXZlU25hcHNob3RSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCRIXCg90b29sc19wYWdlX3NpemUYAyABKAUSGAoQdG9vbHNfcGFnZV90b2tlbhgEIAEoCSKiAQoZR2V0QWN0aXZlU25hcHNob3RSZXNwb25zZRI1Cgdwb2ludGVyGAEgASgLMiQudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkFjdGl2ZVBvaW50ZXISLwoIc25hcHNob3QYAiABKAsyHS50b29sY3JpYi5jYXRhbG9nLnYxLlNuYXBzaG90Eh0KFW5leHRfdG9vbHNfcGFnZV90b2tlbhgDIAEoCSKGAQoSR2V0U25hcHNob3RSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCRISCgpnZW5lcmF0aW9uGAMgASgDEhcKD3Rvb2xzX3BhZ2Vfc2l6ZRgEIAEoBRIYChB0b29sc19wYWdlX3Rva2VuGAUgASgJImUKE0dldFNuYXBzaG90UmVzcG9uc2USLwoIc25hcHNob3QYASABKAsyHS50b29sY3JpYi5jYXRhbG9nLnYxLlNuYXBzaG90Eh0KFW5leHRfdG9vbHNfcGFnZV90b2tlbhgCIAEoCSJqChZMaXN0R2VuZXJhdGlvbnNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJqChdMaXN0R2VuZXJhdGlvbnNSZXNwb25zZRI2CgtnZW5lcmF0aW9ucxgBIAMoCzIhLnRvb2xjcmliLmRpc2NvdmVyeS52MS5HZW5lcmF0aW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKAAQoPUm9sbGJhY2tSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCRIbChNleHBlY3RlZF9nZW5lcmF0aW9uGAMgASgDEhUKDXRvX2dlbmVyYXRpb24YBCABKAMSDgoGcmVhc29uGAUgASgJIn8KEFJvbGxiYWNrUmVzcG9uc2USNQoHcG9pbnRlchgBIAEoCzIkLnRvb2xjcmliLmRpc2NvdmVyeS52MS5BY3RpdmVQb2ludGVyEjQKB3JlY2VpcHQYAiABKAsyIy50b29sY3JpYi5jYXRhbG9nLnYxLkNhdGFsb2dSZWNlaXB0IpcBChVCaW5kR2VuZXJhdGlvblJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEhIKCmdlbmVyYXRpb24YAyABKAMSDgoGcnVuX2lkGAQgASgJEi8KC2JvdW5kX3VudGlsGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJJChZCaW5kR2VuZXJhdGlvblJlc3BvbnNlEi8KC2JvdW5kX3VudGlsGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIlCgxXYXRjaFJlcXVlc3QSFQoNZnJvbV9yZXZpc2lvbhgBIAEoAyKOAQoNUG9pbnRlckNoYW5nZRIQCghyZXZpc2lvbhgBIAEoAxI1Cgdwb2ludGVyGAIgASgLMiQudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkFjdGl2ZVBvaW50ZXISNAoHcmVjZWlwdBgDIAEoCzIjLnRvb2xjcmliLmNhdGFsb2cudjEuQ2F0YWxvZ1JlY2VpcHQihQEKDVdhdGNoUmVzcG9uc2USNgoGY2hhbmdlGAEgASgLMiQudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlBvaW50ZXJDaGFuZ2VIABIzCgloZWFydGJlYXQYAiABKAsyHi50b29sY3JpYi5jYXRhbG9nLnYxLkhlYXJ0YmVhdEgAQgcKBWV2ZW50ImgKClN0YXRpY1Rvb2wSDAoEbmFtZRgBIAEoCRIZChFkZXNjcmlwdG9yX2RpZ2VzdBgCIAEoCRIUCgxpbnB1dF9zY2hlbWEYAyABKAwSGwoTaW5wdXRfc2NoZW1hX2RpZ2VzdBgEIAEoCSLdAQoOU3RhdGljVG9vbExpc3QSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEhEKCXRlbmFudF9pZBgDIAEoCRIwCgV0b29scxgEIAMoCzIhLnRvb2xjcmliLmRpc2NvdmVyeS52MS5TdGF0aWNUb29sEg8KB3ZlcnNpb24YBSABKAMSDgoGc2V0X2J5GAYgASgJEioKBnNldF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVhc29uGAggASgJIqEBChhTZXRTdGF0aWNUb29sTGlzdFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEjAKBXRvb2xzGAMgAygLMiEudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlN0YXRpY1Rvb2wSGAoQZXhwZWN0ZWRfdmVyc2lvbhgEIAEoAxIOCgZyZWFzb24YBSABKAkiUAoZU2V0U3RhdGljVG9vbExpc3RSZXNwb25zZRIzCgRsaXN0GAEgASgLMiUudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlN0YXRpY1Rvb2xMaXN0IkUKGEdldFN0YXRpY1Rvb2xMaXN0UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSFgoOYXVkaWVuY2VfY2xhc3MYAiABKAkiUAoZR2V0U3RhdGljVG9vbExpc3RSZXNwb25zZRIzCgRsaXN0GAEgASgLMiUudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlN0YXRpY1Rvb2xMaXN0IlwKClRvb2xDaGFuZ2USDAoEbmFtZRgBIAEoCRIQCghjb21wYXJlZBgCIAEoCRIXCg9leHBlY3RlZF9kaWdlc3QYAyABKAkSFQoNYWN0dWFsX2RpZ2VzdBgEIAEoCSLIAQoIVG9vbERpZmYSDwoHbWlzc2luZxgBIAMoCRINCgVleHRyYRgCIAMoCRIyCgdjaGFuZ2VkGAMgAygLMiEudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlRvb2xDaGFuZ2USFQoNbWlzc2luZ19jb3VudBgEIAEoBRITCgtleHRyYV9jb3VudBgFIAEoBRIVCg1jaGFuZ2VkX2NvdW50GAYgASgFEhIKCnNhbWVfY291bnQYByABKAUSEQoJdHJ1bmNhdGVkGAggASgIItACCg1SdW5Db21wYXJpc29uEg4KBnJ1bl9pZBgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSFgoOYXVkaWVuY2VfY2xhc3MYAyABKAkSEQoJdGVuYW50X2lkGAQgASgJEhIKCmdlbmVyYXRpb24YBSABKAMSGwoTc3RhdGljX2xpc3RfdmVyc2lvbhgGIAEoAxI3Cg5hZ2FpbnN0X3N0YXRpYxgHIAEoCzIfLnRvb2xjcmliLmRpc2NvdmVyeS52MS5Ub29sRGlmZhIbChNwcmV2aW91c19nZW5lcmF0aW9uGAggASgDEjkKEGFnYWluc3RfcHJldmlvdXMYCSABKAsyHy50b29sY3JpYi5kaXNjb3ZlcnkudjEuVG9vbERpZmYSLwoLY29tcGFyZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImgKF0dldFJ1bkNvbXBhcmlzb25SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSFgoOYXVkaWVuY2VfY2xhc3MYAyABKAkSEgoKZ2VuZXJhdGlvbhgEIAEoAyJ5ChhHZXRSdW5Db21wYXJpc29uUmVzcG9uc2USOAoKY29tcGFyaXNvbhgBIAEoCzIkLnRvb2xjcmliLmRpc2NvdmVyeS52MS5SdW5Db21wYXJpc29uEiMKG2N1cnJlbnRfc3RhdGljX2xpc3RfdmVyc2lvbhgCIAEoAyr7BwoJUnVuUmVhc29uEhoKFlJVTl9SRUFTT05fVU5TUEVDSUZJRUQQABIbChdSVU5fUkVBU09OX0xJU1RfQ0hBTkdFRBABEiAKHFJVTl9SRUFTT05fUkVWSVNJT05fTUlTTUFUQ0gQAhIfChtSVU5fUkVBU09OX1JFVklTSU9OX01JU1NJTkcQAxIeChpSVU5fUkVBU09OX1JFUEVBVEVEX0NVUlNPUhAEEhsKF1JVTl9SRUFTT05fQ1VSU09SX0NZQ0xFEAUSFwoTUlVOX1JFQVNPTl9QQUdFX0NBUBAGEhcKE1JVTl9SRUFTT05fVE9PTF9DQVAQBxIXChNSVU5fUkVBU09OX0JZVEVfQ0FQEAgSHgoaUlVOX1JFQVNPTl9UUkFOU1BPUlRfRVJST1IQCRIgChxSVU5fUkVBU09OX0lERU5USVRZX01JU01BVENIEAoSIgoeUlVOX1JFQVNPTl9EVVBMSUNBVEVfVE9PTF9OQU1FEAsSIAocUlVOX1JFQVNPTl9JTlZBTElEX1RPT0xfTkFNRRAMEh0KGVJVTl9SRUFTT05fSU5WQUxJRF9TQ0hFTUEQDRIeChpSVU5fUkVBU09OX1VOS05PV05fRElBTEVDVBAOEhoKFlJVTl9SRUFTT05fTkVUV09SS19SRUYQDxIdChlSVU5fUkVBU09OX1VOUkVTT0xWRURfUkVGEBASHwobUlVOX1JFQVNPTl9TQ0hFTUFfVE9PX0xBUkdFEBESHgoaUlVOX1JFQVNPTl9TQ0hFTUFfVE9PX0RFRVAQEhIbChdSVU5fUkVBU09OX0lOVkFMSURfSUNPThATEiMKH1JVTl9SRUFTT05fUE9MSUNZX0VQT0NIX0NIQU5HRUQQFBIjCh9SVU5fUkVBU09OX1RSVVNUX0NPTkZJR19DSEFOR0VEEBUSGwoXUlVOX1JFQVNPTl9DQVNfQ09ORkxJQ1QQFhIYChRSVU5fUkVBU09OX1VOQ0hBTkdFRBAXEhoKFlJVTl9SRUFTT05fV09SS0VSX0xPU1QQGBIlCiFSVU5fUkVBU09OX0NSRURFTlRJQUxfVU5BVkFJTEFCTEUQGRIdChlSVU5fUkVBU09OX01BTEZPUk1FRF9UT09MEBoSHQoZUlVOX1JFQVNPTl9OT1RfUkVHSVNURVJFRBAbEiMKH1JVTl9SRUFTT05fUkVHSVNUUllfVU5BVkFJTEFCTEUQHBIjCh9SVU5fUkVBU09OX1BST1RPQ09MX1VOU1VQUE9SVEVEEB0SHwobUlVOX1JFQVNPTl9NRVNTQUdFX1RPT19ERUVQEB4SHQoZUlVOX1JFQVNPTl9FR1JFU1NfUkVGVVNFRBAfKsEBCgtTY2FuVHJpZ2dlchIcChhTQ0FOX1RSSUdHRVJfVU5TUEVDSUZJRUQQABIZChVTQ0FOX1RSSUdHRVJfUEVSSU9ESUMQARIXChNTQ0FOX1RSSUdHRVJfTUFOVUFMEAISHQoZU0NBTl9UUklHR0VSX0xJU1RfQ0hBTkdFRBADEiAKHFNDQU5fVFJJR0dFUl9SRUdJU1RSWV9DSEFOR0UQBBIfChtTQ0FOX1RSSUdHRVJfTElTVEVOX1JFU1VNRUQQBSphCgxQb2ludGVyU3RhdGUSHQoZUE9JTlRFUl9TVEFURV9VTlNQRUNJRklFRBAAEhgKFFBPSU5URVJfU1RBVEVfQUNUSVZFEAESGAoUUE9JTlRFUl9TVEFURV9DTE9TRUQQAjKDCgoQRGlzY292ZXJ5U2VydmljZRJkCgtUcmlnZ2VyU2NhbhIpLnRvb2xjcmliLmRpc2NvdmVyeS52MS5UcmlnZ2VyU2NhblJlcXVlc3QaKi50b29sY3JpYi5kaXNjb3ZlcnkudjEuVHJpZ2dlclNjYW5SZXNwb25zZRJVCgZHZXRSdW4SJC50b29sY3JpYi5kaXNjb3ZlcnkudjEuR2V0UnVuUmVxdWVzdBolLnRvb2xjcmliLmRpc2NvdmVyeS52MS5HZXRSdW5SZXNwb25zZRJbCghMaXN0UnVucxImLnRvb2xjcmliLmRpc2NvdmVyeS52MS5MaXN0UnVuc1JlcXVlc3QaJy50b29sY3JpYi5kaXNjb3ZlcnkudjEuTGlzdFJ1bnNSZXNwb25zZRJ2ChFHZXRBY3RpdmVTbmFwc2hvdBIvLnRvb2xjcmliLmRpc2NvdmVyeS52MS5HZXRBY3RpdmVTbmFwc2hvdFJlcXVlc3QaMC50b29sY3JpYi5kaXNjb3ZlcnkudjEuR2V0QWN0aXZlU25hcHNob3RSZXNwb25zZRJkCgtHZXRTbmFwc2hvdBIpLnRvb2xjcmliLmRpc2NvdmVyeS52MS5HZXRTbmFwc2hvdFJlcXVlc3QaKi50b29sY3JpYi5kaXNjb3ZlcnkudjEuR2V0U25hcHNob3RSZXNwb25zZRJwCg9MaXN0R2VuZXJhdGlvbnMSLS50b29sY3JpYi5kaXNjb3ZlcnkudjEuTGlzdEdlbmVyYXRpb25zUmVxdWVzdBouLnRvb2xjcmliLmRpc2NvdmVyeS52MS5MaXN0R2VuZXJhdGlvbnNSZXNwb25zZRJbCghSb2xsYmFjaxImLnRvb2xjcmliLmRpc2NvdmVyeS52MS5Sb2xsYmFja1JlcXVlc3QaJy50b29sY3JpYi5kaXNjb3ZlcnkudjEuUm9sbGJhY2tSZXNwb25zZRJtCg5CaW5kR2VuZXJhdGlvbhIsLnRvb2xjcmliLmRpc2NvdmVyeS52MS5CaW5kR2VuZXJhdGlvblJlcXVlc3QaLS50b29sY3JpYi5kaXNjb3ZlcnkudjEuQmluZEdlbmVyYXRpb25SZXNwb25zZRJ2ChFTZXRTdGF0aWNUb29sTGlzdBIvLnRvb2xjcmliLmRpc2NvdmVyeS52MS5TZXRTdGF0aWNUb29sTGlzdFJlcXVlc3QaMC50b29sY3JpYi5kaXNjb3ZlcnkudjEuU2V0U3RhdGljVG9vbExpc3RSZXNwb25zZRJ2ChFHZXRTdGF0aWNUb29sTGlzdBIvLnRvb2xjcmliLmRpc2NvdmVyeS52MS5HZXRTdGF0aWNUb29sTGlzdFJlcXVlc3QaMC50b29sY3JpYi5kaXNjb3ZlcnkudjEuR2V0U3RhdGljVG9vbExpc3RSZXNwb25zZRJzChBHZXRSdW5Db21wYXJpc29uEi4udG9vbGNyaWIuZGlzY292ZXJ5LnYxLkdldFJ1bkNvbXBhcmlzb25SZXF1ZXN0Gi8udG9vbGNyaWIuZGlzY292ZXJ5LnYxLkdldFJ1bkNvbXBhcmlzb25SZXNwb25zZRJUCgVXYXRjaBIjLnRvb2xjcmliLmRpc2NvdmVyeS52MS5XYXRjaFJlcXVlc3QaJC50b29sY3JpYi5kaXNjb3ZlcnkudjEuV2F0Y2hSZXNwb25zZTABQuUBChljb20udG9vbGNyaWIuZGlzY292ZXJ5LnYxQg5EaXNjb3ZlcnlQcm90b1ABWkJnaXRodWIuY29tL3Rvb2xjcmliL3Rvb2xjcmliL2dlbi90b29sY3JpYi9kaXNjb3ZlcnkvdjE7ZGlzY292ZXJ5djGiAgNURFiqAhVUb29sY3JpYi5EaXNjb3ZlcnkuVjHKAhVUb29sY3JpYlxEaXNjb3ZlcnlcVjHiAiFUb29sY3JpYlxEaXNjb3ZlcnlcVjFcR1BCTWV0YWRhdGHqAhdUb29sY3JpYjo6RGlzY292ZXJ5OjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp, file_toolcrib_catalog_v1_catalog]);
 
 /**
  * Page is what one `tools/list` call returned.
@@ -364,6 +366,16 @@ export type Run = Message<"toolcrib.discovery.v1.Run"> & {
    * @generated from field: int64 notification_delay_ms = 30;
    */
   notificationDelayMs: bigint;
+
+  /**
+   * The shadow comparison stored with the run (see RunComparison); only
+   * filled by GetRun, and only for a run that has one: a run that
+   * committed a generation, or an UNCHANGED run that compared its
+   * generation with a static tool list that changed since.
+   *
+   * @generated from field: toolcrib.discovery.v1.RunComparison comparison = 31;
+   */
+  comparison?: RunComparison | undefined;
 };
 
 /**
@@ -1248,6 +1260,529 @@ export const WatchResponseSchema: GenMessage<WatchResponse> = /*@__PURE__*/
   messageDesc(file_toolcrib_discovery_v1_discovery, 24);
 
 /**
+ * StaticTool is one tool of a static tool list. With only a name, a
+ * generation's tool of that name matches by presence; with a descriptor
+ * digest, it must have that digest; with an input schema, its input schema
+ * digest must be the canonical (RFC 8785) digest of this schema.
+ *
+ * @generated from message toolcrib.discovery.v1.StaticTool
+ */
+export type StaticTool = Message<"toolcrib.discovery.v1.StaticTool"> & {
+  /**
+   * Tool name as the server lists it (MCP name rules
+   * `[A-Za-z0-9_.-]{1,128}`); required, unique in the list.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * `sha256:<64 lowercase hex>` of the tool's descriptor; empty for none.
+   * Not together with `input_schema`.
+   *
+   * @generated from field: string descriptor_digest = 2;
+   */
+  descriptorDigest: string;
+
+  /**
+   * The tool's input schema, a JSON object (UTF-8 JSON text, at most 64
+   * KiB); empty for none. GetStaticToolList returns its canonical form.
+   *
+   * @generated from field: bytes input_schema = 3;
+   */
+  inputSchema: Uint8Array;
+
+  /**
+   * Output only: the canonical digest of `input_schema`; empty when none.
+   *
+   * @generated from field: string input_schema_digest = 4;
+   */
+  inputSchemaDigest: string;
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.StaticTool.
+ * Use `create(StaticToolSchema)` to create a new message.
+ */
+export const StaticToolSchema: GenMessage<StaticTool> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 25);
+
+/**
+ * StaticToolList is the static tool list attached to a (server, audience
+ * class).
+ *
+ * @generated from message toolcrib.discovery.v1.StaticToolList
+ */
+export type StaticToolList = Message<"toolcrib.discovery.v1.StaticToolList"> & {
+  /**
+   * Server id.
+   *
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * Audience class.
+   *
+   * @generated from field: string audience_class = 2;
+   */
+  audienceClass: string;
+
+  /**
+   * Tenant owning the class.
+   *
+   * @generated from field: string tenant_id = 3;
+   */
+  tenantId: string;
+
+  /**
+   * The tools, sorted by name.
+   *
+   * @generated from field: repeated toolcrib.discovery.v1.StaticTool tools = 4;
+   */
+  tools: StaticTool[];
+
+  /**
+   * Version, from 1; every SetStaticToolList adds one.
+   *
+   * @generated from field: int64 version = 5;
+   */
+  version: bigint;
+
+  /**
+   * Who set this version (the principal's subject).
+   *
+   * @generated from field: string set_by = 6;
+   */
+  setBy: string;
+
+  /**
+   * When this version was set.
+   *
+   * @generated from field: google.protobuf.Timestamp set_at = 7;
+   */
+  setAt?: Timestamp | undefined;
+
+  /**
+   * Why; empty for none.
+   *
+   * @generated from field: string reason = 8;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.StaticToolList.
+ * Use `create(StaticToolListSchema)` to create a new message.
+ */
+export const StaticToolListSchema: GenMessage<StaticToolList> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 26);
+
+/**
+ * SetStaticToolListRequest is the request of SetStaticToolList.
+ *
+ * @generated from message toolcrib.discovery.v1.SetStaticToolListRequest
+ */
+export type SetStaticToolListRequest = Message<"toolcrib.discovery.v1.SetStaticToolListRequest"> & {
+  /**
+   * Server id; required.
+   *
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * Audience class; required.
+   *
+   * @generated from field: string audience_class = 2;
+   */
+  audienceClass: string;
+
+  /**
+   * The whole list (it replaces the stored one); at most 10,000 tools and
+   * 2 MiB of names, digests and schemas. Empty attaches an empty list:
+   * every tool of a generation is then extra.
+   *
+   * @generated from field: repeated toolcrib.discovery.v1.StaticTool tools = 3;
+   */
+  tools: StaticTool[];
+
+  /**
+   * The version the caller read, to replace only that one (1 or more); 0
+   * replaces whatever is stored, or sets the first list.
+   *
+   * @generated from field: int64 expected_version = 4;
+   */
+  expectedVersion: bigint;
+
+  /**
+   * Why; at most 1000 bytes, no control characters; empty for none.
+   *
+   * @generated from field: string reason = 5;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.SetStaticToolListRequest.
+ * Use `create(SetStaticToolListRequestSchema)` to create a new message.
+ */
+export const SetStaticToolListRequestSchema: GenMessage<SetStaticToolListRequest> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 27);
+
+/**
+ * SetStaticToolListResponse is the response of SetStaticToolList.
+ *
+ * @generated from message toolcrib.discovery.v1.SetStaticToolListResponse
+ */
+export type SetStaticToolListResponse = Message<"toolcrib.discovery.v1.SetStaticToolListResponse"> & {
+  /**
+   * The list as stored.
+   *
+   * @generated from field: toolcrib.discovery.v1.StaticToolList list = 1;
+   */
+  list?: StaticToolList | undefined;
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.SetStaticToolListResponse.
+ * Use `create(SetStaticToolListResponseSchema)` to create a new message.
+ */
+export const SetStaticToolListResponseSchema: GenMessage<SetStaticToolListResponse> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 28);
+
+/**
+ * GetStaticToolListRequest is the request of GetStaticToolList.
+ *
+ * @generated from message toolcrib.discovery.v1.GetStaticToolListRequest
+ */
+export type GetStaticToolListRequest = Message<"toolcrib.discovery.v1.GetStaticToolListRequest"> & {
+  /**
+   * Server id; required.
+   *
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * Audience class; required.
+   *
+   * @generated from field: string audience_class = 2;
+   */
+  audienceClass: string;
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.GetStaticToolListRequest.
+ * Use `create(GetStaticToolListRequestSchema)` to create a new message.
+ */
+export const GetStaticToolListRequestSchema: GenMessage<GetStaticToolListRequest> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 29);
+
+/**
+ * GetStaticToolListResponse is the response of GetStaticToolList.
+ *
+ * @generated from message toolcrib.discovery.v1.GetStaticToolListResponse
+ */
+export type GetStaticToolListResponse = Message<"toolcrib.discovery.v1.GetStaticToolListResponse"> & {
+  /**
+   * The list.
+   *
+   * @generated from field: toolcrib.discovery.v1.StaticToolList list = 1;
+   */
+  list?: StaticToolList | undefined;
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.GetStaticToolListResponse.
+ * Use `create(GetStaticToolListResponseSchema)` to create a new message.
+ */
+export const GetStaticToolListResponseSchema: GenMessage<GetStaticToolListResponse> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 30);
+
+/**
+ * ToolChange is a tool present on both sides of a comparison whose
+ * compared digest differs.
+ *
+ * @generated from message toolcrib.discovery.v1.ToolChange
+ */
+export type ToolChange = Message<"toolcrib.discovery.v1.ToolChange"> & {
+  /**
+   * Tool name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * What was compared: `descriptor_digest` or `input_schema_digest`.
+   *
+   * @generated from field: string compared = 2;
+   */
+  compared: string;
+
+  /**
+   * The digest on the reference side (the static list's entry, or the
+   * previous generation's tool).
+   *
+   * @generated from field: string expected_digest = 3;
+   */
+  expectedDigest: string;
+
+  /**
+   * The digest in the compared generation.
+   *
+   * @generated from field: string actual_digest = 4;
+   */
+  actualDigest: string;
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.ToolChange.
+ * Use `create(ToolChangeSchema)` to create a new message.
+ */
+export const ToolChangeSchema: GenMessage<ToolChange> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 31);
+
+/**
+ * ToolDiff is a generation's tools compared with a reference (the static
+ * tool list, or the previous generation). Each name list is sorted and
+ * holds at most 1,000 names; the counts are always exact.
+ *
+ * @generated from message toolcrib.discovery.v1.ToolDiff
+ */
+export type ToolDiff = Message<"toolcrib.discovery.v1.ToolDiff"> & {
+  /**
+   * Tools of the reference the generation lacks.
+   *
+   * @generated from field: repeated string missing = 1;
+   */
+  missing: string[];
+
+  /**
+   * Tools of the generation the reference lacks.
+   *
+   * @generated from field: repeated string extra = 2;
+   */
+  extra: string[];
+
+  /**
+   * Tools on both sides whose compared digest differs.
+   *
+   * @generated from field: repeated toolcrib.discovery.v1.ToolChange changed = 3;
+   */
+  changed: ToolChange[];
+
+  /**
+   * How many tools are missing.
+   *
+   * @generated from field: int32 missing_count = 4;
+   */
+  missingCount: number;
+
+  /**
+   * How many tools are extra.
+   *
+   * @generated from field: int32 extra_count = 5;
+   */
+  extraCount: number;
+
+  /**
+   * How many tools changed.
+   *
+   * @generated from field: int32 changed_count = 6;
+   */
+  changedCount: number;
+
+  /**
+   * How many tools are on both sides and match.
+   *
+   * @generated from field: int32 same_count = 7;
+   */
+  sameCount: number;
+
+  /**
+   * True when a list above was cut at 1,000 names.
+   *
+   * @generated from field: bool truncated = 8;
+   */
+  truncated: boolean;
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.ToolDiff.
+ * Use `create(ToolDiffSchema)` to create a new message.
+ */
+export const ToolDiffSchema: GenMessage<ToolDiff> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 32);
+
+/**
+ * RunComparison is the shadow comparison of one proven generation, stored
+ * with the run that proved it, in the run's commit transaction: against
+ * the static tool list attached to the pair at that moment, and against
+ * the generation the pointer named before.
+ *
+ * @generated from message toolcrib.discovery.v1.RunComparison
+ */
+export type RunComparison = Message<"toolcrib.discovery.v1.RunComparison"> & {
+  /**
+   * The run.
+   *
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * Server id.
+   *
+   * @generated from field: string server_id = 2;
+   */
+  serverId: string;
+
+  /**
+   * Audience class.
+   *
+   * @generated from field: string audience_class = 3;
+   */
+  audienceClass: string;
+
+  /**
+   * Tenant owning the class.
+   *
+   * @generated from field: string tenant_id = 4;
+   */
+  tenantId: string;
+
+  /**
+   * The compared generation: the one the run committed, or, for an
+   * UNCHANGED run, the one it proved again.
+   *
+   * @generated from field: int64 generation = 5;
+   */
+  generation: bigint;
+
+  /**
+   * Version of the static tool list compared with; 0 when none was
+   * attached (then `against_static` is unset).
+   *
+   * @generated from field: int64 static_list_version = 6;
+   */
+  staticListVersion: bigint;
+
+  /**
+   * The generation against the static tool list.
+   *
+   * @generated from field: toolcrib.discovery.v1.ToolDiff against_static = 7;
+   */
+  againstStatic?: ToolDiff | undefined;
+
+  /**
+   * The generation the pointer named before `generation` was committed; 0
+   * for the pair's first generation (then `against_previous` is unset).
+   *
+   * @generated from field: int64 previous_generation = 8;
+   */
+  previousGeneration: bigint;
+
+  /**
+   * The generation against `previous_generation`: changed means another
+   * descriptor digest.
+   *
+   * @generated from field: toolcrib.discovery.v1.ToolDiff against_previous = 9;
+   */
+  againstPrevious?: ToolDiff | undefined;
+
+  /**
+   * When the comparison was stored (the commit's time).
+   *
+   * @generated from field: google.protobuf.Timestamp compared_at = 10;
+   */
+  comparedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.RunComparison.
+ * Use `create(RunComparisonSchema)` to create a new message.
+ */
+export const RunComparisonSchema: GenMessage<RunComparison> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 33);
+
+/**
+ * GetRunComparisonRequest is the request of GetRunComparison. Give
+ * `run_id`, or `server_id` and `audience_class` (and optionally
+ * `generation`), not both.
+ *
+ * @generated from message toolcrib.discovery.v1.GetRunComparisonRequest
+ */
+export type GetRunComparisonRequest = Message<"toolcrib.discovery.v1.GetRunComparisonRequest"> & {
+  /**
+   * Run id (a UUID): that run's comparison.
+   *
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * Server id: the pair's newest comparison.
+   *
+   * @generated from field: string server_id = 2;
+   */
+  serverId: string;
+
+  /**
+   * Audience class; required with `server_id`.
+   *
+   * @generated from field: string audience_class = 3;
+   */
+  audienceClass: string;
+
+  /**
+   * With the pair: the newest comparison of this generation; 0 for the
+   * newest of any generation.
+   *
+   * @generated from field: int64 generation = 4;
+   */
+  generation: bigint;
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.GetRunComparisonRequest.
+ * Use `create(GetRunComparisonRequestSchema)` to create a new message.
+ */
+export const GetRunComparisonRequestSchema: GenMessage<GetRunComparisonRequest> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 34);
+
+/**
+ * GetRunComparisonResponse is the response of GetRunComparison.
+ *
+ * @generated from message toolcrib.discovery.v1.GetRunComparisonResponse
+ */
+export type GetRunComparisonResponse = Message<"toolcrib.discovery.v1.GetRunComparisonResponse"> & {
+  /**
+   * The comparison.
+   *
+   * @generated from field: toolcrib.discovery.v1.RunComparison comparison = 1;
+   */
+  comparison?: RunComparison | undefined;
+
+  /**
+   * Version of the pair's static tool list now; 0 when none is attached.
+   * Above `comparison.static_list_version` when the list changed since:
+   * a scan compares again.
+   *
+   * @generated from field: int64 current_static_list_version = 2;
+   */
+  currentStaticListVersion: bigint;
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.GetRunComparisonResponse.
+ * Use `create(GetRunComparisonResponseSchema)` to create a new message.
+ */
+export const GetRunComparisonResponseSchema: GenMessage<GetRunComparisonResponse> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 35);
+
+/**
  * RunReason is the single cause a run ended where it did.
  *
  * @generated from enum toolcrib.discovery.v1.RunReason
@@ -1693,6 +2228,50 @@ export const DiscoveryService: GenService<{
     methodKind: "unary";
     input: typeof BindGenerationRequestSchema;
     output: typeof BindGenerationResponseSchema;
+  },
+  /**
+   * SetStaticToolList replaces, as a whole, the static tool list attached
+   * to a (server, audience class): the tools in use today, which every
+   * generation proven for the pair is compared with (see RunComparison).
+   * It needs a platform admin or the server's owner (for its own tenant's
+   * classes). NOT_FOUND for an unknown server or class (and for another
+   * tenant's class); FAILED_PRECONDITION `NOT_COVERED` when the class does
+   * not cover the server; ABORTED `STATIC_LIST_MOVED` when
+   * `expected_version` is set and not the stored version;
+   * INVALID_ARGUMENT for a bad entry, a duplicate name, more than 10,000
+   * tools, an input schema over 64 KiB or a list over 2 MiB.
+   *
+   * @generated from rpc toolcrib.discovery.v1.DiscoveryService.SetStaticToolList
+   */
+  setStaticToolList: {
+    methodKind: "unary";
+    input: typeof SetStaticToolListRequestSchema;
+    output: typeof SetStaticToolListResponseSchema;
+  },
+  /**
+   * GetStaticToolList returns the static tool list of a (server, audience
+   * class). NOT_FOUND when none was ever set (or the principal may not
+   * read the class's tenant).
+   *
+   * @generated from rpc toolcrib.discovery.v1.DiscoveryService.GetStaticToolList
+   */
+  getStaticToolList: {
+    methodKind: "unary";
+    input: typeof GetStaticToolListRequestSchema;
+    output: typeof GetStaticToolListResponseSchema;
+  },
+  /**
+   * GetRunComparison returns a stored shadow comparison: of one run, or
+   * the newest of a (server, audience class), of one generation or of any.
+   * NOT_FOUND when none is stored (or the principal may not read the
+   * class's tenant).
+   *
+   * @generated from rpc toolcrib.discovery.v1.DiscoveryService.GetRunComparison
+   */
+  getRunComparison: {
+    methodKind: "unary";
+    input: typeof GetRunComparisonRequestSchema;
+    output: typeof GetRunComparisonResponseSchema;
   },
   /**
    * Watch streams every pointer move in commit order from a revision, with
