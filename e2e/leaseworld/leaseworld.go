@@ -173,6 +173,9 @@ type Options struct {
 	// Heartbeat is the registry's and discovery's Watch heartbeat; 0 for
 	// their default.
 	Heartbeat time.Duration
+	// Discovery edits discovery's configuration last (e.g. the rollout
+	// guard's flags); its AdmissionAddr is the world's admission.
+	Discovery func(*discovery.Config)
 }
 
 // StartWith is Start with options.
@@ -180,6 +183,9 @@ func StartWith(t testing.TB, o Options) *World {
 	t.Helper()
 	ctx := ctxFor(t)
 	cacheTTL := o.CacheTTL
+	// Discovery's rollout guard asks the world's admission, which starts
+	// after it.
+	admAddr := stack.ReserveAddr(t)
 	st := stack.Start(t, stack.Options{
 		Registry: func(c *registry.Config) {
 			if o.Heartbeat > 0 {
@@ -188,8 +194,12 @@ func StartWith(t testing.TB, o Options) *World {
 		},
 		Discovery: func(c *discovery.Config) {
 			c.Linger = 0
+			c.AdmissionAddr = admAddr
 			if o.Heartbeat > 0 {
 				c.WatchHeartbeat = o.Heartbeat
+			}
+			if o.Discovery != nil {
+				o.Discovery(c)
 			}
 		},
 	})
@@ -256,9 +266,10 @@ func StartWith(t testing.TB, o Options) *World {
 	}
 	acfg.RegistryAddr, acfg.DiscoveryAddr, acfg.CacheTTL = st.RegistryAddr, st.DiscoveryAddr, cacheTTL
 	aurl := pgtest.NewDatabase(t, pgtest.Schema{Name: admission.Schema, Sets: admission.Migrations()})
-	admAddr := servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+	servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
 		c := acfg
 		c.Common = st.Auth.Common(t, aurl, true, listening)
+		c.ListenAddr = admAddr
 		return admission.Run(ctx, c)
 	})
 	lcfg, err := leasesvc.ParseConfig([]string{"--key-file", filepath.Join(t.TempDir(), "keys.json")},

@@ -95,6 +95,10 @@ type Config struct {
 	// Metrics receives the scanner's Prometheus metrics; nil registers
 	// them nowhere.
 	Metrics prometheus.Registerer
+	// Guard is one rollout-guard pass, run every GuardInterval as the
+	// periodic unique job `discovery_rollout_guard`; nil runs none.
+	Guard         func(context.Context) error
+	GuardInterval time.Duration
 	// AutoScans queues scans by itself: on registry changes (watch) and
 	// periodically (refresh). Tests that drive every scan turn it off.
 	AutoScans bool
@@ -137,6 +141,7 @@ func (c Config) withDefaults() Config {
 	def(&c.ListenBackoffMax, time.Minute)
 	def(&c.NotifyMinInterval, time.Second)
 	def(&c.NotifyMaxInterval, 5*time.Minute)
+	def(&c.GuardInterval, 2*time.Second)
 	c.NotifyMaxInterval = max(c.NotifyMaxInterval, c.NotifyMinInterval)
 	if c.LookupEnv == nil {
 		c.LookupEnv = os.LookupEnv
@@ -186,6 +191,7 @@ func New(pool *pgxpool.Pool, st *store.Store, log *changelog.Log, reg registrycl
 	river.AddWorker(workers, &scanWorker{s: s})
 	river.AddWorker(workers, &refreshWorker{s: s})
 	river.AddWorker(workers, &retentionWorker{s: s})
+	river.AddWorker(workers, &guardWorker{s: s})
 	rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Schema:               store.Schema,
 		Queues:               map[string]river.QueueConfig{Queue: {MaxWorkers: cfg.Workers}},
@@ -214,6 +220,10 @@ func periodic(cfg Config) []*river.PeriodicJob {
 	if cfg.AutoScans {
 		jobs = append(jobs, river.NewPeriodicJob(river.PeriodicInterval(cfg.RefreshTick),
 			func() (river.JobArgs, *river.InsertOpts) { return RefreshArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}))
+	}
+	if cfg.Guard != nil {
+		jobs = append(jobs, river.NewPeriodicJob(river.PeriodicInterval(cfg.GuardInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return GuardArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}))
 	}
 	return jobs
 }

@@ -14,7 +14,7 @@ import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobu
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
-import type { CatalogReceipt, DiscoveryState, Heartbeat, Snapshot } from "../../catalog/v1/catalog_pb.js";
+import type { CatalogReceipt, DiscoveryState, Heartbeat, PointerMove, Snapshot } from "../../catalog/v1/catalog_pb.js";
 import { file_toolcrib_catalog_v1_catalog } from "../../catalog/v1/catalog_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -22,7 +22,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file toolcrib/discovery/v1/discovery.proto.
  */
 export const file_toolcrib_discovery_v1_discovery: GenFile = /*@__PURE__*/
-  fileDesc("CiV0b29sY3JpYi9kaXNjb3ZlcnkvdjEvZGlzY292ZXJ5LnByb3RvEhV0b29sY3JpYi5kaXNjb3ZlcnkudjEiyQEKBFBhZ2USDQoFaW5kZXgYASABKAUSEQoJY3Vyc29yX2luGAIgASgJEhIKCmN1cnNvcl9vdXQYAyABKAkSEAoIaGFzX25leHQYBCABKAgSEAoIcmV2aXNpb24YBSABKAkSEgoKdG9vbF9jb3VudBgGIAEoBRITCgtwYWdlX2RpZ2VzdBgHIAEoCRINCgVieXRlcxgIIAEoAxIvCgtyZWNlaXZlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiOgoHUnVuRmxhZxIRCgl0b29sX25hbWUYASABKAkSDAoEZmxhZxgCIAEoCRIOCgZkZXRhaWwYAyABKAki1wYKA1J1bhIOCgZydW5faWQYASABKAkSDwoHc2Nhbl9pZBgCIAEoCRIPCgdhdHRlbXB0GAMgASgFEhEKCXNlcnZlcl9pZBgEIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgFIAEoCRIRCgl0ZW5hbnRfaWQYBiABKAkSMgoFc3RhdGUYByABKA4yIy50b29sY3JpYi5jYXRhbG9nLnYxLkRpc2NvdmVyeVN0YXRlEjAKBnJlYXNvbhgIIAEoDjIgLnRvb2xjcmliLmRpc2NvdmVyeS52MS5SdW5SZWFzb24SDgoGZGV0YWlsGAkgASgJEjMKB3RyaWdnZXIYCiABKA4yIi50b29sY3JpYi5kaXNjb3ZlcnkudjEuU2NhblRyaWdnZXISDgoGd29ya2VyGAsgASgJEi4KCnN0YXJ0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBwcm90b2NvbF92ZXJzaW9uGA4gASgJEhcKD3NvdXJjZV9yZXZpc2lvbhgPIAEoCRIYChBjbG9zaW5nX3JldmlzaW9uGBAgASgJEhEKCXBhZ2Vfcm9vdBgRIAEoCRISCgpwYWdlX2NvdW50GBIgASgFEhIKCnRvb2xfY291bnQYEyABKAUSDQoFYnl0ZXMYFCABKAMSFAoMcG9saWN5X2Vwb2NoGBUgASgDEhIKCmdlbmVyYXRpb24YFiABKAMSFwoPaWRlbnRpdHlfZGlnZXN0GBcgASgJEhsKE3RydXN0X2NvbmZpZ19kaWdlc3QYGCABKAkSKgoFcGFnZXMYGSADKAsyGy50b29sY3JpYi5kaXNjb3ZlcnkudjEuUGFnZRItCgVmbGFncxgaIAMoCzIeLnRvb2xjcmliLmRpc2NvdmVyeS52MS5SdW5GbGFnEhMKC2NhY2hlX3Njb3BlGBsgASgJEhwKFGNvbmZpcm1lZF9nZW5lcmF0aW9uGBwgASgDEiAKGHN1cHByZXNzZWRfbm90aWZpY2F0aW9ucxgdIAEoBRIdChVub3RpZmljYXRpb25fZGVsYXlfbXMYHiABKAMi7wIKDUFjdGl2ZVBvaW50ZXISEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEhEKCXRlbmFudF9pZBgDIAEoCRISCgpnZW5lcmF0aW9uGAQgASgDEjIKBXN0YXRlGAUgASgOMiMudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlBvaW50ZXJTdGF0ZRI7Cg5zbmFwc2hvdF9zdGF0ZRgGIAEoDjIjLnRvb2xjcmliLmNhdGFsb2cudjEuRGlzY292ZXJ5U3RhdGUSLAoIbW92ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZyZXNoX3VudGlsGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghyZXZpc2lvbhgJIAEoAxIXCg9zb3VyY2VfcmV2aXNpb24YCiABKAkSEQoJcGFnZV9yb290GAsgASgJIscCCgpHZW5lcmF0aW9uEhIKCmdlbmVyYXRpb24YASABKAMSMgoFc3RhdGUYAiABKA4yIy50b29sY3JpYi5jYXRhbG9nLnYxLkRpc2NvdmVyeVN0YXRlEhcKD3NvdXJjZV9yZXZpc2lvbhgDIAEoCRIRCglwYWdlX3Jvb3QYBCABKAkSEgoKdG9vbF9jb3VudBgFIAEoBRIwCgxjb21taXR0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnJ1bl9pZBgIIAEoCRIOCgZhY3RpdmUYCSABKAgSLwoLYm91bmRfdW50aWwYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImAKClNjYW5UaWNrZXQSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEg8KB3NjYW5faWQYAyABKAkSFgoOYWxyZWFkeV9xdWV1ZWQYBCABKAgiPwoSVHJpZ2dlclNjYW5SZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCSJHChNUcmlnZ2VyU2NhblJlc3BvbnNlEjAKBXNjYW5zGAEgAygLMiEudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlNjYW5UaWNrZXQiNgoNR2V0UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSFQoNaW5jbHVkZV9wYWdlcxgCIAEoCCI5Cg5HZXRSdW5SZXNwb25zZRInCgNydW4YASABKAsyGi50b29sY3JpYi5kaXNjb3ZlcnkudjEuUnVuIqkBCg9MaXN0UnVuc1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEg8KB3NjYW5faWQYAyABKAkSMwoGc3RhdGVzGAQgAygOMiMudG9vbGNyaWIuY2F0YWxvZy52MS5EaXNjb3ZlcnlTdGF0ZRIRCglwYWdlX3NpemUYBSABKAUSEgoKcGFnZV90b2tlbhgGIAEoCSJVChBMaXN0UnVuc1Jlc3BvbnNlEigKBHJ1bnMYASADKAsyGi50b29sY3JpYi5kaXNjb3ZlcnkudjEuUnVuEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJ4ChhHZXRBY3RpdmVTbmFwc2hvdFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEhcKD3Rvb2xzX3BhZ2Vfc2l6ZRgDIAEoBRIYChB0b29sc19wYWdlX3Rva2VuGAQgASgJIqIBChlHZXRBY3RpdmVTbmFwc2hvdFJlc3BvbnNlEjUKB3BvaW50ZXIYASABKAsyJC50b29sY3JpYi5kaXNjb3ZlcnkudjEuQWN0aXZlUG9pbnRlchIvCghzbmFwc2hvdBgCIAEoCzIdLnRvb2xjcmliLmNhdGFsb2cudjEuU25hcHNob3QSHQoVbmV4dF90b29sc19wYWdlX3Rva2VuGAMgASgJIoYBChJHZXRTbmFwc2hvdFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEhIKCmdlbmVyYXRpb24YAyABKAMSFwoPdG9vbHNfcGFnZV9zaXplGAQgASgFEhgKEHRvb2xzX3BhZ2VfdG9rZW4YBSABKAkiZQoTR2V0U25hcHNob3RSZXNwb25zZRIvCghzbmFwc2hvdBgBIAEoCzIdLnRvb2xjcmliLmNhdGFsb2cudjEuU25hcHNob3QSHQoVbmV4dF90b29sc19wYWdlX3Rva2VuGAIgASgJImoKFkxpc3RHZW5lcmF0aW9uc1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJImoKF0xpc3RHZW5lcmF0aW9uc1Jlc3BvbnNlEjYKC2dlbmVyYXRpb25zGAEgAygLMiEudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkdlbmVyYXRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoABCg9Sb2xsYmFja1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEhsKE2V4cGVjdGVkX2dlbmVyYXRpb24YAyABKAMSFQoNdG9fZ2VuZXJhdGlvbhgEIAEoAxIOCgZyZWFzb24YBSABKAkifwoQUm9sbGJhY2tSZXNwb25zZRI1Cgdwb2ludGVyGAEgASgLMiQudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkFjdGl2ZVBvaW50ZXISNAoHcmVjZWlwdBgCIAEoCzIjLnRvb2xjcmliLmNhdGFsb2cudjEuQ2F0YWxvZ1JlY2VpcHQilwEKFUJpbmRHZW5lcmF0aW9uUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSFgoOYXVkaWVuY2VfY2xhc3MYAiABKAkSEgoKZ2VuZXJhdGlvbhgDIAEoAxIOCgZydW5faWQYBCABKAkSLwoLYm91bmRfdW50aWwYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkkKFkJpbmRHZW5lcmF0aW9uUmVzcG9uc2USLwoLYm91bmRfdW50aWwYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIiUKDFdhdGNoUmVxdWVzdBIVCg1mcm9tX3JldmlzaW9uGAEgASgDIo4BCg1Qb2ludGVyQ2hhbmdlEhAKCHJldmlzaW9uGAEgASgDEjUKB3BvaW50ZXIYAiABKAsyJC50b29sY3JpYi5kaXNjb3ZlcnkudjEuQWN0aXZlUG9pbnRlchI0CgdyZWNlaXB0GAMgASgLMiMudG9vbGNyaWIuY2F0YWxvZy52MS5DYXRhbG9nUmVjZWlwdCKFAQoNV2F0Y2hSZXNwb25zZRI2CgZjaGFuZ2UYASABKAsyJC50b29sY3JpYi5kaXNjb3ZlcnkudjEuUG9pbnRlckNoYW5nZUgAEjMKCWhlYXJ0YmVhdBgCIAEoCzIeLnRvb2xjcmliLmNhdGFsb2cudjEuSGVhcnRiZWF0SABCBwoFZXZlbnQq+wcKCVJ1blJlYXNvbhIaChZSVU5fUkVBU09OX1VOU1BFQ0lGSUVEEAASGwoXUlVOX1JFQVNPTl9MSVNUX0NIQU5HRUQQARIgChxSVU5fUkVBU09OX1JFVklTSU9OX01JU01BVENIEAISHwobUlVOX1JFQVNPTl9SRVZJU0lPTl9NSVNTSU5HEAMSHgoaUlVOX1JFQVNPTl9SRVBFQVRFRF9DVVJTT1IQBBIbChdSVU5fUkVBU09OX0NVUlNPUl9DWUNMRRAFEhcKE1JVTl9SRUFTT05fUEFHRV9DQVAQBhIXChNSVU5fUkVBU09OX1RPT0xfQ0FQEAcSFwoTUlVOX1JFQVNPTl9CWVRFX0NBUBAIEh4KGlJVTl9SRUFTT05fVFJBTlNQT1JUX0VSUk9SEAkSIAocUlVOX1JFQVNPTl9JREVOVElUWV9NSVNNQVRDSBAKEiIKHlJVTl9SRUFTT05fRFVQTElDQVRFX1RPT0xfTkFNRRALEiAKHFJVTl9SRUFTT05fSU5WQUxJRF9UT09MX05BTUUQDBIdChlSVU5fUkVBU09OX0lOVkFMSURfU0NIRU1BEA0SHgoaUlVOX1JFQVNPTl9VTktOT1dOX0RJQUxFQ1QQDhIaChZSVU5fUkVBU09OX05FVFdPUktfUkVGEA8SHQoZUlVOX1JFQVNPTl9VTlJFU09MVkVEX1JFRhAQEh8KG1JVTl9SRUFTT05fU0NIRU1BX1RPT19MQVJHRRAREh4KGlJVTl9SRUFTT05fU0NIRU1BX1RPT19ERUVQEBISGwoXUlVOX1JFQVNPTl9JTlZBTElEX0lDT04QExIjCh9SVU5fUkVBU09OX1BPTElDWV9FUE9DSF9DSEFOR0VEEBQSIwofUlVOX1JFQVNPTl9UUlVTVF9DT05GSUdfQ0hBTkdFRBAVEhsKF1JVTl9SRUFTT05fQ0FTX0NPTkZMSUNUEBYSGAoUUlVOX1JFQVNPTl9VTkNIQU5HRUQQFxIaChZSVU5fUkVBU09OX1dPUktFUl9MT1NUEBgSJQohUlVOX1JFQVNPTl9DUkVERU5USUFMX1VOQVZBSUxBQkxFEBkSHQoZUlVOX1JFQVNPTl9NQUxGT1JNRURfVE9PTBAaEh0KGVJVTl9SRUFTT05fTk9UX1JFR0lTVEVSRUQQGxIjCh9SVU5fUkVBU09OX1JFR0lTVFJZX1VOQVZBSUxBQkxFEBwSIwofUlVOX1JFQVNPTl9QUk9UT0NPTF9VTlNVUFBPUlRFRBAdEh8KG1JVTl9SRUFTT05fTUVTU0FHRV9UT09fREVFUBAeEh0KGVJVTl9SRUFTT05fRUdSRVNTX1JFRlVTRUQQHyrBAQoLU2NhblRyaWdnZXISHAoYU0NBTl9UUklHR0VSX1VOU1BFQ0lGSUVEEAASGQoVU0NBTl9UUklHR0VSX1BFUklPRElDEAESFwoTU0NBTl9UUklHR0VSX01BTlVBTBACEh0KGVNDQU5fVFJJR0dFUl9MSVNUX0NIQU5HRUQQAxIgChxTQ0FOX1RSSUdHRVJfUkVHSVNUUllfQ0hBTkdFEAQSHwobU0NBTl9UUklHR0VSX0xJU1RFTl9SRVNVTUVEEAUqYQoMUG9pbnRlclN0YXRlEh0KGVBPSU5URVJfU1RBVEVfVU5TUEVDSUZJRUQQABIYChRQT0lOVEVSX1NUQVRFX0FDVElWRRABEhgKFFBPSU5URVJfU1RBVEVfQ0xPU0VEEAIyngcKEERpc2NvdmVyeVNlcnZpY2USZAoLVHJpZ2dlclNjYW4SKS50b29sY3JpYi5kaXNjb3ZlcnkudjEuVHJpZ2dlclNjYW5SZXF1ZXN0GioudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlRyaWdnZXJTY2FuUmVzcG9uc2USVQoGR2V0UnVuEiQudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkdldFJ1blJlcXVlc3QaJS50b29sY3JpYi5kaXNjb3ZlcnkudjEuR2V0UnVuUmVzcG9uc2USWwoITGlzdFJ1bnMSJi50b29sY3JpYi5kaXNjb3ZlcnkudjEuTGlzdFJ1bnNSZXF1ZXN0GicudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkxpc3RSdW5zUmVzcG9uc2USdgoRR2V0QWN0aXZlU25hcHNob3QSLy50b29sY3JpYi5kaXNjb3ZlcnkudjEuR2V0QWN0aXZlU25hcHNob3RSZXF1ZXN0GjAudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkdldEFjdGl2ZVNuYXBzaG90UmVzcG9uc2USZAoLR2V0U25hcHNob3QSKS50b29sY3JpYi5kaXNjb3ZlcnkudjEuR2V0U25hcHNob3RSZXF1ZXN0GioudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkdldFNuYXBzaG90UmVzcG9uc2UScAoPTGlzdEdlbmVyYXRpb25zEi0udG9vbGNyaWIuZGlzY292ZXJ5LnYxLkxpc3RHZW5lcmF0aW9uc1JlcXVlc3QaLi50b29sY3JpYi5kaXNjb3ZlcnkudjEuTGlzdEdlbmVyYXRpb25zUmVzcG9uc2USWwoIUm9sbGJhY2sSJi50b29sY3JpYi5kaXNjb3ZlcnkudjEuUm9sbGJhY2tSZXF1ZXN0GicudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlJvbGxiYWNrUmVzcG9uc2USbQoOQmluZEdlbmVyYXRpb24SLC50b29sY3JpYi5kaXNjb3ZlcnkudjEuQmluZEdlbmVyYXRpb25SZXF1ZXN0Gi0udG9vbGNyaWIuZGlzY292ZXJ5LnYxLkJpbmRHZW5lcmF0aW9uUmVzcG9uc2USVAoFV2F0Y2gSIy50b29sY3JpYi5kaXNjb3ZlcnkudjEuV2F0Y2hSZXF1ZXN0GiQudG9vbGNyaWIuZGlzY292ZXJ5LnYxLldhdGNoUmVzcG9uc2UwAULlAQoZY29tLnRvb2xjcmliLmRpc2NvdmVyeS52MUIORGlzY292ZXJ5UHJvdG9QAVpCZ2l0aHViLmNvbS90b29sY3JpYi90b29sY3JpYi9nZW4vdG9vbGNyaWIvZGlzY292ZXJ5L3YxO2Rpc2NvdmVyeXYxogIDVERYqgIVVG9vbGNyaWIuRGlzY292ZXJ5LlYxygIVVG9vbGNyaWJcRGlzY292ZXJ5XFYx4gIhVG9vbGNyaWJcRGlzY292ZXJ5XFYxXEdQQk1ldGFkYXRh6gIXVG9vbGNyaWI6OkRpc2NvdmVyeTo6VjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_toolcrib_catalog_v1_catalog]);
+  fileDesc("CiV0b29sY3JpYi9kaXNjb3ZlcnkvdjEvZGlzY292ZXJ5LnByb3RvEhV0b29sY3JpYi5kaXNjb3ZlcnkudjEiyQEKBFBhZ2USDQoFaW5kZXgYASABKAUSEQoJY3Vyc29yX2luGAIgASgJEhIKCmN1cnNvcl9vdXQYAyABKAkSEAoIaGFzX25leHQYBCABKAgSEAoIcmV2aXNpb24YBSABKAkSEgoKdG9vbF9jb3VudBgGIAEoBRITCgtwYWdlX2RpZ2VzdBgHIAEoCRINCgVieXRlcxgIIAEoAxIvCgtyZWNlaXZlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiOgoHUnVuRmxhZxIRCgl0b29sX25hbWUYASABKAkSDAoEZmxhZxgCIAEoCRIOCgZkZXRhaWwYAyABKAki1wYKA1J1bhIOCgZydW5faWQYASABKAkSDwoHc2Nhbl9pZBgCIAEoCRIPCgdhdHRlbXB0GAMgASgFEhEKCXNlcnZlcl9pZBgEIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgFIAEoCRIRCgl0ZW5hbnRfaWQYBiABKAkSMgoFc3RhdGUYByABKA4yIy50b29sY3JpYi5jYXRhbG9nLnYxLkRpc2NvdmVyeVN0YXRlEjAKBnJlYXNvbhgIIAEoDjIgLnRvb2xjcmliLmRpc2NvdmVyeS52MS5SdW5SZWFzb24SDgoGZGV0YWlsGAkgASgJEjMKB3RyaWdnZXIYCiABKA4yIi50b29sY3JpYi5kaXNjb3ZlcnkudjEuU2NhblRyaWdnZXISDgoGd29ya2VyGAsgASgJEi4KCnN0YXJ0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBwcm90b2NvbF92ZXJzaW9uGA4gASgJEhcKD3NvdXJjZV9yZXZpc2lvbhgPIAEoCRIYChBjbG9zaW5nX3JldmlzaW9uGBAgASgJEhEKCXBhZ2Vfcm9vdBgRIAEoCRISCgpwYWdlX2NvdW50GBIgASgFEhIKCnRvb2xfY291bnQYEyABKAUSDQoFYnl0ZXMYFCABKAMSFAoMcG9saWN5X2Vwb2NoGBUgASgDEhIKCmdlbmVyYXRpb24YFiABKAMSFwoPaWRlbnRpdHlfZGlnZXN0GBcgASgJEhsKE3RydXN0X2NvbmZpZ19kaWdlc3QYGCABKAkSKgoFcGFnZXMYGSADKAsyGy50b29sY3JpYi5kaXNjb3ZlcnkudjEuUGFnZRItCgVmbGFncxgaIAMoCzIeLnRvb2xjcmliLmRpc2NvdmVyeS52MS5SdW5GbGFnEhMKC2NhY2hlX3Njb3BlGBsgASgJEhwKFGNvbmZpcm1lZF9nZW5lcmF0aW9uGBwgASgDEiAKGHN1cHByZXNzZWRfbm90aWZpY2F0aW9ucxgdIAEoBRIdChVub3RpZmljYXRpb25fZGVsYXlfbXMYHiABKAMi7wIKDUFjdGl2ZVBvaW50ZXISEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEhEKCXRlbmFudF9pZBgDIAEoCRISCgpnZW5lcmF0aW9uGAQgASgDEjIKBXN0YXRlGAUgASgOMiMudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlBvaW50ZXJTdGF0ZRI7Cg5zbmFwc2hvdF9zdGF0ZRgGIAEoDjIjLnRvb2xjcmliLmNhdGFsb2cudjEuRGlzY292ZXJ5U3RhdGUSLAoIbW92ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZyZXNoX3VudGlsGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghyZXZpc2lvbhgJIAEoAxIXCg9zb3VyY2VfcmV2aXNpb24YCiABKAkSEQoJcGFnZV9yb290GAsgASgJIscCCgpHZW5lcmF0aW9uEhIKCmdlbmVyYXRpb24YASABKAMSMgoFc3RhdGUYAiABKA4yIy50b29sY3JpYi5jYXRhbG9nLnYxLkRpc2NvdmVyeVN0YXRlEhcKD3NvdXJjZV9yZXZpc2lvbhgDIAEoCRIRCglwYWdlX3Jvb3QYBCABKAkSEgoKdG9vbF9jb3VudBgFIAEoBRIwCgxjb21taXR0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnJ1bl9pZBgIIAEoCRIOCgZhY3RpdmUYCSABKAgSLwoLYm91bmRfdW50aWwYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImAKClNjYW5UaWNrZXQSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEg8KB3NjYW5faWQYAyABKAkSFgoOYWxyZWFkeV9xdWV1ZWQYBCABKAgiPwoSVHJpZ2dlclNjYW5SZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCSJHChNUcmlnZ2VyU2NhblJlc3BvbnNlEjAKBXNjYW5zGAEgAygLMiEudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlNjYW5UaWNrZXQiNgoNR2V0UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSFQoNaW5jbHVkZV9wYWdlcxgCIAEoCCI5Cg5HZXRSdW5SZXNwb25zZRInCgNydW4YASABKAsyGi50b29sY3JpYi5kaXNjb3ZlcnkudjEuUnVuIqkBCg9MaXN0UnVuc1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEg8KB3NjYW5faWQYAyABKAkSMwoGc3RhdGVzGAQgAygOMiMudG9vbGNyaWIuY2F0YWxvZy52MS5EaXNjb3ZlcnlTdGF0ZRIRCglwYWdlX3NpemUYBSABKAUSEgoKcGFnZV90b2tlbhgGIAEoCSJVChBMaXN0UnVuc1Jlc3BvbnNlEigKBHJ1bnMYASADKAsyGi50b29sY3JpYi5kaXNjb3ZlcnkudjEuUnVuEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJ4ChhHZXRBY3RpdmVTbmFwc2hvdFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEhcKD3Rvb2xzX3BhZ2Vfc2l6ZRgDIAEoBRIYChB0b29sc19wYWdlX3Rva2VuGAQgASgJIqIBChlHZXRBY3RpdmVTbmFwc2hvdFJlc3BvbnNlEjUKB3BvaW50ZXIYASABKAsyJC50b29sY3JpYi5kaXNjb3ZlcnkudjEuQWN0aXZlUG9pbnRlchIvCghzbmFwc2hvdBgCIAEoCzIdLnRvb2xjcmliLmNhdGFsb2cudjEuU25hcHNob3QSHQoVbmV4dF90b29sc19wYWdlX3Rva2VuGAMgASgJIoYBChJHZXRTbmFwc2hvdFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEhIKCmdlbmVyYXRpb24YAyABKAMSFwoPdG9vbHNfcGFnZV9zaXplGAQgASgFEhgKEHRvb2xzX3BhZ2VfdG9rZW4YBSABKAkiZQoTR2V0U25hcHNob3RSZXNwb25zZRIvCghzbmFwc2hvdBgBIAEoCzIdLnRvb2xjcmliLmNhdGFsb2cudjEuU25hcHNob3QSHQoVbmV4dF90b29sc19wYWdlX3Rva2VuGAIgASgJImoKFkxpc3RHZW5lcmF0aW9uc1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJImoKF0xpc3RHZW5lcmF0aW9uc1Jlc3BvbnNlEjYKC2dlbmVyYXRpb25zGAEgAygLMiEudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkdlbmVyYXRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoABCg9Sb2xsYmFja1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEhsKE2V4cGVjdGVkX2dlbmVyYXRpb24YAyABKAMSFQoNdG9fZ2VuZXJhdGlvbhgEIAEoAxIOCgZyZWFzb24YBSABKAkifwoQUm9sbGJhY2tSZXNwb25zZRI1Cgdwb2ludGVyGAEgASgLMiQudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkFjdGl2ZVBvaW50ZXISNAoHcmVjZWlwdBgCIAEoCzIjLnRvb2xjcmliLmNhdGFsb2cudjEuQ2F0YWxvZ1JlY2VpcHQilwEKFUJpbmRHZW5lcmF0aW9uUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSFgoOYXVkaWVuY2VfY2xhc3MYAiABKAkSEgoKZ2VuZXJhdGlvbhgDIAEoAxIOCgZydW5faWQYBCABKAkSLwoLYm91bmRfdW50aWwYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkkKFkJpbmRHZW5lcmF0aW9uUmVzcG9uc2USLwoLYm91bmRfdW50aWwYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIiUKDFdhdGNoUmVxdWVzdBIVCg1mcm9tX3JldmlzaW9uGAEgASgDIo4BCg1Qb2ludGVyQ2hhbmdlEhAKCHJldmlzaW9uGAEgASgDEjUKB3BvaW50ZXIYAiABKAsyJC50b29sY3JpYi5kaXNjb3ZlcnkudjEuQWN0aXZlUG9pbnRlchI0CgdyZWNlaXB0GAMgASgLMiMudG9vbGNyaWIuY2F0YWxvZy52MS5DYXRhbG9nUmVjZWlwdCKFAQoNV2F0Y2hSZXNwb25zZRI2CgZjaGFuZ2UYASABKAsyJC50b29sY3JpYi5kaXNjb3ZlcnkudjEuUG9pbnRlckNoYW5nZUgAEjMKCWhlYXJ0YmVhdBgCIAEoCzIeLnRvb2xjcmliLmNhdGFsb2cudjEuSGVhcnRiZWF0SABCBwoFZXZlbnQiuwIKCEluY2lkZW50EhAKCGV2ZW50X2lkGAEgASgJEjEKBGtpbmQYAiABKA4yIy50b29sY3JpYi5kaXNjb3ZlcnkudjEuSW5jaWRlbnRLaW5kEhEKCXNlcnZlcl9pZBgDIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgEIAEoCRISCgpnZW5lcmF0aW9uGAUgASgDEhEKCXRlbmFudF9pZBgGIAEoCRIvCgtvYnNlcnZlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGZGV0YWlsGAggASgJEhMKC3JlcG9ydGVkX2J5GAkgASgJEi8KC3JlcG9ydGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglhY3Rpb25faWQYCyABKAMi7wEKFVJlcG9ydEluY2lkZW50UmVxdWVzdBIQCghldmVudF9pZBgBIAEoCRIxCgRraW5kGAIgASgOMiMudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkluY2lkZW50S2luZBIRCglzZXJ2ZXJfaWQYAyABKAkSFgoOYXVkaWVuY2VfY2xhc3MYBCABKAkSEgoKZ2VuZXJhdGlvbhgFIAEoAxIRCgl0ZW5hbnRfaWQYBiABKAkSLwoLb2JzZXJ2ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmRldGFpbBgIIAEoCSJeChZSZXBvcnRJbmNpZGVudFJlc3BvbnNlEjEKCGluY2lkZW50GAEgASgLMh8udG9vbGNyaWIuZGlzY292ZXJ5LnYxLkluY2lkZW50EhEKCWR1cGxpY2F0ZRgCIAEoCCKqBAoLR3VhcmRBY3Rpb24SEQoJYWN0aW9uX2lkGAEgASgDEhEKCXNlcnZlcl9pZBgCIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgDIAEoCRIuCgRydWxlGAQgASgOMiAudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkd1YXJkUnVsZRIuCgRtb3ZlGAUgASgOMiAudG9vbGNyaWIuY2F0YWxvZy52MS5Qb2ludGVyTW92ZRIXCg9mcm9tX2dlbmVyYXRpb24YBiABKAMSFQoNdG9fZ2VuZXJhdGlvbhgHIAEoAxIbChNwcmV2aW91c19nZW5lcmF0aW9uGAggASgDEg4KBmNoZWNrcxgJIAEoAxIPCgdtaXNzaW5nGAogASgDEhEKCXRocmVzaG9sZBgLIAEoARIwCgx3aW5kb3dfc3RhcnQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDW1pc3NpbmdfdG9vbHMYDSADKAkSFAoMaW5jaWRlbnRfaWRzGA4gAygJEhIKCnJlY2VpcHRfaWQYDyABKAkSLgoKZGVjaWRlZF9hdBgQIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcmVzdW1lZF9hdBgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKcmVzdW1lZF9ieRgSIAEoCRIVCg1yZXN1bWVfcmVhc29uGBMgASgJIn4KF0xpc3RHdWFyZEFjdGlvbnNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCRIRCgloZWxkX29ubHkYAyABKAgSEQoJcGFnZV9zaXplGAQgASgFEhIKCnBhZ2VfdG9rZW4YBSABKAkiaAoYTGlzdEd1YXJkQWN0aW9uc1Jlc3BvbnNlEjMKB2FjdGlvbnMYASADKAsyIi50b29sY3JpYi5kaXNjb3ZlcnkudjEuR3VhcmRBY3Rpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk8KElJlc3VtZUd1YXJkUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSFgoOYXVkaWVuY2VfY2xhc3MYAiABKAkSDgoGcmVhc29uGAMgASgJIkoKE1Jlc3VtZUd1YXJkUmVzcG9uc2USMwoHcmVzdW1lZBgBIAMoCzIiLnRvb2xjcmliLmRpc2NvdmVyeS52MS5HdWFyZEFjdGlvbir7BwoJUnVuUmVhc29uEhoKFlJVTl9SRUFTT05fVU5TUEVDSUZJRUQQABIbChdSVU5fUkVBU09OX0xJU1RfQ0hBTkdFRBABEiAKHFJVTl9SRUFTT05fUkVWSVNJT05fTUlTTUFUQ0gQAhIfChtSVU5fUkVBU09OX1JFVklTSU9OX01JU1NJTkcQAxIeChpSVU5fUkVBU09OX1JFUEVBVEVEX0NVUlNPUhAEEhsKF1JVTl9SRUFTT05fQ1VSU09SX0NZQ0xFEAUSFwoTUlVOX1JFQVNPTl9QQUdFX0NBUBAGEhcKE1JVTl9SRUFTT05fVE9PTF9DQVAQBxIXChNSVU5fUkVBU09OX0JZVEVfQ0FQEAgSHgoaUlVOX1JFQVNPTl9UUkFOU1BPUlRfRVJST1IQCRIgChxSVU5fUkVBU09OX0lERU5USVRZX01JU01BVENIEAoSIgoeUlVOX1JFQVNPTl9EVVBMSUNBVEVfVE9PTF9OQU1FEAsSIAocUlVOX1JFQVNPTl9JTlZBTElEX1RPT0xfTkFNRRAMEh0KGVJVTl9SRUFTT05fSU5WQUxJRF9TQ0hFTUEQDRIeChpSVU5fUkVBU09OX1VOS05PV05fRElBTEVDVBAOEhoKFlJVTl9SRUFTT05fTkVUV09SS19SRUYQDxIdChlSVU5fUkVBU09OX1VOUkVTT0xWRURfUkVGEBASHwobUlVOX1JFQVNPTl9TQ0hFTUFfVE9PX0xBUkdFEBESHgoaUlVOX1JFQVNPTl9TQ0hFTUFfVE9PX0RFRVAQEhIbChdSVU5fUkVBU09OX0lOVkFMSURfSUNPThATEiMKH1JVTl9SRUFTT05fUE9MSUNZX0VQT0NIX0NIQU5HRUQQFBIjCh9SVU5fUkVBU09OX1RSVVNUX0NPTkZJR19DSEFOR0VEEBUSGwoXUlVOX1JFQVNPTl9DQVNfQ09ORkxJQ1QQFhIYChRSVU5fUkVBU09OX1VOQ0hBTkdFRBAXEhoKFlJVTl9SRUFTT05fV09SS0VSX0xPU1QQGBIlCiFSVU5fUkVBU09OX0NSRURFTlRJQUxfVU5BVkFJTEFCTEUQGRIdChlSVU5fUkVBU09OX01BTEZPUk1FRF9UT09MEBoSHQoZUlVOX1JFQVNPTl9OT1RfUkVHSVNURVJFRBAbEiMKH1JVTl9SRUFTT05fUkVHSVNUUllfVU5BVkFJTEFCTEUQHBIjCh9SVU5fUkVBU09OX1BST1RPQ09MX1VOU1VQUE9SVEVEEB0SHwobUlVOX1JFQVNPTl9NRVNTQUdFX1RPT19ERUVQEB4SHQoZUlVOX1JFQVNPTl9FR1JFU1NfUkVGVVNFRBAfKsEBCgtTY2FuVHJpZ2dlchIcChhTQ0FOX1RSSUdHRVJfVU5TUEVDSUZJRUQQABIZChVTQ0FOX1RSSUdHRVJfUEVSSU9ESUMQARIXChNTQ0FOX1RSSUdHRVJfTUFOVUFMEAISHQoZU0NBTl9UUklHR0VSX0xJU1RfQ0hBTkdFRBADEiAKHFNDQU5fVFJJR0dFUl9SRUdJU1RSWV9DSEFOR0UQBBIfChtTQ0FOX1RSSUdHRVJfTElTVEVOX1JFU1VNRUQQBSphCgxQb2ludGVyU3RhdGUSHQoZUE9JTlRFUl9TVEFURV9VTlNQRUNJRklFRBAAEhgKFFBPSU5URVJfU1RBVEVfQUNUSVZFEAESGAoUUE9JTlRFUl9TVEFURV9DTE9TRUQQAip+CgxJbmNpZGVudEtpbmQSHQoZSU5DSURFTlRfS0lORF9VTlNQRUNJRklFRBAAEiQKIElOQ0lERU5UX0tJTkRfTEVBU0VfQUZURVJfUkVWT0tFEAESKQolSU5DSURFTlRfS0lORF9BTExPV19ERU5JRURfT05fUkVDSEVDSxACKmwKCUd1YXJkUnVsZRIaChZHVUFSRF9SVUxFX1VOU1BFQ0lGSUVEEAASIAocR1VBUkRfUlVMRV9NSVNTSU5HX1RPT0xfUkFURRABEiEKHUdVQVJEX1JVTEVfVU5BVVRIT1JJWkVEX0VWRU5UEAIy6AkKEERpc2NvdmVyeVNlcnZpY2USZAoLVHJpZ2dlclNjYW4SKS50b29sY3JpYi5kaXNjb3ZlcnkudjEuVHJpZ2dlclNjYW5SZXF1ZXN0GioudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlRyaWdnZXJTY2FuUmVzcG9uc2USVQoGR2V0UnVuEiQudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkdldFJ1blJlcXVlc3QaJS50b29sY3JpYi5kaXNjb3ZlcnkudjEuR2V0UnVuUmVzcG9uc2USWwoITGlzdFJ1bnMSJi50b29sY3JpYi5kaXNjb3ZlcnkudjEuTGlzdFJ1bnNSZXF1ZXN0GicudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkxpc3RSdW5zUmVzcG9uc2USdgoRR2V0QWN0aXZlU25hcHNob3QSLy50b29sY3JpYi5kaXNjb3ZlcnkudjEuR2V0QWN0aXZlU25hcHNob3RSZXF1ZXN0GjAudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkdldEFjdGl2ZVNuYXBzaG90UmVzcG9uc2USZAoLR2V0U25hcHNob3QSKS50b29sY3JpYi5kaXNjb3ZlcnkudjEuR2V0U25hcHNob3RSZXF1ZXN0GioudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkdldFNuYXBzaG90UmVzcG9uc2UScAoPTGlzdEdlbmVyYXRpb25zEi0udG9vbGNyaWIuZGlzY292ZXJ5LnYxLkxpc3RHZW5lcmF0aW9uc1JlcXVlc3QaLi50b29sY3JpYi5kaXNjb3ZlcnkudjEuTGlzdEdlbmVyYXRpb25zUmVzcG9uc2USWwoIUm9sbGJhY2sSJi50b29sY3JpYi5kaXNjb3ZlcnkudjEuUm9sbGJhY2tSZXF1ZXN0GicudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlJvbGxiYWNrUmVzcG9uc2USbQoOQmluZEdlbmVyYXRpb24SLC50b29sY3JpYi5kaXNjb3ZlcnkudjEuQmluZEdlbmVyYXRpb25SZXF1ZXN0Gi0udG9vbGNyaWIuZGlzY292ZXJ5LnYxLkJpbmRHZW5lcmF0aW9uUmVzcG9uc2USbQoOUmVwb3J0SW5jaWRlbnQSLC50b29sY3JpYi5kaXNjb3ZlcnkudjEuUmVwb3J0SW5jaWRlbnRSZXF1ZXN0Gi0udG9vbGNyaWIuZGlzY292ZXJ5LnYxLlJlcG9ydEluY2lkZW50UmVzcG9uc2UScwoQTGlzdEd1YXJkQWN0aW9ucxIuLnRvb2xjcmliLmRpc2NvdmVyeS52MS5MaXN0R3VhcmRBY3Rpb25zUmVxdWVzdBovLnRvb2xjcmliLmRpc2NvdmVyeS52MS5MaXN0R3VhcmRBY3Rpb25zUmVzcG9uc2USZAoLUmVzdW1lR3VhcmQSKS50b29sY3JpYi5kaXNjb3ZlcnkudjEuUmVzdW1lR3VhcmRSZXF1ZXN0GioudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlJlc3VtZUd1YXJkUmVzcG9uc2USVAoFV2F0Y2gSIy50b29sY3JpYi5kaXNjb3ZlcnkudjEuV2F0Y2hSZXF1ZXN0GiQudG9vbGNyaWIuZGlzY292ZXJ5LnYxLldhdGNoUmVzcG9uc2UwAULlAQoZY29tLnRvb2xjcmliLmRpc2NvdmVyeS52MUIORGlzY292ZXJ5UHJvdG9QAVpCZ2l0aHViLmNvbS90b29sY3JpYi90b29sY3JpYi9nZW4vdG9vbGNyaWIvZGlzY292ZXJ5L3YxO2Rpc2NvdmVyeXYxogIDVERYqgIVVG9vbGNyaWIuRGlzY292ZXJ5LlYxygIVVG9vbGNyaWJcRGlzY292ZXJ5XFYx4gIhVG9vbGNyaWJcRGlzY292ZXJ5XFYxXEdQQk1ldGFkYXRh6gIXVG9vbGNyaWI6OkRpc2NvdmVyeTo6VjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_toolcrib_catalog_v1_catalog]);
 
 /**
  * Page is what one `tools/list` call returned.
@@ -1248,6 +1248,479 @@ export const WatchResponseSchema: GenMessage<WatchResponse> = /*@__PURE__*/
   messageDesc(file_toolcrib_discovery_v1_discovery, 24);
 
 /**
+ * Incident is one reported unauthorized event.
+ *
+ * @generated from message toolcrib.discovery.v1.Incident
+ */
+export type Incident = Message<"toolcrib.discovery.v1.Incident"> & {
+  /**
+   * The reporter's id of the event; the key of idempotence.
+   *
+   * @generated from field: string event_id = 1;
+   */
+  eventId: string;
+
+  /**
+   * What happened.
+   *
+   * @generated from field: toolcrib.discovery.v1.IncidentKind kind = 2;
+   */
+  kind: IncidentKind;
+
+  /**
+   * Server id.
+   *
+   * @generated from field: string server_id = 3;
+   */
+  serverId: string;
+
+  /**
+   * Audience class.
+   *
+   * @generated from field: string audience_class = 4;
+   */
+  audienceClass: string;
+
+  /**
+   * Generation the event was seen against; 0 when unknown.
+   *
+   * @generated from field: int64 generation = 5;
+   */
+  generation: bigint;
+
+  /**
+   * Tenant of the principal involved; empty when unknown.
+   *
+   * @generated from field: string tenant_id = 6;
+   */
+  tenantId: string;
+
+  /**
+   * When the reporter saw it.
+   *
+   * @generated from field: google.protobuf.Timestamp observed_at = 7;
+   */
+  observedAt?: Timestamp | undefined;
+
+  /**
+   * What the reporter saw, for people; never a credential.
+   *
+   * @generated from field: string detail = 8;
+   */
+  detail: string;
+
+  /**
+   * Subject of the service principal that reported it.
+   *
+   * @generated from field: string reported_by = 9;
+   */
+  reportedBy: string;
+
+  /**
+   * When discovery stored it.
+   *
+   * @generated from field: google.protobuf.Timestamp reported_at = 10;
+   */
+  reportedAt?: Timestamp | undefined;
+
+  /**
+   * The guard action that consumed it; 0 while pending.
+   *
+   * @generated from field: int64 action_id = 11;
+   */
+  actionId: bigint;
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.Incident.
+ * Use `create(IncidentSchema)` to create a new message.
+ */
+export const IncidentSchema: GenMessage<Incident> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 25);
+
+/**
+ * ReportIncidentRequest is the request of ReportIncident.
+ *
+ * @generated from message toolcrib.discovery.v1.ReportIncidentRequest
+ */
+export type ReportIncidentRequest = Message<"toolcrib.discovery.v1.ReportIncidentRequest"> & {
+  /**
+   * The reporter's id of the event, unique per event (e.g.
+   * `lease-after-revoke:<lease id>`); required, at most 256 bytes.
+   *
+   * @generated from field: string event_id = 1;
+   */
+  eventId: string;
+
+  /**
+   * What happened; required.
+   *
+   * @generated from field: toolcrib.discovery.v1.IncidentKind kind = 2;
+   */
+  kind: IncidentKind;
+
+  /**
+   * Server id; required.
+   *
+   * @generated from field: string server_id = 3;
+   */
+  serverId: string;
+
+  /**
+   * Audience class; required.
+   *
+   * @generated from field: string audience_class = 4;
+   */
+  audienceClass: string;
+
+  /**
+   * Generation the event was seen against; 0 when unknown.
+   *
+   * @generated from field: int64 generation = 5;
+   */
+  generation: bigint;
+
+  /**
+   * Tenant of the principal involved; empty when unknown.
+   *
+   * @generated from field: string tenant_id = 6;
+   */
+  tenantId: string;
+
+  /**
+   * When the reporter saw it; unset means now.
+   *
+   * @generated from field: google.protobuf.Timestamp observed_at = 7;
+   */
+  observedAt?: Timestamp | undefined;
+
+  /**
+   * What the reporter saw; at most 1024 bytes, no credential.
+   *
+   * @generated from field: string detail = 8;
+   */
+  detail: string;
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.ReportIncidentRequest.
+ * Use `create(ReportIncidentRequestSchema)` to create a new message.
+ */
+export const ReportIncidentRequestSchema: GenMessage<ReportIncidentRequest> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 26);
+
+/**
+ * ReportIncidentResponse is the response of ReportIncident.
+ *
+ * @generated from message toolcrib.discovery.v1.ReportIncidentResponse
+ */
+export type ReportIncidentResponse = Message<"toolcrib.discovery.v1.ReportIncidentResponse"> & {
+  /**
+   * The stored incident.
+   *
+   * @generated from field: toolcrib.discovery.v1.Incident incident = 1;
+   */
+  incident?: Incident | undefined;
+
+  /**
+   * True when the event id was already stored (nothing changed).
+   *
+   * @generated from field: bool duplicate = 2;
+   */
+  duplicate: boolean;
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.ReportIncidentResponse.
+ * Use `create(ReportIncidentResponseSchema)` to create a new message.
+ */
+export const ReportIncidentResponseSchema: GenMessage<ReportIncidentResponse> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 27);
+
+/**
+ * GuardAction is one automatic pointer move of the rollout guard.
+ *
+ * @generated from message toolcrib.discovery.v1.GuardAction
+ */
+export type GuardAction = Message<"toolcrib.discovery.v1.GuardAction"> & {
+  /**
+   * Action id, increasing.
+   *
+   * @generated from field: int64 action_id = 1;
+   */
+  actionId: bigint;
+
+  /**
+   * Server id.
+   *
+   * @generated from field: string server_id = 2;
+   */
+  serverId: string;
+
+  /**
+   * Audience class.
+   *
+   * @generated from field: string audience_class = 3;
+   */
+  audienceClass: string;
+
+  /**
+   * The rule that fired.
+   *
+   * @generated from field: toolcrib.discovery.v1.GuardRule rule = 4;
+   */
+  rule: GuardRule;
+
+  /**
+   * ROLLBACK, or CLOSE when no older generation was fresh.
+   *
+   * @generated from field: toolcrib.catalog.v1.PointerMove move = 5;
+   */
+  move: PointerMove;
+
+  /**
+   * The active generation before the move.
+   *
+   * @generated from field: int64 from_generation = 6;
+   */
+  fromGeneration: bigint;
+
+  /**
+   * The active generation after the move; for CLOSE the closed one.
+   *
+   * @generated from field: int64 to_generation = 7;
+   */
+  toGeneration: bigint;
+
+  /**
+   * Missing-tool rule: the generation whose tools count as missing (the
+   * one the active generation replaced); 0 for other rules.
+   *
+   * @generated from field: int64 previous_generation = 8;
+   */
+  previousGeneration: bigint;
+
+  /**
+   * Missing-tool rule: Checks on the active generation counted.
+   *
+   * @generated from field: int64 checks = 9;
+   */
+  checks: bigint;
+
+  /**
+   * Missing-tool rule: of those, STALE_CATALOG or NOT_FOUND for a tool of
+   * the previous generation.
+   *
+   * @generated from field: int64 missing = 10;
+   */
+  missing: bigint;
+
+  /**
+   * Missing-tool rule: the threshold in force (a fraction, 0..1).
+   *
+   * @generated from field: double threshold = 11;
+   */
+  threshold: number;
+
+  /**
+   * Missing-tool rule: the start of the window counted.
+   *
+   * @generated from field: google.protobuf.Timestamp window_start = 12;
+   */
+  windowStart?: Timestamp | undefined;
+
+  /**
+   * Missing-tool rule: the missing tools with the most denials, at most 20.
+   *
+   * @generated from field: repeated string missing_tools = 13;
+   */
+  missingTools: string[];
+
+  /**
+   * Unauthorized-event rule: the incidents acted on (and those reported
+   * while the pair was held afterwards).
+   *
+   * @generated from field: repeated string incident_ids = 14;
+   */
+  incidentIds: string[];
+
+  /**
+   * The catalog receipt of the move.
+   *
+   * @generated from field: string receipt_id = 15;
+   */
+  receiptId: string;
+
+  /**
+   * When the guard moved the pointer.
+   *
+   * @generated from field: google.protobuf.Timestamp decided_at = 16;
+   */
+  decidedAt?: Timestamp | undefined;
+
+  /**
+   * When an operator resumed the pair; unset while the guard holds it.
+   *
+   * @generated from field: google.protobuf.Timestamp resumed_at = 17;
+   */
+  resumedAt?: Timestamp | undefined;
+
+  /**
+   * Who resumed it and why.
+   *
+   * @generated from field: string resumed_by = 18;
+   */
+  resumedBy: string;
+
+  /**
+   * The operator's reason for the resume.
+   *
+   * @generated from field: string resume_reason = 19;
+   */
+  resumeReason: string;
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.GuardAction.
+ * Use `create(GuardActionSchema)` to create a new message.
+ */
+export const GuardActionSchema: GenMessage<GuardAction> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 28);
+
+/**
+ * ListGuardActionsRequest is the request of ListGuardActions.
+ *
+ * @generated from message toolcrib.discovery.v1.ListGuardActionsRequest
+ */
+export type ListGuardActionsRequest = Message<"toolcrib.discovery.v1.ListGuardActionsRequest"> & {
+  /**
+   * Only this server; empty for every server.
+   *
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * Only this audience class; empty for every class.
+   *
+   * @generated from field: string audience_class = 2;
+   */
+  audienceClass: string;
+
+  /**
+   * Only actions not resumed yet (pairs the guard holds).
+   *
+   * @generated from field: bool held_only = 3;
+   */
+  heldOnly: boolean;
+
+  /**
+   * Maximum actions per page; 0 means 100, at most 1000.
+   *
+   * @generated from field: int32 page_size = 4;
+   */
+  pageSize: number;
+
+  /**
+   * Token from a previous response; empty for the first page.
+   *
+   * @generated from field: string page_token = 5;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.ListGuardActionsRequest.
+ * Use `create(ListGuardActionsRequestSchema)` to create a new message.
+ */
+export const ListGuardActionsRequestSchema: GenMessage<ListGuardActionsRequest> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 29);
+
+/**
+ * ListGuardActionsResponse is the response of ListGuardActions.
+ *
+ * @generated from message toolcrib.discovery.v1.ListGuardActionsResponse
+ */
+export type ListGuardActionsResponse = Message<"toolcrib.discovery.v1.ListGuardActionsResponse"> & {
+  /**
+   * Actions, newest first.
+   *
+   * @generated from field: repeated toolcrib.discovery.v1.GuardAction actions = 1;
+   */
+  actions: GuardAction[];
+
+  /**
+   * Token for the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.ListGuardActionsResponse.
+ * Use `create(ListGuardActionsResponseSchema)` to create a new message.
+ */
+export const ListGuardActionsResponseSchema: GenMessage<ListGuardActionsResponse> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 30);
+
+/**
+ * ResumeGuardRequest is the request of ResumeGuard.
+ *
+ * @generated from message toolcrib.discovery.v1.ResumeGuardRequest
+ */
+export type ResumeGuardRequest = Message<"toolcrib.discovery.v1.ResumeGuardRequest"> & {
+  /**
+   * Server id; required.
+   *
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * Audience class; required.
+   *
+   * @generated from field: string audience_class = 2;
+   */
+  audienceClass: string;
+
+  /**
+   * Why; required, at most 1024 bytes.
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.ResumeGuardRequest.
+ * Use `create(ResumeGuardRequestSchema)` to create a new message.
+ */
+export const ResumeGuardRequestSchema: GenMessage<ResumeGuardRequest> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 31);
+
+/**
+ * ResumeGuardResponse is the response of ResumeGuard.
+ *
+ * @generated from message toolcrib.discovery.v1.ResumeGuardResponse
+ */
+export type ResumeGuardResponse = Message<"toolcrib.discovery.v1.ResumeGuardResponse"> & {
+  /**
+   * The actions this call resumed; empty when the pair was not held.
+   *
+   * @generated from field: repeated toolcrib.discovery.v1.GuardAction resumed = 1;
+   */
+  resumed: GuardAction[];
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.ResumeGuardResponse.
+ * Use `create(ResumeGuardResponseSchema)` to create a new message.
+ */
+export const ResumeGuardResponseSchema: GenMessage<ResumeGuardResponse> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 32);
+
+/**
  * RunReason is the single cause a run ended where it did.
  *
  * @generated from enum toolcrib.discovery.v1.RunReason
@@ -1594,6 +2067,78 @@ export const PointerStateSchema: GenEnum<PointerState> = /*@__PURE__*/
   enumDesc(file_toolcrib_discovery_v1_discovery, 2);
 
 /**
+ * IncidentKind is the kind of an unauthorized event.
+ *
+ * @generated from enum toolcrib.discovery.v1.IncidentKind
+ */
+export enum IncidentKind {
+  /**
+   * Not set; refused with INVALID_ARGUMENT.
+   *
+   * @generated from enum value: INCIDENT_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A lease was presented at Verify that was issued after a revocation of
+   * its subject's grant had committed (at a later policy epoch than the
+   * lease's): a lease replica issued on authority already withdrawn.
+   *
+   * @generated from enum value: INCIDENT_KIND_LEASE_AFTER_REVOKE = 1;
+   */
+  LEASE_AFTER_REVOKE = 1,
+
+  /**
+   * An ALLOW that a re-check at the same policy epoch denies.
+   *
+   * @generated from enum value: INCIDENT_KIND_ALLOW_DENIED_ON_RECHECK = 2;
+   */
+  ALLOW_DENIED_ON_RECHECK = 2,
+}
+
+/**
+ * Describes the enum toolcrib.discovery.v1.IncidentKind.
+ */
+export const IncidentKindSchema: GenEnum<IncidentKind> = /*@__PURE__*/
+  enumDesc(file_toolcrib_discovery_v1_discovery, 3);
+
+/**
+ * GuardRule is the rule that made the rollout guard move a pointer.
+ *
+ * @generated from enum toolcrib.discovery.v1.GuardRule
+ */
+export enum GuardRule {
+  /**
+   * Not set; never stored.
+   *
+   * @generated from enum value: GUARD_RULE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The missing-tool rate of the active generation went above the
+   * threshold (`--guard-missing-rate`) over at least `--guard-min-checks`
+   * Checks.
+   *
+   * @generated from enum value: GUARD_RULE_MISSING_TOOL_RATE = 1;
+   */
+  MISSING_TOOL_RATE = 1,
+
+  /**
+   * At least one unauthorized event (an incident) was reported.
+   *
+   * @generated from enum value: GUARD_RULE_UNAUTHORIZED_EVENT = 2;
+   */
+  UNAUTHORIZED_EVENT = 2,
+}
+
+/**
+ * Describes the enum toolcrib.discovery.v1.GuardRule.
+ */
+export const GuardRuleSchema: GenEnum<GuardRule> = /*@__PURE__*/
+  enumDesc(file_toolcrib_discovery_v1_discovery, 4);
+
+/**
  * DiscoveryService crawls MCP servers into proven snapshots and owns the one
  * acceptance point: the compare-and-swap of the active pointer (I1).
  *
@@ -1693,6 +2238,48 @@ export const DiscoveryService: GenService<{
     methodKind: "unary";
     input: typeof BindGenerationRequestSchema;
     output: typeof BindGenerationResponseSchema;
+  },
+  /**
+   * ReportIncident records one unauthorized event seen by another service
+   * (the lease service, admission) against a (server, audience class):
+   * durably, once per `event_id` (a repeated report returns the stored
+   * incident with `duplicate` set and changes nothing). The rollout guard
+   * rolls the pair's pointer back (or closes it) at its next pass: one
+   * incident is enough. Services only; anyone else is PERMISSION_DENIED.
+   *
+   * @generated from rpc toolcrib.discovery.v1.DiscoveryService.ReportIncident
+   */
+  reportIncident: {
+    methodKind: "unary";
+    input: typeof ReportIncidentRequestSchema;
+    output: typeof ReportIncidentResponseSchema;
+  },
+  /**
+   * ListGuardActions returns the rollout guard's automatic pointer moves,
+   * newest first, each with its evidence and whether an operator resumed
+   * the pair since. Platform admins and services only.
+   *
+   * @generated from rpc toolcrib.discovery.v1.DiscoveryService.ListGuardActions
+   */
+  listGuardActions: {
+    methodKind: "unary";
+    input: typeof ListGuardActionsRequestSchema;
+    output: typeof ListGuardActionsResponseSchema;
+  },
+  /**
+   * ResumeGuard ends the guard's hold on a (server, audience class): after
+   * an automatic move the guard does nothing more for the pair until then.
+   * Evidence from before the resume is never counted again. It does not
+   * move the pointer and does not resume lease issuance (that is
+   * LeaseService.FreezeIssuance with frozen false). Idempotent: a pair not
+   * held answers with no actions. Platform admins only.
+   *
+   * @generated from rpc toolcrib.discovery.v1.DiscoveryService.ResumeGuard
+   */
+  resumeGuard: {
+    methodKind: "unary";
+    input: typeof ResumeGuardRequestSchema;
+    output: typeof ResumeGuardResponseSchema;
   },
   /**
    * Watch streams every pointer move in commit order from a revision, with
