@@ -13,6 +13,7 @@ import (
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	leasev1 "github.com/toolcrib/toolcrib/gen/toolcrib/lease/v1"
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/services/discovery"
 )
@@ -293,3 +294,74 @@ func TestGuardRPCsRefuseTenants(t *testing.T) {
 	}
 }
 
+// TestGuardRollsBackOnUnauthorizedLease: one unauthorized event rolls
+// back and freezes. carol's only grant is revoked after admission allowed
+// her call; her ALLOW receipt is still within its lifetime, so the lease
+// service (Issue does not compare the receipt's epoch with the registry's)
+// issues her a lease more than a second after the revocation committed, as
+// a lease replica behind the registry would. Presented at Verify on a
+// replica that has seen the revocation, the lease is refused
+// POLICY_CHANGED and reported to discovery once (event id
+// `lease-after-revoke:<lease id>`); the guard rolls generation 2 back to 1
+// and issuance for the server is frozen within [guardBound].
+func TestGuardRollsBackOnUnauthorizedLease(t *testing.T) {
+	w := guardWorld(t, 0)
+	ctx := ctxFor(t)
+	scanTo(t, w, 2, fixture.Upsert(leaseworld.Reserve()))
+	aliceAllow := w.Allow(t, 2)
+	if _, err := w.St.Registry.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: tenant, Subject: "carol",
+		Scopes: []string{"shipment:read"}, AudienceClasses: []string{class}}); err != nil {
+		t.Fatal(err)
+	}
+	carol := w.St.Auth.User(t, "carol", tenant)
+	w.Adm["carol"] = admissionv1.NewAdmissionServiceClient(servicetest.Dial(t, w.AdmissionAddr, carol))
+	w.Lease["carol"] = leasev1.NewLeaseServiceClient(servicetest.Dial(t, w.LeaseAddr, carol))
+	var allow *admissionv1.CheckResponse
+	leaseworld.Eventually(t, "carol's ALLOW", func() bool {
+		allow = w.Check(t, "carol", 2, leaseworld.ShipmentArgs)
+		return allow.GetDecision() == admissionv1.Decision_DECISION_ALLOW
+	})
+	if _, err := w.St.Registry.RevokeScopes(ctx, &registryv1.RevokeScopesRequest{TenantId: tenant, Subject: "carol",
+		Scopes: []string{"shipment:read"}, AudienceClasses: []string{class}}); err != nil {
+		t.Fatal(err)
+	}
+	// A lease's iat is whole seconds, and the revocation must precede it
+	// by more than the 1 s allowance.
+	time.Sleep(2200 * time.Millisecond)
+	iss, err := w.Issue(t, "carol", allow.GetReceipt().GetReceiptId())
+	if err != nil {
+		t.Fatalf("Issue from carol's pre-revocation receipt: %v", err)
+	}
+	if iss.GetClaims().GetPolicyEpoch() != allow.GetReceipt().GetPolicyEpoch() {
+		t.Fatalf("lease epoch %d, receipt's %d", iss.GetClaims().GetPolicyEpoch(), allow.GetReceipt().GetPolicyEpoch())
+	}
+	if v := w.Verify(t, iss); v.GetValid() || v.GetFailure() != leasev1.VerifyFailure_VERIFY_FAILURE_POLICY_CHANGED {
+		t.Fatalf("the lease issued after the revocation at Verify: valid=%v %v", v.GetValid(), v.GetFailure())
+	}
+	evidence := time.Now()
+	w.Verify(t, iss) // presented twice: still one incident
+	frozen := waitFrozen(t, w, aliceAllow.GetReceipt().GetReceiptId())
+	if took := frozen.Sub(evidence); took > guardBound {
+		t.Fatalf("issuance frozen %s after the Verify, bound %s", took, guardBound)
+	} else {
+		t.Logf("issuance frozen %s after the Verify", took)
+	}
+	p, err := w.St.Discovery.GetActiveSnapshot(ctx, &discoveryv1.GetActiveSnapshotRequest{ServerId: serverID, AudienceClass: class, ToolsPageSize: 1})
+	if err != nil || p.GetPointer().GetGeneration() != 1 || p.GetPointer().GetState() != discoveryv1.PointerState_POINTER_STATE_ACTIVE {
+		t.Fatalf("pointer after the guard: %v %v", p.GetPointer(), err)
+	}
+	event := "lease-after-revoke:" + iss.GetClaims().GetLeaseId()
+	acts := guardActions(t, w)
+	if len(acts) != 1 || acts[0].GetRule() != discoveryv1.GuardRule_GUARD_RULE_UNAUTHORIZED_EVENT ||
+		acts[0].GetMove() != catalogv1.PointerMove_POINTER_MOVE_ROLLBACK || acts[0].GetFromGeneration() != 2 || acts[0].GetToGeneration() != 1 ||
+		len(acts[0].GetIncidentIds()) != 1 || acts[0].GetIncidentIds()[0] != event {
+		t.Fatalf("guard actions: %v", acts)
+	}
+	svc := discoveryv1.NewDiscoveryServiceClient(servicetest.Dial(t, w.St.DiscoveryAddr, w.St.Auth.Service(t)))
+	again, err := svc.ReportIncident(ctx, &discoveryv1.ReportIncidentRequest{EventId: event, ServerId: serverID, AudienceClass: class,
+		Kind: discoveryv1.IncidentKind_INCIDENT_KIND_LEASE_AFTER_REVOKE})
+	if err != nil || !again.GetDuplicate() || again.GetIncident().GetActionId() != acts[0].GetActionId() ||
+		again.GetIncident().GetGeneration() != 2 || again.GetIncident().GetTenantId() != tenant {
+		t.Fatalf("the same event reported again: %v %v", again, err)
+	}
+}
