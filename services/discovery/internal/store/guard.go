@@ -33,9 +33,9 @@ type GuardPair struct {
 	Incidents []string
 }
 
-// GuardPairs returns every ACTIVE pointer, and every CLOSED one with
-// pending incidents is left out (nothing can be moved). Held pairs are
-// returned with Held set so their new incidents can be attached.
+// GuardPairs returns every ACTIVE pointer (a CLOSED one cannot be moved;
+// its pending incidents wait for it to reopen). Held pairs are returned
+// with Held set, so their new incidents can be attached to the hold.
 func (s *Store) GuardPairs(ctx context.Context) ([]GuardPair, error) {
 	rows, err := s.pool.Query(ctx, `SELECT p.server_id, p.audience_class, p.generation,
   coalesce(m.move, ''), coalesce(m.previous_generation, 0), coalesce(m.accepted_at, p.moved_at),
