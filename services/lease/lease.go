@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	platformincident "github.com/toolcrib/toolcrib/platform/incident"
 	"github.com/toolcrib/toolcrib/platform/postgres"
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/rpcserver"
@@ -86,11 +87,9 @@ func Run(ctx context.Context, cfg Config) error {
 			opts.Freshness = view
 			// Leases issued after their grant was revoked are reported
 			// to discovery's rollout guard.
-			det := incident.New(incident.Options{Revocations: view,
-				Reporter: incident.DiscoveryReporter{Client: discoveryv1.NewDiscoveryServiceClient(dconn)},
-				Found:    m.Incident, Logger: d.Logger})
-			opts.Incidents = det
-			parts.Loops = append(parts.Loops, det.Run)
+			rep := platformincident.New(platformincident.Client{C: discoveryv1.NewDiscoveryServiceClient(dconn)}, d.Logger)
+			opts.Incidents = incident.New(incident.Options{Revocations: view, Reporter: rep, Found: m.Incident, Logger: d.Logger})
+			parts.Loops = append(parts.Loops, rep.Run)
 			prev := parts.Close
 			parts.Close = func() {
 				closeView()

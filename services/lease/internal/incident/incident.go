@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
@@ -25,21 +23,10 @@ type Revocations interface {
 	RevokedBefore(tenant, subject string, epoch int64, issuedAt time.Time, allowance time.Duration) (watch.Revocation, bool)
 }
 
-// Reporter sends incidents to discovery.
+// Reporter queues a report for discovery without blocking
+// (platform/incident.Reporter).
 type Reporter interface {
-	ReportIncident(ctx context.Context, in *discoveryv1.ReportIncidentRequest) error
-}
-
-// DiscoveryReporter is [Reporter] over DiscoveryService.ReportIncident (the
-// connection carries the service token).
-type DiscoveryReporter struct {
-	Client discoveryv1.DiscoveryServiceClient
-}
-
-// ReportIncident implements [Reporter].
-func (d DiscoveryReporter) ReportIncident(ctx context.Context, in *discoveryv1.ReportIncidentRequest) error {
-	_, err := d.Client.ReportIncident(ctx, in)
-	return err
+	Report(req *discoveryv1.ReportIncidentRequest)
 }
 
 // Options configure a [Detector].
@@ -56,20 +43,15 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Detector is the lease-after-revoke rule. Create it with [New]; run its
-// reporting loop with [Detector.Run].
+// Detector is the lease-after-revoke rule.
 type Detector struct {
-	o     Options
-	queue chan *discoveryv1.ReportIncidentRequest
+	o Options
 
 	mu   sync.Mutex
 	seen map[string]bool // lease ids found, cleared when full
 }
 
-const (
-	queueSize = 1024
-	maxSeen   = 8192
-)
+const maxSeen = 8192
 
 // New returns a detector.
 func New(o Options) *Detector {
@@ -79,14 +61,14 @@ func New(o Options) *Detector {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Detector{o: o, queue: make(chan *discoveryv1.ReportIncidentRequest, queueSize), seen: map[string]bool{}}
+	return &Detector{o: o, seen: map[string]bool{}}
 }
 
 // Observe looks at one lease whose token verified (signature, expiry,
 // audience, proof), whatever Verify answers next: a lease issued on
 // withdrawn authority is an unauthorized event even when this replica
 // refuses it, since a replica behind the registry would not. It never
-// blocks: a report that does not fit the queue is logged and dropped.
+// blocks, and reports one lease once per process.
 func (d *Detector) Observe(ctx context.Context, c lease.Claims) {
 	r, ok := d.o.Revocations.RevokedBefore(c.Tenant, c.Subject, c.PolicyEpoch, c.IssuedAt, d.o.Allowance)
 	if !ok {
@@ -112,53 +94,7 @@ func (d *Detector) Observe(ctx context.Context, c lease.Claims) {
 	d.o.Logger.WarnContext(ctx, "unauthorized event: a lease issued after its grant was revoked", "lease_id", c.ID,
 		"server_id", c.Server, "audience_class", c.AudienceClass, "tool_id", c.Tool, "tenant", c.Tenant,
 		"lease_epoch", c.PolicyEpoch, "revoke_epoch", r.Epoch, "revoked_at", r.CommittedAt, "issued_at", c.IssuedAt)
-	req := &discoveryv1.ReportIncidentRequest{EventId: EventPrefix + c.ID, Kind: discoveryv1.IncidentKind_INCIDENT_KIND_LEASE_AFTER_REVOKE,
+	d.o.Reporter.Report(&discoveryv1.ReportIncidentRequest{EventId: EventPrefix + c.ID, Kind: discoveryv1.IncidentKind_INCIDENT_KIND_LEASE_AFTER_REVOKE,
 		ServerId: c.Server, AudienceClass: c.AudienceClass, Generation: c.Generation, TenantId: c.Tenant,
-		ObservedAt: timestamppb.Now(), Detail: detail}
-	select {
-	case d.queue <- req:
-	default:
-		d.o.Logger.ErrorContext(ctx, "incident report queue full; report dropped", "event_id", req.GetEventId())
-	}
-}
-
-// Run sends the queued reports until ctx ends, each retried with backoff
-// (discovery stores an event id once, so a retry after a lost answer is
-// harmless) until it is stored, refused as invalid, or a minute passed.
-func (d *Detector) Run(ctx context.Context) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case req := <-d.queue:
-			d.send(ctx, req)
-		}
-	}
-}
-
-func (d *Detector) send(ctx context.Context, req *discoveryv1.ReportIncidentRequest) {
-	wait := 100 * time.Millisecond
-	deadline := time.Now().Add(time.Minute)
-	for {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := d.o.Reporter.ReportIncident(cctx, req)
-		cancel()
-		switch status.Code(err) {
-		case codes.OK:
-			return
-		case codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated, codes.NotFound:
-			d.o.Logger.ErrorContext(ctx, "discovery refused an incident report", "event_id", req.GetEventId(), "error", err)
-			return
-		}
-		if ctx.Err() != nil || time.Now().After(deadline) {
-			d.o.Logger.ErrorContext(ctx, "incident report not delivered", "event_id", req.GetEventId(), "error", err)
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 5*time.Second)
-	}
+		ObservedAt: timestamppb.Now(), Detail: detail})
 }
