@@ -118,6 +118,9 @@ type World struct {
 	JWK    []byte
 	// AdmissionAddr is the admission replica the lease service asks.
 	AdmissionAddr string
+	// AdmissionRedisPrefix is that replica's Redis prefix (its decision
+	// cache's L2 keys start with it).
+	AdmissionRedisPrefix string
 
 	acfg                admission.Config
 	aurl                string
@@ -133,6 +136,23 @@ func (w *World) StartAdmission(t testing.TB) string {
 	return servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
 		c := w.acfg
 		c.Common = w.St.Auth.Common(t, w.aurl, true, listening)
+		return admission.Run(ctx, c)
+	})
+}
+
+// StartAdmissionSharingL2 runs another admission replica of the world over
+// the same database and the same decision-cache L2 (Redis prefix) as the
+// first, with its configuration changed by edit (nil: unchanged), and
+// returns its address.
+func (w *World) StartAdmissionSharingL2(t testing.TB, edit func(*admission.Config)) string {
+	t.Helper()
+	return servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+		c := w.acfg
+		c.Common = w.St.Auth.Common(t, w.aurl, true, listening)
+		c.RedisPrefix = w.AdmissionRedisPrefix
+		if edit != nil {
+			edit(&c)
+		}
 		return admission.Run(ctx, c)
 	})
 }
@@ -266,10 +286,11 @@ func StartWith(t testing.TB, o Options) *World {
 	}
 	acfg.RegistryAddr, acfg.DiscoveryAddr, acfg.CacheTTL = st.RegistryAddr, st.DiscoveryAddr, cacheTTL
 	aurl := pgtest.NewDatabase(t, pgtest.Schema{Name: admission.Schema, Sets: admission.Migrations()})
+	w.AdmissionRedisPrefix = redistest.NewPrefix(t)
 	servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
 		c := acfg
 		c.Common = st.Auth.Common(t, aurl, true, listening)
-		c.ListenAddr = admAddr
+		c.ListenAddr, c.RedisPrefix = admAddr, w.AdmissionRedisPrefix
 		return admission.Run(ctx, c)
 	})
 	lcfg, err := leasesvc.ParseConfig([]string{"--key-file", filepath.Join(t.TempDir(), "keys.json")},

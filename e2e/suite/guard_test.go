@@ -1,6 +1,7 @@
 package suite
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -14,7 +15,10 @@ import (
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	leasev1 "github.com/toolcrib/toolcrib/gen/toolcrib/lease/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/redisclient"
+	"github.com/toolcrib/toolcrib/platform/redistest"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
+	"github.com/toolcrib/toolcrib/services/admission"
 	"github.com/toolcrib/toolcrib/services/discovery"
 )
 
@@ -363,5 +367,69 @@ func TestGuardRollsBackOnUnauthorizedLease(t *testing.T) {
 	if err != nil || !again.GetDuplicate() || again.GetIncident().GetActionId() != acts[0].GetActionId() ||
 		again.GetIncident().GetGeneration() != 2 || again.GetIncident().GetTenantId() != tenant {
 		t.Fatalf("the same event reported again: %v %v", again, err)
+	}
+}
+
+// TestGuardRollsBackOnTamperedCachedAllow: the other unauthorized event.
+// Admission decides inventory.reserve (proven in generation 2, never
+// enabled) DISABLED and caches it in Redis; the Redis entry is
+// rewritten to ALLOW; a second admission replica over the same decision
+// cache answers ALLOW from it, its auditor (--audit-rate 1) re-decides
+// from direct reads at the same epoch, gets DISABLED and reports it; the
+// guard rolls generation 2 back to 1 and issuance is frozen within
+// [guardBound].
+func TestGuardRollsBackOnTamperedCachedAllow(t *testing.T) {
+	w := guardWorld(t, 0)
+	ctx := ctxFor(t)
+	scanTo(t, w, 2, fixture.Upsert(leaseworld.Reserve()))
+	aliceAllow := w.Allow(t, 2)
+	if r := checkTool(t, w, "inventory.reserve", 2); r.GetReason() != catalogv1.DecisionReason_DECISION_REASON_DISABLED {
+		t.Fatalf("Check of the unapproved tool: %v %s", r.GetReason(), r.GetDetail())
+	}
+	rdb := redisclient.Open(redistest.Addr(), w.AdmissionRedisPrefix)
+	defer rdb.Close()
+	var forgedKey string
+	leaseworld.Eventually(t, "the DISABLED decision in Redis", func() bool {
+		keys, err := rdb.Keys(ctx, w.AdmissionRedisPrefix+"*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			raw, err := rdb.Get(ctx, k).Bytes()
+			if err != nil {
+				continue
+			}
+			var e map[string]any
+			if json.Unmarshal(raw, &e) == nil && e["r"] == float64(catalogv1.DecisionReason_DECISION_REASON_DISABLED) {
+				e["r"], e["d"] = int(catalogv1.DecisionReason_DECISION_REASON_ALLOW), ""
+				forged, _ := json.Marshal(e)
+				if err := rdb.Set(ctx, k, forged, time.Minute).Err(); err != nil {
+					t.Fatal(err)
+				}
+				forgedKey = k
+				return true
+			}
+		}
+		return false
+	})
+	second := w.StartAdmissionSharingL2(t, func(c *admission.Config) { c.AuditRate = 1 })
+	adm := admissionv1.NewAdmissionServiceClient(servicetest.Dial(t, second, w.St.Auth.User(t, "alice", tenant, "readers")))
+	resp, err := adm.Check(ctx, &admissionv1.CheckRequest{ToolId: "inventory.reserve", Generation: 2, DescriptorDigest: w.Digest,
+		Arguments: leaseworld.ShipmentArgs, Mode: admissionv1.Mode_MODE_AUTONOMOUS, AudienceClass: class})
+	if err != nil || resp.GetDecision() != admissionv1.Decision_DECISION_ALLOW {
+		t.Fatalf("the second replica from the forged entry %s: %v %v", forgedKey, resp.GetReason(), err)
+	}
+	evidence := time.Now()
+	frozen := waitFrozen(t, w, aliceAllow.GetReceipt().GetReceiptId())
+	if took := frozen.Sub(evidence); took > guardBound {
+		t.Fatalf("issuance frozen %s after the forged ALLOW, bound %s", took, guardBound)
+	} else {
+		t.Logf("issuance frozen %s after the forged ALLOW", took)
+	}
+	acts := guardActions(t, w)
+	if len(acts) != 1 || acts[0].GetRule() != discoveryv1.GuardRule_GUARD_RULE_UNAUTHORIZED_EVENT || acts[0].GetFromGeneration() != 2 ||
+		acts[0].GetToGeneration() != 1 || len(acts[0].GetIncidentIds()) != 1 ||
+		acts[0].GetIncidentIds()[0] != "allow-recheck:"+resp.GetReceipt().GetReceiptId() {
+		t.Fatalf("guard actions: %v", acts)
 	}
 }
