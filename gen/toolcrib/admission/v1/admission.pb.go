@@ -153,9 +153,13 @@ type Receipt struct {
 	Subject string `protobuf:"bytes,5,opt,name=subject,proto3" json:"subject,omitempty"`
 	// Tool id asked for.
 	ToolId string `protobuf:"bytes,6,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
-	// Server of the tool; empty when the tool was not found.
+	// Server of the tool; empty when no audience class of the principal
+	// reads the tool's server, or the pair is in SHADOW or has no pointer yet. A tool absent
+	// from the active generation of a server the principal reads is NOT_FOUND
+	// with this, the class and the generation set.
 	ServerId string `protobuf:"bytes,7,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
-	// Audience class the tool was resolved through; empty when not found.
+	// Audience class the tool was resolved through; empty when no class of
+	// the principal reads the tool's server.
 	AudienceClass string `protobuf:"bytes,8,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
 	// Generation the decision was made against (the active one).
 	Generation int64 `protobuf:"varint,9,opt,name=generation,proto3" json:"generation,omitempty"`

@@ -79,7 +79,7 @@ func (GuardArgs) Kind() string { return "discovery_rollout_guard" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (GuardArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: Queue, MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{
+	return river.InsertOpts{Queue: GuardQueue, MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{
 		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateScheduled,
 	}}}
 }

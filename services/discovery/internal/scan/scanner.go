@@ -33,6 +33,10 @@ import (
 // Queue is River's queue for discovery's jobs.
 const Queue = "discovery"
 
+// GuardQueue is the rollout guard's own queue (one worker per process), so
+// its passes never wait behind scans that fill the workers.
+const GuardQueue = "discovery_guard"
+
 // Config tunes the scanner; zero fields take the defaults in parentheses.
 type Config struct {
 	// Workers is how many scans run at once in this process (16).
@@ -194,7 +198,7 @@ func New(pool *pgxpool.Pool, st *store.Store, log *changelog.Log, reg registrycl
 	river.AddWorker(workers, &guardWorker{s: s})
 	rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Schema:               store.Schema,
-		Queues:               map[string]river.QueueConfig{Queue: {MaxWorkers: cfg.Workers}},
+		Queues:               queues(cfg),
 		Workers:              workers,
 		JobTimeout:           cfg.ScanTimeout,
 		RescueStuckJobsAfter: cfg.RescueAfter,
@@ -212,6 +216,14 @@ func New(pool *pgxpool.Pool, st *store.Store, log *changelog.Log, reg registrycl
 	}
 	s.river = rc
 	return s, nil
+}
+
+func queues(cfg Config) map[string]river.QueueConfig {
+	q := map[string]river.QueueConfig{Queue: {MaxWorkers: cfg.Workers}}
+	if cfg.Guard != nil {
+		q[GuardQueue] = river.QueueConfig{MaxWorkers: 1}
+	}
+	return q
 }
 
 func periodic(cfg Config) []*river.PeriodicJob {

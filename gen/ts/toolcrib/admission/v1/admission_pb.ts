@@ -74,14 +74,18 @@ export type Receipt = Message<"toolcrib.admission.v1.Receipt"> & {
   toolId: string;
 
   /**
-   * Server of the tool; empty when the tool was not found.
+   * Server of the tool; empty when no audience class of the principal
+   * reads the tool's server, or the pair is in SHADOW or has no pointer yet. A tool absent
+   * from the active generation of a server the principal reads is NOT_FOUND
+   * with this, the class and the generation set.
    *
    * @generated from field: string server_id = 7;
    */
   serverId: string;
 
   /**
-   * Audience class the tool was resolved through; empty when not found.
+   * Audience class the tool was resolved through; empty when no class of
+   * the principal reads the tool's server.
    *
    * @generated from field: string audience_class = 8;
    */
