@@ -24,7 +24,7 @@ func TestRevokedBefore(t *testing.T) {
 	v.applyRegistry(change(2, "REVOKE", "", "readers", 5)) // a group grant: not matched
 	v.applyRegistry(change(3, CauseRevoke, "carol", "", 6))
 	v.applyRegistry(change(3, CauseRevoke, "carol", "", 6)) // replayed
-	if n := len(v.revokes["tenant-a"]); n != 1 {
+	if n := len(v.revokes[subjectKey{"tenant-a", "carol"}]); n != 1 || len(v.revokes) != 1 {
 		t.Fatalf("%d revocations kept", n)
 	}
 	for _, c := range []struct {

@@ -62,7 +62,7 @@ type View struct {
 
 	mu       sync.RWMutex
 	epochs   map[string]int64
-	revokes  map[string][]Revocation // per tenant, oldest first, at most maxRevocations
+	revokes  map[subjectKey][]Revocation // oldest first, at most maxRevocations per subject
 	pointers map[pair]pointer
 	digests  map[pair]toolDigests // of the active generation, read on demand
 }
@@ -83,7 +83,7 @@ func New(o Options) *View {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	v := &View{o: o, epochs: map[string]int64{}, revokes: map[string][]Revocation{}, pointers: map[pair]pointer{}, digests: map[pair]toolDigests{}}
+	v := &View{o: o, epochs: map[string]int64{}, revokes: map[subjectKey][]Revocation{}, pointers: map[pair]pointer{}, digests: map[pair]toolDigests{}}
 	v.reg = changelog.NewFollower(changelog.FollowerConfig[*registryv1.Change]{
 		Name: "registry", Source: changelog.RegistrySource(o.Registry), Logger: o.Logger,
 		MinBackoff: o.MinBackoff, StallTimeout: o.StallTimeout,
@@ -157,8 +157,15 @@ func (v *View) applyRegistry(ch *registryv1.Change) {
 // CauseRevoke is the registry's PolicyChange cause of a grant revocation.
 const CauseRevoke = "REVOKE"
 
-// maxRevocations bounds the revocations kept per tenant (the newest).
-const maxRevocations = 256
+// maxRevocations bounds the revocations kept per subject (the newest);
+// maxRevokedSubjects bounds the subjects: when full the history starts
+// over, and a lease issued long after an older revocation is missed.
+const (
+	maxRevocations     = 16
+	maxRevokedSubjects = 65_536
+)
+
+type subjectKey struct{ tenant, subject string }
 
 // Revocation is one revocation of a subject's grant, as the registry's
 // Watch stream reported it.
@@ -175,7 +182,11 @@ type Revocation struct {
 func (v *View) addRevocation(r Revocation) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	rs := v.revokes[r.Tenant]
+	k := subjectKey{r.Tenant, r.Subject}
+	rs, ok := v.revokes[k]
+	if !ok && len(v.revokes) >= maxRevokedSubjects {
+		clear(v.revokes)
+	}
 	for _, x := range rs {
 		if x.Revision == r.Revision {
 			return // replayed after a reconnect
@@ -185,7 +196,7 @@ func (v *View) addRevocation(r Revocation) {
 	if len(rs) > maxRevocations {
 		rs = rs[len(rs)-maxRevocations:]
 	}
-	v.revokes[r.Tenant] = rs
+	v.revokes[k] = rs
 }
 
 // RevokedBefore returns the first revocation of subject's grant in tenant
@@ -197,8 +208,8 @@ func (v *View) addRevocation(r Revocation) {
 func (v *View) RevokedBefore(tenant, subject string, epoch int64, issuedAt time.Time, allowance time.Duration) (Revocation, bool) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	for _, r := range v.revokes[tenant] {
-		if r.Subject == subject && r.Epoch > epoch && r.CommittedAt.Add(allowance).Before(issuedAt) {
+	for _, r := range v.revokes[subjectKey{tenant, subject}] {
+		if r.Epoch > epoch && r.CommittedAt.Add(allowance).Before(issuedAt) {
 			return r, true
 		}
 	}
