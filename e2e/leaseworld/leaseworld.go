@@ -118,6 +118,9 @@ type World struct {
 	JWK    []byte
 	// AdmissionAddr is the admission replica the lease service asks.
 	AdmissionAddr string
+	// AdmissionRedisPrefix is that replica's Redis prefix (its decision
+	// cache's L2 keys start with it).
+	AdmissionRedisPrefix string
 
 	acfg                admission.Config
 	aurl                string
@@ -133,6 +136,23 @@ func (w *World) StartAdmission(t testing.TB) string {
 	return servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
 		c := w.acfg
 		c.Common = w.St.Auth.Common(t, w.aurl, true, listening)
+		return admission.Run(ctx, c)
+	})
+}
+
+// StartAdmissionSharingL2 runs another admission replica of the world over
+// the same database and the same decision-cache L2 (Redis prefix) as the
+// first, with its configuration changed by edit (nil: unchanged), and
+// returns its address.
+func (w *World) StartAdmissionSharingL2(t testing.TB, edit func(*admission.Config)) string {
+	t.Helper()
+	return servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+		c := w.acfg
+		c.Common = w.St.Auth.Common(t, w.aurl, true, listening)
+		c.RedisPrefix = w.AdmissionRedisPrefix
+		if edit != nil {
+			edit(&c)
+		}
 		return admission.Run(ctx, c)
 	})
 }
@@ -173,6 +193,9 @@ type Options struct {
 	// Heartbeat is the registry's and discovery's Watch heartbeat; 0 for
 	// their default.
 	Heartbeat time.Duration
+	// Discovery edits discovery's configuration last (e.g. the rollout
+	// guard's flags); its AdmissionAddr is the world's admission.
+	Discovery func(*discovery.Config)
 }
 
 // StartWith is Start with options.
@@ -180,6 +203,9 @@ func StartWith(t testing.TB, o Options) *World {
 	t.Helper()
 	ctx := ctxFor(t)
 	cacheTTL := o.CacheTTL
+	// Discovery's rollout guard asks the world's admission, which starts
+	// after it.
+	admAddr := stack.ReserveAddr(t)
 	st := stack.Start(t, stack.Options{
 		Registry: func(c *registry.Config) {
 			if o.Heartbeat > 0 {
@@ -188,8 +214,12 @@ func StartWith(t testing.TB, o Options) *World {
 		},
 		Discovery: func(c *discovery.Config) {
 			c.Linger = 0
+			c.AdmissionAddr = admAddr
 			if o.Heartbeat > 0 {
 				c.WatchHeartbeat = o.Heartbeat
+			}
+			if o.Discovery != nil {
+				o.Discovery(c)
 			}
 		},
 	})
@@ -256,9 +286,11 @@ func StartWith(t testing.TB, o Options) *World {
 	}
 	acfg.RegistryAddr, acfg.DiscoveryAddr, acfg.CacheTTL = st.RegistryAddr, st.DiscoveryAddr, cacheTTL
 	aurl := pgtest.NewDatabase(t, pgtest.Schema{Name: admission.Schema, Sets: admission.Migrations()})
-	admAddr := servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+	w.AdmissionRedisPrefix = redistest.NewPrefix(t)
+	servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
 		c := acfg
 		c.Common = st.Auth.Common(t, aurl, true, listening)
+		c.ListenAddr, c.RedisPrefix = admAddr, w.AdmissionRedisPrefix
 		return admission.Run(ctx, c)
 	})
 	lcfg, err := leasesvc.ParseConfig([]string{"--key-file", filepath.Join(t.TempDir(), "keys.json")},

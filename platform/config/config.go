@@ -86,6 +86,19 @@ func (s *Set) Int(p *int, name, env string, def int, usage string) {
 	s.fs.IntVar(p, name, def, usage+" (env "+s.envs[name]+")")
 }
 
+// Float64 registers a float64 flag.
+func (s *Set) Float64(p *float64, name, env string, def float64, usage string) {
+	if v, ok := s.env(name, env); ok {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			s.envErrs = append(s.envErrs, fmt.Errorf("%s=%q: not a number", s.envs[name], v))
+		} else {
+			def = f
+		}
+	}
+	s.fs.Float64Var(p, name, def, usage+" (env "+s.envs[name]+")")
+}
+
 // Bool registers a bool flag.
 func (s *Set) Bool(p *bool, name, env string, def bool, usage string) {
 	if v, ok := s.env(name, env); ok {

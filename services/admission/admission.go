@@ -14,6 +14,7 @@ import (
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/incident"
 	"github.com/toolcrib/toolcrib/platform/postgres"
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/rpcserver"
@@ -93,10 +94,12 @@ func Run(ctx context.Context, cfg Config) error {
 		lim.MaxBytes = cfg.MaxArgumentBytes
 		host, _ := os.Hostname()
 		m := metrics.New(d.Metrics, metrics.Sources{Heads: heads, Pending: w.Pending, ReceiptLookups: w.Lookups})
+		incidents := incident.New(incident.Client{C: dc}, d.Logger)
 		api := grpcapi.New(grpcapi.Options{
 			Heads: heads, Material: replica.NewMaterial(reg, disc, reg, 100_000), Pointers: disc, Cache: c,
 			Validator: args.NewValidator(10_000), Limits: lim, Receipts: w, Binder: disc, CacheTTL: cfg.CacheTTL,
 			Replica: fmt.Sprintf("%s:%d", host, os.Getpid()), Logger: d.Logger, Decided: m.Decided,
+			AuditRate: cfg.AuditRate, Incidents: incidents, Audited: m.Rechecked,
 		})
 		return service.Parts{
 			Register: func(s *grpc.Server) { admissionv1.RegisterAdmissionServiceServer(s, api) },
@@ -105,6 +108,7 @@ func Run(ctx context.Context, cfg Config) error {
 				discFollow.Run,
 				w.Run,
 				disc.StartBinder,
+				incidents.Run,
 				func(ctx context.Context) error {
 					metrics.Freshness(ctx, heads, d.Logger, 250*time.Millisecond)
 					return nil

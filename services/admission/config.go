@@ -45,6 +45,10 @@ type Config struct {
 	ReceiptRecent int
 	// RunTTL is how long a run binds its generation (I11).
 	RunTTL time.Duration
+	// AuditRate is the share of ALLOWs answered from the decision cache
+	// that are re-decided from direct reads; one the re-check denies is
+	// reported to discovery's rollout guard. 0 turns the auditor off.
+	AuditRate float64
 }
 
 func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
@@ -61,6 +65,7 @@ func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 	s.Duration(&cfg.ReceiptMissWait, "receipt-miss-wait", "", 0, "how long GetReceipt re-reads Postgres for a receipt not found (another replica's, not stored yet) before NOT_FOUND; 0 means 3 x receipt-interval")
 	s.Int(&cfg.ReceiptRecent, "receipt-recent", "", 100_000, "stored ALLOW receipts GetReceipt answers from memory (within the lookup window)")
 	s.Duration(&cfg.RunTTL, "run-ttl", "", time.Hour, "how long a run binds the generation it was checked against")
+	s.Float64(&cfg.AuditRate, "audit-rate", "", 0.01, "share of cached ALLOWs re-decided from direct reads off the request path; a denial is reported to discovery's rollout guard (0 turns it off)")
 	return s
 }
 
@@ -99,6 +104,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ValidityWindow <= 0 {
 		bad("validity-window", "must be positive")
+	}
+	if !(c.AuditRate >= 0 && c.AuditRate <= 1) {
+		bad("audit-rate", "must be in [0, 1]")
 	}
 	if c.CacheTTL <= 0 {
 		bad("cache-ttl", "must be positive")

@@ -20,6 +20,19 @@ type Config struct {
 
 	// RegistryAddr is the registry's gRPC address.
 	RegistryAddr string
+	// AdmissionAddr is admission's gRPC address, for the rollout guard's
+	// missing-tool rate (SummarizeDecisions); empty turns that rule off.
+	AdmissionAddr string
+	// Guard runs the rollout guard (automatic rollback) every
+	// GuardInterval: it rolls a pointer back (or closes it) when the
+	// missing-tool rate of its generation over the last GuardWindow is
+	// above GuardMissingRate with at least GuardMinChecks Checks, or at
+	// one reported unauthorized event.
+	Guard            bool
+	GuardInterval    time.Duration
+	GuardWindow      time.Duration
+	GuardMissingRate float64
+	GuardMinChecks   int
 	// Workers is how many scans run at once in this process.
 	Workers int
 	// ScanTimeout bounds one scan; RescueAfter is when a scan whose worker
@@ -128,6 +141,12 @@ func flags(c *Config, lookup func(string) (string, bool)) *config.Set {
 	s := config.NewSet("discovery", lookup)
 	c.Common.Register(s, "discovery", config.Defaults{ListenAddr: "127.0.0.1:7102", MetricsAddr: "127.0.0.1:9102"})
 	s.String(&c.RegistryAddr, "registry-addr", "", "127.0.0.1:7101", "registry gRPC address")
+	s.String(&c.AdmissionAddr, "admission-addr", "", "127.0.0.1:7103", "admission gRPC address (the rollout guard's missing-tool rate; the service token); empty turns that rule off")
+	s.Bool(&c.Guard, "guard", "", true, "run the rollout guard: automatic rollback on a missing-tool rate or an unauthorized event")
+	s.Duration(&c.GuardInterval, "guard-interval", "", 2*time.Second, "how often the rollout guard looks at every active pointer")
+	s.Duration(&c.GuardWindow, "guard-window", "", 5*time.Minute, "how far back the missing-tool rate looks (never before the generation became active or the pair was resumed)")
+	s.Float64(&c.GuardMissingRate, "guard-missing-rate", "", 0.05, "missing-tool rate (Checks answered STALE_CATALOG or NOT_FOUND for a tool of the previous generation, over all Checks of the active one) above which the guard rolls back")
+	s.Int(&c.GuardMinChecks, "guard-min-checks", "", 20, "fewest Checks in the window before the missing-tool rate counts")
 	s.Int(&c.Workers, "workers", "", 16, "scans run at once by this process")
 	s.Duration(&c.ScanTimeout, "scan-timeout", "", 5*time.Minute, "longest one scan may take")
 	s.Duration(&c.RescueAfter, "rescue-after", "", 6*time.Minute, "when a scan whose worker vanished is retried by another (must exceed --scan-timeout)")
@@ -204,6 +223,20 @@ func (c *Config) Validate() error {
 		if f.v <= 0 {
 			bad(f.name, "must be positive")
 		}
+	}
+	if c.AdmissionAddr != "" {
+		if _, _, err := net.SplitHostPort(c.AdmissionAddr); err != nil {
+			bad("admission-addr", "%q is not host:port", c.AdmissionAddr)
+		}
+	}
+	if c.GuardInterval <= 0 || c.GuardWindow <= 0 {
+		bad("guard-interval", "--guard-interval and --guard-window must be positive")
+	}
+	if !(c.GuardMissingRate >= 0 && c.GuardMissingRate < 1) {
+		bad("guard-missing-rate", "must be in [0, 1)")
+	}
+	if c.GuardMinChecks < 1 {
+		bad("guard-min-checks", "must be at least 1")
 	}
 	if c.MaxListeners < 0 {
 		bad("max-listeners", "must not be negative")

@@ -8,6 +8,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	"github.com/toolcrib/toolcrib/platform/changelog"
@@ -16,6 +19,7 @@ import (
 	"github.com/toolcrib/toolcrib/platform/service"
 	"github.com/toolcrib/toolcrib/services/discovery/crawl"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/grpcapi"
+	"github.com/toolcrib/toolcrib/services/discovery/internal/guard"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/metrics"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/scan"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/store"
@@ -65,10 +69,33 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 			reg = regClient
 		}
-		obs := observer{lg: d.Logger, m: metrics.New(d.Metrics)}
+		m := metrics.New(d.Metrics)
+		obs := observer{lg: d.Logger, m: m}
+		var admConn *grpc.ClientConn
+		if cfg.Guard {
+			var adm guard.Admission
+			if cfg.AdmissionAddr != "" {
+				admConn, err = grpc.NewClient(cfg.AdmissionAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+					grpc.WithPerRPCCredentials(&principal.FileToken{Path: cfg.ServiceTokenFile}))
+				if err != nil {
+					wpool.Close()
+					return service.Parts{}, fmt.Errorf("discovery: dial admission %s: %w", cfg.AdmissionAddr, err)
+				}
+				adm = guard.AdmissionClient{Client: admissionv1.NewAdmissionServiceClient(admConn)}
+			}
+			g := guard.New(store.New(wpool, log).WithObserver(obs), adm, guard.Config{Window: cfg.GuardWindow,
+				MissingRate: cfg.GuardMissingRate, MinChecks: int64(cfg.GuardMinChecks)}, d.Logger, m)
+			scanCfg.Guard, scanCfg.GuardInterval = g.Pass, cfg.GuardInterval
+		}
+		closeAdm := func() {
+			if admConn != nil {
+				_ = admConn.Close()
+			}
+		}
 		scanner, err := scan.New(wpool, store.New(wpool, log).WithObserver(obs), log, reg, scanCfg, d.Logger)
 		if err != nil {
 			wpool.Close()
+			closeAdm()
 			return service.Parts{}, err
 		}
 		metrics.RegisterQueueDepth(d.Metrics, scanner.QueueDepth)
@@ -101,6 +128,7 @@ func Run(ctx context.Context, cfg Config) error {
 			},
 			Close: func() {
 				wpool.Close()
+				closeAdm()
 				if regClient != nil {
 					_ = regClient.Close()
 				}

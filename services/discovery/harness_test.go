@@ -74,6 +74,7 @@ func startOn(t *testing.T, auth *servicetest.Auth, url string, reg *regFake, mod
 	}
 	cfg.Common = e.auth.Common(t, e.url, false, nil)
 	cfg.RegistryAddr = e.reg.addr
+	cfg.AdmissionAddr = "" // no admission here; the rollout guard acts on incidents only
 	cfg.NoAutoScans = true
 	cfg.Workers = 4
 	cfg.RetryBase, cfg.RetryMax = 100*time.Millisecond, time.Second

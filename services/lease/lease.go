@@ -8,12 +8,14 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	platformincident "github.com/toolcrib/toolcrib/platform/incident"
 	"github.com/toolcrib/toolcrib/platform/postgres"
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/rpcserver"
 	"github.com/toolcrib/toolcrib/platform/service"
 	"github.com/toolcrib/toolcrib/services/lease/decision"
 	"github.com/toolcrib/toolcrib/services/lease/internal/grpcapi"
+	"github.com/toolcrib/toolcrib/services/lease/internal/incident"
 	"github.com/toolcrib/toolcrib/services/lease/internal/keys"
 	"github.com/toolcrib/toolcrib/services/lease/internal/ledger"
 	"github.com/toolcrib/toolcrib/services/lease/internal/metrics"
@@ -87,7 +89,7 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 		if opts.Freshness == nil && cfg.RegistryAddr != "" {
-			view, closeView, err := followStreams(cfg, st, d, m.AutoFrozen)
+			view, dconn, closeView, err := followStreams(cfg, st, d, m.AutoFrozen)
 			if err != nil {
 				if parts.Close != nil {
 					parts.Close()
@@ -95,6 +97,11 @@ func Run(ctx context.Context, cfg Config) error {
 				return service.Parts{}, err
 			}
 			opts.Freshness = view
+			// Leases issued after their grant was revoked are reported
+			// to discovery's rollout guard.
+			rep := platformincident.New(platformincident.Client{C: discoveryv1.NewDiscoveryServiceClient(dconn)}, d.Logger)
+			opts.Incidents = incident.New(incident.Options{Revocations: view, Reporter: rep, Found: m.Incident, Logger: d.Logger})
+			parts.Loops = append(parts.Loops, rep.Run)
 			prev := parts.Close
 			parts.Close = func() {
 				closeView()
@@ -129,26 +136,26 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 // followStreams dials the registry and discovery with the service token
-// and returns the Watch view over them.
-func followStreams(cfg Config, st *store.Store, d *service.Deps, frozen func()) (*watch.View, func(), error) {
+// and returns the Watch view over them and the discovery connection.
+func followStreams(cfg Config, st *store.Store, d *service.Deps, frozen func()) (*watch.View, *grpc.ClientConn, func(), error) {
 	dial := func(addr string) (*grpc.ClientConn, error) {
 		return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithPerRPCCredentials(&principal.FileToken{Path: cfg.ServiceTokenFile}))
 	}
 	rconn, err := dial(cfg.RegistryAddr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("registry client: %w", err)
+		return nil, nil, nil, fmt.Errorf("registry client: %w", err)
 	}
 	dconn, err := dial(cfg.DiscoveryAddr)
 	if err != nil {
 		_ = rconn.Close()
-		return nil, nil, fmt.Errorf("discovery client: %w", err)
+		return nil, nil, nil, fmt.Errorf("discovery client: %w", err)
 	}
 	view := watch.New(watch.Options{
 		Registry: registryv1.NewRegistryServiceClient(rconn), Discovery: discoveryv1.NewDiscoveryServiceClient(dconn),
 		Window: cfg.ValidityWindow, Freezer: st, Frozen: frozen, Logger: d.Logger,
 	})
-	return view, func() { _ = dconn.Close(); _ = rconn.Close() }, nil
+	return view, dconn, func() { _ = dconn.Close(); _ = rconn.Close() }, nil
 }
 
 // Migrate runs the lease service's migrations and returns (`lease

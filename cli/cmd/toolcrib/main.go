@@ -129,6 +129,7 @@ func commands() []command {
 	all = append(all, discoveryCommands()...)
 	all = append(all, admissionCommands()...)
 	all = append(all, leaseCommands()...)
+	all = append(all, guardCommands()...)
 	all = append(all, healthCommand())
 	sort.Slice(all, func(i, j int) bool { return all[i].name < all[j].name })
 	return all

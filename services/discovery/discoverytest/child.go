@@ -60,6 +60,7 @@ func RunChild() bool {
 	cfg.AuthJWKS, cfg.AuthIssuer, cfg.AuthAudience = c.JWKS, servicetest.Issuer, servicetest.Audience
 	cfg.AdminGroup, cfg.ServiceGroup, cfg.AuthPlatformTenant = servicetest.AdminGroup, servicetest.ServiceGroup, servicetest.PlatformTenant
 	cfg.ServiceTokenFile, cfg.RegistryAddr, cfg.Worker = c.TokenFile, c.RegistryAddr, c.Worker
+	cfg.AdmissionAddr = "" // no admission in these tests: the guard acts on incidents only
 	cfg.Listening = func(addr string) { fmt.Println(addr) }
 	cfg.NoAutoScans, cfg.Workers, cfg.Migrate = true, 2, true
 	cfg.ScanTimeout, cfg.RescueAfter = 5*time.Minute, 6*time.Minute

@@ -153,9 +153,13 @@ type Receipt struct {
 	Subject string `protobuf:"bytes,5,opt,name=subject,proto3" json:"subject,omitempty"`
 	// Tool id asked for.
 	ToolId string `protobuf:"bytes,6,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
-	// Server of the tool; empty when the tool was not found.
+	// Server of the tool; empty when no audience class of the principal
+	// reads the tool's server, or the pair is in SHADOW or has no pointer yet. A tool absent
+	// from the active generation of a server the principal reads is NOT_FOUND
+	// with this, the class and the generation set.
 	ServerId string `protobuf:"bytes,7,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
-	// Audience class the tool was resolved through; empty when not found.
+	// Audience class the tool was resolved through; empty when no class of
+	// the principal reads the tool's server.
 	AudienceClass string `protobuf:"bytes,8,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
 	// Generation the decision was made against (the active one).
 	Generation int64 `protobuf:"varint,9,opt,name=generation,proto3" json:"generation,omitempty"`
@@ -1131,6 +1135,208 @@ func (x *GetReceiptResponse) GetValidUntil() *timestamppb.Timestamp {
 	return nil
 }
 
+// SummarizeDecisionsRequest is the request of SummarizeDecisions.
+type SummarizeDecisionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server id; required.
+	ServerId string `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// Audience class; required.
+	AudienceClass string `protobuf:"bytes,2,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
+	// Generation the decisions were made against; required, from 1.
+	Generation int64 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	// Count receipts decided at or after this; required.
+	Since         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SummarizeDecisionsRequest) Reset() {
+	*x = SummarizeDecisionsRequest{}
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SummarizeDecisionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SummarizeDecisionsRequest) ProtoMessage() {}
+
+func (x *SummarizeDecisionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SummarizeDecisionsRequest.ProtoReflect.Descriptor instead.
+func (*SummarizeDecisionsRequest) Descriptor() ([]byte, []int) {
+	return file_toolcrib_admission_v1_admission_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SummarizeDecisionsRequest) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *SummarizeDecisionsRequest) GetAudienceClass() string {
+	if x != nil {
+		return x.AudienceClass
+	}
+	return ""
+}
+
+func (x *SummarizeDecisionsRequest) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *SummarizeDecisionsRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+// ToolDenials counts the missing-tool denials of one tool.
+type ToolDenials struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tool id.
+	ToolId string `protobuf:"bytes,1,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
+	// Receipts with reason NOT_FOUND.
+	NotFound int64 `protobuf:"varint,2,opt,name=not_found,json=notFound,proto3" json:"not_found,omitempty"`
+	// Receipts with reason STALE_CATALOG.
+	StaleCatalog  int64 `protobuf:"varint,3,opt,name=stale_catalog,json=staleCatalog,proto3" json:"stale_catalog,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolDenials) Reset() {
+	*x = ToolDenials{}
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolDenials) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolDenials) ProtoMessage() {}
+
+func (x *ToolDenials) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolDenials.ProtoReflect.Descriptor instead.
+func (*ToolDenials) Descriptor() ([]byte, []int) {
+	return file_toolcrib_admission_v1_admission_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ToolDenials) GetToolId() string {
+	if x != nil {
+		return x.ToolId
+	}
+	return ""
+}
+
+func (x *ToolDenials) GetNotFound() int64 {
+	if x != nil {
+		return x.NotFound
+	}
+	return 0
+}
+
+func (x *ToolDenials) GetStaleCatalog() int64 {
+	if x != nil {
+		return x.StaleCatalog
+	}
+	return 0
+}
+
+// SummarizeDecisionsResponse is the response of SummarizeDecisions.
+type SummarizeDecisionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Receipts counted (every decision, ALLOW or DENY).
+	Checks int64 `protobuf:"varint,1,opt,name=checks,proto3" json:"checks,omitempty"`
+	// Tools with at least one NOT_FOUND or STALE_CATALOG receipt, most
+	// denied first, at most 1000.
+	Tools []*ToolDenials `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
+	// True when more tools had such denials than were returned.
+	Truncated     bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SummarizeDecisionsResponse) Reset() {
+	*x = SummarizeDecisionsResponse{}
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SummarizeDecisionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SummarizeDecisionsResponse) ProtoMessage() {}
+
+func (x *SummarizeDecisionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SummarizeDecisionsResponse.ProtoReflect.Descriptor instead.
+func (*SummarizeDecisionsResponse) Descriptor() ([]byte, []int) {
+	return file_toolcrib_admission_v1_admission_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SummarizeDecisionsResponse) GetChecks() int64 {
+	if x != nil {
+		return x.Checks
+	}
+	return 0
+}
+
+func (x *SummarizeDecisionsResponse) GetTools() []*ToolDenials {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *SummarizeDecisionsResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
 var File_toolcrib_admission_v1_admission_proto protoreflect.FileDescriptor
 
 const file_toolcrib_admission_v1_admission_proto_rawDesc = "" +
@@ -1220,7 +1426,22 @@ const file_toolcrib_admission_v1_admission_proto_rawDesc = "" +
 	"\x12GetReceiptResponse\x128\n" +
 	"\areceipt\x18\x01 \x01(\v2\x1e.toolcrib.admission.v1.ReceiptR\areceipt\x12;\n" +
 	"\vvalid_until\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"validUntil*J\n" +
+	"validUntil\"\xb1\x01\n" +
+	"\x19SummarizeDecisionsRequest\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12%\n" +
+	"\x0eaudience_class\x18\x02 \x01(\tR\raudienceClass\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x03R\n" +
+	"generation\x120\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"h\n" +
+	"\vToolDenials\x12\x17\n" +
+	"\atool_id\x18\x01 \x01(\tR\x06toolId\x12\x1b\n" +
+	"\tnot_found\x18\x02 \x01(\x03R\bnotFound\x12#\n" +
+	"\rstale_catalog\x18\x03 \x01(\x03R\fstaleCatalog\"\x8c\x01\n" +
+	"\x1aSummarizeDecisionsResponse\x12\x16\n" +
+	"\x06checks\x18\x01 \x01(\x03R\x06checks\x128\n" +
+	"\x05tools\x18\x02 \x03(\v2\".toolcrib.admission.v1.ToolDenialsR\x05tools\x12\x1c\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated*J\n" +
 	"\x04Mode\x12\x14\n" +
 	"\x10MODE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fMODE_AUTONOMOUS\x10\x01\x12\x17\n" +
@@ -1228,12 +1449,13 @@ const file_toolcrib_admission_v1_admission_proto_rawDesc = "" +
 	"\bDecision\x12\x18\n" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eDECISION_ALLOW\x10\x01\x12\x11\n" +
-	"\rDECISION_DENY\x10\x022\xbe\x02\n" +
+	"\rDECISION_DENY\x10\x022\xb9\x03\n" +
 	"\x10AdmissionService\x12R\n" +
 	"\x05Check\x12#.toolcrib.admission.v1.CheckRequest\x1a$.toolcrib.admission.v1.CheckResponse\x12s\n" +
 	"\x10ListVisibleTools\x12..toolcrib.admission.v1.ListVisibleToolsRequest\x1a/.toolcrib.admission.v1.ListVisibleToolsResponse\x12a\n" +
 	"\n" +
-	"GetReceipt\x12(.toolcrib.admission.v1.GetReceiptRequest\x1a).toolcrib.admission.v1.GetReceiptResponseB\xe5\x01\n" +
+	"GetReceipt\x12(.toolcrib.admission.v1.GetReceiptRequest\x1a).toolcrib.admission.v1.GetReceiptResponse\x12y\n" +
+	"\x12SummarizeDecisions\x120.toolcrib.admission.v1.SummarizeDecisionsRequest\x1a1.toolcrib.admission.v1.SummarizeDecisionsResponseB\xe5\x01\n" +
 	"\x19com.toolcrib.admission.v1B\x0eAdmissionProtoP\x01ZBgithub.com/toolcrib/toolcrib/gen/toolcrib/admission/v1;admissionv1\xa2\x02\x03TAX\xaa\x02\x15Toolcrib.Admission.V1\xca\x02\x15Toolcrib\\Admission\\V1\xe2\x02!Toolcrib\\Admission\\V1\\GPBMetadata\xea\x02\x17Toolcrib::Admission::V1b\x06proto3"
 
 var (
@@ -1249,57 +1471,64 @@ func file_toolcrib_admission_v1_admission_proto_rawDescGZIP() []byte {
 }
 
 var file_toolcrib_admission_v1_admission_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolcrib_admission_v1_admission_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_toolcrib_admission_v1_admission_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_toolcrib_admission_v1_admission_proto_goTypes = []any{
-	(Mode)(0),                        // 0: toolcrib.admission.v1.Mode
-	(Decision)(0),                    // 1: toolcrib.admission.v1.Decision
-	(*Receipt)(nil),                  // 2: toolcrib.admission.v1.Receipt
-	(*CheckRequest)(nil),             // 3: toolcrib.admission.v1.CheckRequest
-	(*CheckResponse)(nil),            // 4: toolcrib.admission.v1.CheckResponse
-	(*ModelTool)(nil),                // 5: toolcrib.admission.v1.ModelTool
-	(*RuntimeTool)(nil),              // 6: toolcrib.admission.v1.RuntimeTool
-	(*VisibleTool)(nil),              // 7: toolcrib.admission.v1.VisibleTool
-	(*ListVisibleToolsRequest)(nil),  // 8: toolcrib.admission.v1.ListVisibleToolsRequest
-	(*ListVisibleToolsResponse)(nil), // 9: toolcrib.admission.v1.ListVisibleToolsResponse
-	(*VisibleServer)(nil),            // 10: toolcrib.admission.v1.VisibleServer
-	(*GetReceiptRequest)(nil),        // 11: toolcrib.admission.v1.GetReceiptRequest
-	(*GetReceiptResponse)(nil),       // 12: toolcrib.admission.v1.GetReceiptResponse
-	(v1.DecisionReason)(0),           // 13: toolcrib.catalog.v1.DecisionReason
-	(*timestamppb.Timestamp)(nil),    // 14: google.protobuf.Timestamp
-	(v1.EffectClass)(0),              // 15: toolcrib.catalog.v1.EffectClass
-	(v1.DiscoveryState)(0),           // 16: toolcrib.catalog.v1.DiscoveryState
+	(Mode)(0),                          // 0: toolcrib.admission.v1.Mode
+	(Decision)(0),                      // 1: toolcrib.admission.v1.Decision
+	(*Receipt)(nil),                    // 2: toolcrib.admission.v1.Receipt
+	(*CheckRequest)(nil),               // 3: toolcrib.admission.v1.CheckRequest
+	(*CheckResponse)(nil),              // 4: toolcrib.admission.v1.CheckResponse
+	(*ModelTool)(nil),                  // 5: toolcrib.admission.v1.ModelTool
+	(*RuntimeTool)(nil),                // 6: toolcrib.admission.v1.RuntimeTool
+	(*VisibleTool)(nil),                // 7: toolcrib.admission.v1.VisibleTool
+	(*ListVisibleToolsRequest)(nil),    // 8: toolcrib.admission.v1.ListVisibleToolsRequest
+	(*ListVisibleToolsResponse)(nil),   // 9: toolcrib.admission.v1.ListVisibleToolsResponse
+	(*VisibleServer)(nil),              // 10: toolcrib.admission.v1.VisibleServer
+	(*GetReceiptRequest)(nil),          // 11: toolcrib.admission.v1.GetReceiptRequest
+	(*GetReceiptResponse)(nil),         // 12: toolcrib.admission.v1.GetReceiptResponse
+	(*SummarizeDecisionsRequest)(nil),  // 13: toolcrib.admission.v1.SummarizeDecisionsRequest
+	(*ToolDenials)(nil),                // 14: toolcrib.admission.v1.ToolDenials
+	(*SummarizeDecisionsResponse)(nil), // 15: toolcrib.admission.v1.SummarizeDecisionsResponse
+	(v1.DecisionReason)(0),             // 16: toolcrib.catalog.v1.DecisionReason
+	(*timestamppb.Timestamp)(nil),      // 17: google.protobuf.Timestamp
+	(v1.EffectClass)(0),                // 18: toolcrib.catalog.v1.EffectClass
+	(v1.DiscoveryState)(0),             // 19: toolcrib.catalog.v1.DiscoveryState
 }
 var file_toolcrib_admission_v1_admission_proto_depIdxs = []int32{
 	1,  // 0: toolcrib.admission.v1.Receipt.decision:type_name -> toolcrib.admission.v1.Decision
-	13, // 1: toolcrib.admission.v1.Receipt.reason:type_name -> toolcrib.catalog.v1.DecisionReason
+	16, // 1: toolcrib.admission.v1.Receipt.reason:type_name -> toolcrib.catalog.v1.DecisionReason
 	0,  // 2: toolcrib.admission.v1.Receipt.mode:type_name -> toolcrib.admission.v1.Mode
-	14, // 3: toolcrib.admission.v1.Receipt.decided_at:type_name -> google.protobuf.Timestamp
-	15, // 4: toolcrib.admission.v1.Receipt.effect_class:type_name -> toolcrib.catalog.v1.EffectClass
+	17, // 3: toolcrib.admission.v1.Receipt.decided_at:type_name -> google.protobuf.Timestamp
+	18, // 4: toolcrib.admission.v1.Receipt.effect_class:type_name -> toolcrib.catalog.v1.EffectClass
 	0,  // 5: toolcrib.admission.v1.CheckRequest.mode:type_name -> toolcrib.admission.v1.Mode
 	1,  // 6: toolcrib.admission.v1.CheckResponse.decision:type_name -> toolcrib.admission.v1.Decision
-	13, // 7: toolcrib.admission.v1.CheckResponse.reason:type_name -> toolcrib.catalog.v1.DecisionReason
+	16, // 7: toolcrib.admission.v1.CheckResponse.reason:type_name -> toolcrib.catalog.v1.DecisionReason
 	2,  // 8: toolcrib.admission.v1.CheckResponse.receipt:type_name -> toolcrib.admission.v1.Receipt
-	14, // 9: toolcrib.admission.v1.CheckResponse.valid_until:type_name -> google.protobuf.Timestamp
-	15, // 10: toolcrib.admission.v1.RuntimeTool.effect_class:type_name -> toolcrib.catalog.v1.EffectClass
-	16, // 11: toolcrib.admission.v1.RuntimeTool.source_state:type_name -> toolcrib.catalog.v1.DiscoveryState
+	17, // 9: toolcrib.admission.v1.CheckResponse.valid_until:type_name -> google.protobuf.Timestamp
+	18, // 10: toolcrib.admission.v1.RuntimeTool.effect_class:type_name -> toolcrib.catalog.v1.EffectClass
+	19, // 11: toolcrib.admission.v1.RuntimeTool.source_state:type_name -> toolcrib.catalog.v1.DiscoveryState
 	5,  // 12: toolcrib.admission.v1.VisibleTool.model:type_name -> toolcrib.admission.v1.ModelTool
 	6,  // 13: toolcrib.admission.v1.VisibleTool.runtime:type_name -> toolcrib.admission.v1.RuntimeTool
-	15, // 14: toolcrib.admission.v1.ListVisibleToolsRequest.effect_classes:type_name -> toolcrib.catalog.v1.EffectClass
+	18, // 14: toolcrib.admission.v1.ListVisibleToolsRequest.effect_classes:type_name -> toolcrib.catalog.v1.EffectClass
 	7,  // 15: toolcrib.admission.v1.ListVisibleToolsResponse.tools:type_name -> toolcrib.admission.v1.VisibleTool
 	10, // 16: toolcrib.admission.v1.ListVisibleToolsResponse.servers:type_name -> toolcrib.admission.v1.VisibleServer
 	2,  // 17: toolcrib.admission.v1.GetReceiptResponse.receipt:type_name -> toolcrib.admission.v1.Receipt
-	14, // 18: toolcrib.admission.v1.GetReceiptResponse.valid_until:type_name -> google.protobuf.Timestamp
-	3,  // 19: toolcrib.admission.v1.AdmissionService.Check:input_type -> toolcrib.admission.v1.CheckRequest
-	8,  // 20: toolcrib.admission.v1.AdmissionService.ListVisibleTools:input_type -> toolcrib.admission.v1.ListVisibleToolsRequest
-	11, // 21: toolcrib.admission.v1.AdmissionService.GetReceipt:input_type -> toolcrib.admission.v1.GetReceiptRequest
-	4,  // 22: toolcrib.admission.v1.AdmissionService.Check:output_type -> toolcrib.admission.v1.CheckResponse
-	9,  // 23: toolcrib.admission.v1.AdmissionService.ListVisibleTools:output_type -> toolcrib.admission.v1.ListVisibleToolsResponse
-	12, // 24: toolcrib.admission.v1.AdmissionService.GetReceipt:output_type -> toolcrib.admission.v1.GetReceiptResponse
-	22, // [22:25] is the sub-list for method output_type
-	19, // [19:22] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	17, // 18: toolcrib.admission.v1.GetReceiptResponse.valid_until:type_name -> google.protobuf.Timestamp
+	17, // 19: toolcrib.admission.v1.SummarizeDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	14, // 20: toolcrib.admission.v1.SummarizeDecisionsResponse.tools:type_name -> toolcrib.admission.v1.ToolDenials
+	3,  // 21: toolcrib.admission.v1.AdmissionService.Check:input_type -> toolcrib.admission.v1.CheckRequest
+	8,  // 22: toolcrib.admission.v1.AdmissionService.ListVisibleTools:input_type -> toolcrib.admission.v1.ListVisibleToolsRequest
+	11, // 23: toolcrib.admission.v1.AdmissionService.GetReceipt:input_type -> toolcrib.admission.v1.GetReceiptRequest
+	13, // 24: toolcrib.admission.v1.AdmissionService.SummarizeDecisions:input_type -> toolcrib.admission.v1.SummarizeDecisionsRequest
+	4,  // 25: toolcrib.admission.v1.AdmissionService.Check:output_type -> toolcrib.admission.v1.CheckResponse
+	9,  // 26: toolcrib.admission.v1.AdmissionService.ListVisibleTools:output_type -> toolcrib.admission.v1.ListVisibleToolsResponse
+	12, // 27: toolcrib.admission.v1.AdmissionService.GetReceipt:output_type -> toolcrib.admission.v1.GetReceiptResponse
+	15, // 28: toolcrib.admission.v1.AdmissionService.SummarizeDecisions:output_type -> toolcrib.admission.v1.SummarizeDecisionsResponse
+	25, // [25:29] is the sub-list for method output_type
+	21, // [21:25] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_toolcrib_admission_v1_admission_proto_init() }
@@ -1313,7 +1542,7 @@ func file_toolcrib_admission_v1_admission_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolcrib_admission_v1_admission_proto_rawDesc), len(file_toolcrib_admission_v1_admission_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   11,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,9 +27,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdmissionService_Check_FullMethodName            = "/toolcrib.admission.v1.AdmissionService/Check"
-	AdmissionService_ListVisibleTools_FullMethodName = "/toolcrib.admission.v1.AdmissionService/ListVisibleTools"
-	AdmissionService_GetReceipt_FullMethodName       = "/toolcrib.admission.v1.AdmissionService/GetReceipt"
+	AdmissionService_Check_FullMethodName              = "/toolcrib.admission.v1.AdmissionService/Check"
+	AdmissionService_ListVisibleTools_FullMethodName   = "/toolcrib.admission.v1.AdmissionService/ListVisibleTools"
+	AdmissionService_GetReceipt_FullMethodName         = "/toolcrib.admission.v1.AdmissionService/GetReceipt"
+	AdmissionService_SummarizeDecisions_FullMethodName = "/toolcrib.admission.v1.AdmissionService/SummarizeDecisions"
 )
 
 // AdmissionServiceClient is the client API for AdmissionService service.
@@ -115,6 +116,14 @@ type AdmissionServiceClient interface {
 	// replica re-reads for a bounded wait (`--receipt-miss-wait`, by default
 	// three receipt batch intervals), so every NOT_FOUND takes that long.
 	GetReceipt(ctx context.Context, in *GetReceiptRequest, opts ...grpc.CallOption) (*GetReceiptResponse, error)
+	// SummarizeDecisions counts the stored receipts of one (server, audience
+	// class, generation) decided at or after `since`: every Check, and per
+	// tool the denials STALE_CATALOG and NOT_FOUND (the rollout guard's
+	// missing-tool rate). It reads Postgres, so receipts still queued on a
+	// replica (at most one receipt batch interval, `--receipt-interval`) are
+	// not counted yet. Platform admins and services only; anyone else is
+	// PERMISSION_DENIED.
+	SummarizeDecisions(ctx context.Context, in *SummarizeDecisionsRequest, opts ...grpc.CallOption) (*SummarizeDecisionsResponse, error)
 }
 
 type admissionServiceClient struct {
@@ -149,6 +158,16 @@ func (c *admissionServiceClient) GetReceipt(ctx context.Context, in *GetReceiptR
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetReceiptResponse)
 	err := c.cc.Invoke(ctx, AdmissionService_GetReceipt_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *admissionServiceClient) SummarizeDecisions(ctx context.Context, in *SummarizeDecisionsRequest, opts ...grpc.CallOption) (*SummarizeDecisionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SummarizeDecisionsResponse)
+	err := c.cc.Invoke(ctx, AdmissionService_SummarizeDecisions_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -238,6 +257,14 @@ type AdmissionServiceServer interface {
 	// replica re-reads for a bounded wait (`--receipt-miss-wait`, by default
 	// three receipt batch intervals), so every NOT_FOUND takes that long.
 	GetReceipt(context.Context, *GetReceiptRequest) (*GetReceiptResponse, error)
+	// SummarizeDecisions counts the stored receipts of one (server, audience
+	// class, generation) decided at or after `since`: every Check, and per
+	// tool the denials STALE_CATALOG and NOT_FOUND (the rollout guard's
+	// missing-tool rate). It reads Postgres, so receipts still queued on a
+	// replica (at most one receipt batch interval, `--receipt-interval`) are
+	// not counted yet. Platform admins and services only; anyone else is
+	// PERMISSION_DENIED.
+	SummarizeDecisions(context.Context, *SummarizeDecisionsRequest) (*SummarizeDecisionsResponse, error)
 	mustEmbedUnimplementedAdmissionServiceServer()
 }
 
@@ -256,6 +283,9 @@ func (UnimplementedAdmissionServiceServer) ListVisibleTools(context.Context, *Li
 }
 func (UnimplementedAdmissionServiceServer) GetReceipt(context.Context, *GetReceiptRequest) (*GetReceiptResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetReceipt not implemented")
+}
+func (UnimplementedAdmissionServiceServer) SummarizeDecisions(context.Context, *SummarizeDecisionsRequest) (*SummarizeDecisionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SummarizeDecisions not implemented")
 }
 func (UnimplementedAdmissionServiceServer) mustEmbedUnimplementedAdmissionServiceServer() {}
 func (UnimplementedAdmissionServiceServer) testEmbeddedByValue()                          {}
@@ -332,6 +362,24 @@ func _AdmissionService_GetReceipt_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdmissionService_SummarizeDecisions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SummarizeDecisionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdmissionServiceServer).SummarizeDecisions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdmissionService_SummarizeDecisions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdmissionServiceServer).SummarizeDecisions(ctx, req.(*SummarizeDecisionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdmissionService_ServiceDesc is the grpc.ServiceDesc for AdmissionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -350,6 +398,10 @@ var AdmissionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetReceipt",
 			Handler:    _AdmissionService_GetReceipt_Handler,
+		},
+		{
+			MethodName: "SummarizeDecisions",
+			Handler:    _AdmissionService_SummarizeDecisions_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

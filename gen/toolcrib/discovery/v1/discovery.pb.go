@@ -340,6 +340,116 @@ func (PointerState) EnumDescriptor() ([]byte, []int) {
 	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{2}
 }
 
+// IncidentKind is the kind of an unauthorized event.
+type IncidentKind int32
+
+const (
+	// Not set; refused with INVALID_ARGUMENT.
+	IncidentKind_INCIDENT_KIND_UNSPECIFIED IncidentKind = 0
+	// A lease was presented at Verify that was issued after a revocation of
+	// its subject's grant had committed (at a later policy epoch than the
+	// lease's): a lease replica issued on authority already withdrawn.
+	IncidentKind_INCIDENT_KIND_LEASE_AFTER_REVOKE IncidentKind = 1
+	// An ALLOW that a re-check at the same policy epoch denies.
+	IncidentKind_INCIDENT_KIND_ALLOW_DENIED_ON_RECHECK IncidentKind = 2
+)
+
+// Enum value maps for IncidentKind.
+var (
+	IncidentKind_name = map[int32]string{
+		0: "INCIDENT_KIND_UNSPECIFIED",
+		1: "INCIDENT_KIND_LEASE_AFTER_REVOKE",
+		2: "INCIDENT_KIND_ALLOW_DENIED_ON_RECHECK",
+	}
+	IncidentKind_value = map[string]int32{
+		"INCIDENT_KIND_UNSPECIFIED":             0,
+		"INCIDENT_KIND_LEASE_AFTER_REVOKE":      1,
+		"INCIDENT_KIND_ALLOW_DENIED_ON_RECHECK": 2,
+	}
+)
+
+func (x IncidentKind) Enum() *IncidentKind {
+	p := new(IncidentKind)
+	*p = x
+	return p
+}
+
+func (x IncidentKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (IncidentKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolcrib_discovery_v1_discovery_proto_enumTypes[3].Descriptor()
+}
+
+func (IncidentKind) Type() protoreflect.EnumType {
+	return &file_toolcrib_discovery_v1_discovery_proto_enumTypes[3]
+}
+
+func (x IncidentKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use IncidentKind.Descriptor instead.
+func (IncidentKind) EnumDescriptor() ([]byte, []int) {
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{3}
+}
+
+// GuardRule is the rule that made the rollout guard move a pointer.
+type GuardRule int32
+
+const (
+	// Not set; never stored.
+	GuardRule_GUARD_RULE_UNSPECIFIED GuardRule = 0
+	// The missing-tool rate of the active generation went above the
+	// threshold (`--guard-missing-rate`) over at least `--guard-min-checks`
+	// Checks.
+	GuardRule_GUARD_RULE_MISSING_TOOL_RATE GuardRule = 1
+	// At least one unauthorized event (an incident) was reported.
+	GuardRule_GUARD_RULE_UNAUTHORIZED_EVENT GuardRule = 2
+)
+
+// Enum value maps for GuardRule.
+var (
+	GuardRule_name = map[int32]string{
+		0: "GUARD_RULE_UNSPECIFIED",
+		1: "GUARD_RULE_MISSING_TOOL_RATE",
+		2: "GUARD_RULE_UNAUTHORIZED_EVENT",
+	}
+	GuardRule_value = map[string]int32{
+		"GUARD_RULE_UNSPECIFIED":        0,
+		"GUARD_RULE_MISSING_TOOL_RATE":  1,
+		"GUARD_RULE_UNAUTHORIZED_EVENT": 2,
+	}
+)
+
+func (x GuardRule) Enum() *GuardRule {
+	p := new(GuardRule)
+	*p = x
+	return p
+}
+
+func (x GuardRule) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (GuardRule) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolcrib_discovery_v1_discovery_proto_enumTypes[4].Descriptor()
+}
+
+func (GuardRule) Type() protoreflect.EnumType {
+	return &file_toolcrib_discovery_v1_discovery_proto_enumTypes[4]
+}
+
+func (x GuardRule) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use GuardRule.Descriptor instead.
+func (GuardRule) EnumDescriptor() ([]byte, []int) {
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{4}
+}
+
 // Page is what one `tools/list` call returned.
 type Page struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3287,6 +3397,765 @@ func (x *GetRunComparisonResponse) GetCurrentStaticListVersion() int64 {
 	return 0
 }
 
+// Incident is one reported unauthorized event.
+type Incident struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reporter's id of the event; the key of idempotence.
+	EventId string `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	// What happened.
+	Kind IncidentKind `protobuf:"varint,2,opt,name=kind,proto3,enum=toolcrib.discovery.v1.IncidentKind" json:"kind,omitempty"`
+	// Server id.
+	ServerId string `protobuf:"bytes,3,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// Audience class.
+	AudienceClass string `protobuf:"bytes,4,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
+	// Generation the event was seen against; 0 when unknown.
+	Generation int64 `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`
+	// Tenant of the principal involved; empty when unknown.
+	TenantId string `protobuf:"bytes,6,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// When the reporter saw it.
+	ObservedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=observed_at,json=observedAt,proto3" json:"observed_at,omitempty"`
+	// What the reporter saw, for people; never a credential.
+	Detail string `protobuf:"bytes,8,opt,name=detail,proto3" json:"detail,omitempty"`
+	// Subject of the service principal that reported it.
+	ReportedBy string `protobuf:"bytes,9,opt,name=reported_by,json=reportedBy,proto3" json:"reported_by,omitempty"`
+	// When discovery stored it.
+	ReportedAt *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=reported_at,json=reportedAt,proto3" json:"reported_at,omitempty"`
+	// The guard action that consumed it; 0 while pending.
+	ActionId      int64 `protobuf:"varint,11,opt,name=action_id,json=actionId,proto3" json:"action_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Incident) Reset() {
+	*x = Incident{}
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Incident) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Incident) ProtoMessage() {}
+
+func (x *Incident) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Incident.ProtoReflect.Descriptor instead.
+func (*Incident) Descriptor() ([]byte, []int) {
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *Incident) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *Incident) GetKind() IncidentKind {
+	if x != nil {
+		return x.Kind
+	}
+	return IncidentKind_INCIDENT_KIND_UNSPECIFIED
+}
+
+func (x *Incident) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *Incident) GetAudienceClass() string {
+	if x != nil {
+		return x.AudienceClass
+	}
+	return ""
+}
+
+func (x *Incident) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *Incident) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *Incident) GetObservedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ObservedAt
+	}
+	return nil
+}
+
+func (x *Incident) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *Incident) GetReportedBy() string {
+	if x != nil {
+		return x.ReportedBy
+	}
+	return ""
+}
+
+func (x *Incident) GetReportedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReportedAt
+	}
+	return nil
+}
+
+func (x *Incident) GetActionId() int64 {
+	if x != nil {
+		return x.ActionId
+	}
+	return 0
+}
+
+// ReportIncidentRequest is the request of ReportIncident.
+type ReportIncidentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reporter's id of the event, unique per event (e.g.
+	// `lease-after-revoke:<lease id>`); required, at most 256 bytes.
+	EventId string `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	// What happened; required.
+	Kind IncidentKind `protobuf:"varint,2,opt,name=kind,proto3,enum=toolcrib.discovery.v1.IncidentKind" json:"kind,omitempty"`
+	// Server id; required.
+	ServerId string `protobuf:"bytes,3,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// Audience class; required.
+	AudienceClass string `protobuf:"bytes,4,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
+	// Generation the event was seen against; 0 when unknown.
+	Generation int64 `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`
+	// Tenant of the principal involved; empty when unknown.
+	TenantId string `protobuf:"bytes,6,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// When the reporter saw it; unset means now.
+	ObservedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=observed_at,json=observedAt,proto3" json:"observed_at,omitempty"`
+	// What the reporter saw; at most 1024 bytes, no credential.
+	Detail        string `protobuf:"bytes,8,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportIncidentRequest) Reset() {
+	*x = ReportIncidentRequest{}
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportIncidentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportIncidentRequest) ProtoMessage() {}
+
+func (x *ReportIncidentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportIncidentRequest.ProtoReflect.Descriptor instead.
+func (*ReportIncidentRequest) Descriptor() ([]byte, []int) {
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ReportIncidentRequest) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *ReportIncidentRequest) GetKind() IncidentKind {
+	if x != nil {
+		return x.Kind
+	}
+	return IncidentKind_INCIDENT_KIND_UNSPECIFIED
+}
+
+func (x *ReportIncidentRequest) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *ReportIncidentRequest) GetAudienceClass() string {
+	if x != nil {
+		return x.AudienceClass
+	}
+	return ""
+}
+
+func (x *ReportIncidentRequest) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *ReportIncidentRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *ReportIncidentRequest) GetObservedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ObservedAt
+	}
+	return nil
+}
+
+func (x *ReportIncidentRequest) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+// ReportIncidentResponse is the response of ReportIncident.
+type ReportIncidentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stored incident.
+	Incident *Incident `protobuf:"bytes,1,opt,name=incident,proto3" json:"incident,omitempty"`
+	// True when the event id was already stored (nothing changed).
+	Duplicate     bool `protobuf:"varint,2,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportIncidentResponse) Reset() {
+	*x = ReportIncidentResponse{}
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportIncidentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportIncidentResponse) ProtoMessage() {}
+
+func (x *ReportIncidentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportIncidentResponse.ProtoReflect.Descriptor instead.
+func (*ReportIncidentResponse) Descriptor() ([]byte, []int) {
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ReportIncidentResponse) GetIncident() *Incident {
+	if x != nil {
+		return x.Incident
+	}
+	return nil
+}
+
+func (x *ReportIncidentResponse) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
+// GuardAction is one automatic pointer move of the rollout guard.
+type GuardAction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Action id, increasing.
+	ActionId int64 `protobuf:"varint,1,opt,name=action_id,json=actionId,proto3" json:"action_id,omitempty"`
+	// Server id.
+	ServerId string `protobuf:"bytes,2,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// Audience class.
+	AudienceClass string `protobuf:"bytes,3,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
+	// The rule that fired.
+	Rule GuardRule `protobuf:"varint,4,opt,name=rule,proto3,enum=toolcrib.discovery.v1.GuardRule" json:"rule,omitempty"`
+	// ROLLBACK, or CLOSE when no older generation was fresh.
+	Move v1.PointerMove `protobuf:"varint,5,opt,name=move,proto3,enum=toolcrib.catalog.v1.PointerMove" json:"move,omitempty"`
+	// The active generation before the move.
+	FromGeneration int64 `protobuf:"varint,6,opt,name=from_generation,json=fromGeneration,proto3" json:"from_generation,omitempty"`
+	// The active generation after the move; for CLOSE the closed one.
+	ToGeneration int64 `protobuf:"varint,7,opt,name=to_generation,json=toGeneration,proto3" json:"to_generation,omitempty"`
+	// Missing-tool rule: the generation whose tools count as missing (the
+	// one the active generation replaced); 0 for other rules.
+	PreviousGeneration int64 `protobuf:"varint,8,opt,name=previous_generation,json=previousGeneration,proto3" json:"previous_generation,omitempty"`
+	// Missing-tool rule: Checks on the active generation counted.
+	Checks int64 `protobuf:"varint,9,opt,name=checks,proto3" json:"checks,omitempty"`
+	// Missing-tool rule: of those, STALE_CATALOG or NOT_FOUND for a tool of
+	// the previous generation.
+	Missing int64 `protobuf:"varint,10,opt,name=missing,proto3" json:"missing,omitempty"`
+	// Missing-tool rule: the threshold in force (a fraction, 0..1).
+	Threshold float64 `protobuf:"fixed64,11,opt,name=threshold,proto3" json:"threshold,omitempty"`
+	// Missing-tool rule: the start of the window counted.
+	WindowStart *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=window_start,json=windowStart,proto3" json:"window_start,omitempty"`
+	// Missing-tool rule: the missing tools with the most denials, at most 20.
+	MissingTools []string `protobuf:"bytes,13,rep,name=missing_tools,json=missingTools,proto3" json:"missing_tools,omitempty"`
+	// Unauthorized-event rule: the incidents acted on (and those reported
+	// while the pair was held afterwards).
+	IncidentIds []string `protobuf:"bytes,14,rep,name=incident_ids,json=incidentIds,proto3" json:"incident_ids,omitempty"`
+	// The catalog receipt of the move.
+	ReceiptId string `protobuf:"bytes,15,opt,name=receipt_id,json=receiptId,proto3" json:"receipt_id,omitempty"`
+	// When the guard moved the pointer.
+	DecidedAt *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=decided_at,json=decidedAt,proto3" json:"decided_at,omitempty"`
+	// When an operator resumed the pair; unset while the guard holds it.
+	ResumedAt *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=resumed_at,json=resumedAt,proto3" json:"resumed_at,omitempty"`
+	// Who resumed it and why.
+	ResumedBy string `protobuf:"bytes,18,opt,name=resumed_by,json=resumedBy,proto3" json:"resumed_by,omitempty"`
+	// The operator's reason for the resume.
+	ResumeReason  string `protobuf:"bytes,19,opt,name=resume_reason,json=resumeReason,proto3" json:"resume_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GuardAction) Reset() {
+	*x = GuardAction{}
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GuardAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GuardAction) ProtoMessage() {}
+
+func (x *GuardAction) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GuardAction.ProtoReflect.Descriptor instead.
+func (*GuardAction) Descriptor() ([]byte, []int) {
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *GuardAction) GetActionId() int64 {
+	if x != nil {
+		return x.ActionId
+	}
+	return 0
+}
+
+func (x *GuardAction) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *GuardAction) GetAudienceClass() string {
+	if x != nil {
+		return x.AudienceClass
+	}
+	return ""
+}
+
+func (x *GuardAction) GetRule() GuardRule {
+	if x != nil {
+		return x.Rule
+	}
+	return GuardRule_GUARD_RULE_UNSPECIFIED
+}
+
+func (x *GuardAction) GetMove() v1.PointerMove {
+	if x != nil {
+		return x.Move
+	}
+	return v1.PointerMove(0)
+}
+
+func (x *GuardAction) GetFromGeneration() int64 {
+	if x != nil {
+		return x.FromGeneration
+	}
+	return 0
+}
+
+func (x *GuardAction) GetToGeneration() int64 {
+	if x != nil {
+		return x.ToGeneration
+	}
+	return 0
+}
+
+func (x *GuardAction) GetPreviousGeneration() int64 {
+	if x != nil {
+		return x.PreviousGeneration
+	}
+	return 0
+}
+
+func (x *GuardAction) GetChecks() int64 {
+	if x != nil {
+		return x.Checks
+	}
+	return 0
+}
+
+func (x *GuardAction) GetMissing() int64 {
+	if x != nil {
+		return x.Missing
+	}
+	return 0
+}
+
+func (x *GuardAction) GetThreshold() float64 {
+	if x != nil {
+		return x.Threshold
+	}
+	return 0
+}
+
+func (x *GuardAction) GetWindowStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WindowStart
+	}
+	return nil
+}
+
+func (x *GuardAction) GetMissingTools() []string {
+	if x != nil {
+		return x.MissingTools
+	}
+	return nil
+}
+
+func (x *GuardAction) GetIncidentIds() []string {
+	if x != nil {
+		return x.IncidentIds
+	}
+	return nil
+}
+
+func (x *GuardAction) GetReceiptId() string {
+	if x != nil {
+		return x.ReceiptId
+	}
+	return ""
+}
+
+func (x *GuardAction) GetDecidedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DecidedAt
+	}
+	return nil
+}
+
+func (x *GuardAction) GetResumedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ResumedAt
+	}
+	return nil
+}
+
+func (x *GuardAction) GetResumedBy() string {
+	if x != nil {
+		return x.ResumedBy
+	}
+	return ""
+}
+
+func (x *GuardAction) GetResumeReason() string {
+	if x != nil {
+		return x.ResumeReason
+	}
+	return ""
+}
+
+// ListGuardActionsRequest is the request of ListGuardActions.
+type ListGuardActionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this server; empty for every server.
+	ServerId string `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// Only this audience class; empty for every class.
+	AudienceClass string `protobuf:"bytes,2,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
+	// Only actions not resumed yet (pairs the guard holds).
+	HeldOnly bool `protobuf:"varint,3,opt,name=held_only,json=heldOnly,proto3" json:"held_only,omitempty"`
+	// Maximum actions per page; 0 means 100, at most 1000.
+	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Token from a previous response; empty for the first page.
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGuardActionsRequest) Reset() {
+	*x = ListGuardActionsRequest{}
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGuardActionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGuardActionsRequest) ProtoMessage() {}
+
+func (x *ListGuardActionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGuardActionsRequest.ProtoReflect.Descriptor instead.
+func (*ListGuardActionsRequest) Descriptor() ([]byte, []int) {
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ListGuardActionsRequest) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *ListGuardActionsRequest) GetAudienceClass() string {
+	if x != nil {
+		return x.AudienceClass
+	}
+	return ""
+}
+
+func (x *ListGuardActionsRequest) GetHeldOnly() bool {
+	if x != nil {
+		return x.HeldOnly
+	}
+	return false
+}
+
+func (x *ListGuardActionsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListGuardActionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListGuardActionsResponse is the response of ListGuardActions.
+type ListGuardActionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Actions, newest first.
+	Actions []*GuardAction `protobuf:"bytes,1,rep,name=actions,proto3" json:"actions,omitempty"`
+	// Token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGuardActionsResponse) Reset() {
+	*x = ListGuardActionsResponse{}
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGuardActionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGuardActionsResponse) ProtoMessage() {}
+
+func (x *ListGuardActionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGuardActionsResponse.ProtoReflect.Descriptor instead.
+func (*ListGuardActionsResponse) Descriptor() ([]byte, []int) {
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ListGuardActionsResponse) GetActions() []*GuardAction {
+	if x != nil {
+		return x.Actions
+	}
+	return nil
+}
+
+func (x *ListGuardActionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// ResumeGuardRequest is the request of ResumeGuard.
+type ResumeGuardRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server id; required.
+	ServerId string `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// Audience class; required.
+	AudienceClass string `protobuf:"bytes,2,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
+	// Why; required, at most 1024 bytes.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeGuardRequest) Reset() {
+	*x = ResumeGuardRequest{}
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeGuardRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeGuardRequest) ProtoMessage() {}
+
+func (x *ResumeGuardRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeGuardRequest.ProtoReflect.Descriptor instead.
+func (*ResumeGuardRequest) Descriptor() ([]byte, []int) {
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ResumeGuardRequest) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *ResumeGuardRequest) GetAudienceClass() string {
+	if x != nil {
+		return x.AudienceClass
+	}
+	return ""
+}
+
+func (x *ResumeGuardRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ResumeGuardResponse is the response of ResumeGuard.
+type ResumeGuardResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The actions this call resumed; empty when the pair was not held.
+	Resumed       []*GuardAction `protobuf:"bytes,1,rep,name=resumed,proto3" json:"resumed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeGuardResponse) Reset() {
+	*x = ResumeGuardResponse{}
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeGuardResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeGuardResponse) ProtoMessage() {}
+
+func (x *ResumeGuardResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeGuardResponse.ProtoReflect.Descriptor instead.
+func (*ResumeGuardResponse) Descriptor() ([]byte, []int) {
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ResumeGuardResponse) GetResumed() []*GuardAction {
+	if x != nil {
+		return x.Resumed
+	}
+	return nil
+}
+
 var File_toolcrib_discovery_v1_discovery_proto protoreflect.FileDescriptor
 
 const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
@@ -3545,7 +4414,81 @@ const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
 	"\n" +
 	"comparison\x18\x01 \x01(\v2$.toolcrib.discovery.v1.RunComparisonR\n" +
 	"comparison\x12=\n" +
-	"\x1bcurrent_static_list_version\x18\x02 \x01(\x03R\x18currentStaticListVersion*\xfb\a\n" +
+	"\x1bcurrent_static_list_version\x18\x02 \x01(\x03R\x18currentStaticListVersion\"\xaf\x03\n" +
+	"\bIncident\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x127\n" +
+	"\x04kind\x18\x02 \x01(\x0e2#.toolcrib.discovery.v1.IncidentKindR\x04kind\x12\x1b\n" +
+	"\tserver_id\x18\x03 \x01(\tR\bserverId\x12%\n" +
+	"\x0eaudience_class\x18\x04 \x01(\tR\raudienceClass\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x05 \x01(\x03R\n" +
+	"generation\x12\x1b\n" +
+	"\ttenant_id\x18\x06 \x01(\tR\btenantId\x12;\n" +
+	"\vobserved_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"observedAt\x12\x16\n" +
+	"\x06detail\x18\b \x01(\tR\x06detail\x12\x1f\n" +
+	"\vreported_by\x18\t \x01(\tR\n" +
+	"reportedBy\x12;\n" +
+	"\vreported_at\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"reportedAt\x12\x1b\n" +
+	"\taction_id\x18\v \x01(\x03R\bactionId\"\xc1\x02\n" +
+	"\x15ReportIncidentRequest\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x127\n" +
+	"\x04kind\x18\x02 \x01(\x0e2#.toolcrib.discovery.v1.IncidentKindR\x04kind\x12\x1b\n" +
+	"\tserver_id\x18\x03 \x01(\tR\bserverId\x12%\n" +
+	"\x0eaudience_class\x18\x04 \x01(\tR\raudienceClass\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x05 \x01(\x03R\n" +
+	"generation\x12\x1b\n" +
+	"\ttenant_id\x18\x06 \x01(\tR\btenantId\x12;\n" +
+	"\vobserved_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"observedAt\x12\x16\n" +
+	"\x06detail\x18\b \x01(\tR\x06detail\"s\n" +
+	"\x16ReportIncidentResponse\x12;\n" +
+	"\bincident\x18\x01 \x01(\v2\x1f.toolcrib.discovery.v1.IncidentR\bincident\x12\x1c\n" +
+	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"\x89\x06\n" +
+	"\vGuardAction\x12\x1b\n" +
+	"\taction_id\x18\x01 \x01(\x03R\bactionId\x12\x1b\n" +
+	"\tserver_id\x18\x02 \x01(\tR\bserverId\x12%\n" +
+	"\x0eaudience_class\x18\x03 \x01(\tR\raudienceClass\x124\n" +
+	"\x04rule\x18\x04 \x01(\x0e2 .toolcrib.discovery.v1.GuardRuleR\x04rule\x124\n" +
+	"\x04move\x18\x05 \x01(\x0e2 .toolcrib.catalog.v1.PointerMoveR\x04move\x12'\n" +
+	"\x0ffrom_generation\x18\x06 \x01(\x03R\x0efromGeneration\x12#\n" +
+	"\rto_generation\x18\a \x01(\x03R\ftoGeneration\x12/\n" +
+	"\x13previous_generation\x18\b \x01(\x03R\x12previousGeneration\x12\x16\n" +
+	"\x06checks\x18\t \x01(\x03R\x06checks\x12\x18\n" +
+	"\amissing\x18\n" +
+	" \x01(\x03R\amissing\x12\x1c\n" +
+	"\tthreshold\x18\v \x01(\x01R\tthreshold\x12=\n" +
+	"\fwindow_start\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\vwindowStart\x12#\n" +
+	"\rmissing_tools\x18\r \x03(\tR\fmissingTools\x12!\n" +
+	"\fincident_ids\x18\x0e \x03(\tR\vincidentIds\x12\x1d\n" +
+	"\n" +
+	"receipt_id\x18\x0f \x01(\tR\treceiptId\x129\n" +
+	"\n" +
+	"decided_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tdecidedAt\x129\n" +
+	"\n" +
+	"resumed_at\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\tresumedAt\x12\x1d\n" +
+	"\n" +
+	"resumed_by\x18\x12 \x01(\tR\tresumedBy\x12#\n" +
+	"\rresume_reason\x18\x13 \x01(\tR\fresumeReason\"\xb6\x01\n" +
+	"\x17ListGuardActionsRequest\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12%\n" +
+	"\x0eaudience_class\x18\x02 \x01(\tR\raudienceClass\x12\x1b\n" +
+	"\theld_only\x18\x03 \x01(\bR\bheldOnly\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"\x80\x01\n" +
+	"\x18ListGuardActionsResponse\x12<\n" +
+	"\aactions\x18\x01 \x03(\v2\".toolcrib.discovery.v1.GuardActionR\aactions\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"p\n" +
+	"\x12ResumeGuardRequest\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12%\n" +
+	"\x0eaudience_class\x18\x02 \x01(\tR\raudienceClass\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"S\n" +
+	"\x13ResumeGuardResponse\x12<\n" +
+	"\aresumed\x18\x01 \x03(\v2\".toolcrib.discovery.v1.GuardActionR\aresumed*\xfb\a\n" +
 	"\tRunReason\x12\x1a\n" +
 	"\x16RUN_REASON_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17RUN_REASON_LIST_CHANGED\x10\x01\x12 \n" +
@@ -3590,8 +4533,15 @@ const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
 	"\fPointerState\x12\x1d\n" +
 	"\x19POINTER_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14POINTER_STATE_ACTIVE\x10\x01\x12\x18\n" +
-	"\x14POINTER_STATE_CLOSED\x10\x022\x83\n" +
-	"\n" +
+	"\x14POINTER_STATE_CLOSED\x10\x02*~\n" +
+	"\fIncidentKind\x12\x1d\n" +
+	"\x19INCIDENT_KIND_UNSPECIFIED\x10\x00\x12$\n" +
+	" INCIDENT_KIND_LEASE_AFTER_REVOKE\x10\x01\x12)\n" +
+	"%INCIDENT_KIND_ALLOW_DENIED_ON_RECHECK\x10\x02*l\n" +
+	"\tGuardRule\x12\x1a\n" +
+	"\x16GUARD_RULE_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cGUARD_RULE_MISSING_TOOL_RATE\x10\x01\x12!\n" +
+	"\x1dGUARD_RULE_UNAUTHORIZED_EVENT\x10\x022\xcd\f\n" +
 	"\x10DiscoveryService\x12d\n" +
 	"\vTriggerScan\x12).toolcrib.discovery.v1.TriggerScanRequest\x1a*.toolcrib.discovery.v1.TriggerScanResponse\x12U\n" +
 	"\x06GetRun\x12$.toolcrib.discovery.v1.GetRunRequest\x1a%.toolcrib.discovery.v1.GetRunResponse\x12[\n" +
@@ -3603,7 +4553,10 @@ const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
 	"\x0eBindGeneration\x12,.toolcrib.discovery.v1.BindGenerationRequest\x1a-.toolcrib.discovery.v1.BindGenerationResponse\x12v\n" +
 	"\x11SetStaticToolList\x12/.toolcrib.discovery.v1.SetStaticToolListRequest\x1a0.toolcrib.discovery.v1.SetStaticToolListResponse\x12v\n" +
 	"\x11GetStaticToolList\x12/.toolcrib.discovery.v1.GetStaticToolListRequest\x1a0.toolcrib.discovery.v1.GetStaticToolListResponse\x12s\n" +
-	"\x10GetRunComparison\x12..toolcrib.discovery.v1.GetRunComparisonRequest\x1a/.toolcrib.discovery.v1.GetRunComparisonResponse\x12T\n" +
+	"\x10GetRunComparison\x12..toolcrib.discovery.v1.GetRunComparisonRequest\x1a/.toolcrib.discovery.v1.GetRunComparisonResponse\x12m\n" +
+	"\x0eReportIncident\x12,.toolcrib.discovery.v1.ReportIncidentRequest\x1a-.toolcrib.discovery.v1.ReportIncidentResponse\x12s\n" +
+	"\x10ListGuardActions\x12..toolcrib.discovery.v1.ListGuardActionsRequest\x1a/.toolcrib.discovery.v1.ListGuardActionsResponse\x12d\n" +
+	"\vResumeGuard\x12).toolcrib.discovery.v1.ResumeGuardRequest\x1a*.toolcrib.discovery.v1.ResumeGuardResponse\x12T\n" +
 	"\x05Watch\x12#.toolcrib.discovery.v1.WatchRequest\x1a$.toolcrib.discovery.v1.WatchResponse0\x01B\xe5\x01\n" +
 	"\x19com.toolcrib.discovery.v1B\x0eDiscoveryProtoP\x01ZBgithub.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1;discoveryv1\xa2\x02\x03TDX\xaa\x02\x15Toolcrib.Discovery.V1\xca\x02\x15Toolcrib\\Discovery\\V1\xe2\x02!Toolcrib\\Discovery\\V1\\GPBMetadata\xea\x02\x17Toolcrib::Discovery::V1b\x06proto3"
 
@@ -3619,127 +4572,157 @@ func file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP() []byte {
 	return file_toolcrib_discovery_v1_discovery_proto_rawDescData
 }
 
-var file_toolcrib_discovery_v1_discovery_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolcrib_discovery_v1_discovery_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_toolcrib_discovery_v1_discovery_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_toolcrib_discovery_v1_discovery_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_toolcrib_discovery_v1_discovery_proto_goTypes = []any{
 	(RunReason)(0),                    // 0: toolcrib.discovery.v1.RunReason
 	(ScanTrigger)(0),                  // 1: toolcrib.discovery.v1.ScanTrigger
 	(PointerState)(0),                 // 2: toolcrib.discovery.v1.PointerState
-	(*Page)(nil),                      // 3: toolcrib.discovery.v1.Page
-	(*RunFlag)(nil),                   // 4: toolcrib.discovery.v1.RunFlag
-	(*Run)(nil),                       // 5: toolcrib.discovery.v1.Run
-	(*ActivePointer)(nil),             // 6: toolcrib.discovery.v1.ActivePointer
-	(*Generation)(nil),                // 7: toolcrib.discovery.v1.Generation
-	(*ScanTicket)(nil),                // 8: toolcrib.discovery.v1.ScanTicket
-	(*TriggerScanRequest)(nil),        // 9: toolcrib.discovery.v1.TriggerScanRequest
-	(*TriggerScanResponse)(nil),       // 10: toolcrib.discovery.v1.TriggerScanResponse
-	(*GetRunRequest)(nil),             // 11: toolcrib.discovery.v1.GetRunRequest
-	(*GetRunResponse)(nil),            // 12: toolcrib.discovery.v1.GetRunResponse
-	(*ListRunsRequest)(nil),           // 13: toolcrib.discovery.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),          // 14: toolcrib.discovery.v1.ListRunsResponse
-	(*GetActiveSnapshotRequest)(nil),  // 15: toolcrib.discovery.v1.GetActiveSnapshotRequest
-	(*GetActiveSnapshotResponse)(nil), // 16: toolcrib.discovery.v1.GetActiveSnapshotResponse
-	(*GetSnapshotRequest)(nil),        // 17: toolcrib.discovery.v1.GetSnapshotRequest
-	(*GetSnapshotResponse)(nil),       // 18: toolcrib.discovery.v1.GetSnapshotResponse
-	(*ListGenerationsRequest)(nil),    // 19: toolcrib.discovery.v1.ListGenerationsRequest
-	(*ListGenerationsResponse)(nil),   // 20: toolcrib.discovery.v1.ListGenerationsResponse
-	(*RollbackRequest)(nil),           // 21: toolcrib.discovery.v1.RollbackRequest
-	(*RollbackResponse)(nil),          // 22: toolcrib.discovery.v1.RollbackResponse
-	(*BindGenerationRequest)(nil),     // 23: toolcrib.discovery.v1.BindGenerationRequest
-	(*BindGenerationResponse)(nil),    // 24: toolcrib.discovery.v1.BindGenerationResponse
-	(*WatchRequest)(nil),              // 25: toolcrib.discovery.v1.WatchRequest
-	(*PointerChange)(nil),             // 26: toolcrib.discovery.v1.PointerChange
-	(*WatchResponse)(nil),             // 27: toolcrib.discovery.v1.WatchResponse
-	(*StaticTool)(nil),                // 28: toolcrib.discovery.v1.StaticTool
-	(*StaticToolList)(nil),            // 29: toolcrib.discovery.v1.StaticToolList
-	(*SetStaticToolListRequest)(nil),  // 30: toolcrib.discovery.v1.SetStaticToolListRequest
-	(*SetStaticToolListResponse)(nil), // 31: toolcrib.discovery.v1.SetStaticToolListResponse
-	(*GetStaticToolListRequest)(nil),  // 32: toolcrib.discovery.v1.GetStaticToolListRequest
-	(*GetStaticToolListResponse)(nil), // 33: toolcrib.discovery.v1.GetStaticToolListResponse
-	(*ToolChange)(nil),                // 34: toolcrib.discovery.v1.ToolChange
-	(*ToolDiff)(nil),                  // 35: toolcrib.discovery.v1.ToolDiff
-	(*RunComparison)(nil),             // 36: toolcrib.discovery.v1.RunComparison
-	(*GetRunComparisonRequest)(nil),   // 37: toolcrib.discovery.v1.GetRunComparisonRequest
-	(*GetRunComparisonResponse)(nil),  // 38: toolcrib.discovery.v1.GetRunComparisonResponse
-	(*timestamppb.Timestamp)(nil),     // 39: google.protobuf.Timestamp
-	(v1.DiscoveryState)(0),            // 40: toolcrib.catalog.v1.DiscoveryState
-	(*v1.Snapshot)(nil),               // 41: toolcrib.catalog.v1.Snapshot
-	(*v1.CatalogReceipt)(nil),         // 42: toolcrib.catalog.v1.CatalogReceipt
-	(*v1.Heartbeat)(nil),              // 43: toolcrib.catalog.v1.Heartbeat
+	(IncidentKind)(0),                 // 3: toolcrib.discovery.v1.IncidentKind
+	(GuardRule)(0),                    // 4: toolcrib.discovery.v1.GuardRule
+	(*Page)(nil),                      // 5: toolcrib.discovery.v1.Page
+	(*RunFlag)(nil),                   // 6: toolcrib.discovery.v1.RunFlag
+	(*Run)(nil),                       // 7: toolcrib.discovery.v1.Run
+	(*ActivePointer)(nil),             // 8: toolcrib.discovery.v1.ActivePointer
+	(*Generation)(nil),                // 9: toolcrib.discovery.v1.Generation
+	(*ScanTicket)(nil),                // 10: toolcrib.discovery.v1.ScanTicket
+	(*TriggerScanRequest)(nil),        // 11: toolcrib.discovery.v1.TriggerScanRequest
+	(*TriggerScanResponse)(nil),       // 12: toolcrib.discovery.v1.TriggerScanResponse
+	(*GetRunRequest)(nil),             // 13: toolcrib.discovery.v1.GetRunRequest
+	(*GetRunResponse)(nil),            // 14: toolcrib.discovery.v1.GetRunResponse
+	(*ListRunsRequest)(nil),           // 15: toolcrib.discovery.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),          // 16: toolcrib.discovery.v1.ListRunsResponse
+	(*GetActiveSnapshotRequest)(nil),  // 17: toolcrib.discovery.v1.GetActiveSnapshotRequest
+	(*GetActiveSnapshotResponse)(nil), // 18: toolcrib.discovery.v1.GetActiveSnapshotResponse
+	(*GetSnapshotRequest)(nil),        // 19: toolcrib.discovery.v1.GetSnapshotRequest
+	(*GetSnapshotResponse)(nil),       // 20: toolcrib.discovery.v1.GetSnapshotResponse
+	(*ListGenerationsRequest)(nil),    // 21: toolcrib.discovery.v1.ListGenerationsRequest
+	(*ListGenerationsResponse)(nil),   // 22: toolcrib.discovery.v1.ListGenerationsResponse
+	(*RollbackRequest)(nil),           // 23: toolcrib.discovery.v1.RollbackRequest
+	(*RollbackResponse)(nil),          // 24: toolcrib.discovery.v1.RollbackResponse
+	(*BindGenerationRequest)(nil),     // 25: toolcrib.discovery.v1.BindGenerationRequest
+	(*BindGenerationResponse)(nil),    // 26: toolcrib.discovery.v1.BindGenerationResponse
+	(*WatchRequest)(nil),              // 27: toolcrib.discovery.v1.WatchRequest
+	(*PointerChange)(nil),             // 28: toolcrib.discovery.v1.PointerChange
+	(*WatchResponse)(nil),             // 29: toolcrib.discovery.v1.WatchResponse
+	(*StaticTool)(nil),                // 30: toolcrib.discovery.v1.StaticTool
+	(*StaticToolList)(nil),            // 31: toolcrib.discovery.v1.StaticToolList
+	(*SetStaticToolListRequest)(nil),  // 32: toolcrib.discovery.v1.SetStaticToolListRequest
+	(*SetStaticToolListResponse)(nil), // 33: toolcrib.discovery.v1.SetStaticToolListResponse
+	(*GetStaticToolListRequest)(nil),  // 34: toolcrib.discovery.v1.GetStaticToolListRequest
+	(*GetStaticToolListResponse)(nil), // 35: toolcrib.discovery.v1.GetStaticToolListResponse
+	(*ToolChange)(nil),                // 36: toolcrib.discovery.v1.ToolChange
+	(*ToolDiff)(nil),                  // 37: toolcrib.discovery.v1.ToolDiff
+	(*RunComparison)(nil),             // 38: toolcrib.discovery.v1.RunComparison
+	(*GetRunComparisonRequest)(nil),   // 39: toolcrib.discovery.v1.GetRunComparisonRequest
+	(*GetRunComparisonResponse)(nil),  // 40: toolcrib.discovery.v1.GetRunComparisonResponse
+	(*Incident)(nil),                  // 41: toolcrib.discovery.v1.Incident
+	(*ReportIncidentRequest)(nil),     // 42: toolcrib.discovery.v1.ReportIncidentRequest
+	(*ReportIncidentResponse)(nil),    // 43: toolcrib.discovery.v1.ReportIncidentResponse
+	(*GuardAction)(nil),               // 44: toolcrib.discovery.v1.GuardAction
+	(*ListGuardActionsRequest)(nil),   // 45: toolcrib.discovery.v1.ListGuardActionsRequest
+	(*ListGuardActionsResponse)(nil),  // 46: toolcrib.discovery.v1.ListGuardActionsResponse
+	(*ResumeGuardRequest)(nil),        // 47: toolcrib.discovery.v1.ResumeGuardRequest
+	(*ResumeGuardResponse)(nil),       // 48: toolcrib.discovery.v1.ResumeGuardResponse
+	(*timestamppb.Timestamp)(nil),     // 49: google.protobuf.Timestamp
+	(v1.DiscoveryState)(0),            // 50: toolcrib.catalog.v1.DiscoveryState
+	(*v1.Snapshot)(nil),               // 51: toolcrib.catalog.v1.Snapshot
+	(*v1.CatalogReceipt)(nil),         // 52: toolcrib.catalog.v1.CatalogReceipt
+	(*v1.Heartbeat)(nil),              // 53: toolcrib.catalog.v1.Heartbeat
+	(v1.PointerMove)(0),               // 54: toolcrib.catalog.v1.PointerMove
 }
 var file_toolcrib_discovery_v1_discovery_proto_depIdxs = []int32{
-	39, // 0: toolcrib.discovery.v1.Page.received_at:type_name -> google.protobuf.Timestamp
-	40, // 1: toolcrib.discovery.v1.Run.state:type_name -> toolcrib.catalog.v1.DiscoveryState
+	49, // 0: toolcrib.discovery.v1.Page.received_at:type_name -> google.protobuf.Timestamp
+	50, // 1: toolcrib.discovery.v1.Run.state:type_name -> toolcrib.catalog.v1.DiscoveryState
 	0,  // 2: toolcrib.discovery.v1.Run.reason:type_name -> toolcrib.discovery.v1.RunReason
 	1,  // 3: toolcrib.discovery.v1.Run.trigger:type_name -> toolcrib.discovery.v1.ScanTrigger
-	39, // 4: toolcrib.discovery.v1.Run.started_at:type_name -> google.protobuf.Timestamp
-	39, // 5: toolcrib.discovery.v1.Run.finished_at:type_name -> google.protobuf.Timestamp
-	3,  // 6: toolcrib.discovery.v1.Run.pages:type_name -> toolcrib.discovery.v1.Page
-	4,  // 7: toolcrib.discovery.v1.Run.flags:type_name -> toolcrib.discovery.v1.RunFlag
-	36, // 8: toolcrib.discovery.v1.Run.comparison:type_name -> toolcrib.discovery.v1.RunComparison
+	49, // 4: toolcrib.discovery.v1.Run.started_at:type_name -> google.protobuf.Timestamp
+	49, // 5: toolcrib.discovery.v1.Run.finished_at:type_name -> google.protobuf.Timestamp
+	5,  // 6: toolcrib.discovery.v1.Run.pages:type_name -> toolcrib.discovery.v1.Page
+	6,  // 7: toolcrib.discovery.v1.Run.flags:type_name -> toolcrib.discovery.v1.RunFlag
+	38, // 8: toolcrib.discovery.v1.Run.comparison:type_name -> toolcrib.discovery.v1.RunComparison
 	2,  // 9: toolcrib.discovery.v1.ActivePointer.state:type_name -> toolcrib.discovery.v1.PointerState
-	40, // 10: toolcrib.discovery.v1.ActivePointer.snapshot_state:type_name -> toolcrib.catalog.v1.DiscoveryState
-	39, // 11: toolcrib.discovery.v1.ActivePointer.moved_at:type_name -> google.protobuf.Timestamp
-	39, // 12: toolcrib.discovery.v1.ActivePointer.fresh_until:type_name -> google.protobuf.Timestamp
-	40, // 13: toolcrib.discovery.v1.Generation.state:type_name -> toolcrib.catalog.v1.DiscoveryState
-	39, // 14: toolcrib.discovery.v1.Generation.committed_at:type_name -> google.protobuf.Timestamp
-	39, // 15: toolcrib.discovery.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
-	39, // 16: toolcrib.discovery.v1.Generation.bound_until:type_name -> google.protobuf.Timestamp
-	8,  // 17: toolcrib.discovery.v1.TriggerScanResponse.scans:type_name -> toolcrib.discovery.v1.ScanTicket
-	5,  // 18: toolcrib.discovery.v1.GetRunResponse.run:type_name -> toolcrib.discovery.v1.Run
-	40, // 19: toolcrib.discovery.v1.ListRunsRequest.states:type_name -> toolcrib.catalog.v1.DiscoveryState
-	5,  // 20: toolcrib.discovery.v1.ListRunsResponse.runs:type_name -> toolcrib.discovery.v1.Run
-	6,  // 21: toolcrib.discovery.v1.GetActiveSnapshotResponse.pointer:type_name -> toolcrib.discovery.v1.ActivePointer
-	41, // 22: toolcrib.discovery.v1.GetActiveSnapshotResponse.snapshot:type_name -> toolcrib.catalog.v1.Snapshot
-	41, // 23: toolcrib.discovery.v1.GetSnapshotResponse.snapshot:type_name -> toolcrib.catalog.v1.Snapshot
-	7,  // 24: toolcrib.discovery.v1.ListGenerationsResponse.generations:type_name -> toolcrib.discovery.v1.Generation
-	6,  // 25: toolcrib.discovery.v1.RollbackResponse.pointer:type_name -> toolcrib.discovery.v1.ActivePointer
-	42, // 26: toolcrib.discovery.v1.RollbackResponse.receipt:type_name -> toolcrib.catalog.v1.CatalogReceipt
-	39, // 27: toolcrib.discovery.v1.BindGenerationRequest.bound_until:type_name -> google.protobuf.Timestamp
-	39, // 28: toolcrib.discovery.v1.BindGenerationResponse.bound_until:type_name -> google.protobuf.Timestamp
-	6,  // 29: toolcrib.discovery.v1.PointerChange.pointer:type_name -> toolcrib.discovery.v1.ActivePointer
-	42, // 30: toolcrib.discovery.v1.PointerChange.receipt:type_name -> toolcrib.catalog.v1.CatalogReceipt
-	26, // 31: toolcrib.discovery.v1.WatchResponse.change:type_name -> toolcrib.discovery.v1.PointerChange
-	43, // 32: toolcrib.discovery.v1.WatchResponse.heartbeat:type_name -> toolcrib.catalog.v1.Heartbeat
-	28, // 33: toolcrib.discovery.v1.StaticToolList.tools:type_name -> toolcrib.discovery.v1.StaticTool
-	39, // 34: toolcrib.discovery.v1.StaticToolList.set_at:type_name -> google.protobuf.Timestamp
-	28, // 35: toolcrib.discovery.v1.SetStaticToolListRequest.tools:type_name -> toolcrib.discovery.v1.StaticTool
-	29, // 36: toolcrib.discovery.v1.SetStaticToolListResponse.list:type_name -> toolcrib.discovery.v1.StaticToolList
-	29, // 37: toolcrib.discovery.v1.GetStaticToolListResponse.list:type_name -> toolcrib.discovery.v1.StaticToolList
-	34, // 38: toolcrib.discovery.v1.ToolDiff.changed:type_name -> toolcrib.discovery.v1.ToolChange
-	35, // 39: toolcrib.discovery.v1.RunComparison.against_static:type_name -> toolcrib.discovery.v1.ToolDiff
-	35, // 40: toolcrib.discovery.v1.RunComparison.against_previous:type_name -> toolcrib.discovery.v1.ToolDiff
-	39, // 41: toolcrib.discovery.v1.RunComparison.compared_at:type_name -> google.protobuf.Timestamp
-	36, // 42: toolcrib.discovery.v1.GetRunComparisonResponse.comparison:type_name -> toolcrib.discovery.v1.RunComparison
-	9,  // 43: toolcrib.discovery.v1.DiscoveryService.TriggerScan:input_type -> toolcrib.discovery.v1.TriggerScanRequest
-	11, // 44: toolcrib.discovery.v1.DiscoveryService.GetRun:input_type -> toolcrib.discovery.v1.GetRunRequest
-	13, // 45: toolcrib.discovery.v1.DiscoveryService.ListRuns:input_type -> toolcrib.discovery.v1.ListRunsRequest
-	15, // 46: toolcrib.discovery.v1.DiscoveryService.GetActiveSnapshot:input_type -> toolcrib.discovery.v1.GetActiveSnapshotRequest
-	17, // 47: toolcrib.discovery.v1.DiscoveryService.GetSnapshot:input_type -> toolcrib.discovery.v1.GetSnapshotRequest
-	19, // 48: toolcrib.discovery.v1.DiscoveryService.ListGenerations:input_type -> toolcrib.discovery.v1.ListGenerationsRequest
-	21, // 49: toolcrib.discovery.v1.DiscoveryService.Rollback:input_type -> toolcrib.discovery.v1.RollbackRequest
-	23, // 50: toolcrib.discovery.v1.DiscoveryService.BindGeneration:input_type -> toolcrib.discovery.v1.BindGenerationRequest
-	30, // 51: toolcrib.discovery.v1.DiscoveryService.SetStaticToolList:input_type -> toolcrib.discovery.v1.SetStaticToolListRequest
-	32, // 52: toolcrib.discovery.v1.DiscoveryService.GetStaticToolList:input_type -> toolcrib.discovery.v1.GetStaticToolListRequest
-	37, // 53: toolcrib.discovery.v1.DiscoveryService.GetRunComparison:input_type -> toolcrib.discovery.v1.GetRunComparisonRequest
-	25, // 54: toolcrib.discovery.v1.DiscoveryService.Watch:input_type -> toolcrib.discovery.v1.WatchRequest
-	10, // 55: toolcrib.discovery.v1.DiscoveryService.TriggerScan:output_type -> toolcrib.discovery.v1.TriggerScanResponse
-	12, // 56: toolcrib.discovery.v1.DiscoveryService.GetRun:output_type -> toolcrib.discovery.v1.GetRunResponse
-	14, // 57: toolcrib.discovery.v1.DiscoveryService.ListRuns:output_type -> toolcrib.discovery.v1.ListRunsResponse
-	16, // 58: toolcrib.discovery.v1.DiscoveryService.GetActiveSnapshot:output_type -> toolcrib.discovery.v1.GetActiveSnapshotResponse
-	18, // 59: toolcrib.discovery.v1.DiscoveryService.GetSnapshot:output_type -> toolcrib.discovery.v1.GetSnapshotResponse
-	20, // 60: toolcrib.discovery.v1.DiscoveryService.ListGenerations:output_type -> toolcrib.discovery.v1.ListGenerationsResponse
-	22, // 61: toolcrib.discovery.v1.DiscoveryService.Rollback:output_type -> toolcrib.discovery.v1.RollbackResponse
-	24, // 62: toolcrib.discovery.v1.DiscoveryService.BindGeneration:output_type -> toolcrib.discovery.v1.BindGenerationResponse
-	31, // 63: toolcrib.discovery.v1.DiscoveryService.SetStaticToolList:output_type -> toolcrib.discovery.v1.SetStaticToolListResponse
-	33, // 64: toolcrib.discovery.v1.DiscoveryService.GetStaticToolList:output_type -> toolcrib.discovery.v1.GetStaticToolListResponse
-	38, // 65: toolcrib.discovery.v1.DiscoveryService.GetRunComparison:output_type -> toolcrib.discovery.v1.GetRunComparisonResponse
-	27, // 66: toolcrib.discovery.v1.DiscoveryService.Watch:output_type -> toolcrib.discovery.v1.WatchResponse
-	55, // [55:67] is the sub-list for method output_type
-	43, // [43:55] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	50, // 10: toolcrib.discovery.v1.ActivePointer.snapshot_state:type_name -> toolcrib.catalog.v1.DiscoveryState
+	49, // 11: toolcrib.discovery.v1.ActivePointer.moved_at:type_name -> google.protobuf.Timestamp
+	49, // 12: toolcrib.discovery.v1.ActivePointer.fresh_until:type_name -> google.protobuf.Timestamp
+	50, // 13: toolcrib.discovery.v1.Generation.state:type_name -> toolcrib.catalog.v1.DiscoveryState
+	49, // 14: toolcrib.discovery.v1.Generation.committed_at:type_name -> google.protobuf.Timestamp
+	49, // 15: toolcrib.discovery.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
+	49, // 16: toolcrib.discovery.v1.Generation.bound_until:type_name -> google.protobuf.Timestamp
+	10, // 17: toolcrib.discovery.v1.TriggerScanResponse.scans:type_name -> toolcrib.discovery.v1.ScanTicket
+	7,  // 18: toolcrib.discovery.v1.GetRunResponse.run:type_name -> toolcrib.discovery.v1.Run
+	50, // 19: toolcrib.discovery.v1.ListRunsRequest.states:type_name -> toolcrib.catalog.v1.DiscoveryState
+	7,  // 20: toolcrib.discovery.v1.ListRunsResponse.runs:type_name -> toolcrib.discovery.v1.Run
+	8,  // 21: toolcrib.discovery.v1.GetActiveSnapshotResponse.pointer:type_name -> toolcrib.discovery.v1.ActivePointer
+	51, // 22: toolcrib.discovery.v1.GetActiveSnapshotResponse.snapshot:type_name -> toolcrib.catalog.v1.Snapshot
+	51, // 23: toolcrib.discovery.v1.GetSnapshotResponse.snapshot:type_name -> toolcrib.catalog.v1.Snapshot
+	9,  // 24: toolcrib.discovery.v1.ListGenerationsResponse.generations:type_name -> toolcrib.discovery.v1.Generation
+	8,  // 25: toolcrib.discovery.v1.RollbackResponse.pointer:type_name -> toolcrib.discovery.v1.ActivePointer
+	52, // 26: toolcrib.discovery.v1.RollbackResponse.receipt:type_name -> toolcrib.catalog.v1.CatalogReceipt
+	49, // 27: toolcrib.discovery.v1.BindGenerationRequest.bound_until:type_name -> google.protobuf.Timestamp
+	49, // 28: toolcrib.discovery.v1.BindGenerationResponse.bound_until:type_name -> google.protobuf.Timestamp
+	8,  // 29: toolcrib.discovery.v1.PointerChange.pointer:type_name -> toolcrib.discovery.v1.ActivePointer
+	52, // 30: toolcrib.discovery.v1.PointerChange.receipt:type_name -> toolcrib.catalog.v1.CatalogReceipt
+	28, // 31: toolcrib.discovery.v1.WatchResponse.change:type_name -> toolcrib.discovery.v1.PointerChange
+	53, // 32: toolcrib.discovery.v1.WatchResponse.heartbeat:type_name -> toolcrib.catalog.v1.Heartbeat
+	30, // 33: toolcrib.discovery.v1.StaticToolList.tools:type_name -> toolcrib.discovery.v1.StaticTool
+	49, // 34: toolcrib.discovery.v1.StaticToolList.set_at:type_name -> google.protobuf.Timestamp
+	30, // 35: toolcrib.discovery.v1.SetStaticToolListRequest.tools:type_name -> toolcrib.discovery.v1.StaticTool
+	31, // 36: toolcrib.discovery.v1.SetStaticToolListResponse.list:type_name -> toolcrib.discovery.v1.StaticToolList
+	31, // 37: toolcrib.discovery.v1.GetStaticToolListResponse.list:type_name -> toolcrib.discovery.v1.StaticToolList
+	36, // 38: toolcrib.discovery.v1.ToolDiff.changed:type_name -> toolcrib.discovery.v1.ToolChange
+	37, // 39: toolcrib.discovery.v1.RunComparison.against_static:type_name -> toolcrib.discovery.v1.ToolDiff
+	37, // 40: toolcrib.discovery.v1.RunComparison.against_previous:type_name -> toolcrib.discovery.v1.ToolDiff
+	49, // 41: toolcrib.discovery.v1.RunComparison.compared_at:type_name -> google.protobuf.Timestamp
+	38, // 42: toolcrib.discovery.v1.GetRunComparisonResponse.comparison:type_name -> toolcrib.discovery.v1.RunComparison
+	3,  // 43: toolcrib.discovery.v1.Incident.kind:type_name -> toolcrib.discovery.v1.IncidentKind
+	49, // 44: toolcrib.discovery.v1.Incident.observed_at:type_name -> google.protobuf.Timestamp
+	49, // 45: toolcrib.discovery.v1.Incident.reported_at:type_name -> google.protobuf.Timestamp
+	3,  // 46: toolcrib.discovery.v1.ReportIncidentRequest.kind:type_name -> toolcrib.discovery.v1.IncidentKind
+	49, // 47: toolcrib.discovery.v1.ReportIncidentRequest.observed_at:type_name -> google.protobuf.Timestamp
+	41, // 48: toolcrib.discovery.v1.ReportIncidentResponse.incident:type_name -> toolcrib.discovery.v1.Incident
+	4,  // 49: toolcrib.discovery.v1.GuardAction.rule:type_name -> toolcrib.discovery.v1.GuardRule
+	54, // 50: toolcrib.discovery.v1.GuardAction.move:type_name -> toolcrib.catalog.v1.PointerMove
+	49, // 51: toolcrib.discovery.v1.GuardAction.window_start:type_name -> google.protobuf.Timestamp
+	49, // 52: toolcrib.discovery.v1.GuardAction.decided_at:type_name -> google.protobuf.Timestamp
+	49, // 53: toolcrib.discovery.v1.GuardAction.resumed_at:type_name -> google.protobuf.Timestamp
+	44, // 54: toolcrib.discovery.v1.ListGuardActionsResponse.actions:type_name -> toolcrib.discovery.v1.GuardAction
+	44, // 55: toolcrib.discovery.v1.ResumeGuardResponse.resumed:type_name -> toolcrib.discovery.v1.GuardAction
+	11, // 56: toolcrib.discovery.v1.DiscoveryService.TriggerScan:input_type -> toolcrib.discovery.v1.TriggerScanRequest
+	13, // 57: toolcrib.discovery.v1.DiscoveryService.GetRun:input_type -> toolcrib.discovery.v1.GetRunRequest
+	15, // 58: toolcrib.discovery.v1.DiscoveryService.ListRuns:input_type -> toolcrib.discovery.v1.ListRunsRequest
+	17, // 59: toolcrib.discovery.v1.DiscoveryService.GetActiveSnapshot:input_type -> toolcrib.discovery.v1.GetActiveSnapshotRequest
+	19, // 60: toolcrib.discovery.v1.DiscoveryService.GetSnapshot:input_type -> toolcrib.discovery.v1.GetSnapshotRequest
+	21, // 61: toolcrib.discovery.v1.DiscoveryService.ListGenerations:input_type -> toolcrib.discovery.v1.ListGenerationsRequest
+	23, // 62: toolcrib.discovery.v1.DiscoveryService.Rollback:input_type -> toolcrib.discovery.v1.RollbackRequest
+	25, // 63: toolcrib.discovery.v1.DiscoveryService.BindGeneration:input_type -> toolcrib.discovery.v1.BindGenerationRequest
+	32, // 64: toolcrib.discovery.v1.DiscoveryService.SetStaticToolList:input_type -> toolcrib.discovery.v1.SetStaticToolListRequest
+	34, // 65: toolcrib.discovery.v1.DiscoveryService.GetStaticToolList:input_type -> toolcrib.discovery.v1.GetStaticToolListRequest
+	39, // 66: toolcrib.discovery.v1.DiscoveryService.GetRunComparison:input_type -> toolcrib.discovery.v1.GetRunComparisonRequest
+	42, // 67: toolcrib.discovery.v1.DiscoveryService.ReportIncident:input_type -> toolcrib.discovery.v1.ReportIncidentRequest
+	45, // 68: toolcrib.discovery.v1.DiscoveryService.ListGuardActions:input_type -> toolcrib.discovery.v1.ListGuardActionsRequest
+	47, // 69: toolcrib.discovery.v1.DiscoveryService.ResumeGuard:input_type -> toolcrib.discovery.v1.ResumeGuardRequest
+	27, // 70: toolcrib.discovery.v1.DiscoveryService.Watch:input_type -> toolcrib.discovery.v1.WatchRequest
+	12, // 71: toolcrib.discovery.v1.DiscoveryService.TriggerScan:output_type -> toolcrib.discovery.v1.TriggerScanResponse
+	14, // 72: toolcrib.discovery.v1.DiscoveryService.GetRun:output_type -> toolcrib.discovery.v1.GetRunResponse
+	16, // 73: toolcrib.discovery.v1.DiscoveryService.ListRuns:output_type -> toolcrib.discovery.v1.ListRunsResponse
+	18, // 74: toolcrib.discovery.v1.DiscoveryService.GetActiveSnapshot:output_type -> toolcrib.discovery.v1.GetActiveSnapshotResponse
+	20, // 75: toolcrib.discovery.v1.DiscoveryService.GetSnapshot:output_type -> toolcrib.discovery.v1.GetSnapshotResponse
+	22, // 76: toolcrib.discovery.v1.DiscoveryService.ListGenerations:output_type -> toolcrib.discovery.v1.ListGenerationsResponse
+	24, // 77: toolcrib.discovery.v1.DiscoveryService.Rollback:output_type -> toolcrib.discovery.v1.RollbackResponse
+	26, // 78: toolcrib.discovery.v1.DiscoveryService.BindGeneration:output_type -> toolcrib.discovery.v1.BindGenerationResponse
+	33, // 79: toolcrib.discovery.v1.DiscoveryService.SetStaticToolList:output_type -> toolcrib.discovery.v1.SetStaticToolListResponse
+	35, // 80: toolcrib.discovery.v1.DiscoveryService.GetStaticToolList:output_type -> toolcrib.discovery.v1.GetStaticToolListResponse
+	40, // 81: toolcrib.discovery.v1.DiscoveryService.GetRunComparison:output_type -> toolcrib.discovery.v1.GetRunComparisonResponse
+	43, // 82: toolcrib.discovery.v1.DiscoveryService.ReportIncident:output_type -> toolcrib.discovery.v1.ReportIncidentResponse
+	46, // 83: toolcrib.discovery.v1.DiscoveryService.ListGuardActions:output_type -> toolcrib.discovery.v1.ListGuardActionsResponse
+	48, // 84: toolcrib.discovery.v1.DiscoveryService.ResumeGuard:output_type -> toolcrib.discovery.v1.ResumeGuardResponse
+	29, // 85: toolcrib.discovery.v1.DiscoveryService.Watch:output_type -> toolcrib.discovery.v1.WatchResponse
+	71, // [71:86] is the sub-list for method output_type
+	56, // [56:71] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_toolcrib_discovery_v1_discovery_proto_init() }
@@ -3756,8 +4739,8 @@ func file_toolcrib_discovery_v1_discovery_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolcrib_discovery_v1_discovery_proto_rawDesc), len(file_toolcrib_discovery_v1_discovery_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   36,
+			NumEnums:      5,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

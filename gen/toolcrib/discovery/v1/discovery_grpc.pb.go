@@ -40,6 +40,9 @@ const (
 	DiscoveryService_SetStaticToolList_FullMethodName = "/toolcrib.discovery.v1.DiscoveryService/SetStaticToolList"
 	DiscoveryService_GetStaticToolList_FullMethodName = "/toolcrib.discovery.v1.DiscoveryService/GetStaticToolList"
 	DiscoveryService_GetRunComparison_FullMethodName  = "/toolcrib.discovery.v1.DiscoveryService/GetRunComparison"
+	DiscoveryService_ReportIncident_FullMethodName    = "/toolcrib.discovery.v1.DiscoveryService/ReportIncident"
+	DiscoveryService_ListGuardActions_FullMethodName  = "/toolcrib.discovery.v1.DiscoveryService/ListGuardActions"
+	DiscoveryService_ResumeGuard_FullMethodName       = "/toolcrib.discovery.v1.DiscoveryService/ResumeGuard"
 	DiscoveryService_Watch_FullMethodName             = "/toolcrib.discovery.v1.DiscoveryService/Watch"
 )
 
@@ -100,6 +103,24 @@ type DiscoveryServiceClient interface {
 	// NOT_FOUND when none is stored (or the principal may not read the
 	// class's tenant).
 	GetRunComparison(ctx context.Context, in *GetRunComparisonRequest, opts ...grpc.CallOption) (*GetRunComparisonResponse, error)
+	// ReportIncident records one unauthorized event seen by another service
+	// (the lease service, admission) against a (server, audience class):
+	// durably, once per `event_id` (a repeated report returns the stored
+	// incident with `duplicate` set and changes nothing). The rollout guard
+	// rolls the pair's pointer back (or closes it) at its next pass: one
+	// incident is enough. Services only; anyone else is PERMISSION_DENIED.
+	ReportIncident(ctx context.Context, in *ReportIncidentRequest, opts ...grpc.CallOption) (*ReportIncidentResponse, error)
+	// ListGuardActions returns the rollout guard's automatic pointer moves,
+	// newest first, each with its evidence and whether an operator resumed
+	// the pair since. Platform admins and services only.
+	ListGuardActions(ctx context.Context, in *ListGuardActionsRequest, opts ...grpc.CallOption) (*ListGuardActionsResponse, error)
+	// ResumeGuard ends the guard's hold on a (server, audience class): after
+	// an automatic move the guard does nothing more for the pair until then.
+	// Evidence from before the resume is never counted again. It does not
+	// move the pointer and does not resume lease issuance (that is
+	// LeaseService.FreezeIssuance with frozen false). Idempotent: a pair not
+	// held answers with no actions. Platform admins only.
+	ResumeGuard(ctx context.Context, in *ResumeGuardRequest, opts ...grpc.CallOption) (*ResumeGuardResponse, error)
 	// Watch streams every pointer move in commit order from a revision, with
 	// heartbeats. After REVISION_COMPACTED, re-read the pointers
 	// (GetActiveSnapshot) and watch again.
@@ -248,6 +269,36 @@ func (c *discoveryServiceClient) GetRunComparison(ctx context.Context, in *GetRu
 	return out, nil
 }
 
+func (c *discoveryServiceClient) ReportIncident(ctx context.Context, in *ReportIncidentRequest, opts ...grpc.CallOption) (*ReportIncidentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportIncidentResponse)
+	err := c.cc.Invoke(ctx, DiscoveryService_ReportIncident_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *discoveryServiceClient) ListGuardActions(ctx context.Context, in *ListGuardActionsRequest, opts ...grpc.CallOption) (*ListGuardActionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListGuardActionsResponse)
+	err := c.cc.Invoke(ctx, DiscoveryService_ListGuardActions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *discoveryServiceClient) ResumeGuard(ctx context.Context, in *ResumeGuardRequest, opts ...grpc.CallOption) (*ResumeGuardResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeGuardResponse)
+	err := c.cc.Invoke(ctx, DiscoveryService_ResumeGuard_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *discoveryServiceClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &DiscoveryService_ServiceDesc.Streams[0], DiscoveryService_Watch_FullMethodName, cOpts...)
@@ -324,6 +375,24 @@ type DiscoveryServiceServer interface {
 	// NOT_FOUND when none is stored (or the principal may not read the
 	// class's tenant).
 	GetRunComparison(context.Context, *GetRunComparisonRequest) (*GetRunComparisonResponse, error)
+	// ReportIncident records one unauthorized event seen by another service
+	// (the lease service, admission) against a (server, audience class):
+	// durably, once per `event_id` (a repeated report returns the stored
+	// incident with `duplicate` set and changes nothing). The rollout guard
+	// rolls the pair's pointer back (or closes it) at its next pass: one
+	// incident is enough. Services only; anyone else is PERMISSION_DENIED.
+	ReportIncident(context.Context, *ReportIncidentRequest) (*ReportIncidentResponse, error)
+	// ListGuardActions returns the rollout guard's automatic pointer moves,
+	// newest first, each with its evidence and whether an operator resumed
+	// the pair since. Platform admins and services only.
+	ListGuardActions(context.Context, *ListGuardActionsRequest) (*ListGuardActionsResponse, error)
+	// ResumeGuard ends the guard's hold on a (server, audience class): after
+	// an automatic move the guard does nothing more for the pair until then.
+	// Evidence from before the resume is never counted again. It does not
+	// move the pointer and does not resume lease issuance (that is
+	// LeaseService.FreezeIssuance with frozen false). Idempotent: a pair not
+	// held answers with no actions. Platform admins only.
+	ResumeGuard(context.Context, *ResumeGuardRequest) (*ResumeGuardResponse, error)
 	// Watch streams every pointer move in commit order from a revision, with
 	// heartbeats. After REVISION_COMPACTED, re-read the pointers
 	// (GetActiveSnapshot) and watch again.
@@ -394,6 +463,15 @@ func (UnimplementedDiscoveryServiceServer) GetStaticToolList(context.Context, *G
 }
 func (UnimplementedDiscoveryServiceServer) GetRunComparison(context.Context, *GetRunComparisonRequest) (*GetRunComparisonResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetRunComparison not implemented")
+}
+func (UnimplementedDiscoveryServiceServer) ReportIncident(context.Context, *ReportIncidentRequest) (*ReportIncidentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportIncident not implemented")
+}
+func (UnimplementedDiscoveryServiceServer) ListGuardActions(context.Context, *ListGuardActionsRequest) (*ListGuardActionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListGuardActions not implemented")
+}
+func (UnimplementedDiscoveryServiceServer) ResumeGuard(context.Context, *ResumeGuardRequest) (*ResumeGuardResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeGuard not implemented")
 }
 func (UnimplementedDiscoveryServiceServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
@@ -617,6 +695,60 @@ func _DiscoveryService_GetRunComparison_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DiscoveryService_ReportIncident_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportIncidentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DiscoveryServiceServer).ReportIncident(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DiscoveryService_ReportIncident_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DiscoveryServiceServer).ReportIncident(ctx, req.(*ReportIncidentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DiscoveryService_ListGuardActions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListGuardActionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DiscoveryServiceServer).ListGuardActions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DiscoveryService_ListGuardActions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DiscoveryServiceServer).ListGuardActions(ctx, req.(*ListGuardActionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DiscoveryService_ResumeGuard_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeGuardRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DiscoveryServiceServer).ResumeGuard(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DiscoveryService_ResumeGuard_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DiscoveryServiceServer).ResumeGuard(ctx, req.(*ResumeGuardRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _DiscoveryService_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -678,6 +810,18 @@ var DiscoveryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetRunComparison",
 			Handler:    _DiscoveryService_GetRunComparison_Handler,
+		},
+		{
+			MethodName: "ReportIncident",
+			Handler:    _DiscoveryService_ReportIncident_Handler,
+		},
+		{
+			MethodName: "ListGuardActions",
+			Handler:    _DiscoveryService_ListGuardActions_Handler,
+		},
+		{
+			MethodName: "ResumeGuard",
+			Handler:    _DiscoveryService_ResumeGuard_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

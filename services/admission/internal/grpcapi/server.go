@@ -58,6 +58,14 @@ type Options struct {
 	// Decided is called once per answered Check with its reason and the
 	// cache level (metrics); nil for none.
 	Decided func(decision.Reason, cache.Level)
+	// AuditRate is the share (0..1) of ALLOWs answered from the decision
+	// cache that are re-decided from direct reads (see maybeAudit); a
+	// denial is reported to Incidents. 0 or a nil Incidents audits none.
+	AuditRate float64
+	Incidents IncidentReporter
+	// Audited is called once per re-check made, with whether it denied
+	// (metrics); nil for none.
+	Audited func(denied bool)
 }
 
 // Server is the AdmissionService.
@@ -67,6 +75,8 @@ type Server struct {
 	sets  *lru.Cache[string, *search.Set]
 	views *lru.Cache[viewKey, *view]
 	ids   idPool
+	// audits holds a token per re-check running (at most maxAudits).
+	audits chan struct{}
 }
 
 // viewKey names what one principal holds at one epoch of its tenant.
@@ -99,7 +109,7 @@ func New(o Options) *Server {
 	}
 	sets, _ := lru.New[string, *search.Set](1024)
 	views, _ := lru.New[viewKey, *view](16_384)
-	return &Server{o: o, sets: sets, views: views}
+	return &Server{o: o, sets: sets, views: views, audits: make(chan struct{}, maxAudits)}
 }
 
 // errUnavailable wraps a failure to read what a decision needs.
@@ -197,6 +207,11 @@ func (s *Server) check(ctx context.Context, p principal.Principal, req *admissio
 		}
 		if entry, level, err = s.decide(ctx, p, r, &f, &res); err != nil {
 			return nil, err
+		}
+		if level != cache.Miss {
+			// A cache answer leaves f as it was before the material was
+			// read: the re-check fills in a copy.
+			s.maybeAudit(ctx, p, r, f, res, entry.Reason, level, rec.ReceiptId)
 		}
 		out = decision.Outcome{Reason: entry.Reason, Detail: entry.Detail}
 		rec.PolicyEpoch, rec.AudienceClass, rec.EffectClass = res.epoch, res.class, entry.Effect
@@ -420,10 +435,23 @@ func (s *Server) decide(ctx context.Context, p principal.Principal, r decision.R
 		}
 		return e, lvl, nil
 	}
+	e, err := s.prelim(ctx, p, r, f, res)
+	if err != nil {
+		return cache.Entry{}, cache.Miss, err
+	}
+	s.o.Cache.Put(key, e)
+	return e, cache.Miss, nil
+}
+
+// prelim makes the preliminary decision of a reachable request with a
+// pointer from the material (direct reads, never the decision cache):
+// decide's miss path, and the auditor's re-check of a cached ALLOW.
+func (s *Server) prelim(ctx context.Context, p principal.Principal, r decision.Request, f *decision.Facts, res *resolved) (cache.Entry, error) {
+	ptr := res.pointer
 	f.Pointer = &decision.Pointer{Generation: ptr.Generation, Closed: ptr.Closed, Unversioned: ptr.Unversioned, FreshUntil: ptr.FreshUntil}
 	gen, err := s.o.Material.Generation(ctx, ptr.ServerID, res.class, ptr.Generation)
 	if err != nil {
-		return cache.Entry{}, cache.Miss, unavailable(err)
+		return cache.Entry{}, unavailable(err)
 	}
 	var active *replica.ToolEntry
 	if t := gen.Tools[r.ToolID]; t != nil {
@@ -439,13 +467,13 @@ func (s *Server) decide(ctx context.Context, p principal.Principal, r decision.R
 				f.PlanTool = &decision.Tool{DescriptorDigest: t.DescriptorDigest, InputSchemaDigest: t.InputSchemaDigest}
 			}
 		} else if !errors.Is(err, replica.ErrNotFound) && !errors.Is(err, replica.ErrNotKept) {
-			return cache.Entry{}, cache.Miss, unavailable(err)
+			return cache.Entry{}, unavailable(err)
 		}
 	}
 	if active != nil {
 		f.Review, err = s.o.Material.Review(ctx, p.Tenant, res.epoch, res.class, r.ToolID, active.DescriptorDigest)
 		if err != nil {
-			return cache.Entry{}, cache.Miss, unavailable(err)
+			return cache.Entry{}, unavailable(err)
 		}
 	}
 	o := decision.Prelim(*f)
@@ -460,8 +488,7 @@ func (s *Server) decide(ctx context.Context, p principal.Principal, r decision.R
 	if f.Review.Approved != nil {
 		e.Effect = f.Review.Approved.Effect
 	}
-	s.o.Cache.Put(key, e)
-	return e, cache.Miss, nil
+	return e, nil
 }
 
 func (s *Server) argCheck(ctx context.Context, res resolved, e cache.Entry, r decision.Request, parsed args.Parsed) decision.ArgumentCheck {

@@ -134,6 +134,13 @@ type rig struct {
 
 func newRig(t *testing.T, src *sources, redis *redisclient.Client) *rig {
 	t.Helper()
+	return newRigWith(t, src, redis, nil)
+}
+
+// newRigWith is newRig with the server's options edited by edit (nil: as
+// newRig).
+func newRigWith(t *testing.T, src *sources, redis *redisclient.Client, edit func(*Options)) *rig {
+	t.Helper()
 	auth := servicetest.NewAuth(t)
 	v := auth.Verifier(t)
 	url := pgtest.NewDatabase(t, pgtest.Schema{Name: "admission", Sets: []postgres.Set{migrations.Set()}})
@@ -148,8 +155,12 @@ func newRig(t *testing.T, src *sources, redis *redisclient.Client) *rig {
 	w := receipts.New(pool, receipts.Options{Interval: 10 * time.Millisecond})
 	c := cache.New(cache.Options{Redis: redis, RedisTimeout: 50 * time.Millisecond})
 	t.Cleanup(c.Close)
-	srv := New(Options{Heads: heads, Material: replica.NewMaterial(src, src, src, 1000), Pointers: src, Cache: c,
-		Validator: args.NewValidator(100), Limits: args.DefaultLimits, Receipts: w, Replica: "test:1"})
+	o := Options{Heads: heads, Material: replica.NewMaterial(src, src, src, 1000), Pointers: src, Cache: c,
+		Validator: args.NewValidator(100), Limits: args.DefaultLimits, Receipts: w, Replica: "test:1"}
+	if edit != nil {
+		edit(&o)
+	}
+	srv := New(o)
 	gs := grpc.NewServer(grpc.UnaryInterceptor(v.UnaryServerInterceptor()))
 	admissionv1.RegisterAdmissionServiceServer(gs, srv)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

@@ -23,6 +23,7 @@ const Namespace = "toolcrib_admission"
 type Metrics struct {
 	decisions *prometheus.CounterVec
 	lookups   *prometheus.CounterVec
+	rechecks  *prometheus.CounterVec
 	// byReason and byLevel are the vectors' children, resolved once: a
 	// label lookup per Check was a measurable share of a cached Check.
 	byReason map[decision.Reason]prometheus.Counter
@@ -56,6 +57,10 @@ func New(reg prometheus.Registerer, src Sources) *Metrics {
 			Namespace: Namespace, Name: "decision_cache_total",
 			Help: "Check answers by where the preliminary decision came from: l1, l2 or miss (decided from the material, or before the cache by the request, tenant and freshness rules).",
 		}, []string{"level"}),
+		rechecks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "rechecks_total",
+			Help: "Cached ALLOWs re-decided from direct reads (--audit-rate), by result: allow, or deny (an unauthorized event reported to discovery).",
+		}, []string{"result"}),
 	}
 	m.byReason = map[decision.Reason]prometheus.Counter{}
 	for _, r := range append(slices.Clip(decision.Order), decision.Allow) {
@@ -64,7 +69,9 @@ func New(reg prometheus.Registerer, src Sources) *Metrics {
 	for _, l := range []cache.Level{cache.Miss, cache.L1, cache.L2} {
 		m.byLevel[l] = m.lookups.WithLabelValues(l.String())
 	}
-	reg.MustRegister(m.decisions, m.lookups)
+	reg.MustRegister(m.decisions, m.lookups, m.rechecks)
+	m.rechecks.WithLabelValues("allow")
+	m.rechecks.WithLabelValues("deny")
 	for _, s := range []replica.Stream{replica.RegistryStream, replica.DiscoveryStream} {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: Namespace, Name: "heartbeat_age_seconds", ConstLabels: prometheus.Labels{"stream": s.String()},
@@ -92,6 +99,19 @@ func New(reg prometheus.Registerer, src Sources) *Metrics {
 		}
 	}
 	return m
+}
+
+// Rechecked counts one re-check of a cached ALLOW (the
+// grpcapi.Options.Audited hook).
+func (m *Metrics) Rechecked(denied bool) {
+	if m == nil {
+		return
+	}
+	if denied {
+		m.rechecks.WithLabelValues("deny").Inc()
+		return
+	}
+	m.rechecks.WithLabelValues("allow").Inc()
 }
 
 // Decided counts one answered Check (the grpcapi.Options.Decided hook).

@@ -523,3 +523,55 @@ func (w *Writer) load(ctx context.Context, id string) (*admissionv1.Receipt, err
 	r.DecidedAt = timestamppb.New(at)
 	return &r, nil
 }
+
+// MaxSummaryTools bounds the tools of a [Summary].
+const MaxSummaryTools = 1000
+
+// Summary counts the stored receipts of one generation of a (server,
+// audience class) since a time.
+type Summary struct {
+	// Checks is every receipt counted, ALLOW or DENY.
+	Checks int64
+	// Tools are the tools with NOT_FOUND or STALE_CATALOG receipts, most
+	// denied first (ties by tool id), at most [MaxSummaryTools].
+	Tools []ToolDenials
+	// Truncated: more tools had such receipts than Tools holds.
+	Truncated bool
+}
+
+// ToolDenials counts one tool's missing-tool denials.
+type ToolDenials struct {
+	ToolID                 string
+	NotFound, StaleCatalog int64
+}
+
+// Summarize counts, from Postgres only, the receipts of (server, class,
+// generation) decided at or after since: receipts still queued on a
+// replica are not counted yet.
+func (w *Writer) Summarize(ctx context.Context, server, class string, generation int64, since time.Time) (Summary, error) {
+	var s Summary
+	nf, stale := int16(catalogv1.DecisionReason_DECISION_REASON_NOT_FOUND), int16(catalogv1.DecisionReason_DECISION_REASON_STALE_CATALOG)
+	if err := w.pool.QueryRow(ctx, `SELECT count(*) FROM receipts
+WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND decided_at >= $4`,
+		server, class, generation, since).Scan(&s.Checks); err != nil {
+		return s, err
+	}
+	rows, err := w.pool.Query(ctx, `SELECT tool_id, count(*) FILTER (WHERE reason = $5), count(*) FILTER (WHERE reason = $6)
+FROM receipts WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND decided_at >= $4 AND reason IN ($5, $6)
+GROUP BY tool_id ORDER BY count(*) DESC, tool_id LIMIT $7`, server, class, generation, since, nf, stale, MaxSummaryTools+1)
+	if err != nil {
+		return s, err
+	}
+	s.Tools, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (ToolDenials, error) {
+		var t ToolDenials
+		err := r.Scan(&t.ToolID, &t.NotFound, &t.StaleCatalog)
+		return t, err
+	})
+	if err != nil {
+		return s, err
+	}
+	if len(s.Tools) > MaxSummaryTools {
+		s.Tools, s.Truncated = s.Tools[:MaxSummaryTools], true
+	}
+	return s, nil
+}

@@ -21,6 +21,7 @@ type Metrics struct {
 	pages        prometheus.Histogram
 	tools        prometheus.Histogram
 	moves        *prometheus.CounterVec
+	guard        *prometheus.CounterVec
 }
 
 // New creates discovery's metrics and registers them on reg.
@@ -49,8 +50,12 @@ func New(reg prometheus.Registerer) *Metrics {
 			Namespace: Namespace, Name: "pointer_moves_total",
 			Help: "Active-pointer changes committed, by move (ACTIVATE, REFRESH, ROLLBACK, CLOSE).",
 		}, []string{"move"}),
+		guard: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "guard_actions_total",
+			Help: "Automatic pointer moves the rollout guard attempted, by rule (MISSING_TOOL_RATE, UNAUTHORIZED_EVENT) and outcome (ROLLBACK, CLOSE, FAILED).",
+		}, []string{"rule", "outcome"}),
 	}
-	reg.MustRegister(m.runs, m.scanDuration, m.pages, m.tools, m.moves)
+	reg.MustRegister(m.runs, m.scanDuration, m.pages, m.tools, m.moves, m.guard)
 	return m
 }
 
@@ -131,3 +136,12 @@ func (q *queueDepth) Collect(ch chan<- prometheus.Metric) {
 // QueueStates are the River job states the queue gauge reports: the jobs
 // that still have work ahead of them.
 var QueueStates = []string{"available", "pending", "retryable", "running", "scheduled"}
+
+// GuardAction counts one automatic move of the rollout guard: outcome is
+// ROLLBACK, CLOSE or FAILED.
+func (m *Metrics) GuardAction(rule discoveryv1.GuardRule, outcome string) {
+	if m == nil {
+		return
+	}
+	m.guard.WithLabelValues(strings.TrimPrefix(rule.String(), "GUARD_RULE_"), outcome).Inc()
+}

@@ -68,6 +68,31 @@ func (RetentionArgs) InsertOpts() river.InsertOpts {
 	}}}
 }
 
+// GuardArgs are the arguments of the periodic `discovery_rollout_guard` job:
+// one rollout-guard pass (see package guard). Unique while queued or
+// running, and only River's leader inserts periodic jobs, so one process
+// runs the guard at a time.
+type GuardArgs struct{}
+
+// Kind implements river.JobArgs.
+func (GuardArgs) Kind() string { return "discovery_rollout_guard" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (GuardArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: GuardQueue, MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{
+		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateScheduled,
+	}}}
+}
+
+type guardWorker struct {
+	river.WorkerDefaults[GuardArgs]
+	s *Scanner
+}
+
+func (w *guardWorker) Work(ctx context.Context, _ *river.Job[GuardArgs]) error {
+	return w.s.cfg.Guard(ctx)
+}
+
 type scanWorker struct {
 	river.WorkerDefaults[ScanArgs]
 	s *Scanner

@@ -33,6 +33,10 @@ import (
 // Queue is River's queue for discovery's jobs.
 const Queue = "discovery"
 
+// GuardQueue is the rollout guard's own queue (one worker per process), so
+// its passes never wait behind scans that fill the workers.
+const GuardQueue = "discovery_guard"
+
 // Config tunes the scanner; zero fields take the defaults in parentheses.
 type Config struct {
 	// Workers is how many scans run at once in this process (16).
@@ -95,6 +99,10 @@ type Config struct {
 	// Metrics receives the scanner's Prometheus metrics; nil registers
 	// them nowhere.
 	Metrics prometheus.Registerer
+	// Guard is one rollout-guard pass, run every GuardInterval as the
+	// periodic unique job `discovery_rollout_guard`; nil runs none.
+	Guard         func(context.Context) error
+	GuardInterval time.Duration
 	// AutoScans queues scans by itself: on registry changes (watch) and
 	// periodically (refresh). Tests that drive every scan turn it off.
 	AutoScans bool
@@ -137,6 +145,7 @@ func (c Config) withDefaults() Config {
 	def(&c.ListenBackoffMax, time.Minute)
 	def(&c.NotifyMinInterval, time.Second)
 	def(&c.NotifyMaxInterval, 5*time.Minute)
+	def(&c.GuardInterval, 2*time.Second)
 	c.NotifyMaxInterval = max(c.NotifyMaxInterval, c.NotifyMinInterval)
 	if c.LookupEnv == nil {
 		c.LookupEnv = os.LookupEnv
@@ -186,9 +195,10 @@ func New(pool *pgxpool.Pool, st *store.Store, log *changelog.Log, reg registrycl
 	river.AddWorker(workers, &scanWorker{s: s})
 	river.AddWorker(workers, &refreshWorker{s: s})
 	river.AddWorker(workers, &retentionWorker{s: s})
+	river.AddWorker(workers, &guardWorker{s: s})
 	rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Schema:               store.Schema,
-		Queues:               map[string]river.QueueConfig{Queue: {MaxWorkers: cfg.Workers}},
+		Queues:               queues(cfg),
 		Workers:              workers,
 		JobTimeout:           cfg.ScanTimeout,
 		RescueStuckJobsAfter: cfg.RescueAfter,
@@ -208,12 +218,24 @@ func New(pool *pgxpool.Pool, st *store.Store, log *changelog.Log, reg registrycl
 	return s, nil
 }
 
+func queues(cfg Config) map[string]river.QueueConfig {
+	q := map[string]river.QueueConfig{Queue: {MaxWorkers: cfg.Workers}}
+	if cfg.Guard != nil {
+		q[GuardQueue] = river.QueueConfig{MaxWorkers: 1}
+	}
+	return q
+}
+
 func periodic(cfg Config) []*river.PeriodicJob {
 	jobs := []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(cfg.RetentionInterval),
 		func() (river.JobArgs, *river.InsertOpts) { return RetentionArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true})}
 	if cfg.AutoScans {
 		jobs = append(jobs, river.NewPeriodicJob(river.PeriodicInterval(cfg.RefreshTick),
 			func() (river.JobArgs, *river.InsertOpts) { return RefreshArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}))
+	}
+	if cfg.Guard != nil {
+		jobs = append(jobs, river.NewPeriodicJob(river.PeriodicInterval(cfg.GuardInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return GuardArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}))
 	}
 	return jobs
 }

@@ -26,6 +26,22 @@ import (
 func (s *Store) Rollback(ctx context.Context, serverID, audienceClass string, expected, to int64, reason string) (*Committed, error) {
 	var out *Committed
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		out, err = s.rollbackTx(ctx, tx, serverID, audienceClass, expected, to, reason)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.moved(out)
+	return out, nil
+}
+
+// rollbackTx is [Store.Rollback] in tx; the caller calls s.moved after the
+// commit.
+func (s *Store) rollbackTx(ctx context.Context, tx pgx.Tx, serverID, audienceClass string, expected, to int64, reason string) (*Committed, error) {
+	var out *Committed
+	err := func() error {
 		var now time.Time
 		if err := tx.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
 			return err
@@ -110,11 +126,10 @@ WHERE server_id = $1 AND audience_class = $2 RETURNING fresh_until`, serverID, a
 		ptr.Revision = rev
 		out = &Committed{Pointer: ptr, Receipt: rcpt}
 		return nil
-	})
+	}()
 	if err != nil {
 		return nil, err
 	}
-	s.moved(out)
 	return out, nil
 }
 

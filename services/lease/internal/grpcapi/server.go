@@ -74,6 +74,16 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics counts issued leases and Verify answers; nil counts nothing.
 	Metrics *metrics.Metrics
+	// Incidents sees every lease whose token verified at Verify, before
+	// revocation, freeze, freshness and single use are checked (package
+	// incident); nil looks for none.
+	Incidents Incidents
+}
+
+// Incidents looks for unauthorized events among presented leases.
+type Incidents interface {
+	// Observe must not block.
+	Observe(ctx context.Context, c lease.Claims)
 }
 
 // Standing is the replica's view of revocations and freezes.
@@ -312,6 +322,9 @@ func (s *Server) verify(ctx context.Context, req *leasev1.VerifyRequest) (*lease
 	})
 	if refusal != nil {
 		return refused(c, refusal.Failure, refusal.Detail), nil
+	}
+	if s.opts.Incidents != nil {
+		s.opts.Incidents.Observe(ctx, *c)
 	}
 	status := s.opts.Store.Status
 	if s.opts.Standing != nil {

@@ -21,6 +21,7 @@ type Metrics struct {
 	verified *prometheus.CounterVec
 	replays  prometheus.Counter
 	frozen   prometheus.Counter
+	incident prometheus.Counter
 }
 
 // Sources are what the gauges read at scrape time.
@@ -42,8 +43,10 @@ func New(reg prometheus.Registerer, src Sources) *Metrics {
 			Help: "Verify calls refused because the lease was already used (single use)."}),
 		frozen: prometheus.NewCounter(prometheus.CounterOpts{Name: "toolcrib_lease_auto_freezes_total",
 			Help: "Servers frozen automatically on a discovery ROLLBACK or CLOSE move."}),
+		incident: prometheus.NewCounter(prometheus.CounterOpts{Name: "toolcrib_lease_incidents_total",
+			Help: "Leases presented at Verify that were issued after a revocation of their subject's grant had committed (reported to discovery's rollout guard)."}),
 	}
-	reg.MustRegister(m.issued, m.verified, m.replays, m.frozen)
+	reg.MustRegister(m.issued, m.verified, m.replays, m.frozen, m.incident)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toolcrib_lease_frozen_servers",
 		Help: "Servers whose lease issuance is frozen now (-1 when the database cannot be read)."}, func() float64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -81,3 +84,6 @@ func (m *Metrics) Verified(f lease.Failure) {
 
 // AutoFrozen counts one automatic freeze.
 func (m *Metrics) AutoFrozen() { m.frozen.Inc() }
+
+// Incident counts one lease found issued after its grant was revoked.
+func (m *Metrics) Incident() { m.incident.Inc() }

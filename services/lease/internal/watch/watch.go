@@ -62,6 +62,7 @@ type View struct {
 
 	mu       sync.RWMutex
 	epochs   map[string]int64
+	revokes  map[subjectKey][]Revocation // oldest first, at most maxRevocations per subject
 	pointers map[pair]pointer
 	digests  map[pair]toolDigests // of the active generation, read on demand
 }
@@ -82,7 +83,7 @@ func New(o Options) *View {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	v := &View{o: o, epochs: map[string]int64{}, pointers: map[pair]pointer{}, digests: map[pair]toolDigests{}}
+	v := &View{o: o, epochs: map[string]int64{}, revokes: map[subjectKey][]Revocation{}, pointers: map[pair]pointer{}, digests: map[pair]toolDigests{}}
 	v.reg = changelog.NewFollower(changelog.FollowerConfig[*registryv1.Change]{
 		Name: "registry", Source: changelog.RegistrySource(o.Registry), Logger: o.Logger,
 		MinBackoff: o.MinBackoff, StallTimeout: o.StallTimeout,
@@ -91,6 +92,7 @@ func New(o Options) *View {
 		List: func(context.Context) (int64, error) {
 			v.mu.Lock()
 			clear(v.epochs)
+			clear(v.revokes)
 			v.mu.Unlock()
 			return 0, nil
 		},
@@ -140,12 +142,78 @@ func (v *View) applyRegistry(ch *registryv1.Change) {
 	switch {
 	case ch.GetPolicy() != nil:
 		tenant, epoch = ch.GetPolicy().GetTenantId(), ch.GetPolicy().GetPolicyEpoch()
+		if pc := ch.GetPolicy(); pc.GetCause() == CauseRevoke && pc.GetGrant().GetSubject() != "" {
+			v.addRevocation(Revocation{Tenant: tenant, Subject: pc.GetGrant().GetSubject(), Epoch: epoch,
+				CommittedAt: ch.GetCommittedAt().AsTime(), Revision: ch.GetRevision()})
+		}
 	case ch.GetTenant() != nil:
 		tenant, epoch = ch.GetTenant().GetTenantId(), ch.GetTenant().GetPolicyEpoch()
 	default:
 		return
 	}
 	v.setEpoch(tenant, epoch)
+}
+
+// CauseRevoke is the registry's PolicyChange cause of a grant revocation.
+const CauseRevoke = "REVOKE"
+
+// maxRevocations bounds the revocations kept per subject (the newest);
+// maxRevokedSubjects bounds the subjects: when full the history starts
+// over, and a lease issued long after an older revocation is missed.
+const (
+	maxRevocations     = 16
+	maxRevokedSubjects = 65_536
+)
+
+type subjectKey struct{ tenant, subject string }
+
+// Revocation is one revocation of a subject's grant, as the registry's
+// Watch stream reported it.
+type Revocation struct {
+	Tenant, Subject string
+	// Epoch is the policy epoch the revocation made.
+	Epoch int64
+	// CommittedAt is the registry's commit time.
+	CommittedAt time.Time
+	// Revision is the registry revision of the change.
+	Revision int64
+}
+
+func (v *View) addRevocation(r Revocation) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	k := subjectKey{r.Tenant, r.Subject}
+	rs, ok := v.revokes[k]
+	if !ok && len(v.revokes) >= maxRevokedSubjects {
+		clear(v.revokes)
+	}
+	for _, x := range rs {
+		if x.Revision == r.Revision {
+			return // replayed after a reconnect
+		}
+	}
+	rs = append(rs, r)
+	if len(rs) > maxRevocations {
+		rs = rs[len(rs)-maxRevocations:]
+	}
+	v.revokes[k] = rs
+}
+
+// RevokedBefore returns the first revocation of subject's grant in tenant
+// at an epoch after epoch that committed more than allowance before
+// issuedAt: a lease at epoch, issued at issuedAt, was issued on authority
+// the registry had already withdrawn. Only what the stream has delivered
+// (and still keeps) is known; group grants are not matched (a lease names
+// no groups).
+func (v *View) RevokedBefore(tenant, subject string, epoch int64, issuedAt time.Time, allowance time.Duration) (Revocation, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	for _, r := range v.revokes[subjectKey{tenant, subject}] {
+		if r.Epoch > epoch && r.CommittedAt.Add(allowance).Before(issuedAt) {
+			return r, true
+		}
+	}
+	return Revocation{}, false
 }
 
 func (v *View) setEpoch(tenant string, epoch int64) {

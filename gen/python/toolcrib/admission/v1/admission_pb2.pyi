@@ -166,6 +166,38 @@ class RuntimeTool(_message.Message):
     tool_id: str
     def __init__(self, tool_id: _Optional[str] = ..., server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., generation: _Optional[int] = ..., descriptor_digest: _Optional[str] = ..., effect_class: _Optional[_Union[_catalog_pb2.EffectClass, str]] = ..., source_state: _Optional[_Union[_catalog_pb2.DiscoveryState, str]] = ..., confirmation_required: bool = ...) -> None: ...
 
+class SummarizeDecisionsRequest(_message.Message):
+    __slots__ = ["audience_class", "generation", "server_id", "since"]
+    AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    audience_class: str
+    generation: int
+    server_id: str
+    since: _timestamp_pb2.Timestamp
+    def __init__(self, server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., generation: _Optional[int] = ..., since: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class SummarizeDecisionsResponse(_message.Message):
+    __slots__ = ["checks", "tools", "truncated"]
+    CHECKS_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    checks: int
+    tools: _containers.RepeatedCompositeFieldContainer[ToolDenials]
+    truncated: bool
+    def __init__(self, checks: _Optional[int] = ..., tools: _Optional[_Iterable[_Union[ToolDenials, _Mapping]]] = ..., truncated: bool = ...) -> None: ...
+
+class ToolDenials(_message.Message):
+    __slots__ = ["not_found", "stale_catalog", "tool_id"]
+    NOT_FOUND_FIELD_NUMBER: _ClassVar[int]
+    STALE_CATALOG_FIELD_NUMBER: _ClassVar[int]
+    TOOL_ID_FIELD_NUMBER: _ClassVar[int]
+    not_found: int
+    stale_catalog: int
+    tool_id: str
+    def __init__(self, tool_id: _Optional[str] = ..., not_found: _Optional[int] = ..., stale_catalog: _Optional[int] = ...) -> None: ...
+
 class VisibleServer(_message.Message):
     __slots__ = ["audience_class", "server_id"]
     AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]

@@ -30,6 +30,11 @@ class AdmissionServiceStub(object):
                 request_serializer=toolcrib_dot_admission_dot_v1_dot_admission__pb2.GetReceiptRequest.SerializeToString,
                 response_deserializer=toolcrib_dot_admission_dot_v1_dot_admission__pb2.GetReceiptResponse.FromString,
                 )
+        self.SummarizeDecisions = channel.unary_unary(
+                '/toolcrib.admission.v1.AdmissionService/SummarizeDecisions',
+                request_serializer=toolcrib_dot_admission_dot_v1_dot_admission__pb2.SummarizeDecisionsRequest.SerializeToString,
+                response_deserializer=toolcrib_dot_admission_dot_v1_dot_admission__pb2.SummarizeDecisionsResponse.FromString,
+                )
 
 
 class AdmissionServiceServicer(object):
@@ -128,6 +133,19 @@ class AdmissionServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SummarizeDecisions(self, request, context):
+        """SummarizeDecisions counts the stored receipts of one (server, audience
+        class, generation) decided at or after `since`: every Check, and per
+        tool the denials STALE_CATALOG and NOT_FOUND (the rollout guard's
+        missing-tool rate). It reads Postgres, so receipts still queued on a
+        replica (at most one receipt batch interval, `--receipt-interval`) are
+        not counted yet. Platform admins and services only; anyone else is
+        PERMISSION_DENIED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdmissionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -145,6 +163,11 @@ def add_AdmissionServiceServicer_to_server(servicer, server):
                     servicer.GetReceipt,
                     request_deserializer=toolcrib_dot_admission_dot_v1_dot_admission__pb2.GetReceiptRequest.FromString,
                     response_serializer=toolcrib_dot_admission_dot_v1_dot_admission__pb2.GetReceiptResponse.SerializeToString,
+            ),
+            'SummarizeDecisions': grpc.unary_unary_rpc_method_handler(
+                    servicer.SummarizeDecisions,
+                    request_deserializer=toolcrib_dot_admission_dot_v1_dot_admission__pb2.SummarizeDecisionsRequest.FromString,
+                    response_serializer=toolcrib_dot_admission_dot_v1_dot_admission__pb2.SummarizeDecisionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -205,5 +228,22 @@ class AdmissionService(object):
         return grpc.experimental.unary_unary(request, target, '/toolcrib.admission.v1.AdmissionService/GetReceipt',
             toolcrib_dot_admission_dot_v1_dot_admission__pb2.GetReceiptRequest.SerializeToString,
             toolcrib_dot_admission_dot_v1_dot_admission__pb2.GetReceiptResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SummarizeDecisions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolcrib.admission.v1.AdmissionService/SummarizeDecisions',
+            toolcrib_dot_admission_dot_v1_dot_admission__pb2.SummarizeDecisionsRequest.SerializeToString,
+            toolcrib_dot_admission_dot_v1_dot_admission__pb2.SummarizeDecisionsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

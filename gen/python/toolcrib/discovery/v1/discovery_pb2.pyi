@@ -7,6 +7,12 @@ from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+GUARD_RULE_MISSING_TOOL_RATE: GuardRule
+GUARD_RULE_UNAUTHORIZED_EVENT: GuardRule
+GUARD_RULE_UNSPECIFIED: GuardRule
+INCIDENT_KIND_ALLOW_DENIED_ON_RECHECK: IncidentKind
+INCIDENT_KIND_LEASE_AFTER_REVOKE: IncidentKind
+INCIDENT_KIND_UNSPECIFIED: IncidentKind
 POINTER_STATE_ACTIVE: PointerState
 POINTER_STATE_CLOSED: PointerState
 POINTER_STATE_UNSPECIFIED: PointerState
@@ -211,6 +217,74 @@ class GetStaticToolListResponse(_message.Message):
     list: StaticToolList
     def __init__(self, list: _Optional[_Union[StaticToolList, _Mapping]] = ...) -> None: ...
 
+class GuardAction(_message.Message):
+    __slots__ = ["action_id", "audience_class", "checks", "decided_at", "from_generation", "incident_ids", "missing", "missing_tools", "move", "previous_generation", "receipt_id", "resume_reason", "resumed_at", "resumed_by", "rule", "server_id", "threshold", "to_generation", "window_start"]
+    ACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    CHECKS_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_AT_FIELD_NUMBER: _ClassVar[int]
+    FROM_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    INCIDENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    MISSING_FIELD_NUMBER: _ClassVar[int]
+    MISSING_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    MOVE_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_ID_FIELD_NUMBER: _ClassVar[int]
+    RESUMED_AT_FIELD_NUMBER: _ClassVar[int]
+    RESUMED_BY_FIELD_NUMBER: _ClassVar[int]
+    RESUME_REASON_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    TO_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_START_FIELD_NUMBER: _ClassVar[int]
+    action_id: int
+    audience_class: str
+    checks: int
+    decided_at: _timestamp_pb2.Timestamp
+    from_generation: int
+    incident_ids: _containers.RepeatedScalarFieldContainer[str]
+    missing: int
+    missing_tools: _containers.RepeatedScalarFieldContainer[str]
+    move: _catalog_pb2.PointerMove
+    previous_generation: int
+    receipt_id: str
+    resume_reason: str
+    resumed_at: _timestamp_pb2.Timestamp
+    resumed_by: str
+    rule: GuardRule
+    server_id: str
+    threshold: float
+    to_generation: int
+    window_start: _timestamp_pb2.Timestamp
+    def __init__(self, action_id: _Optional[int] = ..., server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., rule: _Optional[_Union[GuardRule, str]] = ..., move: _Optional[_Union[_catalog_pb2.PointerMove, str]] = ..., from_generation: _Optional[int] = ..., to_generation: _Optional[int] = ..., previous_generation: _Optional[int] = ..., checks: _Optional[int] = ..., missing: _Optional[int] = ..., threshold: _Optional[float] = ..., window_start: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., missing_tools: _Optional[_Iterable[str]] = ..., incident_ids: _Optional[_Iterable[str]] = ..., receipt_id: _Optional[str] = ..., decided_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., resumed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., resumed_by: _Optional[str] = ..., resume_reason: _Optional[str] = ...) -> None: ...
+
+class Incident(_message.Message):
+    __slots__ = ["action_id", "audience_class", "detail", "event_id", "generation", "kind", "observed_at", "reported_at", "reported_by", "server_id", "tenant_id"]
+    ACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_AT_FIELD_NUMBER: _ClassVar[int]
+    REPORTED_AT_FIELD_NUMBER: _ClassVar[int]
+    REPORTED_BY_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    action_id: int
+    audience_class: str
+    detail: str
+    event_id: str
+    generation: int
+    kind: IncidentKind
+    observed_at: _timestamp_pb2.Timestamp
+    reported_at: _timestamp_pb2.Timestamp
+    reported_by: str
+    server_id: str
+    tenant_id: str
+    def __init__(self, event_id: _Optional[str] = ..., kind: _Optional[_Union[IncidentKind, str]] = ..., server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., generation: _Optional[int] = ..., tenant_id: _Optional[str] = ..., observed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., detail: _Optional[str] = ..., reported_by: _Optional[str] = ..., reported_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., action_id: _Optional[int] = ...) -> None: ...
+
 class ListGenerationsRequest(_message.Message):
     __slots__ = ["audience_class", "page_size", "page_token", "server_id"]
     AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]
@@ -230,6 +304,28 @@ class ListGenerationsResponse(_message.Message):
     generations: _containers.RepeatedCompositeFieldContainer[Generation]
     next_page_token: str
     def __init__(self, generations: _Optional[_Iterable[_Union[Generation, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ListGuardActionsRequest(_message.Message):
+    __slots__ = ["audience_class", "held_only", "page_size", "page_token", "server_id"]
+    AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    HELD_ONLY_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    audience_class: str
+    held_only: bool
+    page_size: int
+    page_token: str
+    server_id: str
+    def __init__(self, server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., held_only: bool = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListGuardActionsResponse(_message.Message):
+    __slots__ = ["actions", "next_page_token"]
+    ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    actions: _containers.RepeatedCompositeFieldContainer[GuardAction]
+    next_page_token: str
+    def __init__(self, actions: _Optional[_Iterable[_Union[GuardAction, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ListRunsRequest(_message.Message):
     __slots__ = ["audience_class", "page_size", "page_token", "scan_id", "server_id", "states"]
@@ -286,6 +382,50 @@ class PointerChange(_message.Message):
     receipt: _catalog_pb2.CatalogReceipt
     revision: int
     def __init__(self, revision: _Optional[int] = ..., pointer: _Optional[_Union[ActivePointer, _Mapping]] = ..., receipt: _Optional[_Union[_catalog_pb2.CatalogReceipt, _Mapping]] = ...) -> None: ...
+
+class ReportIncidentRequest(_message.Message):
+    __slots__ = ["audience_class", "detail", "event_id", "generation", "kind", "observed_at", "server_id", "tenant_id"]
+    AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_AT_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    audience_class: str
+    detail: str
+    event_id: str
+    generation: int
+    kind: IncidentKind
+    observed_at: _timestamp_pb2.Timestamp
+    server_id: str
+    tenant_id: str
+    def __init__(self, event_id: _Optional[str] = ..., kind: _Optional[_Union[IncidentKind, str]] = ..., server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., generation: _Optional[int] = ..., tenant_id: _Optional[str] = ..., observed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class ReportIncidentResponse(_message.Message):
+    __slots__ = ["duplicate", "incident"]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    INCIDENT_FIELD_NUMBER: _ClassVar[int]
+    duplicate: bool
+    incident: Incident
+    def __init__(self, incident: _Optional[_Union[Incident, _Mapping]] = ..., duplicate: bool = ...) -> None: ...
+
+class ResumeGuardRequest(_message.Message):
+    __slots__ = ["audience_class", "reason", "server_id"]
+    AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    audience_class: str
+    reason: str
+    server_id: str
+    def __init__(self, server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ResumeGuardResponse(_message.Message):
+    __slots__ = ["resumed"]
+    RESUMED_FIELD_NUMBER: _ClassVar[int]
+    resumed: _containers.RepeatedCompositeFieldContainer[GuardAction]
+    def __init__(self, resumed: _Optional[_Iterable[_Union[GuardAction, _Mapping]]] = ...) -> None: ...
 
 class RollbackRequest(_message.Message):
     __slots__ = ["audience_class", "expected_generation", "reason", "server_id", "to_generation"]
@@ -540,4 +680,10 @@ class ScanTrigger(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class PointerState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class IncidentKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class GuardRule(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -71,6 +71,21 @@ class DiscoveryServiceStub(object):
                 request_serializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.GetRunComparisonRequest.SerializeToString,
                 response_deserializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.GetRunComparisonResponse.FromString,
                 )
+        self.ReportIncident = channel.unary_unary(
+                '/toolcrib.discovery.v1.DiscoveryService/ReportIncident',
+                request_serializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.ReportIncidentRequest.SerializeToString,
+                response_deserializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.ReportIncidentResponse.FromString,
+                )
+        self.ListGuardActions = channel.unary_unary(
+                '/toolcrib.discovery.v1.DiscoveryService/ListGuardActions',
+                request_serializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.ListGuardActionsRequest.SerializeToString,
+                response_deserializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.ListGuardActionsResponse.FromString,
+                )
+        self.ResumeGuard = channel.unary_unary(
+                '/toolcrib.discovery.v1.DiscoveryService/ResumeGuard',
+                request_serializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.ResumeGuardRequest.SerializeToString,
+                response_deserializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.ResumeGuardResponse.FromString,
+                )
         self.Watch = channel.unary_stream(
                 '/toolcrib.discovery.v1.DiscoveryService/Watch',
                 request_serializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.WatchRequest.SerializeToString,
@@ -188,6 +203,39 @@ class DiscoveryServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportIncident(self, request, context):
+        """ReportIncident records one unauthorized event seen by another service
+        (the lease service, admission) against a (server, audience class):
+        durably, once per `event_id` (a repeated report returns the stored
+        incident with `duplicate` set and changes nothing). The rollout guard
+        rolls the pair's pointer back (or closes it) at its next pass: one
+        incident is enough. Services only; anyone else is PERMISSION_DENIED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGuardActions(self, request, context):
+        """ListGuardActions returns the rollout guard's automatic pointer moves,
+        newest first, each with its evidence and whether an operator resumed
+        the pair since. Platform admins and services only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeGuard(self, request, context):
+        """ResumeGuard ends the guard's hold on a (server, audience class): after
+        an automatic move the guard does nothing more for the pair until then.
+        Evidence from before the resume is never counted again. It does not
+        move the pointer and does not resume lease issuance (that is
+        LeaseService.FreezeIssuance with frozen false). Idempotent: a pair not
+        held answers with no actions. Platform admins only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Watch(self, request, context):
         """Watch streams every pointer move in commit order from a revision, with
         heartbeats. After REVISION_COMPACTED, re-read the pointers
@@ -278,6 +326,21 @@ def add_DiscoveryServiceServicer_to_server(servicer, server):
                     servicer.GetRunComparison,
                     request_deserializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.GetRunComparisonRequest.FromString,
                     response_serializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.GetRunComparisonResponse.SerializeToString,
+            ),
+            'ReportIncident': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportIncident,
+                    request_deserializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.ReportIncidentRequest.FromString,
+                    response_serializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.ReportIncidentResponse.SerializeToString,
+            ),
+            'ListGuardActions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGuardActions,
+                    request_deserializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.ListGuardActionsRequest.FromString,
+                    response_serializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.ListGuardActionsResponse.SerializeToString,
+            ),
+            'ResumeGuard': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeGuard,
+                    request_deserializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.ResumeGuardRequest.FromString,
+                    response_serializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.ResumeGuardResponse.SerializeToString,
             ),
             'Watch': grpc.unary_stream_rpc_method_handler(
                     servicer.Watch,
@@ -480,6 +543,57 @@ class DiscoveryService(object):
         return grpc.experimental.unary_unary(request, target, '/toolcrib.discovery.v1.DiscoveryService/GetRunComparison',
             toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.GetRunComparisonRequest.SerializeToString,
             toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.GetRunComparisonResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ReportIncident(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolcrib.discovery.v1.DiscoveryService/ReportIncident',
+            toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.ReportIncidentRequest.SerializeToString,
+            toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.ReportIncidentResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListGuardActions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolcrib.discovery.v1.DiscoveryService/ListGuardActions',
+            toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.ListGuardActionsRequest.SerializeToString,
+            toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.ListGuardActionsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ResumeGuard(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolcrib.discovery.v1.DiscoveryService/ResumeGuard',
+            toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.ResumeGuardRequest.SerializeToString,
+            toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.ResumeGuardResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

@@ -22,7 +22,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file toolcrib/admission/v1/admission.proto.
  */
 export const file_toolcrib_admission_v1_admission: GenFile = /*@__PURE__*/
-  fileDesc("CiV0b29sY3JpYi9hZG1pc3Npb24vdjEvYWRtaXNzaW9uLnByb3RvEhV0b29sY3JpYi5hZG1pc3Npb24udjEi9wMKB1JlY2VpcHQSEgoKcmVjZWlwdF9pZBgBIAEoCRIxCghkZWNpc2lvbhgCIAEoDjIfLnRvb2xjcmliLmFkbWlzc2lvbi52MS5EZWNpc2lvbhIzCgZyZWFzb24YAyABKA4yIy50b29sY3JpYi5jYXRhbG9nLnYxLkRlY2lzaW9uUmVhc29uEhEKCXRlbmFudF9pZBgEIAEoCRIPCgdzdWJqZWN0GAUgASgJEg8KB3Rvb2xfaWQYBiABKAkSEQoJc2VydmVyX2lkGAcgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAggASgJEhIKCmdlbmVyYXRpb24YCSABKAMSGQoRZGVzY3JpcHRvcl9kaWdlc3QYCiABKAkSFAoMcG9saWN5X2Vwb2NoGAsgASgDEhcKD2FyZ3VtZW50X2RpZ2VzdBgMIAEoCRIpCgRtb2RlGA0gASgOMhsudG9vbGNyaWIuYWRtaXNzaW9uLnYxLk1vZGUSDgoGcnVuX2lkGA4gASgJEi4KCmRlY2lkZWRfYXQYDyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3JlcGxpY2EYECABKAkSNgoMZWZmZWN0X2NsYXNzGBEgASgOMiAudG9vbGNyaWIuY2F0YWxvZy52MS5FZmZlY3RDbGFzcyLKAQoMQ2hlY2tSZXF1ZXN0Eg8KB3Rvb2xfaWQYASABKAkSEgoKZ2VuZXJhdGlvbhgCIAEoAxIZChFkZXNjcmlwdG9yX2RpZ2VzdBgDIAEoCRIUCgxwb2xpY3lfZXBvY2gYBCABKAMSEQoJYXJndW1lbnRzGAUgASgMEikKBG1vZGUYBiABKA4yGy50b29sY3JpYi5hZG1pc3Npb24udjEuTW9kZRIOCgZydW5faWQYByABKAkSFgoOYXVkaWVuY2VfY2xhc3MYCCABKAkixgIKDUNoZWNrUmVzcG9uc2USMQoIZGVjaXNpb24YASABKA4yHy50b29sY3JpYi5hZG1pc3Npb24udjEuRGVjaXNpb24SMwoGcmVhc29uGAIgASgOMiMudG9vbGNyaWIuY2F0YWxvZy52MS5EZWNpc2lvblJlYXNvbhIOCgZkZXRhaWwYAyABKAkSLwoHcmVjZWlwdBgEIAEoCzIeLnRvb2xjcmliLmFkbWlzc2lvbi52MS5SZWNlaXB0Ei8KC3ZhbGlkX3VudGlsGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIaChJjdXJyZW50X2dlbmVyYXRpb24YBiABKAMSIQoZY3VycmVudF9kZXNjcmlwdG9yX2RpZ2VzdBgHIAEoCRIcChRjdXJyZW50X3BvbGljeV9lcG9jaBgIIAEoAyJECglNb2RlbFRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIUCgxpbnB1dF9zY2hlbWEYAyABKAwiigIKC1J1bnRpbWVUb29sEg8KB3Rvb2xfaWQYASABKAkSEQoJc2VydmVyX2lkGAIgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAMgASgJEhIKCmdlbmVyYXRpb24YBCABKAMSGQoRZGVzY3JpcHRvcl9kaWdlc3QYBSABKAkSNgoMZWZmZWN0X2NsYXNzGAYgASgOMiAudG9vbGNyaWIuY2F0YWxvZy52MS5FZmZlY3RDbGFzcxI5Cgxzb3VyY2Vfc3RhdGUYByABKA4yIy50b29sY3JpYi5jYXRhbG9nLnYxLkRpc2NvdmVyeVN0YXRlEh0KFWNvbmZpcm1hdGlvbl9yZXF1aXJlZBgIIAEoCCJzCgtWaXNpYmxlVG9vbBIvCgVtb2RlbBgBIAEoCzIgLnRvb2xjcmliLmFkbWlzc2lvbi52MS5Nb2RlbFRvb2wSMwoHcnVudGltZRgCIAEoCzIiLnRvb2xjcmliLmFkbWlzc2lvbi52MS5SdW50aW1lVG9vbCKYAQoXTGlzdFZpc2libGVUb29sc1JlcXVlc3QSOAoOZWZmZWN0X2NsYXNzZXMYASADKA4yIC50b29sY3JpYi5jYXRhbG9nLnYxLkVmZmVjdENsYXNzEg0KBXF1ZXJ5GAIgASgJEhEKCW1heF9ieXRlcxgDIAEoAxIRCgltYXhfdG9vbHMYBCABKAUSDgoGcnVuX2lkGAUgASgJIuABChhMaXN0VmlzaWJsZVRvb2xzUmVzcG9uc2USMQoFdG9vbHMYASADKAsyIi50b29sY3JpYi5hZG1pc3Npb24udjEuVmlzaWJsZVRvb2wSFAoMcG9saWN5X2Vwb2NoGAIgASgDEhEKCXRydW5jYXRlZBgDIAEoCBIaChJ2aXNpYmxlX3NldF9kaWdlc3QYBCABKAkSFQoNdmlzaWJsZV9jb3VudBgFIAEoBRI1CgdzZXJ2ZXJzGAYgAygLMiQudG9vbGNyaWIuYWRtaXNzaW9uLnYxLlZpc2libGVTZXJ2ZXIiOgoNVmlzaWJsZVNlcnZlchIRCglzZXJ2ZXJfaWQYASABKAkSFgoOYXVkaWVuY2VfY2xhc3MYAiABKAkiJwoRR2V0UmVjZWlwdFJlcXVlc3QSEgoKcmVjZWlwdF9pZBgBIAEoCSJ2ChJHZXRSZWNlaXB0UmVzcG9uc2USLwoHcmVjZWlwdBgBIAEoCzIeLnRvb2xjcmliLmFkbWlzc2lvbi52MS5SZWNlaXB0Ei8KC3ZhbGlkX3VudGlsGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCpKCgRNb2RlEhQKEE1PREVfVU5TUEVDSUZJRUQQABITCg9NT0RFX0FVVE9OT01PVVMQARIXChNNT0RFX1VTRVJfQ09ORklSTUVEEAIqSwoIRGVjaXNpb24SGAoUREVDSVNJT05fVU5TUEVDSUZJRUQQABISCg5ERUNJU0lPTl9BTExPVxABEhEKDURFQ0lTSU9OX0RFTlkQAjK+AgoQQWRtaXNzaW9uU2VydmljZRJSCgVDaGVjaxIjLnRvb2xjcmliLmFkbWlzc2lvbi52MS5DaGVja1JlcXVlc3QaJC50b29sY3JpYi5hZG1pc3Npb24udjEuQ2hlY2tSZXNwb25zZRJzChBMaXN0VmlzaWJsZVRvb2xzEi4udG9vbGNyaWIuYWRtaXNzaW9uLnYxLkxpc3RWaXNpYmxlVG9vbHNSZXF1ZXN0Gi8udG9vbGNyaWIuYWRtaXNzaW9uLnYxLkxpc3RWaXNpYmxlVG9vbHNSZXNwb25zZRJhCgpHZXRSZWNlaXB0EigudG9vbGNyaWIuYWRtaXNzaW9uLnYxLkdldFJlY2VpcHRSZXF1ZXN0GikudG9vbGNyaWIuYWRtaXNzaW9uLnYxLkdldFJlY2VpcHRSZXNwb25zZULlAQoZY29tLnRvb2xjcmliLmFkbWlzc2lvbi52MUIOQWRtaXNzaW9uUHJvdG9QAVpCZ2l0aHViLmNvbS90b29sY3JpYi90b29sY3JpYi9nZW4vdG9vbGNyaWIvYWRtaXNzaW9uL3YxO2FkbWlzc2lvbnYxogIDVEFYqgIVVG9vbGNyaWIuQWRtaXNzaW9uLlYxygIVVG9vbGNyaWJcQWRtaXNzaW9uXFYx4gIhVG9vbGNyaWJcQWRtaXNzaW9uXFYxXEdQQk1ldGFkYXRh6gIXVG9vbGNyaWI6OkFkbWlzc2lvbjo6VjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_toolcrib_catalog_v1_catalog]);
+  fileDesc("CiV0b29sY3JpYi9hZG1pc3Npb24vdjEvYWRtaXNzaW9uLnByb3RvEhV0b29sY3JpYi5hZG1pc3Npb24udjEi9wMKB1JlY2VpcHQSEgoKcmVjZWlwdF9pZBgBIAEoCRIxCghkZWNpc2lvbhgCIAEoDjIfLnRvb2xjcmliLmFkbWlzc2lvbi52MS5EZWNpc2lvbhIzCgZyZWFzb24YAyABKA4yIy50b29sY3JpYi5jYXRhbG9nLnYxLkRlY2lzaW9uUmVhc29uEhEKCXRlbmFudF9pZBgEIAEoCRIPCgdzdWJqZWN0GAUgASgJEg8KB3Rvb2xfaWQYBiABKAkSEQoJc2VydmVyX2lkGAcgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAggASgJEhIKCmdlbmVyYXRpb24YCSABKAMSGQoRZGVzY3JpcHRvcl9kaWdlc3QYCiABKAkSFAoMcG9saWN5X2Vwb2NoGAsgASgDEhcKD2FyZ3VtZW50X2RpZ2VzdBgMIAEoCRIpCgRtb2RlGA0gASgOMhsudG9vbGNyaWIuYWRtaXNzaW9uLnYxLk1vZGUSDgoGcnVuX2lkGA4gASgJEi4KCmRlY2lkZWRfYXQYDyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3JlcGxpY2EYECABKAkSNgoMZWZmZWN0X2NsYXNzGBEgASgOMiAudG9vbGNyaWIuY2F0YWxvZy52MS5FZmZlY3RDbGFzcyLKAQoMQ2hlY2tSZXF1ZXN0Eg8KB3Rvb2xfaWQYASABKAkSEgoKZ2VuZXJhdGlvbhgCIAEoAxIZChFkZXNjcmlwdG9yX2RpZ2VzdBgDIAEoCRIUCgxwb2xpY3lfZXBvY2gYBCABKAMSEQoJYXJndW1lbnRzGAUgASgMEikKBG1vZGUYBiABKA4yGy50b29sY3JpYi5hZG1pc3Npb24udjEuTW9kZRIOCgZydW5faWQYByABKAkSFgoOYXVkaWVuY2VfY2xhc3MYCCABKAkixgIKDUNoZWNrUmVzcG9uc2USMQoIZGVjaXNpb24YASABKA4yHy50b29sY3JpYi5hZG1pc3Npb24udjEuRGVjaXNpb24SMwoGcmVhc29uGAIgASgOMiMudG9vbGNyaWIuY2F0YWxvZy52MS5EZWNpc2lvblJlYXNvbhIOCgZkZXRhaWwYAyABKAkSLwoHcmVjZWlwdBgEIAEoCzIeLnRvb2xjcmliLmFkbWlzc2lvbi52MS5SZWNlaXB0Ei8KC3ZhbGlkX3VudGlsGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIaChJjdXJyZW50X2dlbmVyYXRpb24YBiABKAMSIQoZY3VycmVudF9kZXNjcmlwdG9yX2RpZ2VzdBgHIAEoCRIcChRjdXJyZW50X3BvbGljeV9lcG9jaBgIIAEoAyJECglNb2RlbFRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIUCgxpbnB1dF9zY2hlbWEYAyABKAwiigIKC1J1bnRpbWVUb29sEg8KB3Rvb2xfaWQYASABKAkSEQoJc2VydmVyX2lkGAIgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAMgASgJEhIKCmdlbmVyYXRpb24YBCABKAMSGQoRZGVzY3JpcHRvcl9kaWdlc3QYBSABKAkSNgoMZWZmZWN0X2NsYXNzGAYgASgOMiAudG9vbGNyaWIuY2F0YWxvZy52MS5FZmZlY3RDbGFzcxI5Cgxzb3VyY2Vfc3RhdGUYByABKA4yIy50b29sY3JpYi5jYXRhbG9nLnYxLkRpc2NvdmVyeVN0YXRlEh0KFWNvbmZpcm1hdGlvbl9yZXF1aXJlZBgIIAEoCCJzCgtWaXNpYmxlVG9vbBIvCgVtb2RlbBgBIAEoCzIgLnRvb2xjcmliLmFkbWlzc2lvbi52MS5Nb2RlbFRvb2wSMwoHcnVudGltZRgCIAEoCzIiLnRvb2xjcmliLmFkbWlzc2lvbi52MS5SdW50aW1lVG9vbCKYAQoXTGlzdFZpc2libGVUb29sc1JlcXVlc3QSOAoOZWZmZWN0X2NsYXNzZXMYASADKA4yIC50b29sY3JpYi5jYXRhbG9nLnYxLkVmZmVjdENsYXNzEg0KBXF1ZXJ5GAIgASgJEhEKCW1heF9ieXRlcxgDIAEoAxIRCgltYXhfdG9vbHMYBCABKAUSDgoGcnVuX2lkGAUgASgJIuABChhMaXN0VmlzaWJsZVRvb2xzUmVzcG9uc2USMQoFdG9vbHMYASADKAsyIi50b29sY3JpYi5hZG1pc3Npb24udjEuVmlzaWJsZVRvb2wSFAoMcG9saWN5X2Vwb2NoGAIgASgDEhEKCXRydW5jYXRlZBgDIAEoCBIaChJ2aXNpYmxlX3NldF9kaWdlc3QYBCABKAkSFQoNdmlzaWJsZV9jb3VudBgFIAEoBRI1CgdzZXJ2ZXJzGAYgAygLMiQudG9vbGNyaWIuYWRtaXNzaW9uLnYxLlZpc2libGVTZXJ2ZXIiOgoNVmlzaWJsZVNlcnZlchIRCglzZXJ2ZXJfaWQYASABKAkSFgoOYXVkaWVuY2VfY2xhc3MYAiABKAkiJwoRR2V0UmVjZWlwdFJlcXVlc3QSEgoKcmVjZWlwdF9pZBgBIAEoCSJ2ChJHZXRSZWNlaXB0UmVzcG9uc2USLwoHcmVjZWlwdBgBIAEoCzIeLnRvb2xjcmliLmFkbWlzc2lvbi52MS5SZWNlaXB0Ei8KC3ZhbGlkX3VudGlsGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKFAQoZU3VtbWFyaXplRGVjaXNpb25zUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSFgoOYXVkaWVuY2VfY2xhc3MYAiABKAkSEgoKZ2VuZXJhdGlvbhgDIAEoAxIpCgVzaW5jZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiSAoLVG9vbERlbmlhbHMSDwoHdG9vbF9pZBgBIAEoCRIRCglub3RfZm91bmQYAiABKAMSFQoNc3RhbGVfY2F0YWxvZxgDIAEoAyJyChpTdW1tYXJpemVEZWNpc2lvbnNSZXNwb25zZRIOCgZjaGVja3MYASABKAMSMQoFdG9vbHMYAiADKAsyIi50b29sY3JpYi5hZG1pc3Npb24udjEuVG9vbERlbmlhbHMSEQoJdHJ1bmNhdGVkGAMgASgIKkoKBE1vZGUSFAoQTU9ERV9VTlNQRUNJRklFRBAAEhMKD01PREVfQVVUT05PTU9VUxABEhcKE01PREVfVVNFUl9DT05GSVJNRUQQAipLCghEZWNpc2lvbhIYChRERUNJU0lPTl9VTlNQRUNJRklFRBAAEhIKDkRFQ0lTSU9OX0FMTE9XEAESEQoNREVDSVNJT05fREVOWRACMrkDChBBZG1pc3Npb25TZXJ2aWNlElIKBUNoZWNrEiMudG9vbGNyaWIuYWRtaXNzaW9uLnYxLkNoZWNrUmVxdWVzdBokLnRvb2xjcmliLmFkbWlzc2lvbi52MS5DaGVja1Jlc3BvbnNlEnMKEExpc3RWaXNpYmxlVG9vbHMSLi50b29sY3JpYi5hZG1pc3Npb24udjEuTGlzdFZpc2libGVUb29sc1JlcXVlc3QaLy50b29sY3JpYi5hZG1pc3Npb24udjEuTGlzdFZpc2libGVUb29sc1Jlc3BvbnNlEmEKCkdldFJlY2VpcHQSKC50b29sY3JpYi5hZG1pc3Npb24udjEuR2V0UmVjZWlwdFJlcXVlc3QaKS50b29sY3JpYi5hZG1pc3Npb24udjEuR2V0UmVjZWlwdFJlc3BvbnNlEnkKElN1bW1hcml6ZURlY2lzaW9ucxIwLnRvb2xjcmliLmFkbWlzc2lvbi52MS5TdW1tYXJpemVEZWNpc2lvbnNSZXF1ZXN0GjEudG9vbGNyaWIuYWRtaXNzaW9uLnYxLlN1bW1hcml6ZURlY2lzaW9uc1Jlc3BvbnNlQuUBChljb20udG9vbGNyaWIuYWRtaXNzaW9uLnYxQg5BZG1pc3Npb25Qcm90b1ABWkJnaXRodWIuY29tL3Rvb2xjcmliL3Rvb2xjcmliL2dlbi90b29sY3JpYi9hZG1pc3Npb24vdjE7YWRtaXNzaW9udjGiAgNUQViqAhVUb29sY3JpYi5BZG1pc3Npb24uVjHKAhVUb29sY3JpYlxBZG1pc3Npb25cVjHiAiFUb29sY3JpYlxBZG1pc3Npb25cVjFcR1BCTWV0YWRhdGHqAhdUb29sY3JpYjo6QWRtaXNzaW9uOjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp, file_toolcrib_catalog_v1_catalog]);
 
 /**
  * Receipt binds one decision to what it was made from. Written to Postgres
@@ -74,14 +74,18 @@ export type Receipt = Message<"toolcrib.admission.v1.Receipt"> & {
   toolId: string;
 
   /**
-   * Server of the tool; empty when the tool was not found.
+   * Server of the tool; empty when no audience class of the principal
+   * reads the tool's server, or the pair is in SHADOW or has no pointer yet. A tool absent
+   * from the active generation of a server the principal reads is NOT_FOUND
+   * with this, the class and the generation set.
    *
    * @generated from field: string server_id = 7;
    */
   serverId: string;
 
   /**
-   * Audience class the tool was resolved through; empty when not found.
+   * Audience class the tool was resolved through; empty when no class of
+   * the principal reads the tool's server.
    *
    * @generated from field: string audience_class = 8;
    */
@@ -642,6 +646,119 @@ export const GetReceiptResponseSchema: GenMessage<GetReceiptResponse> = /*@__PUR
   messageDesc(file_toolcrib_admission_v1_admission, 10);
 
 /**
+ * SummarizeDecisionsRequest is the request of SummarizeDecisions.
+ *
+ * @generated from message toolcrib.admission.v1.SummarizeDecisionsRequest
+ */
+export type SummarizeDecisionsRequest = Message<"toolcrib.admission.v1.SummarizeDecisionsRequest"> & {
+  /**
+   * Server id; required.
+   *
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * Audience class; required.
+   *
+   * @generated from field: string audience_class = 2;
+   */
+  audienceClass: string;
+
+  /**
+   * Generation the decisions were made against; required, from 1.
+   *
+   * @generated from field: int64 generation = 3;
+   */
+  generation: bigint;
+
+  /**
+   * Count receipts decided at or after this; required.
+   *
+   * @generated from field: google.protobuf.Timestamp since = 4;
+   */
+  since?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message toolcrib.admission.v1.SummarizeDecisionsRequest.
+ * Use `create(SummarizeDecisionsRequestSchema)` to create a new message.
+ */
+export const SummarizeDecisionsRequestSchema: GenMessage<SummarizeDecisionsRequest> = /*@__PURE__*/
+  messageDesc(file_toolcrib_admission_v1_admission, 11);
+
+/**
+ * ToolDenials counts the missing-tool denials of one tool.
+ *
+ * @generated from message toolcrib.admission.v1.ToolDenials
+ */
+export type ToolDenials = Message<"toolcrib.admission.v1.ToolDenials"> & {
+  /**
+   * Tool id.
+   *
+   * @generated from field: string tool_id = 1;
+   */
+  toolId: string;
+
+  /**
+   * Receipts with reason NOT_FOUND.
+   *
+   * @generated from field: int64 not_found = 2;
+   */
+  notFound: bigint;
+
+  /**
+   * Receipts with reason STALE_CATALOG.
+   *
+   * @generated from field: int64 stale_catalog = 3;
+   */
+  staleCatalog: bigint;
+};
+
+/**
+ * Describes the message toolcrib.admission.v1.ToolDenials.
+ * Use `create(ToolDenialsSchema)` to create a new message.
+ */
+export const ToolDenialsSchema: GenMessage<ToolDenials> = /*@__PURE__*/
+  messageDesc(file_toolcrib_admission_v1_admission, 12);
+
+/**
+ * SummarizeDecisionsResponse is the response of SummarizeDecisions.
+ *
+ * @generated from message toolcrib.admission.v1.SummarizeDecisionsResponse
+ */
+export type SummarizeDecisionsResponse = Message<"toolcrib.admission.v1.SummarizeDecisionsResponse"> & {
+  /**
+   * Receipts counted (every decision, ALLOW or DENY).
+   *
+   * @generated from field: int64 checks = 1;
+   */
+  checks: bigint;
+
+  /**
+   * Tools with at least one NOT_FOUND or STALE_CATALOG receipt, most
+   * denied first, at most 1000.
+   *
+   * @generated from field: repeated toolcrib.admission.v1.ToolDenials tools = 2;
+   */
+  tools: ToolDenials[];
+
+  /**
+   * True when more tools had such denials than were returned.
+   *
+   * @generated from field: bool truncated = 3;
+   */
+  truncated: boolean;
+};
+
+/**
+ * Describes the message toolcrib.admission.v1.SummarizeDecisionsResponse.
+ * Use `create(SummarizeDecisionsResponseSchema)` to create a new message.
+ */
+export const SummarizeDecisionsResponseSchema: GenMessage<SummarizeDecisionsResponse> = /*@__PURE__*/
+  messageDesc(file_toolcrib_admission_v1_admission, 13);
+
+/**
  * Mode says who asked for the call.
  *
  * @generated from enum toolcrib.admission.v1.Mode
@@ -815,6 +932,22 @@ export const AdmissionService: GenService<{
     methodKind: "unary";
     input: typeof GetReceiptRequestSchema;
     output: typeof GetReceiptResponseSchema;
+  },
+  /**
+   * SummarizeDecisions counts the stored receipts of one (server, audience
+   * class, generation) decided at or after `since`: every Check, and per
+   * tool the denials STALE_CATALOG and NOT_FOUND (the rollout guard's
+   * missing-tool rate). It reads Postgres, so receipts still queued on a
+   * replica (at most one receipt batch interval, `--receipt-interval`) are
+   * not counted yet. Platform admins and services only; anyone else is
+   * PERMISSION_DENIED.
+   *
+   * @generated from rpc toolcrib.admission.v1.AdmissionService.SummarizeDecisions
+   */
+  summarizeDecisions: {
+    methodKind: "unary";
+    input: typeof SummarizeDecisionsRequestSchema;
+    output: typeof SummarizeDecisionsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_toolcrib_admission_v1_admission, 0);

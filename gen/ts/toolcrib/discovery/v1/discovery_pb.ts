@@ -16,7 +16,7 @@ import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobu
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
-import type { CatalogReceipt, DiscoveryState, Heartbeat, Snapshot } from "../../catalog/v1/catalog_pb.js";
+import type { CatalogReceipt, DiscoveryState, Heartbeat, PointerMove, Snapshot } from "../../catalog/v1/catalog_pb.js";
 import { file_toolcrib_catalog_v1_catalog } from "../../catalog/v1/catalog_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -24,7 +24,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file toolcrib/discovery/v1/discovery.proto.
  */
 export const file_toolcrib_discovery_v1_discovery: GenFile = /*@__PURE__*/
-  fileDesc("CiV0b29sY3JpYi9kaXNjb3ZlcnkvdjEvZGlzY292ZXJ5LnByb3RvEhV0b29sY3JpYi5kaXNjb3ZlcnkudjEiyQEKBFBhZ2USDQoFaW5kZXgYASABKAUSEQoJY3Vyc29yX2luGAIgASgJEhIKCmN1cnNvcl9vdXQYAyABKAkSEAoIaGFzX25leHQYBCABKAgSEAoIcmV2aXNpb24YBSABKAkSEgoKdG9vbF9jb3VudBgGIAEoBRITCgtwYWdlX2RpZ2VzdBgHIAEoCRINCgVieXRlcxgIIAEoAxIvCgtyZWNlaXZlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiOgoHUnVuRmxhZxIRCgl0b29sX25hbWUYASABKAkSDAoEZmxhZxgCIAEoCRIOCgZkZXRhaWwYAyABKAkikQcKA1J1bhIOCgZydW5faWQYASABKAkSDwoHc2Nhbl9pZBgCIAEoCRIPCgdhdHRlbXB0GAMgASgFEhEKCXNlcnZlcl9pZBgEIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgFIAEoCRIRCgl0ZW5hbnRfaWQYBiABKAkSMgoFc3RhdGUYByABKA4yIy50b29sY3JpYi5jYXRhbG9nLnYxLkRpc2NvdmVyeVN0YXRlEjAKBnJlYXNvbhgIIAEoDjIgLnRvb2xjcmliLmRpc2NvdmVyeS52MS5SdW5SZWFzb24SDgoGZGV0YWlsGAkgASgJEjMKB3RyaWdnZXIYCiABKA4yIi50b29sY3JpYi5kaXNjb3ZlcnkudjEuU2NhblRyaWdnZXISDgoGd29ya2VyGAsgASgJEi4KCnN0YXJ0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBwcm90b2NvbF92ZXJzaW9uGA4gASgJEhcKD3NvdXJjZV9yZXZpc2lvbhgPIAEoCRIYChBjbG9zaW5nX3JldmlzaW9uGBAgASgJEhEKCXBhZ2Vfcm9vdBgRIAEoCRISCgpwYWdlX2NvdW50GBIgASgFEhIKCnRvb2xfY291bnQYEyABKAUSDQoFYnl0ZXMYFCABKAMSFAoMcG9saWN5X2Vwb2NoGBUgASgDEhIKCmdlbmVyYXRpb24YFiABKAMSFwoPaWRlbnRpdHlfZGlnZXN0GBcgASgJEhsKE3RydXN0X2NvbmZpZ19kaWdlc3QYGCABKAkSKgoFcGFnZXMYGSADKAsyGy50b29sY3JpYi5kaXNjb3ZlcnkudjEuUGFnZRItCgVmbGFncxgaIAMoCzIeLnRvb2xjcmliLmRpc2NvdmVyeS52MS5SdW5GbGFnEhMKC2NhY2hlX3Njb3BlGBsgASgJEhwKFGNvbmZpcm1lZF9nZW5lcmF0aW9uGBwgASgDEiAKGHN1cHByZXNzZWRfbm90aWZpY2F0aW9ucxgdIAEoBRIdChVub3RpZmljYXRpb25fZGVsYXlfbXMYHiABKAMSOAoKY29tcGFyaXNvbhgfIAEoCzIkLnRvb2xjcmliLmRpc2NvdmVyeS52MS5SdW5Db21wYXJpc29uIu8CCg1BY3RpdmVQb2ludGVyEhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCRIRCgl0ZW5hbnRfaWQYAyABKAkSEgoKZ2VuZXJhdGlvbhgEIAEoAxIyCgVzdGF0ZRgFIAEoDjIjLnRvb2xjcmliLmRpc2NvdmVyeS52MS5Qb2ludGVyU3RhdGUSOwoOc25hcHNob3Rfc3RhdGUYBiABKA4yIy50b29sY3JpYi5jYXRhbG9nLnYxLkRpc2NvdmVyeVN0YXRlEiwKCG1vdmVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtmcmVzaF91bnRpbBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIcmV2aXNpb24YCSABKAMSFwoPc291cmNlX3JldmlzaW9uGAogASgJEhEKCXBhZ2Vfcm9vdBgLIAEoCSLHAgoKR2VuZXJhdGlvbhISCgpnZW5lcmF0aW9uGAEgASgDEjIKBXN0YXRlGAIgASgOMiMudG9vbGNyaWIuY2F0YWxvZy52MS5EaXNjb3ZlcnlTdGF0ZRIXCg9zb3VyY2VfcmV2aXNpb24YAyABKAkSEQoJcGFnZV9yb290GAQgASgJEhIKCnRvb2xfY291bnQYBSABKAUSMAoMY29tbWl0dGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZydW5faWQYCCABKAkSDgoGYWN0aXZlGAkgASgIEi8KC2JvdW5kX3VudGlsGAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJgCgpTY2FuVGlja2V0EhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCRIPCgdzY2FuX2lkGAMgASgJEhYKDmFscmVhZHlfcXVldWVkGAQgASgIIj8KElRyaWdnZXJTY2FuUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSFgoOYXVkaWVuY2VfY2xhc3MYAiABKAkiRwoTVHJpZ2dlclNjYW5SZXNwb25zZRIwCgVzY2FucxgBIAMoCzIhLnRvb2xjcmliLmRpc2NvdmVyeS52MS5TY2FuVGlja2V0IjYKDUdldFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEhUKDWluY2x1ZGVfcGFnZXMYAiABKAgiOQoOR2V0UnVuUmVzcG9uc2USJwoDcnVuGAEgASgLMhoudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlJ1biKpAQoPTGlzdFJ1bnNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCRIPCgdzY2FuX2lkGAMgASgJEjMKBnN0YXRlcxgEIAMoDjIjLnRvb2xjcmliLmNhdGFsb2cudjEuRGlzY292ZXJ5U3RhdGUSEQoJcGFnZV9zaXplGAUgASgFEhIKCnBhZ2VfdG9rZW4YBiABKAkiVQoQTGlzdFJ1bnNSZXNwb25zZRIoCgRydW5zGAEgAygLMhoudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlJ1bhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkieAoYR2V0QWN0aXZlU25hcHNob3RSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCRIXCg90b29sc19wYWdlX3NpemUYAyABKAUSGAoQdG9vbHNfcGFnZV90b2tlbhgEIAEoCSKiAQoZR2V0QWN0aXZlU25hcHNob3RSZXNwb25zZRI1Cgdwb2ludGVyGAEgASgLMiQudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkFjdGl2ZVBvaW50ZXISLwoIc25hcHNob3QYAiABKAsyHS50b29sY3JpYi5jYXRhbG9nLnYxLlNuYXBzaG90Eh0KFW5leHRfdG9vbHNfcGFnZV90b2tlbhgDIAEoCSKGAQoSR2V0U25hcHNob3RSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCRISCgpnZW5lcmF0aW9uGAMgASgDEhcKD3Rvb2xzX3BhZ2Vfc2l6ZRgEIAEoBRIYChB0b29sc19wYWdlX3Rva2VuGAUgASgJImUKE0dldFNuYXBzaG90UmVzcG9uc2USLwoIc25hcHNob3QYASABKAsyHS50b29sY3JpYi5jYXRhbG9nLnYxLlNuYXBzaG90Eh0KFW5leHRfdG9vbHNfcGFnZV90b2tlbhgCIAEoCSJqChZMaXN0R2VuZXJhdGlvbnNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJqChdMaXN0R2VuZXJhdGlvbnNSZXNwb25zZRI2CgtnZW5lcmF0aW9ucxgBIAMoCzIhLnRvb2xjcmliLmRpc2NvdmVyeS52MS5HZW5lcmF0aW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKAAQoPUm9sbGJhY2tSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCRIbChNleHBlY3RlZF9nZW5lcmF0aW9uGAMgASgDEhUKDXRvX2dlbmVyYXRpb24YBCABKAMSDgoGcmVhc29uGAUgASgJIn8KEFJvbGxiYWNrUmVzcG9uc2USNQoHcG9pbnRlchgBIAEoCzIkLnRvb2xjcmliLmRpc2NvdmVyeS52MS5BY3RpdmVQb2ludGVyEjQKB3JlY2VpcHQYAiABKAsyIy50b29sY3JpYi5jYXRhbG9nLnYxLkNhdGFsb2dSZWNlaXB0IpcBChVCaW5kR2VuZXJhdGlvblJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEhIKCmdlbmVyYXRpb24YAyABKAMSDgoGcnVuX2lkGAQgASgJEi8KC2JvdW5kX3VudGlsGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJJChZCaW5kR2VuZXJhdGlvblJlc3BvbnNlEi8KC2JvdW5kX3VudGlsGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIlCgxXYXRjaFJlcXVlc3QSFQoNZnJvbV9yZXZpc2lvbhgBIAEoAyKOAQoNUG9pbnRlckNoYW5nZRIQCghyZXZpc2lvbhgBIAEoAxI1Cgdwb2ludGVyGAIgASgLMiQudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkFjdGl2ZVBvaW50ZXISNAoHcmVjZWlwdBgDIAEoCzIjLnRvb2xjcmliLmNhdGFsb2cudjEuQ2F0YWxvZ1JlY2VpcHQihQEKDVdhdGNoUmVzcG9uc2USNgoGY2hhbmdlGAEgASgLMiQudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlBvaW50ZXJDaGFuZ2VIABIzCgloZWFydGJlYXQYAiABKAsyHi50b29sY3JpYi5jYXRhbG9nLnYxLkhlYXJ0YmVhdEgAQgcKBWV2ZW50ImgKClN0YXRpY1Rvb2wSDAoEbmFtZRgBIAEoCRIZChFkZXNjcmlwdG9yX2RpZ2VzdBgCIAEoCRIUCgxpbnB1dF9zY2hlbWEYAyABKAwSGwoTaW5wdXRfc2NoZW1hX2RpZ2VzdBgEIAEoCSLdAQoOU3RhdGljVG9vbExpc3QSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEhEKCXRlbmFudF9pZBgDIAEoCRIwCgV0b29scxgEIAMoCzIhLnRvb2xjcmliLmRpc2NvdmVyeS52MS5TdGF0aWNUb29sEg8KB3ZlcnNpb24YBSABKAMSDgoGc2V0X2J5GAYgASgJEioKBnNldF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVhc29uGAggASgJIqEBChhTZXRTdGF0aWNUb29sTGlzdFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEjAKBXRvb2xzGAMgAygLMiEudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlN0YXRpY1Rvb2wSGAoQZXhwZWN0ZWRfdmVyc2lvbhgEIAEoAxIOCgZyZWFzb24YBSABKAkiUAoZU2V0U3RhdGljVG9vbExpc3RSZXNwb25zZRIzCgRsaXN0GAEgASgLMiUudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlN0YXRpY1Rvb2xMaXN0IkUKGEdldFN0YXRpY1Rvb2xMaXN0UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSFgoOYXVkaWVuY2VfY2xhc3MYAiABKAkiUAoZR2V0U3RhdGljVG9vbExpc3RSZXNwb25zZRIzCgRsaXN0GAEgASgLMiUudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlN0YXRpY1Rvb2xMaXN0IlwKClRvb2xDaGFuZ2USDAoEbmFtZRgBIAEoCRIQCghjb21wYXJlZBgCIAEoCRIXCg9leHBlY3RlZF9kaWdlc3QYAyABKAkSFQoNYWN0dWFsX2RpZ2VzdBgEIAEoCSLIAQoIVG9vbERpZmYSDwoHbWlzc2luZxgBIAMoCRINCgVleHRyYRgCIAMoCRIyCgdjaGFuZ2VkGAMgAygLMiEudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlRvb2xDaGFuZ2USFQoNbWlzc2luZ19jb3VudBgEIAEoBRITCgtleHRyYV9jb3VudBgFIAEoBRIVCg1jaGFuZ2VkX2NvdW50GAYgASgFEhIKCnNhbWVfY291bnQYByABKAUSEQoJdHJ1bmNhdGVkGAggASgIItACCg1SdW5Db21wYXJpc29uEg4KBnJ1bl9pZBgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSFgoOYXVkaWVuY2VfY2xhc3MYAyABKAkSEQoJdGVuYW50X2lkGAQgASgJEhIKCmdlbmVyYXRpb24YBSABKAMSGwoTc3RhdGljX2xpc3RfdmVyc2lvbhgGIAEoAxI3Cg5hZ2FpbnN0X3N0YXRpYxgHIAEoCzIfLnRvb2xjcmliLmRpc2NvdmVyeS52MS5Ub29sRGlmZhIbChNwcmV2aW91c19nZW5lcmF0aW9uGAggASgDEjkKEGFnYWluc3RfcHJldmlvdXMYCSABKAsyHy50b29sY3JpYi5kaXNjb3ZlcnkudjEuVG9vbERpZmYSLwoLY29tcGFyZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImgKF0dldFJ1bkNvbXBhcmlzb25SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSFgoOYXVkaWVuY2VfY2xhc3MYAyABKAkSEgoKZ2VuZXJhdGlvbhgEIAEoAyJ5ChhHZXRSdW5Db21wYXJpc29uUmVzcG9uc2USOAoKY29tcGFyaXNvbhgBIAEoCzIkLnRvb2xjcmliLmRpc2NvdmVyeS52MS5SdW5Db21wYXJpc29uEiMKG2N1cnJlbnRfc3RhdGljX2xpc3RfdmVyc2lvbhgCIAEoAyr7BwoJUnVuUmVhc29uEhoKFlJVTl9SRUFTT05fVU5TUEVDSUZJRUQQABIbChdSVU5fUkVBU09OX0xJU1RfQ0hBTkdFRBABEiAKHFJVTl9SRUFTT05fUkVWSVNJT05fTUlTTUFUQ0gQAhIfChtSVU5fUkVBU09OX1JFVklTSU9OX01JU1NJTkcQAxIeChpSVU5fUkVBU09OX1JFUEVBVEVEX0NVUlNPUhAEEhsKF1JVTl9SRUFTT05fQ1VSU09SX0NZQ0xFEAUSFwoTUlVOX1JFQVNPTl9QQUdFX0NBUBAGEhcKE1JVTl9SRUFTT05fVE9PTF9DQVAQBxIXChNSVU5fUkVBU09OX0JZVEVfQ0FQEAgSHgoaUlVOX1JFQVNPTl9UUkFOU1BPUlRfRVJST1IQCRIgChxSVU5fUkVBU09OX0lERU5USVRZX01JU01BVENIEAoSIgoeUlVOX1JFQVNPTl9EVVBMSUNBVEVfVE9PTF9OQU1FEAsSIAocUlVOX1JFQVNPTl9JTlZBTElEX1RPT0xfTkFNRRAMEh0KGVJVTl9SRUFTT05fSU5WQUxJRF9TQ0hFTUEQDRIeChpSVU5fUkVBU09OX1VOS05PV05fRElBTEVDVBAOEhoKFlJVTl9SRUFTT05fTkVUV09SS19SRUYQDxIdChlSVU5fUkVBU09OX1VOUkVTT0xWRURfUkVGEBASHwobUlVOX1JFQVNPTl9TQ0hFTUFfVE9PX0xBUkdFEBESHgoaUlVOX1JFQVNPTl9TQ0hFTUFfVE9PX0RFRVAQEhIbChdSVU5fUkVBU09OX0lOVkFMSURfSUNPThATEiMKH1JVTl9SRUFTT05fUE9MSUNZX0VQT0NIX0NIQU5HRUQQFBIjCh9SVU5fUkVBU09OX1RSVVNUX0NPTkZJR19DSEFOR0VEEBUSGwoXUlVOX1JFQVNPTl9DQVNfQ09ORkxJQ1QQFhIYChRSVU5fUkVBU09OX1VOQ0hBTkdFRBAXEhoKFlJVTl9SRUFTT05fV09SS0VSX0xPU1QQGBIlCiFSVU5fUkVBU09OX0NSRURFTlRJQUxfVU5BVkFJTEFCTEUQGRIdChlSVU5fUkVBU09OX01BTEZPUk1FRF9UT09MEBoSHQoZUlVOX1JFQVNPTl9OT1RfUkVHSVNURVJFRBAbEiMKH1JVTl9SRUFTT05fUkVHSVNUUllfVU5BVkFJTEFCTEUQHBIjCh9SVU5fUkVBU09OX1BST1RPQ09MX1VOU1VQUE9SVEVEEB0SHwobUlVOX1JFQVNPTl9NRVNTQUdFX1RPT19ERUVQEB4SHQoZUlVOX1JFQVNPTl9FR1JFU1NfUkVGVVNFRBAfKsEBCgtTY2FuVHJpZ2dlchIcChhTQ0FOX1RSSUdHRVJfVU5TUEVDSUZJRUQQABIZChVTQ0FOX1RSSUdHRVJfUEVSSU9ESUMQARIXChNTQ0FOX1RSSUdHRVJfTUFOVUFMEAISHQoZU0NBTl9UUklHR0VSX0xJU1RfQ0hBTkdFRBADEiAKHFNDQU5fVFJJR0dFUl9SRUdJU1RSWV9DSEFOR0UQBBIfChtTQ0FOX1RSSUdHRVJfTElTVEVOX1JFU1VNRUQQBSphCgxQb2ludGVyU3RhdGUSHQoZUE9JTlRFUl9TVEFURV9VTlNQRUNJRklFRBAAEhgKFFBPSU5URVJfU1RBVEVfQUNUSVZFEAESGAoUUE9JTlRFUl9TVEFURV9DTE9TRUQQAjKDCgoQRGlzY292ZXJ5U2VydmljZRJkCgtUcmlnZ2VyU2NhbhIpLnRvb2xjcmliLmRpc2NvdmVyeS52MS5UcmlnZ2VyU2NhblJlcXVlc3QaKi50b29sY3JpYi5kaXNjb3ZlcnkudjEuVHJpZ2dlclNjYW5SZXNwb25zZRJVCgZHZXRSdW4SJC50b29sY3JpYi5kaXNjb3ZlcnkudjEuR2V0UnVuUmVxdWVzdBolLnRvb2xjcmliLmRpc2NvdmVyeS52MS5HZXRSdW5SZXNwb25zZRJbCghMaXN0UnVucxImLnRvb2xjcmliLmRpc2NvdmVyeS52MS5MaXN0UnVuc1JlcXVlc3QaJy50b29sY3JpYi5kaXNjb3ZlcnkudjEuTGlzdFJ1bnNSZXNwb25zZRJ2ChFHZXRBY3RpdmVTbmFwc2hvdBIvLnRvb2xjcmliLmRpc2NvdmVyeS52MS5HZXRBY3RpdmVTbmFwc2hvdFJlcXVlc3QaMC50b29sY3JpYi5kaXNjb3ZlcnkudjEuR2V0QWN0aXZlU25hcHNob3RSZXNwb25zZRJkCgtHZXRTbmFwc2hvdBIpLnRvb2xjcmliLmRpc2NvdmVyeS52MS5HZXRTbmFwc2hvdFJlcXVlc3QaKi50b29sY3JpYi5kaXNjb3ZlcnkudjEuR2V0U25hcHNob3RSZXNwb25zZRJwCg9MaXN0R2VuZXJhdGlvbnMSLS50b29sY3JpYi5kaXNjb3ZlcnkudjEuTGlzdEdlbmVyYXRpb25zUmVxdWVzdBouLnRvb2xjcmliLmRpc2NvdmVyeS52MS5MaXN0R2VuZXJhdGlvbnNSZXNwb25zZRJbCghSb2xsYmFjaxImLnRvb2xjcmliLmRpc2NvdmVyeS52MS5Sb2xsYmFja1JlcXVlc3QaJy50b29sY3JpYi5kaXNjb3ZlcnkudjEuUm9sbGJhY2tSZXNwb25zZRJtCg5CaW5kR2VuZXJhdGlvbhIsLnRvb2xjcmliLmRpc2NvdmVyeS52MS5CaW5kR2VuZXJhdGlvblJlcXVlc3QaLS50b29sY3JpYi5kaXNjb3ZlcnkudjEuQmluZEdlbmVyYXRpb25SZXNwb25zZRJ2ChFTZXRTdGF0aWNUb29sTGlzdBIvLnRvb2xjcmliLmRpc2NvdmVyeS52MS5TZXRTdGF0aWNUb29sTGlzdFJlcXVlc3QaMC50b29sY3JpYi5kaXNjb3ZlcnkudjEuU2V0U3RhdGljVG9vbExpc3RSZXNwb25zZRJ2ChFHZXRTdGF0aWNUb29sTGlzdBIvLnRvb2xjcmliLmRpc2NvdmVyeS52MS5HZXRTdGF0aWNUb29sTGlzdFJlcXVlc3QaMC50b29sY3JpYi5kaXNjb3ZlcnkudjEuR2V0U3RhdGljVG9vbExpc3RSZXNwb25zZRJzChBHZXRSdW5Db21wYXJpc29uEi4udG9vbGNyaWIuZGlzY292ZXJ5LnYxLkdldFJ1bkNvbXBhcmlzb25SZXF1ZXN0Gi8udG9vbGNyaWIuZGlzY292ZXJ5LnYxLkdldFJ1bkNvbXBhcmlzb25SZXNwb25zZRJUCgVXYXRjaBIjLnRvb2xjcmliLmRpc2NvdmVyeS52MS5XYXRjaFJlcXVlc3QaJC50b29sY3JpYi5kaXNjb3ZlcnkudjEuV2F0Y2hSZXNwb25zZTABQuUBChljb20udG9vbGNyaWIuZGlzY292ZXJ5LnYxQg5EaXNjb3ZlcnlQcm90b1ABWkJnaXRodWIuY29tL3Rvb2xjcmliL3Rvb2xjcmliL2dlbi90b29sY3JpYi9kaXNjb3ZlcnkvdjE7ZGlzY292ZXJ5djGiAgNURFiqAhVUb29sY3JpYi5EaXNjb3ZlcnkuVjHKAhVUb29sY3JpYlxEaXNjb3ZlcnlcVjHiAiFUb29sY3JpYlxEaXNjb3ZlcnlcVjFcR1BCTWV0YWRhdGHqAhdUb29sY3JpYjo6RGlzY292ZXJ5OjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp, file_toolcrib_catalog_v1_catalog]);
+  fileDesc("CiV0b29sY3JpYi9kaXNjb3ZlcnkvdjEvZGlzY292ZXJ5LnByb3RvEhV0b29sY3JpYi5kaXNjb3ZlcnkudjEiyQEKBFBhZ2USDQoFaW5kZXgYASABKAUSEQoJY3Vyc29yX2luGAIgASgJEhIKCmN1cnNvcl9vdXQYAyABKAkSEAoIaGFzX25leHQYBCABKAgSEAoIcmV2aXNpb24YBSABKAkSEgoKdG9vbF9jb3VudBgGIAEoBRITCgtwYWdlX2RpZ2VzdBgHIAEoCRINCgVieXRlcxgIIAEoAxIvCgtyZWNlaXZlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiOgoHUnVuRmxhZxIRCgl0b29sX25hbWUYASABKAkSDAoEZmxhZxgCIAEoCRIOCgZkZXRhaWwYAyABKAkikQcKA1J1bhIOCgZydW5faWQYASABKAkSDwoHc2Nhbl9pZBgCIAEoCRIPCgdhdHRlbXB0GAMgASgFEhEKCXNlcnZlcl9pZBgEIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgFIAEoCRIRCgl0ZW5hbnRfaWQYBiABKAkSMgoFc3RhdGUYByABKA4yIy50b29sY3JpYi5jYXRhbG9nLnYxLkRpc2NvdmVyeVN0YXRlEjAKBnJlYXNvbhgIIAEoDjIgLnRvb2xjcmliLmRpc2NvdmVyeS52MS5SdW5SZWFzb24SDgoGZGV0YWlsGAkgASgJEjMKB3RyaWdnZXIYCiABKA4yIi50b29sY3JpYi5kaXNjb3ZlcnkudjEuU2NhblRyaWdnZXISDgoGd29ya2VyGAsgASgJEi4KCnN0YXJ0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBwcm90b2NvbF92ZXJzaW9uGA4gASgJEhcKD3NvdXJjZV9yZXZpc2lvbhgPIAEoCRIYChBjbG9zaW5nX3JldmlzaW9uGBAgASgJEhEKCXBhZ2Vfcm9vdBgRIAEoCRISCgpwYWdlX2NvdW50GBIgASgFEhIKCnRvb2xfY291bnQYEyABKAUSDQoFYnl0ZXMYFCABKAMSFAoMcG9saWN5X2Vwb2NoGBUgASgDEhIKCmdlbmVyYXRpb24YFiABKAMSFwoPaWRlbnRpdHlfZGlnZXN0GBcgASgJEhsKE3RydXN0X2NvbmZpZ19kaWdlc3QYGCABKAkSKgoFcGFnZXMYGSADKAsyGy50b29sY3JpYi5kaXNjb3ZlcnkudjEuUGFnZRItCgVmbGFncxgaIAMoCzIeLnRvb2xjcmliLmRpc2NvdmVyeS52MS5SdW5GbGFnEhMKC2NhY2hlX3Njb3BlGBsgASgJEhwKFGNvbmZpcm1lZF9nZW5lcmF0aW9uGBwgASgDEiAKGHN1cHByZXNzZWRfbm90aWZpY2F0aW9ucxgdIAEoBRIdChVub3RpZmljYXRpb25fZGVsYXlfbXMYHiABKAMSOAoKY29tcGFyaXNvbhgfIAEoCzIkLnRvb2xjcmliLmRpc2NvdmVyeS52MS5SdW5Db21wYXJpc29uIu8CCg1BY3RpdmVQb2ludGVyEhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCRIRCgl0ZW5hbnRfaWQYAyABKAkSEgoKZ2VuZXJhdGlvbhgEIAEoAxIyCgVzdGF0ZRgFIAEoDjIjLnRvb2xjcmliLmRpc2NvdmVyeS52MS5Qb2ludGVyU3RhdGUSOwoOc25hcHNob3Rfc3RhdGUYBiABKA4yIy50b29sY3JpYi5jYXRhbG9nLnYxLkRpc2NvdmVyeVN0YXRlEiwKCG1vdmVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtmcmVzaF91bnRpbBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIcmV2aXNpb24YCSABKAMSFwoPc291cmNlX3JldmlzaW9uGAogASgJEhEKCXBhZ2Vfcm9vdBgLIAEoCSLHAgoKR2VuZXJhdGlvbhISCgpnZW5lcmF0aW9uGAEgASgDEjIKBXN0YXRlGAIgASgOMiMudG9vbGNyaWIuY2F0YWxvZy52MS5EaXNjb3ZlcnlTdGF0ZRIXCg9zb3VyY2VfcmV2aXNpb24YAyABKAkSEQoJcGFnZV9yb290GAQgASgJEhIKCnRvb2xfY291bnQYBSABKAUSMAoMY29tbWl0dGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZydW5faWQYCCABKAkSDgoGYWN0aXZlGAkgASgIEi8KC2JvdW5kX3VudGlsGAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJgCgpTY2FuVGlja2V0EhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCRIPCgdzY2FuX2lkGAMgASgJEhYKDmFscmVhZHlfcXVldWVkGAQgASgIIj8KElRyaWdnZXJTY2FuUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSFgoOYXVkaWVuY2VfY2xhc3MYAiABKAkiRwoTVHJpZ2dlclNjYW5SZXNwb25zZRIwCgVzY2FucxgBIAMoCzIhLnRvb2xjcmliLmRpc2NvdmVyeS52MS5TY2FuVGlja2V0IjYKDUdldFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEhUKDWluY2x1ZGVfcGFnZXMYAiABKAgiOQoOR2V0UnVuUmVzcG9uc2USJwoDcnVuGAEgASgLMhoudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlJ1biKpAQoPTGlzdFJ1bnNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCRIPCgdzY2FuX2lkGAMgASgJEjMKBnN0YXRlcxgEIAMoDjIjLnRvb2xjcmliLmNhdGFsb2cudjEuRGlzY292ZXJ5U3RhdGUSEQoJcGFnZV9zaXplGAUgASgFEhIKCnBhZ2VfdG9rZW4YBiABKAkiVQoQTGlzdFJ1bnNSZXNwb25zZRIoCgRydW5zGAEgAygLMhoudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlJ1bhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkieAoYR2V0QWN0aXZlU25hcHNob3RSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCRIXCg90b29sc19wYWdlX3NpemUYAyABKAUSGAoQdG9vbHNfcGFnZV90b2tlbhgEIAEoCSKiAQoZR2V0QWN0aXZlU25hcHNob3RSZXNwb25zZRI1Cgdwb2ludGVyGAEgASgLMiQudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkFjdGl2ZVBvaW50ZXISLwoIc25hcHNob3QYAiABKAsyHS50b29sY3JpYi5jYXRhbG9nLnYxLlNuYXBzaG90Eh0KFW5leHRfdG9vbHNfcGFnZV90b2tlbhgDIAEoCSKGAQoSR2V0U25hcHNob3RSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCRISCgpnZW5lcmF0aW9uGAMgASgDEhcKD3Rvb2xzX3BhZ2Vfc2l6ZRgEIAEoBRIYChB0b29sc19wYWdlX3Rva2VuGAUgASgJImUKE0dldFNuYXBzaG90UmVzcG9uc2USLwoIc25hcHNob3QYASABKAsyHS50b29sY3JpYi5jYXRhbG9nLnYxLlNuYXBzaG90Eh0KFW5leHRfdG9vbHNfcGFnZV90b2tlbhgCIAEoCSJqChZMaXN0R2VuZXJhdGlvbnNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJqChdMaXN0R2VuZXJhdGlvbnNSZXNwb25zZRI2CgtnZW5lcmF0aW9ucxgBIAMoCzIhLnRvb2xjcmliLmRpc2NvdmVyeS52MS5HZW5lcmF0aW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKAAQoPUm9sbGJhY2tSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCRIbChNleHBlY3RlZF9nZW5lcmF0aW9uGAMgASgDEhUKDXRvX2dlbmVyYXRpb24YBCABKAMSDgoGcmVhc29uGAUgASgJIn8KEFJvbGxiYWNrUmVzcG9uc2USNQoHcG9pbnRlchgBIAEoCzIkLnRvb2xjcmliLmRpc2NvdmVyeS52MS5BY3RpdmVQb2ludGVyEjQKB3JlY2VpcHQYAiABKAsyIy50b29sY3JpYi5jYXRhbG9nLnYxLkNhdGFsb2dSZWNlaXB0IpcBChVCaW5kR2VuZXJhdGlvblJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEhIKCmdlbmVyYXRpb24YAyABKAMSDgoGcnVuX2lkGAQgASgJEi8KC2JvdW5kX3VudGlsGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJJChZCaW5kR2VuZXJhdGlvblJlc3BvbnNlEi8KC2JvdW5kX3VudGlsGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIlCgxXYXRjaFJlcXVlc3QSFQoNZnJvbV9yZXZpc2lvbhgBIAEoAyKOAQoNUG9pbnRlckNoYW5nZRIQCghyZXZpc2lvbhgBIAEoAxI1Cgdwb2ludGVyGAIgASgLMiQudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkFjdGl2ZVBvaW50ZXISNAoHcmVjZWlwdBgDIAEoCzIjLnRvb2xjcmliLmNhdGFsb2cudjEuQ2F0YWxvZ1JlY2VpcHQihQEKDVdhdGNoUmVzcG9uc2USNgoGY2hhbmdlGAEgASgLMiQudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlBvaW50ZXJDaGFuZ2VIABIzCgloZWFydGJlYXQYAiABKAsyHi50b29sY3JpYi5jYXRhbG9nLnYxLkhlYXJ0YmVhdEgAQgcKBWV2ZW50ImgKClN0YXRpY1Rvb2wSDAoEbmFtZRgBIAEoCRIZChFkZXNjcmlwdG9yX2RpZ2VzdBgCIAEoCRIUCgxpbnB1dF9zY2hlbWEYAyABKAwSGwoTaW5wdXRfc2NoZW1hX2RpZ2VzdBgEIAEoCSLdAQoOU3RhdGljVG9vbExpc3QSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEhEKCXRlbmFudF9pZBgDIAEoCRIwCgV0b29scxgEIAMoCzIhLnRvb2xjcmliLmRpc2NvdmVyeS52MS5TdGF0aWNUb29sEg8KB3ZlcnNpb24YBSABKAMSDgoGc2V0X2J5GAYgASgJEioKBnNldF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVhc29uGAggASgJIqEBChhTZXRTdGF0aWNUb29sTGlzdFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEjAKBXRvb2xzGAMgAygLMiEudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlN0YXRpY1Rvb2wSGAoQZXhwZWN0ZWRfdmVyc2lvbhgEIAEoAxIOCgZyZWFzb24YBSABKAkiUAoZU2V0U3RhdGljVG9vbExpc3RSZXNwb25zZRIzCgRsaXN0GAEgASgLMiUudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlN0YXRpY1Rvb2xMaXN0IkUKGEdldFN0YXRpY1Rvb2xMaXN0UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSFgoOYXVkaWVuY2VfY2xhc3MYAiABKAkiUAoZR2V0U3RhdGljVG9vbExpc3RSZXNwb25zZRIzCgRsaXN0GAEgASgLMiUudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlN0YXRpY1Rvb2xMaXN0IlwKClRvb2xDaGFuZ2USDAoEbmFtZRgBIAEoCRIQCghjb21wYXJlZBgCIAEoCRIXCg9leHBlY3RlZF9kaWdlc3QYAyABKAkSFQoNYWN0dWFsX2RpZ2VzdBgEIAEoCSLIAQoIVG9vbERpZmYSDwoHbWlzc2luZxgBIAMoCRINCgVleHRyYRgCIAMoCRIyCgdjaGFuZ2VkGAMgAygLMiEudG9vbGNyaWIuZGlzY292ZXJ5LnYxLlRvb2xDaGFuZ2USFQoNbWlzc2luZ19jb3VudBgEIAEoBRITCgtleHRyYV9jb3VudBgFIAEoBRIVCg1jaGFuZ2VkX2NvdW50GAYgASgFEhIKCnNhbWVfY291bnQYByABKAUSEQoJdHJ1bmNhdGVkGAggASgIItACCg1SdW5Db21wYXJpc29uEg4KBnJ1bl9pZBgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSFgoOYXVkaWVuY2VfY2xhc3MYAyABKAkSEQoJdGVuYW50X2lkGAQgASgJEhIKCmdlbmVyYXRpb24YBSABKAMSGwoTc3RhdGljX2xpc3RfdmVyc2lvbhgGIAEoAxI3Cg5hZ2FpbnN0X3N0YXRpYxgHIAEoCzIfLnRvb2xjcmliLmRpc2NvdmVyeS52MS5Ub29sRGlmZhIbChNwcmV2aW91c19nZW5lcmF0aW9uGAggASgDEjkKEGFnYWluc3RfcHJldmlvdXMYCSABKAsyHy50b29sY3JpYi5kaXNjb3ZlcnkudjEuVG9vbERpZmYSLwoLY29tcGFyZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImgKF0dldFJ1bkNvbXBhcmlzb25SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSFgoOYXVkaWVuY2VfY2xhc3MYAyABKAkSEgoKZ2VuZXJhdGlvbhgEIAEoAyJ5ChhHZXRSdW5Db21wYXJpc29uUmVzcG9uc2USOAoKY29tcGFyaXNvbhgBIAEoCzIkLnRvb2xjcmliLmRpc2NvdmVyeS52MS5SdW5Db21wYXJpc29uEiMKG2N1cnJlbnRfc3RhdGljX2xpc3RfdmVyc2lvbhgCIAEoAyK7AgoISW5jaWRlbnQSEAoIZXZlbnRfaWQYASABKAkSMQoEa2luZBgCIAEoDjIjLnRvb2xjcmliLmRpc2NvdmVyeS52MS5JbmNpZGVudEtpbmQSEQoJc2VydmVyX2lkGAMgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAQgASgJEhIKCmdlbmVyYXRpb24YBSABKAMSEQoJdGVuYW50X2lkGAYgASgJEi8KC29ic2VydmVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZkZXRhaWwYCCABKAkSEwoLcmVwb3J0ZWRfYnkYCSABKAkSLwoLcmVwb3J0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCWFjdGlvbl9pZBgLIAEoAyLvAQoVUmVwb3J0SW5jaWRlbnRSZXF1ZXN0EhAKCGV2ZW50X2lkGAEgASgJEjEKBGtpbmQYAiABKA4yIy50b29sY3JpYi5kaXNjb3ZlcnkudjEuSW5jaWRlbnRLaW5kEhEKCXNlcnZlcl9pZBgDIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgEIAEoCRISCgpnZW5lcmF0aW9uGAUgASgDEhEKCXRlbmFudF9pZBgGIAEoCRIvCgtvYnNlcnZlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGZGV0YWlsGAggASgJIl4KFlJlcG9ydEluY2lkZW50UmVzcG9uc2USMQoIaW5jaWRlbnQYASABKAsyHy50b29sY3JpYi5kaXNjb3ZlcnkudjEuSW5jaWRlbnQSEQoJZHVwbGljYXRlGAIgASgIIqoECgtHdWFyZEFjdGlvbhIRCglhY3Rpb25faWQYASABKAMSEQoJc2VydmVyX2lkGAIgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAMgASgJEi4KBHJ1bGUYBCABKA4yIC50b29sY3JpYi5kaXNjb3ZlcnkudjEuR3VhcmRSdWxlEi4KBG1vdmUYBSABKA4yIC50b29sY3JpYi5jYXRhbG9nLnYxLlBvaW50ZXJNb3ZlEhcKD2Zyb21fZ2VuZXJhdGlvbhgGIAEoAxIVCg10b19nZW5lcmF0aW9uGAcgASgDEhsKE3ByZXZpb3VzX2dlbmVyYXRpb24YCCABKAMSDgoGY2hlY2tzGAkgASgDEg8KB21pc3NpbmcYCiABKAMSEQoJdGhyZXNob2xkGAsgASgBEjAKDHdpbmRvd19zdGFydBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNbWlzc2luZ190b29scxgNIAMoCRIUCgxpbmNpZGVudF9pZHMYDiADKAkSEgoKcmVjZWlwdF9pZBgPIAEoCRIuCgpkZWNpZGVkX2F0GBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXN1bWVkX2F0GBEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpyZXN1bWVkX2J5GBIgASgJEhUKDXJlc3VtZV9yZWFzb24YEyABKAkifgoXTGlzdEd1YXJkQWN0aW9uc1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAIgASgJEhEKCWhlbGRfb25seRgDIAEoCBIRCglwYWdlX3NpemUYBCABKAUSEgoKcGFnZV90b2tlbhgFIAEoCSJoChhMaXN0R3VhcmRBY3Rpb25zUmVzcG9uc2USMwoHYWN0aW9ucxgBIAMoCzIiLnRvb2xjcmliLmRpc2NvdmVyeS52MS5HdWFyZEFjdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiTwoSUmVzdW1lR3VhcmRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCRIOCgZyZWFzb24YAyABKAkiSgoTUmVzdW1lR3VhcmRSZXNwb25zZRIzCgdyZXN1bWVkGAEgAygLMiIudG9vbGNyaWIuZGlzY292ZXJ5LnYxLkd1YXJkQWN0aW9uKvsHCglSdW5SZWFzb24SGgoWUlVOX1JFQVNPTl9VTlNQRUNJRklFRBAAEhsKF1JVTl9SRUFTT05fTElTVF9DSEFOR0VEEAESIAocUlVOX1JFQVNPTl9SRVZJU0lPTl9NSVNNQVRDSBACEh8KG1JVTl9SRUFTT05fUkVWSVNJT05fTUlTU0lORxADEh4KGlJVTl9SRUFTT05fUkVQRUFURURfQ1VSU09SEAQSGwoXUlVOX1JFQVNPTl9DVVJTT1JfQ1lDTEUQBRIXChNSVU5fUkVBU09OX1BBR0VfQ0FQEAYSFwoTUlVOX1JFQVNPTl9UT09MX0NBUBAHEhcKE1JVTl9SRUFTT05fQllURV9DQVAQCBIeChpSVU5fUkVBU09OX1RSQU5TUE9SVF9FUlJPUhAJEiAKHFJVTl9SRUFTT05fSURFTlRJVFlfTUlTTUFUQ0gQChIiCh5SVU5fUkVBU09OX0RVUExJQ0FURV9UT09MX05BTUUQCxIgChxSVU5fUkVBU09OX0lOVkFMSURfVE9PTF9OQU1FEAwSHQoZUlVOX1JFQVNPTl9JTlZBTElEX1NDSEVNQRANEh4KGlJVTl9SRUFTT05fVU5LTk9XTl9ESUFMRUNUEA4SGgoWUlVOX1JFQVNPTl9ORVRXT1JLX1JFRhAPEh0KGVJVTl9SRUFTT05fVU5SRVNPTFZFRF9SRUYQEBIfChtSVU5fUkVBU09OX1NDSEVNQV9UT09fTEFSR0UQERIeChpSVU5fUkVBU09OX1NDSEVNQV9UT09fREVFUBASEhsKF1JVTl9SRUFTT05fSU5WQUxJRF9JQ09OEBMSIwofUlVOX1JFQVNPTl9QT0xJQ1lfRVBPQ0hfQ0hBTkdFRBAUEiMKH1JVTl9SRUFTT05fVFJVU1RfQ09ORklHX0NIQU5HRUQQFRIbChdSVU5fUkVBU09OX0NBU19DT05GTElDVBAWEhgKFFJVTl9SRUFTT05fVU5DSEFOR0VEEBcSGgoWUlVOX1JFQVNPTl9XT1JLRVJfTE9TVBAYEiUKIVJVTl9SRUFTT05fQ1JFREVOVElBTF9VTkFWQUlMQUJMRRAZEh0KGVJVTl9SRUFTT05fTUFMRk9STUVEX1RPT0wQGhIdChlSVU5fUkVBU09OX05PVF9SRUdJU1RFUkVEEBsSIwofUlVOX1JFQVNPTl9SRUdJU1RSWV9VTkFWQUlMQUJMRRAcEiMKH1JVTl9SRUFTT05fUFJPVE9DT0xfVU5TVVBQT1JURUQQHRIfChtSVU5fUkVBU09OX01FU1NBR0VfVE9PX0RFRVAQHhIdChlSVU5fUkVBU09OX0VHUkVTU19SRUZVU0VEEB8qwQEKC1NjYW5UcmlnZ2VyEhwKGFNDQU5fVFJJR0dFUl9VTlNQRUNJRklFRBAAEhkKFVNDQU5fVFJJR0dFUl9QRVJJT0RJQxABEhcKE1NDQU5fVFJJR0dFUl9NQU5VQUwQAhIdChlTQ0FOX1RSSUdHRVJfTElTVF9DSEFOR0VEEAMSIAocU0NBTl9UUklHR0VSX1JFR0lTVFJZX0NIQU5HRRAEEh8KG1NDQU5fVFJJR0dFUl9MSVNURU5fUkVTVU1FRBAFKmEKDFBvaW50ZXJTdGF0ZRIdChlQT0lOVEVSX1NUQVRFX1VOU1BFQ0lGSUVEEAASGAoUUE9JTlRFUl9TVEFURV9BQ1RJVkUQARIYChRQT0lOVEVSX1NUQVRFX0NMT1NFRBACKn4KDEluY2lkZW50S2luZBIdChlJTkNJREVOVF9LSU5EX1VOU1BFQ0lGSUVEEAASJAogSU5DSURFTlRfS0lORF9MRUFTRV9BRlRFUl9SRVZPS0UQARIpCiVJTkNJREVOVF9LSU5EX0FMTE9XX0RFTklFRF9PTl9SRUNIRUNLEAIqbAoJR3VhcmRSdWxlEhoKFkdVQVJEX1JVTEVfVU5TUEVDSUZJRUQQABIgChxHVUFSRF9SVUxFX01JU1NJTkdfVE9PTF9SQVRFEAESIQodR1VBUkRfUlVMRV9VTkFVVEhPUklaRURfRVZFTlQQAjLNDAoQRGlzY292ZXJ5U2VydmljZRJkCgtUcmlnZ2VyU2NhbhIpLnRvb2xjcmliLmRpc2NvdmVyeS52MS5UcmlnZ2VyU2NhblJlcXVlc3QaKi50b29sY3JpYi5kaXNjb3ZlcnkudjEuVHJpZ2dlclNjYW5SZXNwb25zZRJVCgZHZXRSdW4SJC50b29sY3JpYi5kaXNjb3ZlcnkudjEuR2V0UnVuUmVxdWVzdBolLnRvb2xjcmliLmRpc2NvdmVyeS52MS5HZXRSdW5SZXNwb25zZRJbCghMaXN0UnVucxImLnRvb2xjcmliLmRpc2NvdmVyeS52MS5MaXN0UnVuc1JlcXVlc3QaJy50b29sY3JpYi5kaXNjb3ZlcnkudjEuTGlzdFJ1bnNSZXNwb25zZRJ2ChFHZXRBY3RpdmVTbmFwc2hvdBIvLnRvb2xjcmliLmRpc2NvdmVyeS52MS5HZXRBY3RpdmVTbmFwc2hvdFJlcXVlc3QaMC50b29sY3JpYi5kaXNjb3ZlcnkudjEuR2V0QWN0aXZlU25hcHNob3RSZXNwb25zZRJkCgtHZXRTbmFwc2hvdBIpLnRvb2xjcmliLmRpc2NvdmVyeS52MS5HZXRTbmFwc2hvdFJlcXVlc3QaKi50b29sY3JpYi5kaXNjb3ZlcnkudjEuR2V0U25hcHNob3RSZXNwb25zZRJwCg9MaXN0R2VuZXJhdGlvbnMSLS50b29sY3JpYi5kaXNjb3ZlcnkudjEuTGlzdEdlbmVyYXRpb25zUmVxdWVzdBouLnRvb2xjcmliLmRpc2NvdmVyeS52MS5MaXN0R2VuZXJhdGlvbnNSZXNwb25zZRJbCghSb2xsYmFjaxImLnRvb2xjcmliLmRpc2NvdmVyeS52MS5Sb2xsYmFja1JlcXVlc3QaJy50b29sY3JpYi5kaXNjb3ZlcnkudjEuUm9sbGJhY2tSZXNwb25zZRJtCg5CaW5kR2VuZXJhdGlvbhIsLnRvb2xjcmliLmRpc2NvdmVyeS52MS5CaW5kR2VuZXJhdGlvblJlcXVlc3QaLS50b29sY3JpYi5kaXNjb3ZlcnkudjEuQmluZEdlbmVyYXRpb25SZXNwb25zZRJ2ChFTZXRTdGF0aWNUb29sTGlzdBIvLnRvb2xjcmliLmRpc2NvdmVyeS52MS5TZXRTdGF0aWNUb29sTGlzdFJlcXVlc3QaMC50b29sY3JpYi5kaXNjb3ZlcnkudjEuU2V0U3RhdGljVG9vbExpc3RSZXNwb25zZRJ2ChFHZXRTdGF0aWNUb29sTGlzdBIvLnRvb2xjcmliLmRpc2NvdmVyeS52MS5HZXRTdGF0aWNUb29sTGlzdFJlcXVlc3QaMC50b29sY3JpYi5kaXNjb3ZlcnkudjEuR2V0U3RhdGljVG9vbExpc3RSZXNwb25zZRJzChBHZXRSdW5Db21wYXJpc29uEi4udG9vbGNyaWIuZGlzY292ZXJ5LnYxLkdldFJ1bkNvbXBhcmlzb25SZXF1ZXN0Gi8udG9vbGNyaWIuZGlzY292ZXJ5LnYxLkdldFJ1bkNvbXBhcmlzb25SZXNwb25zZRJtCg5SZXBvcnRJbmNpZGVudBIsLnRvb2xjcmliLmRpc2NvdmVyeS52MS5SZXBvcnRJbmNpZGVudFJlcXVlc3QaLS50b29sY3JpYi5kaXNjb3ZlcnkudjEuUmVwb3J0SW5jaWRlbnRSZXNwb25zZRJzChBMaXN0R3VhcmRBY3Rpb25zEi4udG9vbGNyaWIuZGlzY292ZXJ5LnYxLkxpc3RHdWFyZEFjdGlvbnNSZXF1ZXN0Gi8udG9vbGNyaWIuZGlzY292ZXJ5LnYxLkxpc3RHdWFyZEFjdGlvbnNSZXNwb25zZRJkCgtSZXN1bWVHdWFyZBIpLnRvb2xjcmliLmRpc2NvdmVyeS52MS5SZXN1bWVHdWFyZFJlcXVlc3QaKi50b29sY3JpYi5kaXNjb3ZlcnkudjEuUmVzdW1lR3VhcmRSZXNwb25zZRJUCgVXYXRjaBIjLnRvb2xjcmliLmRpc2NvdmVyeS52MS5XYXRjaFJlcXVlc3QaJC50b29sY3JpYi5kaXNjb3ZlcnkudjEuV2F0Y2hSZXNwb25zZTABQuUBChljb20udG9vbGNyaWIuZGlzY292ZXJ5LnYxQg5EaXNjb3ZlcnlQcm90b1ABWkJnaXRodWIuY29tL3Rvb2xjcmliL3Rvb2xjcmliL2dlbi90b29sY3JpYi9kaXNjb3ZlcnkvdjE7ZGlzY292ZXJ5djGiAgNURFiqAhVUb29sY3JpYi5EaXNjb3ZlcnkuVjHKAhVUb29sY3JpYlxEaXNjb3ZlcnlcVjHiAiFUb29sY3JpYlxEaXNjb3ZlcnlcVjFcR1BCTWV0YWRhdGHqAhdUb29sY3JpYjo6RGlzY292ZXJ5OjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp, file_toolcrib_catalog_v1_catalog]);
 
 /**
  * Page is what one `tools/list` call returned.
@@ -1783,6 +1783,479 @@ export const GetRunComparisonResponseSchema: GenMessage<GetRunComparisonResponse
   messageDesc(file_toolcrib_discovery_v1_discovery, 35);
 
 /**
+ * Incident is one reported unauthorized event.
+ *
+ * @generated from message toolcrib.discovery.v1.Incident
+ */
+export type Incident = Message<"toolcrib.discovery.v1.Incident"> & {
+  /**
+   * The reporter's id of the event; the key of idempotence.
+   *
+   * @generated from field: string event_id = 1;
+   */
+  eventId: string;
+
+  /**
+   * What happened.
+   *
+   * @generated from field: toolcrib.discovery.v1.IncidentKind kind = 2;
+   */
+  kind: IncidentKind;
+
+  /**
+   * Server id.
+   *
+   * @generated from field: string server_id = 3;
+   */
+  serverId: string;
+
+  /**
+   * Audience class.
+   *
+   * @generated from field: string audience_class = 4;
+   */
+  audienceClass: string;
+
+  /**
+   * Generation the event was seen against; 0 when unknown.
+   *
+   * @generated from field: int64 generation = 5;
+   */
+  generation: bigint;
+
+  /**
+   * Tenant of the principal involved; empty when unknown.
+   *
+   * @generated from field: string tenant_id = 6;
+   */
+  tenantId: string;
+
+  /**
+   * When the reporter saw it.
+   *
+   * @generated from field: google.protobuf.Timestamp observed_at = 7;
+   */
+  observedAt?: Timestamp | undefined;
+
+  /**
+   * What the reporter saw, for people; never a credential.
+   *
+   * @generated from field: string detail = 8;
+   */
+  detail: string;
+
+  /**
+   * Subject of the service principal that reported it.
+   *
+   * @generated from field: string reported_by = 9;
+   */
+  reportedBy: string;
+
+  /**
+   * When discovery stored it.
+   *
+   * @generated from field: google.protobuf.Timestamp reported_at = 10;
+   */
+  reportedAt?: Timestamp | undefined;
+
+  /**
+   * The guard action that consumed it; 0 while pending.
+   *
+   * @generated from field: int64 action_id = 11;
+   */
+  actionId: bigint;
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.Incident.
+ * Use `create(IncidentSchema)` to create a new message.
+ */
+export const IncidentSchema: GenMessage<Incident> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 36);
+
+/**
+ * ReportIncidentRequest is the request of ReportIncident.
+ *
+ * @generated from message toolcrib.discovery.v1.ReportIncidentRequest
+ */
+export type ReportIncidentRequest = Message<"toolcrib.discovery.v1.ReportIncidentRequest"> & {
+  /**
+   * The reporter's id of the event, unique per event (e.g.
+   * `lease-after-revoke:<lease id>`); required, at most 256 bytes.
+   *
+   * @generated from field: string event_id = 1;
+   */
+  eventId: string;
+
+  /**
+   * What happened; required.
+   *
+   * @generated from field: toolcrib.discovery.v1.IncidentKind kind = 2;
+   */
+  kind: IncidentKind;
+
+  /**
+   * Server id; required.
+   *
+   * @generated from field: string server_id = 3;
+   */
+  serverId: string;
+
+  /**
+   * Audience class; required.
+   *
+   * @generated from field: string audience_class = 4;
+   */
+  audienceClass: string;
+
+  /**
+   * Generation the event was seen against; 0 when unknown.
+   *
+   * @generated from field: int64 generation = 5;
+   */
+  generation: bigint;
+
+  /**
+   * Tenant of the principal involved; empty when unknown.
+   *
+   * @generated from field: string tenant_id = 6;
+   */
+  tenantId: string;
+
+  /**
+   * When the reporter saw it; unset means now.
+   *
+   * @generated from field: google.protobuf.Timestamp observed_at = 7;
+   */
+  observedAt?: Timestamp | undefined;
+
+  /**
+   * What the reporter saw; at most 1024 bytes, no credential.
+   *
+   * @generated from field: string detail = 8;
+   */
+  detail: string;
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.ReportIncidentRequest.
+ * Use `create(ReportIncidentRequestSchema)` to create a new message.
+ */
+export const ReportIncidentRequestSchema: GenMessage<ReportIncidentRequest> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 37);
+
+/**
+ * ReportIncidentResponse is the response of ReportIncident.
+ *
+ * @generated from message toolcrib.discovery.v1.ReportIncidentResponse
+ */
+export type ReportIncidentResponse = Message<"toolcrib.discovery.v1.ReportIncidentResponse"> & {
+  /**
+   * The stored incident.
+   *
+   * @generated from field: toolcrib.discovery.v1.Incident incident = 1;
+   */
+  incident?: Incident | undefined;
+
+  /**
+   * True when the event id was already stored (nothing changed).
+   *
+   * @generated from field: bool duplicate = 2;
+   */
+  duplicate: boolean;
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.ReportIncidentResponse.
+ * Use `create(ReportIncidentResponseSchema)` to create a new message.
+ */
+export const ReportIncidentResponseSchema: GenMessage<ReportIncidentResponse> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 38);
+
+/**
+ * GuardAction is one automatic pointer move of the rollout guard.
+ *
+ * @generated from message toolcrib.discovery.v1.GuardAction
+ */
+export type GuardAction = Message<"toolcrib.discovery.v1.GuardAction"> & {
+  /**
+   * Action id, increasing.
+   *
+   * @generated from field: int64 action_id = 1;
+   */
+  actionId: bigint;
+
+  /**
+   * Server id.
+   *
+   * @generated from field: string server_id = 2;
+   */
+  serverId: string;
+
+  /**
+   * Audience class.
+   *
+   * @generated from field: string audience_class = 3;
+   */
+  audienceClass: string;
+
+  /**
+   * The rule that fired.
+   *
+   * @generated from field: toolcrib.discovery.v1.GuardRule rule = 4;
+   */
+  rule: GuardRule;
+
+  /**
+   * ROLLBACK, or CLOSE when no older generation was fresh.
+   *
+   * @generated from field: toolcrib.catalog.v1.PointerMove move = 5;
+   */
+  move: PointerMove;
+
+  /**
+   * The active generation before the move.
+   *
+   * @generated from field: int64 from_generation = 6;
+   */
+  fromGeneration: bigint;
+
+  /**
+   * The active generation after the move; for CLOSE the closed one.
+   *
+   * @generated from field: int64 to_generation = 7;
+   */
+  toGeneration: bigint;
+
+  /**
+   * Missing-tool rule: the generation whose tools count as missing (the
+   * one the active generation replaced); 0 for other rules.
+   *
+   * @generated from field: int64 previous_generation = 8;
+   */
+  previousGeneration: bigint;
+
+  /**
+   * Missing-tool rule: Checks on the active generation counted.
+   *
+   * @generated from field: int64 checks = 9;
+   */
+  checks: bigint;
+
+  /**
+   * Missing-tool rule: of those, STALE_CATALOG or NOT_FOUND for a tool of
+   * the previous generation.
+   *
+   * @generated from field: int64 missing = 10;
+   */
+  missing: bigint;
+
+  /**
+   * Missing-tool rule: the threshold in force (a fraction, 0..1).
+   *
+   * @generated from field: double threshold = 11;
+   */
+  threshold: number;
+
+  /**
+   * Missing-tool rule: the start of the window counted.
+   *
+   * @generated from field: google.protobuf.Timestamp window_start = 12;
+   */
+  windowStart?: Timestamp | undefined;
+
+  /**
+   * Missing-tool rule: the missing tools with the most denials, at most 20.
+   *
+   * @generated from field: repeated string missing_tools = 13;
+   */
+  missingTools: string[];
+
+  /**
+   * Unauthorized-event rule: the incidents acted on (and those reported
+   * while the pair was held afterwards).
+   *
+   * @generated from field: repeated string incident_ids = 14;
+   */
+  incidentIds: string[];
+
+  /**
+   * The catalog receipt of the move.
+   *
+   * @generated from field: string receipt_id = 15;
+   */
+  receiptId: string;
+
+  /**
+   * When the guard moved the pointer.
+   *
+   * @generated from field: google.protobuf.Timestamp decided_at = 16;
+   */
+  decidedAt?: Timestamp | undefined;
+
+  /**
+   * When an operator resumed the pair; unset while the guard holds it.
+   *
+   * @generated from field: google.protobuf.Timestamp resumed_at = 17;
+   */
+  resumedAt?: Timestamp | undefined;
+
+  /**
+   * Who resumed it and why.
+   *
+   * @generated from field: string resumed_by = 18;
+   */
+  resumedBy: string;
+
+  /**
+   * The operator's reason for the resume.
+   *
+   * @generated from field: string resume_reason = 19;
+   */
+  resumeReason: string;
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.GuardAction.
+ * Use `create(GuardActionSchema)` to create a new message.
+ */
+export const GuardActionSchema: GenMessage<GuardAction> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 39);
+
+/**
+ * ListGuardActionsRequest is the request of ListGuardActions.
+ *
+ * @generated from message toolcrib.discovery.v1.ListGuardActionsRequest
+ */
+export type ListGuardActionsRequest = Message<"toolcrib.discovery.v1.ListGuardActionsRequest"> & {
+  /**
+   * Only this server; empty for every server.
+   *
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * Only this audience class; empty for every class.
+   *
+   * @generated from field: string audience_class = 2;
+   */
+  audienceClass: string;
+
+  /**
+   * Only actions not resumed yet (pairs the guard holds).
+   *
+   * @generated from field: bool held_only = 3;
+   */
+  heldOnly: boolean;
+
+  /**
+   * Maximum actions per page; 0 means 100, at most 1000.
+   *
+   * @generated from field: int32 page_size = 4;
+   */
+  pageSize: number;
+
+  /**
+   * Token from a previous response; empty for the first page.
+   *
+   * @generated from field: string page_token = 5;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.ListGuardActionsRequest.
+ * Use `create(ListGuardActionsRequestSchema)` to create a new message.
+ */
+export const ListGuardActionsRequestSchema: GenMessage<ListGuardActionsRequest> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 40);
+
+/**
+ * ListGuardActionsResponse is the response of ListGuardActions.
+ *
+ * @generated from message toolcrib.discovery.v1.ListGuardActionsResponse
+ */
+export type ListGuardActionsResponse = Message<"toolcrib.discovery.v1.ListGuardActionsResponse"> & {
+  /**
+   * Actions, newest first.
+   *
+   * @generated from field: repeated toolcrib.discovery.v1.GuardAction actions = 1;
+   */
+  actions: GuardAction[];
+
+  /**
+   * Token for the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.ListGuardActionsResponse.
+ * Use `create(ListGuardActionsResponseSchema)` to create a new message.
+ */
+export const ListGuardActionsResponseSchema: GenMessage<ListGuardActionsResponse> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 41);
+
+/**
+ * ResumeGuardRequest is the request of ResumeGuard.
+ *
+ * @generated from message toolcrib.discovery.v1.ResumeGuardRequest
+ */
+export type ResumeGuardRequest = Message<"toolcrib.discovery.v1.ResumeGuardRequest"> & {
+  /**
+   * Server id; required.
+   *
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * Audience class; required.
+   *
+   * @generated from field: string audience_class = 2;
+   */
+  audienceClass: string;
+
+  /**
+   * Why; required, at most 1024 bytes.
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.ResumeGuardRequest.
+ * Use `create(ResumeGuardRequestSchema)` to create a new message.
+ */
+export const ResumeGuardRequestSchema: GenMessage<ResumeGuardRequest> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 42);
+
+/**
+ * ResumeGuardResponse is the response of ResumeGuard.
+ *
+ * @generated from message toolcrib.discovery.v1.ResumeGuardResponse
+ */
+export type ResumeGuardResponse = Message<"toolcrib.discovery.v1.ResumeGuardResponse"> & {
+  /**
+   * The actions this call resumed; empty when the pair was not held.
+   *
+   * @generated from field: repeated toolcrib.discovery.v1.GuardAction resumed = 1;
+   */
+  resumed: GuardAction[];
+};
+
+/**
+ * Describes the message toolcrib.discovery.v1.ResumeGuardResponse.
+ * Use `create(ResumeGuardResponseSchema)` to create a new message.
+ */
+export const ResumeGuardResponseSchema: GenMessage<ResumeGuardResponse> = /*@__PURE__*/
+  messageDesc(file_toolcrib_discovery_v1_discovery, 43);
+
+/**
  * RunReason is the single cause a run ended where it did.
  *
  * @generated from enum toolcrib.discovery.v1.RunReason
@@ -2129,6 +2602,78 @@ export const PointerStateSchema: GenEnum<PointerState> = /*@__PURE__*/
   enumDesc(file_toolcrib_discovery_v1_discovery, 2);
 
 /**
+ * IncidentKind is the kind of an unauthorized event.
+ *
+ * @generated from enum toolcrib.discovery.v1.IncidentKind
+ */
+export enum IncidentKind {
+  /**
+   * Not set; refused with INVALID_ARGUMENT.
+   *
+   * @generated from enum value: INCIDENT_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A lease was presented at Verify that was issued after a revocation of
+   * its subject's grant had committed (at a later policy epoch than the
+   * lease's): a lease replica issued on authority already withdrawn.
+   *
+   * @generated from enum value: INCIDENT_KIND_LEASE_AFTER_REVOKE = 1;
+   */
+  LEASE_AFTER_REVOKE = 1,
+
+  /**
+   * An ALLOW that a re-check at the same policy epoch denies.
+   *
+   * @generated from enum value: INCIDENT_KIND_ALLOW_DENIED_ON_RECHECK = 2;
+   */
+  ALLOW_DENIED_ON_RECHECK = 2,
+}
+
+/**
+ * Describes the enum toolcrib.discovery.v1.IncidentKind.
+ */
+export const IncidentKindSchema: GenEnum<IncidentKind> = /*@__PURE__*/
+  enumDesc(file_toolcrib_discovery_v1_discovery, 3);
+
+/**
+ * GuardRule is the rule that made the rollout guard move a pointer.
+ *
+ * @generated from enum toolcrib.discovery.v1.GuardRule
+ */
+export enum GuardRule {
+  /**
+   * Not set; never stored.
+   *
+   * @generated from enum value: GUARD_RULE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The missing-tool rate of the active generation went above the
+   * threshold (`--guard-missing-rate`) over at least `--guard-min-checks`
+   * Checks.
+   *
+   * @generated from enum value: GUARD_RULE_MISSING_TOOL_RATE = 1;
+   */
+  MISSING_TOOL_RATE = 1,
+
+  /**
+   * At least one unauthorized event (an incident) was reported.
+   *
+   * @generated from enum value: GUARD_RULE_UNAUTHORIZED_EVENT = 2;
+   */
+  UNAUTHORIZED_EVENT = 2,
+}
+
+/**
+ * Describes the enum toolcrib.discovery.v1.GuardRule.
+ */
+export const GuardRuleSchema: GenEnum<GuardRule> = /*@__PURE__*/
+  enumDesc(file_toolcrib_discovery_v1_discovery, 4);
+
+/**
  * DiscoveryService crawls MCP servers into proven snapshots and owns the one
  * acceptance point: the compare-and-swap of the active pointer (I1).
  *
@@ -2272,6 +2817,48 @@ export const DiscoveryService: GenService<{
     methodKind: "unary";
     input: typeof GetRunComparisonRequestSchema;
     output: typeof GetRunComparisonResponseSchema;
+  },
+  /**
+   * ReportIncident records one unauthorized event seen by another service
+   * (the lease service, admission) against a (server, audience class):
+   * durably, once per `event_id` (a repeated report returns the stored
+   * incident with `duplicate` set and changes nothing). The rollout guard
+   * rolls the pair's pointer back (or closes it) at its next pass: one
+   * incident is enough. Services only; anyone else is PERMISSION_DENIED.
+   *
+   * @generated from rpc toolcrib.discovery.v1.DiscoveryService.ReportIncident
+   */
+  reportIncident: {
+    methodKind: "unary";
+    input: typeof ReportIncidentRequestSchema;
+    output: typeof ReportIncidentResponseSchema;
+  },
+  /**
+   * ListGuardActions returns the rollout guard's automatic pointer moves,
+   * newest first, each with its evidence and whether an operator resumed
+   * the pair since. Platform admins and services only.
+   *
+   * @generated from rpc toolcrib.discovery.v1.DiscoveryService.ListGuardActions
+   */
+  listGuardActions: {
+    methodKind: "unary";
+    input: typeof ListGuardActionsRequestSchema;
+    output: typeof ListGuardActionsResponseSchema;
+  },
+  /**
+   * ResumeGuard ends the guard's hold on a (server, audience class): after
+   * an automatic move the guard does nothing more for the pair until then.
+   * Evidence from before the resume is never counted again. It does not
+   * move the pointer and does not resume lease issuance (that is
+   * LeaseService.FreezeIssuance with frozen false). Idempotent: a pair not
+   * held answers with no actions. Platform admins only.
+   *
+   * @generated from rpc toolcrib.discovery.v1.DiscoveryService.ResumeGuard
+   */
+  resumeGuard: {
+    methodKind: "unary";
+    input: typeof ResumeGuardRequestSchema;
+    output: typeof ResumeGuardResponseSchema;
   },
   /**
    * Watch streams every pointer move in commit order from a revision, with
