@@ -40,7 +40,7 @@ const auditTimeout = 5 * time.Second
 // `allow-recheck:<receipt id>`.
 func (s *Server) maybeAudit(ctx context.Context, p principal.Principal, r decision.Request, f decision.Facts, res resolved,
 	cached decision.Reason, level cache.Level, receiptID string) {
-	if s.o.Incidents == nil || s.o.AuditRate <= 0 || res.pointer == nil || cached != decision.Allow {
+	if s.o.Incidents == nil || s.o.AuditRate <= 0 || res.pointer() == nil || cached != decision.Allow {
 		return
 	}
 	if s.o.AuditRate < 1 && rand.Float64() >= s.o.AuditRate {
@@ -66,7 +66,7 @@ func (s *Server) maybeAudit(ctx context.Context, p principal.Principal, r decisi
 		if e.Reason == decision.Allow {
 			return
 		}
-		ptr := res.pointer
+		ptr := res.pointer() // non-nil: checked before the re-check was started
 		s.o.Logger.WarnContext(actx, "unauthorized event: a cached ALLOW that a re-check at the same epoch denies",
 			"receipt_id", receiptID, "tool_id", r.ToolID, "server_id", ptr.ServerID, "audience_class", res.class,
 			"generation", ptr.Generation, "policy_epoch", res.epoch, "cache", level.String(), "recheck", e.Reason.String())

@@ -447,7 +447,10 @@ func (s *Server) decide(ctx context.Context, p principal.Principal, r decision.R
 // pointer from the material (direct reads, never the decision cache):
 // decide's miss path, and the auditor's re-check of a cached ALLOW.
 func (s *Server) prelim(ctx context.Context, p principal.Principal, r decision.Request, f *decision.Facts, res *resolved) (cache.Entry, error) {
-	ptr := res.pointer
+	ptr := res.pointer()
+	if ptr == nil {
+		return cache.Entry{}, errors.New("admission: a decision from material needs the pointer")
+	}
 	f.Pointer = &decision.Pointer{Generation: ptr.Generation, Closed: ptr.Closed, Unversioned: ptr.Unversioned, FreshUntil: ptr.FreshUntil}
 	gen, err := s.o.Material.Generation(ctx, ptr.ServerID, res.class, ptr.Generation)
 	if err != nil {
