@@ -162,12 +162,22 @@ func (w *World) StartAdmissionSharingL2(t testing.TB, edit func(*admission.Confi
 // address.
 func (w *World) StartLease(t testing.TB) string {
 	t.Helper()
+	return w.StartLeaseWith(t, nil)
+}
+
+// StartLeaseWith is [World.StartLease] with edit applied to the replica's
+// configuration last (e.g. its registry reached through a proxy).
+func (w *World) StartLeaseWith(t testing.TB, edit func(*leasesvc.Config)) string {
+	t.Helper()
 	return servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
 		c := w.lcfg
 		c.Common = w.St.Auth.Common(t, w.lurl, true, listening)
 		c.RedisPrefix = w.leaseRedisPre
 		if w.leaseEdit != nil {
 			w.leaseEdit(&c.Common)
+		}
+		if edit != nil {
+			edit(&c)
 		}
 		if err := c.Validate(); err != nil {
 			return err

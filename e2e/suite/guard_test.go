@@ -18,8 +18,10 @@ import (
 	"github.com/toolcrib/toolcrib/platform/redisclient"
 	"github.com/toolcrib/toolcrib/platform/redistest"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
+	"github.com/toolcrib/toolcrib/revision/lease"
 	"github.com/toolcrib/toolcrib/services/admission"
 	"github.com/toolcrib/toolcrib/services/discovery"
+	leasesvc "github.com/toolcrib/toolcrib/services/lease"
 )
 
 // guardBound is the most time the tests allow from the evidence (the last
@@ -300,10 +302,12 @@ func TestGuardRPCsRefuseTenants(t *testing.T) {
 
 // TestGuardRollsBackOnUnauthorizedLease: one unauthorized event rolls
 // back and freezes. carol's only grant is revoked after admission allowed
-// her call; her ALLOW receipt is still within its lifetime, so the lease
-// service (Issue does not compare the receipt's epoch with the registry's)
-// issues her a lease more than a second after the revocation committed, as
-// a lease replica behind the registry would. Presented at Verify on a
+// her call. A connected lease replica then refuses to issue from her ALLOW
+// receipt (POLICY_CHANGED: Issue re-checks the receipt's epoch), but a
+// second replica whose registry link stopped answering just before the
+// revoke has not heard of it and, within its validity window, issues her a
+// lease more than a second after the revocation committed. Presented at
+// Verify on a
 // replica that has seen the revocation, the lease is refused
 // POLICY_CHANGED and reported to discovery once (event id
 // `lease-after-revoke:<lease id>`); the guard rolls generation 2 back to 1
@@ -325,17 +329,43 @@ func TestGuardRollsBackOnUnauthorizedLease(t *testing.T) {
 		allow = w.Check(t, "carol", 2, leaseworld.ShipmentArgs)
 		return allow.GetDecision() == admissionv1.Decision_DECISION_ALLOW
 	})
+	// A second lease replica whose registry link stops answering just
+	// before the revoke: it does not hear of it, and within its validity
+	// window (5 s) it still issues. A connected replica refuses the same
+	// Issue (POLICY_CHANGED): that is the stale replica's lease.
+	link := servicetest.NewProxy(t, w.St.RegistryAddr)
+	stale := leasev1.NewLeaseServiceClient(servicetest.Dial(t,
+		w.StartLeaseWith(t, func(c *leasesvc.Config) { c.RegistryAddr = link.Addr() }), carol))
+	digest, err := lease.ArgumentDigest(leaseworld.ShipmentArgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issue := func(c leasev1.LeaseServiceClient) (*leasev1.IssueResponse, error) {
+		return c.Issue(ctx, &leasev1.IssueRequest{ReceiptId: allow.GetReceipt().GetReceiptId(), ArgumentDigest: digest,
+			HolderPublicKey: w.JWK, Audience: leaseworld.Audience})
+	}
+	leaseworld.Eventually(t, "the second lease replica issues", func() bool {
+		_, err := issue(stale)
+		return err == nil
+	})
+	link.Freeze()
 	if _, err := w.St.Registry.RevokeScopes(ctx, &registryv1.RevokeScopesRequest{TenantId: tenant, Subject: "carol",
 		Scopes: []string{"shipment:read"}, AudienceClasses: []string{class}}); err != nil {
 		t.Fatal(err)
 	}
+	leaseworld.Eventually(t, "the connected replica refuses the pre-revocation receipt", func() bool {
+		_, err := w.Issue(t, "carol", allow.GetReceipt().GetReceiptId())
+		c, r := leaseworld.CodeReason(err)
+		return c == codes.FailedPrecondition && r == "POLICY_CHANGED"
+	})
 	// A lease's iat is whole seconds, and the revocation must precede it
 	// by more than the 1 s allowance.
 	time.Sleep(2200 * time.Millisecond)
-	iss, err := w.Issue(t, "carol", allow.GetReceipt().GetReceiptId())
+	iss, err := issue(stale)
 	if err != nil {
-		t.Fatalf("Issue from carol's pre-revocation receipt: %v", err)
+		t.Fatalf("Issue from carol's pre-revocation receipt on the stale replica: %v", err)
 	}
+	link.Thaw()
 	if iss.GetClaims().GetPolicyEpoch() != allow.GetReceipt().GetPolicyEpoch() {
 		t.Fatalf("lease epoch %d, receipt's %d", iss.GetClaims().GetPolicyEpoch(), allow.GetReceipt().GetPolicyEpoch())
 	}

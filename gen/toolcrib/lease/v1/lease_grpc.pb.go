@@ -48,9 +48,13 @@ const (
 type LeaseServiceClient interface {
 	// Issue returns a lease for one ALLOW decision. The execution receipt is
 	// written before the lease is returned. FAILED_PRECONDITION (ErrorInfo
-	// reason `ISSUANCE_FROZEN`) when issuance for the server is frozen;
-	// PERMISSION_DENIED when the decision is not ALLOW or belongs to another
-	// principal.
+	// reason `ISSUANCE_FROZEN`) when issuance for the server is frozen,
+	// `POLICY_CHANGED` when the tenant's policy epoch moved past the
+	// decision's and `STALE_CATALOG` when the decision's generation is no
+	// longer active or compatible (Check again: Verify would refuse such a
+	// lease); UNAVAILABLE `STALE_POLICY` when this replica cannot prove its
+	// view fresh; PERMISSION_DENIED when the decision is not ALLOW or belongs
+	// to another principal.
 	Issue(ctx context.Context, in *IssueRequest, opts ...grpc.CallOption) (*IssueResponse, error)
 	// Verify checks a lease and its holder proof for an executor and consumes
 	// it (single use). A failed check is an OK response with a reason.
@@ -147,9 +151,13 @@ func (c *leaseServiceClient) RotateSigningKey(ctx context.Context, in *RotateSig
 type LeaseServiceServer interface {
 	// Issue returns a lease for one ALLOW decision. The execution receipt is
 	// written before the lease is returned. FAILED_PRECONDITION (ErrorInfo
-	// reason `ISSUANCE_FROZEN`) when issuance for the server is frozen;
-	// PERMISSION_DENIED when the decision is not ALLOW or belongs to another
-	// principal.
+	// reason `ISSUANCE_FROZEN`) when issuance for the server is frozen,
+	// `POLICY_CHANGED` when the tenant's policy epoch moved past the
+	// decision's and `STALE_CATALOG` when the decision's generation is no
+	// longer active or compatible (Check again: Verify would refuse such a
+	// lease); UNAVAILABLE `STALE_POLICY` when this replica cannot prove its
+	// view fresh; PERMISSION_DENIED when the decision is not ALLOW or belongs
+	// to another principal.
 	Issue(context.Context, *IssueRequest) (*IssueResponse, error)
 	// Verify checks a lease and its holder proof for an executor and consumes
 	// it (single use). A failed check is an OK response with a reason.

@@ -33,6 +33,13 @@ const (
 	ReasonReceiptNotFound      = "RECEIPT_NOT_FOUND"
 	ReasonLedgerUnavailable    = "LEDGER_UNAVAILABLE"
 	ReasonStalePolicy          = "STALE_POLICY"
+	// ReasonPolicyChanged: Issue of a decision made at a policy epoch the
+	// tenant has since moved past (a lease of it would be refused
+	// POLICY_CHANGED at Verify): Check again.
+	ReasonPolicyChanged = "POLICY_CHANGED"
+	// ReasonStaleCatalog: Issue of a decision whose generation is no longer
+	// active or compatible (rolled back, replaced, closed): Check again.
+	ReasonStaleCatalog = "STALE_CATALOG"
 )
 
 // maxIDLen bounds every id and audience in a request.
@@ -264,6 +271,38 @@ func (s *Server) Issue(ctx context.Context, req *leasev1.IssueRequest) (*leasev1
 		DescriptorDigest: r.GetDescriptorDigest(), Generation: r.GetGeneration(), PolicyEpoch: r.GetPolicyEpoch(),
 		ArgumentDigest: r.GetArgumentDigest(), Audience: req.GetAudience(), HolderThumbprint: holder.Thumbprint,
 		Receipt: r.GetReceiptId(), IssuedAt: w.IssuedAt, ExpiresAt: w.ExpiresAt,
+	}
+	// A frozen server is said first (the recorded issue checks it again, in
+	// its transaction): it is what an operator must act on.
+	status := s.opts.Store.Status
+	if s.opts.Standing != nil {
+		status = s.opts.Standing.Status
+	}
+	if st, err := status(ctx, claims); err != nil {
+		return nil, translate(err)
+	} else if st.Frozen {
+		return nil, translate(&store.FrozenError{Server: claims.Server})
+	}
+	// The call-time re-check (seed 000): a decision the tenant's policy or
+	// the catalog has moved past since it was made gets no lease, exactly
+	// as Verify would refuse one; a view that cannot prove itself fresh
+	// refuses too (STALE_POLICY).
+	if s.opts.Freshness != nil {
+		verdict, err := s.opts.Freshness.Check(ctx, decision.Binding{
+			Tenant: p.Tenant, Server: r.GetServerId(), AudienceClass: r.GetAudienceClass(), Tool: r.GetToolId(),
+			DescriptorDigest: r.GetDescriptorDigest(), Generation: r.GetGeneration(), PolicyEpoch: r.GetPolicyEpoch(),
+		})
+		if err != nil {
+			return nil, translate(err)
+		}
+		switch verdict {
+		case decision.PolicyChanged:
+			return nil, apierror.FailedPrecondition(ReasonPolicyChanged,
+				"the tenant's policy changed since the decision was made; Check again")
+		case decision.StaleCatalog:
+			return nil, apierror.FailedPrecondition(ReasonStaleCatalog,
+				"the decision's generation is no longer active or compatible; Check again")
+		}
 	}
 	token, kid, err := s.opts.Ring.Sign(claims)
 	if err != nil {

@@ -54,9 +54,13 @@ class LeaseServiceServicer(object):
     def Issue(self, request, context):
         """Issue returns a lease for one ALLOW decision. The execution receipt is
         written before the lease is returned. FAILED_PRECONDITION (ErrorInfo
-        reason `ISSUANCE_FROZEN`) when issuance for the server is frozen;
-        PERMISSION_DENIED when the decision is not ALLOW or belongs to another
-        principal.
+        reason `ISSUANCE_FROZEN`) when issuance for the server is frozen,
+        `POLICY_CHANGED` when the tenant's policy epoch moved past the
+        decision's and `STALE_CATALOG` when the decision's generation is no
+        longer active or compatible (Check again: Verify would refuse such a
+        lease); UNAVAILABLE `STALE_POLICY` when this replica cannot prove its
+        view fresh; PERMISSION_DENIED when the decision is not ALLOW or belongs
+        to another principal.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
