@@ -63,13 +63,13 @@ type Writer struct {
 	closed  bool
 	kick    chan struct{}
 	flushMu sync.Mutex // one flush at a time
-	// copyBuf and copyReader are the COPY data of the flush under flushMu.
-	copyBuf    []byte
-	copyReader bytes.Reader
-	kept       []recentEntry // the flush's stored ALLOWs, under flushMu
-	stored     int64
-	recent     recent // stored ALLOW receipts, newest last
-	lookups    [numAnswers]atomic.Int64
+	// copyBuf is the COPY data of the flush under flushMu; dropped after a
+	// failed COPY (see insert).
+	copyBuf []byte
+	kept    []recentEntry // the flush's stored ALLOWs, under flushMu
+	stored  int64
+	recent  recent // stored ALLOW receipts, newest last
+	lookups [numAnswers]atomic.Int64
 }
 
 // Answer is how a [Writer.Lookup] was answered.
@@ -379,9 +379,15 @@ func (w *Writer) insert(ctx context.Context, batch []*admissionv1.Receipt) error
 	if err != nil {
 		return err
 	}
-	w.copyReader.Reset(b)
-	_, err = conn.Conn().PgConn().CopyFrom(ctx, &w.copyReader, copySQL)
+	// A fresh reader per batch: when CopyFrom fails on a broken
+	// connection it can return before its reading goroutine stops, so
+	// after an error neither the reader nor the buffer is reused (the race
+	// detector caught the next batch overwriting it mid-read).
+	_, err = conn.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(b), copySQL)
 	conn.Release()
+	if err != nil {
+		w.copyBuf = nil
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == uniqueViolation {
 		return w.insertSkippingStored(ctx, batch)
