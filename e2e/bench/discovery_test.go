@@ -235,6 +235,43 @@ func TestDiscoveryScale(t *testing.T) {
 		floorCPU := cpuSeconds() - c1
 		report(fmt.Sprintf("servers=1 tools=%d pages=%d", tools, runs.GetRuns()[0].GetPageCount()), took, floorTook)
 		fmt.Printf("  (cpu %.2f s in this process: services and fixture server; floor: %d pages, cpu %.2f s)\n", cpu, floorPages, floorCPU)
+
+		// A second commit of the same server, with the largest static list
+		// attached (10,000 names) and one tool changed: the shadow
+		// comparison with the list and with generation 1 (100,000 tools)
+		// runs inside this commit.
+		catalog := fixture.LargeCatalog(tools, 2)
+		static := make([]*discoveryv1.StaticTool, 10_000)
+		for i := range static {
+			static[i] = &discoveryv1.StaticTool{Name: catalog[i*(tools/len(static))].Name()}
+		}
+		if _, err := st.Discovery.SetStaticToolList(ctx, &discoveryv1.SetStaticToolListRequest{ServerId: "large", AudienceClass: class,
+			Tools: static, Reason: "bench"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := srv.Apply(fixture.Upsert(catalog[tools/2].WithDescription("changed for the second commit"))); err != nil {
+			t.Fatal(err)
+		}
+		start2 := time.Now()
+		if _, err := st.Discovery.TriggerScan(ctx, &discoveryv1.TriggerScanRequest{ServerId: "large", AudienceClass: class}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := discovery.WaitPointers(ctx, st.Discovery, 0, []discovery.PointerKey{{ServerID: "large", AudienceClass: class}},
+			func(p *discoveryv1.ActivePointer) bool { return p.GetGeneration() == 2 }); err != nil {
+			t.Fatal(err)
+		}
+		took2 := time.Since(start2)
+		cmp, err := st.Discovery.GetRunComparison(ctx, &discoveryv1.GetRunComparisonRequest{ServerId: "large", AudienceClass: class, Generation: 2})
+		if err != nil {
+			t.Fatalf("the second commit's comparison: %v", err)
+		}
+		c := cmp.GetComparison()
+		if prev, stat := c.GetAgainstPrevious(), c.GetAgainstStatic(); c.GetPreviousGeneration() != 1 || prev.GetChangedCount() != 1 ||
+			prev.GetMissingCount()+prev.GetExtraCount() != 0 || stat.GetMissingCount() != 0 || stat.GetSameCount() != int32(len(static)) {
+			t.Fatalf("the second commit's comparison: %v", c)
+		}
+		report(fmt.Sprintf("servers=1 tools=%d second_commit compared_static=%d compared_previous=%d changed=%d", tools,
+			len(static), tools, c.GetAgainstPrevious().GetChangedCount()), took2, floorTook)
 	})
 }
 
