@@ -64,6 +64,9 @@ type Config struct {
 	// kept after its last request.
 	IdleTimeout time.Duration
 
+	// StdioCredentialEnv is the variable a stdio server gets the audience
+	// class's credential in (as discovery's --stdio-credential-env).
+	StdioCredentialEnv string
 	// LeaseAudiencePrefix prefixes the server id to form the executor
 	// audience of a lease (`executor.` gives `executor.inventory`).
 	LeaseAudiencePrefix string
@@ -115,6 +118,7 @@ func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 	s.Duration(&cfg.WatchInterval, "watch-interval", "", time.Second, "how often a listening principal's visible set is re-read for list_changed")
 	s.Duration(&cfg.IdleTimeout, "idle-timeout", "", 10*time.Minute, "how long a principal's last listing is kept after its last request")
 	s.String(&cfg.LeaseAudiencePrefix, "lease-audience-prefix", "", "executor.", "prefix of the server id forming a lease's executor audience")
+	s.String(&cfg.StdioCredentialEnv, "stdio-credential-env", "", "TOOLCRIB_UPSTREAM_TOKEN", "environment variable a stdio server gets its upstream credential in (the gateway starts registered stdio servers itself, as discovery does)")
 	s.Duration(&cfg.DefaultDeadline, "default-deadline", "", 30*time.Second, "upstream deadline when the contract sets no deadline_ms")
 	s.Duration(&cfg.ConfirmTTL, "confirm-ttl", "", 5*time.Minute, "how long a confirmation request stays answerable")
 	s.Int(&cfg.ResultBudget, "result-budget-bytes", "", 64<<10, "largest result given to the model inline when its contract sets no result_budget_bytes; larger ones become artifacts")

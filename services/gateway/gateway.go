@@ -111,6 +111,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		var gw *mcpapi.Gateway
 		pool := upstream.New(egressPolicy, d.Logger, func(ctx context.Context, p *mcp.ProgressNotificationParams) { gw.RelayProgress(ctx, p) })
+		pool.CredentialEnv = cfg.StdioCredentialEnv
 		m := metrics.New(d.Metrics)
 		gw = mcpapi.New(mcpapi.Options{
 			Admission: admissionv1.NewAdmissionServiceClient(aconn),

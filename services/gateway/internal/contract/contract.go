@@ -15,6 +15,7 @@ import (
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/secretref"
 	"github.com/toolcrib/toolcrib/services/gateway/internal/policy"
+	"github.com/toolcrib/toolcrib/services/gateway/internal/upstream"
 )
 
 // Descriptor is one tool as a generation recorded it.
@@ -46,13 +47,22 @@ type Review struct {
 type Endpoint struct {
 	// URL is the streamable HTTP endpoint; empty for a stdio server.
 	URL string
+	// Command and Args start a stdio server (URL empty).
+	Command string
+	Args    []string
 	// Credential is the class's upstream credential; empty sends none.
 	Credential string
 }
 
-// ErrStdio is returned for a server registered with a stdio transport,
-// which the gateway does not run.
-var ErrStdio = errors.New("contract: the server is a stdio server; the gateway calls only streamable HTTP servers")
+// Target is the endpoint as the upstream pool dials it.
+func (e Endpoint) Target() upstream.Target {
+	return upstream.Target{URL: e.URL, Command: e.Command, Args: e.Args, Credential: e.Credential}
+}
+
+// ErrIdentity is returned for a stdio server whose command line is not the
+// identity discovery pinned (the registered command changed since the
+// catalog was proven): the gateway does not start it.
+var ErrIdentity = errors.New("contract: the stdio server's command is not the identity discovery pinned")
 
 // endpointTTL is how long an endpoint (URL and credential) is reused.
 const endpointTTL = 30 * time.Second
@@ -197,7 +207,7 @@ func (d *Directory) Endpoint(ctx context.Context, server, class string) (Endpoin
 		return e.ep, e.err
 	}
 	ep, err := d.fetchEndpoint(ctx, server, class)
-	if err != nil && !errors.Is(err, ErrStdio) {
+	if err != nil && !errors.Is(err, ErrIdentity) {
 		return Endpoint{}, err // not cached
 	}
 	d.mu.Lock()
@@ -214,9 +224,17 @@ func (d *Directory) fetchEndpoint(ctx context.Context, server, class string) (En
 	if err != nil {
 		return Endpoint{}, fmt.Errorf("contract: registry GetServer: %w", err)
 	}
-	h := srv.GetServer().GetStreamableHttp()
-	if h == nil {
-		return Endpoint{}, ErrStdio
+	var ep Endpoint
+	switch t := srv.GetServer(); {
+	case t.GetStreamableHttp() != nil:
+		ep.URL = t.GetStreamableHttp().GetUrl()
+	case t.GetStdio() != nil:
+		ep.Command, ep.Args = t.GetStdio().GetCommand(), t.GetStdio().GetArgs()
+		if pin := t.GetIdentityPin(); pin != "" && pin != upstream.CommandDigest(ep.Command, ep.Args) {
+			return Endpoint{}, ErrIdentity
+		}
+	default:
+		return Endpoint{}, errors.New("contract: the server has no transport the gateway can call")
 	}
 	cls, err := d.reg.GetAudienceClass(ctx, &registryv1.GetAudienceClassRequest{Name: class})
 	if err != nil {
@@ -232,5 +250,6 @@ func (d *Directory) fetchEndpoint(ctx context.Context, server, class string) (En
 	if err != nil {
 		return Endpoint{}, fmt.Errorf("contract: the audience class's upstream credential: %w", err)
 	}
-	return Endpoint{URL: h.GetUrl(), Credential: cred}, nil
+	ep.Credential = cred
+	return ep, nil
 }

@@ -47,9 +47,9 @@ const (
 	// ReasonUpstreamDeadline: the upstream did not answer within the
 	// contract's deadline.
 	ReasonUpstreamDeadline = "UPSTREAM_DEADLINE"
-	// ReasonUpstreamUnsupported: the server's transport is one the gateway
-	// does not call (stdio).
-	ReasonUpstreamUnsupported = "UPSTREAM_UNSUPPORTED"
+	// ReasonUpstreamIdentity: a stdio server's registered command is not
+	// the identity discovery pinned; the gateway does not start it.
+	ReasonUpstreamIdentity = "UPSTREAM_IDENTITY_MISMATCH"
 	// ReasonUserDeclined: the user declined (or cancelled) the
 	// confirmation.
 	ReasonUserDeclined = "USER_DECLINED"
@@ -184,8 +184,8 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 		return denial(policy.ReasonOutputInvalid, "the tool's output schema cannot be compiled, so its result cannot be checked", ""), outcomeRefused, policy.ReasonOutputInvalid
 	}
 	ep, err := g.opts.Directory.Endpoint(ctx, rt.GetServerId(), rt.GetAudienceClass())
-	if errors.Is(err, contract.ErrStdio) {
-		return denial(ReasonUpstreamUnsupported, "the tool's server is a stdio server; the gateway calls streamable HTTP servers only", ""), outcomeDenied, ReasonUpstreamUnsupported
+	if errors.Is(err, contract.ErrIdentity) {
+		return denial(ReasonUpstreamIdentity, "the tool's stdio server is registered with another command than the one its catalog was proven from", "ask the server's owner to rescan it"), outcomeDenied, ReasonUpstreamIdentity
 	}
 	if err != nil {
 		return unavailable("registry", err), outcomeUnavailable, ReasonUnavailable
@@ -229,7 +229,7 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 			g.progressMu.Unlock()
 		}()
 	}
-	up, err := g.opts.Upstream.Call(uctx, ep.URL, ep.Credential, params)
+	up, err := g.opts.Upstream.Call(uctx, ep.Target(), params)
 	if err != nil {
 		if errors.Is(uctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 			return denial(ReasonUpstreamDeadline, fmt.Sprintf("the tool did not answer within its deadline of %d ms", deadline.Milliseconds()), "try again later"), outcomeUnavailable, ReasonUpstreamDeadline

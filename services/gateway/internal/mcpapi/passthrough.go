@@ -66,7 +66,7 @@ func (g *Gateway) session(ctx context.Context, s source) (*mcp.ClientSession, er
 	if err != nil {
 		return nil, err
 	}
-	return g.opts.Upstream.Session(ctx, ep.URL, ep.Credential)
+	return g.opts.Upstream.Session(ctx, ep.Target())
 }
 
 // listPrompts answers prompts/list with the upstreams' prompts; a name two

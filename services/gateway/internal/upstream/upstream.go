@@ -8,18 +8,62 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolcrib/toolcrib/platform/canonical"
 	"github.com/toolcrib/toolcrib/platform/egress"
 )
+
+// CredentialEnv is the default environment variable a stdio server
+// receives the audience class's credential in (discovery's default, for
+// the same server).
+const CredentialEnv = "TOOLCRIB_UPSTREAM_TOKEN"
+
+// Target is one upstream as an audience class reaches it: a streamable
+// HTTP endpoint, or a stdio server's command, with the class's credential.
+type Target struct {
+	// URL is the streamable HTTP endpoint; empty for a stdio server.
+	URL string
+	// Command and Args start a stdio server (when URL is empty).
+	Command string
+	Args    []string
+	// Credential is the class's upstream credential: a bearer token over
+	// HTTP, the CredentialEnv variable of a stdio server; empty for none.
+	Credential string
+}
+
+// Identity is what sessions are keyed by: the URL, or for a stdio server
+// `stdio:` and the digest of its command line (the identity discovery pins,
+// sha256 of the canonical JSON of [command, args...]).
+func (t Target) Identity() string {
+	if t.URL != "" {
+		return t.URL
+	}
+	return "stdio:" + CommandDigest(t.Command, t.Args)
+}
+
+// CommandDigest is discovery's identity of a stdio server.
+func CommandDigest(command string, args []string) string {
+	d, err := canonical.DigestValue(append([]string{command}, args...))
+	if err != nil {
+		panic(err) // strings always encode
+	}
+	return d
+}
 
 // Pool is a set of client sessions keyed by endpoint and credential. Safe
 // for concurrent use.
 type Pool struct {
+	// CredentialEnv names the variable a stdio server gets the credential
+	// in; empty for [CredentialEnv]. Set before the first call.
+	CredentialEnv string
+
 	client *mcp.Client
 	http   *http.Client
 
@@ -28,9 +72,11 @@ type Pool struct {
 }
 
 type key struct {
-	url  string
-	cred [32]byte
+	identity string
+	cred     [32]byte
 }
+
+func keyOf(t Target) key { return key{identity: t.Identity(), cred: sha256.Sum256([]byte(t.Credential))} }
 
 type entry struct {
 	ready chan struct{}
@@ -75,17 +121,18 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.base.RoundTrip(r)
 }
 
-// Session returns the session to url with credential (empty: none),
-// connecting on first use.
-func (p *Pool) Session(ctx context.Context, url, credential string) (*mcp.ClientSession, error) {
-	k := key{url: url, cred: sha256.Sum256([]byte(credential))}
+// Session returns the session to t, connecting on first use (for a stdio
+// server: starting its process, which then serves every call until it
+// exits or the pool closes).
+func (p *Pool) Session(ctx context.Context, t Target) (*mcp.ClientSession, error) {
+	k := keyOf(t)
 	p.mu.Lock()
 	e := p.sessions[k]
 	if e == nil {
 		e = &entry{ready: make(chan struct{})}
 		p.sessions[k] = e
 		p.mu.Unlock()
-		e.cs, e.err = p.connect(ctx, url, credential)
+		e.cs, e.err = p.connect(ctx, t)
 		close(e.ready)
 		if e.err != nil {
 			p.drop(k, e)
@@ -101,16 +148,31 @@ func (p *Pool) Session(ctx context.Context, url, credential string) (*mcp.Client
 	}
 }
 
-func (p *Pool) connect(ctx context.Context, url, credential string) (*mcp.ClientSession, error) {
-	hc := p.http
-	if credential != "" {
-		hc = &http.Client{Transport: bearer{base: p.http.Transport, token: credential}}
+func (p *Pool) connect(ctx context.Context, t Target) (*mcp.ClientSession, error) {
+	var tr mcp.Transport
+	if t.URL == "" {
+		if t.Command == "" {
+			return nil, errors.New("upstream: neither a URL nor a command")
+		}
+		cmd := exec.Command(t.Command, t.Args...)
+		name := p.CredentialEnv
+		if name == "" {
+			name = CredentialEnv
+		}
+		cmd.Env = stdioEnv(name, t.Credential)
+		tr = &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+	} else {
+		hc := p.http
+		if t.Credential != "" {
+			hc = &http.Client{Transport: bearer{base: p.http.Transport, token: t.Credential}}
+		}
+		tr = &mcp.StreamableClientTransport{Endpoint: t.URL, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1}
 	}
 	// The session outlives this call: connect under a context that the
 	// caller's cancellation does not end, bounded on its own.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	cs, err := p.client.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1}, nil)
+	cs, err := p.client.Connect(cctx, tr, nil)
 	if err != nil {
 		if re := egress.Refused(err); re != nil {
 			return nil, fmt.Errorf("upstream: %s", re.Description())
@@ -118,6 +180,22 @@ func (p *Pool) connect(ctx context.Context, url, credential string) (*mcp.Client
 		return nil, fmt.Errorf("upstream: connect: %w", err)
 	}
 	return cs, nil
+}
+
+// stdioEnv is a stdio server's environment: only what a program needs to
+// run, never the gateway's own configuration, plus the credential (as
+// discovery starts the same server).
+func stdioEnv(credentialEnv, credential string) []string {
+	var env []string
+	for _, k := range []string{"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TZ"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	if credential != "" {
+		env = append(env, credentialEnv+"="+credential)
+	}
+	return env
 }
 
 func (p *Pool) drop(k key, e *entry) {
@@ -128,11 +206,11 @@ func (p *Pool) drop(k key, e *entry) {
 	p.mu.Unlock()
 }
 
-// Call calls a tool on the session to url with credential. A transport
-// failure drops the session, so the next call reconnects; the call itself
-// is not retried (its lease is single use).
-func (p *Pool) Call(ctx context.Context, url, credential string, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	cs, err := p.Session(ctx, url, credential)
+// Call calls a tool on the session to t. A transport failure drops the
+// session (a stdio server that exited is started again by the next call);
+// the call itself is not retried (its lease is single use).
+func (p *Pool) Call(ctx context.Context, t Target, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	cs, err := p.Session(ctx, t)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +218,7 @@ func (p *Pool) Call(ctx context.Context, url, credential string, params *mcp.Cal
 	if err != nil {
 		var rpcErr *jsonrpc.Error
 		if !errors.As(err, &rpcErr) {
-			k := key{url: url, cred: sha256.Sum256([]byte(credential))}
+			k := keyOf(t)
 			p.mu.Lock()
 			if e := p.sessions[k]; e != nil && e.cs == cs {
 				delete(p.sessions, k)
