@@ -76,7 +76,9 @@ type key struct {
 	cred     [32]byte
 }
 
-func keyOf(t Target) key { return key{identity: t.Identity(), cred: sha256.Sum256([]byte(t.Credential))} }
+func keyOf(t Target) key {
+	return key{identity: t.Identity(), cred: sha256.Sum256([]byte(t.Credential))}
+}
 
 type entry struct {
 	ready chan struct{}
