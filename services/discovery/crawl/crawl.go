@@ -27,6 +27,7 @@ import (
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	"github.com/toolcrib/toolcrib/platform/canonical"
 	"github.com/toolcrib/toolcrib/platform/egress"
+	"github.com/toolcrib/toolcrib/platform/stdio"
 )
 
 // RevisionMetaKey is the `_meta` key of a tools/list result that carries the
@@ -39,7 +40,7 @@ const Version20260728 = "2026-07-28"
 
 // DefaultCredentialEnv is the environment variable a stdio server receives
 // its upstream credential in.
-const DefaultCredentialEnv = "TOOLCRIB_UPSTREAM_TOKEN"
+const DefaultCredentialEnv = stdio.CredentialEnv
 
 // Target is the server to read.
 type Target struct {
@@ -383,7 +384,7 @@ func (s *Session) transport(t Target) (mcp.Transport, *Fault) {
 				"command identity %s differs from the pin %s", s.identity, t.Pin)
 		}
 		cmd := exec.Command(t.Command, t.Args...)
-		cmd.Env = stdioEnv(o.CredentialEnv, t.Credential)
+		cmd.Env = stdio.Env(o.CredentialEnv, t.Credential)
 		return &tapTransport{inner: &commandTransport{cmd: cmd, terminate: 2 * time.Second, tap: s.tap}, tap: s.tap}, nil
 	default:
 		if t.Identity == "" {
@@ -430,21 +431,6 @@ func LoadRoots(caFile string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("crawl: %s holds no PEM certificate", caFile)
 	}
 	return roots, nil
-}
-
-// stdioEnv is the environment of a stdio server: only what a program needs
-// to run, never discovery's own configuration, plus the credential.
-func stdioEnv(credentialEnv, credential string) []string {
-	var env []string
-	for _, k := range []string{"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TZ"} {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
-	}
-	if credential != "" {
-		env = append(env, credentialEnv+"="+credential)
-	}
-	return env
 }
 
 // identityFault reports a TLS identity mismatch seen in any handshake.

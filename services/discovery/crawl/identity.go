@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/stdio"
 )
 
 // ErrIdentityMismatch is wrapped by the TLS handshake error when the server
@@ -27,15 +28,7 @@ func SPKIDigest(rawSubjectPublicKeyInfo []byte) string {
 
 // CommandDigest returns `sha256:<hex>` of the canonical JSON array
 // [command, args...] (the identity of a stdio server).
-func CommandDigest(command string, args []string) string {
-	d, err := canonical.DigestValue(append([]string{command}, args...))
-	if err != nil {
-		// Strings always encode; canonical only refuses invalid UTF-8, which
-		// DigestValue's json.Marshal has already replaced.
-		panic(err)
-	}
-	return d
-}
+func CommandDigest(command string, args []string) string { return stdio.CommandDigest(command, args) }
 
 // URLDigest returns `sha256:<hex>` of the URL text (the identity of a plain
 // http server, and the endpoint digest of every HTTP server).

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"sync"
 	"time"
@@ -16,14 +15,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolcrib/toolcrib/platform/canonical"
 	"github.com/toolcrib/toolcrib/platform/egress"
+	"github.com/toolcrib/toolcrib/platform/stdio"
 )
 
 // CredentialEnv is the default environment variable a stdio server
 // receives the audience class's credential in (discovery's default, for
 // the same server).
-const CredentialEnv = "TOOLCRIB_UPSTREAM_TOKEN"
+const CredentialEnv = stdio.CredentialEnv
 
 // Target is one upstream as an audience class reaches it: a streamable
 // HTTP endpoint, or a stdio server's command, with the class's credential.
@@ -48,14 +47,9 @@ func (t Target) Identity() string {
 	return "stdio:" + CommandDigest(t.Command, t.Args)
 }
 
-// CommandDigest is discovery's identity of a stdio server.
-func CommandDigest(command string, args []string) string {
-	d, err := canonical.DigestValue(append([]string{command}, args...))
-	if err != nil {
-		panic(err) // strings always encode
-	}
-	return d
-}
+// CommandDigest is discovery's identity of a stdio server
+// ([stdio.CommandDigest]): the pin the gateway checks before starting it.
+func CommandDigest(command string, args []string) string { return stdio.CommandDigest(command, args) }
 
 // Pool is a set of client sessions keyed by endpoint and credential. Safe
 // for concurrent use.
@@ -161,7 +155,7 @@ func (p *Pool) connect(ctx context.Context, t Target) (*mcp.ClientSession, error
 		if name == "" {
 			name = CredentialEnv
 		}
-		cmd.Env = stdioEnv(name, t.Credential)
+		cmd.Env = stdio.Env(name, t.Credential)
 		tr = &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 	} else {
 		hc := p.http
@@ -182,22 +176,6 @@ func (p *Pool) connect(ctx context.Context, t Target) (*mcp.ClientSession, error
 		return nil, fmt.Errorf("upstream: connect: %w", err)
 	}
 	return cs, nil
-}
-
-// stdioEnv is a stdio server's environment: only what a program needs to
-// run, never the gateway's own configuration, plus the credential (as
-// discovery starts the same server).
-func stdioEnv(credentialEnv, credential string) []string {
-	var env []string
-	for _, k := range []string{"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TZ"} {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
-	}
-	if credential != "" {
-		env = append(env, credentialEnv+"="+credential)
-	}
-	return env
 }
 
 func (p *Pool) drop(k key, e *entry) {

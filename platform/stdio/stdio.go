@@ -1,0 +1,45 @@
+// Package stdio holds what every toolcrib process that starts a registered
+// stdio MCP server must agree on: the server's identity (the digest
+// discovery pins and the gateway checks before starting it) and the
+// environment it is started with.
+package stdio
+
+import (
+	"os"
+
+	"github.com/toolcrib/toolcrib/platform/canonical"
+)
+
+// CredentialEnv is the default environment variable a stdio server gets
+// its audience class's upstream credential in.
+const CredentialEnv = "TOOLCRIB_UPSTREAM_TOKEN"
+
+// CommandDigest returns a stdio server's identity: `sha256:<hex>` of the
+// canonical JSON array [command, args...], so argument boundaries count
+// (["a b"] is not ["a", "b"]).
+func CommandDigest(command string, args []string) string {
+	d, err := canonical.DigestValue(append([]string{command}, args...))
+	if err != nil {
+		// Strings always encode; canonical only refuses invalid UTF-8, which
+		// DigestValue's json.Marshal has already replaced.
+		panic(err)
+	}
+	return d
+}
+
+// Env is a stdio server's environment: only what a program needs to run
+// (PATH, HOME, TMPDIR, the locale and time zone), never the starting
+// process's own configuration or secrets, plus the credential in
+// credentialEnv when there is one.
+func Env(credentialEnv, credential string) []string {
+	var env []string
+	for _, k := range []string{"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TZ"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	if credential != "" {
+		env = append(env, credentialEnv+"="+credential)
+	}
+	return env
+}
