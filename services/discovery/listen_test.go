@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/pgtest"
 	"github.com/toolcrib/toolcrib/services/discovery"
 	"github.com/toolcrib/toolcrib/services/discovery/crawl"
 	"github.com/toolcrib/toolcrib/services/discovery/discoverytest"
@@ -309,4 +311,43 @@ func TestListenersSpreadOverProcessesAndMoveWhenOneStops(t *testing.T) {
 		polls++
 		return a.active("srv-0", class).GetPointer().GetGeneration() == 2
 	})
+}
+
+// TestListenerShareCountsOnlyThisDatabase: presence locks of discovery
+// processes on another database of the same cluster (another deployment,
+// or another test) do not count as processes sharing this database's
+// pairs: a lone process keeps listening to every pair through its sweeps
+// (above its fair share it would hand pairs back). CI saw a lone process
+// left with half of the pairs while parallel tests' processes ran on other
+// databases.
+func TestListenerShareCountsOnlyThisDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	reg := prometheus.NewRegistry()
+	a := start(t, func(c *discovery.Config) { c.Metrics, c.ListenSweep = reg, 100*time.Millisecond })
+	for i := range 4 {
+		id := fmt.Sprintf("srv-%d", i)
+		srv := discoverytest.NewHTTP(t, discoverytest.NewCatalog("r-1", 0, discoverytest.Tools("x", 2)...), discoverytest.ServerOptions{}, false)
+		a.register(id, srv.URL, registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED, "")
+		want(t, a.scanAndWait(id, class), eligible, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
+	}
+	listening := func() float64 { return metric(t, reg, "toolcrib_discovery_listeners", nil) }
+	eventually(t, "the lone process to listen to every pair", func() bool { return listening() == 4 })
+
+	other, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	for i := range 3 {
+		if _, err := other.Exec(ctx, `SELECT pg_advisory_lock($1::int, $2::int)`, scan.PresenceLockSpace, 1000+i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 10 { // ten sweeps
+		time.Sleep(100 * time.Millisecond)
+		if n := listening(); n != 4 {
+			t.Fatalf("%v listeners after three processes started on another database, want 4", n)
+		}
+	}
 }

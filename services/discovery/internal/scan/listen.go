@@ -25,6 +25,10 @@ const (
 	lockSpacePresence int32 = 0x7463_7031 // "tcp1"
 )
 
+// PresenceLockSpace is the first key of a process's presence lock
+// (`pg_locks.classid`), for operators and tests reading pg_locks.
+const PresenceLockSpace = lockSpacePresence
+
 // listeners keeps one listening MCP session per (server, audience class)
 // whose last committed scan saw `tools.listChanged` declared (the
 // `listen_pairs` table), at most Config.MaxListeners in this process. A pair's
@@ -227,7 +231,11 @@ func (l *listeners) sweep(ctx context.Context) error {
 		return err
 	}
 	var procs int
-	if err := c.QueryRow(ctx, `SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory' AND classid = $1::oid AND objsubid = 2 AND granted`,
+	// pg_locks shows every database of the cluster: only this database's
+	// processes share this database's pairs (another deployment, or another
+	// test, on the same cluster would otherwise shrink the fair share).
+	if err := c.QueryRow(ctx, `SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory' AND classid = $1::oid AND objsubid = 2 AND granted
+  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
 		uint32(lockSpacePresence)).Scan(&procs); err != nil {
 		l.dropConnLocked()
 		return err
