@@ -172,6 +172,7 @@ func TestHugeIDsAreRefusedAndNotEchoed(t *testing.T) {
 	e := start(t, func(c *discovery.Config) { c.LogOutput = logs })
 	ctx := ctxT(t)
 	huge := strings.Repeat("A", 3_900_000)
+	svc := e.client(e.auth.Service(t)) // ReportIncident is for services only
 	_, err := e.admin.GetRun(ctx, &discoveryv1.GetRunRequest{RunId: huge})
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("GetRun(huge): %v", status.Convert(err).Code())
@@ -226,6 +227,24 @@ func TestHugeIDsAreRefusedAndNotEchoed(t *testing.T) {
 			_, err := e.admin.GetRunComparison(ctx, &discoveryv1.GetRunComparisonRequest{RunId: huge})
 			return err
 		},
+		"ReportIncident.event_id": func() error {
+			_, err := svc.ReportIncident(ctx, &discoveryv1.ReportIncidentRequest{EventId: huge, ServerId: "a", AudienceClass: class,
+				Kind: discoveryv1.IncidentKind_INCIDENT_KIND_LEASE_AFTER_REVOKE})
+			return err
+		},
+		"ReportIncident.detail": func() error {
+			_, err := svc.ReportIncident(ctx, &discoveryv1.ReportIncidentRequest{EventId: "lease-after-revoke:x", ServerId: "a", AudienceClass: class,
+				Kind: discoveryv1.IncidentKind_INCIDENT_KIND_LEASE_AFTER_REVOKE, Detail: huge})
+			return err
+		},
+		"ListGuardActions.page_token": func() error {
+			_, err := e.admin.ListGuardActions(ctx, &discoveryv1.ListGuardActionsRequest{PageToken: huge})
+			return err
+		},
+		"ResumeGuard.reason": func() error {
+			_, err := e.admin.ResumeGuard(ctx, &discoveryv1.ResumeGuardRequest{ServerId: "a", AudienceClass: class, Reason: huge})
+			return err
+		},
 		"Rollback.reason": func() error {
 			_, err := e.admin.Rollback(ctx, &discoveryv1.RollbackRequest{ServerId: "a", AudienceClass: class, ExpectedGeneration: 2, Reason: huge})
 			return err
@@ -241,7 +260,7 @@ func TestHugeIDsAreRefusedAndNotEchoed(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond) // the access log line is written after the answer
 	if n := len(logs.String()); n > 64<<10 {
-		t.Fatalf("the log holds %d bytes after 13 calls", n)
+		t.Fatalf("the log holds %d bytes after these calls", n)
 	}
 	if strings.Contains(logs.String(), strings.Repeat("A", apierror.MaxEcho+1)) {
 		t.Fatal("the log holds more than a bounded prefix of the id")
