@@ -14,6 +14,7 @@ import (
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/secretref"
+	"github.com/toolcrib/toolcrib/platform/stdio"
 	"github.com/toolcrib/toolcrib/services/gateway/internal/policy"
 	"github.com/toolcrib/toolcrib/services/gateway/internal/upstream"
 )
@@ -230,7 +231,7 @@ func (d *Directory) fetchEndpoint(ctx context.Context, server, class string) (En
 		ep.URL = t.GetStreamableHttp().GetUrl()
 	case t.GetStdio() != nil:
 		ep.Command, ep.Args = t.GetStdio().GetCommand(), t.GetStdio().GetArgs()
-		if pin := t.GetIdentityPin(); pin != "" && pin != upstream.CommandDigest(ep.Command, ep.Args) {
+		if pin := t.GetIdentityPin(); pin != "" && pin != stdio.CommandDigest(ep.Command, ep.Args) {
 			return Endpoint{}, ErrIdentity
 		}
 	default:

@@ -44,12 +44,8 @@ func (t Target) Identity() string {
 	if t.URL != "" {
 		return t.URL
 	}
-	return "stdio:" + CommandDigest(t.Command, t.Args)
+	return "stdio:" + stdio.CommandDigest(t.Command, t.Args)
 }
-
-// CommandDigest is discovery's identity of a stdio server
-// ([stdio.CommandDigest]): the pin the gateway checks before starting it.
-func CommandDigest(command string, args []string) string { return stdio.CommandDigest(command, args) }
 
 // Pool is a set of client sessions keyed by endpoint and credential. Safe
 // for concurrent use.

@@ -274,11 +274,7 @@ func (s *Server) Issue(ctx context.Context, req *leasev1.IssueRequest) (*leasev1
 	}
 	// A frozen server is said first (the recorded issue checks it again, in
 	// its transaction): it is what an operator must act on.
-	status := s.opts.Store.Status
-	if s.opts.Standing != nil {
-		status = s.opts.Standing.Status
-	}
-	if st, err := status(ctx, claims); err != nil {
+	if st, err := s.status(ctx, claims); err != nil {
 		return nil, translate(err)
 	} else if st.Frozen {
 		return nil, translate(&store.FrozenError{Server: claims.Server})
@@ -287,22 +283,15 @@ func (s *Server) Issue(ctx context.Context, req *leasev1.IssueRequest) (*leasev1
 	// the catalog has moved past since it was made gets no lease, exactly
 	// as Verify would refuse one; a view that cannot prove itself fresh
 	// refuses too (STALE_POLICY).
-	if s.opts.Freshness != nil {
-		verdict, err := s.opts.Freshness.Check(ctx, decision.Binding{
-			Tenant: p.Tenant, Server: r.GetServerId(), AudienceClass: r.GetAudienceClass(), Tool: r.GetToolId(),
-			DescriptorDigest: r.GetDescriptorDigest(), Generation: r.GetGeneration(), PolicyEpoch: r.GetPolicyEpoch(),
-		})
-		if err != nil {
-			return nil, translate(err)
-		}
-		switch verdict {
-		case decision.PolicyChanged:
-			return nil, apierror.FailedPrecondition(ReasonPolicyChanged,
-				"the tenant's policy changed since the decision was made; Check again")
-		case decision.StaleCatalog:
-			return nil, apierror.FailedPrecondition(ReasonStaleCatalog,
-				"the decision's generation is no longer active or compatible; Check again")
-		}
+	switch verdict, err := s.currency(ctx, claims); {
+	case err != nil:
+		return nil, translate(err)
+	case verdict == decision.PolicyChanged:
+		return nil, apierror.FailedPrecondition(ReasonPolicyChanged,
+			"the tenant's policy changed since the decision was made; Check again")
+	case verdict == decision.StaleCatalog:
+		return nil, apierror.FailedPrecondition(ReasonStaleCatalog,
+			"the decision's generation is no longer active or compatible; Check again")
 	}
 	token, kid, err := s.opts.Ring.Sign(claims)
 	if err != nil {
@@ -365,11 +354,7 @@ func (s *Server) verify(ctx context.Context, req *leasev1.VerifyRequest) (*lease
 	if s.opts.Incidents != nil {
 		s.opts.Incidents.Observe(ctx, *c)
 	}
-	status := s.opts.Store.Status
-	if s.opts.Standing != nil {
-		status = s.opts.Standing.Status
-	}
-	st, err := status(ctx, *c)
+	st, err := s.status(ctx, *c)
 	if err != nil {
 		return nil, err
 	}
@@ -379,20 +364,13 @@ func (s *Server) verify(ctx context.Context, req *leasev1.VerifyRequest) (*lease
 	case st.Frozen:
 		return refused(c, lease.Frozen, "issuance for the lease's server is frozen"), nil
 	}
-	if s.opts.Freshness != nil {
-		verdict, err := s.opts.Freshness.Check(ctx, decision.Binding{
-			Tenant: c.Tenant, Server: c.Server, AudienceClass: c.AudienceClass, Tool: c.Tool,
-			DescriptorDigest: c.DescriptorDigest, Generation: c.Generation, PolicyEpoch: c.PolicyEpoch,
-		})
-		if err != nil {
-			return nil, translate(err)
-		}
-		switch verdict {
-		case decision.PolicyChanged:
-			return refused(c, lease.PolicyChanged, "the tenant's policy changed since the lease was issued"), nil
-		case decision.StaleCatalog:
-			return refused(c, lease.StaleCatalog, "the lease's generation is no longer active or compatible"), nil
-		}
+	switch verdict, err := s.currency(ctx, *c); {
+	case err != nil:
+		return nil, translate(err)
+	case verdict == decision.PolicyChanged:
+		return refused(c, lease.PolicyChanged, "the tenant's policy changed since the lease was issued"), nil
+	case verdict == decision.StaleCatalog:
+		return refused(c, lease.StaleCatalog, "the lease's generation is no longer active or compatible"), nil
 	}
 	// Consumed last: a refused presentation does not burn the lease.
 	ttl := c.ExpiresAt.Add(s.opts.Skew).Sub(now)
@@ -403,6 +381,28 @@ func (s *Server) verify(ctx context.Context, req *leasev1.VerifyRequest) (*lease
 		return nil, translate(err)
 	}
 	return &leasev1.VerifyResponse{Valid: true, Claims: claimsProto(*c)}, nil
+}
+
+// status is whether c is revoked and its server frozen, from the standing
+// view when there is one (Postgres otherwise).
+func (s *Server) status(ctx context.Context, c lease.Claims) (store.Status, error) {
+	if s.opts.Standing != nil {
+		return s.opts.Standing.Status(ctx, c)
+	}
+	return s.opts.Store.Status(ctx, c)
+}
+
+// currency is whether c's policy epoch and generation are still current or
+// compatible (Issue and Verify ask the same); Current without a freshness
+// source.
+func (s *Server) currency(ctx context.Context, c lease.Claims) (decision.Verdict, error) {
+	if s.opts.Freshness == nil {
+		return decision.Current, nil
+	}
+	return s.opts.Freshness.Check(ctx, decision.Binding{
+		Tenant: c.Tenant, Server: c.Server, AudienceClass: c.AudienceClass, Tool: c.Tool,
+		DescriptorDigest: c.DescriptorDigest, Generation: c.Generation, PolicyEpoch: c.PolicyEpoch,
+	})
 }
 
 func refused(c *lease.Claims, f lease.Failure, detail string) *leasev1.VerifyResponse {
