@@ -95,8 +95,8 @@ func TestGatewayCanaryFollowsTheRunIDHeader(t *testing.T) {
 	if res := call(t, inside, "shipment_status", map[string]any{"shipment_id": "S-1"}); res.IsError {
 		t.Fatalf("a read inside the canary: %s", text(res))
 	}
-	if res := call(t, inside, "cancel_shipment", map[string]any{"shipment_id": "S-1"}); !res.IsError {
-		t.Fatalf("the write tool ran inside a read-only canary: %s", text(res))
+	if res := call(t, inside, "cancel_shipment", map[string]any{"shipment_id": "S-1"}); !res.IsError || reason(res) != "NOT_FOUND" {
+		t.Fatalf("the write tool inside a read-only canary: %s %v, want NOT_FOUND (never listed to this run)", text(res), res.Meta)
 	}
 
 	for _, run := range []string{out, ""} {
@@ -105,8 +105,8 @@ func TestGatewayCanaryFollowsTheRunIDHeader(t *testing.T) {
 			t.Fatalf("run %q outside the canary lists %v", run, names)
 		}
 		res := call(t, cs, "shipment_status", map[string]any{"shipment_id": "S-1"})
-		if !res.IsError {
-			t.Fatalf("run %q outside the canary called shipment_status: %s", run, text(res))
+		if !res.IsError || reason(res) != "NOT_FOUND" {
+			t.Fatalf("run %q outside the canary called shipment_status: %s %v, want NOT_FOUND", run, text(res), res.Meta)
 		}
 	}
 	for _, c := range callsOf(w, "cancel_shipment") {
