@@ -10,7 +10,7 @@ TOOL := GOWORK=off go -C tools tool
 MODULES = $(shell go list -m -f '{{.Dir}}')
 GO_TEST_FLAGS ?= -race -count=1
 
-.PHONY: help generate lint test run k8s-check drill bench bench-discovery bench-admission bench-lease bench-gateway
+.PHONY: help generate docs lint test run k8s-check drill bench bench-discovery bench-admission bench-lease bench-gateway
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
@@ -20,6 +20,11 @@ generate: ## regenerate gen/ (Go, gen/ts, gen/python) from proto/ with buf and t
 	[ -x tools/ts/node_modules/.bin/protoc-gen-es ] || npm ci --prefix tools/ts --no-audit --no-fund
 	rm -rf gen/toolcrib gen/ts gen/python
 	buf=$$($(TOOL) -n buf) && GOWORK=off $$buf generate
+
+# The configuration tables in docs/config are generated from the flag sets
+# the services parse (services/*/config.go); CI fails when they are stale.
+docs: ## regenerate docs/config/<service>.md: every flag of each service (name, env var, default, meaning)
+	go run ./e2e/cmd/configdocs -out docs/config
 
 lint: ## gofmt, go vet and go mod tidy (every module, tools/ too), buf lint, buf format
 	@out=$$(git ls-files --cached --others --exclude-standard '*.go' | { grep -v '^gen/' || true; } | xargs -r gofmt -l); \

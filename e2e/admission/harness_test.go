@@ -4,7 +4,7 @@
 // own Run, each reading the other services through a loopback TCP proxy the
 // test can freeze.
 //
-// It is the admission fault suite of `make faults` (see the README's "The
+// It is the admission fault suite of `make faults` (see CONTRIBUTING.md, "The
 // admission fault suite"). The tests record what they counted with
 // platform/faultreport: randomized rounds and agreements with the oracle
 // (e2e/admissionoracle), cross-tenant hits (an ALLOW or a digest given to

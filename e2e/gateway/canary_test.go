@@ -43,7 +43,7 @@ func connectRun(t *testing.T, url, token, run string) *mcp.ClientSession {
 }
 
 // canaryBucket is admission's documented bucket of a run in one canary
-// (README "Going live"), computed here independently.
+// (docs/concepts/rollout.md, "Going live"), computed here independently.
 func canaryBucket(server, class, run string) uint64 {
 	sum := sha256.Sum256([]byte(server + "|" + class + "|" + run))
 	return binary.BigEndian.Uint64(sum[:8]) % 10000

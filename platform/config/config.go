@@ -22,6 +22,8 @@ type Set struct {
 	lookup  func(string) (string, bool)
 	envErrs []error
 	envs    map[string]string // flag name -> env var name
+	order   []string          // flag names in registration order
+	usage   map[string]string // flag name -> usage without the env suffix
 }
 
 // NewSet returns a Set for the named command. lookup reads the environment;
@@ -32,7 +34,7 @@ func NewSet(name string, lookup func(string) (string, bool)) *Set {
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	return &Set{fs: fs, lookup: lookup, envs: map[string]string{}}
+	return &Set{fs: fs, lookup: lookup, envs: map[string]string{}, usage: map[string]string{}}
 }
 
 // FlagSet returns the underlying flag set, e.g. for printing usage.
@@ -51,13 +53,23 @@ func (s *Set) env(name, env string) (string, bool) {
 	return s.lookup(env)
 }
 
+// describe records a flag's usage and its place in the registration order,
+// and returns the usage as the flag set shows it (with its env twin).
+func (s *Set) describe(name, usage string) string {
+	if _, ok := s.usage[name]; !ok {
+		s.order = append(s.order, name)
+	}
+	s.usage[name] = usage
+	return usage + " (env " + s.envs[name] + ")"
+}
+
 // String registers a string flag. env names the environment variable; empty
 // means [EnvName] of the flag.
 func (s *Set) String(p *string, name, env, def, usage string) {
 	if v, ok := s.env(name, env); ok {
 		def = v
 	}
-	s.fs.StringVar(p, name, def, usage+" (env "+s.envs[name]+")")
+	s.fs.StringVar(p, name, def, s.describe(name, usage))
 }
 
 // Duration registers a duration flag.
@@ -70,7 +82,7 @@ func (s *Set) Duration(p *time.Duration, name, env string, def time.Duration, us
 			def = d
 		}
 	}
-	s.fs.DurationVar(p, name, def, usage+" (env "+s.envs[name]+")")
+	s.fs.DurationVar(p, name, def, s.describe(name, usage))
 }
 
 // Int registers an int flag.
@@ -83,7 +95,7 @@ func (s *Set) Int(p *int, name, env string, def int, usage string) {
 			def = n
 		}
 	}
-	s.fs.IntVar(p, name, def, usage+" (env "+s.envs[name]+")")
+	s.fs.IntVar(p, name, def, s.describe(name, usage))
 }
 
 // Float64 registers a float64 flag.
@@ -96,7 +108,7 @@ func (s *Set) Float64(p *float64, name, env string, def float64, usage string) {
 			def = f
 		}
 	}
-	s.fs.Float64Var(p, name, def, usage+" (env "+s.envs[name]+")")
+	s.fs.Float64Var(p, name, def, s.describe(name, usage))
 }
 
 // Bool registers a bool flag.
@@ -109,7 +121,7 @@ func (s *Set) Bool(p *bool, name, env string, def bool, usage string) {
 			def = b
 		}
 	}
-	s.fs.BoolVar(p, name, def, usage+" (env "+s.envs[name]+")")
+	s.fs.BoolVar(p, name, def, s.describe(name, usage))
 }
 
 // Parse parses args. It returns every malformed environment value and the
@@ -237,9 +249,7 @@ func (c *Common) Register(s *Set, service string, d Defaults) {
 // Validate reports every problem with the common configuration.
 func (c *Common) Validate() error {
 	var errs []error
-	bad := func(flagName, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("--%s: %s", flagName, fmt.Sprintf(format, args...)))
-	}
+	bad := Problems(&errs)
 	if _, _, err := net.SplitHostPort(c.ListenAddr); err != nil {
 		bad("listen", "%q is not host:port", c.ListenAddr)
 	}

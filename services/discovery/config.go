@@ -2,7 +2,6 @@ package discovery
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"time"
 
@@ -120,22 +119,19 @@ type Config struct {
 	NoAutoScans bool
 }
 
-// ParseConfig parses flags (args) over environment variables (lookup; nil
-// means the process environment) over defaults, and validates the result.
+// ParseConfig reads the configuration from args (flags) and lookup (the
+// environment; nil means os.LookupEnv): flag, then environment variable,
+// then default. It reports every problem at once; -h gives flag.ErrHelp.
 func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, error) {
-	var c Config
-	s := flags(&c, lookup)
-	if err := s.Parse(args); err != nil {
-		return c, err
-	}
-	return c, c.Validate()
+	return config.Parse(args, lookup, flags)
 }
 
-// Usage returns the flag help.
-func Usage() string {
-	var c Config
-	return flags(&c, func(string) (string, bool) { return "", false }).Usage()
-}
+// Usage returns the help text of discovery's flags.
+func Usage() string { return config.Usage(flags) }
+
+// Flags describes discovery's flags in registration order; `make docs`
+// writes docs/config/discovery.md from it.
+func Flags() []config.Flag { return config.Describe(flags) }
 
 func flags(c *Config, lookup func(string) (string, bool)) *config.Set {
 	s := config.NewSet("discovery", lookup)
@@ -187,9 +183,7 @@ func flags(c *Config, lookup func(string) (string, bool)) *config.Set {
 // Validate reports every problem with the configuration.
 func (c *Config) Validate() error {
 	errs := []error{c.Common.Validate()}
-	bad := func(flag, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...)))
-	}
+	bad := config.Problems(&errs)
 	if c.Registry == nil {
 		if _, _, err := net.SplitHostPort(c.RegistryAddr); err != nil {
 			bad("registry-addr", "%q is not host:port", c.RegistryAddr)

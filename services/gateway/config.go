@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"net/url"
 	"time"
@@ -135,25 +134,20 @@ func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 // environment; nil means os.LookupEnv): flag, then environment variable,
 // then default. It reports every problem at once; -h gives flag.ErrHelp.
 func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, error) {
-	var cfg Config
-	if err := flags(&cfg, lookup).Parse(args); err != nil {
-		return cfg, err
-	}
-	return cfg, cfg.Validate()
+	return config.Parse(args, lookup, flags)
 }
 
 // Usage returns the help text of the gateway's flags.
-func Usage() string {
-	var cfg Config
-	return flags(&cfg, func(string) (string, bool) { return "", false }).Usage()
-}
+func Usage() string { return config.Usage(flags) }
+
+// Flags describes the gateway's flags in registration order; `make docs`
+// writes docs/config/gateway.md from it.
+func Flags() []config.Flag { return config.Describe(flags) }
 
 // Validate reports every problem with the configuration.
 func (c *Config) Validate() error {
 	errs := []error{c.Common.Validate()}
-	bad := func(flagName, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("--%s: %s", flagName, fmt.Sprintf(format, args...)))
-	}
+	bad := config.Problems(&errs)
 	for name, addr := range map[string]string{"mcp-listen": c.MCPListen, "admission-addr": c.AdmissionAddr,
 		"lease-addr": c.LeaseAddr, "registry-addr": c.RegistryAddr, "discovery-addr": c.DiscoveryAddr} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {

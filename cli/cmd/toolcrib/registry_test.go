@@ -51,10 +51,10 @@ func wantLines(t *testing.T, out string, patterns ...string) {
 
 var digestRe = regexp.MustCompile(`approval digest\s+(sha256:[0-9a-f]{64})`)
 
-// The README's review flow, command by command, against a real registry:
-// register, audience class, grant, a scan makes the tool appear pending,
-// publish from a YAML file, show the digest, approve it, enable, disable,
-// roll back, revoke, show the policy, watch.
+// The review flow of docs/concepts/review.md, command by command, against a
+// real registry: register, audience class, grant, a scan makes the tool
+// appear pending, publish from a YAML file, show the digest, approve it,
+// enable, disable, roll back, revoke, show the policy, watch.
 func TestReviewFlowThroughTheCLI(t *testing.T) {
 	r := registrytest.Start(t, registrytest.Options{})
 	admin := r.Auth.Admin(t)

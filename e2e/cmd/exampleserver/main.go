@@ -1,6 +1,6 @@
 // Command exampleserver is a small MCP server opted into proven catalogs
 // with the revision package: the server a newcomer registers with toolcrib
-// and scans (README, "Opting an MCP server into proven catalogs"). The
+// and scans (docs/server-authors/revision-kit.md). The
 // server itself is package github.com/toolcrib/toolcrib/e2e/inventory.
 //
 // It serves four inventory and shipment tools over streamable HTTP (or
