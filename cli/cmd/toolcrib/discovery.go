@@ -147,7 +147,7 @@ func waitAttempts(ctx context.Context, e *env, c discoveryv1.DiscoveryServiceCli
 	runs := &discoveryv1.ListRunsResponse{}
 	for _, t := range scans {
 		if t.GetAlreadyQueued() {
-			r, err := nudge(ctx, e, c, t, endedBefore)
+			r, next, err := nudge(ctx, e, c, t, endedBefore)
 			if err != nil {
 				return nil, err
 			}
@@ -155,6 +155,7 @@ func waitAttempts(ctx context.Context, e *env, c discoveryv1.DiscoveryServiceCli
 				runs.Runs = append(runs.Runs, r)
 				continue
 			}
+			t = next
 		}
 		r, err := discovery.WaitAttempt(ctx, c, t, endedBefore)
 		if err != nil {
@@ -183,49 +184,62 @@ func waitAttempts(ctx context.Context, e *env, c discoveryv1.DiscoveryServiceCli
 // epoch moved during the scan) `scan --wait` follows before it reports.
 const epochRetries = 3
 
-// nudgeFor is how long [nudge] keeps asking for the retry of a queued scan.
+// nudgeFor is how long [nudge] waits for the retry of a queued scan whose
+// last attempt ended INCOMPLETE before the trigger.
 const nudgeFor = 10 * time.Second
 
-// nudge handles a scan that was already queued and whose attempts all
-// ended before the trigger. The queue records an attempt's end a moment
-// after the run's, so the trigger may have found the scan still running and
-// not made its retry due: nudge triggers again each second until an attempt
-// starts (it returns nil: wait for it), and after nudgeFor returns the last
-// attempt, which waits for its backoff.
-func nudge(ctx context.Context, e *env, c discoveryv1.DiscoveryServiceClient, t *discoveryv1.ScanTicket, endedBefore map[string]bool) (*discoveryv1.Run, error) {
+// nudge handles a ticket for a scan that was already queued. It returns the
+// ticket to wait on when an attempt of that scan started after the trigger,
+// or none started yet, else the attempt that ends the wait:
+//
+//   - the scan's last attempt ended in a final state (anything [discovery.Retried]
+//     is false for: QUARANTINED, ELIGIBLE, UNCHANGED, NOT_REGISTERED…) before
+//     the trigger: the queue records a job's end a moment after its run's, so
+//     the trigger found that scan, which makes no more attempts. Its last
+//     attempt is the answer; nothing is triggered again (a new trigger would
+//     make a new scan each time, the scan never asked for).
+//   - its last attempt ended INCOMPLETE, so the scan retries: the trigger made
+//     the retry due, unless it came while the queue was still recording the
+//     attempt's end. nudge asks again each second for nudgeFor, which only
+//     makes that retry due; when an answer names another scan (the retries
+//     were used up, the trigger queued a new scan) nudge waits on that one and
+//     stops asking. After nudgeFor it returns the last attempt.
+func nudge(ctx context.Context, e *env, c discoveryv1.DiscoveryServiceClient, t *discoveryv1.ScanTicket,
+	endedBefore map[string]bool) (*discoveryv1.Run, *discoveryv1.ScanTicket, error) {
 	deadline := time.Now().Add(nudgeFor)
 	for {
 		cctx, cancel := e.callCtx(ctx)
 		resp, err := c.ListRuns(cctx, &discoveryv1.ListRunsRequest{ScanId: t.GetScanId(), PageSize: 500})
 		cancel()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		var last *discoveryv1.Run
-		for _, r := range resp.GetRuns() {
-			if !endedBefore[r.GetRunId()] {
-				return nil, nil // an attempt after the trigger: wait for it
-			}
-			if last == nil {
-				last = r // newest first
-			}
+		runs := resp.GetRuns() // newest first
+		if len(runs) == 0 {
+			return nil, t, nil // queued, not started yet
 		}
-		if last != nil && time.Now().After(deadline) {
-			return last, nil
+		last := runs[0]
+		if !endedBefore[last.GetRunId()] {
+			return nil, t, nil // an attempt after the trigger: wait for it
+		}
+		if !discovery.Retried(last) || time.Now().After(deadline) {
+			return last, nil, nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("discovery: waiting for scan %s: %w", t.GetScanId(), ctx.Err())
+			return nil, nil, fmt.Errorf("discovery: waiting for scan %s: %w", t.GetScanId(), ctx.Err())
 		case <-time.After(time.Second):
 		}
-		if last == nil {
-			continue // queued, not started yet
-		}
 		cctx, cancel = e.callCtx(ctx)
-		_, err = c.TriggerScan(cctx, &discoveryv1.TriggerScanRequest{ServerId: t.GetServerId(), AudienceClass: t.GetAudienceClass()})
+		again, err := c.TriggerScan(cctx, &discoveryv1.TriggerScanRequest{ServerId: t.GetServerId(), AudienceClass: t.GetAudienceClass()})
 		cancel()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		for _, n := range again.GetScans() {
+			if n.GetAudienceClass() == t.GetAudienceClass() && n.GetScanId() != t.GetScanId() {
+				return nil, n, nil // a new scan: wait for its first attempt
+			}
 		}
 	}
 }
