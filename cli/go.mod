@@ -15,6 +15,8 @@ replace (
 
 require (
 	github.com/modelcontextprotocol/go-sdk v1.8.0
+	github.com/spf13/cobra v1.10.2
+	github.com/spf13/pflag v1.0.9
 	github.com/toolcrib/toolcrib/gen v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/platform v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/revision v0.0.0-00010101000000-000000000000
@@ -43,6 +45,7 @@ require (
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
 	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/pgx/v5 v5.13.0 // indirect

@@ -3,13 +3,15 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
@@ -57,30 +59,18 @@ func parseState(s string) (catalogv1.DiscoveryState, error) {
 	return catalogv1.DiscoveryState(v), nil
 }
 
-// discoveryCommands are the `toolcrib discovery ...` commands.
-func discoveryCommands() []command {
-	return []command{
-		scanCommand(), runsCommand(), runCommand(), snapshotCommand(),
-		generationsCommand(), rollbackCommand(), discoveryWatchCommand(),
-	}
-}
-
 // errNotActivated is returned (exit status 1) when `discovery scan --wait`
 // saw an attempt end without an active catalog.
 var errNotActivated = errors.New("the scan did not activate a catalog")
 
-func scanCommand() command {
+func scanCommand(e *env) *cobra.Command {
 	var audience string
 	var wait bool
-	return command{
-		name:    "discovery scan",
-		args:    "<server-id>",
-		summary: "queue a scan of a server (as one audience class, or every class covering it)",
-		flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&audience, "audience", "", "audience class; empty scans as every class covering the server")
-			fs.BoolVar(&wait, "wait", false, "wait until the attempt each scan queued ended, print its run, and exit non-zero unless it activated")
-		},
-		run: func(ctx context.Context, e *env, args []string) error {
+	return withFlags(&cobra.Command{
+		Use:   "scan <server-id>",
+		Short: "queue a scan of a server (as one audience class, or every class covering it)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			if err := needArgs(args, 1, "<server-id>"); err != nil {
 				return err
 			}
@@ -115,7 +105,10 @@ func scanCommand() command {
 			}
 			return scanVerdict(e, runs.GetRuns())
 		},
-	}
+	}, func(fs *pflag.FlagSet) {
+		fs.StringVar(&audience, "audience", "", "audience class; empty scans as every class covering the server")
+		fs.BoolVar(&wait, "wait", false, "wait until the attempt each scan queued ended, print its run, and exit non-zero unless it activated")
+	})
 }
 
 // triggerScan queues the scans; a server that no audience class covers is
@@ -271,20 +264,14 @@ func scanVerdict(e *env, runs []*discoveryv1.Run) error {
 	return nil
 }
 
-func runsCommand() command {
+func runsCommand(e *env) *cobra.Command {
 	var server, audience, scanID, state string
 	var limit int
-	return command{
-		name:    "discovery runs",
-		summary: "list discovery runs, newest first",
-		flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&server, "server", "", "only runs of this server")
-			fs.StringVar(&audience, "audience", "", "only runs as this audience class")
-			fs.StringVar(&scanID, "scan", "", "only attempts of this scan")
-			fs.StringVar(&state, "state", "", "only runs in these states, comma-separated (e.g. INCOMPLETE,QUARANTINED)")
-			fs.IntVar(&limit, "limit", 50, "most runs to print")
-		},
-		run: func(ctx context.Context, e *env, args []string) error {
+	return withFlags(&cobra.Command{
+		Use:   "runs",
+		Short: "list discovery runs, newest first",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			if err := needArgs(args, 0, "no arguments"); err != nil {
 				return err
 			}
@@ -308,7 +295,13 @@ func runsCommand() command {
 			}
 			return e.output(out, func(w *tabwriter.Writer) { runTable(w, out.GetRuns()) })
 		},
-	}
+	}, func(fs *pflag.FlagSet) {
+		fs.StringVar(&server, "server", "", "only runs of this server")
+		fs.StringVar(&audience, "audience", "", "only runs as this audience class")
+		fs.StringVar(&scanID, "scan", "", "only attempts of this scan")
+		fs.StringVar(&state, "state", "", "only runs in these states, comma-separated (e.g. INCOMPLETE,QUARANTINED)")
+		fs.IntVar(&limit, "limit", 50, "most runs to print")
+	})
 }
 
 // listRuns pages through ListRuns until limit runs or the end.
@@ -330,16 +323,13 @@ func listRuns(ctx context.Context, e *env, c discoveryv1.DiscoveryServiceClient,
 	return out, nil
 }
 
-func runCommand() command {
+func runCommand(e *env) *cobra.Command {
 	var pages bool
-	return command{
-		name:    "discovery run",
-		args:    "<run-id>",
-		summary: "show one run, with its pages",
-		flags: func(fs *flag.FlagSet) {
-			fs.BoolVar(&pages, "pages", true, "show the pages read")
-		},
-		run: func(ctx context.Context, e *env, args []string) error {
+	return withFlags(&cobra.Command{
+		Use:   "run <run-id>",
+		Short: "show one run, with its pages",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			if err := needArgs(args, 1, "<run-id>"); err != nil {
 				return err
 			}
@@ -355,21 +345,19 @@ func runCommand() command {
 			}
 			return e.output(resp, func(w *tabwriter.Writer) { runDetail(w, resp.GetRun()) })
 		},
-	}
+	}, func(fs *pflag.FlagSet) {
+		fs.BoolVar(&pages, "pages", true, "show the pages read")
+	})
 }
 
-func snapshotCommand() command {
+func snapshotCommand(e *env) *cobra.Command {
 	var generation int64
 	var raw bool
-	return command{
-		name:    "discovery snapshot",
-		args:    "<server-id> <audience-class>",
-		summary: "show the active snapshot (or one generation) of a server as an audience class",
-		flags: func(fs *flag.FlagSet) {
-			fs.Int64Var(&generation, "generation", 0, "a generation; 0 shows the active one")
-			fs.BoolVar(&raw, "raw", false, "print each tool's raw JSON")
-		},
-		run: func(ctx context.Context, e *env, args []string) error {
+	return withFlags(&cobra.Command{
+		Use:   "snapshot <server-id> <audience-class>",
+		Short: "show the active snapshot (or one generation) of a server as an audience class",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			if err := needArgs(args, 2, "<server-id> <audience-class>"); err != nil {
 				return err
 			}
@@ -383,15 +371,18 @@ func snapshotCommand() command {
 			}
 			return e.output(resp, func(w *tabwriter.Writer) { snapshotText(w, resp, raw) })
 		},
-	}
+	}, func(fs *pflag.FlagSet) {
+		fs.Int64Var(&generation, "generation", 0, "a generation; 0 shows the active one")
+		fs.BoolVar(&raw, "raw", false, "print each tool's raw JSON")
+	})
 }
 
-func generationsCommand() command {
-	return command{
-		name:    "discovery generations",
-		args:    "<server-id> <audience-class>",
-		summary: "list the generations of a server as an audience class, newest first",
-		run: func(ctx context.Context, e *env, args []string) error {
+func generationsCommand(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "generations <server-id> <audience-class>",
+		Short: "list the generations of a server as an audience class, newest first",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			if err := needArgs(args, 2, "<server-id> <audience-class>"); err != nil {
 				return err
 			}
@@ -427,19 +418,14 @@ func generationTable(w *tabwriter.Writer, gens []*discoveryv1.Generation) {
 	}
 }
 
-func rollbackCommand() command {
+func rollbackCommand(e *env) *cobra.Command {
 	var expected, to int64
 	var reason string
-	return command{
-		name:    "discovery rollback",
-		args:    "<server-id> <audience-class>",
-		summary: "move the active pointer back to an older fresh generation (or close the server when none is fresh)",
-		flags: func(fs *flag.FlagSet) {
-			fs.Int64Var(&expected, "expected", 0, "the generation you see active now (required; compare-and-swap)")
-			fs.Int64Var(&to, "to", 0, "target generation; 0 means the newest older one that is still fresh")
-			fs.StringVar(&reason, "reason", "", "why, recorded in the catalog receipt")
-		},
-		run: func(ctx context.Context, e *env, args []string) error {
+	return withFlags(&cobra.Command{
+		Use:   "rollback <server-id> <audience-class>",
+		Short: "move the active pointer back to an older fresh generation (or close the server when none is fresh)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			if err := needArgs(args, 2, "<server-id> <audience-class>"); err != nil {
 				return err
 			}
@@ -465,20 +451,21 @@ func rollbackCommand() command {
 				fmt.Fprintf(w, "note:\tlease issuance is not frozen by discovery; freeze it with the lease service\n")
 			})
 		},
-	}
+	}, func(fs *pflag.FlagSet) {
+		fs.Int64Var(&expected, "expected", 0, "the generation you see active now (required; compare-and-swap)")
+		fs.Int64Var(&to, "to", 0, "target generation; 0 means the newest older one that is still fresh")
+		fs.StringVar(&reason, "reason", "", "why, recorded in the catalog receipt")
+	})
 }
 
-func discoveryWatchCommand() command {
+func discoveryWatchCommand(e *env) *cobra.Command {
 	var from int64
 	var beats bool
-	return command{
-		name:    "discovery watch",
-		summary: "stream active-pointer changes as they commit (Ctrl-C to stop)",
-		flags: func(fs *flag.FlagSet) {
-			fs.Int64Var(&from, "from", 0, "send changes after this revision; 0 sends every change still kept")
-			fs.BoolVar(&beats, "heartbeats", false, "print heartbeats too")
-		},
-		run: func(ctx context.Context, e *env, args []string) error {
+	return withFlags(&cobra.Command{
+		Use:   "watch",
+		Short: "stream active-pointer changes as they commit (Ctrl-C to stop)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			if err := needArgs(args, 0, "no arguments"); err != nil {
 				return err
 			}
@@ -503,7 +490,10 @@ func discoveryWatchCommand() command {
 				}
 			}
 		},
-	}
+	}, func(fs *pflag.FlagSet) {
+		fs.Int64Var(&from, "from", 0, "send changes after this revision; 0 sends every change still kept")
+		fs.BoolVar(&beats, "heartbeats", false, "print heartbeats too")
+	})
 }
 
 func printWatch(e *env, msg *discoveryv1.WatchResponse, beats bool) error {
@@ -664,4 +654,10 @@ func runDetail(w *tabwriter.Writer, r *discoveryv1.Run) {
 				p.GetHasNext(), orDash(p.GetRevision()), p.GetToolCount(), p.GetBytes(), shortDigest(p.GetPageDigest()))
 		}
 	}
+}
+
+// discoveryGroup is `toolcrib discovery …`.
+func discoveryGroup(e *env) *cobra.Command {
+	return group("discovery", "scans, runs, snapshots, generations and the active pointer",
+		scanCommand(e), runsCommand(e), runCommand(e), snapshotCommand(e), generationsCommand(e), rollbackCommand(e), discoveryWatchCommand(e))
 }
