@@ -10,7 +10,7 @@ TOOL := GOWORK=off go -C tools tool
 MODULES = $(shell go list -m -f '{{.Dir}}')
 GO_TEST_FLAGS ?= -race -count=1
 
-.PHONY: help generate lint test run k8s-check drill bench bench-discovery bench-admission bench-lease bench-gateway
+.PHONY: help generate cli-docs lint test run k8s-check drill bench bench-discovery bench-admission bench-lease bench-gateway
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
@@ -20,6 +20,9 @@ generate: ## regenerate gen/ (Go, gen/ts, gen/python) from proto/ with buf and t
 	[ -x tools/ts/node_modules/.bin/protoc-gen-es ] || npm ci --prefix tools/ts --no-audit --no-fund
 	rm -rf gen/toolcrib gen/ts gen/python
 	buf=$$($(TOOL) -n buf) && GOWORK=off $$buf generate
+
+cli-docs: ## regenerate docs/cli, the toolcrib command reference, from the commands (cobra's markdown generator)
+	go run ./cli/cmd/toolcrib gen-docs docs/cli
 
 lint: ## gofmt, go vet and go mod tidy (every module, tools/ too), buf lint, buf format
 	@out=$$(git ls-files --cached --others --exclude-standard '*.go' | { grep -v '^gen/' || true; } | xargs -r gofmt -l); \

@@ -81,7 +81,7 @@ func newRoot(e *env, lookup func(string) (string, bool)) (*cobra.Command, error)
 	root.AddCommand(serverGroup(e), tenantGroup(e), audienceGroup(e), grantScopesCommand(e), revokeScopesCommand(e),
 		policyGroup(e), toolGroup(e), contractGroup(e), discoveryGroup(e), rolloutGroup(e),
 		checkCommand(e), visibleCommand(e), leaseGroup(e), watchCommand(e), healthCommand(e),
-		applyCommand(e), diffCommand(e), exportCommand(e), devGroup(e))
+		applyCommand(e), diffCommand(e), exportCommand(e), devGroup(e), genDocsCommand())
 	return root, gs.Parse(nil)
 }
 
