@@ -326,23 +326,7 @@ func leaseVerifyCommand(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := e.output(resp, func(w *tabwriter.Writer) {
-				if resp.GetValid() {
-					fmt.Fprintf(w, "valid\tyes\n")
-				} else {
-					fmt.Fprintf(w, "valid\tno: %s\n", strings.TrimPrefix(resp.GetFailure().String(), "VERIFY_FAILURE_"))
-					fmt.Fprintf(w, "detail\t%s\n", resp.GetDetail())
-				}
-				if resp.GetClaims() != nil {
-					claimsTable(w, resp.GetClaims())
-				}
-			}); err != nil {
-				return err
-			}
-			if !resp.GetValid() {
-				return errors.New("the lease was refused")
-			}
-			return nil
+			return printVerify(e, resp)
 		},
 	}, func(fs *pflag.FlagSet) {
 		fs.StringVar(&token, "lease", "", "the lease token (required)")
@@ -351,6 +335,27 @@ func leaseVerifyCommand(e *env) *cobra.Command {
 		fs.StringVar(&audience, "audience", "", "the executor's audience (required)")
 		fs.StringVar(&tool, "tool", "", "tool id the executor is about to run (required)")
 	})
+}
+
+// printVerify prints a Verify answer; a refused lease is an error (exit 1).
+func printVerify(e *env, resp *leasev1.VerifyResponse) error {
+	if err := e.output(resp, func(w *tabwriter.Writer) {
+		if resp.GetValid() {
+			fmt.Fprintf(w, "valid\tyes\n")
+		} else {
+			fmt.Fprintf(w, "valid\tno: %s\n", strings.TrimPrefix(resp.GetFailure().String(), "VERIFY_FAILURE_"))
+			fmt.Fprintf(w, "detail\t%s\n", resp.GetDetail())
+		}
+		if resp.GetClaims() != nil {
+			claimsTable(w, resp.GetClaims())
+		}
+	}); err != nil {
+		return err
+	}
+	if !resp.GetValid() {
+		return errors.New("the lease was refused")
+	}
+	return nil
 }
 
 func leaseIssueCommand(e *env) *cobra.Command {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -238,43 +239,50 @@ func watchCommand(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			seen := 0
-			for count == 0 || seen < count {
-				msg, err := stream.Recv()
-				if errors.Is(err, io.EOF) || errors.Is(changelog.StreamError(err), changelog.ErrDraining) {
-					fmt.Fprintln(e.stderr, "toolcrib: the registry ended the stream (shutting down); resume with --from", from)
-					return nil
-				}
-				if err != nil {
-					if stoppedByCaller(ctx, err) {
-						return nil
-					}
-					return err
-				}
-				if msg.GetHeartbeat() != nil && !heartbeats {
-					continue
-				}
-				if ch := msg.GetChange(); ch != nil {
-					from = ch.GetRevision()
-					seen++
-				}
-				if e.asJSON {
-					b, err := protojson.Marshal(msg)
-					if err != nil {
-						return err
-					}
-					fmt.Fprintln(e.stdout, string(b))
-					continue
-				}
-				fmt.Fprintln(e.stdout, describeWatch(msg))
-			}
-			return nil
+			return printRegistryWatch(ctx, e, stream, from, count, heartbeats)
 		},
 	}, func(fs *pflag.FlagSet) {
 		fs.Int64Var(&from, "from", 0, "show changes after this revision; 0 for every change still kept")
 		fs.IntVar(&count, "count", 0, "stop after this many changes; 0 streams until interrupted")
 		fs.BoolVar(&heartbeats, "heartbeats", false, "also print heartbeats")
 	})
+}
+
+// printRegistryWatch prints a registry Watch stream until count changes
+// (0: until the stream or ctx ends); from is the revision it resumes after,
+// named when the registry ends the stream.
+func printRegistryWatch(ctx context.Context, e *env, stream grpc.ServerStreamingClient[registryv1.WatchResponse], from int64, count int, heartbeats bool) error {
+	seen := 0
+	for count == 0 || seen < count {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) || errors.Is(changelog.StreamError(err), changelog.ErrDraining) {
+			fmt.Fprintln(e.stderr, "toolcrib: the registry ended the stream (shutting down); resume with --from", from)
+			return nil
+		}
+		if err != nil {
+			if stoppedByCaller(ctx, err) {
+				return nil
+			}
+			return err
+		}
+		if msg.GetHeartbeat() != nil && !heartbeats {
+			continue
+		}
+		if ch := msg.GetChange(); ch != nil {
+			from = ch.GetRevision()
+			seen++
+		}
+		if e.asJSON {
+			b, err := protojson.Marshal(msg)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(e.stdout, string(b))
+			continue
+		}
+		fmt.Fprintln(e.stdout, describeWatch(msg))
+	}
+	return nil
 }
 
 // describeWatch is one readable line per Watch message.

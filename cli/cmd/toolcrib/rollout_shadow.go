@@ -278,45 +278,13 @@ func rolloutStaticSetCommand(e *env) *cobra.Command {
 			"from a YAML or JSON file; it replaces the stored list whole",
 		RunE: func(cmd *cobra.Command, a []string) error {
 			ctx := cmd.Context()
-			if file == "" {
-				return errors.New("-f <file> is required")
-			}
-			b, err := os.ReadFile(file)
+			req, err := staticListRequest(file, server, class, reason, expected, a)
 			if err != nil {
 				return err
 			}
-			f, err := parseStaticFile(b)
-			if err != nil {
-				return fmt.Errorf("%s: %w", file, err)
-			}
-			s, c := server, class
-			if len(a) == 0 {
-				if s == "" {
-					s = f.Server
-				}
-				if c == "" {
-					c = f.AudienceClass
-				}
-			}
-			s, c, err = pairFrom(s, c, a)
-			if err != nil {
-				return fmt.Errorf("%w, or server and audience_class in the file", err)
-			}
-			if (f.Server != "" && f.Server != s) || (f.AudienceClass != "" && f.AudienceClass != c) {
-				return fmt.Errorf("%s names %s/%s, not %s/%s", file, safeText(f.Server), safeText(f.AudienceClass), s, c)
-			}
-			tools, err := f.toProto()
-			if err != nil {
-				return fmt.Errorf("%s: %w", file, err)
-			}
-			why := f.Reason
-			if reason != "" {
-				why = reason
-			}
 			e.asJSON = e.asJSON || jsonOut
 			resp, err := callDiscovery(ctx, e, func(ctx context.Context, cl discoveryv1.DiscoveryServiceClient) (*discoveryv1.SetStaticToolListResponse, error) {
-				return cl.SetStaticToolList(ctx, &discoveryv1.SetStaticToolListRequest{ServerId: s, AudienceClass: c, Tools: tools,
-					ExpectedVersion: expected, Reason: why})
+				return cl.SetStaticToolList(ctx, req)
 			})
 			if err != nil {
 				return err
@@ -330,4 +298,46 @@ func rolloutStaticSetCommand(e *env) *cobra.Command {
 		fs.StringVar(&reason, "reason", "", "why (recorded); overrides the file's reason")
 		fs.Int64Var(&expected, "version", 0, "the version you read, to replace only that one; 0 skips the check")
 	})
+}
+
+// staticListRequest reads the list file of `rollout static set` and names
+// its pair: the arguments, else --server and --class, else the file's; the
+// file may not name another pair. --reason overrides the file's reason.
+func staticListRequest(file, server, class, reason string, expected int64, a []string) (*discoveryv1.SetStaticToolListRequest, error) {
+	if file == "" {
+		return nil, errors.New("-f <file> is required")
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	f, err := parseStaticFile(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	s, c := server, class
+	if len(a) == 0 {
+		if s == "" {
+			s = f.Server
+		}
+		if c == "" {
+			c = f.AudienceClass
+		}
+	}
+	s, c, err = pairFrom(s, c, a)
+	if err != nil {
+		return nil, fmt.Errorf("%w, or server and audience_class in the file", err)
+	}
+	if (f.Server != "" && f.Server != s) || (f.AudienceClass != "" && f.AudienceClass != c) {
+		return nil, fmt.Errorf("%s names %s/%s, not %s/%s", file, safeText(f.Server), safeText(f.AudienceClass), s, c)
+	}
+	tools, err := f.toProto()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	why := f.Reason
+	if reason != "" {
+		why = reason
+	}
+	return &discoveryv1.SetStaticToolListRequest{ServerId: s, AudienceClass: c, Tools: tools, ExpectedVersion: expected, Reason: why}, nil
 }

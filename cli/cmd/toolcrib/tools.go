@@ -175,38 +175,42 @@ func contractCommand(e *env) *cobra.Command {
 				}
 			})
 		},
-	}, func(fs *pflag.FlagSet) {
-		fs.StringVar(&file, "file", "", "contract file, YAML or JSON, with the keys of the flags below (tool_id, effect, scope, "+
-			"authorization, deadline_ms, confirmation, allowed_fields, required_evidence, result_budget_bytes, downstream_mapping{destination, "+
-			"operation, identity}, data_policy{classification, personal_data, retention_days})")
-		set.str(fs, "effect", "effect class: read-only, reservation, write or destructive", func(f *contractFile, v string) { f.Effect = v })
-		set.str(fs, "scope", "scope a caller must hold, e.g. shipment:read", func(f *contractFile, v string) { f.Scope = v })
-		set.str(fs, "authorization", "whose authority the call runs with: caller-and-tenant, caller or service",
-			func(f *contractFile, v string) { f.Authorization = v })
-		set.num(fs, "deadline-ms", "deadline of one call in milliseconds; 0 for the platform default",
-			func(f *contractFile, v int32) { f.DeadlineMS = v })
-		set.str(fs, "confirmation", "autonomous-allowed or always; empty for the default (WRITE and DESTRUCTIVE need it)",
-			func(f *contractFile, v string) { f.Confirmation = v })
-		set.list(fs, "allowed-fields", "result fields that may reach the agent (comma-separated or repeated); none means all",
-			func(f *contractFile, v []string) { f.AllowedFields = v })
-		set.list(fs, "required-evidence", "result fields a result must carry as evidence; must be allowed fields",
-			func(f *contractFile, v []string) { f.RequiredEvidence = v })
-		set.num64(fs, "result-budget", "largest result in bytes given to the model inline, 1024 to 67108864; larger ones go to the "+
-			"gateway's artifact store; 0 for the gateway's default", func(f *contractFile, v int64) { f.ResultBudgetBytes = v })
-		set.str(fs, "destination", "downstream system, e.g. shipments-api",
-			func(f *contractFile, v string) { f.DownstreamMapping.Destination = v })
-		set.str(fs, "operation", "downstream operation, e.g. 'GET /shipments/{id}'",
-			func(f *contractFile, v string) { f.DownstreamMapping.Operation = v })
-		set.str(fs, "identity", "identity presented downstream; empty for the caller's",
-			func(f *contractFile, v string) { f.DownstreamMapping.Identity = v })
-		set.str(fs, "classification", "data classification of results; empty means internal",
-			func(f *contractFile, v string) { f.DataPolicy.Classification = v })
-		set.str(fs, "personal-data", "true when results may contain personal data", func(f *contractFile, v string) {
-			f.DataPolicy.PersonalData, _ = strconv.ParseBool(v)
-		})
-		set.num(fs, "retention-days", "how long results may be kept, in days",
-			func(f *contractFile, v int32) { f.DataPolicy.RetentionDays = v })
+	}, func(fs *pflag.FlagSet) { contractFlags(fs, &file, set) })
+}
+
+// contractFlags are the flags of `contract publish`: --file, and one flag
+// per contract field, recorded in set to override the file's value.
+func contractFlags(fs *pflag.FlagSet, file *string, set overrides) {
+	fs.StringVar(file, "file", "", "contract file, YAML or JSON, with the keys of the flags below (tool_id, effect, scope, "+
+		"authorization, deadline_ms, confirmation, allowed_fields, required_evidence, result_budget_bytes, downstream_mapping{destination, "+
+		"operation, identity}, data_policy{classification, personal_data, retention_days})")
+	set.str(fs, "effect", "effect class: read-only, reservation, write or destructive", func(f *contractFile, v string) { f.Effect = v })
+	set.str(fs, "scope", "scope a caller must hold, e.g. shipment:read", func(f *contractFile, v string) { f.Scope = v })
+	set.str(fs, "authorization", "whose authority the call runs with: caller-and-tenant, caller or service",
+		func(f *contractFile, v string) { f.Authorization = v })
+	set.num(fs, "deadline-ms", "deadline of one call in milliseconds; 0 for the platform default",
+		func(f *contractFile, v int32) { f.DeadlineMS = v })
+	set.str(fs, "confirmation", "autonomous-allowed or always; empty for the default (WRITE and DESTRUCTIVE need it)",
+		func(f *contractFile, v string) { f.Confirmation = v })
+	set.list(fs, "allowed-fields", "result fields that may reach the agent (comma-separated or repeated); none means all",
+		func(f *contractFile, v []string) { f.AllowedFields = v })
+	set.list(fs, "required-evidence", "result fields a result must carry as evidence; must be allowed fields",
+		func(f *contractFile, v []string) { f.RequiredEvidence = v })
+	set.num64(fs, "result-budget", "largest result in bytes given to the model inline, 1024 to 67108864; larger ones go to the "+
+		"gateway's artifact store; 0 for the gateway's default", func(f *contractFile, v int64) { f.ResultBudgetBytes = v })
+	set.str(fs, "destination", "downstream system, e.g. shipments-api",
+		func(f *contractFile, v string) { f.DownstreamMapping.Destination = v })
+	set.str(fs, "operation", "downstream operation, e.g. 'GET /shipments/{id}'",
+		func(f *contractFile, v string) { f.DownstreamMapping.Operation = v })
+	set.str(fs, "identity", "identity presented downstream; empty for the caller's",
+		func(f *contractFile, v string) { f.DownstreamMapping.Identity = v })
+	set.str(fs, "classification", "data classification of results; empty means internal",
+		func(f *contractFile, v string) { f.DataPolicy.Classification = v })
+	set.str(fs, "personal-data", "true when results may contain personal data", func(f *contractFile, v string) {
+		f.DataPolicy.PersonalData, _ = strconv.ParseBool(v)
 	})
+	set.num(fs, "retention-days", "how long results may be kept, in days",
+		func(f *contractFile, v int32) { f.DataPolicy.RetentionDays = v })
 }
 
 // toolResponse is a response carrying the tool after a review action.
