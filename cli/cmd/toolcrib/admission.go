@@ -33,6 +33,7 @@ func reasonName(r catalogv1.DecisionReason) string {
 	return strings.TrimPrefix(r.String(), "DECISION_REASON_")
 }
 
+// checkCommand is `toolcrib check`.
 func checkCommand(e *env) *cobra.Command {
 	req := &admissionv1.CheckRequest{}
 	var argsJSON, mode, confirmer string
@@ -150,6 +151,7 @@ func unspecifiedDash(s string) string {
 	return s
 }
 
+// visibleCommand is `toolcrib visible`.
 func visibleCommand(e *env) *cobra.Command {
 	req := &admissionv1.ListVisibleToolsRequest{}
 	var effects listFlag

@@ -589,6 +589,7 @@ func exportFile(st *state) *registryFile {
 	return f
 }
 
+// exportCommand is `toolcrib export`.
 func exportCommand(e *env) *cobra.Command {
 	var out string
 	return withFlags(&cobra.Command{
@@ -619,6 +620,7 @@ func exportCommand(e *env) *cobra.Command {
 	})
 }
 
+// diffCommand is `toolcrib diff`.
 func diffCommand(e *env) *cobra.Command {
 	var file string
 	var prune bool
@@ -643,6 +645,7 @@ func diffCommand(e *env) *cobra.Command {
 	}, registryFileFlags(&file, &prune))
 }
 
+// applyCommand is `toolcrib apply`.
 func applyCommand(e *env) *cobra.Command {
 	var file string
 	var prune bool

@@ -235,6 +235,7 @@ func waitServing(ctx context.Context, e *env, addrs []string, every time.Duratio
 	}
 }
 
+// devUpCommand is `toolcrib dev up`.
 func devUpCommand(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use: "up",
@@ -247,6 +248,7 @@ func devUpCommand(e *env) *cobra.Command {
 	}
 }
 
+// devTokenCommand is `toolcrib dev token`.
 func devTokenCommand(e *env) *cobra.Command {
 	var sub, tenant, groups string
 	var ttl time.Duration
@@ -299,6 +301,7 @@ func devTokenCommand(e *env) *cobra.Command {
 	})
 }
 
+// devKeysCommand is `toolcrib dev keys`.
 func devKeysCommand(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "keys",

@@ -63,6 +63,7 @@ func parseState(s string) (catalogv1.DiscoveryState, error) {
 // saw an attempt end without an active catalog.
 var errNotActivated = errors.New("the scan did not activate a catalog")
 
+// scanCommand is `toolcrib discovery scan`.
 func scanCommand(e *env) *cobra.Command {
 	var audience string
 	var wait bool
@@ -264,6 +265,7 @@ func scanVerdict(e *env, runs []*discoveryv1.Run) error {
 	return nil
 }
 
+// runsCommand is `toolcrib discovery runs`.
 func runsCommand(e *env) *cobra.Command {
 	var server, audience, scanID, state string
 	var limit int
@@ -323,6 +325,7 @@ func listRuns(ctx context.Context, e *env, c discoveryv1.DiscoveryServiceClient,
 	return out, nil
 }
 
+// runCommand is `toolcrib discovery run`.
 func runCommand(e *env) *cobra.Command {
 	var pages bool
 	return withFlags(&cobra.Command{
@@ -350,6 +353,7 @@ func runCommand(e *env) *cobra.Command {
 	})
 }
 
+// snapshotCommand is `toolcrib discovery snapshot`.
 func snapshotCommand(e *env) *cobra.Command {
 	var generation int64
 	var raw bool
@@ -377,6 +381,7 @@ func snapshotCommand(e *env) *cobra.Command {
 	})
 }
 
+// generationsCommand is `toolcrib discovery generations`.
 func generationsCommand(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "generations <server-id> <audience-class>",
@@ -418,6 +423,7 @@ func generationTable(w *tabwriter.Writer, gens []*discoveryv1.Generation) {
 	}
 }
 
+// rollbackCommand is `toolcrib discovery rollback`.
 func rollbackCommand(e *env) *cobra.Command {
 	var expected, to int64
 	var reason string
@@ -458,6 +464,7 @@ func rollbackCommand(e *env) *cobra.Command {
 	})
 }
 
+// discoveryWatchCommand is `toolcrib discovery watch`.
 func discoveryWatchCommand(e *env) *cobra.Command {
 	var from int64
 	var beats bool

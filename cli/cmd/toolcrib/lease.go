@@ -88,6 +88,7 @@ func writeHolderKey(path string) (ed25519.PublicKey, error) {
 	return pub, f.Close()
 }
 
+// holderKeyCommand is `toolcrib dev holder-key`.
 func holderKeyCommand(e *env) *cobra.Command {
 	var out string
 	return withFlags(&cobra.Command{
@@ -133,6 +134,7 @@ func claimsTable(w *tabwriter.Writer, c *leasev1.LeaseClaims) {
 	fmt.Fprintf(w, "expires\t%s\n", ts(c.GetExpiresAt()))
 }
 
+// leaseKeysCommand is `toolcrib lease keys`.
 func leaseKeysCommand(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "keys",
@@ -178,6 +180,7 @@ func leaseKeysCommand(e *env) *cobra.Command {
 	}
 }
 
+// leaseKeysRotateCommand is `toolcrib lease keys rotate`.
 func leaseKeysRotateCommand(e *env) *cobra.Command {
 	var reason string
 	return withFlags(&cobra.Command{
@@ -209,6 +212,7 @@ func leaseKeysRotateCommand(e *env) *cobra.Command {
 	})
 }
 
+// leaseFreezeCommand is `toolcrib lease freeze`.
 func leaseFreezeCommand(e *env) *cobra.Command {
 	var reason string
 	var resume bool
@@ -244,6 +248,7 @@ func leaseFreezeCommand(e *env) *cobra.Command {
 	})
 }
 
+// leaseRevokeCommand is `toolcrib lease revoke`.
 func leaseRevokeCommand(e *env) *cobra.Command {
 	var reason string
 	var revLease, revTool, revServer, revTenant string
@@ -292,6 +297,7 @@ func leaseRevokeCommand(e *env) *cobra.Command {
 	})
 }
 
+// leaseVerifyCommand is `toolcrib lease verify`.
 func leaseVerifyCommand(e *env) *cobra.Command {
 	var args, keyFile, audience, tool, token string
 	return withFlags(&cobra.Command{
@@ -358,6 +364,7 @@ func printVerify(e *env, resp *leasev1.VerifyResponse) error {
 	return nil
 }
 
+// leaseIssueCommand is `toolcrib lease issue`.
 func leaseIssueCommand(e *env) *cobra.Command {
 	var receipt, args, keyFile, audience string
 	var ttl int

@@ -152,6 +152,7 @@ func printGrant(w io.Writer, g *registryv1.Grant, epoch int64) {
 	fmt.Fprintf(w, "policy epoch\t%d\n", epoch)
 }
 
+// grantScopesCommand is `toolcrib grant`.
 func grantScopesCommand(e *env) *cobra.Command {
 	g := &grantRequest{}
 	return grantCommand(e, g, "grant", "grant a subject or group of a tenant scopes and audience classes (admin); bumps the tenant's policy epoch",
@@ -160,6 +161,7 @@ func grantScopesCommand(e *env) *cobra.Command {
 		})
 }
 
+// revokeScopesCommand is `toolcrib revoke`.
 func revokeScopesCommand(e *env) *cobra.Command {
 	g := &grantRequest{}
 	return grantCommand(e, g, "revoke", "revoke scopes and audience classes from a subject's or group's grant (admin); bumps the tenant's policy epoch",
@@ -216,6 +218,7 @@ func printAudienceClass(w io.Writer, ac *registryv1.AudienceClass) {
 	fmt.Fprintf(w, "version\t%d\n", ac.GetVersion())
 }
 
+// watchCommand is `toolcrib watch` (the registry's change stream).
 func watchCommand(e *env) *cobra.Command {
 	var (
 		from       int64
@@ -325,6 +328,7 @@ func describeWatch(msg *registryv1.WatchResponse) string {
 // effectName is the short name of an effect class.
 func effectName(e catalogv1.EffectClass) string { return enumName(e.String(), "EFFECT_CLASS_") }
 
+// serverDeleteCommand is `toolcrib server delete`.
 func serverDeleteCommand(e *env) *cobra.Command {
 	var expectedVersion int64
 	return withFlags(&cobra.Command{
@@ -365,6 +369,7 @@ func serverDeleteCommand(e *env) *cobra.Command {
 	})
 }
 
+// serverShowCommand is `toolcrib server show`.
 func serverShowCommand(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show <server-id>",
@@ -385,6 +390,7 @@ func serverShowCommand(e *env) *cobra.Command {
 	}
 }
 
+// serverListCommand is `toolcrib server list`.
 func serverListCommand(e *env) *cobra.Command {
 	var pageSize int
 	return withFlags(&cobra.Command{
@@ -422,6 +428,7 @@ func serverListCommand(e *env) *cobra.Command {
 	})
 }
 
+// serverRegisterCommand is `toolcrib server register`.
 func serverRegisterCommand(e *env) *cobra.Command {
 	var owner, url, stdioCmd, trust, revSource, pin, displayName, description string
 	var args listFlag
@@ -477,6 +484,7 @@ func serverRegisterCommand(e *env) *cobra.Command {
 	})
 }
 
+// policyShowCommand is `toolcrib policy show`.
 func policyShowCommand(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show <tenant-id>",
@@ -513,6 +521,7 @@ func policyShowCommand(e *env) *cobra.Command {
 	}
 }
 
+// audienceListCommand is `toolcrib audience list`.
 func audienceListCommand(e *env) *cobra.Command {
 	var tenantFilter, serverFilter string
 	return withFlags(&cobra.Command{
@@ -542,6 +551,7 @@ func audienceListCommand(e *env) *cobra.Command {
 	})
 }
 
+// audiencePutCommand is `toolcrib audience put`.
 func audiencePutCommand(e *env) *cobra.Command {
 	var description string
 	var servers listFlag
@@ -597,6 +607,7 @@ func audiencePutCommand(e *env) *cobra.Command {
 	})
 }
 
+// tenantPutCommand is `toolcrib tenant put`.
 func tenantPutCommand(e *env) *cobra.Command {
 	var displayName string
 	return withFlags(&cobra.Command{

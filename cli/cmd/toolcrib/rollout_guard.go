@@ -40,6 +40,7 @@ func resumedText(x *discoveryv1.GuardAction) string {
 	return fmt.Sprintf("%s by %s: %s", when(x.GetResumedAt()), safeText(x.GetResumedBy()), safeText(x.GetResumeReason()))
 }
 
+// rolloutResumeCommand is `toolcrib rollout resume`.
 func rolloutResumeCommand(e *env) *cobra.Command {
 	var reason string
 	return withFlags(&cobra.Command{
@@ -81,6 +82,7 @@ func rolloutResumeCommand(e *env) *cobra.Command {
 	})
 }
 
+// rolloutActionsCommand is `toolcrib rollout actions`.
 func rolloutActionsCommand(e *env) *cobra.Command {
 	var server, class string
 	var held bool

@@ -199,6 +199,7 @@ func pairFlags(fs *pflag.FlagSet, server, class *string, jsonOut *bool) {
 	fs.BoolVar(jsonOut, "json", false, "print the result as JSON (as the global --json)")
 }
 
+// rolloutDiffCommand is `toolcrib rollout diff`.
 func rolloutDiffCommand(e *env) *cobra.Command {
 	var server, class string
 	var run string
@@ -244,6 +245,7 @@ func rolloutDiffCommand(e *env) *cobra.Command {
 	})
 }
 
+// rolloutStaticShowCommand is `toolcrib rollout static show`.
 func rolloutStaticShowCommand(e *env) *cobra.Command {
 	var server, class string
 	var jsonOut bool
@@ -268,6 +270,7 @@ func rolloutStaticShowCommand(e *env) *cobra.Command {
 	}, func(fs *pflag.FlagSet) { pairFlags(fs, &server, &class, &jsonOut) })
 }
 
+// rolloutStaticSetCommand is `toolcrib rollout static set`.
 func rolloutStaticSetCommand(e *env) *cobra.Command {
 	var server, class, file, reason string
 	var expected int64

@@ -72,6 +72,7 @@ func printStage(w io.Writer, st *registryv1.RolloutStage) {
 // pair.
 func pairArgs(a []string) error { return needArgs(a, 2, "<server-id> <audience-class>") }
 
+// rolloutSetCommand is `toolcrib rollout set`.
 func rolloutSetCommand(e *env) *cobra.Command {
 	var stage string
 	var reason string
@@ -127,6 +128,7 @@ func rolloutSetCommand(e *env) *cobra.Command {
 	})
 }
 
+// rolloutShowCommand is `toolcrib rollout show`.
 func rolloutShowCommand(e *env) *cobra.Command {
 	var tenantFilter string
 	var serverFilter string
@@ -164,6 +166,7 @@ func rolloutShowCommand(e *env) *cobra.Command {
 	})
 }
 
+// rolloutHistoryCommand is `toolcrib rollout history`.
 func rolloutHistoryCommand(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "history <server-id> <audience-class>",

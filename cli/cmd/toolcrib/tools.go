@@ -134,6 +134,7 @@ func (o overrides) list(fs *pflag.FlagSet, name, usage string, apply func(*contr
 	})
 }
 
+// contractCommand is `toolcrib contract publish`.
 func contractCommand(e *env) *cobra.Command {
 	var file string
 	set := overrides{}
@@ -424,6 +425,7 @@ func deadlineText(ms int32) string {
 	return strconv.Itoa(int(ms)) + "ms"
 }
 
+// toolRollbackCommand is `toolcrib tool rollback`.
 func toolRollbackCommand(e *env) *cobra.Command {
 	var reason string
 	return withFlags(&cobra.Command{
@@ -442,6 +444,7 @@ func toolRollbackCommand(e *env) *cobra.Command {
 	}, func(fs *pflag.FlagSet) { fs.StringVar(&reason, "reason", "", "why; recorded in history") })
 }
 
+// toolDisableCommand is `toolcrib tool disable`.
 func toolDisableCommand(e *env) *cobra.Command {
 	var reason string
 	return withFlags(&cobra.Command{
@@ -459,6 +462,7 @@ func toolDisableCommand(e *env) *cobra.Command {
 	}, func(fs *pflag.FlagSet) { fs.StringVar(&reason, "reason", "", "why; shown in history and decisions") })
 }
 
+// toolEnableCommand is `toolcrib tool enable`.
 func toolEnableCommand(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "enable <tool-id>",
@@ -475,6 +479,7 @@ func toolEnableCommand(e *env) *cobra.Command {
 	}
 }
 
+// toolApproveCommand is `toolcrib tool approve`.
 func toolApproveCommand(e *env) *cobra.Command {
 	var comment string
 	return withFlags(&cobra.Command{
@@ -495,6 +500,7 @@ func toolApproveCommand(e *env) *cobra.Command {
 	}, func(fs *pflag.FlagSet) { fs.StringVar(&comment, "comment", "", "your review note") })
 }
 
+// toolShowCommand is `toolcrib tool show`.
 func toolShowCommand(e *env) *cobra.Command {
 	var noHistory bool
 	return withFlags(&cobra.Command{
@@ -527,6 +533,7 @@ func toolShowCommand(e *env) *cobra.Command {
 	}, func(fs *pflag.FlagSet) { fs.BoolVar(&noHistory, "no-history", false, "leave out the history") })
 }
 
+// toolListCommand is `toolcrib tool list`.
 func toolListCommand(e *env) *cobra.Command {
 	var server, state string
 	return withFlags(&cobra.Command{
