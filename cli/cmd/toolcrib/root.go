@@ -22,14 +22,15 @@ import (
 // exitCodesHelp documents the exit status (see [exitCode]); it ends the
 // root command's help and the generated reference.
 const exitCodesHelp = `Exit status:
-  0  success, and asking for help (--help, -h, help <command>)
-  1  anything else: a usage error (no or an unknown command, an unknown flag,
-     wrong arguments; the usage is printed on stderr), a failed call (its gRPC
-     code and message are printed, e.g. "PermissionDenied: ..."), or a
-     command's own negative answer: discovery scan --wait whose scan did not
-     activate a catalog, lease verify or lease call refused, health with a
-     service not SERVING, apply with an invalid registry file.
-     A decision is not an error: check prints DENY with exit 0.`
+
+- 0: success, and asking for help (--help, -h, help <command>).
+- 1: anything else: a usage error (no or an unknown command, an unknown flag,
+  wrong arguments; the usage is printed on stderr), a failed call (its gRPC
+  code and message are printed, e.g. "PermissionDenied: ..."), or a command's
+  own negative answer: discovery scan --wait whose scan did not activate a
+  catalog, lease verify or lease call refused, health with a service not
+  SERVING, apply with an invalid registry file. A decision is not an error:
+  check prints DENY with exit 0.`
 
 // errUsagePrinted is returned when the usage was printed instead of running
 // anything (no command): exit 1, nothing more to print.
