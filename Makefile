@@ -10,7 +10,7 @@ TOOL := GOWORK=off go -C tools tool
 MODULES = $(shell go list -m -f '{{.Dir}}')
 GO_TEST_FLAGS ?= -race -count=1
 
-.PHONY: help generate docs lint test run k8s-check drill bench bench-discovery bench-admission bench-lease bench-gateway
+.PHONY: help generate docs cli-docs lint test run k8s-check drill bench bench-discovery bench-admission bench-lease bench-gateway
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
@@ -23,8 +23,10 @@ generate: ## regenerate gen/ (Go, gen/ts, gen/python) from proto/ with buf and t
 
 # The configuration tables in docs/config are generated from the flag sets
 # the services parse (services/*/config.go); CI fails when they are stale.
-docs: ## regenerate docs/config/<service>.md: every flag of each service (name, env var, default, meaning)
+docs: cli-docs ## regenerate the generated docs: docs/config/<service>.md (every flag of each service: name, env var, default, meaning) and docs/cli
 	go run ./e2e/cmd/configdocs -out docs/config
+cli-docs: ## regenerate docs/cli, the toolcrib command reference, from the commands (cobra's markdown generator)
+	go run ./cli/cmd/toolcrib gen-docs docs/cli
 
 lint: ## gofmt, go vet and go mod tidy (every module, tools/ too), buf lint, buf format
 	@out=$$(git ls-files --cached --others --exclude-standard '*.go' | { grep -v '^gen/' || true; } | xargs -r gofmt -l); \

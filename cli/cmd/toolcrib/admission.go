@@ -2,17 +2,21 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"flag"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	"github.com/toolcrib/toolcrib/platform/principal"
 )
 
 // admissionClient dials the admission service.
@@ -24,33 +28,20 @@ func (e *env) admissionClient() (admissionv1.AdmissionServiceClient, error) {
 	return admissionv1.NewAdmissionServiceClient(c), nil
 }
 
-// admissionCommands are `toolcrib check` and `toolcrib visible`.
-func admissionCommands() []command {
-	return []command{checkCommand(), visibleCommand()}
-}
-
 // reasonName is a decision reason as the docs spell it, e.g. `STALE_POLICY`.
 func reasonName(r catalogv1.DecisionReason) string {
 	return strings.TrimPrefix(r.String(), "DECISION_REASON_")
 }
 
-func checkCommand() command {
+// checkCommand is `toolcrib check`.
+func checkCommand(e *env) *cobra.Command {
 	req := &admissionv1.CheckRequest{}
-	var argsJSON, mode string
-	return command{
-		name:    "check",
-		args:    "<tool-id>",
-		summary: "ask admission whether a call of a tool may start now: decision, reason, detail and receipt",
-		flags: func(fs *flag.FlagSet) {
-			fs.Int64Var(&req.Generation, "generation", 0, "generation the plan read the tool from (required)")
-			fs.StringVar(&req.DescriptorDigest, "digest", "", "descriptor digest the plan read (required)")
-			fs.Int64Var(&req.PolicyEpoch, "epoch", 0, "policy epoch the plan was built at; 0 for the current one")
-			fs.StringVar(&argsJSON, "args", "{}", "the call's arguments, a JSON document")
-			fs.StringVar(&mode, "mode", "autonomous", "who asked for the call: autonomous or user-confirmed")
-			fs.StringVar(&req.RunId, "run-id", "", "the agent run the call belongs to (binds the generation for the run)")
-			fs.StringVar(&req.AudienceClass, "audience", "", "audience class the plan read the tool through; empty resolves it from the grants")
-		},
-		run: func(ctx context.Context, e *env, args []string) error {
+	var argsJSON, mode, confirmer string
+	return withFlags(&cobra.Command{
+		Use:   "check <tool-id>",
+		Short: "ask admission whether a call of a tool may start now: decision, reason, detail and receipt",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			if err := needArgs(args, 1, "<tool-id>"); err != nil {
 				return err
 			}
@@ -62,19 +53,58 @@ func checkCommand() command {
 				return fmt.Errorf("--args: not a JSON document")
 			}
 			req.ToolId, req.Mode, req.Arguments = args[0], admissionv1.Mode(m), []byte(argsJSON)
+			confirm, err := confirmerCredentials(e, req.Mode, confirmer)
+			if err != nil {
+				return err
+			}
 			c, err := e.admissionClient()
 			if err != nil {
 				return err
 			}
 			cctx, cancel := e.callCtx(ctx)
 			defer cancel()
-			resp, err := c.Check(cctx, req)
+			resp, err := c.Check(cctx, req, confirm...)
 			if err != nil {
 				return err
 			}
 			return e.output(resp, func(w *tabwriter.Writer) { printCheck(w, resp) })
 		},
+	}, func(fs *pflag.FlagSet) {
+		fs.Int64Var(&req.Generation, "generation", 0, "generation the plan read the tool from (required)")
+		fs.StringVar(&req.DescriptorDigest, "digest", "", "descriptor digest the plan read (required)")
+		fs.Int64Var(&req.PolicyEpoch, "epoch", 0, "policy epoch the plan was built at; 0 for the current one")
+		fs.StringVar(&argsJSON, "args", "{}", "the call's arguments, a JSON document")
+		fs.StringVar(&mode, "mode", "autonomous", "who asked for the call: autonomous or user-confirmed (needs --confirmer-token)")
+		fs.StringVar(&confirmer, "confirmer-token", "", "with --mode user-confirmed: the token of the confirmer asserting that the user confirmed "+
+			"(the gateway's or a host runtime's service identity), sent beside the user's --token (env "+confirmerTokenEnv+")")
+		fs.StringVar(&req.RunId, "run-id", "", "the agent run the call belongs to (binds the generation for the run)")
+		fs.StringVar(&req.AudienceClass, "audience", "", "audience class the plan read the tool through; empty resolves it from the grants")
+	})
+}
+
+// confirmerTokenEnv backs `check --confirmer-token`.
+const confirmerTokenEnv = "TOOLCRIB_CONFIRMER_TOKEN"
+
+// errNoConfirmer refuses `check --mode user-confirmed` without a confirmer
+// token, before any call: a user's own token never carries a confirmation.
+var errNoConfirmer = errors.New("--mode user-confirmed needs --confirmer-token (env " + confirmerTokenEnv + "): only a confirmer " +
+	"(the gateway, or a host runtime acting for the user, with its own service identity) may assert that the user confirmed; " +
+	"--token stays the user's")
+
+// confirmerCredentials are the call options of a Check in mode: in
+// USER_CONFIRMED the confirmer's token (flag, else the environment) under
+// [principal.ConfirmerMetadataKey]; none in any other mode.
+func confirmerCredentials(e *env, mode admissionv1.Mode, token string) ([]grpc.CallOption, error) {
+	if mode != admissionv1.Mode_MODE_USER_CONFIRMED {
+		return nil, nil
 	}
+	if token == "" && e.lookup != nil {
+		token, _ = e.lookup(confirmerTokenEnv)
+	}
+	if token = strings.TrimSpace(token); token == "" {
+		return nil, errNoConfirmer
+	}
+	return []grpc.CallOption{grpc.PerRPCCredentials(principal.ConfirmerToken(token))}, nil
 }
 
 func printCheck(w io.Writer, resp *admissionv1.CheckResponse) {
@@ -121,21 +151,16 @@ func unspecifiedDash(s string) string {
 	return s
 }
 
-func visibleCommand() command {
+// visibleCommand is `toolcrib visible`.
+func visibleCommand(e *env) *cobra.Command {
 	req := &admissionv1.ListVisibleToolsRequest{}
 	var effects listFlag
 	var maxTools int
-	return command{
-		name:    "visible",
-		summary: "list the tools the caller may call now (model view and runtime view), optionally searched",
-		flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&req.Query, "query", "", "tool search: rank by BM25 over name, title and description, matches only")
-			fs.Var(&effects, "effect", "only these effect classes (read-only, reservation, write, destructive); repeatable or comma-separated")
-			fs.IntVar(&maxTools, "max", 0, "at most this many tools; 0 for no limit")
-			fs.Int64Var(&req.MaxBytes, "max-bytes", 0, "budget of description and input-schema bytes; 0 for none")
-			fs.StringVar(&req.RunId, "run-id", "", "the agent run the list is for (decides whether a server in canary lists its tools)")
-		},
-		run: func(ctx context.Context, e *env, args []string) error {
+	return withFlags(&cobra.Command{
+		Use:   "visible",
+		Short: "list the tools the caller may call now (model view and runtime view), optionally searched",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			if err := needArgs(args, 0, "no arguments"); err != nil {
 				return err
 			}
@@ -163,7 +188,13 @@ func visibleCommand() command {
 			}
 			return e.output(resp, func(w *tabwriter.Writer) { printVisible(w, resp) })
 		},
-	}
+	}, func(fs *pflag.FlagSet) {
+		fs.StringVar(&req.Query, "query", "", "tool search: rank by BM25 over name, title and description, matches only")
+		fs.Var(&effects, "effect", "only these effect classes (read-only, reservation, write, destructive); repeatable or comma-separated")
+		fs.IntVar(&maxTools, "max", 0, "at most this many tools; 0 for no limit")
+		fs.Int64Var(&req.MaxBytes, "max-bytes", 0, "budget of description and input-schema bytes; 0 for none")
+		fs.StringVar(&req.RunId, "run-id", "", "the agent run the list is for (decides whether a server in canary lists its tools)")
+	})
 }
 
 func printVisible(w *tabwriter.Writer, resp *admissionv1.ListVisibleToolsResponse) {

@@ -4,12 +4,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"net"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
+	"github.com/toolcrib/toolcrib/platform/principal"
 
 	"github.com/toolcrib/toolcrib/services/admission/admissiontest"
 )
@@ -63,7 +72,8 @@ func TestCheckThroughTheCLI(t *testing.T) {
 	cancelArgs := []string{"--generation", gen, "--digest", admissiontest.CancelDigest, "--args", `{"shipment_id":"S1"}`}
 	out = mustACLI(t, a, alice, append(append([]string{"check"}, cancelArgs...), admissiontest.CancelTool)...)
 	wantLines(t, out, `(?m)^reason\s+CONFIRMATION_REQUIRED$`, `(?m)^  effect\s+destructive$`)
-	out = mustACLI(t, a, alice, append(append([]string{"check", "--mode", "user-confirmed"}, cancelArgs...), admissiontest.CancelTool)...)
+	out = mustACLI(t, a, alice, append(append([]string{"check", "--mode", "user-confirmed", "--confirmer-token", a.Auth.Service(t)}, cancelArgs...),
+		admissiontest.CancelTool)...)
 	wantLines(t, out, `(?m)^reason\s+ALLOW$`, `(?m)^  mode\s+user-confirmed$`)
 
 	out = mustACLI(t, a, alice, "check", "--generation", gen, "--digest", admissiontest.DraftDigest, admissiontest.DraftTool)
@@ -167,5 +177,79 @@ func TestVisibleThroughTheCLI(t *testing.T) {
 	wantLines(t, out, `(?m)^shown\s+2$`)
 	if _, err := acli(t, a, alice, "visible", "--run-id", "run 1"); err == nil || !strings.Contains(err.Error(), "run_id") {
 		t.Fatalf("malformed --run-id: %v", err)
+	}
+}
+
+// recordingAdmission answers Check with an empty response and records the
+// metadata each call carried.
+type recordingAdmission struct {
+	admissionv1.UnimplementedAdmissionServiceServer
+	mu    sync.Mutex
+	calls []metadata.MD
+}
+
+func (r *recordingAdmission) Check(ctx context.Context, _ *admissionv1.CheckRequest) (*admissionv1.CheckResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, md)
+	return &admissionv1.CheckResponse{}, nil
+}
+
+// `check --mode user-confirmed` asserts a confirmation only with a
+// confirmer's token (--confirmer-token, else TOOLCRIB_CONFIRMER_TOKEN), sent
+// under the confirmer metadata key beside the user's own token; without one
+// it is a usage error and nothing is sent. Other modes send no confirmer.
+func TestCheckUserConfirmedNeedsAConfirmerToken(t *testing.T) {
+	rec := &recordingAdmission{}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	admissionv1.RegisterAdmissionServiceServer(srv, rec)
+	go srv.Serve(l)
+	t.Cleanup(srv.Stop)
+	check := func(args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		full := append([]string{"--admission", l.Addr().String(), "--token", "user-tok", "check", "--generation", "1", "--digest", "sha256:ab"}, args...)
+		err := run(t.Context(), append(full, "inventory.ship"), &out, &errOut)
+		return out.String(), err
+	}
+	last := func() metadata.MD {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return rec.calls[len(rec.calls)-1]
+	}
+
+	t.Setenv(confirmerTokenEnv, "")
+	if _, err := check("--mode", "user-confirmed"); !errors.Is(err, errNoConfirmer) || exitCode(err) != 1 ||
+		!strings.Contains(describe(err), "needs --confirmer-token (env TOOLCRIB_CONFIRMER_TOKEN)") {
+		t.Fatalf("user-confirmed without a confirmer: %v", err)
+	}
+	if len(rec.calls) != 0 {
+		t.Fatalf("a Check was sent without a confirmer: %d call(s)", len(rec.calls))
+	}
+
+	if _, err := check("--mode", "user-confirmed", "--confirmer-token", "gw-tok"); err != nil {
+		t.Fatal(describe(err))
+	}
+	if md := last(); !slices.Equal(md.Get(principal.ConfirmerMetadataKey), []string{"Bearer gw-tok"}) ||
+		!slices.Equal(md.Get("authorization"), []string{"Bearer user-tok"}) {
+		t.Fatalf("user-confirmed with --confirmer-token sent %v", md)
+	}
+
+	t.Setenv(confirmerTokenEnv, "env-tok")
+	if _, err := check("--mode", "user-confirmed"); err != nil {
+		t.Fatal(describe(err))
+	}
+	if md := last(); !slices.Equal(md.Get(principal.ConfirmerMetadataKey), []string{"Bearer env-tok"}) {
+		t.Fatalf("user-confirmed with %s sent %v", confirmerTokenEnv, md)
+	}
+	if _, err := check("--mode", "autonomous"); err != nil {
+		t.Fatal(describe(err))
+	}
+	if md := last(); len(md.Get(principal.ConfirmerMetadataKey)) != 0 {
+		t.Fatalf("an autonomous check sent a confirmer: %v", md)
 	}
 }

@@ -3,12 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/proto"
 
@@ -442,95 +443,12 @@ func printPlan(e *env, p *plan) {
 	}
 }
 
-func applyCommands() []command {
-	var (
-		file, out string
-		prune     bool
-	)
-	fileFlags := func(fs *flag.FlagSet) {
-		fs.StringVar(&file, "f", "", "the registry file (YAML; required)")
-		fs.BoolVar(&prune, "prune", false, "also delete what the file does not list: servers, grants of its tenants, rollout stages (reset to full)")
-	}
-	return []command{
-		{
-			name: "apply",
-			summary: "make the registry match a registry file (admin): servers, tenants, audience classes, grants, contracts, " +
-				"pinned approvals and rollout stages; prints the plan, then applies it; an invalid file is refused whole",
-			flags: fileFlags,
-			run: func(ctx context.Context, e *env, a []string) error {
-				if err := needArgs(a, 0, "no arguments (the file is -f)"); err != nil {
-					return err
-				}
-				if file == "" {
-					return fmt.Errorf("-f: required: the registry file")
-				}
-				p, _, err := loadPlan(ctx, e, file, prune)
-				if err != nil {
-					return err
-				}
-				printPlan(e, p)
-				n, err := runSteps(ctx, e, p.steps)
-				if err != nil {
-					return err
-				}
-				if len(p.pins) > 0 && slices.ContainsFunc(p.pins, func(pn pin) bool { return pn.publishing }) {
-					// Contracts were published: approve the pins that are now
-					// current, from a fresh read.
-					m, err := approvePinsAfterPublish(ctx, e, p.pins)
-					if err != nil {
-						return err
-					}
-					n += m
-				}
-				if !e.asJSON {
-					fmt.Fprintf(e.stdout, "applied %d change(s)\n", n)
-				}
-				return nil
-			},
-		},
-		{
-			name:    "diff",
-			summary: "show what `toolcrib apply -f` would change, without changing anything",
-			flags:   fileFlags,
-			run: func(ctx context.Context, e *env, a []string) error {
-				if err := needArgs(a, 0, "no arguments (the file is -f)"); err != nil {
-					return err
-				}
-				if file == "" {
-					return fmt.Errorf("-f: required: the registry file")
-				}
-				p, _, err := loadPlan(ctx, e, file, prune)
-				if err != nil {
-					return err
-				}
-				printPlan(e, p)
-				return nil
-			},
-		},
-		{
-			name:    "export",
-			summary: "write the registry's servers, tenants, audience classes, grants, contracts, approvals and rollout stages as a registry file",
-			flags:   func(fs *flag.FlagSet) { fs.StringVar(&out, "o", "", "write to this file instead of standard output") },
-			run: func(ctx context.Context, e *env, a []string) error {
-				if err := needArgs(a, 0, "no arguments"); err != nil {
-					return err
-				}
-				st, err := readState(ctx, e, nil)
-				if err != nil {
-					return err
-				}
-				b, err := yaml.Marshal(exportFile(st))
-				if err != nil {
-					return err
-				}
-				b = append([]byte(fmt.Sprintf("# toolcrib registry file, exported at registry revision %d\n", st.revision)), b...)
-				if out != "" {
-					return os.WriteFile(out, b, 0o600)
-				}
-				_, err = e.stdout.Write(b)
-				return err
-			},
-		},
+// registryFileFlags are the flags of `apply` and `diff`: the file (-f) and
+// --prune.
+func registryFileFlags(file *string, prune *bool) func(fs *pflag.FlagSet) {
+	return func(fs *pflag.FlagSet) {
+		fs.StringVarP(file, "file", "f", "", "the registry file (YAML; required)")
+		fs.BoolVar(prune, "prune", false, "also delete what the file does not list: servers, grants of its tenants, rollout stages (reset to full)")
 	}
 }
 
@@ -669,4 +587,102 @@ func exportFile(st *state) *registryFile {
 		f.Rollout = append(f.Rollout, re)
 	}
 	return f
+}
+
+// exportCommand is `toolcrib export`.
+func exportCommand(e *env) *cobra.Command {
+	var out string
+	return withFlags(&cobra.Command{
+		Use:   "export",
+		Short: "write the registry's servers, tenants, audience classes, grants, contracts, approvals and rollout stages as a registry file",
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
+			if err := needArgs(a, 0, "no arguments"); err != nil {
+				return err
+			}
+			st, err := readState(ctx, e, nil)
+			if err != nil {
+				return err
+			}
+			b, err := yaml.Marshal(exportFile(st))
+			if err != nil {
+				return err
+			}
+			b = append([]byte(fmt.Sprintf("# toolcrib registry file, exported at registry revision %d\n", st.revision)), b...)
+			if out != "" {
+				return os.WriteFile(out, b, 0o600)
+			}
+			_, err = e.stdout.Write(b)
+			return err
+		},
+	}, func(fs *pflag.FlagSet) {
+		fs.StringVarP(&out, "output", "o", "", "write to this file instead of standard output")
+	})
+}
+
+// diffCommand is `toolcrib diff`.
+func diffCommand(e *env) *cobra.Command {
+	var file string
+	var prune bool
+	return withFlags(&cobra.Command{
+		Use:   "diff",
+		Short: "show what `toolcrib apply -f` would change, without changing anything",
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
+			if err := needArgs(a, 0, "no arguments (the file is -f)"); err != nil {
+				return err
+			}
+			if file == "" {
+				return fmt.Errorf("-f: required: the registry file")
+			}
+			p, _, err := loadPlan(ctx, e, file, prune)
+			if err != nil {
+				return err
+			}
+			printPlan(e, p)
+			return nil
+		},
+	}, registryFileFlags(&file, &prune))
+}
+
+// applyCommand is `toolcrib apply`.
+func applyCommand(e *env) *cobra.Command {
+	var file string
+	var prune bool
+	return withFlags(&cobra.Command{
+		Use: "apply",
+		Short: "make the registry match a registry file (admin): servers, tenants, audience classes, grants, contracts, " +
+			"pinned approvals and rollout stages; prints the plan, then applies it; an invalid file is refused whole",
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
+			if err := needArgs(a, 0, "no arguments (the file is -f)"); err != nil {
+				return err
+			}
+			if file == "" {
+				return fmt.Errorf("-f: required: the registry file")
+			}
+			p, _, err := loadPlan(ctx, e, file, prune)
+			if err != nil {
+				return err
+			}
+			printPlan(e, p)
+			n, err := runSteps(ctx, e, p.steps)
+			if err != nil {
+				return err
+			}
+			if len(p.pins) > 0 && slices.ContainsFunc(p.pins, func(pn pin) bool { return pn.publishing }) {
+				// Contracts were published: approve the pins that are now
+				// current, from a fresh read.
+				m, err := approvePinsAfterPublish(ctx, e, p.pins)
+				if err != nil {
+					return err
+				}
+				n += m
+			}
+			if !e.asJSON {
+				fmt.Fprintf(e.stdout, "applied %d change(s)\n", n)
+			}
+			return nil
+		},
+	}, registryFileFlags(&file, &prune))
 }

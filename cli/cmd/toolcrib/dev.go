@@ -3,13 +3,14 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -157,83 +158,6 @@ func writeToken(s *principal.Signer, path string, c principal.Claims) error {
 	return os.WriteFile(path, []byte(tok+"\n"), 0o600)
 }
 
-func devCommands() []command {
-	var (
-		sub, tenant, groups string
-		ttl                 time.Duration
-		admin, service      bool
-	)
-	return []command{
-		{
-			name:    "dev keys",
-			summary: "create the development signing key and JWKS under " + devDir + " (kept if present)",
-			run: func(ctx context.Context, e *env, args []string) error {
-				files, err := principal.EnsureDevKeys(devDir)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(e.stdout, "signing key: %s\nJWKS:        %s\n", files.SigningKey, files.JWKS)
-				return nil
-			},
-		},
-		{
-			name:    "dev token",
-			summary: "mint a development token signed by the local dev key and print it",
-			flags: func(fs *flag.FlagSet) {
-				fs.StringVar(&sub, "sub", "dev-user", "subject")
-				fs.StringVar(&tenant, "tenant", "", "tenant claim; --admin and --service imply the platform tenant")
-				fs.StringVar(&groups, "groups", "", "comma-separated groups")
-				fs.BoolVar(&admin, "admin", false, "a platform admin: the admin group (toolcrib-admins) in the platform tenant")
-				fs.BoolVar(&service, "service", false, "a toolcrib service: the service group (toolcrib-services) in the platform tenant")
-				fs.DurationVar(&ttl, "ttl", time.Hour, "lifetime (services refuse more than their --auth-max-token-lifetime, default 24h)")
-			},
-			run: func(ctx context.Context, e *env, args []string) error {
-				s, err := devSigner()
-				if err != nil {
-					return err
-				}
-				var gs []string
-				for _, g := range strings.Split(groups, ",") {
-					if g = strings.TrimSpace(g); g != "" {
-						gs = append(gs, g)
-					}
-				}
-				if admin || service {
-					platform := devPlatformTenant()
-					if tenant != "" && tenant != platform {
-						return fmt.Errorf("--admin and --service tokens belong to the platform tenant %q, not %q: admin and service groups count only there", platform, tenant)
-					}
-					tenant = platform
-				}
-				if admin {
-					gs = append(gs, devAdminGroup)
-				}
-				if service {
-					gs = append(gs, devServiceGroup)
-				}
-				if ttl > principal.DefaultMaxTokenLifetime {
-					fmt.Fprintf(e.stderr, "toolcrib dev token: a %v token is refused by services with the default --auth-max-token-lifetime (%v)\n",
-						ttl, principal.DefaultMaxTokenLifetime)
-				}
-				tok, err := s.Mint(principal.Claims{Subject: sub, Tenant: tenant, Groups: gs, TTL: ttl})
-				if err != nil {
-					return err
-				}
-				fmt.Fprintln(e.stdout, tok)
-				return nil
-			},
-		},
-		{
-			name: "dev up",
-			summary: "run every implemented service in this process against local Postgres and Redis " +
-				"(migrating first), with dev keys and tokens under " + devDir,
-			run: func(ctx context.Context, e *env, args []string) error {
-				return devUp(ctx, e)
-			},
-		},
-	}
-}
-
 func devUp(ctx context.Context, e *env) error {
 	s, err := devSigner()
 	if err != nil {
@@ -309,4 +233,92 @@ func waitServing(ctx context.Context, e *env, addrs []string, every time.Duratio
 		case <-time.After(every):
 		}
 	}
+}
+
+// devUpCommand is `toolcrib dev up`.
+func devUpCommand(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use: "up",
+		Short: "run every implemented service in this process against local Postgres and Redis " +
+			"(migrating first), with dev keys and tokens under " + devDir,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			return devUp(ctx, e)
+		},
+	}
+}
+
+// devTokenCommand is `toolcrib dev token`.
+func devTokenCommand(e *env) *cobra.Command {
+	var sub, tenant, groups string
+	var ttl time.Duration
+	var admin, service bool
+	return withFlags(&cobra.Command{
+		Use:   "token",
+		Short: "mint a development token signed by the local dev key and print it",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := devSigner()
+			if err != nil {
+				return err
+			}
+			var gs []string
+			for _, g := range strings.Split(groups, ",") {
+				if g = strings.TrimSpace(g); g != "" {
+					gs = append(gs, g)
+				}
+			}
+			if admin || service {
+				platform := devPlatformTenant()
+				if tenant != "" && tenant != platform {
+					return fmt.Errorf("--admin and --service tokens belong to the platform tenant %q, not %q: admin and service groups count only there", platform, tenant)
+				}
+				tenant = platform
+			}
+			if admin {
+				gs = append(gs, devAdminGroup)
+			}
+			if service {
+				gs = append(gs, devServiceGroup)
+			}
+			if ttl > principal.DefaultMaxTokenLifetime {
+				fmt.Fprintf(e.stderr, "toolcrib dev token: a %v token is refused by services with the default --auth-max-token-lifetime (%v)\n",
+					ttl, principal.DefaultMaxTokenLifetime)
+			}
+			tok, err := s.Mint(principal.Claims{Subject: sub, Tenant: tenant, Groups: gs, TTL: ttl})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(e.stdout, tok)
+			return nil
+		},
+	}, func(fs *pflag.FlagSet) {
+		fs.StringVar(&sub, "sub", "dev-user", "subject")
+		fs.StringVar(&tenant, "tenant", "", "tenant claim; --admin and --service imply the platform tenant")
+		fs.StringVar(&groups, "groups", "", "comma-separated groups")
+		fs.BoolVar(&admin, "admin", false, "a platform admin: the admin group (toolcrib-admins) in the platform tenant")
+		fs.BoolVar(&service, "service", false, "a toolcrib service: the service group (toolcrib-services) in the platform tenant")
+		fs.DurationVar(&ttl, "ttl", time.Hour, "lifetime (services refuse more than their --auth-max-token-lifetime, default 24h)")
+	})
+}
+
+// devKeysCommand is `toolcrib dev keys`.
+func devKeysCommand(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "keys",
+		Short: "create the development signing key and JWKS under " + devDir + " (kept if present)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			files, err := principal.EnsureDevKeys(devDir)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "signing key: %s\nJWKS:        %s\n", files.SigningKey, files.JWKS)
+			return nil
+		},
+	}
+}
+
+// devGroup is `toolcrib dev …`.
+func devGroup(e *env) *cobra.Command {
+	return group("dev", "run the suite locally: keys, tokens, a holder key, and every service in one process",
+		devUpCommand(e), devKeysCommand(e), devTokenCommand(e), holderKeyCommand(e))
 }

@@ -3,13 +3,15 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
@@ -57,30 +59,19 @@ func parseState(s string) (catalogv1.DiscoveryState, error) {
 	return catalogv1.DiscoveryState(v), nil
 }
 
-// discoveryCommands are the `toolcrib discovery ...` commands.
-func discoveryCommands() []command {
-	return []command{
-		scanCommand(), runsCommand(), runCommand(), snapshotCommand(),
-		generationsCommand(), rollbackCommand(), discoveryWatchCommand(),
-	}
-}
-
 // errNotActivated is returned (exit status 1) when `discovery scan --wait`
 // saw an attempt end without an active catalog.
 var errNotActivated = errors.New("the scan did not activate a catalog")
 
-func scanCommand() command {
+// scanCommand is `toolcrib discovery scan`.
+func scanCommand(e *env) *cobra.Command {
 	var audience string
 	var wait bool
-	return command{
-		name:    "discovery scan",
-		args:    "<server-id>",
-		summary: "queue a scan of a server (as one audience class, or every class covering it)",
-		flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&audience, "audience", "", "audience class; empty scans as every class covering the server")
-			fs.BoolVar(&wait, "wait", false, "wait until the attempt each scan queued ended, print its run, and exit non-zero unless it activated")
-		},
-		run: func(ctx context.Context, e *env, args []string) error {
+	return withFlags(&cobra.Command{
+		Use:   "scan <server-id>",
+		Short: "queue a scan of a server (as one audience class, or every class covering it)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			if err := needArgs(args, 1, "<server-id>"); err != nil {
 				return err
 			}
@@ -115,7 +106,10 @@ func scanCommand() command {
 			}
 			return scanVerdict(e, runs.GetRuns())
 		},
-	}
+	}, func(fs *pflag.FlagSet) {
+		fs.StringVar(&audience, "audience", "", "audience class; empty scans as every class covering the server")
+		fs.BoolVar(&wait, "wait", false, "wait until the attempt each scan queued ended, print its run, and exit non-zero unless it activated")
+	})
 }
 
 // triggerScan queues the scans; a server that no audience class covers is
@@ -147,7 +141,7 @@ func waitAttempts(ctx context.Context, e *env, c discoveryv1.DiscoveryServiceCli
 	runs := &discoveryv1.ListRunsResponse{}
 	for _, t := range scans {
 		if t.GetAlreadyQueued() {
-			r, err := nudge(ctx, e, c, t, endedBefore)
+			r, next, err := nudge(ctx, e, c, t, endedBefore)
 			if err != nil {
 				return nil, err
 			}
@@ -155,6 +149,7 @@ func waitAttempts(ctx context.Context, e *env, c discoveryv1.DiscoveryServiceCli
 				runs.Runs = append(runs.Runs, r)
 				continue
 			}
+			t = next
 		}
 		r, err := discovery.WaitAttempt(ctx, c, t, endedBefore)
 		if err != nil {
@@ -183,49 +178,62 @@ func waitAttempts(ctx context.Context, e *env, c discoveryv1.DiscoveryServiceCli
 // epoch moved during the scan) `scan --wait` follows before it reports.
 const epochRetries = 3
 
-// nudgeFor is how long [nudge] keeps asking for the retry of a queued scan.
+// nudgeFor is how long [nudge] waits for the retry of a queued scan whose
+// last attempt ended INCOMPLETE before the trigger.
 const nudgeFor = 10 * time.Second
 
-// nudge handles a scan that was already queued and whose attempts all
-// ended before the trigger. The queue records an attempt's end a moment
-// after the run's, so the trigger may have found the scan still running and
-// not made its retry due: nudge triggers again each second until an attempt
-// starts (it returns nil: wait for it), and after nudgeFor returns the last
-// attempt, which waits for its backoff.
-func nudge(ctx context.Context, e *env, c discoveryv1.DiscoveryServiceClient, t *discoveryv1.ScanTicket, endedBefore map[string]bool) (*discoveryv1.Run, error) {
+// nudge handles a ticket for a scan that was already queued. It returns the
+// ticket to wait on when an attempt of that scan started after the trigger,
+// or none started yet, else the attempt that ends the wait:
+//
+//   - the scan's last attempt ended in a final state (anything [discovery.Retried]
+//     is false for: QUARANTINED, ELIGIBLE, UNCHANGED, NOT_REGISTERED…) before
+//     the trigger: the queue records a job's end a moment after its run's, so
+//     the trigger found that scan, which makes no more attempts. Its last
+//     attempt is the answer; nothing is triggered again (a new trigger would
+//     make a new scan each time, the scan never asked for).
+//   - its last attempt ended INCOMPLETE, so the scan retries: the trigger made
+//     the retry due, unless it came while the queue was still recording the
+//     attempt's end. nudge asks again each second for nudgeFor, which only
+//     makes that retry due; when an answer names another scan (the retries
+//     were used up, the trigger queued a new scan) nudge waits on that one and
+//     stops asking. After nudgeFor it returns the last attempt.
+func nudge(ctx context.Context, e *env, c discoveryv1.DiscoveryServiceClient, t *discoveryv1.ScanTicket,
+	endedBefore map[string]bool) (*discoveryv1.Run, *discoveryv1.ScanTicket, error) {
 	deadline := time.Now().Add(nudgeFor)
 	for {
 		cctx, cancel := e.callCtx(ctx)
 		resp, err := c.ListRuns(cctx, &discoveryv1.ListRunsRequest{ScanId: t.GetScanId(), PageSize: 500})
 		cancel()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		var last *discoveryv1.Run
-		for _, r := range resp.GetRuns() {
-			if !endedBefore[r.GetRunId()] {
-				return nil, nil // an attempt after the trigger: wait for it
-			}
-			if last == nil {
-				last = r // newest first
-			}
+		runs := resp.GetRuns() // newest first
+		if len(runs) == 0 {
+			return nil, t, nil // queued, not started yet
 		}
-		if last != nil && time.Now().After(deadline) {
-			return last, nil
+		last := runs[0]
+		if !endedBefore[last.GetRunId()] {
+			return nil, t, nil // an attempt after the trigger: wait for it
+		}
+		if !discovery.Retried(last) || time.Now().After(deadline) {
+			return last, nil, nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("discovery: waiting for scan %s: %w", t.GetScanId(), ctx.Err())
+			return nil, nil, fmt.Errorf("discovery: waiting for scan %s: %w", t.GetScanId(), ctx.Err())
 		case <-time.After(time.Second):
 		}
-		if last == nil {
-			continue // queued, not started yet
-		}
 		cctx, cancel = e.callCtx(ctx)
-		_, err = c.TriggerScan(cctx, &discoveryv1.TriggerScanRequest{ServerId: t.GetServerId(), AudienceClass: t.GetAudienceClass()})
+		again, err := c.TriggerScan(cctx, &discoveryv1.TriggerScanRequest{ServerId: t.GetServerId(), AudienceClass: t.GetAudienceClass()})
 		cancel()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		for _, n := range again.GetScans() {
+			if n.GetAudienceClass() == t.GetAudienceClass() && n.GetScanId() != t.GetScanId() {
+				return nil, n, nil // a new scan: wait for its first attempt
+			}
 		}
 	}
 }
@@ -257,20 +265,15 @@ func scanVerdict(e *env, runs []*discoveryv1.Run) error {
 	return nil
 }
 
-func runsCommand() command {
+// runsCommand is `toolcrib discovery runs`.
+func runsCommand(e *env) *cobra.Command {
 	var server, audience, scanID, state string
 	var limit int
-	return command{
-		name:    "discovery runs",
-		summary: "list discovery runs, newest first",
-		flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&server, "server", "", "only runs of this server")
-			fs.StringVar(&audience, "audience", "", "only runs as this audience class")
-			fs.StringVar(&scanID, "scan", "", "only attempts of this scan")
-			fs.StringVar(&state, "state", "", "only runs in these states, comma-separated (e.g. INCOMPLETE,QUARANTINED)")
-			fs.IntVar(&limit, "limit", 50, "most runs to print")
-		},
-		run: func(ctx context.Context, e *env, args []string) error {
+	return withFlags(&cobra.Command{
+		Use:   "runs",
+		Short: "list discovery runs, newest first",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			if err := needArgs(args, 0, "no arguments"); err != nil {
 				return err
 			}
@@ -294,7 +297,13 @@ func runsCommand() command {
 			}
 			return e.output(out, func(w *tabwriter.Writer) { runTable(w, out.GetRuns()) })
 		},
-	}
+	}, func(fs *pflag.FlagSet) {
+		fs.StringVar(&server, "server", "", "only runs of this server")
+		fs.StringVar(&audience, "audience", "", "only runs as this audience class")
+		fs.StringVar(&scanID, "scan", "", "only attempts of this scan")
+		fs.StringVar(&state, "state", "", "only runs in these states, comma-separated (e.g. INCOMPLETE,QUARANTINED)")
+		fs.IntVar(&limit, "limit", 50, "most runs to print")
+	})
 }
 
 // listRuns pages through ListRuns until limit runs or the end.
@@ -316,16 +325,14 @@ func listRuns(ctx context.Context, e *env, c discoveryv1.DiscoveryServiceClient,
 	return out, nil
 }
 
-func runCommand() command {
+// runCommand is `toolcrib discovery run`.
+func runCommand(e *env) *cobra.Command {
 	var pages bool
-	return command{
-		name:    "discovery run",
-		args:    "<run-id>",
-		summary: "show one run, with its pages",
-		flags: func(fs *flag.FlagSet) {
-			fs.BoolVar(&pages, "pages", true, "show the pages read")
-		},
-		run: func(ctx context.Context, e *env, args []string) error {
+	return withFlags(&cobra.Command{
+		Use:   "run <run-id>",
+		Short: "show one run, with its pages",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			if err := needArgs(args, 1, "<run-id>"); err != nil {
 				return err
 			}
@@ -341,21 +348,20 @@ func runCommand() command {
 			}
 			return e.output(resp, func(w *tabwriter.Writer) { runDetail(w, resp.GetRun()) })
 		},
-	}
+	}, func(fs *pflag.FlagSet) {
+		fs.BoolVar(&pages, "pages", true, "show the pages read")
+	})
 }
 
-func snapshotCommand() command {
+// snapshotCommand is `toolcrib discovery snapshot`.
+func snapshotCommand(e *env) *cobra.Command {
 	var generation int64
 	var raw bool
-	return command{
-		name:    "discovery snapshot",
-		args:    "<server-id> <audience-class>",
-		summary: "show the active snapshot (or one generation) of a server as an audience class",
-		flags: func(fs *flag.FlagSet) {
-			fs.Int64Var(&generation, "generation", 0, "a generation; 0 shows the active one")
-			fs.BoolVar(&raw, "raw", false, "print each tool's raw JSON")
-		},
-		run: func(ctx context.Context, e *env, args []string) error {
+	return withFlags(&cobra.Command{
+		Use:   "snapshot <server-id> <audience-class>",
+		Short: "show the active snapshot (or one generation) of a server as an audience class",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			if err := needArgs(args, 2, "<server-id> <audience-class>"); err != nil {
 				return err
 			}
@@ -369,15 +375,19 @@ func snapshotCommand() command {
 			}
 			return e.output(resp, func(w *tabwriter.Writer) { snapshotText(w, resp, raw) })
 		},
-	}
+	}, func(fs *pflag.FlagSet) {
+		fs.Int64Var(&generation, "generation", 0, "a generation; 0 shows the active one")
+		fs.BoolVar(&raw, "raw", false, "print each tool's raw JSON")
+	})
 }
 
-func generationsCommand() command {
-	return command{
-		name:    "discovery generations",
-		args:    "<server-id> <audience-class>",
-		summary: "list the generations of a server as an audience class, newest first",
-		run: func(ctx context.Context, e *env, args []string) error {
+// generationsCommand is `toolcrib discovery generations`.
+func generationsCommand(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "generations <server-id> <audience-class>",
+		Short: "list the generations of a server as an audience class, newest first",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			if err := needArgs(args, 2, "<server-id> <audience-class>"); err != nil {
 				return err
 			}
@@ -413,19 +423,15 @@ func generationTable(w *tabwriter.Writer, gens []*discoveryv1.Generation) {
 	}
 }
 
-func rollbackCommand() command {
+// rollbackCommand is `toolcrib discovery rollback`.
+func rollbackCommand(e *env) *cobra.Command {
 	var expected, to int64
 	var reason string
-	return command{
-		name:    "discovery rollback",
-		args:    "<server-id> <audience-class>",
-		summary: "move the active pointer back to an older fresh generation (or close the server when none is fresh)",
-		flags: func(fs *flag.FlagSet) {
-			fs.Int64Var(&expected, "expected", 0, "the generation you see active now (required; compare-and-swap)")
-			fs.Int64Var(&to, "to", 0, "target generation; 0 means the newest older one that is still fresh")
-			fs.StringVar(&reason, "reason", "", "why, recorded in the catalog receipt")
-		},
-		run: func(ctx context.Context, e *env, args []string) error {
+	return withFlags(&cobra.Command{
+		Use:   "rollback <server-id> <audience-class>",
+		Short: "move the active pointer back to an older fresh generation (or close the server when none is fresh)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			if err := needArgs(args, 2, "<server-id> <audience-class>"); err != nil {
 				return err
 			}
@@ -451,20 +457,22 @@ func rollbackCommand() command {
 				fmt.Fprintf(w, "note:\tlease issuance is not frozen by discovery; freeze it with the lease service\n")
 			})
 		},
-	}
+	}, func(fs *pflag.FlagSet) {
+		fs.Int64Var(&expected, "expected", 0, "the generation you see active now (required; compare-and-swap)")
+		fs.Int64Var(&to, "to", 0, "target generation; 0 means the newest older one that is still fresh")
+		fs.StringVar(&reason, "reason", "", "why, recorded in the catalog receipt")
+	})
 }
 
-func discoveryWatchCommand() command {
+// discoveryWatchCommand is `toolcrib discovery watch`.
+func discoveryWatchCommand(e *env) *cobra.Command {
 	var from int64
 	var beats bool
-	return command{
-		name:    "discovery watch",
-		summary: "stream active-pointer changes as they commit (Ctrl-C to stop)",
-		flags: func(fs *flag.FlagSet) {
-			fs.Int64Var(&from, "from", 0, "send changes after this revision; 0 sends every change still kept")
-			fs.BoolVar(&beats, "heartbeats", false, "print heartbeats too")
-		},
-		run: func(ctx context.Context, e *env, args []string) error {
+	return withFlags(&cobra.Command{
+		Use:   "watch",
+		Short: "stream active-pointer changes as they commit (Ctrl-C to stop)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			if err := needArgs(args, 0, "no arguments"); err != nil {
 				return err
 			}
@@ -489,7 +497,10 @@ func discoveryWatchCommand() command {
 				}
 			}
 		},
-	}
+	}, func(fs *pflag.FlagSet) {
+		fs.Int64Var(&from, "from", 0, "send changes after this revision; 0 sends every change still kept")
+		fs.BoolVar(&beats, "heartbeats", false, "print heartbeats too")
+	})
 }
 
 func printWatch(e *env, msg *discoveryv1.WatchResponse, beats bool) error {
@@ -650,4 +661,10 @@ func runDetail(w *tabwriter.Writer, r *discoveryv1.Run) {
 				p.GetHasNext(), orDash(p.GetRevision()), p.GetToolCount(), p.GetBytes(), shortDigest(p.GetPageDigest()))
 		}
 	}
+}
+
+// discoveryGroup is `toolcrib discovery …`.
+func discoveryGroup(e *env) *cobra.Command {
+	return group("discovery", "scans, runs, snapshots, generations and the active pointer",
+		scanCommand(e), runsCommand(e), runCommand(e), snapshotCommand(e), generationsCommand(e), rollbackCommand(e), discoveryWatchCommand(e))
 }

@@ -7,11 +7,19 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/pgtest"
+	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/services/discovery"
 	"github.com/toolcrib/toolcrib/services/discovery/discoverytest"
@@ -209,4 +217,99 @@ func closedAddr(t *testing.T) string {
 	addr := l.Addr().String()
 	l.Close()
 	return addr
+}
+
+// racedDiscovery stands between the CLI and a real discovery service. Its
+// first TriggerScan answers with the ticket of a scan whose only attempt
+// already ended (as the service does when the queue has not yet recorded
+// that scan's end: `already_queued` with the old scan's id); every later
+// TriggerScan is forwarded and counted, as is every ListRuns.
+type racedDiscovery struct {
+	discoveryv1.UnimplementedDiscoveryServiceServer
+	real      discoveryv1.DiscoveryServiceClient
+	stale     *discoveryv1.ScanTicket
+	triggers  atomic.Int32
+	forwarded atomic.Int32
+}
+
+func (p *racedDiscovery) TriggerScan(ctx context.Context, req *discoveryv1.TriggerScanRequest) (*discoveryv1.TriggerScanResponse, error) {
+	if p.triggers.Add(1) == 1 {
+		return &discoveryv1.TriggerScanResponse{Scans: []*discoveryv1.ScanTicket{p.stale}}, nil
+	}
+	p.forwarded.Add(1)
+	return p.real.TriggerScan(ctx, req)
+}
+
+func (p *racedDiscovery) ListRuns(ctx context.Context, req *discoveryv1.ListRunsRequest) (*discoveryv1.ListRunsResponse, error) {
+	return p.real.ListRuns(ctx, req)
+}
+
+// Issue 20 point 6: `scan --wait` on a server whose queued scan had just
+// ended QUARANTINED, with the scans of 15 other servers queued, triggers
+// once and reports that attempt. It made a new scan every second for ten
+// seconds (it waited for a new attempt of the old scan, which never comes,
+// while each trigger made a new scan).
+func TestDiscoveryScanWaitTriggersOnceAfterAFinalState(t *testing.T) {
+	d := startDiscovery(t, func(c *discovery.Config) { c.Workers = 2 })
+	dup := []json.RawMessage{discoverytest.Tool("a"), discoverytest.Tool("a")}
+	bad := discoverytest.NewHTTP(t, discoverytest.NewCatalog("r-1", 1, dup...), discoverytest.ServerOptions{}, false)
+	good := discoverytest.NewHTTP(t, discoverytest.NewCatalog("r-1", 1, discoverytest.Tools("t", 3)...), discoverytest.ServerOptions{}, false)
+	d.httpServer("dup", bad.URL)
+	servers := []*registryv1.AudienceServer{{ServerId: "dup"}}
+	for i := range 15 {
+		id := fmt.Sprintf("other-%02d", i)
+		d.httpServer(id, good.URL)
+		servers = append(servers, &registryv1.AudienceServer{ServerId: id})
+	}
+	d.reg.PutClass(&registryv1.AudienceClass{Name: "tenant-a.readers", TenantId: "tenant-a", Servers: servers})
+
+	conn, err := grpc.NewClient(d.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(principal.BearerToken(d.admin)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	real := discoveryv1.NewDiscoveryServiceClient(conn)
+	first, err := real.TriggerScan(t.Context(), &discoveryv1.TriggerScanRequest{ServerId: "dup"})
+	if err != nil || len(first.GetScans()) != 1 {
+		t.Fatalf("first scan: %v %v", first, err)
+	}
+	ended, err := discovery.WaitScan(t.Context(), real, first.GetScans()[0].GetScanId(), nil)
+	if err != nil || ended.GetState() != catalogv1.DiscoveryState_DISCOVERY_STATE_QUARANTINED {
+		t.Fatalf("first scan: %v %v", ended, err)
+	}
+	// The other servers' scans fill the queue while the CLI waits.
+	for i := range 15 {
+		if _, err := real.TriggerScan(t.Context(), &discoveryv1.TriggerScanRequest{ServerId: fmt.Sprintf("other-%02d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	stale := proto.Clone(first.GetScans()[0]).(*discoveryv1.ScanTicket)
+	stale.AlreadyQueued = true
+	proxy := &racedDiscovery{real: real, stale: stale}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	discoveryv1.RegisterDiscoveryServiceServer(srv, proxy)
+	go srv.Serve(l)
+	t.Cleanup(srv.Stop)
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	err = run(ctx, []string{"--discovery", l.Addr().String(), "--token", d.admin, "discovery", "scan", "--wait", "dup"}, &out, &errOut)
+	if n := proxy.triggers.Load(); n != 1 {
+		t.Fatalf("scan --wait called TriggerScan %d times, want 1 (%d new scans asked for)", n, proxy.forwarded.Load())
+	}
+	if code := exitCode(err); code != 1 || !strings.Contains(errOut.String(), "ended QUARANTINED (DUPLICATE_TOOL_NAME)") ||
+		!strings.Contains(errOut.String(), "not retried") || !strings.Contains(out.String(), ended.GetRunId()) {
+		t.Fatalf("scan --wait: exit %d (%v)\nstdout:\n%s\nstderr:\n%s", code, err, out.String(), errOut.String())
+	}
+	runs, err := real.ListRuns(t.Context(), &discoveryv1.ListRunsRequest{ServerId: "dup"})
+	if err != nil || len(runs.GetRuns()) != 1 {
+		t.Fatalf("runs of dup: %d (%v), want the first scan's only", len(runs.GetRuns()), err)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -13,13 +14,13 @@ import (
 // healthCommand asks each address's grpc.health.v1.Health/Check for the
 // whole server, as a container health check or a start-up wait does. It
 // sends no token: health is public on every toolcrib service.
-func healthCommand() command {
-	return command{
-		name: "health",
-		args: "<host:port>...",
-		summary: "print each service's grpc.health.v1 status (the whole server); " +
+func healthCommand(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use: "health <host:port>...",
+		Short: "print each service's grpc.health.v1 status (the whole server); " +
 			"exits non-zero unless every one is SERVING (for container health checks)",
-		run: func(ctx context.Context, e *env, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			if len(args) == 0 {
 				return fmt.Errorf("expected at least one <host:port>, got none")
 			}

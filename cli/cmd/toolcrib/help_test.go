@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -48,5 +49,34 @@ func TestHelpExitsZero(t *testing.T) {
 		if len(args) > 0 && !strings.Contains(errOut.String(), "Usage: toolcrib") {
 			t.Errorf("toolcrib %s: stderr lacks the usage:\n%s", strings.Join(args, " "), errOut.String())
 		}
+	}
+}
+
+// Go-style single-dash long flags (`-json`, `-wait`) still parse, as before
+// the CLI was built on cobra; one-letter shorthands, unknown names and
+// anything after `--` are left alone. Global flags before the command are
+// the global ones even where the command has a flag of that name.
+func TestGoStyleFlagsAndGlobalsBeforeTheCommand(t *testing.T) {
+	e := &env{}
+	root, err := newRoot(e, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ in, want []string }{
+		{[]string{"-json", "discovery", "scan", "-wait", "-audience=a.b", "s", "--", "-wait"},
+			[]string{"--json", "discovery", "scan", "--wait", "--audience=a.b", "s", "--", "-wait"}},
+		{[]string{"apply", "-f", "r.yaml", "-prune"}, []string{"apply", "-f", "r.yaml", "--prune"}},
+		{[]string{"visible", "-bogus", "-h"}, []string{"visible", "-bogus", "-h"}},
+	} {
+		if got := singleDashLongFlags(root, c.in); !slices.Equal(got, c.want) {
+			t.Errorf("singleDashLongFlags(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	rest, err := takeGlobalFlags(root, []string{"--lease", "127.0.0.1:9", "--json", "--help", "lease", "verify", "--lease", "tok"})
+	if err != nil || !slices.Equal(rest, []string{"--help", "lease", "verify", "--lease", "tok"}) || e.leaseAddr != "127.0.0.1:9" || !e.asJSON {
+		t.Fatalf("takeGlobalFlags: %q %v; lease address %q, json %v", rest, err, e.leaseAddr, e.asJSON)
+	}
+	if _, err := takeGlobalFlags(root, []string{"--timeout", "soon", "health"}); err == nil {
+		t.Fatal("--timeout soon was taken")
 	}
 }

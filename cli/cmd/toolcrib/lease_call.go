@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -13,6 +11,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/toolcrib/toolcrib/revision/lease"
 	"github.com/toolcrib/toolcrib/revision/lease/executor"
@@ -25,20 +25,14 @@ const defaultExampleServer = "http://127.0.0.1:7301/mcp"
 // leaseCallCommand calls a tool on an MCP server with a lease and a fresh
 // holder proof in `_meta`, as an executor holding the lease would be
 // called.
-func leaseCallCommand() command {
+func leaseCallCommand(e *env) *cobra.Command {
 	var url, token, args, keyFile string
-	return command{
-		name: "lease call",
-		args: "<tool-name>",
-		summary: "call a tool on an MCP server (streamable HTTP) with a lease and a fresh holder proof in _meta; " +
+	return withFlags(&cobra.Command{
+		Use: "call <tool-name>",
+		Short: "call a tool on an MCP server (streamable HTTP) with a lease and a fresh holder proof in _meta; " +
 			"a server using the executor kit runs it once",
-		flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&url, "url", defaultExampleServer, "the MCP server's endpoint")
-			fs.StringVar(&token, "lease", "", "the lease token (required; from toolcrib lease issue)")
-			fs.StringVar(&args, "args", "{}", "the call's arguments, JSON (the ones the lease was issued for)")
-			fs.StringVar(&keyFile, "holder-key", filepath.Join(devDir, "holder-key.json"), "holder key file the proof is signed with")
-		},
-		run: func(ctx context.Context, e *env, a []string) error {
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
 			if err := needArgs(a, 1, "<tool-name>"); err != nil {
 				return err
 			}
@@ -78,7 +72,12 @@ func leaseCallCommand() command {
 			}
 			return printCallResult(e, res)
 		},
-	}
+	}, func(fs *pflag.FlagSet) {
+		fs.StringVar(&url, "url", defaultExampleServer, "the MCP server's endpoint")
+		fs.StringVar(&token, "lease", "", "the lease token (required; from toolcrib lease issue)")
+		fs.StringVar(&args, "args", "{}", "the call's arguments, JSON (the ones the lease was issued for)")
+		fs.StringVar(&keyFile, "holder-key", filepath.Join(devDir, "holder-key.json"), "holder key file the proof is signed with")
+	})
 }
 
 // printCallResult prints a tool result: the structured content (or the

@@ -8,20 +8,19 @@
 //	toolcrib [global flags] <command> [flags] [arguments]
 //
 // Run `toolcrib help` for the list of commands and `toolcrib help <command>`
-// for one command's flags.
+// (or `toolcrib <command> --help`) for one command's flags. The commands are
+// built on github.com/spf13/cobra, one file per command group (root.go
+// assembles the tree); docs/cli/ is their generated reference.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sort"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -35,23 +34,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/toolcrib/toolcrib/platform/apierror"
-	"github.com/toolcrib/toolcrib/platform/config"
 	"github.com/toolcrib/toolcrib/platform/principal"
 )
-
-// command is one `toolcrib <name>` command.
-type command struct {
-	// name is one or more words, e.g. `server register`.
-	name string
-	// args describes the positional arguments, e.g. `<server-id>`.
-	args string
-	// summary is one line for `toolcrib help`.
-	summary string
-	// flags registers the command's flags; may be nil.
-	flags func(fs *flag.FlagSet)
-	// run does the work with the parsed flags' positional arguments.
-	run func(ctx context.Context, e *env, args []string) error
-}
 
 // env is what every command gets: global settings, output and clients.
 type env struct {
@@ -66,6 +50,11 @@ type env struct {
 	stdout        io.Writer
 	stderr        io.Writer
 	conns         map[string]*grpc.ClientConn
+	// lookedUpward is set when the default token file was looked for in
+	// the working directory and its parents.
+	lookedUpward bool
+	// lookup reads the environment (TOOLCRIB_* defaults of command flags).
+	lookup func(string) (string, bool)
 }
 
 // stoppedByCaller reports whether a watch stream failed only because the
@@ -122,24 +111,11 @@ func (e *env) output(m proto.Message, text func(w *tabwriter.Writer)) error {
 	return w.Flush()
 }
 
-func commands() []command {
-	var all []command
-	all = append(all, devCommands()...)
-	all = append(all, registryCommands()...)
-	all = append(all, discoveryCommands()...)
-	all = append(all, admissionCommands()...)
-	all = append(all, leaseCommands()...)
-	all = append(all, guardCommands()...)
-	all = append(all, healthCommand())
-	sort.Slice(all, func(i, j int) bool { return all[i].name < all[j].name })
-	return all
-}
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
+	if err != nil && !errors.Is(err, errUsagePrinted) {
 		fmt.Fprintln(os.Stderr, "toolcrib:", describe(err))
 	}
 	os.Exit(exitCode(err))
@@ -147,7 +123,8 @@ func main() {
 
 // exitCode is the process's exit status after run returned err: 0 on
 // success (asking for help is a success), 1 otherwise (a missing command
-// too: its usage was printed instead of doing anything).
+// too: its usage was printed instead of doing anything). [exitCodesHelp]
+// documents it.
 func exitCode(err error) int {
 	if err != nil {
 		return 1
@@ -170,88 +147,6 @@ func describe(err error) string {
 		}
 	}
 	return msg
-}
-
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	// Everything printed passes the terminal writer: no raw control
-	// character from server data reaches the operator's terminal.
-	e := &env{stdout: newTerminalWriter(stdout), stderr: newTerminalWriter(stderr), conns: map[string]*grpc.ClientConn{}}
-	defer func() {
-		for _, c := range e.conns {
-			c.Close()
-		}
-	}()
-	gs := config.NewSet("toolcrib", nil)
-	gs.String(&e.registryAddr, "registry", "TOOLCRIB_REGISTRY_ADDR", "127.0.0.1:7101", "registry gRPC address")
-	gs.String(&e.discoveryAddr, "discovery", "TOOLCRIB_DISCOVERY_ADDR", "127.0.0.1:7102", "discovery gRPC address")
-	gs.String(&e.admissionAddr, "admission", "TOOLCRIB_ADMISSION_ADDR", "127.0.0.1:7103", "admission gRPC address")
-	gs.String(&e.leaseAddr, "lease", "TOOLCRIB_LEASE_ADDR", "127.0.0.1:7104", "lease gRPC address")
-	gs.String(&e.token, "token", "TOOLCRIB_TOKEN", "", "bearer token to present")
-	gs.String(&e.tokenFile, "token-file", "TOOLCRIB_TOKEN_FILE", devAdminTokenFile,
-		"file with the bearer token, used when --token is empty; the default is looked for in this directory and every parent")
-	gs.Bool(&e.asJSON, "json", "TOOLCRIB_JSON", false, "print results as JSON")
-	gs.Duration(&e.timeout, "timeout", "TOOLCRIB_TIMEOUT", 30*time.Second, "deadline of each call (not of streams)")
-	fs := gs.FlagSet()
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			// `toolcrib -h` / `--help`: asked for, so on stdout and a success.
-			fmt.Fprint(stdout, globalUsage(gs))
-			return nil
-		}
-		fmt.Fprint(stderr, globalUsage(gs))
-		return err
-	}
-	lookedUpward := e.tokenFile == devAdminTokenFile
-	if lookedUpward {
-		e.tokenFile = findUpward(devAdminTokenFile)
-	}
-	rest := fs.Args()
-	if len(rest) == 0 || rest[0] == "help" || rest[0] == "-h" || rest[0] == "--help" {
-		if len(rest) > 1 {
-			if c, _ := find(rest[1:]); c != nil {
-				fmt.Fprint(stdout, commandUsage(c))
-				return nil
-			}
-		}
-		fmt.Fprint(stdout, globalUsage(gs))
-		if len(rest) == 0 {
-			return flag.ErrHelp
-		}
-		return nil
-	}
-	c, cargs := find(rest)
-	if c == nil {
-		fmt.Fprint(stderr, globalUsage(gs))
-		return fmt.Errorf("unknown command %q", strings.Join(rest, " "))
-	}
-	cfs := flag.NewFlagSet(c.name, flag.ContinueOnError)
-	cfs.SetOutput(io.Discard)
-	if c.flags != nil {
-		c.flags(cfs)
-	}
-	positional, err := parseInterspersed(cfs, cargs)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, commandUsage(c))
-			return nil
-		}
-		fmt.Fprint(stderr, commandUsage(c))
-		return err
-	}
-	err = c.run(ctx, e, positional)
-	if st, ok := status.FromError(err); ok && st.Code() == codes.Unauthenticated && e.token == "" {
-		if _, statErr := os.Stat(e.tokenFile); statErr != nil {
-			// A new status with the hint, not a wrapped one: the code is
-			// printed once.
-			where := ""
-			if lookedUpward {
-				where = " here or in any parent directory"
-			}
-			err = status.Error(codes.Unauthenticated, fmt.Sprintf("%s\n  no token was sent: %s does not exist%s; start the suite with `make run`, "+
-				"which writes it, or pass --token (TOOLCRIB_TOKEN)", st.Message(), e.tokenFile, where))
-		}
-	}
-	return err
 }
 
 // devAdminTokenFile is where `toolcrib dev up` writes the admin token,
@@ -277,74 +172,6 @@ func findUpward(rel string) string {
 		}
 		dir = parent
 	}
-}
-
-// parseInterspersed parses a command's flags wherever they stand among its
-// arguments (`tool show X --no-history` as `tool show --no-history X`); after
-// `--` everything is an argument.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
-			return append(positional, rest...), nil
-		}
-		if len(rest) == 0 {
-			return positional, nil
-		}
-		positional, args = append(positional, rest[0]), rest[1:]
-	}
-}
-
-// find returns the command whose name is the longest prefix of words.
-func find(words []string) (*command, []string) {
-	var best *command
-	n := 0
-	for _, c := range commands() {
-		parts := strings.Fields(c.name)
-		if len(parts) <= len(words) && len(parts) > n && strings.Join(words[:len(parts)], " ") == c.name {
-			c := c
-			best, n = &c, len(parts)
-		}
-	}
-	if best == nil {
-		return nil, nil
-	}
-	return best, words[n:]
-}
-
-func globalUsage(gs *config.Set) string {
-	var b strings.Builder
-	b.WriteString("toolcrib: operate the toolcrib control plane for MCP tools.\n\nUsage: toolcrib [global flags] <command> [flags] [arguments]\n\nCommands:\n")
-	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	for _, c := range commands() {
-		fmt.Fprintf(w, "  %s %s\t%s\n", c.name, c.args, c.summary)
-	}
-	w.Flush()
-	b.WriteString("\nGlobal flags:\n")
-	b.WriteString(gs.Usage())
-	b.WriteString("\nRun `toolcrib help <command>` for a command's flags.\n")
-	return b.String()
-}
-
-func commandUsage(c *command) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Usage: toolcrib %s [flags] %s\n\n%s\n", c.name, c.args, c.summary)
-	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
-	if c.flags != nil {
-		c.flags(fs)
-	}
-	has := false
-	fs.VisitAll(func(*flag.Flag) { has = true })
-	if has {
-		b.WriteString("\nFlags:\n")
-		fs.SetOutput(&b)
-		fs.PrintDefaults()
-	}
-	return b.String()
 }
 
 // callCtx returns a context with the per-call deadline.

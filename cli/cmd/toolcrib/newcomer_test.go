@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -125,11 +127,14 @@ func TestFlagsAfterArguments(t *testing.T) {
 		{[]string{"a", "--", "--comment", "b"}, []string{"a", "--comment", "b"}, ""},
 		{[]string{"a", "-"}, []string{"a", "-"}, ""},
 	} {
-		fs := flag.NewFlagSet("t", flag.ContinueOnError)
-		comment := fs.String("comment", "", "")
-		got, err := parseInterspersed(fs, c.args)
-		if err != nil || !slices.Equal(got, c.positional) || *comment != c.comment {
-			t.Errorf("parseInterspersed(%q) = %q, comment %q, %v; want %q, %q", c.args, got, *comment, err, c.positional, c.comment)
+		var comment string
+		var got []string
+		cmd := withFlags(&cobra.Command{Use: "t", RunE: func(_ *cobra.Command, a []string) error { got = a; return nil }},
+			func(fs *pflag.FlagSet) { fs.StringVar(&comment, "comment", "", "") })
+		cmd.SetArgs(c.args)
+		err := cmd.Execute()
+		if err != nil || !slices.Equal(got, c.positional) || comment != c.comment {
+			t.Errorf("t %q: arguments %q, comment %q, %v; want %q, %q", c.args, got, comment, err, c.positional, c.comment)
 		}
 	}
 }

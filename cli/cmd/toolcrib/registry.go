@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -11,6 +10,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -46,6 +48,9 @@ func callRegistry[T any](ctx context.Context, e *env, call func(context.Context,
 // listFlag collects a repeatable flag; each value may also be a
 // comma-separated list.
 type listFlag []string
+
+// Type names the value in help.
+func (l *listFlag) Type() string { return "list" }
 
 func (l *listFlag) String() string { return strings.Join(*l, ",") }
 
@@ -93,166 +98,6 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-func registryCommands() []command {
-	var all []command
-	all = append(all, serverCommands()...)
-	all = append(all, tenantCommands()...)
-	all = append(all, toolCommands()...)
-	all = append(all, rolloutCommands()...)
-	all = append(all, applyCommands()...)
-	all = append(all, watchCommand())
-	return all
-}
-
-func serverCommands() []command {
-	var (
-		owner, url, stdioCmd, trust, revSource, pin, displayName, description string
-		args                                                                  listFlag
-		scanInterval                                                          time.Duration
-		pageSize                                                              int
-		expectedVersion                                                       int64
-	)
-	return []command{
-		{
-			name:    "server register",
-			args:    "<server-id>",
-			summary: "register an MCP server (admin): its owner, transport (--url or --command), trust level and revision source",
-			flags: func(fs *flag.FlagSet) {
-				fs.StringVar(&owner, "owner", "", "owner of the server's tools, who may approve them: <tenant>/group:<group> or <tenant>/user:<subject> (required)")
-				fs.StringVar(&url, "url", "", "streamable HTTP endpoint, https:// (http:// only to loopback)")
-				fs.StringVar(&stdioCmd, "command", "", "stdio: the command starting the server")
-				fs.Var(&args, "arg", "stdio: an argument of the command (repeat for several)")
-				fs.StringVar(&trust, "trust", "", "trust level: first-party, partner or third-party (required)")
-				fs.StringVar(&revSource, "revision-source", "server-provided", "catalog revision source: server-provided or none")
-				fs.StringVar(&pin, "identity-pin", "", "sha256:<hex> identity pin; empty pins on the first scan")
-				fs.DurationVar(&scanInterval, "scan-interval", 0, "how often discovery rescans; 0 for discovery's default")
-				fs.StringVar(&displayName, "display-name", "", "human-readable name")
-				fs.StringVar(&description, "description", "", "free text for operators")
-			},
-			run: func(ctx context.Context, e *env, a []string) error {
-				if err := needArgs(a, 1, "<server-id>"); err != nil {
-					return err
-				}
-				s := &registryv1.Server{ServerId: a[0], Owner: owner, IdentityPin: pin, DisplayName: displayName, Description: description}
-				switch {
-				case url != "" && stdioCmd != "":
-					return errors.New("give --url or --command, not both")
-				case url != "":
-					s.Transport = &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: url}}
-				case stdioCmd != "":
-					s.Transport = &registryv1.Server_Stdio{Stdio: &registryv1.StdioTransport{Command: stdioCmd, Args: args}}
-				}
-				t, err := parseEnum("--trust", trust, "TRUST_LEVEL_", registryv1.TrustLevel_value)
-				if err != nil {
-					return err
-				}
-				rs, err := parseEnum("--revision-source", revSource, "REVISION_SOURCE_", registryv1.RevisionSource_value)
-				if err != nil {
-					return err
-				}
-				s.TrustLevel, s.RevisionSource = registryv1.TrustLevel(t), registryv1.RevisionSource(rs)
-				if scanInterval != 0 {
-					s.ScanInterval = durationpb.New(scanInterval)
-				}
-				resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.RegisterServerResponse, error) {
-					return c.RegisterServer(ctx, &registryv1.RegisterServerRequest{Server: s})
-				})
-				if err != nil {
-					return err
-				}
-				return e.output(resp, func(w *tabwriter.Writer) { printServer(w, resp.GetServer()) })
-			},
-		},
-		{
-			name:    "server list",
-			summary: "list registered servers",
-			flags: func(fs *flag.FlagSet) {
-				fs.IntVar(&pageSize, "page-size", 0, "servers per request; every page is fetched")
-			},
-			run: func(ctx context.Context, e *env, a []string) error {
-				if err := needArgs(a, 0, "no arguments"); err != nil {
-					return err
-				}
-				all := &registryv1.ListServersResponse{}
-				for {
-					resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.ListServersResponse, error) {
-						return c.ListServers(ctx, &registryv1.ListServersRequest{PageSize: int32(pageSize), PageToken: all.GetNextPageToken()})
-					})
-					if err != nil {
-						return err
-					}
-					all.Servers, all.NextPageToken, all.Revision = append(all.Servers, resp.GetServers()...), resp.GetNextPageToken(), resp.GetRevision()
-					if all.NextPageToken == "" {
-						break
-					}
-				}
-				return e.output(all, func(w *tabwriter.Writer) {
-					fmt.Fprintln(w, "SERVER\tOWNER\tTRANSPORT\tTRUST\tPIN\tVERSION")
-					for _, s := range all.GetServers() {
-						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\n", safe(s.GetServerId()), safe(s.GetOwner()), transport(s),
-							enumName(s.GetTrustLevel().String(), "TRUST_LEVEL_"), shortDigest(s.GetIdentityPin()), s.GetVersion())
-					}
-					fmt.Fprintf(w, "(%d servers, registry revision %d)\n", len(all.GetServers()), all.GetRevision())
-				})
-			},
-		},
-		{
-			name:    "server show",
-			args:    "<server-id>",
-			summary: "show one registered server: owner, transport, trust level, identity pin and record version",
-			run: func(ctx context.Context, e *env, a []string) error {
-				if err := needArgs(a, 1, "<server-id>"); err != nil {
-					return err
-				}
-				resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.GetServerResponse, error) {
-					return c.GetServer(ctx, &registryv1.GetServerRequest{ServerId: a[0]})
-				})
-				if err != nil {
-					return err
-				}
-				return e.output(resp, func(w *tabwriter.Writer) { printServer(w, resp.GetServer()) })
-			},
-		},
-		{
-			name: "server delete",
-			args: "<server-id>",
-			summary: "delete a server (admin) with the tools discovered from it; refused while an audience class covers it. " +
-				"--version 0 deletes the version read just before",
-			flags: func(fs *flag.FlagSet) {
-				fs.Int64Var(&expectedVersion, "version", 0, "the server version to delete; 0 reads the current one first")
-			},
-			run: func(ctx context.Context, e *env, a []string) error {
-				if err := needArgs(a, 1, "<server-id>"); err != nil {
-					return err
-				}
-				version := expectedVersion
-				if version == 0 {
-					cur, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.GetServerResponse, error) {
-						return c.GetServer(ctx, &registryv1.GetServerRequest{ServerId: a[0]})
-					})
-					if err != nil {
-						return err
-					}
-					version = cur.GetServer().GetVersion()
-				}
-				resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.DeleteServerResponse, error) {
-					return c.DeleteServer(ctx, &registryv1.DeleteServerRequest{ServerId: a[0], ExpectedVersion: version})
-				})
-				if err != nil {
-					return err
-				}
-				return e.output(resp, func(w *tabwriter.Writer) {
-					fmt.Fprintf(w, "deleted\t%s (version %d)\n", safe(resp.GetServer().GetServerId()), resp.GetServer().GetVersion())
-					fmt.Fprintf(w, "tools deleted\t%d\n", len(resp.GetDeletedToolIds()))
-					for _, id := range resp.GetDeletedToolIds() {
-						fmt.Fprintf(w, "\t%s\n", safe(id))
-					}
-				})
-			},
-		},
-	}
-}
-
 // transport is the server's transport on one line, every part escaped.
 func transport(s *registryv1.Server) string {
 	if st := s.GetStdio(); st != nil {
@@ -281,168 +126,48 @@ func printServer(w io.Writer, s *registryv1.Server) {
 	fmt.Fprintf(w, "version\t%d (updated %s)\n", s.GetVersion(), when(s.GetUpdatedAt()))
 }
 
-func tenantCommands() []command {
-	var (
-		displayName, description, subject, group string
-		tenantFilter, serverFilter               string
-		servers, scopes, classes                 listFlag
-		version                                  int64
-	)
-	grantFlags := func(fs *flag.FlagSet) {
-		fs.StringVar(&subject, "subject", "", "the subject (token sub) the grant is for")
-		fs.StringVar(&group, "group", "", "the group (token groups claim) the grant is for")
-		fs.Var(&scopes, "scope", "a scope, e.g. shipment:read (repeat or comma-separate)")
-		fs.Var(&classes, "audience", "an audience class of the tenant (repeat or comma-separate)")
+// grantRequest is what `grant` and `revoke` send: who, and which scopes
+// and audience classes.
+type grantRequest struct {
+	subject, group  string
+	scopes, classes listFlag
+}
+
+func (g *grantRequest) flags(fs *pflag.FlagSet) {
+	fs.StringVar(&g.subject, "subject", "", "the subject (token sub) the grant is for")
+	fs.StringVar(&g.group, "group", "", "the group (token groups claim) the grant is for")
+	fs.Var(&g.scopes, "scope", "a scope, e.g. shipment:read (repeat or comma-separate)")
+	fs.Var(&g.classes, "audience", "an audience class of the tenant (repeat or comma-separate)")
+}
+
+func printGrant(w io.Writer, g *registryv1.Grant, epoch int64) {
+	who := "subject " + g.GetSubject()
+	if g.GetGroup() != "" {
+		who = "group " + g.GetGroup()
 	}
-	printGrant := func(w io.Writer, g *registryv1.Grant, epoch int64) {
-		who := "subject " + g.GetSubject()
-		if g.GetGroup() != "" {
-			who = "group " + g.GetGroup()
-		}
-		fmt.Fprintf(w, "tenant\t%s\n", g.GetTenantId())
-		fmt.Fprintf(w, "grant to\t%s\n", who)
-		fmt.Fprintf(w, "scopes\t%s\n", orDash(strings.Join(g.GetScopes(), ", ")))
-		fmt.Fprintf(w, "audience classes\t%s\n", orDash(strings.Join(g.GetAudienceClasses(), ", ")))
-		fmt.Fprintf(w, "policy epoch\t%d\n", epoch)
-	}
-	return []command{
-		{
-			name:    "tenant put",
-			args:    "<tenant-id>",
-			summary: "create a tenant (at policy epoch 1) or change its display name (admin)",
-			flags:   func(fs *flag.FlagSet) { fs.StringVar(&displayName, "display-name", "", "human-readable name") },
-			run: func(ctx context.Context, e *env, a []string) error {
-				if err := needArgs(a, 1, "<tenant-id>"); err != nil {
-					return err
-				}
-				resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.PutTenantResponse, error) {
-					return c.PutTenant(ctx, &registryv1.PutTenantRequest{Tenant: &registryv1.Tenant{TenantId: a[0], DisplayName: displayName}})
-				})
-				if err != nil {
-					return err
-				}
-				return e.output(resp, func(w *tabwriter.Writer) {
-					fmt.Fprintf(w, "tenant\t%s\npolicy epoch\t%d\n", resp.GetTenant().GetTenantId(), resp.GetTenant().GetPolicyEpoch())
-				})
-			},
-		},
-		{
-			name: "audience put",
-			args: "<tenant-id>.<class>",
-			summary: "create or update an audience class (admin): the servers it reads, each with a secret reference " +
-				"(env:NAME or file:/path) for the upstream credential; bumps the tenant's policy epoch",
-			flags: func(fs *flag.FlagSet) {
-				fs.Var(&servers, "server", "a server the class reads: <server-id> or <server-id>=<secret-ref> (repeat for several)")
-				fs.StringVar(&description, "description", "", "free text")
-				fs.Int64Var(&version, "version", 0, "the version you read, to update only if nobody changed it since (a stale one is refused); "+
-					"0 creates the class, or updates an existing one from its current version")
-			},
-			run: func(ctx context.Context, e *env, a []string) error {
-				if err := needArgs(a, 1, "<tenant-id>.<class>"); err != nil {
-					return err
-				}
-				tenant, _, _ := strings.Cut(a[0], ".")
-				ac := &registryv1.AudienceClass{Name: a[0], TenantId: tenant, Description: description}
-				for _, s := range servers {
-					id, ref, _ := strings.Cut(s, "=")
-					ac.Servers = append(ac.Servers, &registryv1.AudienceServer{ServerId: id, SecretRef: ref})
-				}
-				put := func(v int64) (*registryv1.PutAudienceClassResponse, error) {
-					return callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.PutAudienceClassResponse, error) {
-						return c.PutAudienceClass(ctx, &registryv1.PutAudienceClassRequest{AudienceClass: ac, ExpectedVersion: v})
-					})
-				}
-				resp, err := put(version)
-				if status.Code(err) == codes.AlreadyExists && version == 0 {
-					// Without --version an existing class is updated from the
-					// version read now; --version keeps the compare-and-set.
-					cur, gerr := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.GetAudienceClassResponse, error) {
-						return c.GetAudienceClass(ctx, &registryv1.GetAudienceClassRequest{Name: a[0]})
-					})
-					if gerr != nil {
-						return gerr
-					}
-					read := cur.GetAudienceClass().GetVersion()
-					if resp, err = put(read); err == nil {
-						fmt.Fprintf(e.stderr, "toolcrib: %s existed at version %d; updated it (servers and description replaced by these)\n", a[0], read)
-					}
-				}
-				if err != nil {
-					return err
-				}
-				return e.output(resp, func(w *tabwriter.Writer) {
-					printAudienceClass(w, resp.GetAudienceClass())
-					fmt.Fprintf(w, "policy epoch\t%d\n", resp.GetPolicyEpoch())
-				})
-			},
-		},
-		{
-			name:    "audience list",
-			summary: "list audience classes (--tenant and --server filter)",
-			flags: func(fs *flag.FlagSet) {
-				fs.StringVar(&tenantFilter, "tenant", "", "only classes of this tenant")
-				fs.StringVar(&serverFilter, "server", "", "only classes reading this server")
-			},
-			run: func(ctx context.Context, e *env, a []string) error {
-				if err := needArgs(a, 0, "no arguments"); err != nil {
-					return err
-				}
-				resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.ListAudienceClassesResponse, error) {
-					return c.ListAudienceClasses(ctx, &registryv1.ListAudienceClassesRequest{TenantId: tenantFilter, ServerId: serverFilter, PageSize: 1000})
-				})
-				if err != nil {
-					return err
-				}
-				return e.output(resp, func(w *tabwriter.Writer) {
-					fmt.Fprintln(w, "CLASS\tTENANT\tSERVERS\tVERSION")
-					for _, ac := range resp.GetAudienceClasses() {
-						fmt.Fprintf(w, "%s\t%s\t%s\t%d\n", ac.GetName(), ac.GetTenantId(), classServers(ac), ac.GetVersion())
-					}
-				})
-			},
-		},
-		grantCommand("grant", "grant a subject or group of a tenant scopes and audience classes (admin); bumps the tenant's policy epoch",
-			grantFlags, printGrant, func(ctx context.Context, c registryv1.RegistryServiceClient, tenant string) (grantResponse, error) {
-				return c.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: tenant, Subject: subject, Group: group, Scopes: scopes, AudienceClasses: classes})
-			}),
-		grantCommand("revoke", "revoke scopes and audience classes from a subject's or group's grant (admin); bumps the tenant's policy epoch",
-			grantFlags, printGrant, func(ctx context.Context, c registryv1.RegistryServiceClient, tenant string) (grantResponse, error) {
-				return c.RevokeScopes(ctx, &registryv1.RevokeScopesRequest{TenantId: tenant, Subject: subject, Group: group, Scopes: scopes, AudienceClasses: classes})
-			}),
-		{
-			name:    "policy show",
-			args:    "<tenant-id>",
-			summary: "show a tenant's policy epoch, grants and audience classes",
-			run: func(ctx context.Context, e *env, a []string) error {
-				if err := needArgs(a, 1, "<tenant-id>"); err != nil {
-					return err
-				}
-				resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.GetPolicyResponse, error) {
-					return c.GetPolicy(ctx, &registryv1.GetPolicyRequest{TenantId: a[0]})
-				})
-				if err != nil {
-					return err
-				}
-				p := resp.GetPolicy()
-				return e.output(resp, func(w *tabwriter.Writer) {
-					fmt.Fprintf(w, "tenant\t%s\npolicy epoch\t%d\nregistry revision\t%d\n\n", p.GetTenantId(), p.GetPolicyEpoch(), resp.GetRevision())
-					fmt.Fprintln(w, "GRANT TO\tSCOPES\tAUDIENCE CLASSES\tUPDATED")
-					for _, g := range p.GetGrants() {
-						who := g.GetSubject()
-						if g.GetGroup() != "" {
-							who = "group:" + g.GetGroup()
-						}
-						fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", who, orDash(strings.Join(g.GetScopes(), ",")),
-							orDash(strings.Join(g.GetAudienceClasses(), ",")), when(g.GetUpdatedAt()))
-					}
-					fmt.Fprintln(w, "\nAUDIENCE CLASS\tSERVERS\tVERSION")
-					for _, ac := range p.GetAudienceClasses() {
-						fmt.Fprintf(w, "%s\t%s\t%d\n", ac.GetName(), classServers(ac), ac.GetVersion())
-					}
-				})
-			},
-		},
-	}
+	fmt.Fprintf(w, "tenant\t%s\n", g.GetTenantId())
+	fmt.Fprintf(w, "grant to\t%s\n", who)
+	fmt.Fprintf(w, "scopes\t%s\n", orDash(strings.Join(g.GetScopes(), ", ")))
+	fmt.Fprintf(w, "audience classes\t%s\n", orDash(strings.Join(g.GetAudienceClasses(), ", ")))
+	fmt.Fprintf(w, "policy epoch\t%d\n", epoch)
+}
+
+// grantScopesCommand is `toolcrib grant`.
+func grantScopesCommand(e *env) *cobra.Command {
+	g := &grantRequest{}
+	return grantCommand(e, g, "grant", "grant a subject or group of a tenant scopes and audience classes (admin); bumps the tenant's policy epoch",
+		func(ctx context.Context, c registryv1.RegistryServiceClient, tenant string) (grantResponse, error) {
+			return c.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: tenant, Subject: g.subject, Group: g.group, Scopes: g.scopes, AudienceClasses: g.classes})
+		})
+}
+
+// revokeScopesCommand is `toolcrib revoke`.
+func revokeScopesCommand(e *env) *cobra.Command {
+	g := &grantRequest{}
+	return grantCommand(e, g, "revoke", "revoke scopes and audience classes from a subject's or group's grant (admin); bumps the tenant's policy epoch",
+		func(ctx context.Context, c registryv1.RegistryServiceClient, tenant string) (grantResponse, error) {
+			return c.RevokeScopes(ctx, &registryv1.RevokeScopesRequest{TenantId: tenant, Subject: g.subject, Group: g.group, Scopes: g.scopes, AudienceClasses: g.classes})
+		})
 }
 
 // grantResponse is what GrantScopes and RevokeScopes answer.
@@ -453,23 +178,23 @@ type grantResponse interface {
 }
 
 // grantCommand is `grant` or `revoke`: the same flags, another RPC.
-func grantCommand(name, summary string, flags func(*flag.FlagSet), print func(io.Writer, *registryv1.Grant, int64),
-	call func(context.Context, registryv1.RegistryServiceClient, string) (grantResponse, error)) command {
-	return command{
-		name: name, args: "<tenant-id>", summary: summary, flags: flags,
-		run: func(ctx context.Context, e *env, a []string) error {
+func grantCommand(e *env, g *grantRequest, name, summary string,
+	call func(context.Context, registryv1.RegistryServiceClient, string) (grantResponse, error)) *cobra.Command {
+	return withFlags(&cobra.Command{
+		Use: name + " <tenant-id>", Short: summary,
+		RunE: func(cmd *cobra.Command, a []string) error {
 			if err := needArgs(a, 1, "<tenant-id>"); err != nil {
 				return err
 			}
-			resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (grantResponse, error) {
+			resp, err := callRegistry(cmd.Context(), e, func(ctx context.Context, c registryv1.RegistryServiceClient) (grantResponse, error) {
 				return call(ctx, c, a[0])
 			})
 			if err != nil {
 				return err
 			}
-			return e.output(resp, func(w *tabwriter.Writer) { print(w, resp.GetGrant(), resp.GetPolicyEpoch()) })
+			return e.output(resp, func(w *tabwriter.Writer) { printGrant(w, resp.GetGrant(), resp.GetPolicyEpoch()) })
 		},
-	}
+	}, g.flags)
 }
 
 // classServers lists a class's servers with their secret references (the
@@ -493,22 +218,19 @@ func printAudienceClass(w io.Writer, ac *registryv1.AudienceClass) {
 	fmt.Fprintf(w, "version\t%d\n", ac.GetVersion())
 }
 
-func watchCommand() command {
+// watchCommand is `toolcrib watch` (the registry's change stream).
+func watchCommand(e *env) *cobra.Command {
 	var (
 		from       int64
 		count      int
 		heartbeats bool
 	)
-	return command{
-		name: "watch",
-		summary: "stream registry changes in commit order (admin or service); resume with --from <last revision seen>. " +
+	return withFlags(&cobra.Command{
+		Use: "watch",
+		Short: "stream registry changes in commit order (admin or service); resume with --from <last revision seen>. " +
 			"With --json, one JSON object per line",
-		flags: func(fs *flag.FlagSet) {
-			fs.Int64Var(&from, "from", 0, "show changes after this revision; 0 for every change still kept")
-			fs.IntVar(&count, "count", 0, "stop after this many changes; 0 streams until interrupted")
-			fs.BoolVar(&heartbeats, "heartbeats", false, "also print heartbeats")
-		},
-		run: func(ctx context.Context, e *env, a []string) error {
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
 			if err := needArgs(a, 0, "no arguments"); err != nil {
 				return err
 			}
@@ -520,39 +242,50 @@ func watchCommand() command {
 			if err != nil {
 				return err
 			}
-			seen := 0
-			for count == 0 || seen < count {
-				msg, err := stream.Recv()
-				if errors.Is(err, io.EOF) || errors.Is(changelog.StreamError(err), changelog.ErrDraining) {
-					fmt.Fprintln(e.stderr, "toolcrib: the registry ended the stream (shutting down); resume with --from", from)
-					return nil
-				}
-				if err != nil {
-					if stoppedByCaller(ctx, err) {
-						return nil
-					}
-					return err
-				}
-				if msg.GetHeartbeat() != nil && !heartbeats {
-					continue
-				}
-				if ch := msg.GetChange(); ch != nil {
-					from = ch.GetRevision()
-					seen++
-				}
-				if e.asJSON {
-					b, err := protojson.Marshal(msg)
-					if err != nil {
-						return err
-					}
-					fmt.Fprintln(e.stdout, string(b))
-					continue
-				}
-				fmt.Fprintln(e.stdout, describeWatch(msg))
-			}
-			return nil
+			return printRegistryWatch(ctx, e, stream, from, count, heartbeats)
 		},
+	}, func(fs *pflag.FlagSet) {
+		fs.Int64Var(&from, "from", 0, "show changes after this revision; 0 for every change still kept")
+		fs.IntVar(&count, "count", 0, "stop after this many changes; 0 streams until interrupted")
+		fs.BoolVar(&heartbeats, "heartbeats", false, "also print heartbeats")
+	})
+}
+
+// printRegistryWatch prints a registry Watch stream until count changes
+// (0: until the stream or ctx ends); from is the revision it resumes after,
+// named when the registry ends the stream.
+func printRegistryWatch(ctx context.Context, e *env, stream grpc.ServerStreamingClient[registryv1.WatchResponse], from int64, count int, heartbeats bool) error {
+	seen := 0
+	for count == 0 || seen < count {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) || errors.Is(changelog.StreamError(err), changelog.ErrDraining) {
+			fmt.Fprintln(e.stderr, "toolcrib: the registry ended the stream (shutting down); resume with --from", from)
+			return nil
+		}
+		if err != nil {
+			if stoppedByCaller(ctx, err) {
+				return nil
+			}
+			return err
+		}
+		if msg.GetHeartbeat() != nil && !heartbeats {
+			continue
+		}
+		if ch := msg.GetChange(); ch != nil {
+			from = ch.GetRevision()
+			seen++
+		}
+		if e.asJSON {
+			b, err := protojson.Marshal(msg)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(e.stdout, string(b))
+			continue
+		}
+		fmt.Fprintln(e.stdout, describeWatch(msg))
 	}
+	return nil
 }
 
 // describeWatch is one readable line per Watch message.
@@ -594,3 +327,328 @@ func describeWatch(msg *registryv1.WatchResponse) string {
 
 // effectName is the short name of an effect class.
 func effectName(e catalogv1.EffectClass) string { return enumName(e.String(), "EFFECT_CLASS_") }
+
+// serverDeleteCommand is `toolcrib server delete`.
+func serverDeleteCommand(e *env) *cobra.Command {
+	var expectedVersion int64
+	return withFlags(&cobra.Command{
+		Use: "delete <server-id>",
+		Short: "delete a server (admin) with the tools discovered from it; refused while an audience class covers it. " +
+			"--version 0 deletes the version read just before",
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
+			if err := needArgs(a, 1, "<server-id>"); err != nil {
+				return err
+			}
+			version := expectedVersion
+			if version == 0 {
+				cur, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.GetServerResponse, error) {
+					return c.GetServer(ctx, &registryv1.GetServerRequest{ServerId: a[0]})
+				})
+				if err != nil {
+					return err
+				}
+				version = cur.GetServer().GetVersion()
+			}
+			resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.DeleteServerResponse, error) {
+				return c.DeleteServer(ctx, &registryv1.DeleteServerRequest{ServerId: a[0], ExpectedVersion: version})
+			})
+			if err != nil {
+				return err
+			}
+			return e.output(resp, func(w *tabwriter.Writer) {
+				fmt.Fprintf(w, "deleted\t%s (version %d)\n", safe(resp.GetServer().GetServerId()), resp.GetServer().GetVersion())
+				fmt.Fprintf(w, "tools deleted\t%d\n", len(resp.GetDeletedToolIds()))
+				for _, id := range resp.GetDeletedToolIds() {
+					fmt.Fprintf(w, "\t%s\n", safe(id))
+				}
+			})
+		},
+	}, func(fs *pflag.FlagSet) {
+		fs.Int64Var(&expectedVersion, "version", 0, "the server version to delete; 0 reads the current one first")
+	})
+}
+
+// serverShowCommand is `toolcrib server show`.
+func serverShowCommand(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show <server-id>",
+		Short: "show one registered server: owner, transport, trust level, identity pin and record version",
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
+			if err := needArgs(a, 1, "<server-id>"); err != nil {
+				return err
+			}
+			resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.GetServerResponse, error) {
+				return c.GetServer(ctx, &registryv1.GetServerRequest{ServerId: a[0]})
+			})
+			if err != nil {
+				return err
+			}
+			return e.output(resp, func(w *tabwriter.Writer) { printServer(w, resp.GetServer()) })
+		},
+	}
+}
+
+// serverListCommand is `toolcrib server list`.
+func serverListCommand(e *env) *cobra.Command {
+	var pageSize int
+	return withFlags(&cobra.Command{
+		Use:   "list",
+		Short: "list registered servers",
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
+			if err := needArgs(a, 0, "no arguments"); err != nil {
+				return err
+			}
+			all := &registryv1.ListServersResponse{}
+			for {
+				resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.ListServersResponse, error) {
+					return c.ListServers(ctx, &registryv1.ListServersRequest{PageSize: int32(pageSize), PageToken: all.GetNextPageToken()})
+				})
+				if err != nil {
+					return err
+				}
+				all.Servers, all.NextPageToken, all.Revision = append(all.Servers, resp.GetServers()...), resp.GetNextPageToken(), resp.GetRevision()
+				if all.NextPageToken == "" {
+					break
+				}
+			}
+			return e.output(all, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "SERVER\tOWNER\tTRANSPORT\tTRUST\tPIN\tVERSION")
+				for _, s := range all.GetServers() {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\n", safe(s.GetServerId()), safe(s.GetOwner()), transport(s),
+						enumName(s.GetTrustLevel().String(), "TRUST_LEVEL_"), shortDigest(s.GetIdentityPin()), s.GetVersion())
+				}
+				fmt.Fprintf(w, "(%d servers, registry revision %d)\n", len(all.GetServers()), all.GetRevision())
+			})
+		},
+	}, func(fs *pflag.FlagSet) {
+		fs.IntVar(&pageSize, "page-size", 0, "servers per request; every page is fetched")
+	})
+}
+
+// serverRegisterCommand is `toolcrib server register`.
+func serverRegisterCommand(e *env) *cobra.Command {
+	var owner, url, stdioCmd, trust, revSource, pin, displayName, description string
+	var args listFlag
+	var scanInterval time.Duration
+	return withFlags(&cobra.Command{
+		Use:   "register <server-id>",
+		Short: "register an MCP server (admin): its owner, transport (--url or --command), trust level and revision source",
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
+			if err := needArgs(a, 1, "<server-id>"); err != nil {
+				return err
+			}
+			s := &registryv1.Server{ServerId: a[0], Owner: owner, IdentityPin: pin, DisplayName: displayName, Description: description}
+			switch {
+			case url != "" && stdioCmd != "":
+				return errors.New("give --url or --command, not both")
+			case url != "":
+				s.Transport = &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: url}}
+			case stdioCmd != "":
+				s.Transport = &registryv1.Server_Stdio{Stdio: &registryv1.StdioTransport{Command: stdioCmd, Args: args}}
+			}
+			t, err := parseEnum("--trust", trust, "TRUST_LEVEL_", registryv1.TrustLevel_value)
+			if err != nil {
+				return err
+			}
+			rs, err := parseEnum("--revision-source", revSource, "REVISION_SOURCE_", registryv1.RevisionSource_value)
+			if err != nil {
+				return err
+			}
+			s.TrustLevel, s.RevisionSource = registryv1.TrustLevel(t), registryv1.RevisionSource(rs)
+			if scanInterval != 0 {
+				s.ScanInterval = durationpb.New(scanInterval)
+			}
+			resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.RegisterServerResponse, error) {
+				return c.RegisterServer(ctx, &registryv1.RegisterServerRequest{Server: s})
+			})
+			if err != nil {
+				return err
+			}
+			return e.output(resp, func(w *tabwriter.Writer) { printServer(w, resp.GetServer()) })
+		},
+	}, func(fs *pflag.FlagSet) {
+		fs.StringVar(&owner, "owner", "", "owner of the server's tools, who may approve them: <tenant>/group:<group> or <tenant>/user:<subject> (required)")
+		fs.StringVar(&url, "url", "", "streamable HTTP endpoint, https:// (http:// only to loopback)")
+		fs.StringVar(&stdioCmd, "command", "", "stdio: the command starting the server")
+		fs.Var(&args, "arg", "stdio: an argument of the command (repeat for several)")
+		fs.StringVar(&trust, "trust", "", "trust level: first-party, partner or third-party (required)")
+		fs.StringVar(&revSource, "revision-source", "server-provided", "catalog revision source: server-provided or none")
+		fs.StringVar(&pin, "identity-pin", "", "sha256:<hex> identity pin; empty pins on the first scan")
+		fs.DurationVar(&scanInterval, "scan-interval", 0, "how often discovery rescans; 0 for discovery's default")
+		fs.StringVar(&displayName, "display-name", "", "human-readable name")
+		fs.StringVar(&description, "description", "", "free text for operators")
+	})
+}
+
+// policyShowCommand is `toolcrib policy show`.
+func policyShowCommand(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show <tenant-id>",
+		Short: "show a tenant's policy epoch, grants and audience classes",
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
+			if err := needArgs(a, 1, "<tenant-id>"); err != nil {
+				return err
+			}
+			resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.GetPolicyResponse, error) {
+				return c.GetPolicy(ctx, &registryv1.GetPolicyRequest{TenantId: a[0]})
+			})
+			if err != nil {
+				return err
+			}
+			p := resp.GetPolicy()
+			return e.output(resp, func(w *tabwriter.Writer) {
+				fmt.Fprintf(w, "tenant\t%s\npolicy epoch\t%d\nregistry revision\t%d\n\n", p.GetTenantId(), p.GetPolicyEpoch(), resp.GetRevision())
+				fmt.Fprintln(w, "GRANT TO\tSCOPES\tAUDIENCE CLASSES\tUPDATED")
+				for _, g := range p.GetGrants() {
+					who := g.GetSubject()
+					if g.GetGroup() != "" {
+						who = "group:" + g.GetGroup()
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", who, orDash(strings.Join(g.GetScopes(), ",")),
+						orDash(strings.Join(g.GetAudienceClasses(), ",")), when(g.GetUpdatedAt()))
+				}
+				fmt.Fprintln(w, "\nAUDIENCE CLASS\tSERVERS\tVERSION")
+				for _, ac := range p.GetAudienceClasses() {
+					fmt.Fprintf(w, "%s\t%s\t%d\n", ac.GetName(), classServers(ac), ac.GetVersion())
+				}
+			})
+		},
+	}
+}
+
+// audienceListCommand is `toolcrib audience list`.
+func audienceListCommand(e *env) *cobra.Command {
+	var tenantFilter, serverFilter string
+	return withFlags(&cobra.Command{
+		Use:   "list",
+		Short: "list audience classes (--tenant and --server filter)",
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
+			if err := needArgs(a, 0, "no arguments"); err != nil {
+				return err
+			}
+			resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.ListAudienceClassesResponse, error) {
+				return c.ListAudienceClasses(ctx, &registryv1.ListAudienceClassesRequest{TenantId: tenantFilter, ServerId: serverFilter, PageSize: 1000})
+			})
+			if err != nil {
+				return err
+			}
+			return e.output(resp, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "CLASS\tTENANT\tSERVERS\tVERSION")
+				for _, ac := range resp.GetAudienceClasses() {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%d\n", ac.GetName(), ac.GetTenantId(), classServers(ac), ac.GetVersion())
+				}
+			})
+		},
+	}, func(fs *pflag.FlagSet) {
+		fs.StringVar(&tenantFilter, "tenant", "", "only classes of this tenant")
+		fs.StringVar(&serverFilter, "server", "", "only classes reading this server")
+	})
+}
+
+// audiencePutCommand is `toolcrib audience put`.
+func audiencePutCommand(e *env) *cobra.Command {
+	var description string
+	var servers listFlag
+	var version int64
+	return withFlags(&cobra.Command{
+		Use: "put <tenant-id>.<class>",
+		Short: "create or update an audience class (admin): the servers it reads, each with a secret reference " +
+			"(env:NAME or file:/path) for the upstream credential; bumps the tenant's policy epoch",
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
+			if err := needArgs(a, 1, "<tenant-id>.<class>"); err != nil {
+				return err
+			}
+			tenant, _, _ := strings.Cut(a[0], ".")
+			ac := &registryv1.AudienceClass{Name: a[0], TenantId: tenant, Description: description}
+			for _, s := range servers {
+				id, ref, _ := strings.Cut(s, "=")
+				ac.Servers = append(ac.Servers, &registryv1.AudienceServer{ServerId: id, SecretRef: ref})
+			}
+			put := func(v int64) (*registryv1.PutAudienceClassResponse, error) {
+				return callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.PutAudienceClassResponse, error) {
+					return c.PutAudienceClass(ctx, &registryv1.PutAudienceClassRequest{AudienceClass: ac, ExpectedVersion: v})
+				})
+			}
+			resp, err := put(version)
+			if status.Code(err) == codes.AlreadyExists && version == 0 {
+				// Without --version an existing class is updated from the
+				// version read now; --version keeps the compare-and-set.
+				cur, gerr := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.GetAudienceClassResponse, error) {
+					return c.GetAudienceClass(ctx, &registryv1.GetAudienceClassRequest{Name: a[0]})
+				})
+				if gerr != nil {
+					return gerr
+				}
+				read := cur.GetAudienceClass().GetVersion()
+				if resp, err = put(read); err == nil {
+					fmt.Fprintf(e.stderr, "toolcrib: %s existed at version %d; updated it (servers and description replaced by these)\n", a[0], read)
+				}
+			}
+			if err != nil {
+				return err
+			}
+			return e.output(resp, func(w *tabwriter.Writer) {
+				printAudienceClass(w, resp.GetAudienceClass())
+				fmt.Fprintf(w, "policy epoch\t%d\n", resp.GetPolicyEpoch())
+			})
+		},
+	}, func(fs *pflag.FlagSet) {
+		fs.Var(&servers, "server", "a server the class reads: <server-id> or <server-id>=<secret-ref> (repeat for several)")
+		fs.StringVar(&description, "description", "", "free text")
+		fs.Int64Var(&version, "version", 0, "the version you read, to update only if nobody changed it since (a stale one is refused); "+
+			"0 creates the class, or updates an existing one from its current version")
+	})
+}
+
+// tenantPutCommand is `toolcrib tenant put`.
+func tenantPutCommand(e *env) *cobra.Command {
+	var displayName string
+	return withFlags(&cobra.Command{
+		Use:   "put <tenant-id>",
+		Short: "create a tenant (at policy epoch 1) or change its display name (admin)",
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
+			if err := needArgs(a, 1, "<tenant-id>"); err != nil {
+				return err
+			}
+			resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.PutTenantResponse, error) {
+				return c.PutTenant(ctx, &registryv1.PutTenantRequest{Tenant: &registryv1.Tenant{TenantId: a[0], DisplayName: displayName}})
+			})
+			if err != nil {
+				return err
+			}
+			return e.output(resp, func(w *tabwriter.Writer) {
+				fmt.Fprintf(w, "tenant\t%s\npolicy epoch\t%d\n", resp.GetTenant().GetTenantId(), resp.GetTenant().GetPolicyEpoch())
+			})
+		},
+	}, func(fs *pflag.FlagSet) { fs.StringVar(&displayName, "display-name", "", "human-readable name") })
+}
+
+// serverGroup is `toolcrib server …`.
+func serverGroup(e *env) *cobra.Command {
+	return group("server", "register, list, show and delete MCP servers",
+		serverRegisterCommand(e), serverListCommand(e), serverShowCommand(e), serverDeleteCommand(e))
+}
+
+// tenantGroup is `toolcrib tenant …`.
+func tenantGroup(e *env) *cobra.Command {
+	return group("tenant", "create tenants", tenantPutCommand(e))
+}
+
+// audienceGroup is `toolcrib audience …`.
+func audienceGroup(e *env) *cobra.Command {
+	return group("audience", "audience classes: which servers a tenant's agents read, with which credential",
+		audiencePutCommand(e), audienceListCommand(e))
+}
+
+// policyGroup is `toolcrib policy …`.
+func policyGroup(e *env) *cobra.Command {
+	return group("policy", "a tenant's policy: epoch, grants and audience classes", policyShowCommand(e))
+}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -182,16 +183,37 @@ required_evidence: [shipment_id, updated_at]
 	}
 }
 
-// Every registry command has help text naming its flags.
-func TestRegistryCommandsHaveHelp(t *testing.T) {
-	for _, c := range registryCommands() {
-		var out bytes.Buffer
-		if err := run(context.Background(), append([]string{"help"}, strings.Fields(c.name)...), &out, &out); err != nil {
-			t.Fatal(err)
+// Every command, group or not, has help text: `--help` and `help <command>`
+// print its usage line and summary on stdout and exit 0.
+func TestEveryCommandHasHelp(t *testing.T) {
+	root, err := newRoot(&env{}, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walk func(c *cobra.Command)
+	n := 0
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			walk(sub)
 		}
-		if !strings.HasPrefix(out.String(), "Usage: toolcrib "+c.name) || !strings.Contains(out.String(), c.summary) || c.summary == "" {
-			t.Errorf("help of %q:\n%s", c.name, out.String())
+		if c == root || c.Name() == "help" || c.Name() == "completion" && c.Parent() == root || c.Parent() != nil && c.Parent().Name() == "completion" {
+			return
 		}
+		n++
+		path := strings.Fields(c.CommandPath())[1:]
+		for _, args := range [][]string{append(append([]string{}, path...), "--help"), append([]string{"help"}, path...)} {
+			var out, errOut bytes.Buffer
+			if err := run(context.Background(), args, &out, &errOut); err != nil || errOut.Len() != 0 {
+				t.Fatalf("toolcrib %s: %v %s", strings.Join(args, " "), err, errOut.String())
+			}
+			if !strings.HasPrefix(out.String(), "Usage: "+c.CommandPath()) || c.Short == "" || !strings.Contains(out.String(), c.Short) {
+				t.Errorf("help of %q:\n%s", c.CommandPath(), out.String())
+			}
+		}
+	}
+	walk(root)
+	if n < 50 {
+		t.Fatalf("%d commands walked, want every one (more than 50)", n)
 	}
 	var out bytes.Buffer
 	_ = run(context.Background(), []string{"help", "tool", "approve"}, &out, &out)

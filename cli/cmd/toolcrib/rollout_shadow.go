@@ -5,13 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
@@ -190,136 +191,156 @@ func printComparison(w io.Writer, resp *discoveryv1.GetRunComparisonResponse) {
 	}
 }
 
-func shadowCommands() []command {
-	var (
-		server, class, file, reason string
-		run                         string
-		generation, expected        int64
-		jsonOut                     bool
-	)
-	pairFlags := func(fs *flag.FlagSet) {
-		fs.StringVar(&server, "server", "", "server id")
-		fs.StringVar(&class, "class", "", "audience class")
-		fs.BoolVar(&jsonOut, "json", false, "print the result as JSON (as the global --json)")
+// pairFlags are the flags naming a (server, audience class) pair, and a
+// local --json.
+func pairFlags(fs *pflag.FlagSet, server, class *string, jsonOut *bool) {
+	fs.StringVar(server, "server", "", "server id")
+	fs.StringVar(class, "class", "", "audience class")
+	fs.BoolVar(jsonOut, "json", false, "print the result as JSON (as the global --json)")
+}
+
+// rolloutDiffCommand is `toolcrib rollout diff`.
+func rolloutDiffCommand(e *env) *cobra.Command {
+	var server, class string
+	var run string
+	var generation int64
+	var jsonOut bool
+	return withFlags(&cobra.Command{
+		Use: "diff [<server-id> <audience-class>]",
+		Short: "show a proven generation's missing, extra and changed tools against the static tool list and against the previous " +
+			"generation, as stored with the run that proved it (the newest, or --generation, or --run)",
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
+			req := &discoveryv1.GetRunComparisonRequest{RunId: run}
+			var s, c string
+			switch {
+			case run != "" && generation != 0:
+				return errors.New("give --run or --generation, not both")
+			case run != "" && len(a) == 0 && server == "" && class == "":
+			default:
+				var err error
+				if s, c, err = pairFrom(server, class, a); err != nil {
+					return err
+				}
+				if run == "" {
+					req.ServerId, req.AudienceClass, req.Generation = s, c, generation
+				}
+			}
+			e.asJSON = e.asJSON || jsonOut
+			resp, err := callDiscovery(ctx, e, func(ctx context.Context, cl discoveryv1.DiscoveryServiceClient) (*discoveryv1.GetRunComparisonResponse, error) {
+				return cl.GetRunComparison(ctx, req)
+			})
+			if err != nil {
+				return err
+			}
+			if got := resp.GetComparison(); s != "" && (got.GetServerId() != s || got.GetAudienceClass() != c) {
+				return fmt.Errorf("run %s is a run of %s/%s, not %s/%s", run, got.GetServerId(), got.GetAudienceClass(), s, c)
+			}
+			return e.output(resp, func(w *tabwriter.Writer) { printComparison(w, resp) })
+		},
+	}, func(fs *pflag.FlagSet) {
+		pairFlags(fs, &server, &class, &jsonOut)
+		fs.StringVar(&run, "run", "", "the comparison of this run (a run id; the pair flags are then optional)")
+		fs.Int64Var(&generation, "generation", 0, "the newest comparison of this generation; 0 for the newest of any")
+	})
+}
+
+// rolloutStaticShowCommand is `toolcrib rollout static show`.
+func rolloutStaticShowCommand(e *env) *cobra.Command {
+	var server, class string
+	var jsonOut bool
+	return withFlags(&cobra.Command{
+		Use:   "show [<server-id> <audience-class>]",
+		Short: "show the static tool list attached to a server for an audience class",
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
+			s, c, err := pairFrom(server, class, a)
+			if err != nil {
+				return err
+			}
+			e.asJSON = e.asJSON || jsonOut
+			resp, err := callDiscovery(ctx, e, func(ctx context.Context, cl discoveryv1.DiscoveryServiceClient) (*discoveryv1.GetStaticToolListResponse, error) {
+				return cl.GetStaticToolList(ctx, &discoveryv1.GetStaticToolListRequest{ServerId: s, AudienceClass: c})
+			})
+			if err != nil {
+				return err
+			}
+			return e.output(resp, func(w *tabwriter.Writer) { printStaticList(w, resp.GetList()) })
+		},
+	}, func(fs *pflag.FlagSet) { pairFlags(fs, &server, &class, &jsonOut) })
+}
+
+// rolloutStaticSetCommand is `toolcrib rollout static set`.
+func rolloutStaticSetCommand(e *env) *cobra.Command {
+	var server, class, file, reason string
+	var expected int64
+	var jsonOut bool
+	return withFlags(&cobra.Command{
+		Use: "set [<server-id> <audience-class>]",
+		Short: "attach the static tool list in use today to a server for an audience class (admin or the server's owner), " +
+			"from a YAML or JSON file; it replaces the stored list whole",
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
+			req, err := staticListRequest(file, server, class, reason, expected, a)
+			if err != nil {
+				return err
+			}
+			e.asJSON = e.asJSON || jsonOut
+			resp, err := callDiscovery(ctx, e, func(ctx context.Context, cl discoveryv1.DiscoveryServiceClient) (*discoveryv1.SetStaticToolListResponse, error) {
+				return cl.SetStaticToolList(ctx, req)
+			})
+			if err != nil {
+				return err
+			}
+			return e.output(resp, func(w *tabwriter.Writer) { printStaticList(w, resp.GetList()) })
+		},
+	}, func(fs *pflag.FlagSet) {
+		pairFlags(fs, &server, &class, &jsonOut)
+		fs.StringVarP(&file, "file", "f", "", "the list file, YAML or JSON (required): server, audience_class, reason, tools "+
+			"(each a name, or {name, descriptor_digest} or {name, input_schema})")
+		fs.StringVar(&reason, "reason", "", "why (recorded); overrides the file's reason")
+		fs.Int64Var(&expected, "version", 0, "the version you read, to replace only that one; 0 skips the check")
+	})
+}
+
+// staticListRequest reads the list file of `rollout static set` and names
+// its pair: the arguments, else --server and --class, else the file's; the
+// file may not name another pair. --reason overrides the file's reason.
+func staticListRequest(file, server, class, reason string, expected int64, a []string) (*discoveryv1.SetStaticToolListRequest, error) {
+	if file == "" {
+		return nil, errors.New("-f <file> is required")
 	}
-	return []command{
-		{
-			name: "rollout static set",
-			args: "[<server-id> <audience-class>]",
-			summary: "attach the static tool list in use today to a server for an audience class (admin or the server's owner), " +
-				"from a YAML or JSON file; it replaces the stored list whole",
-			flags: func(fs *flag.FlagSet) {
-				pairFlags(fs)
-				fs.StringVar(&file, "f", "", "the list file, YAML or JSON (required): server, audience_class, reason, tools "+
-					"(each a name, or {name, descriptor_digest} or {name, input_schema})")
-				fs.StringVar(&reason, "reason", "", "why (recorded); overrides the file's reason")
-				fs.Int64Var(&expected, "version", 0, "the version you read, to replace only that one; 0 skips the check")
-			},
-			run: func(ctx context.Context, e *env, a []string) error {
-				if file == "" {
-					return errors.New("-f <file> is required")
-				}
-				b, err := os.ReadFile(file)
-				if err != nil {
-					return err
-				}
-				f, err := parseStaticFile(b)
-				if err != nil {
-					return fmt.Errorf("%s: %w", file, err)
-				}
-				s, c := server, class
-				if len(a) == 0 {
-					if s == "" {
-						s = f.Server
-					}
-					if c == "" {
-						c = f.AudienceClass
-					}
-				}
-				s, c, err = pairFrom(s, c, a)
-				if err != nil {
-					return fmt.Errorf("%w, or server and audience_class in the file", err)
-				}
-				if (f.Server != "" && f.Server != s) || (f.AudienceClass != "" && f.AudienceClass != c) {
-					return fmt.Errorf("%s names %s/%s, not %s/%s", file, safeText(f.Server), safeText(f.AudienceClass), s, c)
-				}
-				tools, err := f.toProto()
-				if err != nil {
-					return fmt.Errorf("%s: %w", file, err)
-				}
-				why := f.Reason
-				if reason != "" {
-					why = reason
-				}
-				e.asJSON = e.asJSON || jsonOut
-				resp, err := callDiscovery(ctx, e, func(ctx context.Context, cl discoveryv1.DiscoveryServiceClient) (*discoveryv1.SetStaticToolListResponse, error) {
-					return cl.SetStaticToolList(ctx, &discoveryv1.SetStaticToolListRequest{ServerId: s, AudienceClass: c, Tools: tools,
-						ExpectedVersion: expected, Reason: why})
-				})
-				if err != nil {
-					return err
-				}
-				return e.output(resp, func(w *tabwriter.Writer) { printStaticList(w, resp.GetList()) })
-			},
-		},
-		{
-			name:    "rollout static show",
-			args:    "[<server-id> <audience-class>]",
-			summary: "show the static tool list attached to a server for an audience class",
-			flags:   pairFlags,
-			run: func(ctx context.Context, e *env, a []string) error {
-				s, c, err := pairFrom(server, class, a)
-				if err != nil {
-					return err
-				}
-				e.asJSON = e.asJSON || jsonOut
-				resp, err := callDiscovery(ctx, e, func(ctx context.Context, cl discoveryv1.DiscoveryServiceClient) (*discoveryv1.GetStaticToolListResponse, error) {
-					return cl.GetStaticToolList(ctx, &discoveryv1.GetStaticToolListRequest{ServerId: s, AudienceClass: c})
-				})
-				if err != nil {
-					return err
-				}
-				return e.output(resp, func(w *tabwriter.Writer) { printStaticList(w, resp.GetList()) })
-			},
-		},
-		{
-			name: "rollout diff",
-			args: "[<server-id> <audience-class>]",
-			summary: "show a proven generation's missing, extra and changed tools against the static tool list and against the previous " +
-				"generation, as stored with the run that proved it (the newest, or --generation, or --run)",
-			flags: func(fs *flag.FlagSet) {
-				pairFlags(fs)
-				fs.StringVar(&run, "run", "", "the comparison of this run (a run id; the pair flags are then optional)")
-				fs.Int64Var(&generation, "generation", 0, "the newest comparison of this generation; 0 for the newest of any")
-			},
-			run: func(ctx context.Context, e *env, a []string) error {
-				req := &discoveryv1.GetRunComparisonRequest{RunId: run}
-				var s, c string
-				switch {
-				case run != "" && generation != 0:
-					return errors.New("give --run or --generation, not both")
-				case run != "" && len(a) == 0 && server == "" && class == "":
-				default:
-					var err error
-					if s, c, err = pairFrom(server, class, a); err != nil {
-						return err
-					}
-					if run == "" {
-						req.ServerId, req.AudienceClass, req.Generation = s, c, generation
-					}
-				}
-				e.asJSON = e.asJSON || jsonOut
-				resp, err := callDiscovery(ctx, e, func(ctx context.Context, cl discoveryv1.DiscoveryServiceClient) (*discoveryv1.GetRunComparisonResponse, error) {
-					return cl.GetRunComparison(ctx, req)
-				})
-				if err != nil {
-					return err
-				}
-				if got := resp.GetComparison(); s != "" && (got.GetServerId() != s || got.GetAudienceClass() != c) {
-					return fmt.Errorf("run %s is a run of %s/%s, not %s/%s", run, got.GetServerId(), got.GetAudienceClass(), s, c)
-				}
-				return e.output(resp, func(w *tabwriter.Writer) { printComparison(w, resp) })
-			},
-		},
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
 	}
+	f, err := parseStaticFile(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	s, c := server, class
+	if len(a) == 0 {
+		if s == "" {
+			s = f.Server
+		}
+		if c == "" {
+			c = f.AudienceClass
+		}
+	}
+	s, c, err = pairFrom(s, c, a)
+	if err != nil {
+		return nil, fmt.Errorf("%w, or server and audience_class in the file", err)
+	}
+	if (f.Server != "" && f.Server != s) || (f.AudienceClass != "" && f.AudienceClass != c) {
+		return nil, fmt.Errorf("%s names %s/%s, not %s/%s", file, safeText(f.Server), safeText(f.AudienceClass), s, c)
+	}
+	tools, err := f.toProto()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	why := f.Reason
+	if reason != "" {
+		why = reason
+	}
+	return &discoveryv1.SetStaticToolListRequest{ServerId: s, AudienceClass: c, Tools: tools, ExpectedVersion: expected, Reason: why}, nil
 }

@@ -2,13 +2,14 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/proto"
 
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
@@ -67,121 +68,130 @@ func printStage(w io.Writer, st *registryv1.RolloutStage) {
 	}
 }
 
-func rolloutCommands() []command {
-	var (
-		stage, reason, tenantFilter, serverFilter string
-		percent                                   string
-		effects                                   listFlag
-		version                                   int64
-	)
-	pair := func(a []string) error { return needArgs(a, 2, "<server-id> <audience-class>") }
-	return append(shadowCommands(), []command{
-		{
-			name: "rollout set",
-			args: "<server-id> <audience-class>",
-			summary: "set the rollout stage of a server for an audience class (admin or the server's owner): " +
-				"shadow, canary (--percent of runs, default 5; --effects, default read-only) or full; bumps the tenant's policy epoch",
-			flags: func(fs *flag.FlagSet) {
-				fs.StringVar(&stage, "stage", "", "shadow, canary or full (required)")
-				fs.StringVar(&percent, "percent", "", "canary: the share of runs admitted, 0..100 (default 5)")
-				fs.Var(&effects, "effects", "canary: effect classes admitted, e.g. read-only,write (default read-only)")
-				fs.StringVar(&reason, "reason", "", "why (required; recorded in the history)")
-				fs.Int64Var(&version, "version", 0, "the version you read, to change only if nobody changed it since; 0 skips the check")
-			},
-			run: func(ctx context.Context, e *env, a []string) error {
-				if err := pair(a); err != nil {
-					return err
-				}
-				st, err := parseStage(stage)
+// pairArgs checks for the two arguments naming a (server, audience class)
+// pair.
+func pairArgs(a []string) error { return needArgs(a, 2, "<server-id> <audience-class>") }
+
+// rolloutSetCommand is `toolcrib rollout set`.
+func rolloutSetCommand(e *env) *cobra.Command {
+	var stage string
+	var reason string
+	var percent string
+	var effects listFlag
+	var version int64
+	return withFlags(&cobra.Command{
+		Use: "set <server-id> <audience-class>",
+		Short: "set the rollout stage of a server for an audience class (admin or the server's owner): " +
+			"shadow, canary (--percent of runs, default 5; --effects, default read-only) or full; bumps the tenant's policy epoch",
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
+			if err := pairArgs(a); err != nil {
+				return err
+			}
+			st, err := parseStage(stage)
+			if err != nil {
+				return err
+			}
+			eff, err := parseEffects(effects)
+			if err != nil {
+				return err
+			}
+			req := &registryv1.SetRolloutStageRequest{ServerId: a[0], AudienceClass: a[1], Stage: st, CanaryEffects: eff,
+				Reason: reason, ExpectedVersion: version}
+			if percent != "" {
+				n, err := strconv.ParseInt(strings.TrimSuffix(percent, "%"), 10, 32)
 				if err != nil {
-					return err
+					return fmt.Errorf("--percent %q: not a number", percent)
 				}
-				eff, err := parseEffects(effects)
-				if err != nil {
-					return err
+				req.CanaryPercent = proto.Int32(int32(n))
+			}
+			resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.SetRolloutStageResponse, error) {
+				return c.SetRolloutStage(ctx, req)
+			})
+			if err != nil {
+				return err
+			}
+			return e.output(resp, func(w *tabwriter.Writer) {
+				printStage(w, resp.GetRolloutStage())
+				if !resp.GetChanged() {
+					fmt.Fprintf(w, "changed\tno: already at this stage\n")
 				}
-				req := &registryv1.SetRolloutStageRequest{ServerId: a[0], AudienceClass: a[1], Stage: st, CanaryEffects: eff,
-					Reason: reason, ExpectedVersion: version}
-				if percent != "" {
-					n, err := strconv.ParseInt(strings.TrimSuffix(percent, "%"), 10, 32)
-					if err != nil {
-						return fmt.Errorf("--percent %q: not a number", percent)
-					}
-					req.CanaryPercent = proto.Int32(int32(n))
-				}
-				resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.SetRolloutStageResponse, error) {
-					return c.SetRolloutStage(ctx, req)
-				})
-				if err != nil {
-					return err
-				}
-				return e.output(resp, func(w *tabwriter.Writer) {
-					printStage(w, resp.GetRolloutStage())
-					if !resp.GetChanged() {
-						fmt.Fprintf(w, "changed\tno: already at this stage\n")
-					}
-					fmt.Fprintf(w, "policy epoch\t%d\n", resp.GetPolicyEpoch())
-				})
-			},
+				fmt.Fprintf(w, "policy epoch\t%d\n", resp.GetPolicyEpoch())
+			})
 		},
-		{
-			name:    "rollout show",
-			args:    "[<server-id> <audience-class>]",
-			summary: "show the rollout stage of one pair, or list every pair (--tenant and --server filter)",
-			flags: func(fs *flag.FlagSet) {
-				fs.StringVar(&tenantFilter, "tenant", "", "list: only this tenant's classes")
-				fs.StringVar(&serverFilter, "server", "", "list: only this server")
-			},
-			run: func(ctx context.Context, e *env, a []string) error {
-				if len(a) == 2 {
-					resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.GetRolloutStageResponse, error) {
-						return c.GetRolloutStage(ctx, &registryv1.GetRolloutStageRequest{ServerId: a[0], AudienceClass: a[1]})
-					})
-					if err != nil {
-						return err
-					}
-					return e.output(resp, func(w *tabwriter.Writer) { printStage(w, resp.GetRolloutStage()) })
-				}
-				if err := needArgs(a, 0, "no arguments, or <server-id> <audience-class>"); err != nil {
-					return err
-				}
-				list, err := listStages(ctx, e, &registryv1.ListRolloutStagesRequest{TenantId: tenantFilter, ServerId: serverFilter})
-				if err != nil {
-					return err
-				}
-				return e.output(&registryv1.ListRolloutStagesResponse{RolloutStages: list}, func(w *tabwriter.Writer) {
-					fmt.Fprintln(w, "AUDIENCE CLASS\tSERVER\tSTAGE\tVERSION\tREASON")
-					for _, st := range list {
-						fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", st.GetAudienceClass(), st.GetServerId(), stageText(st), st.GetVersion(), orDash(safeText(st.GetReason())))
-					}
-				})
-			},
-		},
-		{
-			name:    "rollout history",
-			args:    "<server-id> <audience-class>",
-			summary: "show every stage a server was set to for an audience class, oldest first, with reasons",
-			run: func(ctx context.Context, e *env, a []string) error {
-				if err := pair(a); err != nil {
-					return err
-				}
+	}, func(fs *pflag.FlagSet) {
+		fs.StringVar(&stage, "stage", "", "shadow, canary or full (required)")
+		fs.StringVar(&percent, "percent", "", "canary: the share of runs admitted, 0..100 (default 5)")
+		fs.Var(&effects, "effects", "canary: effect classes admitted, e.g. read-only,write (default read-only)")
+		fs.StringVar(&reason, "reason", "", "why (required; recorded in the history)")
+		fs.Int64Var(&version, "version", 0, "the version you read, to change only if nobody changed it since; 0 skips the check")
+	})
+}
+
+// rolloutShowCommand is `toolcrib rollout show`.
+func rolloutShowCommand(e *env) *cobra.Command {
+	var tenantFilter string
+	var serverFilter string
+	return withFlags(&cobra.Command{
+		Use:   "show [<server-id> <audience-class>]",
+		Short: "show the rollout stage of one pair, or list every pair (--tenant and --server filter)",
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
+			if len(a) == 2 {
 				resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.GetRolloutStageResponse, error) {
-					return c.GetRolloutStage(ctx, &registryv1.GetRolloutStageRequest{ServerId: a[0], AudienceClass: a[1], IncludeHistory: true})
+					return c.GetRolloutStage(ctx, &registryv1.GetRolloutStageRequest{ServerId: a[0], AudienceClass: a[1]})
 				})
 				if err != nil {
 					return err
 				}
-				return e.output(resp, func(w *tabwriter.Writer) {
-					fmt.Fprintf(w, "now\t%s\n\n", stageText(resp.GetRolloutStage()))
-					fmt.Fprintln(w, "VERSION\tEPOCH\tSTAGE\tBY\tAT\tREASON")
-					for _, h := range resp.GetHistory() {
-						fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\n", h.GetVersion(), h.GetPolicyEpoch(), stageText(h), h.GetChangedBy(),
-							when(h.GetUpdatedAt()), safeText(h.GetReason()))
-					}
-				})
-			},
+				return e.output(resp, func(w *tabwriter.Writer) { printStage(w, resp.GetRolloutStage()) })
+			}
+			if err := needArgs(a, 0, "no arguments, or <server-id> <audience-class>"); err != nil {
+				return err
+			}
+			list, err := listStages(ctx, e, &registryv1.ListRolloutStagesRequest{TenantId: tenantFilter, ServerId: serverFilter})
+			if err != nil {
+				return err
+			}
+			return e.output(&registryv1.ListRolloutStagesResponse{RolloutStages: list}, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "AUDIENCE CLASS\tSERVER\tSTAGE\tVERSION\tREASON")
+				for _, st := range list {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", st.GetAudienceClass(), st.GetServerId(), stageText(st), st.GetVersion(), orDash(safeText(st.GetReason())))
+				}
+			})
 		},
-	}...)
+	}, func(fs *pflag.FlagSet) {
+		fs.StringVar(&tenantFilter, "tenant", "", "list: only this tenant's classes")
+		fs.StringVar(&serverFilter, "server", "", "list: only this server")
+	})
+}
+
+// rolloutHistoryCommand is `toolcrib rollout history`.
+func rolloutHistoryCommand(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "history <server-id> <audience-class>",
+		Short: "show every stage a server was set to for an audience class, oldest first, with reasons",
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
+			if err := pairArgs(a); err != nil {
+				return err
+			}
+			resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.GetRolloutStageResponse, error) {
+				return c.GetRolloutStage(ctx, &registryv1.GetRolloutStageRequest{ServerId: a[0], AudienceClass: a[1], IncludeHistory: true})
+			})
+			if err != nil {
+				return err
+			}
+			return e.output(resp, func(w *tabwriter.Writer) {
+				fmt.Fprintf(w, "now\t%s\n\n", stageText(resp.GetRolloutStage()))
+				fmt.Fprintln(w, "VERSION\tEPOCH\tSTAGE\tBY\tAT\tREASON")
+				for _, h := range resp.GetHistory() {
+					fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\n", h.GetVersion(), h.GetPolicyEpoch(), stageText(h), h.GetChangedBy(),
+						when(h.GetUpdatedAt()), safeText(h.GetReason()))
+				}
+			})
+		},
+	}
 }
 
 // listStages reads every page of ListRolloutStages.
@@ -201,4 +211,14 @@ func listStages(ctx context.Context, e *env, req *registryv1.ListRolloutStagesRe
 		}
 		req.PageToken = resp.GetNextPageToken()
 	}
+}
+
+// rolloutGroup is `toolcrib rollout …`: stages (this file), the static
+// list and the diff (rollout_shadow.go), the guard (rollout_guard.go).
+func rolloutGroup(e *env) *cobra.Command {
+	return group("rollout", "roll a server out to an audience class: shadow, canary, full; the static list, the diff and the guard",
+		rolloutSetCommand(e), rolloutShowCommand(e), rolloutHistoryCommand(e),
+		group("static", "the static tool list in use today, compared with what discovery proves",
+			rolloutStaticSetCommand(e), rolloutStaticShowCommand(e)),
+		rolloutDiffCommand(e), rolloutActionsCommand(e), rolloutResumeCommand(e))
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/proto"
 
@@ -93,14 +94,14 @@ func (f contractFile) toProto(tool string) (*registryv1.ToolContract, error) {
 // override the file's values.
 type overrides map[string]func(*contractFile)
 
-func (o overrides) str(fs *flag.FlagSet, name, usage string, apply func(*contractFile, string)) {
+func (o overrides) str(fs *pflag.FlagSet, name, usage string, apply func(*contractFile, string)) {
 	fs.Func(name, usage, func(v string) error {
 		o[name] = func(f *contractFile) { apply(f, v) }
 		return nil
 	})
 }
 
-func (o overrides) num(fs *flag.FlagSet, name, usage string, apply func(*contractFile, int32)) {
+func (o overrides) num(fs *pflag.FlagSet, name, usage string, apply func(*contractFile, int32)) {
 	fs.Func(name, usage, func(v string) error {
 		n, err := strconv.ParseInt(v, 10, 32)
 		if err != nil {
@@ -111,7 +112,7 @@ func (o overrides) num(fs *flag.FlagSet, name, usage string, apply func(*contrac
 	})
 }
 
-func (o overrides) num64(fs *flag.FlagSet, name, usage string, apply func(*contractFile, int64)) {
+func (o overrides) num64(fs *pflag.FlagSet, name, usage string, apply func(*contractFile, int64)) {
 	fs.Func(name, usage, func(v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
@@ -122,7 +123,7 @@ func (o overrides) num64(fs *flag.FlagSet, name, usage string, apply func(*contr
 	})
 }
 
-func (o overrides) list(fs *flag.FlagSet, name, usage string, apply func(*contractFile, []string)) {
+func (o overrides) list(fs *pflag.FlagSet, name, usage string, apply func(*contractFile, []string)) {
 	var l listFlag
 	fs.Func(name, usage, func(v string) error {
 		if err := l.Set(v); err != nil {
@@ -133,47 +134,16 @@ func (o overrides) list(fs *flag.FlagSet, name, usage string, apply func(*contra
 	})
 }
 
-func contractCommand() command {
+// contractCommand is `toolcrib contract publish`.
+func contractCommand(e *env) *cobra.Command {
 	var file string
 	set := overrides{}
-	return command{
-		name: "contract publish",
-		args: "<tool-id>",
-		summary: "publish a contract for a discovered tool (its owner or an admin), from --file (YAML or JSON) and/or flags; " +
+	return withFlags(&cobra.Command{
+		Use: "publish <tool-id>",
+		Short: "publish a contract for a discovered tool (its owner or an admin), from --file (YAML or JSON) and/or flags; " +
 			"flags override the file. The tool becomes unreviewed until its new approval digest is approved",
-		flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&file, "file", "", "contract file, YAML or JSON, with the keys of the flags below (tool_id, effect, scope, "+
-				"authorization, deadline_ms, confirmation, allowed_fields, required_evidence, result_budget_bytes, downstream_mapping{destination, "+
-				"operation, identity}, data_policy{classification, personal_data, retention_days})")
-			set.str(fs, "effect", "effect class: read-only, reservation, write or destructive", func(f *contractFile, v string) { f.Effect = v })
-			set.str(fs, "scope", "scope a caller must hold, e.g. shipment:read", func(f *contractFile, v string) { f.Scope = v })
-			set.str(fs, "authorization", "whose authority the call runs with: caller-and-tenant, caller or service",
-				func(f *contractFile, v string) { f.Authorization = v })
-			set.num(fs, "deadline-ms", "deadline of one call in milliseconds; 0 for the platform default",
-				func(f *contractFile, v int32) { f.DeadlineMS = v })
-			set.str(fs, "confirmation", "autonomous-allowed or always; empty for the default (WRITE and DESTRUCTIVE need it)",
-				func(f *contractFile, v string) { f.Confirmation = v })
-			set.list(fs, "allowed-fields", "result fields that may reach the agent (comma-separated or repeated); none means all",
-				func(f *contractFile, v []string) { f.AllowedFields = v })
-			set.list(fs, "required-evidence", "result fields a result must carry as evidence; must be allowed fields",
-				func(f *contractFile, v []string) { f.RequiredEvidence = v })
-			set.num64(fs, "result-budget", "largest result in bytes given to the model inline, 1024 to 67108864; larger ones go to the "+
-				"gateway's artifact store; 0 for the gateway's default", func(f *contractFile, v int64) { f.ResultBudgetBytes = v })
-			set.str(fs, "destination", "downstream system, e.g. shipments-api",
-				func(f *contractFile, v string) { f.DownstreamMapping.Destination = v })
-			set.str(fs, "operation", "downstream operation, e.g. 'GET /shipments/{id}'",
-				func(f *contractFile, v string) { f.DownstreamMapping.Operation = v })
-			set.str(fs, "identity", "identity presented downstream; empty for the caller's",
-				func(f *contractFile, v string) { f.DownstreamMapping.Identity = v })
-			set.str(fs, "classification", "data classification of results; empty means internal",
-				func(f *contractFile, v string) { f.DataPolicy.Classification = v })
-			set.str(fs, "personal-data", "true when results may contain personal data", func(f *contractFile, v string) {
-				f.DataPolicy.PersonalData, _ = strconv.ParseBool(v)
-			})
-			set.num(fs, "retention-days", "how long results may be kept, in days",
-				func(f *contractFile, v int32) { f.DataPolicy.RetentionDays = v })
-		},
-		run: func(ctx context.Context, e *env, a []string) error {
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
 			if err := needArgs(a, 1, "<tool-id>"); err != nil {
 				return err
 			}
@@ -206,7 +176,42 @@ func contractCommand() command {
 				}
 			})
 		},
-	}
+	}, func(fs *pflag.FlagSet) { contractFlags(fs, &file, set) })
+}
+
+// contractFlags are the flags of `contract publish`: --file, and one flag
+// per contract field, recorded in set to override the file's value.
+func contractFlags(fs *pflag.FlagSet, file *string, set overrides) {
+	fs.StringVar(file, "file", "", "contract file, YAML or JSON, with the keys of the flags below (tool_id, effect, scope, "+
+		"authorization, deadline_ms, confirmation, allowed_fields, required_evidence, result_budget_bytes, downstream_mapping{destination, "+
+		"operation, identity}, data_policy{classification, personal_data, retention_days})")
+	set.str(fs, "effect", "effect class: read-only, reservation, write or destructive", func(f *contractFile, v string) { f.Effect = v })
+	set.str(fs, "scope", "scope a caller must hold, e.g. shipment:read", func(f *contractFile, v string) { f.Scope = v })
+	set.str(fs, "authorization", "whose authority the call runs with: caller-and-tenant, caller or service",
+		func(f *contractFile, v string) { f.Authorization = v })
+	set.num(fs, "deadline-ms", "deadline of one call in milliseconds; 0 for the platform default",
+		func(f *contractFile, v int32) { f.DeadlineMS = v })
+	set.str(fs, "confirmation", "autonomous-allowed or always; empty for the default (WRITE and DESTRUCTIVE need it)",
+		func(f *contractFile, v string) { f.Confirmation = v })
+	set.list(fs, "allowed-fields", "result fields that may reach the agent (comma-separated or repeated); none means all",
+		func(f *contractFile, v []string) { f.AllowedFields = v })
+	set.list(fs, "required-evidence", "result fields a result must carry as evidence; must be allowed fields",
+		func(f *contractFile, v []string) { f.RequiredEvidence = v })
+	set.num64(fs, "result-budget", "largest result in bytes given to the model inline, 1024 to 67108864; larger ones go to the "+
+		"gateway's artifact store; 0 for the gateway's default", func(f *contractFile, v int64) { f.ResultBudgetBytes = v })
+	set.str(fs, "destination", "downstream system, e.g. shipments-api",
+		func(f *contractFile, v string) { f.DownstreamMapping.Destination = v })
+	set.str(fs, "operation", "downstream operation, e.g. 'GET /shipments/{id}'",
+		func(f *contractFile, v string) { f.DownstreamMapping.Operation = v })
+	set.str(fs, "identity", "identity presented downstream; empty for the caller's",
+		func(f *contractFile, v string) { f.DownstreamMapping.Identity = v })
+	set.str(fs, "classification", "data classification of results; empty means internal",
+		func(f *contractFile, v string) { f.DataPolicy.Classification = v })
+	set.str(fs, "personal-data", "true when results may contain personal data", func(f *contractFile, v string) {
+		f.DataPolicy.PersonalData, _ = strconv.ParseBool(v)
+	})
+	set.num(fs, "retention-days", "how long results may be kept, in days",
+		func(f *contractFile, v int32) { f.DataPolicy.RetentionDays = v })
 }
 
 // toolResponse is a response carrying the tool after a review action.
@@ -222,147 +227,6 @@ func toolAction(ctx context.Context, e *env, call func(context.Context, registry
 		return err
 	}
 	return e.output(resp, func(w *tabwriter.Writer) { printTool(w, resp.GetTool()) })
-}
-
-func toolCommands() []command {
-	var (
-		server, state, reason, comment string
-		noHistory                      bool
-	)
-	return []command{
-		contractCommand(),
-		{
-			name:    "tool list",
-			summary: "list tools, optionally of one server or in one review state (pending, unreviewed, approved)",
-			flags: func(fs *flag.FlagSet) {
-				fs.StringVar(&server, "server", "", "only tools of this server")
-				fs.StringVar(&state, "state", "", "only tools in this review state: pending (no contract), unreviewed or approved")
-			},
-			run: func(ctx context.Context, e *env, a []string) error {
-				if err := needArgs(a, 0, "no arguments"); err != nil {
-					return err
-				}
-				if state == "pending" {
-					state = "pending-contract"
-				}
-				st, err := parseEnum("--state", state, "REVIEW_STATE_", registryv1.ReviewState_value)
-				if err != nil {
-					return err
-				}
-				all := &registryv1.ListToolsResponse{}
-				for {
-					resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.ListToolsResponse, error) {
-						return c.ListTools(ctx, &registryv1.ListToolsRequest{ServerId: server, ReviewState: registryv1.ReviewState(st),
-							PageToken: all.GetNextPageToken()})
-					})
-					if err != nil {
-						return err
-					}
-					all.Tools, all.NextPageToken, all.Revision = append(all.Tools, resp.GetTools()...), resp.GetNextPageToken(), resp.GetRevision()
-					if all.NextPageToken == "" {
-						break
-					}
-				}
-				return e.output(all, func(w *tabwriter.Writer) {
-					fmt.Fprintln(w, "TOOL\tSTATE\tENABLED\tAT SOURCE\tCONTRACT\tAPPROVAL DIGEST\tVARIANTS APPROVED")
-					for _, t := range all.GetTools() {
-						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.GetToolId(), enumName(t.GetReviewState().String(), "REVIEW_STATE_"),
-							yesNo(t.GetEnabled()), yesNo(t.GetPresentAtSource()), contractVersion(t), orDash(t.GetApprovalDigest()),
-							variantsApproved(t))
-					}
-					fmt.Fprintf(w, "(%d tools, registry revision %d)\n", len(all.GetTools()), all.GetRevision())
-				})
-			},
-		},
-		{
-			name: "tool show",
-			args: "<tool-id>",
-			summary: "show a tool: its variants (which audience class sees which descriptor, with the exact approval digest to " +
-				"approve and the review state of each), its contract, approvals and history",
-			flags: func(fs *flag.FlagSet) { fs.BoolVar(&noHistory, "no-history", false, "leave out the history") },
-			run: func(ctx context.Context, e *env, a []string) error {
-				if err := needArgs(a, 1, "<tool-id>"); err != nil {
-					return err
-				}
-				resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.GetToolResponse, error) {
-					return c.GetTool(ctx, &registryv1.GetToolRequest{ToolId: a[0], IncludeHistory: !noHistory})
-				})
-				if err != nil {
-					return err
-				}
-				return e.output(resp, func(w *tabwriter.Writer) {
-					printTool(w, resp.GetTool())
-					if len(resp.GetHistory()) > 0 {
-						fmt.Fprintln(w, "\nREV\tAT\tEVENT\tBY\tCONTRACT\tAPPROVAL DIGEST\tDETAIL\tCLASS")
-						for _, h := range resp.GetHistory() {
-							fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.GetRevision(), when(h.GetAt()), h.GetKind(), h.GetActor(),
-								versionOrDash(h.GetContractVersion()), shortDigest(h.GetApprovalDigest()), orDash(safeText(h.GetDetail())),
-								orDash(h.GetAudienceClass()))
-						}
-					}
-				})
-			},
-		},
-		{
-			name:    "tool approve",
-			args:    "<tool-id> <approval-digest>",
-			summary: "approve the exact approval digest you reviewed (the tool's owner or an admin); a digest that is no longer current is refused",
-			flags:   func(fs *flag.FlagSet) { fs.StringVar(&comment, "comment", "", "your review note") },
-			run: func(ctx context.Context, e *env, a []string) error {
-				if err := needArgs(a, 2, "<tool-id> <approval-digest>"); err != nil {
-					return err
-				}
-				if !canonical.ValidDigest(a[1]) {
-					return incompleteDigest(ctx, e, a[0], a[1])
-				}
-				return toolAction(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (toolResponse, error) {
-					return c.ApproveTool(ctx, &registryv1.ApproveToolRequest{ToolId: a[0], ApprovalDigest: a[1], Comment: comment})
-				})
-			},
-		},
-		{
-			name:    "tool enable",
-			args:    "<tool-id>",
-			summary: "let admission allow calls to the tool's approved version (the tool's owner or an admin)",
-			run: func(ctx context.Context, e *env, a []string) error {
-				if err := needArgs(a, 1, "<tool-id>"); err != nil {
-					return err
-				}
-				return toolAction(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (toolResponse, error) {
-					return c.EnableTool(ctx, &registryv1.EnableToolRequest{ToolId: a[0]})
-				})
-			},
-		},
-		{
-			name:    "tool disable",
-			args:    "<tool-id>",
-			summary: "the kill switch: admission denies every call to the tool from the policy epoch this bumps to",
-			flags:   func(fs *flag.FlagSet) { fs.StringVar(&reason, "reason", "", "why; shown in history and decisions") },
-			run: func(ctx context.Context, e *env, a []string) error {
-				if err := needArgs(a, 1, "<tool-id>"); err != nil {
-					return err
-				}
-				return toolAction(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (toolResponse, error) {
-					return c.DisableTool(ctx, &registryv1.DisableToolRequest{ToolId: a[0], Reason: reason})
-				})
-			},
-		},
-		{
-			name: "tool rollback",
-			args: "<tool-id>",
-			summary: "go back to the last approved contract: an unreviewed contract is replaced by the newest approved one; " +
-				"an approved one has its approval withdrawn and the previous approval becomes current",
-			flags: func(fs *flag.FlagSet) { fs.StringVar(&reason, "reason", "", "why; recorded in history") },
-			run: func(ctx context.Context, e *env, a []string) error {
-				if err := needArgs(a, 1, "<tool-id>"); err != nil {
-					return err
-				}
-				return toolAction(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (toolResponse, error) {
-					return c.RollbackTool(ctx, &registryv1.RollbackToolRequest{ToolId: a[0], Reason: reason})
-				})
-			},
-		},
-	}
 }
 
 func contractVersion(t *registryv1.Tool) string {
@@ -559,4 +423,171 @@ func deadlineText(ms int32) string {
 		return "platform default"
 	}
 	return strconv.Itoa(int(ms)) + "ms"
+}
+
+// toolRollbackCommand is `toolcrib tool rollback`.
+func toolRollbackCommand(e *env) *cobra.Command {
+	var reason string
+	return withFlags(&cobra.Command{
+		Use: "rollback <tool-id>",
+		Short: "go back to the last approved contract: an unreviewed contract is replaced by the newest approved one; " +
+			"an approved one has its approval withdrawn and the previous approval becomes current",
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
+			if err := needArgs(a, 1, "<tool-id>"); err != nil {
+				return err
+			}
+			return toolAction(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (toolResponse, error) {
+				return c.RollbackTool(ctx, &registryv1.RollbackToolRequest{ToolId: a[0], Reason: reason})
+			})
+		},
+	}, func(fs *pflag.FlagSet) { fs.StringVar(&reason, "reason", "", "why; recorded in history") })
+}
+
+// toolDisableCommand is `toolcrib tool disable`.
+func toolDisableCommand(e *env) *cobra.Command {
+	var reason string
+	return withFlags(&cobra.Command{
+		Use:   "disable <tool-id>",
+		Short: "the kill switch: admission denies every call to the tool from the policy epoch this bumps to",
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
+			if err := needArgs(a, 1, "<tool-id>"); err != nil {
+				return err
+			}
+			return toolAction(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (toolResponse, error) {
+				return c.DisableTool(ctx, &registryv1.DisableToolRequest{ToolId: a[0], Reason: reason})
+			})
+		},
+	}, func(fs *pflag.FlagSet) { fs.StringVar(&reason, "reason", "", "why; shown in history and decisions") })
+}
+
+// toolEnableCommand is `toolcrib tool enable`.
+func toolEnableCommand(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "enable <tool-id>",
+		Short: "let admission allow calls to the tool's approved version (the tool's owner or an admin)",
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
+			if err := needArgs(a, 1, "<tool-id>"); err != nil {
+				return err
+			}
+			return toolAction(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (toolResponse, error) {
+				return c.EnableTool(ctx, &registryv1.EnableToolRequest{ToolId: a[0]})
+			})
+		},
+	}
+}
+
+// toolApproveCommand is `toolcrib tool approve`.
+func toolApproveCommand(e *env) *cobra.Command {
+	var comment string
+	return withFlags(&cobra.Command{
+		Use:   "approve <tool-id> <approval-digest>",
+		Short: "approve the exact approval digest you reviewed (the tool's owner or an admin); a digest that is no longer current is refused",
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
+			if err := needArgs(a, 2, "<tool-id> <approval-digest>"); err != nil {
+				return err
+			}
+			if !canonical.ValidDigest(a[1]) {
+				return incompleteDigest(ctx, e, a[0], a[1])
+			}
+			return toolAction(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (toolResponse, error) {
+				return c.ApproveTool(ctx, &registryv1.ApproveToolRequest{ToolId: a[0], ApprovalDigest: a[1], Comment: comment})
+			})
+		},
+	}, func(fs *pflag.FlagSet) { fs.StringVar(&comment, "comment", "", "your review note") })
+}
+
+// toolShowCommand is `toolcrib tool show`.
+func toolShowCommand(e *env) *cobra.Command {
+	var noHistory bool
+	return withFlags(&cobra.Command{
+		Use: "show <tool-id>",
+		Short: "show a tool: its variants (which audience class sees which descriptor, with the exact approval digest to " +
+			"approve and the review state of each), its contract, approvals and history",
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
+			if err := needArgs(a, 1, "<tool-id>"); err != nil {
+				return err
+			}
+			resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.GetToolResponse, error) {
+				return c.GetTool(ctx, &registryv1.GetToolRequest{ToolId: a[0], IncludeHistory: !noHistory})
+			})
+			if err != nil {
+				return err
+			}
+			return e.output(resp, func(w *tabwriter.Writer) {
+				printTool(w, resp.GetTool())
+				if len(resp.GetHistory()) > 0 {
+					fmt.Fprintln(w, "\nREV\tAT\tEVENT\tBY\tCONTRACT\tAPPROVAL DIGEST\tDETAIL\tCLASS")
+					for _, h := range resp.GetHistory() {
+						fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.GetRevision(), when(h.GetAt()), h.GetKind(), h.GetActor(),
+							versionOrDash(h.GetContractVersion()), shortDigest(h.GetApprovalDigest()), orDash(safeText(h.GetDetail())),
+							orDash(h.GetAudienceClass()))
+					}
+				}
+			})
+		},
+	}, func(fs *pflag.FlagSet) { fs.BoolVar(&noHistory, "no-history", false, "leave out the history") })
+}
+
+// toolListCommand is `toolcrib tool list`.
+func toolListCommand(e *env) *cobra.Command {
+	var server, state string
+	return withFlags(&cobra.Command{
+		Use:   "list",
+		Short: "list tools, optionally of one server or in one review state (pending, unreviewed, approved)",
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx := cmd.Context()
+			if err := needArgs(a, 0, "no arguments"); err != nil {
+				return err
+			}
+			if state == "pending" {
+				state = "pending-contract"
+			}
+			st, err := parseEnum("--state", state, "REVIEW_STATE_", registryv1.ReviewState_value)
+			if err != nil {
+				return err
+			}
+			all := &registryv1.ListToolsResponse{}
+			for {
+				resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.ListToolsResponse, error) {
+					return c.ListTools(ctx, &registryv1.ListToolsRequest{ServerId: server, ReviewState: registryv1.ReviewState(st),
+						PageToken: all.GetNextPageToken()})
+				})
+				if err != nil {
+					return err
+				}
+				all.Tools, all.NextPageToken, all.Revision = append(all.Tools, resp.GetTools()...), resp.GetNextPageToken(), resp.GetRevision()
+				if all.NextPageToken == "" {
+					break
+				}
+			}
+			return e.output(all, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "TOOL\tSTATE\tENABLED\tAT SOURCE\tCONTRACT\tAPPROVAL DIGEST\tVARIANTS APPROVED")
+				for _, t := range all.GetTools() {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.GetToolId(), enumName(t.GetReviewState().String(), "REVIEW_STATE_"),
+						yesNo(t.GetEnabled()), yesNo(t.GetPresentAtSource()), contractVersion(t), orDash(t.GetApprovalDigest()),
+						variantsApproved(t))
+				}
+				fmt.Fprintf(w, "(%d tools, registry revision %d)\n", len(all.GetTools()), all.GetRevision())
+			})
+		},
+	}, func(fs *pflag.FlagSet) {
+		fs.StringVar(&server, "server", "", "only tools of this server")
+		fs.StringVar(&state, "state", "", "only tools in this review state: pending (no contract), unreviewed or approved")
+	})
+}
+
+// toolGroup is `toolcrib tool …`.
+func toolGroup(e *env) *cobra.Command {
+	return group("tool", "review discovered tools: list, show, approve, enable, disable (the kill switch), roll back",
+		toolListCommand(e), toolShowCommand(e), toolApproveCommand(e), toolEnableCommand(e), toolDisableCommand(e), toolRollbackCommand(e))
+}
+
+// contractGroup is `toolcrib contract …`.
+func contractGroup(e *env) *cobra.Command {
+	return group("contract", "publish tool contracts", contractCommand(e))
 }
