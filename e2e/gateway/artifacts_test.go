@@ -177,10 +177,11 @@ func TestArtifactQuotaCountAcrossReplicas(t *testing.T) {
 }
 
 // TestArtifact50MB (issue 20, point 1): a 50 MB upstream result arrives
-// whole (nothing on the way cuts it: the SDK's 16 MiB default bound would
-// fail it), is stored with its exact size and digest, is read back whole
-// by its owner, and counts against the tenant's byte quota: the next one
-// is refused ARTIFACT_QUOTA_EXCEEDED naming the quota.
+// whole (the gateway's upstream message bound follows
+// --max-artifact-bytes, over the 16 MiB the SDK documents as its default),
+// is stored with its exact size and digest, is read back whole by its
+// owner, and counts against the tenant's byte quota: the next one is
+// refused ARTIFACT_QUOTA_EXCEEDED naming the quota.
 func TestArtifact50MB(t *testing.T) {
 	const size = 50_000_000
 	const quotaBytes = 64 << 20

@@ -112,8 +112,8 @@ func Run(ctx context.Context, cfg Config) error {
 		var gw *mcpapi.Gateway
 		pool := upstream.New(egressPolicy, d.Logger, func(ctx context.Context, p *mcp.ProgressNotificationParams) { gw.RelayProgress(ctx, p) })
 		pool.CredentialEnv = cfg.StdioCredentialEnv
-		// An answer up to the artifact limit must arrive whole to be stored
-		// (the SDK's default bound, 16 MiB, would fail one above it).
+		// An answer up to the artifact limit arrives whole; a larger one is
+		// refused before it is all in memory (unbounded before).
 		pool.MaxMessageBytes = upstream.MessageBytesFor(cfg.MaxArtifactBytes)
 		m := metrics.New(d.Metrics)
 		gw = mcpapi.New(mcpapi.Options{

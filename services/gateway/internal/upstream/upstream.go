@@ -65,9 +65,11 @@ type Pool struct {
 	// in; empty for [CredentialEnv]. Set before the first call.
 	CredentialEnv string
 	// MaxMessageBytes bounds one message an HTTP upstream sends (one SSE
-	// event or one JSON body); 0 means the SDK's default (16 MiB). A larger
-	// message fails the call with [ErrTooLarge], never a truncated result.
-	// Set before the first call, from [MessageBytesFor].
+	// event or one JSON body); 0 means no bound (go-sdk v1.8.0 reads a JSON
+	// body whole and passes an unset event bound on as "no cap", though its
+	// doc promises 16 MiB). A larger message fails the call with
+	// [ErrTooLarge], never a truncated result. Set before the first call,
+	// from [MessageBytesFor].
 	MaxMessageBytes int
 
 	client *mcp.Client
@@ -174,8 +176,12 @@ func (p *Pool) connect(ctx context.Context, t Target) (*mcp.ClientSession, error
 		if t.Credential != "" {
 			hc = &http.Client{Transport: bearer{base: p.http.Transport, token: t.Credential}}
 		}
+		maxEvent := p.MaxMessageBytes
+		if maxEvent <= 0 {
+			maxEvent = -1 // the SDK's "no cap", whatever its default becomes
+		}
 		tr = &mcp.StreamableClientTransport{Endpoint: t.URL, HTTPClient: &http.Client{Transport: limitJSON{base: hc.Transport, max: p.MaxMessageBytes}},
-			DisableStandaloneSSE: true, MaxRetries: -1, MaxEventSize: p.MaxMessageBytes}
+			DisableStandaloneSSE: true, MaxRetries: -1, MaxEventSize: maxEvent}
 	}
 	// The session outlives this call: connect under a context that the
 	// caller's cancellation does not end, bounded on its own.
@@ -209,7 +215,7 @@ func (p *Pool) Call(ctx context.Context, t Target, params *mcp.CallToolParams) (
 	}
 	res, err := cs.CallTool(ctx, params)
 	if err != nil && tooLarge(err) {
-		err = fmt.Errorf("%w (more than %d bytes)", ErrTooLarge, p.messageBytes())
+		err = fmt.Errorf("%w (more than %d bytes)", ErrTooLarge, p.MaxMessageBytes)
 	}
 	if err != nil {
 		var rpcErr *jsonrpc.Error
@@ -227,13 +233,6 @@ func (p *Pool) Call(ctx context.Context, t Target, params *mcp.CallToolParams) (
 		return nil, err
 	}
 	return res, nil
-}
-
-func (p *Pool) messageBytes() int {
-	if p.MaxMessageBytes > 0 {
-		return p.MaxMessageBytes
-	}
-	return mcp.DefaultMaxEventSize
 }
 
 // errJSONTooLarge is the read error of a JSON answer over the bound; its

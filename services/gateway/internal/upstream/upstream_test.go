@@ -33,9 +33,9 @@ func TestStdioTargetIdentity(t *testing.T) {
 
 // An answer larger than MaxMessageBytes fails the call with ErrTooLarge,
 // as SSE (the SDK's event bound) and as JSON (limitJSON): never a
-// truncated result and never an unbounded read. One just under the bound
-// arrives whole, though it is over the SDK's 16 MiB default when the bound
-// is set above it.
+// truncated result and never an unbounded read into the gateway's memory.
+// One just under the bound (over the 16 MiB the SDK documents as its
+// default) arrives whole.
 func TestMessageBound(t *testing.T) {
 	server := mcp.NewServer(&mcp.Implementation{Name: "big", Version: "1"}, nil)
 	server.AddTool(&mcp.Tool{Name: "big", InputSchema: map[string]any{"type": "object"}},
