@@ -236,7 +236,8 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 			return denial(ReasonUpstreamDeadline, fmt.Sprintf("the tool did not answer within its deadline of %d ms", deadline.Milliseconds()), "try again later"), outcomeUnavailable, ReasonUpstreamDeadline
 		}
 		if errors.Is(err, upstream.ErrTooLarge) {
-			return denial(ReasonResultTooLarge, fmt.Sprintf("the tool's answer is larger than the %d bytes a result may have (--max-artifact-bytes, as encoded)", g.opts.MaxArtifactBytes),
+			return denial(ReasonResultTooLarge, fmt.Sprintf("the tool's answer is over the %d bytes the gateway reads from a tool (results of at most %d bytes); it was not read further",
+				upstream.MessageBytesFor(g.opts.MaxArtifactBytes), g.opts.MaxArtifactBytes),
 				"call the tool with arguments that select less"), outcomeRefused, ReasonResultTooLarge
 		}
 		return unavailable("the tool's server", err), outcomeUnavailable, ReasonUnavailable
