@@ -306,3 +306,33 @@ func TestResultPolicyOnEveryResult(t *testing.T) {
 		t.Fatalf("the upstream ran %d calls, want 3", n)
 	}
 }
+
+// TestOversizedUpstreamAnswer (issue 20, point 1): the gateway reads at
+// most twice --max-artifact-bytes plus 1 MiB of one upstream answer; a
+// larger one is refused RESULT_TOO_LARGE before it is all in memory, a
+// result within that bound but over --max-artifact-bytes is refused as
+// before, neither is truncated, and the next call to the same upstream
+// runs (the failed session is replaced).
+func TestOversizedUpstreamAnswer(t *testing.T) {
+	const maxArtifact = 2 << 20 // a 5 MiB message bound
+	w := gatewayworld.Start(t, gatewayworld.Options{Gateway: func(c *gateway.Config) { c.MaxArtifactBytes = maxArtifact }})
+	cs := gatewayworld.Connect(t, w.GatewayURL, w.Archivist(t, "erin", gatewayworld.TenantA), nil)
+
+	res := call(t, cs, "archive_export", map[string]any{"bytes": 6 << 20})
+	if !res.IsError || reason(res) != "RESULT_TOO_LARGE" || !strings.Contains(text(res), fmt.Sprintf("over the %d bytes the gateway reads from a tool", 2*maxArtifact+1<<20)) ||
+		!strings.Contains(text(res), "not read further") || strings.Contains(text(res), "archive entry") {
+		t.Fatalf("a 6 MiB answer: %q %q", reason(res), bounded(text(res)))
+	}
+	res = call(t, cs, "archive_export", map[string]any{"bytes": 3 << 20})
+	if !res.IsError || reason(res) != "RESULT_TOO_LARGE" || !strings.Contains(text(res), fmt.Sprintf("more than the %d an artifact may hold", maxArtifact)) {
+		t.Fatalf("a 3 MiB result: %q %q", reason(res), bounded(text(res)))
+	}
+	res = call(t, cs, "archive_export", map[string]any{"bytes": 1 << 20})
+	if res.IsError {
+		t.Fatalf("a 1 MiB result after the refusals: %q %q", reason(res), bounded(text(res)))
+	}
+	linkOf(t, res)
+	if n := len(callsOf(w, "archive_export")); n != 3 {
+		t.Fatalf("the upstream ran %d calls", n)
+	}
+}
