@@ -3,15 +3,20 @@
 // verifies leases with the executor kit, for the gateway tests and the
 // gateway benchmark.
 //
-// The server `inventory` has six tools. For tenant-a's readers (group
+// The server `inventory` has eight tools. For tenant-a's readers (group
 // `readers`), shipment_status, cancel_shipment (WRITE: needs the user's
 // confirmation), export_log (a 5 MB text, or its first `bytes` bytes; no
 // result budget, so the gateway's applies) and ping (no result policy, for
 // the benchmark; `pad` adds that many bytes to its answer; its contract's
 // result budget is PingBudgetBytes) are approved and enabled; secret_report is published but
 // never approved, so nobody sees it; slow_report answers after its
-// contract's deadline. tenant-a's class reaches the server with its own
-// credential (UpstreamCredential), never the caller's token.
+// contract's deadline. For tenant-a's archivists (group `archivists`,
+// scope archive:read, which readers lack) shipment_note (a contract with
+// allowed fields, answering by `mode` an error result, a text-only result
+// or a structured one; see NoteSecret) and archive_export (`bytes` bytes
+// of text, up to 64 MiB; see Archive) are approved and enabled.
+// tenant-a's class reaches the server with its own credential
+// (UpstreamCredential), never the caller's token.
 package gatewayworld
 
 import (
@@ -233,6 +238,33 @@ func (w *World) startUpstream(t testing.TB, leaseAddr string, kit bool) string {
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "late"}}}, nil
 		})
+	catalog.AddTool(&mcp.Tool{Name: "shipment_note", Description: "Read the note on a shipment.",
+		InputSchema: map[string]any{"type": "object", "properties": map[string]any{"mode": map[string]any{"enum": []string{NoteError, NoteText, NoteStructured}}}}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var in struct {
+				Mode string `json:"mode"`
+			}
+			_ = jsonUnmarshal(req.Params.Arguments, &in)
+			w.record(ctx, "shipment_note", map[string]any{"mode": in.Mode})
+			switch in.Mode {
+			case NoteError:
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "lookup failed: " + NoteSecret}},
+					StructuredContent: map[string]any{"code": NoteErrorCode, "detail": NoteSecret}}, nil
+			case NoteText:
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "note: fragile; " + NoteSecret}}}, nil
+			}
+			return structured(map[string]any{"note": "fragile", "internal": NoteSecret})
+		})
+	catalog.AddTool(&mcp.Tool{Name: "archive_export", Description: "Export the archive as text.",
+		InputSchema: map[string]any{"type": "object", "properties": map[string]any{"bytes": map[string]any{"type": "integer", "minimum": 0, "maximum": 64 << 20}}}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var in struct {
+				Bytes int `json:"bytes"`
+			}
+			_ = jsonUnmarshal(req.Params.Arguments, &in)
+			w.record(ctx, "archive_export", map[string]any{"bytes": in.Bytes})
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: Archive(in.Bytes)}}}, nil
+		})
 	catalog.AddTool(&mcp.Tool{Name: "secret_report", Description: "Report every shipment's cost.", InputSchema: map[string]any{"type": "object"}},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			w.record(ctx, "secret_report", nil)
@@ -290,6 +322,28 @@ func structured(v any) (*mcp.CallToolResult, error) {
 func sizedSchema(arg string) map[string]any {
 	return map[string]any{"type": "object", "properties": map[string]any{
 		arg: map[string]any{"type": "integer", "minimum": 0, "maximum": 1 << 20}}}
+}
+
+// shipment_note's modes and what its upstream answers carry.
+const (
+	// NoteError answers an error result whose text and structured content
+	// carry NoteSecret, with the code NoteErrorCode.
+	NoteError = "error"
+	// NoteText answers a text-only result carrying NoteSecret.
+	NoteText = "text"
+	// NoteStructured answers {"note": "fragile", "internal": NoteSecret};
+	// the contract allows only note.
+	NoteStructured = "structured"
+	// NoteSecret is what the contract never lets through.
+	NoteSecret = "db=postgres://archive:hunter2@10.0.0.7/notes"
+	// NoteErrorCode is the code of NoteError's result.
+	NoteErrorCode = "notes.locked"
+)
+
+// Archive is archive_export's answer of n bytes.
+func Archive(n int) string {
+	const line = "2026-12-01 archive entry ........................................\n"
+	return strings.Repeat(line, n/len(line)+1)[:n]
 }
 
 // Pong is ping's answer with pad bytes of padding.
@@ -408,6 +462,8 @@ func Start(t testing.TB, opts Options) *World {
 	}
 	must(reg.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: TenantA, Group: "readers",
 		Scopes: []string{"shipment:read", "shipment:write"}, AudienceClasses: []string{ClassA}}))
+	must(reg.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: TenantA, Group: "archivists",
+		Scopes: []string{"archive:read"}, AudienceClasses: []string{ClassA}}))
 	must(st.Discovery.TriggerScan(ctx, &discoveryv1.TriggerScanRequest{ServerId: ServerID, AudienceClass: ClassA}))
 	WaitActive(t, ctx, st.Discovery, ServerID, ClassA)
 	Eventually(t, "the registry learns the tools", func() bool {
@@ -428,6 +484,8 @@ func Start(t testing.TB, opts Options) *World {
 		{"export_log", read, "shipment:read", nil, nil, true},
 		{"ping", read, "shipment:read", nil, nil, true},
 		{"slow_report", read, "shipment:read", nil, nil, true},
+		{"shipment_note", read, "archive:read", []string{"note"}, nil, true},
+		{"archive_export", read, "archive:read", nil, nil, true},
 		{"secret_report", read, "shipment:read", nil, nil, false},
 	} {
 		pub, err := reg.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: &registryv1.ToolContract{
@@ -508,6 +566,8 @@ func deadline(tool string) int32 {
 		return SlowDeadlineMs
 	case "export_log":
 		return 60000 // 5 MB through JSON twice, under -race on a shared machine
+	case "archive_export":
+		return 180000 // up to 64 MiB through JSON twice, under -race
 	}
 	return 5000
 }
@@ -521,6 +581,12 @@ func WaitActive(t testing.TB, ctx context.Context, d discoveryv1.DiscoveryServic
 		resp, err := d.GetActiveSnapshot(ctx, &discoveryv1.GetActiveSnapshotRequest{ServerId: server, AudienceClass: class})
 		return err == nil && resp.GetPointer().GetState() == discoveryv1.PointerState_POINTER_STATE_ACTIVE
 	})
+}
+
+// Archivist mints a token of subject in tenant, group archivists (who see
+// shipment_note and archive_export, and nothing readers see).
+func (w *World) Archivist(t testing.TB, subject, tenant string) string {
+	return w.St.Auth.User(t, subject, tenant, "archivists")
 }
 
 // Token mints a token of subject in tenant, group readers.

@@ -24,6 +24,11 @@ const (
 	MetadataPath = "/.well-known/oauth-protected-resource"
 )
 
+// MaxArtifactBytesLimit bounds --max-artifact-bytes: an upstream's answer
+// is read whole into memory (up to about twice this, see
+// [upstream.MaxMessageBytes]) before it is stored.
+const MaxArtifactBytesLimit = 512 << 20
+
 // Config is the gateway's configuration.
 type Config struct {
 	config.Common
@@ -86,6 +91,12 @@ type Config struct {
 	// MaxArtifactBytes is the largest result stored as an artifact; larger
 	// results are refused.
 	MaxArtifactBytes int
+	// ArtifactQuotaBytes and ArtifactQuotaCount bound each tenant's
+	// unexpired artifacts (the sum of their sizes, their number); a result
+	// that would exceed either is refused (ARTIFACT_QUOTA_EXCEEDED), never
+	// truncated.
+	ArtifactQuotaBytes int
+	ArtifactQuotaCount int
 
 	// FindTools offers the find_tools search tool (admission's
 	// visible-set search) beside the visible set.
@@ -124,6 +135,8 @@ func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 	s.Int(&cfg.PreviewBytes, "preview-bytes", "", 1024, "bytes of an artifact's head and of its tail in the preview")
 	s.Duration(&cfg.ArtifactRetention, "artifact-retention", "", 24*time.Hour, "how long an artifact is kept")
 	s.Int(&cfg.MaxArtifactBytes, "max-artifact-bytes", "", 64<<20, "largest result stored as an artifact; larger results are refused")
+	s.Int(&cfg.ArtifactQuotaBytes, "artifact-quota-bytes", "", 1<<30, "bytes a tenant's unexpired artifacts may hold together; a result that would exceed it is refused (ARTIFACT_QUOTA_EXCEEDED)")
+	s.Int(&cfg.ArtifactQuotaCount, "artifact-quota-count", "", 10000, "artifacts a tenant may hold unexpired; a result that would exceed it is refused (ARTIFACT_QUOTA_EXCEEDED)")
 	s.Bool(&cfg.FindTools, "find-tools", "", false, "offer the find_tools search tool (visible-set search) so a host can load tools on demand")
 	cfg.Secrets.Register(s)
 	cfg.Egress.Register(s)
@@ -187,6 +200,15 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxArtifactBytes < c.ResultBudget {
 		bad("max-artifact-bytes", "must be at least result-budget-bytes")
+	}
+	if c.MaxArtifactBytes > MaxArtifactBytesLimit {
+		bad("max-artifact-bytes", "at most %d (a result is held in memory while it is stored)", MaxArtifactBytesLimit)
+	}
+	if c.ArtifactQuotaBytes < c.MaxArtifactBytes {
+		bad("artifact-quota-bytes", "must be at least max-artifact-bytes (else the largest artifact could never be stored)")
+	}
+	if c.ArtifactQuotaCount < 1 {
+		bad("artifact-quota-count", "must be positive")
 	}
 	if c.RedisAddr == "" {
 		bad("redis-addr", "required: confirmations are kept in Redis")

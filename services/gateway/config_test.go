@@ -54,3 +54,31 @@ func TestCursorKeyIsCreatedOnceAndKept(t *testing.T) {
 		t.Fatalf("%q %q %v", a, b, err)
 	}
 }
+
+// The artifact quota flags have defaults, environment twins and bounds.
+func TestArtifactQuota(t *testing.T) {
+	cfg, err := ParseConfig(nil, none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ArtifactQuotaBytes != 1<<30 || cfg.ArtifactQuotaCount != 10000 {
+		t.Fatalf("defaults %d bytes, %d artifacts", cfg.ArtifactQuotaBytes, cfg.ArtifactQuotaCount)
+	}
+	env := map[string]string{"TOOLCRIB_ARTIFACT_QUOTA_BYTES": "134217728", "TOOLCRIB_ARTIFACT_QUOTA_COUNT": "7"}
+	cfg, err = ParseConfig(nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil || cfg.ArtifactQuotaBytes != 128<<20 || cfg.ArtifactQuotaCount != 7 {
+		t.Fatalf("from the environment: %d bytes, %d artifacts, %v", cfg.ArtifactQuotaBytes, cfg.ArtifactQuotaCount, err)
+	}
+	for _, c := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--artifact-quota-count", "0"}, "--artifact-quota-count"},
+		{[]string{"--artifact-quota-bytes", "1048576"}, "--artifact-quota-bytes"}, // under max-artifact-bytes (64 MiB)
+		{[]string{"--max-artifact-bytes", "1073741824", "--artifact-quota-bytes", "2147483648"}, "--max-artifact-bytes"},
+	} {
+		if _, err := ParseConfig(c.args, none); err == nil || !strings.Contains(err.Error(), c.flag) {
+			t.Errorf("%v: %v, want an error naming %s", c.args, err, c.flag)
+		}
+	}
+}

@@ -112,6 +112,9 @@ func Run(ctx context.Context, cfg Config) error {
 		var gw *mcpapi.Gateway
 		pool := upstream.New(egressPolicy, d.Logger, func(ctx context.Context, p *mcp.ProgressNotificationParams) { gw.RelayProgress(ctx, p) })
 		pool.CredentialEnv = cfg.StdioCredentialEnv
+		// An answer up to the artifact limit arrives whole; a larger one is
+		// refused before it is all in memory (unbounded before).
+		pool.MaxMessageBytes = upstream.MessageBytesFor(cfg.MaxArtifactBytes)
 		m := metrics.New(d.Metrics)
 		gw = mcpapi.New(mcpapi.Options{
 			Admission: admissionv1.NewAdmissionServiceClient(aconn),
@@ -121,7 +124,8 @@ func Run(ctx context.Context, cfg Config) error {
 			PageSize: cfg.PageSize, ListTTL: cfg.ListTTL, WatchInterval: cfg.WatchInterval, IdleTimeout: cfg.IdleTimeout,
 			LeaseAudiencePrefix: cfg.LeaseAudiencePrefix, DefaultDeadline: cfg.DefaultDeadline, ConfirmTTL: cfg.ConfirmTTL,
 			ResultBudget: cfg.ResultBudget, PreviewBytes: cfg.PreviewBytes, MaxArtifactBytes: cfg.MaxArtifactBytes,
-			Retention: cfg.ArtifactRetention, FindTools: cfg.FindTools, Metrics: m, Logger: d.Logger,
+			Retention: cfg.ArtifactRetention, ArtifactQuota: artifact.Quota{Bytes: int64(cfg.ArtifactQuotaBytes), Count: int64(cfg.ArtifactQuotaCount)},
+			FindTools: cfg.FindTools, Metrics: m, Logger: d.Logger,
 		})
 		endpoint := cfg.mcpURL(lis.Addr().String())
 		metadataURL := strings.TrimSuffix(endpoint, MCPPath) + MetadataPath

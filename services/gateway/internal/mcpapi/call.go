@@ -21,6 +21,7 @@ import (
 	"github.com/toolcrib/toolcrib/services/gateway/internal/bearer"
 	"github.com/toolcrib/toolcrib/services/gateway/internal/contract"
 	"github.com/toolcrib/toolcrib/services/gateway/internal/policy"
+	"github.com/toolcrib/toolcrib/services/gateway/internal/upstream"
 )
 
 // `_meta` keys of a call's answer.
@@ -233,6 +234,11 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 	if err != nil {
 		if errors.Is(uctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 			return denial(ReasonUpstreamDeadline, fmt.Sprintf("the tool did not answer within its deadline of %d ms", deadline.Milliseconds()), "try again later"), outcomeUnavailable, ReasonUpstreamDeadline
+		}
+		if errors.Is(err, upstream.ErrTooLarge) {
+			return denial(ReasonResultTooLarge, fmt.Sprintf("the tool's answer is over the %d bytes the gateway reads from a tool (results of at most %d bytes); it was not read further",
+				upstream.MessageBytesFor(g.opts.MaxArtifactBytes), g.opts.MaxArtifactBytes),
+				"call the tool with arguments that select less"), outcomeRefused, ReasonResultTooLarge
 		}
 		return unavailable("the tool's server", err), outcomeUnavailable, ReasonUnavailable
 	}

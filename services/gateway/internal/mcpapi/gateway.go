@@ -57,6 +57,8 @@ type Options struct {
 	PreviewBytes        int
 	MaxArtifactBytes    int
 	Retention           time.Duration
+	// ArtifactQuota bounds each tenant's unexpired artifacts.
+	ArtifactQuota artifact.Quota
 
 	// FindTools offers the find_tools search tool beside the visible set.
 	FindTools bool

@@ -3,6 +3,7 @@ package mcpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -18,39 +19,64 @@ import (
 // URI, size and digest.
 const MetaArtifact = "dev.toolcrib/artifact"
 
-// applyPolicy turns the upstream's result into the answer: an upstream
-// error result passes through (bounded like any result); a successful one
-// is projected to the contract's allowed fields, checked for required
-// evidence and validated against the output schema; then a result over the
-// contract's budget (the gateway's when the contract sets none) becomes an
-// artifact with a preview.
+// MetaUpstreamErrorCode is the `_meta` key naming the upstream's error
+// code of an error result the result policy withheld.
+const MetaUpstreamErrorCode = "dev.toolcrib/upstream-error-code"
+
+// ReasonArtifactQuota: the result is over the budget and storing it as an
+// artifact would take the tenant past its artifact quota (bytes or
+// count); the result is withheld, never truncated.
+const ReasonArtifactQuota = "ARTIFACT_QUOTA_EXCEEDED"
+
+// maxLoggedErrorText bounds the upstream error text logged at debug.
+const maxLoggedErrorText = 512
+
+// applyPolicy turns the upstream's result into the answer. Every result
+// goes through the contract's result policy: under a contract with
+// allowed fields an error result becomes a generic error naming only the
+// upstream's error code (its text goes to the debug log, bounded) and a
+// result without structured content is refused; otherwise an error result
+// passes through and a successful one is projected to the allowed fields,
+// checked for required evidence and validated against the output schema.
+// Then a result over the contract's budget (the gateway's when the
+// contract sets none) becomes an artifact with a preview.
 func (g *Gateway) applyPolicy(ctx context.Context, st *state, toolID, receiptID string, review contract.Review,
 	desc *contract.Descriptor, up *mcp.CallToolResult) (*mcp.CallToolResult, string, string) {
 	out := &mcp.CallToolResult{IsError: up.IsError, Content: up.Content, Meta: mcp.Meta{}}
+	var structured json.RawMessage
+	if up.StructuredContent != nil {
+		b, err := json.Marshal(up.StructuredContent)
+		if err != nil {
+			return denial(policy.ReasonNotObject, "structured content cannot be encoded", ""), outcomeRefused, policy.ReasonNotObject
+		}
+		structured = b
+	}
+	c := review.Contract
+	rules := policy.Rules{AllowedFields: c.GetAllowedFields(), RequiredEvidence: c.GetRequiredEvidence(), Output: desc.Output}
 	if up.IsError {
+		code := policy.ErrorCode(up.Meta[lease.MetaFailure], structured)
+		if refusal := rules.UpstreamError(code); refusal != nil {
+			g.opts.Logger.DebugContext(ctx, "upstream error result withheld by the result policy", "tenant", st.p.Tenant, "subject", st.p.Subject,
+				"tool", toolID, "code", code, "text", bounded(resultText(up), maxLoggedErrorText))
+			res := denial(refusal.Reason, refusal.Detail, "")
+			if code != "" {
+				res.Meta[MetaUpstreamErrorCode] = code
+			}
+			return res, outcomeOK, refusal.Reason
+		}
 		// The upstream refused (e.g. the executor kit refused the lease) or
 		// failed; keep its failure name when it gave one.
 		if f, ok := up.Meta[lease.MetaFailure].(string); ok {
 			out.Meta[MetaReason] = bounded(f, 64)
 		}
 	} else {
-		var structured json.RawMessage
-		if up.StructuredContent != nil {
-			b, err := json.Marshal(up.StructuredContent)
-			if err != nil {
-				return denial(policy.ReasonNotObject, "structured content cannot be encoded", ""), outcomeRefused, policy.ReasonNotObject
-			}
-			structured = b
-		}
-		c := review.Contract
-		rules := policy.Rules{AllowedFields: c.GetAllowedFields(), RequiredEvidence: c.GetRequiredEvidence(), Output: desc.Output}
 		o, refusal := rules.Apply(structured)
 		if refusal != nil {
 			return denial(refusal.Reason, refusal.Detail, "the tool's result does not meet its owner's result policy; it was withheld"), outcomeRefused, refusal.Reason
 		}
 		if o.Structured != nil {
 			out.StructuredContent = o.Structured
-			if len(rules.AllowedFields) > 0 {
+			if rules.Restricts() {
 				// The text may carry what the projection dropped: the model
 				// gets the projected value as its text.
 				out.Content = []mcp.Content{&mcp.TextContent{Text: string(o.Structured)}}
@@ -63,15 +89,53 @@ func (g *Gateway) applyPolicy(ctx context.Context, st *state, toolID, receiptID 
 	if out.Content == nil {
 		out.Content = []mcp.Content{}
 	}
-	size, err := encodedSize(out)
-	if err != nil {
-		return denial(policy.ReasonNotObject, "the result cannot be encoded", ""), outcomeRefused, policy.ReasonNotObject
-	}
 	budget := policy.BudgetFor(review.Contract.GetResultBudgetBytes(), g.opts.ResultBudget, g.opts.PreviewBytes)
-	if size <= budget.Bytes {
-		return out, outcomeOK, ""
+	if rawSize(out) <= budget.Bytes {
+		// Only a result whose parts fit is encoded to measure it: a large
+		// one is not copied once more just to learn it is large.
+		size, err := encodedSize(out)
+		if err != nil {
+			return denial(policy.ReasonNotObject, "the result cannot be encoded", ""), outcomeRefused, policy.ReasonNotObject
+		}
+		if size <= budget.Bytes {
+			return out, outcomeOK, ""
+		}
 	}
 	return g.toArtifact(ctx, st, toolID, receiptID, budget, out)
+}
+
+// resultText is the text of r's text contents.
+func resultText(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			if b.Len() >= maxLoggedErrorText {
+				break
+			}
+			b.WriteString(t.Text)
+		}
+	}
+	return b.String()
+}
+
+// rawSize is a lower bound of r's encoded size: the bytes of its texts,
+// blobs and structured content.
+func rawSize(r *mcp.CallToolResult) int {
+	n := 0
+	for _, c := range r.Content {
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			n += len(c.Text)
+		case *mcp.ImageContent:
+			n += len(c.Data)
+		case *mcp.AudioContent:
+			n += len(c.Data)
+		}
+	}
+	if b, ok := r.StructuredContent.(json.RawMessage); ok {
+		n += len(b)
+	}
+	return n
 }
 
 func encodedSize(r *mcp.CallToolResult) (int, error) {
@@ -88,7 +152,15 @@ func (g *Gateway) toArtifact(ctx context.Context, st *state, toolID, receiptID s
 			"call the tool with arguments that select less"), outcomeRefused, ReasonResultTooLarge
 	}
 	a, err := g.opts.Artifacts.Put(ctx, artifact.Artifact{Tenant: st.p.Tenant, Subject: st.p.Subject, ToolID: toolID,
-		ReceiptID: receiptID, MIMEType: mime, Body: body}, g.opts.Retention)
+		ReceiptID: receiptID, MIMEType: mime, Body: body}, g.opts.Retention, g.opts.ArtifactQuota)
+	var qe *artifact.QuotaError
+	if errors.As(err, &qe) {
+		detail := fmt.Sprintf("the result has %d bytes, over the %d-byte budget, and storing it would take your tenant's artifacts over their quota of %d artifacts", qe.Size, budget.Bytes, qe.Limit)
+		if qe.Which == artifact.QuotaBytes {
+			detail = fmt.Sprintf("the result has %d bytes, over the %d-byte budget, and storing it would take your tenant's artifacts over their quota of %d bytes", qe.Size, budget.Bytes, qe.Limit)
+		}
+		return denial(ReasonArtifactQuota, detail, "call the tool with arguments that select less, or wait until stored results expire"), outcomeRefused, ReasonArtifactQuota
+	}
 	if err != nil {
 		return unavailable("the artifact store", err), outcomeUnavailable, ReasonUnavailable
 	}

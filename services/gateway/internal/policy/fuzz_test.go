@@ -18,7 +18,7 @@ func FuzzApply(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		out, r := rules.Apply(in)
 		if r != nil {
-			if r.Reason != ReasonMissingEvidence && r.Reason != ReasonNotObject && r.Reason != ReasonOutputInvalid {
+			if r.Reason != ReasonMissingEvidence && r.Reason != ReasonNotObject && r.Reason != ReasonOutputInvalid && r.Reason != ReasonNotStructured {
 				t.Fatalf("unknown reason %q", r.Reason)
 			}
 			return

@@ -22,6 +22,14 @@ const (
 	// ReasonNotObject: structured content that must be projected (or
 	// checked for evidence) is not a JSON object.
 	ReasonNotObject = "STRUCTURED_CONTENT_NOT_OBJECT"
+	// ReasonNotStructured: the contract sets allowed fields and the result
+	// has no structured content, so nothing in it can be shown to be
+	// allowed.
+	ReasonNotStructured = "RESULT_NOT_STRUCTURED"
+	// ReasonUpstreamError: the tool answered an error result and the
+	// contract sets allowed fields; its text is withheld and only its
+	// error code is named.
+	ReasonUpstreamError = "UPSTREAM_ERROR"
 )
 
 // Refusal is a result the policy does not let through.
@@ -55,10 +63,22 @@ type Outcome struct {
 	Dropped []string
 }
 
+// Restricts reports whether the contract names the fields a result may
+// carry (AllowedFields): then every result must be structured, and an
+// error result's text is never passed on.
+func (r Rules) Restricts() bool { return len(r.AllowedFields) > 0 }
+
 // Apply runs the policy on a successful result's structured content (nil
-// when the result had none).
+// when the result had none). Without structured content the result is
+// refused RESULT_NOT_STRUCTURED when the rules restrict fields (its text
+// could carry anything), else MISSING_EVIDENCE when evidence is required,
+// else OUTPUT_SCHEMA_INVALID when the tool declares an output schema.
 func (r Rules) Apply(structured json.RawMessage) (Outcome, *Refusal) {
 	if len(bytes.TrimSpace(structured)) == 0 || string(bytes.TrimSpace(structured)) == "null" {
+		if r.Restricts() {
+			return Outcome{}, &Refusal{Reason: ReasonNotStructured,
+				Detail: "the result has no structured content, and its contract passes on only the fields " + bound(strings.Join(r.AllowedFields, ", "))}
+		}
 		if len(r.RequiredEvidence) > 0 {
 			return Outcome{}, &Refusal{Reason: ReasonMissingEvidence,
 				Detail: "the result has no structured content; required evidence: " + strings.Join(r.RequiredEvidence, ", ")}
@@ -104,6 +124,67 @@ func (r Rules) Apply(structured json.RawMessage) (Outcome, *Refusal) {
 		out.Structured = b
 	}
 	return out, r.validate(out.Structured)
+}
+
+// UpstreamError is what an upstream's error result becomes: nil when the
+// rules restrict nothing (the error passes on, bounded like any result);
+// else a refusal naming only the upstream's error code (see [ErrorCode]),
+// its text and content withheld.
+func (r Rules) UpstreamError(code string) *Refusal {
+	if !r.Restricts() {
+		return nil
+	}
+	d := "the tool reported an error without an error code"
+	if code != "" {
+		d = "the tool reported an error (upstream error code " + code + ")"
+	}
+	return &Refusal{Reason: ReasonUpstreamError, Detail: d + "; its text is withheld, as the tool's contract passes on only its named fields"}
+}
+
+// maxCode bounds an upstream error code.
+const maxCode = 64
+
+// ErrorCode is the upstream's error code of an error result: the
+// executor kit's failure name (failure, from `_meta`), else the structured
+// content's top-level `code` (a string or an integer). Only a short token
+// counts (at most 64 of `A-Za-z0-9_.:-`, an integer as its digits); ""
+// when the result names none, so no free text passes as a code.
+func ErrorCode(failure any, structured json.RawMessage) string {
+	if f, ok := failure.(string); ok && isCode(f) {
+		return f
+	}
+	var obj struct {
+		Code json.RawMessage `json:"code"`
+	}
+	if len(structured) == 0 || json.Unmarshal(structured, &obj) != nil || len(obj.Code) == 0 {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(obj.Code, &s) == nil && isCode(s) {
+		return s
+	}
+	var n json.Number
+	d := json.NewDecoder(bytes.NewReader(obj.Code))
+	d.UseNumber()
+	if d.Decode(&n) == nil {
+		if _, err := n.Int64(); err == nil && isCode(n.String()) {
+			return n.String()
+		}
+	}
+	return ""
+}
+
+func isCode(s string) bool {
+	if s == "" || len(s) > maxCode {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 func (r Rules) validate(structured json.RawMessage) *Refusal {

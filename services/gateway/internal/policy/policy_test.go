@@ -3,6 +3,7 @@ package policy
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -36,6 +37,10 @@ func TestApply(t *testing.T) {
 		{name: "no structured content with evidence required", rules: Rules{RequiredEvidence: []string{"shipment_id"}}, in: ``, refusal: ReasonMissingEvidence},
 		{name: "no structured content with an output schema", rules: Rules{Output: out}, in: ``, refusal: ReasonOutputInvalid},
 		{name: "no structured content and no rules", rules: Rules{}, in: ``, noContent: true},
+		{name: "no structured content under allowed fields", rules: Rules{AllowedFields: []string{"shipment_id"}}, in: ``, refusal: ReasonNotStructured},
+		{name: "null structured content under allowed fields", rules: Rules{AllowedFields: []string{"shipment_id"}}, in: `null`, refusal: ReasonNotStructured},
+		{name: "no structured content under allowed fields, evidence and a schema", rules: Rules{AllowedFields: []string{"shipment_id"},
+			RequiredEvidence: []string{"shipment_id"}, Output: out}, in: ``, refusal: ReasonNotStructured},
 		{name: "output schema violated after projection", rules: Rules{AllowedFields: []string{"shipment_id", "status"}, Output: out},
 			in: `{"shipment_id":"S-1","status":7}`, refusal: ReasonOutputInvalid},
 		{name: "array cannot be projected", rules: Rules{AllowedFields: []string{"a"}}, in: `[1,2]`, refusal: ReasonNotObject},
@@ -100,5 +105,49 @@ func TestBudgetFor(t *testing.T) {
 				t.Fatalf("BudgetFor(%d) = %+v, want %+v", c.contract, got, c.want)
 			}
 		})
+	}
+}
+
+// An error result under allowed fields becomes a generic refusal naming
+// only the upstream's code; without allowed fields it passes (nil).
+func TestUpstreamError(t *testing.T) {
+	if r := (Rules{RequiredEvidence: []string{"a"}}).UpstreamError("E42"); r != nil {
+		t.Fatalf("rules without allowed fields refused an error: %v", r)
+	}
+	restricted := Rules{AllowedFields: []string{"a"}}
+	r := restricted.UpstreamError("E42")
+	if r == nil || r.Reason != ReasonUpstreamError ||
+		r.Detail != "the tool reported an error (upstream error code E42); its text is withheld, as the tool's contract passes on only its named fields" {
+		t.Fatalf("refusal %+v", r)
+	}
+	if r := restricted.UpstreamError(""); r == nil || r.Reason != ReasonUpstreamError || !strings.HasPrefix(r.Detail, "the tool reported an error without an error code;") {
+		t.Fatalf("refusal %+v", r)
+	}
+}
+
+// ErrorCode keeps a short token from the executor kit's failure or the
+// structured content's code, and nothing else.
+func TestErrorCode(t *testing.T) {
+	long := strings.Repeat("E", 65)
+	for _, c := range []struct {
+		name       string
+		failure    any
+		structured string
+		want       string
+	}{
+		{name: "the kit's failure name", failure: "LEASE_EXPIRED", structured: `{"code":"OTHER"}`, want: "LEASE_EXPIRED"},
+		{name: "a string code", structured: `{"code":"inventory.not_found","message":"row 7 of table secrets"}`, want: "inventory.not_found"},
+		{name: "an integer code", structured: `{"code":-32001}`, want: "-32001"},
+		{name: "free text is no code", structured: `{"code":"the password is hunter2"}`, want: ""},
+		{name: "a long token is no code", structured: `{"code":"` + long + `"}`, want: ""},
+		{name: "a fraction is no code", structured: `{"code":1.5}`, want: ""},
+		{name: "an object is no code", structured: `{"code":{"x":1}}`, want: ""},
+		{name: "a failure that is not a token falls back", failure: "not a token", structured: `{"code":"E1"}`, want: "E1"},
+		{name: "no structured content", failure: 7, want: ""},
+		{name: "not an object", structured: `[1]`, want: ""},
+	} {
+		if got := ErrorCode(c.failure, json.RawMessage(c.structured)); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
 	}
 }

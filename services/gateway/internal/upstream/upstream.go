@@ -5,10 +5,12 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os/exec"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,12 +49,28 @@ func (t Target) Identity() string {
 	return "stdio:" + stdio.CommandDigest(t.Command, t.Args)
 }
 
+// ErrTooLarge is returned by [Pool.Call] when the upstream's answer is
+// larger than [Pool.MaxMessageBytes].
+var ErrTooLarge = errors.New("upstream: the answer is larger than the gateway accepts")
+
+// MessageBytesFor is the message bound that lets a result of maxResult
+// bytes through: JSON escaping may double the text (and more for text
+// made mostly of escaped characters), plus room for the envelope.
+func MessageBytesFor(maxResult int) int { return 2*maxResult + 1<<20 }
+
 // Pool is a set of client sessions keyed by endpoint and credential. Safe
 // for concurrent use.
 type Pool struct {
 	// CredentialEnv names the variable a stdio server gets the credential
 	// in; empty for [CredentialEnv]. Set before the first call.
 	CredentialEnv string
+	// MaxMessageBytes bounds one message an HTTP upstream sends (one SSE
+	// event or one JSON body); 0 means no bound (go-sdk v1.8.0 reads a JSON
+	// body whole and passes an unset event bound on as "no cap", though its
+	// doc promises 16 MiB). A larger message fails the call with
+	// [ErrTooLarge], never a truncated result. Set before the first call,
+	// from [MessageBytesFor].
+	MaxMessageBytes int
 
 	client *mcp.Client
 	http   *http.Client
@@ -158,7 +176,12 @@ func (p *Pool) connect(ctx context.Context, t Target) (*mcp.ClientSession, error
 		if t.Credential != "" {
 			hc = &http.Client{Transport: bearer{base: p.http.Transport, token: t.Credential}}
 		}
-		tr = &mcp.StreamableClientTransport{Endpoint: t.URL, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1}
+		maxEvent := p.MaxMessageBytes
+		if maxEvent <= 0 {
+			maxEvent = -1 // the SDK's "no cap", whatever its default becomes
+		}
+		tr = &mcp.StreamableClientTransport{Endpoint: t.URL, HTTPClient: &http.Client{Transport: limitJSON{base: hc.Transport, max: p.MaxMessageBytes}},
+			DisableStandaloneSSE: true, MaxRetries: -1, MaxEventSize: maxEvent}
 	}
 	// The session outlives this call: connect under a context that the
 	// caller's cancellation does not end, bounded on its own.
@@ -191,6 +214,9 @@ func (p *Pool) Call(ctx context.Context, t Target, params *mcp.CallToolParams) (
 		return nil, err
 	}
 	res, err := cs.CallTool(ctx, params)
+	if err != nil && tooLarge(err) {
+		err = fmt.Errorf("%w (more than %d bytes)", ErrTooLarge, p.MaxMessageBytes)
+	}
 	if err != nil {
 		var rpcErr *jsonrpc.Error
 		if !errors.As(err, &rpcErr) {
@@ -208,6 +234,64 @@ func (p *Pool) Call(ctx context.Context, t Target, params *mcp.CallToolParams) (
 	}
 	return res, nil
 }
+
+// errJSONTooLarge is the read error of a JSON answer over the bound; its
+// text, like the SDK's for an SSE event over its bound, is how a failed
+// call is recognized as too large (the SDK passes on only the text).
+var errJSONTooLarge = errors.New("JSON answer exceeded the message bound")
+
+// tooLarge reports whether err is a call failed by a message bound: the
+// SDK's SSE event bound or limitJSON's.
+func tooLarge(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, errJSONTooLarge.Error()) || strings.Contains(s, "SSE event exceeded")
+}
+
+// limitJSON bounds the body of a JSON answer (the SDK reads it whole); an
+// SSE answer is bounded per event by the SDK.
+type limitJSON struct {
+	base http.RoundTripper
+	max  int
+}
+
+func (l limitJSON) RoundTrip(r *http.Request) (*http.Response, error) {
+	base := l.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	resp, err := base.RoundTrip(r)
+	if err != nil || l.max <= 0 || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return resp, err
+	}
+	resp.Body = &limitedBody{rc: resp.Body, left: int64(l.max)}
+	return resp, nil
+}
+
+type limitedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// One byte past the bound tells a body of exactly the bound from
+		// a longer one.
+		var one [1]byte
+		n, err := b.rc.Read(one[:])
+		if n > 0 {
+			return 0, errJSONTooLarge
+		}
+		return 0, err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.rc.Close() }
 
 // Close closes every session.
 func (p *Pool) Close() {
