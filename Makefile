@@ -39,6 +39,8 @@ lint: ## gofmt, go vet and go mod tidy (every module, tools/ too), buf lint, buf
 
 test: ## run every module's tests with -race (needs Postgres and Redis)
 	for m in $(MODULES); do echo "== $$m"; (cd $$m && go test $(GO_TEST_FLAGS) ./...); done
+	@# 50 MB through every service takes minutes under -race, where it skips itself: here without it.
+	cd e2e && go test -count=1 -run '^TestArtifact50MB$$' ./gateway/
 
 # The example MCP server runs beside `dev up` with -require-lease (its
 # tools/call needs a lease from the lease service on 7104, verified with the

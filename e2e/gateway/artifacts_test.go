@@ -183,6 +183,9 @@ func TestArtifactQuotaCountAcrossReplicas(t *testing.T) {
 // owner, and counts against the tenant's byte quota: the next one is
 // refused ARTIFACT_QUOTA_EXCEEDED naming the quota.
 func TestArtifact50MB(t *testing.T) {
+	if raceEnabled {
+		t.Skip("50 MB through every service takes minutes under the race detector; .ci/run runs this test without it (go test -run TestArtifact50MB ./gateway/)")
+	}
 	const size = 50_000_000
 	const quotaBytes = 64 << 20
 	w := gatewayworld.Start(t, gatewayworld.Options{Gateway: func(c *gateway.Config) {
