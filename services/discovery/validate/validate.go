@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"regexp"
 	"runtime"
 	"sort"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/ids"
 	"github.com/toolcrib/toolcrib/services/discovery/crawl"
 )
 
@@ -106,12 +106,6 @@ type Report struct {
 	Flags []Flag
 }
 
-var toolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
-
-// ValidToolName reports whether name follows the MCP name rules
-// `[A-Za-z0-9_.-]{1,128}`.
-func ValidToolName(name string) bool { return toolName.MatchString(name) }
-
 // Catalog validates tools in order and stops at the first refusal. The
 // per-tool checks run on every CPU; the order of findings is the sequential
 // one described in the package doc.
@@ -202,7 +196,7 @@ func check(t crawl.Tool, i int, l Limits) (Tool, *Finding) {
 			return refuse(discoveryv1.RunReason_RUN_REASON_MALFORMED_TOOL, "icons is not an array")
 		}
 	}
-	if !toolName.MatchString(vt.Name) {
+	if !ids.ValidToolName(vt.Name) {
 		return refuse(discoveryv1.RunReason_RUN_REASON_INVALID_TOOL_NAME, "name %s is not [A-Za-z0-9_.-]{1,128}", quote(vt.Name))
 	}
 	if len(t.Raw) > l.MaxToolBytes {
