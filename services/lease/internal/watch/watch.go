@@ -138,7 +138,7 @@ func (v *View) applyRegistry(ch *registryv1.Change) {
 	switch {
 	case ch.GetPolicy() != nil:
 		tenant, epoch = ch.GetPolicy().GetTenantId(), ch.GetPolicy().GetPolicyEpoch()
-		if pc := ch.GetPolicy(); pc.GetCause() == CauseRevoke && pc.GetGrant().GetSubject() != "" {
+		if pc := ch.GetPolicy(); changelog.PolicyCause(pc) == registryv1.PolicyChangeCause_POLICY_CHANGE_CAUSE_REVOKE && pc.GetGrant().GetSubject() != "" {
 			v.addRevocation(Revocation{Tenant: tenant, Subject: pc.GetGrant().GetSubject(), Epoch: epoch,
 				CommittedAt: ch.GetCommittedAt().AsTime(), Revision: ch.GetRevision()})
 		}
@@ -149,9 +149,6 @@ func (v *View) applyRegistry(ch *registryv1.Change) {
 	}
 	v.setEpoch(tenant, epoch)
 }
-
-// CauseRevoke is the registry's PolicyChange cause of a grant revocation.
-const CauseRevoke = "REVOKE"
 
 // maxRevocations bounds the revocations kept per subject (the newest);
 // maxRevokedSubjects bounds the subjects: when full the history starts
