@@ -99,10 +99,12 @@ type Freshness struct {
 	Lists int
 }
 
-// Fresh reports whether a heartbeat arrived within window before now. A
-// replica answers from its state only while this holds (I8).
+// Fresh reports whether a heartbeat arrived less than window before now:
+// a heartbeat exactly one window old is stale (fail closed). A replica
+// answers from its state only while this holds (I8). It is the one
+// freshness comparison; [Heads] uses it.
 func (f Freshness) Fresh(now time.Time, window time.Duration) bool {
-	return !f.At.IsZero() && now.Sub(f.At) <= window
+	return !f.At.IsZero() && now.Before(f.At.Add(window))
 }
 
 // Follower follows one Watch stream into a consumer: list, watch from the

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolcrib/toolcrib/platform/ids"
 	"github.com/toolcrib/toolcrib/platform/principal"
 )
 
@@ -289,8 +290,8 @@ func (c *Common) Validate() error {
 	if c.AdminGroup == "" {
 		bad("admin-group", "required")
 	}
-	if !principal.ValidTenantID(c.AuthPlatformTenant) {
-		bad("auth-platform-tenant", "must be a tenant id matching %s", principal.TenantIDPattern)
+	if !ids.ValidTenantID(c.AuthPlatformTenant) {
+		bad("auth-platform-tenant", "must be a tenant id matching %s", ids.TenantIDPattern)
 	}
 	if c.AuthMaxTokenLifetime <= 0 {
 		bad("auth-max-token-lifetime", "must be positive")

@@ -1,27 +1,17 @@
 package principal
 
 import (
-	"fmt"
-	"regexp"
 	"strings"
-	"unicode"
+
+	"github.com/toolcrib/toolcrib/platform/ids"
 )
-
-// TenantIDPattern is the form of a tenant id, the `tenant` claim of a
-// token and the tenant part of an [Owner].
-const TenantIDPattern = `[a-z0-9][a-z0-9-]{0,62}`
-
-var tenantIDRe = regexp.MustCompile(`^` + TenantIDPattern + `$`)
-
-// ValidTenantID reports whether s is a well-formed tenant id.
-func ValidTenantID(s string) bool { return tenantIDRe.MatchString(s) }
 
 // Owner syntax: `<tenant>/group:<group>` or `<tenant>/user:<subject>`.
 const (
 	ownerGroupKind = "group:"
 	ownerUserKind  = "user:"
 	// MaxOwnerName bounds the group or subject part of an owner, in bytes.
-	MaxOwnerName = 256
+	MaxOwnerName = ids.MaxNameBytes
 	// OwnerSyntax is the owner form, for error messages and help texts.
 	OwnerSyntax = "<tenant>/group:<group> or <tenant>/user:<subject>"
 )
@@ -70,8 +60,8 @@ func ParseOwner(s string) (Owner, error) {
 	if !ok {
 		return Owner{}, &OwnerError{Reason: "must be " + OwnerSyntax + " (a group or subject is bound to its tenant)"}
 	}
-	if !ValidTenantID(tenant) {
-		return Owner{}, &OwnerError{Reason: "tenant must match " + TenantIDPattern}
+	if !ids.ValidTenantID(tenant) {
+		return Owner{}, &OwnerError{Reason: "tenant must match " + ids.TenantIDPattern}
 	}
 	var o Owner
 	var name string
@@ -85,13 +75,8 @@ func ParseOwner(s string) (Owner, error) {
 	default:
 		return Owner{}, &OwnerError{Reason: "must be " + OwnerSyntax + ": after the tenant comes group: or user:"}
 	}
-	switch {
-	case name == "":
-		return Owner{}, &OwnerError{Reason: "names no group or subject"}
-	case len(name) > MaxOwnerName:
-		return Owner{}, &OwnerError{Reason: fmt.Sprintf("name is longer than %d bytes", MaxOwnerName)}
-	case strings.ContainsFunc(name, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
-		return Owner{}, &OwnerError{Reason: "name contains white space or a control character"}
+	if p := ids.NameProblem(name); p != "" {
+		return Owner{}, &OwnerError{Reason: "group or subject name: " + p}
 	}
 	return o, nil
 }

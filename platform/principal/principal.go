@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/toolcrib/toolcrib/platform/apierror"
+	"github.com/toolcrib/toolcrib/platform/ids"
 )
 
 // Principal is a verified caller.
@@ -140,8 +141,8 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	if cfg.MaxLifetime < 0 {
 		return nil, errors.New("principal: the maximum token lifetime must be positive")
 	}
-	if (cfg.AdminGroup != "" || cfg.ServiceGroup != "") && !ValidTenantID(cfg.PlatformTenant) {
-		return nil, fmt.Errorf("principal: admin and service groups need a platform tenant matching %s", TenantIDPattern)
+	if (cfg.AdminGroup != "" || cfg.ServiceGroup != "") && !ids.ValidTenantID(cfg.PlatformTenant) {
+		return nil, fmt.Errorf("principal: admin and service groups need a platform tenant matching %s", ids.TenantIDPattern)
 	}
 	return &Verifier{cfg: cfg, keys: set, now: time.Now, verified: map[string]Principal{}}, nil
 }

@@ -196,7 +196,7 @@ func TestRolloutStageOnWatch(t *testing.T) {
 		t.Fatalf("first change %v, want the SHADOW stage at revision %d", changes[0], resp.GetRolloutStage().GetRevision())
 	}
 	pc := changes[1].GetPolicy()
-	if pc.GetCause() != "ROLLOUT_STAGE" || pc.GetPolicyEpoch() != resp.GetPolicyEpoch() || pc.GetTenantId() != tenant {
+	if pc.GetCauseCode() != registryv1.PolicyChangeCause_POLICY_CHANGE_CAUSE_ROLLOUT_STAGE || pc.GetPolicyEpoch() != resp.GetPolicyEpoch() || pc.GetTenantId() != tenant {
 		t.Fatalf("second change %v, want the ROLLOUT_STAGE bump to %d", changes[1], resp.GetPolicyEpoch())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/toolcrib/toolcrib/platform/changelog"
 	"github.com/toolcrib/toolcrib/services/registry/registrytest"
 
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
@@ -461,7 +462,7 @@ func TestToolChangesBumpEveryCoveringTenantInTheSameTransaction(t *testing.T) {
 		w.cancel()
 		toolChange, pa, pb := changes[0], changes[1].GetPolicy(), changes[2].GetPolicy()
 		if toolChange.GetTool().GetToolId() != toolID || pa.GetTenantId() != tenant || pb.GetTenantId() != tenantB ||
-			pa.GetCause() != step.cause || pb.GetCause() != step.cause {
+			changelog.PolicyCauseName(pa.GetCauseCode()) != step.cause || changelog.PolicyCauseName(pb.GetCauseCode()) != step.cause {
 			t.Fatalf("%s: changes %v", step.cause, changes)
 		}
 		for i := 1; i < 3; i++ {

@@ -81,7 +81,7 @@ func TestWatchSeesEveryChangeInOrderAndResumes(t *testing.T) {
 	setup(t, r) // server, tenant, class (+ its policy bump): 4 changes
 	first := w.next(t, 4)
 	if first[0].GetServer().GetServerId() != server || first[1].GetTenant().GetTenantId() != tenant ||
-		first[2].GetAudienceClass().GetName() != class || first[3].GetPolicy().GetCause() != "AUDIENCE_CLASS" {
+		first[2].GetAudienceClass().GetName() != class || first[3].GetPolicy().GetCauseCode() != registryv1.PolicyChangeCause_POLICY_CHANGE_CAUSE_AUDIENCE_CLASS {
 		t.Fatalf("first changes out of order: %v", first)
 	}
 	if first[0].GetKind() != registryv1.ChangeKind_CHANGE_KIND_CREATED || first[0].GetCommittedAt() == nil {
@@ -124,7 +124,7 @@ func TestWatchSeesEveryChangeInOrderAndResumes(t *testing.T) {
 	epoch := int64(0)
 	for _, ch := range got[4:] {
 		p := ch.GetPolicy()
-		if p.GetCause() != "GRANT" || p.GetGrant() == nil || (epoch != 0 && p.GetPolicyEpoch() != epoch+1) {
+		if p.GetCauseCode() != registryv1.PolicyChangeCause_POLICY_CHANGE_CAUSE_GRANT || p.GetGrant() == nil || (epoch != 0 && p.GetPolicyEpoch() != epoch+1) {
 			t.Fatalf("grant change %v after epoch %d", ch, epoch)
 		}
 		epoch = p.GetPolicyEpoch()

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -24,6 +23,7 @@ import (
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/ids"
 	"github.com/toolcrib/toolcrib/platform/principal"
 )
 
@@ -217,7 +217,7 @@ func readState(ctx context.Context, e *env, tenants []string) (*state, error) {
 	}
 	slices.Sort(tenants)
 	for _, t := range slices.Compact(tenants) {
-		if !principal.ValidTenantID(t) {
+		if !ids.ValidTenantID(t) {
 			continue
 		}
 		resp, err := callRegistry(ctx, e, func(ctx context.Context, c registryv1.RegistryServiceClient) (*registryv1.GetPolicyResponse, error) {
@@ -258,12 +258,6 @@ type pin struct {
 func (p *plan) add(line string, do func(ctx context.Context, c registryv1.RegistryServiceClient) error) {
 	p.steps = append(p.steps, step{line: line, do: do})
 }
-
-var (
-	serverIDRe  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-	classNameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}\.[a-z0-9][a-z0-9_-]{0,62}$`)
-	toolIDRe    = regexp.MustCompile(`^([a-z0-9][a-z0-9_-]{0,62})\.(.+)$`)
-)
 
 // problems collects every invalid entry of a file.
 type problems []string
@@ -312,8 +306,8 @@ func check(f *registryFile, st *state, prune bool) (*desired, error) {
 		return false
 	}
 	for i, t := range f.Tenants {
-		if !principal.ValidTenantID(t.ID) {
-			bad.add("tenants[%d].id %q: must match %s", i, t.ID, principal.TenantIDPattern)
+		if !ids.ValidTenantID(t.ID) {
+			bad.add("tenants[%d].id %q: must match %s", i, t.ID, ids.TenantIDPattern)
 			continue
 		}
 		if !dup("tenant", t.ID) {
@@ -344,7 +338,7 @@ func check(f *registryFile, st *state, prune bool) (*desired, error) {
 	inFile := map[string]bool{}
 	for i, c := range f.AudienceClasses {
 		at := fmt.Sprintf("audience_classes[%d] (%s)", i, c.Name)
-		if !classNameRe.MatchString(c.Name) {
+		if !ids.ValidClass(c.Name) {
 			bad.add("%s: name must be <tenant_id>.<class>: lowercase letters, digits, - and _", at)
 			continue
 		}
@@ -405,13 +399,13 @@ func check(f *registryFile, st *state, prune bool) (*desired, error) {
 	}
 	for i, c := range f.Contracts {
 		at := fmt.Sprintf("contracts[%d] (%s)", i, c.ToolID)
-		m := toolIDRe.FindStringSubmatch(c.ToolID)
-		if m == nil {
+		server, _, ok := ids.SplitToolID(c.ToolID)
+		if !ok {
 			bad.add("%s: tool_id must be <server_id>.<tool name>", at)
 			continue
 		}
-		if st.tools[c.ToolID] == nil && !servers[m[1]] {
-			bad.add("%s: server %q is neither in the file nor in the registry", at, m[1])
+		if st.tools[c.ToolID] == nil && !servers[server] {
+			bad.add("%s: server %q is neither in the file nor in the registry", at, server)
 		}
 		ct, err := c.toProto(c.ToolID)
 		if err != nil {
@@ -512,8 +506,8 @@ func sortedSet(s []string) []string {
 }
 
 func (s serverEntry) toProto() (*registryv1.Server, error) {
-	if !serverIDRe.MatchString(s.ID) {
-		return nil, fmt.Errorf("id must match [a-z0-9][a-z0-9_-]{0,62}")
+	if !ids.ValidServerID(s.ID) {
+		return nil, fmt.Errorf("id must match %s", ids.ServerIDPattern)
 	}
 	if _, err := principal.ParseOwner(s.Owner); err != nil {
 		return nil, fmt.Errorf("owner must be %s", principal.OwnerSyntax)

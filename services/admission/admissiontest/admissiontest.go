@@ -133,8 +133,8 @@ func start(t testing.TB, o Options, src sources, freshness func() changelog.Fres
 	t.Cleanup(pool.Close)
 	heads := replica.NewHeads(5*time.Second, nil)
 	if freshness != nil {
-		heads.Follow(replica.RegistryStream, freshness)
-		heads.Follow(replica.DiscoveryStream, freshness)
+		heads.Follow(changelog.RegistryHead, freshness)
+		heads.Follow(changelog.DiscoveryHead, freshness)
 	}
 	copts := cache.Options{L1Size: o.L1Size, SkipL1: o.SkipL1}
 	if copts.L1Size == 0 {
@@ -168,8 +168,8 @@ func start(t testing.TB, o Options, src sources, freshness func() changelog.Fres
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	beat := func() {
-		heads.Heartbeat(replica.RegistryStream)
-		heads.Heartbeat(replica.DiscoveryStream)
+		heads.Heartbeat(changelog.RegistryHead)
+		heads.Heartbeat(changelog.DiscoveryHead)
 	}
 	beat()
 	wg.Add(3)

@@ -212,7 +212,7 @@ func (r *Registry) PutClass(c *registryv1.AudienceClass) int64 {
 	}
 	r.classes[c.GetName()] = c
 	r.appendLocked(&registryv1.Change{Kind: kind, Object: &registryv1.Change_AudienceClass{AudienceClass: proto.Clone(c).(*registryv1.AudienceClass)}})
-	r.bumpLocked(c.GetTenantId(), "AUDIENCE_CLASS")
+	r.bumpLocked(c.GetTenantId(), registryv1.PolicyChangeCause_POLICY_CHANGE_CAUSE_AUDIENCE_CLASS)
 	return r.revisionLocked()
 }
 
@@ -232,20 +232,21 @@ func (r *Registry) Epoch(tenant string) int64 {
 	return r.epochs[tenant]
 }
 
-// BumpEpoch raises a tenant's policy epoch and returns it.
+// BumpEpoch raises a tenant's policy epoch (as a grant change would) and
+// returns it.
 func (r *Registry) BumpEpoch(tenant string) int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.bumpLocked(tenant, "TEST")
+	return r.bumpLocked(tenant, registryv1.PolicyChangeCause_POLICY_CHANGE_CAUSE_GRANT)
 }
 
-func (r *Registry) bumpLocked(tenant, cause string) int64 {
+func (r *Registry) bumpLocked(tenant string, cause registryv1.PolicyChangeCause) int64 {
 	if r.epochs[tenant] == 0 {
 		r.epochs[tenant] = 1
 	}
 	r.epochs[tenant]++
 	r.appendLocked(&registryv1.Change{Kind: registryv1.ChangeKind_CHANGE_KIND_UPDATED,
-		Object: &registryv1.Change_Policy{Policy: &registryv1.PolicyChange{TenantId: tenant, PolicyEpoch: r.epochs[tenant], Cause: cause}}})
+		Object: &registryv1.Change_Policy{Policy: changelog.NewPolicyChange(tenant, r.epochs[tenant], cause)}})
 	return r.epochs[tenant]
 }
 

@@ -4,61 +4,18 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/schema"
 )
 
-// ErrLoadRefused is returned (wrapped) whenever the compiler asks to load a
-// URL: schemas are compiled from their own document only.
-var ErrLoadRefused = errors.New("validate: schema loading is disabled; nothing is fetched")
-
-var loadAttempts atomic.Int64
-
-// LoadAttempts is how many times a compiler of this package asked to load a
-// URL since the process started (each was refused without any I/O).
-func LoadAttempts() int64 { return loadAttempts.Load() }
-
-// refusingLoader is the only loader the compiler gets: it refuses every URL,
-// so neither a network nor a file reference is ever followed. The dialect
-// metaschemas are built into the library and need no loader.
-type refusingLoader struct{}
-
-func (refusingLoader) Load(u string) (any, error) {
-	loadAttempts.Add(1)
-	return nil, fmt.Errorf("%w (%s)", ErrLoadRefused, u)
-}
-
-// resourceURL is where a schema under compilation is registered.
-const resourceURL = "urn:toolcrib:schema"
-
-// Compile compiles one schema document (2020-12 unless its `$schema` says
-// draft-07) without ever loading anything else. Admission may use it to
-// validate arguments under a pinned schema.
-func Compile(schema json.RawMessage) (*jsonschema.Schema, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
-	if err != nil {
-		return nil, err
-	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(refusingLoader{})
-	c.DefaultDraft(jsonschema.Draft2020)
-	if err := c.AddResource(resourceURL, doc); err != nil {
-		return nil, err
-	}
-	sch, err := c.Compile(resourceURL)
-	var load *jsonschema.LoadURLError
-	if errors.As(err, &load) && !errors.Is(err, ErrLoadRefused) {
-		// The library's LoadURLError does not unwrap to the loader's error.
-		err = fmt.Errorf("%w: %v", ErrLoadRefused, err)
-	}
-	return sch, err
-}
+// compiler compiles every schema of this package: the allow-list and the
+// refusing loader of platform/schema.
+var compiler schema.Compiler
 
 // verdicts caches compile outcomes by schema digest (nil finding = valid).
 var verdicts = struct {
@@ -76,7 +33,7 @@ func compileVerdict(canon json.RawMessage, dialect string) *Finding {
 	if ok {
 		return copyFinding(f)
 	}
-	f = classify(Compile(canon))
+	f = classify(compiler.Compile(canon))
 	verdicts.Lock()
 	if len(verdicts.m) >= maxVerdicts {
 		for k := range verdicts.m { // evict an arbitrary tenth
@@ -109,7 +66,9 @@ func classify(_ *jsonschema.Schema, err error) *Finding {
 		load *jsonschema.LoadURLError
 	)
 	switch {
-	case errors.Is(err, ErrLoadRefused) || errors.As(err, &load):
+	case errors.Is(err, schema.ErrUnknownDialect):
+		return &Finding{Reason: discoveryv1.RunReason_RUN_REASON_UNKNOWN_DIALECT, Detail: "$schema is not 2020-12 or draft-07"}
+	case errors.Is(err, schema.ErrLoadRefused) || errors.As(err, &load):
 		return &Finding{Reason: discoveryv1.RunReason_RUN_REASON_NETWORK_REF, Detail: "a reference points outside the document; it was not fetched"}
 	case errors.As(err, &ptr) || errors.As(err, &anc):
 		return &Finding{Reason: discoveryv1.RunReason_RUN_REASON_UNRESOLVED_REF, Detail: bound(err.Error())}
@@ -119,7 +78,7 @@ func classify(_ *jsonschema.Schema, err error) *Finding {
 }
 
 func bound(s string) string {
-	s = string(bytes.ReplaceAll([]byte(s), []byte(resourceURL), []byte("schema")))
+	s = string(bytes.ReplaceAll([]byte(s), []byte(schema.ResourceURL), []byte("schema")))
 	if len(s) > 300 {
 		s = s[:300] + "…"
 	}

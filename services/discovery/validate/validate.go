@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"regexp"
 	"runtime"
 	"sort"
 	"strings"
@@ -14,24 +13,10 @@ import (
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/ids"
+	"github.com/toolcrib/toolcrib/platform/schema"
 	"github.com/toolcrib/toolcrib/services/discovery/crawl"
 )
-
-// Dialects are the `$schema` values accepted, by the dialect they pin.
-const (
-	Draft2020 = "https://json-schema.org/draft/2020-12/schema"
-	Draft07   = "http://json-schema.org/draft-07/schema#"
-)
-
-// dialects maps every accepted spelling to the dialect it names.
-var dialects = map[string]string{
-	"https://json-schema.org/draft/2020-12/schema":  Draft2020,
-	"https://json-schema.org/draft/2020-12/schema#": Draft2020,
-	"http://json-schema.org/draft-07/schema#":       Draft07,
-	"http://json-schema.org/draft-07/schema":        Draft07,
-	"https://json-schema.org/draft-07/schema#":      Draft07,
-	"https://json-schema.org/draft-07/schema":       Draft07,
-}
 
 // Limits bound what a tool may be. The zero value means the defaults.
 type Limits struct {
@@ -105,12 +90,6 @@ type Report struct {
 	// Flags are every flag, in tool order.
 	Flags []Flag
 }
-
-var toolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
-
-// ValidToolName reports whether name follows the MCP name rules
-// `[A-Za-z0-9_.-]{1,128}`.
-func ValidToolName(name string) bool { return toolName.MatchString(name) }
 
 // Catalog validates tools in order and stops at the first refusal. The
 // per-tool checks run on every CPU; the order of findings is the sequential
@@ -202,7 +181,7 @@ func check(t crawl.Tool, i int, l Limits) (Tool, *Finding) {
 			return refuse(discoveryv1.RunReason_RUN_REASON_MALFORMED_TOOL, "icons is not an array")
 		}
 	}
-	if !toolName.MatchString(vt.Name) {
+	if !ids.ValidToolName(vt.Name) {
 		return refuse(discoveryv1.RunReason_RUN_REASON_INVALID_TOOL_NAME, "name %s is not [A-Za-z0-9_.-]{1,128}", quote(vt.Name))
 	}
 	if len(t.Raw) > l.MaxToolBytes {
@@ -212,7 +191,7 @@ func check(t crawl.Tool, i int, l Limits) (Tool, *Finding) {
 	if !ok {
 		return refuse(discoveryv1.RunReason_RUN_REASON_INVALID_SCHEMA, "no inputSchema")
 	}
-	dialect, inDoc, f := schema(in, l)
+	dialect, inDoc, f := checkSchema(in, l)
 	if f != nil {
 		f.Tool, f.Detail = label, "inputSchema: "+f.Detail
 		return vt, f
@@ -221,7 +200,7 @@ func check(t crawl.Tool, i int, l Limits) (Tool, *Finding) {
 	vt.InputSchemaDigest = canonical.DigestBytes(in)
 	vt.docs = append(vt.docs, inDoc)
 	if out, ok := m["outputSchema"]; ok {
-		_, outDoc, f := schema(out, l)
+		_, outDoc, f := checkSchema(out, l)
 		if f != nil {
 			f.Tool, f.Detail = label, "outputSchema: "+f.Detail
 			return vt, f
@@ -285,12 +264,12 @@ func quote(s string) string {
 // Schema checks one canonical schema (see the package doc, step 5) and
 // returns the dialect it is pinned to.
 func Schema(canon json.RawMessage, l Limits) (string, *Finding) {
-	d, _, f := schema(canon, l.withDefaults())
+	d, _, f := checkSchema(canon, l.withDefaults())
 	return d, f
 }
 
-// schema is Schema that also returns the decoded document.
-func schema(canon json.RawMessage, l Limits) (string, any, *Finding) {
+// checkSchema is Schema that also returns the decoded document.
+func checkSchema(canon json.RawMessage, l Limits) (string, any, *Finding) {
 	refuse := func(reason discoveryv1.RunReason, format string, args ...any) (string, any, *Finding) {
 		return "", nil, &Finding{Reason: reason, Detail: fmt.Sprintf(format, args...)}
 	}
@@ -310,10 +289,10 @@ func schema(canon json.RawMessage, l Limits) (string, any, *Finding) {
 	if !ok {
 		return refuse(discoveryv1.RunReason_RUN_REASON_INVALID_SCHEMA, "not a JSON object")
 	}
-	dialect := Draft2020
+	dialect := schema.Draft2020
 	if s, ok := obj["$schema"]; ok {
 		str, _ := s.(string)
-		d, ok := dialects[str]
+		d, ok := schema.Dialect(str)
 		if !ok {
 			return refuse(discoveryv1.RunReason_RUN_REASON_UNKNOWN_DIALECT, "$schema %s is not 2020-12 or draft-07", quote(fmt.Sprint(s)))
 		}
@@ -420,7 +399,7 @@ func (w *refWalk) walk(v any, path string) {
 		case k == "$schema":
 			if path != "" {
 				s, _ := val.(string)
-				if _, ok := dialects[s]; !ok {
+				if _, ok := schema.Dialect(s); !ok {
 					w.finding = &Finding{Reason: discoveryv1.RunReason_RUN_REASON_UNKNOWN_DIALECT,
 						Detail: fmt.Sprintf("%s = %s is not 2020-12 or draft-07", p, quote(fmt.Sprint(val)))}
 					return

@@ -2,7 +2,6 @@ package validate_test
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/schema"
 	"github.com/toolcrib/toolcrib/services/discovery/crawl"
 	"github.com/toolcrib/toolcrib/services/discovery/validate"
 )
@@ -108,10 +108,10 @@ func TestRefusals(t *testing.T) {
 
 func TestDialectsArePinned(t *testing.T) {
 	for schema, want := range map[string]string{
-		`{"type":"object"}`: validate.Draft2020,
-		`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object"}`:                        validate.Draft2020,
-		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"}`:                             validate.Draft07,
-		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","items":[{"type":"string"}]}`: validate.Draft07,
+		`{"type":"object"}`: schema.Draft2020,
+		`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object"}`:                        schema.Draft2020,
+		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"}`:                             schema.Draft07,
+		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","items":[{"type":"string"}]}`: schema.Draft07,
 	} {
 		d, f := validate.Schema(json.RawMessage(schema), validate.Limits{})
 		if f != nil || d != want {
@@ -146,16 +146,6 @@ func TestNetworkRefsAreNeverFetched(t *testing.T) {
 			t.Fatalf("%s: %v", s, rep.Refusal)
 		}
 	}
-	// The compiler itself (which admission may reuse) refuses to load too.
-	before := validate.LoadAttempts()
-	for _, s := range schemas[:3] {
-		if _, err := validate.Compile(json.RawMessage(s)); !errors.Is(err, validate.ErrLoadRefused) {
-			t.Fatalf("Compile(%s) = %v, want a refused load", s, err)
-		}
-	}
-	if validate.LoadAttempts() <= before {
-		t.Fatal("the compiler never asked the loader")
-	}
 	if n := hits.Load(); n != 0 {
 		t.Fatalf("the schema server was contacted %d times", n)
 	}
@@ -182,7 +172,7 @@ func TestFlagsAndAnnotationsAreRecordedNotTrusted(t *testing.T) {
 	if a == nil || !a.GetReadOnlyHint() || !a.GetDestructiveHint() || a.GetTitle() != "Add" || a.IdempotentHint != nil {
 		t.Fatalf("annotations %+v", a)
 	}
-	if rep.Tools[0].InputSchemaDigest == "" || rep.Tools[0].OutputSchemaDigest != "" || rep.Tools[0].Dialect != validate.Draft2020 {
+	if rep.Tools[0].InputSchemaDigest == "" || rep.Tools[0].OutputSchemaDigest != "" || rep.Tools[0].Dialect != schema.Draft2020 {
 		t.Fatalf("derived %+v", rep.Tools[0])
 	}
 }
@@ -242,7 +232,7 @@ func TestFastPathAgreesWithTheCompiler(t *testing.T) {
 			continue // duplicate "type" member
 		}
 		_, f := validate.Schema(c, validate.Limits{})
-		_, cerr := validate.Compile(c)
+		_, cerr := new(schema.Compiler).Compile(c)
 		if (f == nil) != (cerr == nil) {
 			t.Fatalf("%s: validation %v, compiler %v", c, f, cerr)
 		}

@@ -473,6 +473,92 @@ func (ChangeKind) EnumDescriptor() ([]byte, []int) {
 	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{6}
 }
 
+// PolicyChangeCause is what raised a tenant's policy epoch.
+type PolicyChangeCause int32
+
+const (
+	// Not set: a change written before cause_code existed (read `cause`).
+	PolicyChangeCause_POLICY_CHANGE_CAUSE_UNSPECIFIED PolicyChangeCause = 0
+	// A grant was created or widened.
+	PolicyChangeCause_POLICY_CHANGE_CAUSE_GRANT PolicyChangeCause = 1
+	// A grant was revoked or narrowed; leases issued to its subject before
+	// the bump stop verifying.
+	PolicyChangeCause_POLICY_CHANGE_CAUSE_REVOKE PolicyChangeCause = 2
+	// An audience class of the tenant was created, changed or deleted.
+	PolicyChangeCause_POLICY_CHANGE_CAUSE_AUDIENCE_CLASS PolicyChangeCause = 3
+	// A server's trust level changed.
+	PolicyChangeCause_POLICY_CHANGE_CAUSE_SERVER_TRUST PolicyChangeCause = 4
+	// A tool contract was published.
+	PolicyChangeCause_POLICY_CHANGE_CAUSE_CONTRACT_PUBLISHED PolicyChangeCause = 5
+	// A tool was approved.
+	PolicyChangeCause_POLICY_CHANGE_CAUSE_TOOL_APPROVED PolicyChangeCause = 6
+	// A tool was enabled.
+	PolicyChangeCause_POLICY_CHANGE_CAUSE_TOOL_ENABLED PolicyChangeCause = 7
+	// A tool was disabled.
+	PolicyChangeCause_POLICY_CHANGE_CAUSE_TOOL_DISABLED PolicyChangeCause = 8
+	// A tool was rolled back to an earlier contract version.
+	PolicyChangeCause_POLICY_CHANGE_CAUSE_TOOL_ROLLED_BACK PolicyChangeCause = 9
+	// A rollout stage changed.
+	PolicyChangeCause_POLICY_CHANGE_CAUSE_ROLLOUT_STAGE PolicyChangeCause = 10
+)
+
+// Enum value maps for PolicyChangeCause.
+var (
+	PolicyChangeCause_name = map[int32]string{
+		0:  "POLICY_CHANGE_CAUSE_UNSPECIFIED",
+		1:  "POLICY_CHANGE_CAUSE_GRANT",
+		2:  "POLICY_CHANGE_CAUSE_REVOKE",
+		3:  "POLICY_CHANGE_CAUSE_AUDIENCE_CLASS",
+		4:  "POLICY_CHANGE_CAUSE_SERVER_TRUST",
+		5:  "POLICY_CHANGE_CAUSE_CONTRACT_PUBLISHED",
+		6:  "POLICY_CHANGE_CAUSE_TOOL_APPROVED",
+		7:  "POLICY_CHANGE_CAUSE_TOOL_ENABLED",
+		8:  "POLICY_CHANGE_CAUSE_TOOL_DISABLED",
+		9:  "POLICY_CHANGE_CAUSE_TOOL_ROLLED_BACK",
+		10: "POLICY_CHANGE_CAUSE_ROLLOUT_STAGE",
+	}
+	PolicyChangeCause_value = map[string]int32{
+		"POLICY_CHANGE_CAUSE_UNSPECIFIED":        0,
+		"POLICY_CHANGE_CAUSE_GRANT":              1,
+		"POLICY_CHANGE_CAUSE_REVOKE":             2,
+		"POLICY_CHANGE_CAUSE_AUDIENCE_CLASS":     3,
+		"POLICY_CHANGE_CAUSE_SERVER_TRUST":       4,
+		"POLICY_CHANGE_CAUSE_CONTRACT_PUBLISHED": 5,
+		"POLICY_CHANGE_CAUSE_TOOL_APPROVED":      6,
+		"POLICY_CHANGE_CAUSE_TOOL_ENABLED":       7,
+		"POLICY_CHANGE_CAUSE_TOOL_DISABLED":      8,
+		"POLICY_CHANGE_CAUSE_TOOL_ROLLED_BACK":   9,
+		"POLICY_CHANGE_CAUSE_ROLLOUT_STAGE":      10,
+	}
+)
+
+func (x PolicyChangeCause) Enum() *PolicyChangeCause {
+	p := new(PolicyChangeCause)
+	*p = x
+	return p
+}
+
+func (x PolicyChangeCause) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PolicyChangeCause) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolcrib_registry_v1_registry_proto_enumTypes[7].Descriptor()
+}
+
+func (PolicyChangeCause) Type() protoreflect.EnumType {
+	return &file_toolcrib_registry_v1_registry_proto_enumTypes[7]
+}
+
+func (x PolicyChangeCause) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PolicyChangeCause.Descriptor instead.
+func (PolicyChangeCause) EnumDescriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{7}
+}
+
 // StreamableHttpTransport reaches a server over MCP streamable HTTP.
 type StreamableHttpTransport struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -5135,10 +5221,16 @@ type PolicyChange struct {
 	// The grant that changed; unset when the bump came from a tool or
 	// audience change.
 	Grant *Grant `protobuf:"bytes,3,opt,name=grant,proto3" json:"grant,omitempty"`
-	// What caused the bump: `GRANT`, `REVOKE`, `AUDIENCE_CLASS`,
-	// `SERVER_TRUST`, `CONTRACT_PUBLISHED`, `TOOL_APPROVED`, `TOOL_ENABLED`,
-	// `TOOL_DISABLED`, `TOOL_ROLLED_BACK` or `ROLLOUT_STAGE`.
-	Cause         string `protobuf:"bytes,4,opt,name=cause,proto3" json:"cause,omitempty"`
+	// Deprecated: read cause_code. What caused the bump, as the name of a
+	// PolicyChangeCause value without its `POLICY_CHANGE_CAUSE_` prefix
+	// (`GRANT`, `REVOKE`, …). The registry still writes it beside
+	// cause_code; changes written before cause_code existed carry only this.
+	//
+	// Deprecated: Marked as deprecated in toolcrib/registry/v1/registry.proto.
+	Cause string `protobuf:"bytes,4,opt,name=cause,proto3" json:"cause,omitempty"`
+	// What caused the bump. UNSPECIFIED only on a change written before this
+	// field existed; then `cause` names it.
+	CauseCode     PolicyChangeCause `protobuf:"varint,5,opt,name=cause_code,json=causeCode,proto3,enum=toolcrib.registry.v1.PolicyChangeCause" json:"cause_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5194,11 +5286,19 @@ func (x *PolicyChange) GetGrant() *Grant {
 	return nil
 }
 
+// Deprecated: Marked as deprecated in toolcrib/registry/v1/registry.proto.
 func (x *PolicyChange) GetCause() string {
 	if x != nil {
 		return x.Cause
 	}
 	return ""
+}
+
+func (x *PolicyChange) GetCauseCode() PolicyChangeCause {
+	if x != nil {
+		return x.CauseCode
+	}
+	return PolicyChangeCause_POLICY_CHANGE_CAUSE_UNSPECIFIED
 }
 
 // Change is one committed registry change.
@@ -5805,12 +5905,14 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\x06policy\x18\x01 \x01(\v2\x1c.toolcrib.registry.v1.PolicyR\x06policy\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x03R\brevision\"3\n" +
 	"\fWatchRequest\x12#\n" +
-	"\rfrom_revision\x18\x01 \x01(\x03R\ffromRevision\"\x97\x01\n" +
+	"\rfrom_revision\x18\x01 \x01(\x03R\ffromRevision\"\xe3\x01\n" +
 	"\fPolicyChange\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12!\n" +
 	"\fpolicy_epoch\x18\x02 \x01(\x03R\vpolicyEpoch\x121\n" +
-	"\x05grant\x18\x03 \x01(\v2\x1b.toolcrib.registry.v1.GrantR\x05grant\x12\x14\n" +
-	"\x05cause\x18\x04 \x01(\tR\x05cause\"\x9c\x04\n" +
+	"\x05grant\x18\x03 \x01(\v2\x1b.toolcrib.registry.v1.GrantR\x05grant\x12\x18\n" +
+	"\x05cause\x18\x04 \x01(\tB\x02\x18\x01R\x05cause\x12F\n" +
+	"\n" +
+	"cause_code\x18\x05 \x01(\x0e2'.toolcrib.registry.v1.PolicyChangeCauseR\tcauseCode\"\x9c\x04\n" +
 	"\x06Change\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x12=\n" +
 	"\fcommitted_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vcommittedAt\x124\n" +
@@ -5861,7 +5963,20 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\x17CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CHANGE_KIND_CREATED\x10\x01\x12\x17\n" +
 	"\x13CHANGE_KIND_UPDATED\x10\x02\x12\x17\n" +
-	"\x13CHANGE_KIND_DELETED\x10\x032\xa2\x14\n" +
+	"\x13CHANGE_KIND_DELETED\x10\x03*\xb6\x03\n" +
+	"\x11PolicyChangeCause\x12#\n" +
+	"\x1fPOLICY_CHANGE_CAUSE_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19POLICY_CHANGE_CAUSE_GRANT\x10\x01\x12\x1e\n" +
+	"\x1aPOLICY_CHANGE_CAUSE_REVOKE\x10\x02\x12&\n" +
+	"\"POLICY_CHANGE_CAUSE_AUDIENCE_CLASS\x10\x03\x12$\n" +
+	" POLICY_CHANGE_CAUSE_SERVER_TRUST\x10\x04\x12*\n" +
+	"&POLICY_CHANGE_CAUSE_CONTRACT_PUBLISHED\x10\x05\x12%\n" +
+	"!POLICY_CHANGE_CAUSE_TOOL_APPROVED\x10\x06\x12$\n" +
+	" POLICY_CHANGE_CAUSE_TOOL_ENABLED\x10\a\x12%\n" +
+	"!POLICY_CHANGE_CAUSE_TOOL_DISABLED\x10\b\x12(\n" +
+	"$POLICY_CHANGE_CAUSE_TOOL_ROLLED_BACK\x10\t\x12%\n" +
+	"!POLICY_CHANGE_CAUSE_ROLLOUT_STAGE\x10\n" +
+	"2\xa2\x14\n" +
 	"\x0fRegistryService\x12k\n" +
 	"\x0eRegisterServer\x12+.toolcrib.registry.v1.RegisterServerRequest\x1a,.toolcrib.registry.v1.RegisterServerResponse\x12\\\n" +
 	"\tGetServer\x12&.toolcrib.registry.v1.GetServerRequest\x1a'.toolcrib.registry.v1.GetServerResponse\x12b\n" +
@@ -5904,7 +6019,7 @@ func file_toolcrib_registry_v1_registry_proto_rawDescGZIP() []byte {
 	return file_toolcrib_registry_v1_registry_proto_rawDescData
 }
 
-var file_toolcrib_registry_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_toolcrib_registry_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
 var file_toolcrib_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_toolcrib_registry_v1_registry_proto_goTypes = []any{
 	(TrustLevel)(0),                     // 0: toolcrib.registry.v1.TrustLevel
@@ -5914,217 +6029,219 @@ var file_toolcrib_registry_v1_registry_proto_goTypes = []any{
 	(ReviewState)(0),                    // 4: toolcrib.registry.v1.ReviewState
 	(Stage)(0),                          // 5: toolcrib.registry.v1.Stage
 	(ChangeKind)(0),                     // 6: toolcrib.registry.v1.ChangeKind
-	(*StreamableHttpTransport)(nil),     // 7: toolcrib.registry.v1.StreamableHttpTransport
-	(*StdioTransport)(nil),              // 8: toolcrib.registry.v1.StdioTransport
-	(*Server)(nil),                      // 9: toolcrib.registry.v1.Server
-	(*Tenant)(nil),                      // 10: toolcrib.registry.v1.Tenant
-	(*AudienceServer)(nil),              // 11: toolcrib.registry.v1.AudienceServer
-	(*AudienceClass)(nil),               // 12: toolcrib.registry.v1.AudienceClass
-	(*DownstreamMapping)(nil),           // 13: toolcrib.registry.v1.DownstreamMapping
-	(*DataPolicy)(nil),                  // 14: toolcrib.registry.v1.DataPolicy
-	(*ToolContract)(nil),                // 15: toolcrib.registry.v1.ToolContract
-	(*ToolVariant)(nil),                 // 16: toolcrib.registry.v1.ToolVariant
-	(*ApprovedVersion)(nil),             // 17: toolcrib.registry.v1.ApprovedVersion
-	(*Tool)(nil),                        // 18: toolcrib.registry.v1.Tool
-	(*ToolEvent)(nil),                   // 19: toolcrib.registry.v1.ToolEvent
-	(*Grant)(nil),                       // 20: toolcrib.registry.v1.Grant
-	(*Policy)(nil),                      // 21: toolcrib.registry.v1.Policy
-	(*RolloutStage)(nil),                // 22: toolcrib.registry.v1.RolloutStage
-	(*SetRolloutStageRequest)(nil),      // 23: toolcrib.registry.v1.SetRolloutStageRequest
-	(*SetRolloutStageResponse)(nil),     // 24: toolcrib.registry.v1.SetRolloutStageResponse
-	(*GetRolloutStageRequest)(nil),      // 25: toolcrib.registry.v1.GetRolloutStageRequest
-	(*GetRolloutStageResponse)(nil),     // 26: toolcrib.registry.v1.GetRolloutStageResponse
-	(*ListRolloutStagesRequest)(nil),    // 27: toolcrib.registry.v1.ListRolloutStagesRequest
-	(*ListRolloutStagesResponse)(nil),   // 28: toolcrib.registry.v1.ListRolloutStagesResponse
-	(*RegisterServerRequest)(nil),       // 29: toolcrib.registry.v1.RegisterServerRequest
-	(*RegisterServerResponse)(nil),      // 30: toolcrib.registry.v1.RegisterServerResponse
-	(*GetServerRequest)(nil),            // 31: toolcrib.registry.v1.GetServerRequest
-	(*GetServerResponse)(nil),           // 32: toolcrib.registry.v1.GetServerResponse
-	(*ListServersRequest)(nil),          // 33: toolcrib.registry.v1.ListServersRequest
-	(*ListServersResponse)(nil),         // 34: toolcrib.registry.v1.ListServersResponse
-	(*UpdateServerRequest)(nil),         // 35: toolcrib.registry.v1.UpdateServerRequest
-	(*UpdateServerResponse)(nil),        // 36: toolcrib.registry.v1.UpdateServerResponse
-	(*DeleteServerRequest)(nil),         // 37: toolcrib.registry.v1.DeleteServerRequest
-	(*DeleteServerResponse)(nil),        // 38: toolcrib.registry.v1.DeleteServerResponse
-	(*PutTenantRequest)(nil),            // 39: toolcrib.registry.v1.PutTenantRequest
-	(*PutTenantResponse)(nil),           // 40: toolcrib.registry.v1.PutTenantResponse
-	(*PutAudienceClassRequest)(nil),     // 41: toolcrib.registry.v1.PutAudienceClassRequest
-	(*PutAudienceClassResponse)(nil),    // 42: toolcrib.registry.v1.PutAudienceClassResponse
-	(*GetAudienceClassRequest)(nil),     // 43: toolcrib.registry.v1.GetAudienceClassRequest
-	(*GetAudienceClassResponse)(nil),    // 44: toolcrib.registry.v1.GetAudienceClassResponse
-	(*GetBindingRequest)(nil),           // 45: toolcrib.registry.v1.GetBindingRequest
-	(*GetBindingResponse)(nil),          // 46: toolcrib.registry.v1.GetBindingResponse
-	(*ListAudienceClassesRequest)(nil),  // 47: toolcrib.registry.v1.ListAudienceClassesRequest
-	(*ListAudienceClassesResponse)(nil), // 48: toolcrib.registry.v1.ListAudienceClassesResponse
-	(*PublishContractRequest)(nil),      // 49: toolcrib.registry.v1.PublishContractRequest
-	(*PublishContractResponse)(nil),     // 50: toolcrib.registry.v1.PublishContractResponse
-	(*ApproveToolRequest)(nil),          // 51: toolcrib.registry.v1.ApproveToolRequest
-	(*ApproveToolResponse)(nil),         // 52: toolcrib.registry.v1.ApproveToolResponse
-	(*EnableToolRequest)(nil),           // 53: toolcrib.registry.v1.EnableToolRequest
-	(*EnableToolResponse)(nil),          // 54: toolcrib.registry.v1.EnableToolResponse
-	(*DisableToolRequest)(nil),          // 55: toolcrib.registry.v1.DisableToolRequest
-	(*DisableToolResponse)(nil),         // 56: toolcrib.registry.v1.DisableToolResponse
-	(*RollbackToolRequest)(nil),         // 57: toolcrib.registry.v1.RollbackToolRequest
-	(*RollbackToolResponse)(nil),        // 58: toolcrib.registry.v1.RollbackToolResponse
-	(*GetToolRequest)(nil),              // 59: toolcrib.registry.v1.GetToolRequest
-	(*GetToolResponse)(nil),             // 60: toolcrib.registry.v1.GetToolResponse
-	(*ListToolsRequest)(nil),            // 61: toolcrib.registry.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),           // 62: toolcrib.registry.v1.ListToolsResponse
-	(*GetToolReviewRequest)(nil),        // 63: toolcrib.registry.v1.GetToolReviewRequest
-	(*GetToolReviewResponse)(nil),       // 64: toolcrib.registry.v1.GetToolReviewResponse
-	(*GrantScopesRequest)(nil),          // 65: toolcrib.registry.v1.GrantScopesRequest
-	(*GrantScopesResponse)(nil),         // 66: toolcrib.registry.v1.GrantScopesResponse
-	(*RevokeScopesRequest)(nil),         // 67: toolcrib.registry.v1.RevokeScopesRequest
-	(*RevokeScopesResponse)(nil),        // 68: toolcrib.registry.v1.RevokeScopesResponse
-	(*GetPolicyRequest)(nil),            // 69: toolcrib.registry.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),           // 70: toolcrib.registry.v1.GetPolicyResponse
-	(*WatchRequest)(nil),                // 71: toolcrib.registry.v1.WatchRequest
-	(*PolicyChange)(nil),                // 72: toolcrib.registry.v1.PolicyChange
-	(*Change)(nil),                      // 73: toolcrib.registry.v1.Change
-	(*WatchResponse)(nil),               // 74: toolcrib.registry.v1.WatchResponse
-	(*durationpb.Duration)(nil),         // 75: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),       // 76: google.protobuf.Timestamp
-	(v1.EffectClass)(0),                 // 77: toolcrib.catalog.v1.EffectClass
-	(*v1.Heartbeat)(nil),                // 78: toolcrib.catalog.v1.Heartbeat
+	(PolicyChangeCause)(0),              // 7: toolcrib.registry.v1.PolicyChangeCause
+	(*StreamableHttpTransport)(nil),     // 8: toolcrib.registry.v1.StreamableHttpTransport
+	(*StdioTransport)(nil),              // 9: toolcrib.registry.v1.StdioTransport
+	(*Server)(nil),                      // 10: toolcrib.registry.v1.Server
+	(*Tenant)(nil),                      // 11: toolcrib.registry.v1.Tenant
+	(*AudienceServer)(nil),              // 12: toolcrib.registry.v1.AudienceServer
+	(*AudienceClass)(nil),               // 13: toolcrib.registry.v1.AudienceClass
+	(*DownstreamMapping)(nil),           // 14: toolcrib.registry.v1.DownstreamMapping
+	(*DataPolicy)(nil),                  // 15: toolcrib.registry.v1.DataPolicy
+	(*ToolContract)(nil),                // 16: toolcrib.registry.v1.ToolContract
+	(*ToolVariant)(nil),                 // 17: toolcrib.registry.v1.ToolVariant
+	(*ApprovedVersion)(nil),             // 18: toolcrib.registry.v1.ApprovedVersion
+	(*Tool)(nil),                        // 19: toolcrib.registry.v1.Tool
+	(*ToolEvent)(nil),                   // 20: toolcrib.registry.v1.ToolEvent
+	(*Grant)(nil),                       // 21: toolcrib.registry.v1.Grant
+	(*Policy)(nil),                      // 22: toolcrib.registry.v1.Policy
+	(*RolloutStage)(nil),                // 23: toolcrib.registry.v1.RolloutStage
+	(*SetRolloutStageRequest)(nil),      // 24: toolcrib.registry.v1.SetRolloutStageRequest
+	(*SetRolloutStageResponse)(nil),     // 25: toolcrib.registry.v1.SetRolloutStageResponse
+	(*GetRolloutStageRequest)(nil),      // 26: toolcrib.registry.v1.GetRolloutStageRequest
+	(*GetRolloutStageResponse)(nil),     // 27: toolcrib.registry.v1.GetRolloutStageResponse
+	(*ListRolloutStagesRequest)(nil),    // 28: toolcrib.registry.v1.ListRolloutStagesRequest
+	(*ListRolloutStagesResponse)(nil),   // 29: toolcrib.registry.v1.ListRolloutStagesResponse
+	(*RegisterServerRequest)(nil),       // 30: toolcrib.registry.v1.RegisterServerRequest
+	(*RegisterServerResponse)(nil),      // 31: toolcrib.registry.v1.RegisterServerResponse
+	(*GetServerRequest)(nil),            // 32: toolcrib.registry.v1.GetServerRequest
+	(*GetServerResponse)(nil),           // 33: toolcrib.registry.v1.GetServerResponse
+	(*ListServersRequest)(nil),          // 34: toolcrib.registry.v1.ListServersRequest
+	(*ListServersResponse)(nil),         // 35: toolcrib.registry.v1.ListServersResponse
+	(*UpdateServerRequest)(nil),         // 36: toolcrib.registry.v1.UpdateServerRequest
+	(*UpdateServerResponse)(nil),        // 37: toolcrib.registry.v1.UpdateServerResponse
+	(*DeleteServerRequest)(nil),         // 38: toolcrib.registry.v1.DeleteServerRequest
+	(*DeleteServerResponse)(nil),        // 39: toolcrib.registry.v1.DeleteServerResponse
+	(*PutTenantRequest)(nil),            // 40: toolcrib.registry.v1.PutTenantRequest
+	(*PutTenantResponse)(nil),           // 41: toolcrib.registry.v1.PutTenantResponse
+	(*PutAudienceClassRequest)(nil),     // 42: toolcrib.registry.v1.PutAudienceClassRequest
+	(*PutAudienceClassResponse)(nil),    // 43: toolcrib.registry.v1.PutAudienceClassResponse
+	(*GetAudienceClassRequest)(nil),     // 44: toolcrib.registry.v1.GetAudienceClassRequest
+	(*GetAudienceClassResponse)(nil),    // 45: toolcrib.registry.v1.GetAudienceClassResponse
+	(*GetBindingRequest)(nil),           // 46: toolcrib.registry.v1.GetBindingRequest
+	(*GetBindingResponse)(nil),          // 47: toolcrib.registry.v1.GetBindingResponse
+	(*ListAudienceClassesRequest)(nil),  // 48: toolcrib.registry.v1.ListAudienceClassesRequest
+	(*ListAudienceClassesResponse)(nil), // 49: toolcrib.registry.v1.ListAudienceClassesResponse
+	(*PublishContractRequest)(nil),      // 50: toolcrib.registry.v1.PublishContractRequest
+	(*PublishContractResponse)(nil),     // 51: toolcrib.registry.v1.PublishContractResponse
+	(*ApproveToolRequest)(nil),          // 52: toolcrib.registry.v1.ApproveToolRequest
+	(*ApproveToolResponse)(nil),         // 53: toolcrib.registry.v1.ApproveToolResponse
+	(*EnableToolRequest)(nil),           // 54: toolcrib.registry.v1.EnableToolRequest
+	(*EnableToolResponse)(nil),          // 55: toolcrib.registry.v1.EnableToolResponse
+	(*DisableToolRequest)(nil),          // 56: toolcrib.registry.v1.DisableToolRequest
+	(*DisableToolResponse)(nil),         // 57: toolcrib.registry.v1.DisableToolResponse
+	(*RollbackToolRequest)(nil),         // 58: toolcrib.registry.v1.RollbackToolRequest
+	(*RollbackToolResponse)(nil),        // 59: toolcrib.registry.v1.RollbackToolResponse
+	(*GetToolRequest)(nil),              // 60: toolcrib.registry.v1.GetToolRequest
+	(*GetToolResponse)(nil),             // 61: toolcrib.registry.v1.GetToolResponse
+	(*ListToolsRequest)(nil),            // 62: toolcrib.registry.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),           // 63: toolcrib.registry.v1.ListToolsResponse
+	(*GetToolReviewRequest)(nil),        // 64: toolcrib.registry.v1.GetToolReviewRequest
+	(*GetToolReviewResponse)(nil),       // 65: toolcrib.registry.v1.GetToolReviewResponse
+	(*GrantScopesRequest)(nil),          // 66: toolcrib.registry.v1.GrantScopesRequest
+	(*GrantScopesResponse)(nil),         // 67: toolcrib.registry.v1.GrantScopesResponse
+	(*RevokeScopesRequest)(nil),         // 68: toolcrib.registry.v1.RevokeScopesRequest
+	(*RevokeScopesResponse)(nil),        // 69: toolcrib.registry.v1.RevokeScopesResponse
+	(*GetPolicyRequest)(nil),            // 70: toolcrib.registry.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),           // 71: toolcrib.registry.v1.GetPolicyResponse
+	(*WatchRequest)(nil),                // 72: toolcrib.registry.v1.WatchRequest
+	(*PolicyChange)(nil),                // 73: toolcrib.registry.v1.PolicyChange
+	(*Change)(nil),                      // 74: toolcrib.registry.v1.Change
+	(*WatchResponse)(nil),               // 75: toolcrib.registry.v1.WatchResponse
+	(*durationpb.Duration)(nil),         // 76: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),       // 77: google.protobuf.Timestamp
+	(v1.EffectClass)(0),                 // 78: toolcrib.catalog.v1.EffectClass
+	(*v1.Heartbeat)(nil),                // 79: toolcrib.catalog.v1.Heartbeat
 }
 var file_toolcrib_registry_v1_registry_proto_depIdxs = []int32{
-	7,   // 0: toolcrib.registry.v1.Server.streamable_http:type_name -> toolcrib.registry.v1.StreamableHttpTransport
-	8,   // 1: toolcrib.registry.v1.Server.stdio:type_name -> toolcrib.registry.v1.StdioTransport
+	8,   // 0: toolcrib.registry.v1.Server.streamable_http:type_name -> toolcrib.registry.v1.StreamableHttpTransport
+	9,   // 1: toolcrib.registry.v1.Server.stdio:type_name -> toolcrib.registry.v1.StdioTransport
 	0,   // 2: toolcrib.registry.v1.Server.trust_level:type_name -> toolcrib.registry.v1.TrustLevel
 	1,   // 3: toolcrib.registry.v1.Server.revision_source:type_name -> toolcrib.registry.v1.RevisionSource
-	75,  // 4: toolcrib.registry.v1.Server.scan_interval:type_name -> google.protobuf.Duration
-	76,  // 5: toolcrib.registry.v1.Server.created_at:type_name -> google.protobuf.Timestamp
-	76,  // 6: toolcrib.registry.v1.Server.updated_at:type_name -> google.protobuf.Timestamp
-	76,  // 7: toolcrib.registry.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
-	11,  // 8: toolcrib.registry.v1.AudienceClass.servers:type_name -> toolcrib.registry.v1.AudienceServer
-	76,  // 9: toolcrib.registry.v1.AudienceClass.updated_at:type_name -> google.protobuf.Timestamp
-	77,  // 10: toolcrib.registry.v1.ToolContract.effect:type_name -> toolcrib.catalog.v1.EffectClass
+	76,  // 4: toolcrib.registry.v1.Server.scan_interval:type_name -> google.protobuf.Duration
+	77,  // 5: toolcrib.registry.v1.Server.created_at:type_name -> google.protobuf.Timestamp
+	77,  // 6: toolcrib.registry.v1.Server.updated_at:type_name -> google.protobuf.Timestamp
+	77,  // 7: toolcrib.registry.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	12,  // 8: toolcrib.registry.v1.AudienceClass.servers:type_name -> toolcrib.registry.v1.AudienceServer
+	77,  // 9: toolcrib.registry.v1.AudienceClass.updated_at:type_name -> google.protobuf.Timestamp
+	78,  // 10: toolcrib.registry.v1.ToolContract.effect:type_name -> toolcrib.catalog.v1.EffectClass
 	2,   // 11: toolcrib.registry.v1.ToolContract.authorization:type_name -> toolcrib.registry.v1.Authorization
-	13,  // 12: toolcrib.registry.v1.ToolContract.downstream_mapping:type_name -> toolcrib.registry.v1.DownstreamMapping
-	14,  // 13: toolcrib.registry.v1.ToolContract.data_policy:type_name -> toolcrib.registry.v1.DataPolicy
+	14,  // 12: toolcrib.registry.v1.ToolContract.downstream_mapping:type_name -> toolcrib.registry.v1.DownstreamMapping
+	15,  // 13: toolcrib.registry.v1.ToolContract.data_policy:type_name -> toolcrib.registry.v1.DataPolicy
 	3,   // 14: toolcrib.registry.v1.ToolContract.confirmation:type_name -> toolcrib.registry.v1.Confirmation
 	4,   // 15: toolcrib.registry.v1.ToolVariant.review_state:type_name -> toolcrib.registry.v1.ReviewState
-	76,  // 16: toolcrib.registry.v1.ToolVariant.updated_at:type_name -> google.protobuf.Timestamp
-	15,  // 17: toolcrib.registry.v1.ApprovedVersion.contract:type_name -> toolcrib.registry.v1.ToolContract
-	76,  // 18: toolcrib.registry.v1.ApprovedVersion.approved_at:type_name -> google.protobuf.Timestamp
+	77,  // 16: toolcrib.registry.v1.ToolVariant.updated_at:type_name -> google.protobuf.Timestamp
+	16,  // 17: toolcrib.registry.v1.ApprovedVersion.contract:type_name -> toolcrib.registry.v1.ToolContract
+	77,  // 18: toolcrib.registry.v1.ApprovedVersion.approved_at:type_name -> google.protobuf.Timestamp
 	4,   // 19: toolcrib.registry.v1.Tool.review_state:type_name -> toolcrib.registry.v1.ReviewState
-	15,  // 20: toolcrib.registry.v1.Tool.contract:type_name -> toolcrib.registry.v1.ToolContract
-	17,  // 21: toolcrib.registry.v1.Tool.approvals:type_name -> toolcrib.registry.v1.ApprovedVersion
-	76,  // 22: toolcrib.registry.v1.Tool.updated_at:type_name -> google.protobuf.Timestamp
-	16,  // 23: toolcrib.registry.v1.Tool.variants:type_name -> toolcrib.registry.v1.ToolVariant
-	76,  // 24: toolcrib.registry.v1.ToolEvent.at:type_name -> google.protobuf.Timestamp
-	15,  // 25: toolcrib.registry.v1.ToolEvent.contract:type_name -> toolcrib.registry.v1.ToolContract
-	76,  // 26: toolcrib.registry.v1.Grant.updated_at:type_name -> google.protobuf.Timestamp
-	20,  // 27: toolcrib.registry.v1.Policy.grants:type_name -> toolcrib.registry.v1.Grant
-	12,  // 28: toolcrib.registry.v1.Policy.audience_classes:type_name -> toolcrib.registry.v1.AudienceClass
-	22,  // 29: toolcrib.registry.v1.Policy.rollout_stages:type_name -> toolcrib.registry.v1.RolloutStage
+	16,  // 20: toolcrib.registry.v1.Tool.contract:type_name -> toolcrib.registry.v1.ToolContract
+	18,  // 21: toolcrib.registry.v1.Tool.approvals:type_name -> toolcrib.registry.v1.ApprovedVersion
+	77,  // 22: toolcrib.registry.v1.Tool.updated_at:type_name -> google.protobuf.Timestamp
+	17,  // 23: toolcrib.registry.v1.Tool.variants:type_name -> toolcrib.registry.v1.ToolVariant
+	77,  // 24: toolcrib.registry.v1.ToolEvent.at:type_name -> google.protobuf.Timestamp
+	16,  // 25: toolcrib.registry.v1.ToolEvent.contract:type_name -> toolcrib.registry.v1.ToolContract
+	77,  // 26: toolcrib.registry.v1.Grant.updated_at:type_name -> google.protobuf.Timestamp
+	21,  // 27: toolcrib.registry.v1.Policy.grants:type_name -> toolcrib.registry.v1.Grant
+	13,  // 28: toolcrib.registry.v1.Policy.audience_classes:type_name -> toolcrib.registry.v1.AudienceClass
+	23,  // 29: toolcrib.registry.v1.Policy.rollout_stages:type_name -> toolcrib.registry.v1.RolloutStage
 	5,   // 30: toolcrib.registry.v1.RolloutStage.stage:type_name -> toolcrib.registry.v1.Stage
-	77,  // 31: toolcrib.registry.v1.RolloutStage.canary_effects:type_name -> toolcrib.catalog.v1.EffectClass
-	76,  // 32: toolcrib.registry.v1.RolloutStage.updated_at:type_name -> google.protobuf.Timestamp
+	78,  // 31: toolcrib.registry.v1.RolloutStage.canary_effects:type_name -> toolcrib.catalog.v1.EffectClass
+	77,  // 32: toolcrib.registry.v1.RolloutStage.updated_at:type_name -> google.protobuf.Timestamp
 	5,   // 33: toolcrib.registry.v1.SetRolloutStageRequest.stage:type_name -> toolcrib.registry.v1.Stage
-	77,  // 34: toolcrib.registry.v1.SetRolloutStageRequest.canary_effects:type_name -> toolcrib.catalog.v1.EffectClass
-	22,  // 35: toolcrib.registry.v1.SetRolloutStageResponse.rollout_stage:type_name -> toolcrib.registry.v1.RolloutStage
-	22,  // 36: toolcrib.registry.v1.GetRolloutStageResponse.rollout_stage:type_name -> toolcrib.registry.v1.RolloutStage
-	22,  // 37: toolcrib.registry.v1.GetRolloutStageResponse.history:type_name -> toolcrib.registry.v1.RolloutStage
-	22,  // 38: toolcrib.registry.v1.ListRolloutStagesResponse.rollout_stages:type_name -> toolcrib.registry.v1.RolloutStage
-	9,   // 39: toolcrib.registry.v1.RegisterServerRequest.server:type_name -> toolcrib.registry.v1.Server
-	9,   // 40: toolcrib.registry.v1.RegisterServerResponse.server:type_name -> toolcrib.registry.v1.Server
-	9,   // 41: toolcrib.registry.v1.GetServerResponse.server:type_name -> toolcrib.registry.v1.Server
-	9,   // 42: toolcrib.registry.v1.ListServersResponse.servers:type_name -> toolcrib.registry.v1.Server
-	9,   // 43: toolcrib.registry.v1.UpdateServerRequest.server:type_name -> toolcrib.registry.v1.Server
-	9,   // 44: toolcrib.registry.v1.UpdateServerResponse.server:type_name -> toolcrib.registry.v1.Server
-	9,   // 45: toolcrib.registry.v1.DeleteServerResponse.server:type_name -> toolcrib.registry.v1.Server
-	10,  // 46: toolcrib.registry.v1.PutTenantRequest.tenant:type_name -> toolcrib.registry.v1.Tenant
-	10,  // 47: toolcrib.registry.v1.PutTenantResponse.tenant:type_name -> toolcrib.registry.v1.Tenant
-	12,  // 48: toolcrib.registry.v1.PutAudienceClassRequest.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
-	12,  // 49: toolcrib.registry.v1.PutAudienceClassResponse.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
-	12,  // 50: toolcrib.registry.v1.GetAudienceClassResponse.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
-	9,   // 51: toolcrib.registry.v1.GetBindingResponse.server:type_name -> toolcrib.registry.v1.Server
-	11,  // 52: toolcrib.registry.v1.GetBindingResponse.binding:type_name -> toolcrib.registry.v1.AudienceServer
-	12,  // 53: toolcrib.registry.v1.ListAudienceClassesResponse.audience_classes:type_name -> toolcrib.registry.v1.AudienceClass
-	15,  // 54: toolcrib.registry.v1.PublishContractRequest.contract:type_name -> toolcrib.registry.v1.ToolContract
-	18,  // 55: toolcrib.registry.v1.PublishContractResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	18,  // 56: toolcrib.registry.v1.ApproveToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	18,  // 57: toolcrib.registry.v1.EnableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	18,  // 58: toolcrib.registry.v1.DisableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	18,  // 59: toolcrib.registry.v1.RollbackToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	18,  // 60: toolcrib.registry.v1.GetToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	19,  // 61: toolcrib.registry.v1.GetToolResponse.history:type_name -> toolcrib.registry.v1.ToolEvent
+	78,  // 34: toolcrib.registry.v1.SetRolloutStageRequest.canary_effects:type_name -> toolcrib.catalog.v1.EffectClass
+	23,  // 35: toolcrib.registry.v1.SetRolloutStageResponse.rollout_stage:type_name -> toolcrib.registry.v1.RolloutStage
+	23,  // 36: toolcrib.registry.v1.GetRolloutStageResponse.rollout_stage:type_name -> toolcrib.registry.v1.RolloutStage
+	23,  // 37: toolcrib.registry.v1.GetRolloutStageResponse.history:type_name -> toolcrib.registry.v1.RolloutStage
+	23,  // 38: toolcrib.registry.v1.ListRolloutStagesResponse.rollout_stages:type_name -> toolcrib.registry.v1.RolloutStage
+	10,  // 39: toolcrib.registry.v1.RegisterServerRequest.server:type_name -> toolcrib.registry.v1.Server
+	10,  // 40: toolcrib.registry.v1.RegisterServerResponse.server:type_name -> toolcrib.registry.v1.Server
+	10,  // 41: toolcrib.registry.v1.GetServerResponse.server:type_name -> toolcrib.registry.v1.Server
+	10,  // 42: toolcrib.registry.v1.ListServersResponse.servers:type_name -> toolcrib.registry.v1.Server
+	10,  // 43: toolcrib.registry.v1.UpdateServerRequest.server:type_name -> toolcrib.registry.v1.Server
+	10,  // 44: toolcrib.registry.v1.UpdateServerResponse.server:type_name -> toolcrib.registry.v1.Server
+	10,  // 45: toolcrib.registry.v1.DeleteServerResponse.server:type_name -> toolcrib.registry.v1.Server
+	11,  // 46: toolcrib.registry.v1.PutTenantRequest.tenant:type_name -> toolcrib.registry.v1.Tenant
+	11,  // 47: toolcrib.registry.v1.PutTenantResponse.tenant:type_name -> toolcrib.registry.v1.Tenant
+	13,  // 48: toolcrib.registry.v1.PutAudienceClassRequest.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
+	13,  // 49: toolcrib.registry.v1.PutAudienceClassResponse.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
+	13,  // 50: toolcrib.registry.v1.GetAudienceClassResponse.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
+	10,  // 51: toolcrib.registry.v1.GetBindingResponse.server:type_name -> toolcrib.registry.v1.Server
+	12,  // 52: toolcrib.registry.v1.GetBindingResponse.binding:type_name -> toolcrib.registry.v1.AudienceServer
+	13,  // 53: toolcrib.registry.v1.ListAudienceClassesResponse.audience_classes:type_name -> toolcrib.registry.v1.AudienceClass
+	16,  // 54: toolcrib.registry.v1.PublishContractRequest.contract:type_name -> toolcrib.registry.v1.ToolContract
+	19,  // 55: toolcrib.registry.v1.PublishContractResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	19,  // 56: toolcrib.registry.v1.ApproveToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	19,  // 57: toolcrib.registry.v1.EnableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	19,  // 58: toolcrib.registry.v1.DisableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	19,  // 59: toolcrib.registry.v1.RollbackToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	19,  // 60: toolcrib.registry.v1.GetToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	20,  // 61: toolcrib.registry.v1.GetToolResponse.history:type_name -> toolcrib.registry.v1.ToolEvent
 	4,   // 62: toolcrib.registry.v1.ListToolsRequest.review_state:type_name -> toolcrib.registry.v1.ReviewState
-	18,  // 63: toolcrib.registry.v1.ListToolsResponse.tools:type_name -> toolcrib.registry.v1.Tool
+	19,  // 63: toolcrib.registry.v1.ListToolsResponse.tools:type_name -> toolcrib.registry.v1.Tool
 	4,   // 64: toolcrib.registry.v1.GetToolReviewResponse.review_state:type_name -> toolcrib.registry.v1.ReviewState
-	15,  // 65: toolcrib.registry.v1.GetToolReviewResponse.contract:type_name -> toolcrib.registry.v1.ToolContract
-	17,  // 66: toolcrib.registry.v1.GetToolReviewResponse.approval:type_name -> toolcrib.registry.v1.ApprovedVersion
+	16,  // 65: toolcrib.registry.v1.GetToolReviewResponse.contract:type_name -> toolcrib.registry.v1.ToolContract
+	18,  // 66: toolcrib.registry.v1.GetToolReviewResponse.approval:type_name -> toolcrib.registry.v1.ApprovedVersion
 	0,   // 67: toolcrib.registry.v1.GetToolReviewResponse.trust_level:type_name -> toolcrib.registry.v1.TrustLevel
-	20,  // 68: toolcrib.registry.v1.GrantScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
-	20,  // 69: toolcrib.registry.v1.RevokeScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
-	21,  // 70: toolcrib.registry.v1.GetPolicyResponse.policy:type_name -> toolcrib.registry.v1.Policy
-	20,  // 71: toolcrib.registry.v1.PolicyChange.grant:type_name -> toolcrib.registry.v1.Grant
-	76,  // 72: toolcrib.registry.v1.Change.committed_at:type_name -> google.protobuf.Timestamp
-	6,   // 73: toolcrib.registry.v1.Change.kind:type_name -> toolcrib.registry.v1.ChangeKind
-	9,   // 74: toolcrib.registry.v1.Change.server:type_name -> toolcrib.registry.v1.Server
-	10,  // 75: toolcrib.registry.v1.Change.tenant:type_name -> toolcrib.registry.v1.Tenant
-	12,  // 76: toolcrib.registry.v1.Change.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
-	18,  // 77: toolcrib.registry.v1.Change.tool:type_name -> toolcrib.registry.v1.Tool
-	72,  // 78: toolcrib.registry.v1.Change.policy:type_name -> toolcrib.registry.v1.PolicyChange
-	22,  // 79: toolcrib.registry.v1.Change.rollout_stage:type_name -> toolcrib.registry.v1.RolloutStage
-	73,  // 80: toolcrib.registry.v1.WatchResponse.change:type_name -> toolcrib.registry.v1.Change
-	78,  // 81: toolcrib.registry.v1.WatchResponse.heartbeat:type_name -> toolcrib.catalog.v1.Heartbeat
-	29,  // 82: toolcrib.registry.v1.RegistryService.RegisterServer:input_type -> toolcrib.registry.v1.RegisterServerRequest
-	31,  // 83: toolcrib.registry.v1.RegistryService.GetServer:input_type -> toolcrib.registry.v1.GetServerRequest
-	33,  // 84: toolcrib.registry.v1.RegistryService.ListServers:input_type -> toolcrib.registry.v1.ListServersRequest
-	35,  // 85: toolcrib.registry.v1.RegistryService.UpdateServer:input_type -> toolcrib.registry.v1.UpdateServerRequest
-	37,  // 86: toolcrib.registry.v1.RegistryService.DeleteServer:input_type -> toolcrib.registry.v1.DeleteServerRequest
-	39,  // 87: toolcrib.registry.v1.RegistryService.PutTenant:input_type -> toolcrib.registry.v1.PutTenantRequest
-	41,  // 88: toolcrib.registry.v1.RegistryService.PutAudienceClass:input_type -> toolcrib.registry.v1.PutAudienceClassRequest
-	43,  // 89: toolcrib.registry.v1.RegistryService.GetAudienceClass:input_type -> toolcrib.registry.v1.GetAudienceClassRequest
-	47,  // 90: toolcrib.registry.v1.RegistryService.ListAudienceClasses:input_type -> toolcrib.registry.v1.ListAudienceClassesRequest
-	45,  // 91: toolcrib.registry.v1.RegistryService.GetBinding:input_type -> toolcrib.registry.v1.GetBindingRequest
-	49,  // 92: toolcrib.registry.v1.RegistryService.PublishContract:input_type -> toolcrib.registry.v1.PublishContractRequest
-	51,  // 93: toolcrib.registry.v1.RegistryService.ApproveTool:input_type -> toolcrib.registry.v1.ApproveToolRequest
-	53,  // 94: toolcrib.registry.v1.RegistryService.EnableTool:input_type -> toolcrib.registry.v1.EnableToolRequest
-	55,  // 95: toolcrib.registry.v1.RegistryService.DisableTool:input_type -> toolcrib.registry.v1.DisableToolRequest
-	57,  // 96: toolcrib.registry.v1.RegistryService.RollbackTool:input_type -> toolcrib.registry.v1.RollbackToolRequest
-	59,  // 97: toolcrib.registry.v1.RegistryService.GetTool:input_type -> toolcrib.registry.v1.GetToolRequest
-	61,  // 98: toolcrib.registry.v1.RegistryService.ListTools:input_type -> toolcrib.registry.v1.ListToolsRequest
-	63,  // 99: toolcrib.registry.v1.RegistryService.GetToolReview:input_type -> toolcrib.registry.v1.GetToolReviewRequest
-	65,  // 100: toolcrib.registry.v1.RegistryService.GrantScopes:input_type -> toolcrib.registry.v1.GrantScopesRequest
-	67,  // 101: toolcrib.registry.v1.RegistryService.RevokeScopes:input_type -> toolcrib.registry.v1.RevokeScopesRequest
-	69,  // 102: toolcrib.registry.v1.RegistryService.GetPolicy:input_type -> toolcrib.registry.v1.GetPolicyRequest
-	23,  // 103: toolcrib.registry.v1.RegistryService.SetRolloutStage:input_type -> toolcrib.registry.v1.SetRolloutStageRequest
-	25,  // 104: toolcrib.registry.v1.RegistryService.GetRolloutStage:input_type -> toolcrib.registry.v1.GetRolloutStageRequest
-	27,  // 105: toolcrib.registry.v1.RegistryService.ListRolloutStages:input_type -> toolcrib.registry.v1.ListRolloutStagesRequest
-	71,  // 106: toolcrib.registry.v1.RegistryService.Watch:input_type -> toolcrib.registry.v1.WatchRequest
-	30,  // 107: toolcrib.registry.v1.RegistryService.RegisterServer:output_type -> toolcrib.registry.v1.RegisterServerResponse
-	32,  // 108: toolcrib.registry.v1.RegistryService.GetServer:output_type -> toolcrib.registry.v1.GetServerResponse
-	34,  // 109: toolcrib.registry.v1.RegistryService.ListServers:output_type -> toolcrib.registry.v1.ListServersResponse
-	36,  // 110: toolcrib.registry.v1.RegistryService.UpdateServer:output_type -> toolcrib.registry.v1.UpdateServerResponse
-	38,  // 111: toolcrib.registry.v1.RegistryService.DeleteServer:output_type -> toolcrib.registry.v1.DeleteServerResponse
-	40,  // 112: toolcrib.registry.v1.RegistryService.PutTenant:output_type -> toolcrib.registry.v1.PutTenantResponse
-	42,  // 113: toolcrib.registry.v1.RegistryService.PutAudienceClass:output_type -> toolcrib.registry.v1.PutAudienceClassResponse
-	44,  // 114: toolcrib.registry.v1.RegistryService.GetAudienceClass:output_type -> toolcrib.registry.v1.GetAudienceClassResponse
-	48,  // 115: toolcrib.registry.v1.RegistryService.ListAudienceClasses:output_type -> toolcrib.registry.v1.ListAudienceClassesResponse
-	46,  // 116: toolcrib.registry.v1.RegistryService.GetBinding:output_type -> toolcrib.registry.v1.GetBindingResponse
-	50,  // 117: toolcrib.registry.v1.RegistryService.PublishContract:output_type -> toolcrib.registry.v1.PublishContractResponse
-	52,  // 118: toolcrib.registry.v1.RegistryService.ApproveTool:output_type -> toolcrib.registry.v1.ApproveToolResponse
-	54,  // 119: toolcrib.registry.v1.RegistryService.EnableTool:output_type -> toolcrib.registry.v1.EnableToolResponse
-	56,  // 120: toolcrib.registry.v1.RegistryService.DisableTool:output_type -> toolcrib.registry.v1.DisableToolResponse
-	58,  // 121: toolcrib.registry.v1.RegistryService.RollbackTool:output_type -> toolcrib.registry.v1.RollbackToolResponse
-	60,  // 122: toolcrib.registry.v1.RegistryService.GetTool:output_type -> toolcrib.registry.v1.GetToolResponse
-	62,  // 123: toolcrib.registry.v1.RegistryService.ListTools:output_type -> toolcrib.registry.v1.ListToolsResponse
-	64,  // 124: toolcrib.registry.v1.RegistryService.GetToolReview:output_type -> toolcrib.registry.v1.GetToolReviewResponse
-	66,  // 125: toolcrib.registry.v1.RegistryService.GrantScopes:output_type -> toolcrib.registry.v1.GrantScopesResponse
-	68,  // 126: toolcrib.registry.v1.RegistryService.RevokeScopes:output_type -> toolcrib.registry.v1.RevokeScopesResponse
-	70,  // 127: toolcrib.registry.v1.RegistryService.GetPolicy:output_type -> toolcrib.registry.v1.GetPolicyResponse
-	24,  // 128: toolcrib.registry.v1.RegistryService.SetRolloutStage:output_type -> toolcrib.registry.v1.SetRolloutStageResponse
-	26,  // 129: toolcrib.registry.v1.RegistryService.GetRolloutStage:output_type -> toolcrib.registry.v1.GetRolloutStageResponse
-	28,  // 130: toolcrib.registry.v1.RegistryService.ListRolloutStages:output_type -> toolcrib.registry.v1.ListRolloutStagesResponse
-	74,  // 131: toolcrib.registry.v1.RegistryService.Watch:output_type -> toolcrib.registry.v1.WatchResponse
-	107, // [107:132] is the sub-list for method output_type
-	82,  // [82:107] is the sub-list for method input_type
-	82,  // [82:82] is the sub-list for extension type_name
-	82,  // [82:82] is the sub-list for extension extendee
-	0,   // [0:82] is the sub-list for field type_name
+	21,  // 68: toolcrib.registry.v1.GrantScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
+	21,  // 69: toolcrib.registry.v1.RevokeScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
+	22,  // 70: toolcrib.registry.v1.GetPolicyResponse.policy:type_name -> toolcrib.registry.v1.Policy
+	21,  // 71: toolcrib.registry.v1.PolicyChange.grant:type_name -> toolcrib.registry.v1.Grant
+	7,   // 72: toolcrib.registry.v1.PolicyChange.cause_code:type_name -> toolcrib.registry.v1.PolicyChangeCause
+	77,  // 73: toolcrib.registry.v1.Change.committed_at:type_name -> google.protobuf.Timestamp
+	6,   // 74: toolcrib.registry.v1.Change.kind:type_name -> toolcrib.registry.v1.ChangeKind
+	10,  // 75: toolcrib.registry.v1.Change.server:type_name -> toolcrib.registry.v1.Server
+	11,  // 76: toolcrib.registry.v1.Change.tenant:type_name -> toolcrib.registry.v1.Tenant
+	13,  // 77: toolcrib.registry.v1.Change.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
+	19,  // 78: toolcrib.registry.v1.Change.tool:type_name -> toolcrib.registry.v1.Tool
+	73,  // 79: toolcrib.registry.v1.Change.policy:type_name -> toolcrib.registry.v1.PolicyChange
+	23,  // 80: toolcrib.registry.v1.Change.rollout_stage:type_name -> toolcrib.registry.v1.RolloutStage
+	74,  // 81: toolcrib.registry.v1.WatchResponse.change:type_name -> toolcrib.registry.v1.Change
+	79,  // 82: toolcrib.registry.v1.WatchResponse.heartbeat:type_name -> toolcrib.catalog.v1.Heartbeat
+	30,  // 83: toolcrib.registry.v1.RegistryService.RegisterServer:input_type -> toolcrib.registry.v1.RegisterServerRequest
+	32,  // 84: toolcrib.registry.v1.RegistryService.GetServer:input_type -> toolcrib.registry.v1.GetServerRequest
+	34,  // 85: toolcrib.registry.v1.RegistryService.ListServers:input_type -> toolcrib.registry.v1.ListServersRequest
+	36,  // 86: toolcrib.registry.v1.RegistryService.UpdateServer:input_type -> toolcrib.registry.v1.UpdateServerRequest
+	38,  // 87: toolcrib.registry.v1.RegistryService.DeleteServer:input_type -> toolcrib.registry.v1.DeleteServerRequest
+	40,  // 88: toolcrib.registry.v1.RegistryService.PutTenant:input_type -> toolcrib.registry.v1.PutTenantRequest
+	42,  // 89: toolcrib.registry.v1.RegistryService.PutAudienceClass:input_type -> toolcrib.registry.v1.PutAudienceClassRequest
+	44,  // 90: toolcrib.registry.v1.RegistryService.GetAudienceClass:input_type -> toolcrib.registry.v1.GetAudienceClassRequest
+	48,  // 91: toolcrib.registry.v1.RegistryService.ListAudienceClasses:input_type -> toolcrib.registry.v1.ListAudienceClassesRequest
+	46,  // 92: toolcrib.registry.v1.RegistryService.GetBinding:input_type -> toolcrib.registry.v1.GetBindingRequest
+	50,  // 93: toolcrib.registry.v1.RegistryService.PublishContract:input_type -> toolcrib.registry.v1.PublishContractRequest
+	52,  // 94: toolcrib.registry.v1.RegistryService.ApproveTool:input_type -> toolcrib.registry.v1.ApproveToolRequest
+	54,  // 95: toolcrib.registry.v1.RegistryService.EnableTool:input_type -> toolcrib.registry.v1.EnableToolRequest
+	56,  // 96: toolcrib.registry.v1.RegistryService.DisableTool:input_type -> toolcrib.registry.v1.DisableToolRequest
+	58,  // 97: toolcrib.registry.v1.RegistryService.RollbackTool:input_type -> toolcrib.registry.v1.RollbackToolRequest
+	60,  // 98: toolcrib.registry.v1.RegistryService.GetTool:input_type -> toolcrib.registry.v1.GetToolRequest
+	62,  // 99: toolcrib.registry.v1.RegistryService.ListTools:input_type -> toolcrib.registry.v1.ListToolsRequest
+	64,  // 100: toolcrib.registry.v1.RegistryService.GetToolReview:input_type -> toolcrib.registry.v1.GetToolReviewRequest
+	66,  // 101: toolcrib.registry.v1.RegistryService.GrantScopes:input_type -> toolcrib.registry.v1.GrantScopesRequest
+	68,  // 102: toolcrib.registry.v1.RegistryService.RevokeScopes:input_type -> toolcrib.registry.v1.RevokeScopesRequest
+	70,  // 103: toolcrib.registry.v1.RegistryService.GetPolicy:input_type -> toolcrib.registry.v1.GetPolicyRequest
+	24,  // 104: toolcrib.registry.v1.RegistryService.SetRolloutStage:input_type -> toolcrib.registry.v1.SetRolloutStageRequest
+	26,  // 105: toolcrib.registry.v1.RegistryService.GetRolloutStage:input_type -> toolcrib.registry.v1.GetRolloutStageRequest
+	28,  // 106: toolcrib.registry.v1.RegistryService.ListRolloutStages:input_type -> toolcrib.registry.v1.ListRolloutStagesRequest
+	72,  // 107: toolcrib.registry.v1.RegistryService.Watch:input_type -> toolcrib.registry.v1.WatchRequest
+	31,  // 108: toolcrib.registry.v1.RegistryService.RegisterServer:output_type -> toolcrib.registry.v1.RegisterServerResponse
+	33,  // 109: toolcrib.registry.v1.RegistryService.GetServer:output_type -> toolcrib.registry.v1.GetServerResponse
+	35,  // 110: toolcrib.registry.v1.RegistryService.ListServers:output_type -> toolcrib.registry.v1.ListServersResponse
+	37,  // 111: toolcrib.registry.v1.RegistryService.UpdateServer:output_type -> toolcrib.registry.v1.UpdateServerResponse
+	39,  // 112: toolcrib.registry.v1.RegistryService.DeleteServer:output_type -> toolcrib.registry.v1.DeleteServerResponse
+	41,  // 113: toolcrib.registry.v1.RegistryService.PutTenant:output_type -> toolcrib.registry.v1.PutTenantResponse
+	43,  // 114: toolcrib.registry.v1.RegistryService.PutAudienceClass:output_type -> toolcrib.registry.v1.PutAudienceClassResponse
+	45,  // 115: toolcrib.registry.v1.RegistryService.GetAudienceClass:output_type -> toolcrib.registry.v1.GetAudienceClassResponse
+	49,  // 116: toolcrib.registry.v1.RegistryService.ListAudienceClasses:output_type -> toolcrib.registry.v1.ListAudienceClassesResponse
+	47,  // 117: toolcrib.registry.v1.RegistryService.GetBinding:output_type -> toolcrib.registry.v1.GetBindingResponse
+	51,  // 118: toolcrib.registry.v1.RegistryService.PublishContract:output_type -> toolcrib.registry.v1.PublishContractResponse
+	53,  // 119: toolcrib.registry.v1.RegistryService.ApproveTool:output_type -> toolcrib.registry.v1.ApproveToolResponse
+	55,  // 120: toolcrib.registry.v1.RegistryService.EnableTool:output_type -> toolcrib.registry.v1.EnableToolResponse
+	57,  // 121: toolcrib.registry.v1.RegistryService.DisableTool:output_type -> toolcrib.registry.v1.DisableToolResponse
+	59,  // 122: toolcrib.registry.v1.RegistryService.RollbackTool:output_type -> toolcrib.registry.v1.RollbackToolResponse
+	61,  // 123: toolcrib.registry.v1.RegistryService.GetTool:output_type -> toolcrib.registry.v1.GetToolResponse
+	63,  // 124: toolcrib.registry.v1.RegistryService.ListTools:output_type -> toolcrib.registry.v1.ListToolsResponse
+	65,  // 125: toolcrib.registry.v1.RegistryService.GetToolReview:output_type -> toolcrib.registry.v1.GetToolReviewResponse
+	67,  // 126: toolcrib.registry.v1.RegistryService.GrantScopes:output_type -> toolcrib.registry.v1.GrantScopesResponse
+	69,  // 127: toolcrib.registry.v1.RegistryService.RevokeScopes:output_type -> toolcrib.registry.v1.RevokeScopesResponse
+	71,  // 128: toolcrib.registry.v1.RegistryService.GetPolicy:output_type -> toolcrib.registry.v1.GetPolicyResponse
+	25,  // 129: toolcrib.registry.v1.RegistryService.SetRolloutStage:output_type -> toolcrib.registry.v1.SetRolloutStageResponse
+	27,  // 130: toolcrib.registry.v1.RegistryService.GetRolloutStage:output_type -> toolcrib.registry.v1.GetRolloutStageResponse
+	29,  // 131: toolcrib.registry.v1.RegistryService.ListRolloutStages:output_type -> toolcrib.registry.v1.ListRolloutStagesResponse
+	75,  // 132: toolcrib.registry.v1.RegistryService.Watch:output_type -> toolcrib.registry.v1.WatchResponse
+	108, // [108:133] is the sub-list for method output_type
+	83,  // [83:108] is the sub-list for method input_type
+	83,  // [83:83] is the sub-list for extension type_name
+	83,  // [83:83] is the sub-list for extension extendee
+	0,   // [0:83] is the sub-list for field type_name
 }
 
 func init() { file_toolcrib_registry_v1_registry_proto_init() }
@@ -6154,7 +6271,7 @@ func file_toolcrib_registry_v1_registry_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolcrib_registry_v1_registry_proto_rawDesc), len(file_toolcrib_registry_v1_registry_proto_rawDesc)),
-			NumEnums:      7,
+			NumEnums:      8,
 			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   1,

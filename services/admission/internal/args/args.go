@@ -1,9 +1,7 @@
 package args
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -15,6 +13,7 @@ import (
 	"golang.org/x/text/message"
 
 	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/schema"
 	"github.com/toolcrib/toolcrib/services/admission/internal/decision"
 )
 
@@ -106,24 +105,12 @@ func measure(v any, depth int, n *int, lim Limits) string {
 	return ""
 }
 
-// The dialects a pinned input schema may name in `$schema`.
-const (
-	Dialect2020 = "https://json-schema.org/draft/2020-12/schema"
-	Dialect07   = "http://json-schema.org/draft-07/schema"
-)
-
-// ErrLoadRefused is wrapped whenever compiling a schema asked to load a URL.
-var ErrLoadRefused = errors.New("args: schema loading is disabled; nothing is fetched")
-
-// ErrUnknownDialect is returned for a `$schema` outside the allow-list.
-var ErrUnknownDialect = errors.New("args: unknown schema dialect")
-
 // Validator validates arguments against compiled input schemas, compiling
 // each schema once per input-schema digest. Safe for concurrent use.
 type Validator struct {
 	cache    *lru.Cache[string, compiled]
 	compiles atomic.Int64
-	loads    atomic.Int64
+	compiler schema.Compiler // platform/schema: the allow-list, the refusing loader
 }
 
 type compiled struct {
@@ -145,7 +132,7 @@ func (v *Validator) Compiles() int64 { return v.compiles.Load() }
 
 // LoadAttempts is how many URL loads compilation asked for (each refused
 // without any I/O).
-func (v *Validator) LoadAttempts() int64 { return v.loads.Load() }
+func (v *Validator) LoadAttempts() int64 { return v.compiler.LoadAttempts() }
 
 // Check validates args against the input schema with digest schemaDigest.
 // schema returns that schema's JSON; it is called only on a cache miss. A
@@ -178,46 +165,13 @@ func (v *Validator) Check(schemaDigest string, schema func() ([]byte, error), ar
 
 var printer = message.NewPrinter(language.English)
 
-type refusingLoader struct{ v *Validator }
-
-func (l refusingLoader) Load(string) (any, error) {
-	l.v.loads.Add(1)
-	return nil, ErrLoadRefused
-}
-
-const resourceURL = "urn:toolcrib:input-schema"
-
 func (v *Validator) compile(raw []byte) compiled {
 	v.compiles.Add(1)
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return compiled{err: fmt.Errorf("not JSON: %w", err)}
+	sch, err := v.compiler.Compile(raw)
+	if errors.Is(err, schema.ErrLoadRefused) {
+		err = schema.ErrLoadRefused // the library's text names the URL: never echo it
 	}
-	if obj, ok := doc.(map[string]any); ok {
-		if s, present := obj["$schema"]; present {
-			str, _ := s.(string)
-			switch strings.TrimSuffix(str, "#") {
-			case Dialect2020, Dialect07:
-			default:
-				return compiled{err: ErrUnknownDialect}
-			}
-		}
-	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(refusingLoader{v})
-	c.DefaultDraft(jsonschema.Draft2020)
-	if err := c.AddResource(resourceURL, doc); err != nil {
-		return compiled{err: err}
-	}
-	sch, err := c.Compile(resourceURL)
-	if err != nil {
-		var load *jsonschema.LoadURLError
-		if errors.As(err, &load) || errors.Is(err, ErrLoadRefused) {
-			return compiled{err: ErrLoadRefused}
-		}
-		return compiled{err: err}
-	}
-	return compiled{sch: sch}
+	return compiled{sch: sch, err: err}
 }
 
 // first returns the leaf violation with the smallest instance location
@@ -270,7 +224,7 @@ func bound(s string) string {
 		}
 		return '?'
 	}, s)
-	s = strings.ReplaceAll(s, resourceURL, "schema")
+	s = strings.ReplaceAll(s, schema.ResourceURL, "schema")
 	if len(s) > maxText {
 		cut := maxText
 		for cut > 0 && !utf8Start(s[cut]) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/schema"
 )
 
 const shipmentSchema = `{"type":"object","properties":{
@@ -130,7 +131,7 @@ func TestPinnedDialect(t *testing.T) {
 		`{"$schema":"http://127.0.0.1:1/meta","type":"object"}`,
 	} {
 		got := v.Check(canonical.DigestBytes([]byte(s)), schemaOf(s), map[string]any{})
-		if !strings.Contains(got.Problem, ErrUnknownDialect.Error()) {
+		if !strings.Contains(got.Problem, schema.ErrUnknownDialect.Error()) {
 			t.Errorf("%s: %+v", s, got)
 		}
 	}
@@ -196,5 +197,20 @@ func BenchmarkCheck(b *testing.B) {
 	args, _ := Parse([]byte(`{"shipment_id":"S1234","items":[{"qty":1},{"qty":2}]}`), DefaultLimits)
 	for b.Loop() {
 		v.Check("sha256:s1", schemaOf(shipmentSchema), args.Value)
+	}
+}
+
+// TestDialectsDiscoveryAdmits: every spelling of an allowed dialect that
+// discovery admits is usable here (admission once refused
+// https://json-schema.org/draft-07/schema, failing every call of a tool
+// discovery had accepted).
+func TestDialectsDiscoveryAdmits(t *testing.T) {
+	v := NewValidator(8)
+	for _, d := range []string{"https://json-schema.org/draft-07/schema", "https://json-schema.org/draft-07/schema#",
+		"http://json-schema.org/draft-07/schema", "https://json-schema.org/draft/2020-12/schema#"} {
+		s := `{"$schema":"` + d + `","type":"object","required":["a"]}`
+		if got := v.Check(canonical.DigestBytes([]byte(s)), schemaOf(s), map[string]any{}); got.Problem != "missing property 'a'" || got.Pointer != "/" {
+			t.Errorf("%s: %+v, want the schema applied", d, got)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/ids"
 )
 
 // Reason aliases the shared enum so callers need not import catalogv1 for
@@ -53,62 +54,13 @@ var Order = []Reason{
 	ConfirmationRequired, ArgumentsInvalid, Allow,
 }
 
-// Limits on request fields (I12: bad input is refused whole).
+// Limits on request fields (I12: bad input is refused whole). The id
+// shapes are platform/ids' grammar.
 const (
 	MaxToolIDBytes = 200
-	MaxRunIDBytes  = 128
-	MaxClassBytes  = 127
+	MaxRunIDBytes  = ids.MaxRunIDBytes
+	MaxClassBytes  = ids.MaxClassBytes
 )
-
-// The request's id shapes, matched by hand (a regexp match per field was
-// a measurable share of a cached Check); TestIDShapesMatchTheirPatterns
-// holds each to its pattern:
-//   - a tool id is `<server_id>.<tool name>`, the registry's server id
-//     pattern then the MCP name rule:
-//     `^[a-z0-9][a-z0-9_-]{0,62}\.[A-Za-z0-9_.-]{1,128}$`;
-//   - an audience class is `<tenant_id>.<class>`:
-//     `^[a-z0-9][a-z0-9-]{0,62}\.[a-z0-9][a-z0-9_-]{0,62}$`;
-//   - a run id is `^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`.
-
-func lowerOrDigit(c byte) bool { return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' }
-
-func alnum(c byte) bool { return lowerOrDigit(c) || 'A' <= c && c <= 'Z' }
-
-// idPart reports whether s is a first byte accepted by first, then 0..max-1
-// bytes accepted by rest.
-func idPart(s string, maxLen int, first, rest func(byte) bool) bool {
-	if len(s) < 1 || len(s) > maxLen || !first(s[0]) {
-		return false
-	}
-	for i := 1; i < len(s); i++ {
-		if !rest(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func validToolID(s string) bool {
-	server, name, ok := strings.Cut(s, ".")
-	return ok && idPart(server, 63, lowerOrDigit, func(c byte) bool { return lowerOrDigit(c) || c == '_' || c == '-' }) &&
-		idPart(name, 128, toolNameByte, toolNameByte)
-}
-
-func toolNameByte(c byte) bool { return alnum(c) || c == '_' || c == '.' || c == '-' }
-
-func validClass(s string) bool {
-	tenant, class, ok := strings.Cut(s, ".")
-	return ok && idPart(tenant, 63, lowerOrDigit, func(c byte) bool { return lowerOrDigit(c) || c == '-' }) &&
-		idPart(class, 63, lowerOrDigit, func(c byte) bool { return lowerOrDigit(c) || c == '_' || c == '-' })
-}
-
-// ValidRunID reports whether s is a well-formed run id (at most
-// [MaxRunIDBytes]).
-func ValidRunID(s string) bool { return len(s) <= MaxRunIDBytes && validRunID(s) }
-
-func validRunID(s string) bool {
-	return idPart(s, 128, alnum, func(c byte) bool { return alnum(c) || c == '_' || c == '.' || c == ':' || c == '-' })
-}
 
 // Request is the caller's half of a Check, as parsed at the boundary.
 type Request struct {
@@ -133,7 +85,7 @@ func (r Request) Validate() (field, problem string) {
 	switch {
 	case r.ToolID == "":
 		return "tool_id", "required"
-	case len(r.ToolID) > MaxToolIDBytes || !validToolID(r.ToolID):
+	case !ids.ValidToolID(r.ToolID):
 		return "tool_id", "must be <server_id>.<tool name>"
 	case r.Generation < 1:
 		return "generation", "required, from 1"
@@ -145,9 +97,9 @@ func (r Request) Validate() (field, problem string) {
 		return "policy_epoch", "must not be negative"
 	case r.Mode != admissionv1.Mode_MODE_AUTONOMOUS && r.Mode != admissionv1.Mode_MODE_USER_CONFIRMED:
 		return "mode", "must be MODE_AUTONOMOUS or MODE_USER_CONFIRMED"
-	case r.RunID != "" && (len(r.RunID) > MaxRunIDBytes || !validRunID(r.RunID)):
+	case r.RunID != "" && !ids.ValidRunID(r.RunID):
 		return "run_id", "must be 1-128 letters, digits, '_', '.', ':' or '-'"
-	case r.AudienceClass != "" && (len(r.AudienceClass) > MaxClassBytes || !validClass(r.AudienceClass)):
+	case r.AudienceClass != "" && !ids.ValidClass(r.AudienceClass):
 		return "audience_class", "must be <tenant_id>.<class>"
 	case r.ArgumentsProblem != "":
 		return "arguments", r.ArgumentsProblem
@@ -159,14 +111,6 @@ func (r Request) Validate() (field, problem string) {
 func ServerOf(toolID string) string {
 	s, _, _ := strings.Cut(toolID, ".")
 	return s
-}
-
-// TenantOfClass returns the tenant an audience class name belongs to: the
-// part before the first '.', which the registry requires to be the owning
-// tenant. It needs no lookup.
-func TenantOfClass(class string) string {
-	t, _, _ := strings.Cut(class, ".")
-	return t
 }
 
 // Grant is one grant of a tenant's policy.
@@ -402,7 +346,7 @@ func Early(f Facts) (o Outcome, done bool) {
 	if f.Now.IsZero() || f.Tenant == "" {
 		return deny(InvalidInput, "the principal or the decision time is missing"), true
 	}
-	if r.AudienceClass != "" && TenantOfClass(r.AudienceClass) != f.Tenant {
+	if r.AudienceClass != "" && ids.TenantOfClass(r.AudienceClass) != f.Tenant {
 		return deny(Forbidden, "the audience class belongs to another tenant"), true
 	}
 	if f.PolicyFreshUntil.IsZero() || !f.Now.Before(f.PolicyFreshUntil) {

@@ -16,6 +16,7 @@ import (
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/changelog"
 	"github.com/toolcrib/toolcrib/platform/pgtest"
 	"github.com/toolcrib/toolcrib/platform/postgres"
 	"github.com/toolcrib/toolcrib/platform/redisclient"
@@ -150,8 +151,8 @@ func newRigWith(t *testing.T, src *sources, redis *redisclient.Client, edit func
 	}
 	t.Cleanup(pool.Close)
 	heads := replica.NewHeads(5*time.Second, nil)
-	heads.Heartbeat(replica.RegistryStream)
-	heads.Heartbeat(replica.DiscoveryStream)
+	heads.Heartbeat(changelog.RegistryHead)
+	heads.Heartbeat(changelog.DiscoveryHead)
 	w := receipts.New(pool, receipts.Options{Interval: 10 * time.Millisecond})
 	c := cache.New(cache.Options{Redis: redis, RedisTimeout: 50 * time.Millisecond})
 	t.Cleanup(c.Close)
@@ -354,8 +355,8 @@ func TestStalePolicyFailsClosed(t *testing.T) {
 	clk := time.Now()
 	r := newRig(t, world(), nil)
 	r.heads = replica.NewHeads(5*time.Second, func() time.Time { return clk })
-	r.heads.Heartbeat(replica.RegistryStream)
-	r.heads.Heartbeat(replica.DiscoveryStream)
+	r.heads.Heartbeat(changelog.RegistryHead)
+	r.heads.Heartbeat(changelog.DiscoveryHead)
 	r.srv.o.Heads = r.heads
 	r.srv.o.Now = func() time.Time { return clk }
 	c := r.client(t, "alice", "demo-a")
@@ -365,7 +366,7 @@ func TestStalePolicyFailsClosed(t *testing.T) {
 	}
 	// The discovery stream goes quiet; the registry keeps beating.
 	clk = clk.Add(3 * time.Second)
-	r.heads.Heartbeat(replica.RegistryStream)
+	r.heads.Heartbeat(changelog.RegistryHead)
 	clk = clk.Add(2 * time.Second)
 	if got := check(t, c, okReq()).GetReason(); got != decision.StalePolicy {
 		t.Fatalf("after the window: %v, want STALE_POLICY (the cached ALLOW must not be served)", got)
@@ -377,7 +378,7 @@ func TestStalePolicyFailsClosed(t *testing.T) {
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("ListVisibleTools while stale: %v", err)
 	}
-	r.heads.Heartbeat(replica.DiscoveryStream)
+	r.heads.Heartbeat(changelog.DiscoveryHead)
 	if got := check(t, c, okReq()).GetReason(); got != decision.Allow {
 		t.Fatalf("caught up again: %v", got)
 	}

@@ -10,6 +10,7 @@ import (
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	"github.com/toolcrib/toolcrib/platform/apierror"
+	"github.com/toolcrib/toolcrib/platform/ids"
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/services/admission/internal/cache"
 	"github.com/toolcrib/toolcrib/services/admission/internal/decision"
@@ -38,7 +39,7 @@ func validateList(req *admissionv1.ListVisibleToolsRequest) error {
 	if req.GetMaxTools() < 0 {
 		v.Add("max_tools", "must not be negative")
 	}
-	if run := req.GetRunId(); run != "" && !decision.ValidRunID(run) {
+	if run := req.GetRunId(); run != "" && !ids.ValidRunID(run) {
 		v.Add("run_id", "must be 1-%d letters, digits, '_', '.', ':' or '-'", decision.MaxRunIDBytes)
 	}
 	if len(req.GetEffectClasses()) > 8 {

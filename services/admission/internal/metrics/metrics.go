@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolcrib/toolcrib/platform/changelog"
 	"github.com/toolcrib/toolcrib/services/admission/internal/cache"
 	"github.com/toolcrib/toolcrib/services/admission/internal/decision"
 	"github.com/toolcrib/toolcrib/services/admission/internal/receipts"
@@ -72,7 +73,7 @@ func New(reg prometheus.Registerer, src Sources) *Metrics {
 	reg.MustRegister(m.decisions, m.lookups, m.rechecks)
 	m.rechecks.WithLabelValues("allow")
 	m.rechecks.WithLabelValues("deny")
-	for _, s := range []replica.Stream{replica.RegistryStream, replica.DiscoveryStream} {
+	for _, s := range []changelog.HeadStream{changelog.RegistryHead, changelog.DiscoveryHead} {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: Namespace, Name: "heartbeat_age_seconds", ConstLabels: prometheus.Labels{"stream": s.String()},
 			Help: "Age of the newest heartbeat of the stream's Watch; +Inf while it never caught up. Past the validity window every Check answers STALE_POLICY.",

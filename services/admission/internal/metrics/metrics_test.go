@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolcrib/toolcrib/platform/changelog"
 	"github.com/toolcrib/toolcrib/services/admission/internal/receipts"
 	"github.com/toolcrib/toolcrib/services/admission/internal/replica"
 )
@@ -33,18 +34,18 @@ func TestFreshnessLogsEachStateChangeOnce(t *testing.T) {
 		}
 	}
 	poll() // neither stream ever caught up: nothing to report yet
-	heads.Heartbeat(replica.RegistryStream)
+	heads.Heartbeat(changelog.RegistryHead)
 	poll()
-	heads.Heartbeat(replica.DiscoveryStream)
+	heads.Heartbeat(changelog.DiscoveryHead)
 	poll()
 	now = now.Add(4 * time.Second)
-	heads.Heartbeat(replica.RegistryStream)
+	heads.Heartbeat(changelog.RegistryHead)
 	poll()
 	now = now.Add(2 * time.Second) // discovery's newest heartbeat is 6 s old
 	poll()
 	now = now.Add(1500 * time.Millisecond)
-	heads.Heartbeat(replica.RegistryStream)
-	heads.Heartbeat(replica.DiscoveryStream)
+	heads.Heartbeat(changelog.RegistryHead)
+	heads.Heartbeat(changelog.DiscoveryHead)
 	poll()
 
 	want := []string{
@@ -68,7 +69,7 @@ func TestFreshnessLogsEachStateChangeOnce(t *testing.T) {
 func TestHeartbeatAge(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	heads := replica.NewHeads(5*time.Second, func() time.Time { return now })
-	heads.Heartbeat(replica.RegistryStream)
+	heads.Heartbeat(changelog.RegistryHead)
 	now = now.Add(2500 * time.Millisecond)
 	reg := prometheusRegistry()
 	m := New(reg, Sources{Heads: heads, Pending: func() int { return 7 }, Now: func() time.Time { return now },

@@ -234,108 +234,20 @@ type Pointer struct {
 	Revision int64
 }
 
-// Stream names a Watch stream.
-type Stream int
-
-// The two streams.
-const (
-	RegistryStream Stream = iota
-	DiscoveryStream
-)
-
-func (s Stream) String() string { return [...]string{"registry", "discovery"}[s] }
-
-// Heads is the replica's live view. Safe for concurrent use.
+// Heads is the replica's live view: the streams' freshness
+// ([changelog.Heads], I8), the tenants' epochs and the active pointers.
+// Safe for concurrent use.
 type Heads struct {
-	window time.Duration
-	now    func() time.Time
+	*changelog.Heads
 
 	mu       sync.RWMutex
 	epochs   map[string]int64
 	pointers map[[2]string]Pointer
-	beats    [2]time.Time // newest sign of life per stream (local time)
-	// follow, when set for a stream, is its follower's freshness: the
-	// newest heartbeat is read from it instead of beats.
-	follow [2]func() changelog.Freshness
 }
 
 // NewHeads returns empty heads with the validity window (I8).
 func NewHeads(window time.Duration, now func() time.Time) *Heads {
-	if now == nil {
-		now = time.Now
-	}
-	return &Heads{window: window, now: now, epochs: map[string]int64{}, pointers: map[[2]string]Pointer{}}
-}
-
-// Follow makes the follower's freshness the source of stream s's newest
-// heartbeat ([changelog.Freshness.At]); call it before serving.
-func (h *Heads) Follow(s Stream, freshness func() changelog.Freshness) {
-	h.mu.Lock()
-	h.follow[s] = freshness
-	h.mu.Unlock()
-}
-
-// beatsNow returns the newest heartbeat of each stream; h.mu held.
-func (h *Heads) beatsNow() [2]time.Time {
-	b := h.beats
-	for s, f := range h.follow {
-		if f != nil {
-			b[s] = f().At
-		}
-	}
-	return b
-}
-
-// Heartbeat records that stream was alive and caught up now (a heartbeat,
-// or a change delivered after the stream caught up).
-func (h *Heads) Heartbeat(s Stream) {
-	h.mu.Lock()
-	h.beats[s] = h.now()
-	h.mu.Unlock()
-}
-
-// Beat returns the newest heartbeat of s; zero when none.
-func (h *Heads) Beat(s Stream) time.Time {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	return h.beatsNow()[s]
-}
-
-// FreshUntil is the replica's freshness bound: the older of the two
-// streams' newest heartbeats plus the window; zero while either stream
-// never caught up.
-func (h *Heads) FreshUntil() time.Time {
-	h.mu.RLock()
-	beats := h.beatsNow()
-	h.mu.RUnlock()
-	if beats[0].IsZero() || beats[1].IsZero() {
-		return time.Time{}
-	}
-	oldest := beats[0]
-	if beats[1].Before(oldest) {
-		oldest = beats[1]
-	}
-	return oldest.Add(h.window)
-}
-
-// Fresh reports whether the replica is fresh now, and if not which stream
-// is behind (for health and logs): fresh while both streams' newest
-// heartbeats are younger than the window (a heartbeat exactly the window
-// old is stale, as FreshUntil says).
-func (h *Heads) Fresh() (bool, string) {
-	now := h.now()
-	h.mu.RLock()
-	beats := h.beatsNow()
-	h.mu.RUnlock()
-	for s, b := range beats {
-		if b.IsZero() {
-			return false, Stream(s).String() + " Watch has not caught up yet"
-		}
-		if fr := (changelog.Freshness{At: b}); !fr.Fresh(now, h.window) || !now.Before(b.Add(h.window)) {
-			return false, Stream(s).String() + " Watch sent no heartbeat within the validity window"
-		}
-	}
-	return true, ""
+	return &Heads{Heads: changelog.NewHeads(window, now), epochs: map[string]int64{}, pointers: map[[2]string]Pointer{}}
 }
 
 // SetEpoch raises the tenant's epoch to epoch (never lowers it).

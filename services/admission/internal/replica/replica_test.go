@@ -6,31 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolcrib/toolcrib/platform/changelog"
 	"github.com/toolcrib/toolcrib/services/admission/internal/decision"
 )
-
-func TestHeadsFreshness(t *testing.T) {
-	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	h := NewHeads(5*time.Second, func() time.Time { return now })
-	if !h.FreshUntil().IsZero() {
-		t.Fatal("fresh before any heartbeat")
-	}
-	h.Heartbeat(RegistryStream)
-	if ok, _ := h.Fresh(); ok || !h.FreshUntil().IsZero() {
-		t.Fatal("fresh with only one stream caught up")
-	}
-	h.Heartbeat(DiscoveryStream)
-	now = now.Add(2 * time.Second)
-	h.Heartbeat(RegistryStream)
-	if got := h.FreshUntil(); !got.Equal(now.Add(3 * time.Second)) {
-		t.Fatalf("fresh until %v: the older stream bounds it", got)
-	}
-	now = now.Add(3 * time.Second)
-	if ok, why := h.Fresh(); ok || why != "discovery Watch sent no heartbeat within the validity window" {
-		t.Fatalf("%v %q", ok, why)
-	}
-}
 
 func TestHeadsOnlyMoveForward(t *testing.T) {
 	h := NewHeads(time.Second, nil)
@@ -110,28 +87,5 @@ func TestNotKeptIsRemembered(t *testing.T) {
 	}
 	if src.n != 1 {
 		t.Fatalf("%d reads for one epoch that is not kept", src.n)
-	}
-}
-
-// TestHeadsReadFollowersFreshness: once a stream follows a follower, its
-// newest heartbeat is the follower's Freshness().At, not Heartbeat calls.
-func TestHeadsReadFollowersFreshness(t *testing.T) {
-	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	h := NewHeads(time.Second, func() time.Time { return now })
-	var reg, disc changelog.Freshness
-	h.Follow(RegistryStream, func() changelog.Freshness { return reg })
-	h.Follow(DiscoveryStream, func() changelog.Freshness { return disc })
-	h.Heartbeat(RegistryStream) // ignored: the follower is the source
-	h.Heartbeat(DiscoveryStream)
-	if ok, why := h.Fresh(); ok || why != "registry Watch has not caught up yet" {
-		t.Fatalf("fresh before any follower heartbeat: %v %q", ok, why)
-	}
-	reg.At, disc.At = now.Add(-300*time.Millisecond), now.Add(-100*time.Millisecond)
-	if ok, _ := h.Fresh(); !ok || !h.FreshUntil().Equal(reg.At.Add(time.Second)) || !h.Beat(DiscoveryStream).Equal(disc.At) {
-		t.Fatalf("fresh %v until %v", ok, h.FreshUntil())
-	}
-	now = now.Add(700 * time.Millisecond) // registry's heartbeat is exactly one window old
-	if ok, why := h.Fresh(); ok || why != "registry Watch sent no heartbeat within the validity window" {
-		t.Fatalf("%v %q", ok, why)
 	}
 }

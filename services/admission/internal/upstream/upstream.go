@@ -310,7 +310,7 @@ func RegistryFollower(c registryv1.RegistryServiceClient, heads *replica.Heads, 
 	minB, maxB, stall := o.backoff()
 	reg := &Registry{C: c}
 	f := changelog.NewFollower(changelog.FollowerConfig[*registryv1.Change]{
-		Name:   replica.RegistryStream.String(),
+		Name:   changelog.RegistryHead.String(),
 		Source: changelog.RegistrySource(c),
 		List: func(ctx context.Context) (int64, error) {
 			var from int64 = -1
@@ -342,7 +342,7 @@ func RegistryFollower(c registryv1.RegistryServiceClient, heads *replica.Heads, 
 		},
 		MinBackoff: minB, MaxBackoff: maxB, StallTimeout: stall, Logger: o.Logger,
 	})
-	heads.Follow(replica.RegistryStream, f.Freshness)
+	heads.Follow(changelog.RegistryHead, f.Freshness)
 	return f
 }
 
@@ -354,7 +354,7 @@ func DiscoveryFollower(c discoveryv1.DiscoveryServiceClient, heads *replica.Head
 	minB, maxB, stall := o.backoff()
 	disc := &Discovery{C: c}
 	f := changelog.NewFollower(changelog.FollowerConfig[*discoveryv1.PointerChange]{
-		Name:   replica.DiscoveryStream.String(),
+		Name:   changelog.DiscoveryHead.String(),
 		Source: changelog.DiscoverySource(c),
 		List: func(ctx context.Context) (int64, error) {
 			for _, k := range heads.PointerKeys() {
@@ -377,6 +377,6 @@ func DiscoveryFollower(c discoveryv1.DiscoveryServiceClient, heads *replica.Head
 		},
 		MinBackoff: minB, MaxBackoff: maxB, StallTimeout: stall, Logger: o.Logger,
 	})
-	heads.Follow(replica.DiscoveryStream, f.Freshness)
+	heads.Follow(changelog.DiscoveryHead, f.Freshness)
 	return f
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"regexp"
 	"strings"
 	"time"
 	"unicode"
@@ -16,6 +15,7 @@ import (
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	"github.com/toolcrib/toolcrib/platform/apierror"
 	"github.com/toolcrib/toolcrib/platform/changelog"
+	"github.com/toolcrib/toolcrib/platform/ids"
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/scan"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/store"
@@ -47,17 +47,12 @@ func New(st *store.Store, log *changelog.Log, scans Scheduler, heartbeat time.Du
 	return &Server{store: st, log: log, scans: scans, heartbeat: heartbeat, draining: draining}
 }
 
-var (
-	serverIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-	classPattern    = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}\.[a-z0-9_.-]{1,128}$`)
-)
-
 func checkServer(v *apierror.Violations, field, id string) {
 	switch {
 	case id == "":
 		v.Add(field, "required")
-	case !serverIDPattern.MatchString(id):
-		v.Add(field, "must match [a-z0-9][a-z0-9_-]{0,62}")
+	case !ids.ValidServerID(id):
+		v.Add(field, "must match %s", ids.ServerIDPattern)
 	}
 }
 
@@ -65,8 +60,8 @@ func checkClass(v *apierror.Violations, field, name string, required bool) {
 	switch {
 	case name == "" && required:
 		v.Add(field, "required")
-	case name != "" && !classPattern.MatchString(name):
-		v.Add(field, "must be <tenant>.<class> in lowercase letters, digits, '-', '_' and '.'")
+	case name != "" && !ids.ValidClass(name):
+		v.Add(field, "must be %s", ids.ClassSyntax)
 	}
 }
 

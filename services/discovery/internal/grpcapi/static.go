@@ -11,11 +11,11 @@ import (
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	"github.com/toolcrib/toolcrib/platform/apierror"
 	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/ids"
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/comparison"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/store"
 	"github.com/toolcrib/toolcrib/services/discovery/registryclient"
-	"github.com/toolcrib/toolcrib/services/discovery/validate"
 )
 
 // Bounds of a static tool list (see SetStaticToolList).
@@ -31,12 +31,6 @@ const (
 // ReasonStaticListMoved is the ErrorInfo reason of an ABORTED
 // SetStaticToolList.
 const ReasonStaticListMoved = "STATIC_LIST_MOVED"
-
-// classTenant is the tenant an audience class name carries (`<tenant>.<class>`).
-func classTenant(class string) string {
-	t, _, _ := strings.Cut(class, ".")
-	return t
-}
 
 // checkStaticTools validates the entries of a static list and returns them
 // with the canonical input schemas by name.
@@ -68,8 +62,8 @@ func checkStaticTools(v *apierror.Violations, tools []*discoveryv1.StaticTool) (
 		switch {
 		case e.Name == "":
 			add(i, "name", "required")
-		case !validate.ValidToolName(e.Name):
-			add(i, "name", "%s is not a tool name ([A-Za-z0-9_.-]{1,128})", apierror.Echo(e.Name))
+		case !ids.ValidToolName(e.Name):
+			add(i, "name", "%s is not a tool name (%s)", apierror.Echo(e.Name), ids.ToolNamePattern)
 		default:
 			if j, dup := seen[e.Name]; dup {
 				add(i, "name", "%s is also tools[%d]: names must be unique", e.Name, j)
@@ -141,7 +135,7 @@ func (s *Server) SetStaticToolList(ctx context.Context, req *discoveryv1.SetStat
 	}
 	server, class := req.GetServerId(), req.GetAudienceClass()
 	// Another tenant's class looks exactly as if it did not exist.
-	if !visible(p, classTenant(class)) {
+	if !visible(p, ids.TenantOfClass(class)) {
 		return nil, translate(notFound("audience class", class))
 	}
 	b, err := s.scans.Binding(ctx, server, class)

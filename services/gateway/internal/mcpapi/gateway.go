@@ -17,6 +17,7 @@ import (
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	leasev1 "github.com/toolcrib/toolcrib/gen/toolcrib/lease/v1"
+	"github.com/toolcrib/toolcrib/platform/ids"
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/redisclient"
 	"github.com/toolcrib/toolcrib/revision"
@@ -154,29 +155,13 @@ const maxShown = 8192
 // run's generation for the run's lifetime (I11) and admits a server in
 // CANARY only for runs inside its share, so a client that sends it gets
 // the visible set and the decisions of that run; without it a canary
-// server lists and admits nothing. At most 128 bytes of letters, digits and
-// `_.:-`, starting with a letter or digit (admission's run id shape).
+// server lists and admits nothing. A run id in platform/ids' grammar
+// ([ids.RunIDPattern]).
 const RunIDHeader = "Toolcrib-Run-Id"
 
 // maxRunsPerPrincipal bounds the run states one principal keeps on a
 // replica; past it the least recently used one without listeners goes.
 const maxRunsPerPrincipal = 64
-
-// ValidRunID reports whether s has the shape admission accepts for a run
-// id.
-func ValidRunID(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if !alnum && (i == 0 || c != '_' && c != '.' && c != ':' && c != '-') {
-			return false
-		}
-	}
-	return true
-}
 
 // Handler is the MCP endpoint (streamable HTTP, stateless). It must be
 // wrapped by [bearer.Require]. A request with a malformed [RunIDHeader] is
@@ -184,8 +169,8 @@ func ValidRunID(s string) bool {
 func (g *Gateway) Handler() http.Handler {
 	h := mcp.NewStreamableHTTPHandler(g.serverFor, &mcp.StreamableHTTPOptions{Stateless: true, Logger: g.sdkLog})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if vs := r.Header.Values(RunIDHeader); len(vs) > 1 || len(vs) == 1 && !ValidRunID(vs[0]) {
-			http.Error(w, RunIDHeader+": one run id of at most 128 letters, digits and _.:- (starting with a letter or digit)", http.StatusBadRequest)
+		if vs := r.Header.Values(RunIDHeader); len(vs) > 1 || len(vs) == 1 && !ids.ValidRunID(vs[0]) {
+			http.Error(w, RunIDHeader+": one run id of "+ids.RunIDSyntax, http.StatusBadRequest)
 			return
 		}
 		h.ServeHTTP(w, r)

@@ -3,11 +3,14 @@ package mcpapi
 import (
 	"crypto/ed25519"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
+	"github.com/toolcrib/toolcrib/platform/ids"
 	"github.com/toolcrib/toolcrib/platform/principal"
 )
 
@@ -128,15 +131,24 @@ func TestRunStatesArePerPrincipalAndBounded(t *testing.T) {
 	}
 }
 
-func TestValidRunID(t *testing.T) {
-	for _, ok := range []string{"r", "run-1", "A.b:c_d-e", strings.Repeat("r", 128)} {
-		if !ValidRunID(ok) {
-			t.Errorf("%q refused", ok)
+// TestHandlerRefusesMalformedRunIDs: the run id header is held to
+// platform/ids' run id grammar before a request reaches MCP.
+func TestHandlerRefusesMalformedRunIDs(t *testing.T) {
+	h := (&Gateway{}).Handler()
+	for _, bad := range []string{"", "-run", "_r", "run id", "rün", strings.Repeat("r", 129), "r\x00"} {
+		req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		req.Header[RunIDHeader] = []string{bad}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if want := RunIDHeader + ": one run id of " + ids.RunIDSyntax + "\n"; rec.Code != http.StatusBadRequest || rec.Body.String() != want {
+			t.Errorf("%q: %d %q, want 400 %q", bad, rec.Code, rec.Body.String(), want)
 		}
 	}
-	for _, bad := range []string{"", "-run", "_r", "run id", "rün", strings.Repeat("r", 129), "r\x00"} {
-		if ValidRunID(bad) {
-			t.Errorf("%q accepted", bad)
-		}
+	req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	req.Header[RunIDHeader] = []string{"run-1", "run-2"}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusBadRequest {
+		t.Errorf("two run ids: %d, want 400", rec.Code)
 	}
 }

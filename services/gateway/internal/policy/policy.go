@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/toolcrib/toolcrib/platform/schema"
 )
 
 // Refusal reasons (in an error result's text and `_meta`).
@@ -229,30 +231,19 @@ func bound(s string) string {
 	return s[:maxDetail] + "…"
 }
 
-// ErrLoadRefused is the answer to every `$ref` that would load a document:
-// output schemas are compiled without I/O.
-var ErrLoadRefused = errors.New("policy: output schemas may not load remote documents")
-
-type refusingLoader struct{}
-
-func (refusingLoader) Load(string) (any, error) { return nil, ErrLoadRefused }
-
-const resourceURL = "urn:toolcrib:output-schema"
+// outputCompiler compiles output schemas (platform/schema: the dialect
+// allow-list and the refusing loader).
+var outputCompiler schema.Compiler
 
 // CompileOutput compiles an output schema (JSON Schema 2020-12 unless it
-// names draft-07) without fetching anything.
+// names draft-07; any other dialect is refused) without fetching anything
+// ([schema.ErrLoadRefused]).
 func CompileOutput(raw json.RawMessage) (*jsonschema.Schema, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	sch, err := outputCompiler.Compile(raw)
 	if err != nil {
-		return nil, fmt.Errorf("policy: output schema is not JSON: %w", err)
+		return nil, fmt.Errorf("policy: output schema: %w", err)
 	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(refusingLoader{})
-	c.DefaultDraft(jsonschema.Draft2020)
-	if err := c.AddResource(resourceURL, doc); err != nil {
-		return nil, err
-	}
-	return c.Compile(resourceURL)
+	return sch, nil
 }
 
 // Budget is the size limit of one contract's results.

@@ -56,9 +56,10 @@ type pointer struct {
 
 // View is the followed state. Create it with [New], run it with [View.Run].
 type View struct {
-	o    Options
-	reg  *changelog.Follower[*registryv1.Change]
-	disc *changelog.Follower[*discoveryv1.PointerChange]
+	o     Options
+	reg   *changelog.Follower[*registryv1.Change]
+	disc  *changelog.Follower[*discoveryv1.PointerChange]
+	heads *changelog.Heads // the two followers' freshness (I8)
 
 	mu       sync.RWMutex
 	epochs   map[string]int64
@@ -110,6 +111,9 @@ func New(o Options) *View {
 		},
 		Apply: v.applyDiscovery,
 	})
+	v.heads = changelog.NewHeads(o.Window, o.Now)
+	v.heads.Follow(changelog.RegistryHead, v.reg.Freshness)
+	v.heads.Follow(changelog.DiscoveryHead, v.disc.Freshness)
 	return v
 }
 
@@ -123,18 +127,10 @@ func (v *View) Run(ctx context.Context) error {
 	return nil
 }
 
-// Fresh reports whether both streams had a heartbeat within the window,
-// and which is behind when not.
-func (v *View) Fresh() (bool, string) {
-	now := v.o.Now()
-	if !v.reg.Freshness().Fresh(now, v.o.Window) {
-		return false, "registry Watch sent no heartbeat within the validity window"
-	}
-	if !v.disc.Freshness().Fresh(now, v.o.Window) {
-		return false, "discovery Watch sent no heartbeat within the validity window"
-	}
-	return true, ""
-}
+// Fresh reports whether both streams' newest heartbeats are younger than
+// the window ([changelog.Heads.Fresh]: one exactly the window old is
+// stale), and which is behind when not.
+func (v *View) Fresh() (bool, string) { return v.heads.Fresh() }
 
 func (v *View) applyRegistry(ch *registryv1.Change) {
 	var tenant string
@@ -142,7 +138,7 @@ func (v *View) applyRegistry(ch *registryv1.Change) {
 	switch {
 	case ch.GetPolicy() != nil:
 		tenant, epoch = ch.GetPolicy().GetTenantId(), ch.GetPolicy().GetPolicyEpoch()
-		if pc := ch.GetPolicy(); pc.GetCause() == CauseRevoke && pc.GetGrant().GetSubject() != "" {
+		if pc := ch.GetPolicy(); changelog.PolicyCause(pc) == registryv1.PolicyChangeCause_POLICY_CHANGE_CAUSE_REVOKE && pc.GetGrant().GetSubject() != "" {
 			v.addRevocation(Revocation{Tenant: tenant, Subject: pc.GetGrant().GetSubject(), Epoch: epoch,
 				CommittedAt: ch.GetCommittedAt().AsTime(), Revision: ch.GetRevision()})
 		}
@@ -153,9 +149,6 @@ func (v *View) applyRegistry(ch *registryv1.Change) {
 	}
 	v.setEpoch(tenant, epoch)
 }
-
-// CauseRevoke is the registry's PolicyChange cause of a grant revocation.
-const CauseRevoke = "REVOKE"
 
 // maxRevocations bounds the revocations kept per subject (the newest);
 // maxRevokedSubjects bounds the subjects: when full the history starts

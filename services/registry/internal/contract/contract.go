@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolcrib/toolcrib/platform/apierror"
 	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/ids"
 
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
@@ -162,12 +163,9 @@ func ApprovalDigest(descriptorDigest string, d Doc) (string, error) {
 	return canonical.DigestValue(in)
 }
 
-var (
-	serverIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-	toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
-	scopePattern    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9:._/*-]{0,127}$`)
-	classPattern    = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
-)
+// classPattern is a data classification (`pii`, `internal`), not an
+// audience class.
+var classPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 
 // Limits on contract fields.
 const (
@@ -181,34 +179,14 @@ const (
 	maxFieldName         = 256
 )
 
-// ValidScope reports whether s is a scope name:
-// `[A-Za-z0-9][A-Za-z0-9:._/*-]{0,127}`, e.g. `shipment:read`.
-func ValidScope(s string) bool { return scopePattern.MatchString(s) }
-
-// ValidServerID reports whether id is a server id:
-// `[a-z0-9][a-z0-9_-]{0,62}`, so it has no dot.
-func ValidServerID(id string) bool { return serverIDPattern.MatchString(id) }
-
-// SplitToolID splits `<server_id>.<tool name>` at the first dot. ok is false
-// when either part is malformed.
-func SplitToolID(id string) (serverID, name string, ok bool) {
-	serverID, name, found := strings.Cut(id, ".")
-	if !found || !ValidServerID(serverID) || !toolNamePattern.MatchString(name) {
-		return "", "", false
-	}
-	return serverID, name, true
-}
-
-// ToolID joins a server id and a tool name.
-func ToolID(serverID, name string) string { return serverID + "." + name }
-
-// CheckToolID adds a violation to v when id is not a well-formed tool id.
+// CheckToolID adds a violation to v when id is not a well-formed tool id
+// ([ids.ValidToolID]).
 func CheckToolID(v *apierror.Violations, field, id string) {
-	switch _, _, ok := SplitToolID(id); {
+	switch {
 	case id == "":
 		v.Add(field, "required")
-	case !ok:
-		v.Add(field, "must be <server_id>.<tool name>: server id [a-z0-9][a-z0-9_-]{0,62}, tool name [A-Za-z0-9_.-]{1,128}")
+	case !ids.ValidToolID(id):
+		v.Add(field, "must be %s", ids.ToolIDSyntax)
 	}
 }
 
@@ -234,8 +212,8 @@ func Validate(prefix string, c *registryv1.ToolContract, descriptorRaw []byte) a
 	switch s := c.GetScope(); {
 	case s == "":
 		v.Add(f("scope"), "required, e.g. shipment:read")
-	case !scopePattern.MatchString(s):
-		v.Add(f("scope"), "must match [A-Za-z0-9][A-Za-z0-9:._/*-]{0,127}")
+	case !ids.ValidScope(s):
+		v.Add(f("scope"), "must match %s", ids.ScopePattern)
 	}
 	if a := c.GetAuthorization(); a == registryv1.Authorization_AUTHORIZATION_UNSPECIFIED {
 		v.Add(f("authorization"), "required: one of CALLER_AND_TENANT, CALLER, SERVICE")

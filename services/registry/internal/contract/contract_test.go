@@ -5,9 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/toolcrib/toolcrib/platform/apierror"
 	"github.com/toolcrib/toolcrib/platform/canonical"
-	"google.golang.org/protobuf/proto"
 
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
@@ -217,26 +218,6 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("violations:\n got %q\nwant %q", got, tc.want)
 			}
 		})
-	}
-}
-
-func TestSplitToolID(t *testing.T) {
-	cases := map[string][2]string{
-		"inventory.reserve":            {"inventory", "reserve"},
-		"inv-1.ns.tool":                {"inv-1", "ns.tool"},
-		"a.b":                          {"a", "b"},
-		"noDot":                        {},
-		".x":                           {},
-		"UPPER.x":                      {},
-		"srv.":                         {},
-		"srv.bad name":                 {},
-		strings.Repeat("a", 64) + ".x": {},
-	}
-	for id, want := range cases {
-		s, n, ok := SplitToolID(id)
-		if ok != (want[0] != "") || s != want[0] || n != want[1] {
-			t.Errorf("SplitToolID(%q) = %q %q %v, want %q %q", id, s, n, ok, want[0], want[1])
-		}
 	}
 }
 

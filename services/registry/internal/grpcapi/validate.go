@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 	"unicode"
@@ -13,24 +12,18 @@ import (
 	"github.com/toolcrib/toolcrib/platform/apierror"
 	"github.com/toolcrib/toolcrib/platform/canonical"
 	"github.com/toolcrib/toolcrib/platform/egress"
+	"github.com/toolcrib/toolcrib/platform/ids"
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/secretref"
-	"github.com/toolcrib/toolcrib/services/registry/internal/contract"
 	"github.com/toolcrib/toolcrib/services/registry/internal/store"
 
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
-)
-
-var (
-	tenantIDPattern = regexp.MustCompile(`^` + principal.TenantIDPattern + `$`)
-	classPartRe     = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 )
 
 // Limits on free text and lists.
 const (
 	maxName        = 200
 	maxText        = 2000
-	maxPrincipal   = 256
 	maxList        = 1000
 	maxPath        = 4096
 	maxArgs        = 256
@@ -66,16 +59,10 @@ func lineUnsafe(r rune) bool {
 	return unicode.IsControl(r) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f
 }
 
-// checkIdent checks a subject, group or owner name: non-empty, no white
-// space or control characters.
+// checkIdent checks a subject, group or owner name ([ids.ValidName]).
 func checkIdent(v *apierror.Violations, field, s string) {
-	switch {
-	case s == "":
-		v.Add(field, "required")
-	case len(s) > maxPrincipal:
-		v.Add(field, "longer than %d bytes", maxPrincipal)
-	case strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
-		v.Add(field, "contains white space or a control character")
+	if p := ids.NameProblem(s); p != "" {
+		v.Add(field, "%s", p)
 	}
 }
 
@@ -102,20 +89,19 @@ func checkID(v *apierror.Violations, field, id string, valid func(string) bool, 
 }
 
 func checkServerID(v *apierror.Violations, field, id string) {
-	checkID(v, field, id, contract.ValidServerID, "[a-z0-9][a-z0-9_-]{0,62}")
+	checkID(v, field, id, ids.ValidServerID, ids.ServerIDPattern)
 }
 
 func checkTenantID(v *apierror.Violations, field, id string) {
-	checkID(v, field, id, principal.ValidTenantID, principal.TenantIDPattern)
+	checkID(v, field, id, ids.ValidTenantID, ids.TenantIDPattern)
 }
 
 // checkClassName checks `<tenant_id>.<class>`.
 func checkClassName(v *apierror.Violations, field, name string) {
-	tenant, class, ok := strings.Cut(name, ".")
 	switch {
 	case name == "":
 		v.Add(field, "required")
-	case !ok || !tenantIDPattern.MatchString(tenant) || !classPartRe.MatchString(class):
+	case !ids.ValidClass(name):
 		v.Add(field, "must be <tenant_id>.<class>: lowercase letters, digits, - and _ (e.g. tenant-a.readers)")
 	}
 }
@@ -277,8 +263,8 @@ func grantChange(tenant, subject, group string, scopes, classes []string) (store
 		v.Add("scopes", "more than %d entries", maxList)
 	}
 	for i, s := range scopes {
-		if !contract.ValidScope(s) {
-			v.Add(fmt.Sprintf("scopes[%d]", i), "must match [A-Za-z0-9][A-Za-z0-9:._/*-]{0,127}")
+		if !ids.ValidScope(s) {
+			v.Add(fmt.Sprintf("scopes[%d]", i), "must match %s", ids.ScopePattern)
 		}
 	}
 	for i, c := range classes {

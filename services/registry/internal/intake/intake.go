@@ -13,7 +13,7 @@ import (
 
 	"github.com/toolcrib/toolcrib/platform/canonical"
 	"github.com/toolcrib/toolcrib/platform/changelog"
-	"github.com/toolcrib/toolcrib/services/registry/internal/contract"
+	"github.com/toolcrib/toolcrib/platform/ids"
 	"github.com/toolcrib/toolcrib/services/registry/internal/store"
 
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
@@ -255,10 +255,10 @@ func pointerUpdate(p *discoveryv1.ActivePointer, rev int64, snap *catalogv1.Snap
 	seen := map[string]bool{}
 	for _, t := range snap.GetTools() {
 		name := t.GetName()
-		if id := contract.ToolID(pair.ServerID, name); name == "" || (t.GetToolId() != "" && t.GetToolId() != id) {
+		if id := ids.ToolID(pair.ServerID, name); name == "" || (t.GetToolId() != "" && t.GetToolId() != id) {
 			return bad("tool %q has id %q", name, t.GetToolId())
 		}
-		if _, _, ok := contract.SplitToolID(contract.ToolID(pair.ServerID, name)); !ok {
+		if _, _, ok := ids.SplitToolID(ids.ToolID(pair.ServerID, name)); !ok {
 			return bad("tool name %q breaks the MCP name rules", name)
 		}
 		if seen[name] {

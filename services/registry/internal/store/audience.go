@@ -27,7 +27,7 @@ func (s *Store) PutAudienceClass(ctx context.Context, a *registryv1.AudienceClas
 	)
 	err := s.write(ctx, func(u *unit) error {
 		// Tenant first: the lock order of every tenant-scoped write.
-		pcs, err := u.bump(ctx, []string{a.GetTenantId()}, "AUDIENCE_CLASS")
+		pcs, err := u.bump(ctx, []string{a.GetTenantId()}, registryv1.PolicyChangeCause_POLICY_CHANGE_CAUSE_AUDIENCE_CLASS)
 		if err != nil {
 			return err
 		}

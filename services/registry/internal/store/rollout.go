@@ -17,9 +17,6 @@ import (
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 )
 
-// CauseRolloutStage is the PolicyChange cause of a rollout stage change.
-const CauseRolloutStage = "ROLLOUT_STAGE"
-
 // RolloutSet is a validated SetRolloutStage request: Stage is SHADOW,
 // CANARY or FULL; for CANARY, Percent is in 0..100 and Effects is a
 // non-empty sorted set of known effect classes; for the other stages both
@@ -92,7 +89,7 @@ func (s *Store) SetRolloutStage(ctx context.Context, p principal.Principal, set 
 			out = cur
 			return nil
 		}
-		pcs, err := u.bump(ctx, []string{tenant}, CauseRolloutStage)
+		pcs, err := u.bump(ctx, []string{tenant}, registryv1.PolicyChangeCause_POLICY_CHANGE_CAUSE_ROLLOUT_STAGE)
 		if err != nil {
 			return err
 		}

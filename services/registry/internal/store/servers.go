@@ -148,7 +148,7 @@ WHERE server_id = $1 RETURNING `+serverCols, serverArgs(srv)...))
 			if err != nil {
 				return err
 			}
-			if _, err := u.bump(ctx, tenants, "SERVER_TRUST"); err != nil {
+			if _, err := u.bump(ctx, tenants, registryv1.PolicyChangeCause_POLICY_CHANGE_CAUSE_SERVER_TRUST); err != nil {
 				return err
 			}
 		}

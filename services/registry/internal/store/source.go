@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/toolcrib/toolcrib/services/registry/internal/contract"
+	"github.com/toolcrib/toolcrib/platform/ids"
 
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 )
@@ -150,11 +150,11 @@ func replaceSourceTools(ctx context.Context, tx pgx.Tx, up PointerUpdate) ([]str
 // so its review state, is never touched), and returns the ids of those
 // that changed.
 func reconcileTools(ctx context.Context, u *unit, up PointerUpdate, owner string, names []string) ([]string, error) {
-	ids := make([]string, len(names))
+	toolIDs := make([]string, len(names))
 	for i, n := range names {
-		ids[i] = contract.ToolID(up.ServerID, n)
+		toolIDs[i] = ids.ToolID(up.ServerID, n)
 	}
-	tools, err := loadTools(ctx, u.tx, ids, true)
+	tools, err := loadTools(ctx, u.tx, toolIDs, true)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +164,7 @@ func reconcileTools(ctx context.Context, u *unit, up PointerUpdate, owner string
 	}
 	var changed []string
 	for i, name := range names {
-		id := ids[i]
+		id := toolIDs[i]
 		src, isListed := listed[name]
 		t, known := tools[id]
 		kind := registryv1.ChangeKind_CHANGE_KIND_UPDATED

@@ -115,7 +115,7 @@ func (u *unit) emitTool(kind registryv1.ChangeKind, t *registryv1.Tool, events [
 // Tenants are bumped one row at a time in id order, so transactions bumping
 // overlapping sets queue instead of deadlocking. An unknown tenant is a
 // [NotFoundError].
-func (u *unit) bump(ctx context.Context, tenants []string, cause string) ([]*registryv1.PolicyChange, error) {
+func (u *unit) bump(ctx context.Context, tenants []string, cause registryv1.PolicyChangeCause) ([]*registryv1.PolicyChange, error) {
 	sorted := slices.Clone(tenants)
 	slices.Sort(sorted)
 	sorted = slices.Compact(sorted)
@@ -129,7 +129,7 @@ func (u *unit) bump(ctx context.Context, tenants []string, cause string) ([]*reg
 		if err != nil {
 			return nil, fmt.Errorf("bump policy epoch of %s: %w", t, err)
 		}
-		pc := &registryv1.PolicyChange{TenantId: t, PolicyEpoch: epoch, Cause: cause}
+		pc := changelog.NewPolicyChange(t, epoch, cause)
 		u.policies = append(u.policies, pc)
 		out = append(out, pc)
 	}

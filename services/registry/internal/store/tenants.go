@@ -67,7 +67,7 @@ func (g GrantChange) id() string {
 // classes must belong to the tenant ([InvalidError] otherwise); an unknown
 // tenant is a [NotFoundError].
 func (s *Store) Grant(ctx context.Context, g GrantChange) (*registryv1.Grant, int64, error) {
-	return s.changeGrant(ctx, g, "GRANT", func(scopes, classes []string, exists bool) ([]string, []string, error) {
+	return s.changeGrant(ctx, g, registryv1.PolicyChangeCause_POLICY_CHANGE_CAUSE_GRANT, func(scopes, classes []string, exists bool) ([]string, []string, error) {
 		return union(scopes, g.Scopes), union(classes, g.AudienceClasses), nil
 	})
 }
@@ -77,7 +77,7 @@ func (s *Store) Grant(ctx context.Context, g GrantChange) (*registryv1.Grant, in
 // A grant left empty is deleted. [NotFoundError] when the grant does not
 // exist.
 func (s *Store) Revoke(ctx context.Context, g GrantChange) (*registryv1.Grant, int64, error) {
-	return s.changeGrant(ctx, g, "REVOKE", func(scopes, classes []string, exists bool) ([]string, []string, error) {
+	return s.changeGrant(ctx, g, registryv1.PolicyChangeCause_POLICY_CHANGE_CAUSE_REVOKE, func(scopes, classes []string, exists bool) ([]string, []string, error) {
 		if !exists {
 			return nil, nil, &NotFoundError{Kind: "grant", ID: g.id()}
 		}
@@ -85,7 +85,7 @@ func (s *Store) Revoke(ctx context.Context, g GrantChange) (*registryv1.Grant, i
 	})
 }
 
-func (s *Store) changeGrant(ctx context.Context, g GrantChange, cause string,
+func (s *Store) changeGrant(ctx context.Context, g GrantChange, cause registryv1.PolicyChangeCause,
 	edit func(scopes, classes []string, exists bool) ([]string, []string, error)) (*registryv1.Grant, int64, error) {
 	var (
 		out   *registryv1.Grant
@@ -98,7 +98,7 @@ func (s *Store) changeGrant(ctx context.Context, g GrantChange, cause string,
 		if err != nil {
 			return err
 		}
-		if cause == "GRANT" {
+		if cause == registryv1.PolicyChangeCause_POLICY_CHANGE_CAUSE_GRANT {
 			if err := checkClasses(ctx, u.tx, g.TenantID, g.AudienceClasses); err != nil {
 				return err
 			}

@@ -288,7 +288,7 @@ type edit func(u *unit, t, visible *toolRow) ([]toolEvent, error)
 // tool) and owns it, edit, re-evaluate the review status, save, bump the
 // epoch of every tenant covering the tool's server, queue the change and
 // its history. The tool returned is what the actor's view shows.
-func (s *Store) changeTool(ctx context.Context, actor principal.Principal, view View, id, cause string, fn edit) (*registryv1.Tool, error) {
+func (s *Store) changeTool(ctx context.Context, actor principal.Principal, view View, id string, cause registryv1.PolicyChangeCause, fn edit) (*registryv1.Tool, error) {
 	var out *registryv1.Tool
 	err := s.write(ctx, func(u *unit) error {
 		t, err := lockTool(ctx, u.tx, id)
@@ -355,7 +355,7 @@ func (s *Store) changeTool(ctx context.Context, actor principal.Principal, view 
 // [NotFoundError] when discovery has not committed the tool, or the actor
 // does not see it.
 func (s *Store) PublishContract(ctx context.Context, actor principal.Principal, view View, c *registryv1.ToolContract) (*registryv1.Tool, error) {
-	return s.changeTool(ctx, actor, view, c.GetToolId(), "CONTRACT_PUBLISHED", func(u *unit, t, visible *toolRow) ([]toolEvent, error) {
+	return s.changeTool(ctx, actor, view, c.GetToolId(), registryv1.PolicyChangeCause_POLICY_CHANGE_CAUSE_CONTRACT_PUBLISHED, func(u *unit, t, visible *toolRow) ([]toolEvent, error) {
 		if v := validateForVariants(c, visible); len(v) > 0 {
 			return nil, &InvalidError{Violations: v}
 		}
@@ -407,7 +407,7 @@ func validateForVariants(c *registryv1.ToolContract, t *toolRow) apierror.Violat
 // sees the same descriptor and no other. Approving an approved digest
 // changes nothing.
 func (s *Store) ApproveTool(ctx context.Context, actor principal.Principal, view View, id, digest, comment string) (*registryv1.Tool, error) {
-	return s.changeTool(ctx, actor, view, id, "TOOL_APPROVED", func(u *unit, t, visible *toolRow) ([]toolEvent, error) {
+	return s.changeTool(ctx, actor, view, id, registryv1.PolicyChangeCause_POLICY_CHANGE_CAUSE_TOOL_APPROVED, func(u *unit, t, visible *toolRow) ([]toolEvent, error) {
 		if t.Contract == nil {
 			return nil, &PreconditionError{Reason: "NO_CONTRACT", Message: fmt.Sprintf("tool %q has no published contract to approve", id)}
 		}
@@ -449,9 +449,9 @@ func (s *Store) ApproveTool(ctx context.Context, actor principal.Principal, view
 // SetEnabled enables or disables a tool (the kill switch). Setting the
 // state a tool already has changes nothing.
 func (s *Store) SetEnabled(ctx context.Context, actor principal.Principal, view View, id string, enabled bool, reason string) (*registryv1.Tool, error) {
-	cause, kind := "TOOL_DISABLED", EventDisabled
+	cause, kind := registryv1.PolicyChangeCause_POLICY_CHANGE_CAUSE_TOOL_DISABLED, EventDisabled
 	if enabled {
-		cause, kind, reason = "TOOL_ENABLED", EventEnabled, ""
+		cause, kind, reason = registryv1.PolicyChangeCause_POLICY_CHANGE_CAUSE_TOOL_ENABLED, EventEnabled, ""
 	}
 	return s.changeTool(ctx, actor, view, id, cause, func(u *unit, t, _ *toolRow) ([]toolEvent, error) {
 		if t.Enabled == enabled {
@@ -467,7 +467,7 @@ func (s *Store) SetEnabled(ctx context.Context, actor principal.Principal, view 
 // tool's); [PreconditionError] with the plan's refusal reason when it
 // cannot.
 func (s *Store) RollbackTool(ctx context.Context, actor principal.Principal, view View, id, reason string) (*registryv1.Tool, error) {
-	return s.changeTool(ctx, actor, view, id, "TOOL_ROLLED_BACK", func(u *unit, t, _ *toolRow) ([]toolEvent, error) {
+	return s.changeTool(ctx, actor, view, id, registryv1.PolicyChangeCause_POLICY_CHANGE_CAUSE_TOOL_ROLLED_BACK, func(u *unit, t, _ *toolRow) ([]toolEvent, error) {
 		statuses := t.statuses()
 		if len(statuses) == 0 {
 			statuses = []review.Status{{ApprovalDigest: t.ApprovalDigest, State: t.State}}

@@ -19,6 +19,17 @@ CONFIRMATION_ALWAYS: Confirmation
 CONFIRMATION_AUTONOMOUS_ALLOWED: Confirmation
 CONFIRMATION_UNSPECIFIED: Confirmation
 DESCRIPTOR: _descriptor.FileDescriptor
+POLICY_CHANGE_CAUSE_AUDIENCE_CLASS: PolicyChangeCause
+POLICY_CHANGE_CAUSE_CONTRACT_PUBLISHED: PolicyChangeCause
+POLICY_CHANGE_CAUSE_GRANT: PolicyChangeCause
+POLICY_CHANGE_CAUSE_REVOKE: PolicyChangeCause
+POLICY_CHANGE_CAUSE_ROLLOUT_STAGE: PolicyChangeCause
+POLICY_CHANGE_CAUSE_SERVER_TRUST: PolicyChangeCause
+POLICY_CHANGE_CAUSE_TOOL_APPROVED: PolicyChangeCause
+POLICY_CHANGE_CAUSE_TOOL_DISABLED: PolicyChangeCause
+POLICY_CHANGE_CAUSE_TOOL_ENABLED: PolicyChangeCause
+POLICY_CHANGE_CAUSE_TOOL_ROLLED_BACK: PolicyChangeCause
+POLICY_CHANGE_CAUSE_UNSPECIFIED: PolicyChangeCause
 REVIEW_STATE_APPROVED: ReviewState
 REVIEW_STATE_PENDING_CONTRACT: ReviewState
 REVIEW_STATE_UNREVIEWED: ReviewState
@@ -458,16 +469,18 @@ class Policy(_message.Message):
     def __init__(self, tenant_id: _Optional[str] = ..., policy_epoch: _Optional[int] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ..., audience_classes: _Optional[_Iterable[_Union[AudienceClass, _Mapping]]] = ..., rollout_stages: _Optional[_Iterable[_Union[RolloutStage, _Mapping]]] = ...) -> None: ...
 
 class PolicyChange(_message.Message):
-    __slots__ = ["cause", "grant", "policy_epoch", "tenant_id"]
+    __slots__ = ["cause", "cause_code", "grant", "policy_epoch", "tenant_id"]
+    CAUSE_CODE_FIELD_NUMBER: _ClassVar[int]
     CAUSE_FIELD_NUMBER: _ClassVar[int]
     GRANT_FIELD_NUMBER: _ClassVar[int]
     POLICY_EPOCH_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     cause: str
+    cause_code: PolicyChangeCause
     grant: Grant
     policy_epoch: int
     tenant_id: str
-    def __init__(self, tenant_id: _Optional[str] = ..., policy_epoch: _Optional[int] = ..., grant: _Optional[_Union[Grant, _Mapping]] = ..., cause: _Optional[str] = ...) -> None: ...
+    def __init__(self, tenant_id: _Optional[str] = ..., policy_epoch: _Optional[int] = ..., grant: _Optional[_Union[Grant, _Mapping]] = ..., cause: _Optional[str] = ..., cause_code: _Optional[_Union[PolicyChangeCause, str]] = ...) -> None: ...
 
 class PublishContractRequest(_message.Message):
     __slots__ = ["contract"]
@@ -826,4 +839,7 @@ class Stage(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class ChangeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class PolicyChangeCause(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
