@@ -139,6 +139,9 @@ type Verifier struct {
 // emptied and refilled by the next calls.
 const verifiedCacheSize = 4096
 
+// maxQuotedKeyID bounds a token's `kid` quoted in a refusal.
+const maxQuotedKeyID = 64
+
 var algorithms = []jose.SignatureAlgorithm{jose.EdDSA, jose.ES256, jose.ES384, jose.RS256, jose.PS256}
 
 // NewVerifier parses the key set and returns a verifier.
@@ -226,6 +229,10 @@ func (v *Verifier) verify(token string) (Principal, error) {
 	if kid := tok.Headers[0].KeyID; kid != "" {
 		keys = v.keys.Key(kid)
 		if len(keys) == 0 {
+			// The kid is the caller's: quoted only when short.
+			if len(kid) > maxQuotedKeyID {
+				return Principal{}, fmt.Errorf("%w: unknown key id (%d bytes)", ErrInvalidToken, len(kid))
+			}
 			return Principal{}, fmt.Errorf("%w: unknown key id %q", ErrInvalidToken, kid)
 		}
 	}

@@ -2,6 +2,7 @@ package principal
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"strings"
 	"testing"
@@ -347,5 +348,23 @@ func TestVerifyRefusesAMalformedTenantClaim(t *testing.T) {
 		if p, err := v.Verify(tok); err != nil || p.Tenant != tenant {
 			t.Errorf("%s: %+v, %v", name, p, err)
 		}
+	}
+}
+
+// TestAnUnknownLongKeyIDIsNotEchoed: a token naming a key id of ten
+// kilobytes is refused without the id in the message (a short unknown id
+// is quoted, to help an operator).
+func TestAnUnknownLongKeyIDIsNotEchoed(t *testing.T) {
+	_, v := newPair(t)
+	enc := base64.RawURLEncoding.EncodeToString
+	forge := func(kid string) string {
+		return enc([]byte(`{"alg":"EdDSA","kid":"`+kid+`"}`)) + "." + enc([]byte(`{"sub":"alice"}`)) + "." + enc(make([]byte, 64))
+	}
+	_, err := v.Verify(forge(strings.Repeat("k", 10_000)))
+	if !errors.Is(err, ErrInvalidToken) || len(err.Error()) > 200 || strings.Contains(err.Error(), "kkkk") {
+		t.Fatalf("a 10 KB kid: %d bytes: %.200s", len(err.Error()), err)
+	}
+	if _, err := v.Verify(forge("other-key")); !errors.Is(err, ErrInvalidToken) || !strings.Contains(err.Error(), `"other-key"`) {
+		t.Fatalf("a short unknown kid: %v", err)
 	}
 }
