@@ -42,13 +42,14 @@ const (
 //     transaction, synchronous_commit as the server has it).
 //
 // Verify needs its own RPC, two verifications (lease and holder proof) and
-// a SET NX; Issue its own RPC, a GetReceipt, a signature and a commit. If
+// a SET NX; Issue its own RPC, a GetReceipt, a SET NX (the receipt's single
+// use), a signature and a commit. If
 // everything else were free, and the steps that use the cores shared them
 // the way they do in the benchmark (their per-call costs add), the best
 // ratios are
 //
 //	verify_ratio_max = (1/health) / (1/health + 2/verify + 1/setnx)
-//	issue_ratio_max  = min((1/health) / (1/health + 1/receipt + 1/sign), commit/health)
+//	issue_ratio_max  = min((1/health) / (1/health + 1/receipt + 1/setnx + 1/sign), commit/health)
 //
 // The commit is mostly waiting for the WAL flush, which other callers' work
 // overlaps, so it is not added: it caps Issue at its own rate with as many
@@ -62,7 +63,7 @@ func (f leaseFloor) verifyRatioMax() float64 {
 }
 
 func (f leaseFloor) issueRatioMax() float64 {
-	return min((1/f.health)/(1/f.health+1/f.receipt+1/f.sign), f.commit/f.health)
+	return min((1/f.health)/(1/f.health+1/f.receipt+1/f.setnx+1/f.sign), f.commit/f.health)
 }
 
 // us is the per-call cost of a step at qps calls per second, in µs.
@@ -70,9 +71,9 @@ func us(qps float64) float64 { return 1e6 / qps }
 
 func (f leaseFloor) String() string {
 	return fmt.Sprintf("lease: floor verify_ratio_max=%.2f issue_ratio_max=%.2f health_qps=%.0f ed25519_verify_qps=%.0f ed25519_sign_qps=%.0f redis_setnx_qps=%.0f get_receipt_qps=%.0f pg_group_commit_qps=%.0f\n"+
-		"  (per call at %d callers: health %.1f µs; verify needs health + 2 x %.1f + %.1f µs; issue needs health + %.1f + %.1f µs and at most %.0f commits/s)",
+		"  (per call at %d callers: health %.1f µs; verify needs health + 2 x %.1f + %.1f µs; issue needs health + %.1f + %.1f + %.1f µs and at most %.0f commits/s)",
 		f.verifyRatioMax(), f.issueRatioMax(), f.health, f.verify, f.sign, f.setnx, f.receipt, f.commit,
-		leaseWorkers, us(f.health), us(f.verify), us(f.setnx), us(f.receipt), us(f.sign), f.commit)
+		leaseWorkers, us(f.health), us(f.verify), us(f.setnx), us(f.receipt), us(f.setnx), us(f.sign), f.commit)
 }
 
 // measureLeaseFloor runs the steps of [leaseFloor] in turns.

@@ -13,6 +13,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/toolcrib/toolcrib/e2e/leaseworld"
+	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	leasev1 "github.com/toolcrib/toolcrib/gen/toolcrib/lease/v1"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/revision/lease"
@@ -56,25 +57,28 @@ func TestLeaseThroughput(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// One receipt per worker, cited again and again; the Checks that make
-	// them are admission's work, not Issue's, so they run before the clock.
-	receipts := make([]string, leaseWorkers)
-	for i := range receipts {
-		receipts[i] = w.Allow(t, 1).GetReceipt().GetReceiptId()
-	}
+	// A receipt is redeemed for one lease, so every Issue cites a fresh
+	// one; the Checks that make them are admission's work, not Issue's, so
+	// they run before the clock, leaseReceipts for each round (a worker
+	// that finds none left stops, and the arm's time ends with the last).
+	first := w.Allow(t, 1).GetReceipt().GetReceiptId()
 	var issueArm, verifyArm, healthArm arm
 	var lat []time.Duration
 	issuedAll := 0
 	for round := range leaseRounds {
-		var worker atomic.Int64
+		receipts := freshReceipts(t, w, leaseReceipts)
+		var next atomic.Int64
 		var mu sync.Mutex
 		var issued []*leasev1.IssueResponse
 		stopProfile := profile(t, fmt.Sprintf("lease-issue-%d", round))
 		issueArm.add(phaseFor(t, leaseSlice, func(ctx context.Context, stop func() bool, done func()) error {
-			receipt := receipts[worker.Add(1)-1]
 			var mine []*leasev1.IssueResponse
 			for !stop() {
-				resp, err := alice.Issue(ctx, &leasev1.IssueRequest{ReceiptId: receipt, ArgumentDigest: digest,
+				i := next.Add(1) - 1
+				if i >= int64(len(receipts)) {
+					break
+				}
+				resp, err := alice.Issue(ctx, &leasev1.IssueRequest{ReceiptId: receipts[i], ArgumentDigest: digest,
 					HolderPublicKey: w.JWK, Audience: leaseworld.Audience})
 				if err != nil {
 					return err
@@ -102,7 +106,7 @@ func TestLeaseThroughput(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		var next atomic.Int64
+		next.Store(0)
 		stopProfile = profile(t, fmt.Sprintf("lease-verify-%d", round))
 		verifyArm.add(phaseFor(t, leaseSlice, func(ctx context.Context, stop func() bool, done func()) error {
 			var mine []time.Duration
@@ -147,7 +151,7 @@ func TestLeaseThroughput(t *testing.T) {
 	if len(lat) == 0 {
 		t.Fatal("no lease verified")
 	}
-	floor := measureLeaseFloor(t, hc, w.Adm["alice"], receipts[0])
+	floor := measureLeaseFloor(t, hc, w.Adm["alice"], first)
 	slices.Sort(lat)
 	p99 := lat[(len(lat)*99)/100]
 	issueQPS, verifyQPS, healthQPS := issueArm.qps(), verifyArm.qps(), healthArm.qps()
@@ -156,6 +160,38 @@ func TestLeaseThroughput(t *testing.T) {
 	fmt.Printf("  (%d workers, %d rounds of %s per arm; %d leases issued, %d verified; target issue and verify >= 0.5 x health: %.2f and %.2f)\n",
 		leaseWorkers, leaseRounds, leaseSlice, issuedAll, len(lat), issueQPS/healthQPS, verifyQPS/healthQPS)
 	fmt.Println(floor)
+}
+
+// leaseReceipts is the ALLOW receipts made before each Issue slice: more
+// than the lease service issues in leaseSlice on this machine.
+const leaseReceipts = 8192
+
+// freshReceipts makes n ALLOW receipts of alice's for shipment_status at
+// generation 1, leaseWorkers Checks at a time.
+func freshReceipts(t *testing.T, w *leaseworld.World, n int) []string {
+	t.Helper()
+	out := make([]string, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range leaseWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+				r := w.Check(t, "alice", 1, leaseworld.ShipmentArgs)
+				if r.GetDecision() != admissionv1.Decision_DECISION_ALLOW {
+					t.Errorf("Check for a receipt: %v %s", r.GetReason(), r.GetDetail())
+					return
+				}
+				out[i] = r.GetReceipt().GetReceiptId()
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	return out
 }
 
 // arm adds up the calls and time of an arm's slices.

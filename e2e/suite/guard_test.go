@@ -340,28 +340,37 @@ func TestGuardRollsBackOnUnauthorizedLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	issue := func(c leasev1.LeaseServiceClient) (*leasev1.IssueResponse, error) {
-		return c.Issue(ctx, &leasev1.IssueRequest{ReceiptId: allow.GetReceipt().GetReceiptId(), ArgumentDigest: digest,
+	issue := func(c leasev1.LeaseServiceClient, receipt string) (*leasev1.IssueResponse, error) {
+		return c.Issue(ctx, &leasev1.IssueRequest{ReceiptId: receipt, ArgumentDigest: digest,
 			HolderPublicKey: w.JWK, Audience: leaseworld.Audience})
 	}
+	// A receipt is redeemed once: the replica proves it issues on another
+	// ALLOW of carol's, keeping hers for after the revocation.
 	leaseworld.Eventually(t, "the second lease replica issues", func() bool {
-		_, err := issue(stale)
+		_, err := issue(stale, w.Check(t, "carol", 2, leaseworld.ShipmentArgs).GetReceipt().GetReceiptId())
 		return err == nil
 	})
+	// The connected replica is probed with a pre-revocation receipt of its
+	// own: one it issued on before hearing of the revocation would be used
+	// up, and carol's must stay unused for the stale replica.
+	probe := w.Check(t, "carol", 2, leaseworld.ShipmentArgs)
+	if probe.GetDecision() != admissionv1.Decision_DECISION_ALLOW {
+		t.Fatalf("carol's second Check before the revocation: %v", probe.GetReason())
+	}
 	link.Freeze()
 	if _, err := w.St.Registry.RevokeScopes(ctx, &registryv1.RevokeScopesRequest{TenantId: tenant, Subject: "carol",
 		Scopes: []string{"shipment:read"}, AudienceClasses: []string{class}}); err != nil {
 		t.Fatal(err)
 	}
 	leaseworld.Eventually(t, "the connected replica refuses the pre-revocation receipt", func() bool {
-		_, err := w.Issue(t, "carol", allow.GetReceipt().GetReceiptId())
+		_, err := w.Issue(t, "carol", probe.GetReceipt().GetReceiptId())
 		c, r := leaseworld.CodeReason(err)
 		return c == codes.FailedPrecondition && r == "POLICY_CHANGED"
 	})
 	// A lease's iat is whole seconds, and the revocation must precede it
 	// by more than the 1 s allowance.
 	time.Sleep(2200 * time.Millisecond)
-	iss, err := issue(stale)
+	iss, err := issue(stale, allow.GetReceipt().GetReceiptId())
 	if err != nil {
 		t.Fatalf("Issue from carol's pre-revocation receipt on the stale replica: %v", err)
 	}

@@ -27,7 +27,8 @@ func wantRefusal(t *testing.T, what string, err error, code codes.Code, reason s
 
 // TestLeaseFromAdmissionReceipts issues leases by admission receipt through
 // the real admission and lease APIs: alice's ALLOW gives a lease that
-// verifies once; bob citing alice's receipt gets the NOT_FOUND a missing
+// verifies once, and a second Issue on that receipt is
+// RECEIPT_ALREADY_USED; bob citing alice's receipt gets the NOT_FOUND a missing
 // id gets (the lease forwards bob's own token to GetReceipt); a DENY
 // receipt is DECISION_NOT_ALLOW; a receipt older than admission's
 // decision-cache lifetime is DECISION_EXPIRED.
@@ -49,6 +50,8 @@ func TestLeaseFromAdmissionReceipts(t *testing.T) {
 	if v := w.Verify(t, iss); v.GetFailure() != leasev1.VerifyFailure_VERIFY_FAILURE_ALREADY_USED {
 		t.Fatalf("second Verify: %v", v.GetFailure())
 	}
+	_, err = w.Issue(t, "alice", allow.GetReceipt().GetReceiptId())
+	wantRefusal(t, "a second Issue on alice's receipt", err, codes.FailedPrecondition, "RECEIPT_ALREADY_USED")
 
 	_, err = w.Issue(t, "bob", allow.GetReceipt().GetReceiptId())
 	wantRefusal(t, "bob citing alice's receipt", err, codes.NotFound, "RECEIPT_NOT_FOUND")
@@ -123,7 +126,7 @@ func TestLeaseFollowsPolicyAndRollback(t *testing.T) {
 	// A generation-2 lease verifies only once the lease's follower saw
 	// generation 2; then the generation-1 lease is compatible (the tool's
 	// descriptor is unchanged in generation 2).
-	probe, err := w.Issue(t, "alice", second.GetReceipt().GetReceiptId())
+	probe, err := w.Issue(t, "alice", w.Allow(t, 2).GetReceipt().GetReceiptId())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,10 +198,9 @@ func TestLeaseFreezesOnClose(t *testing.T) {
 	// Leases issued before the close; until the lease replica sees the
 	// close, a presented one may still pass (and is consumed), so each
 	// poll presents the next.
-	allow := w.Allow(t, 1)
 	var before []*leasev1.IssueResponse
 	for range 20 {
-		iss, err := w.Issue(t, "alice", allow.GetReceipt().GetReceiptId())
+		iss, err := w.Issue(t, "alice", w.Allow(t, 1).GetReceipt().GetReceiptId())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -65,8 +65,32 @@ func (p Principal) SeesTenant(tenant string) bool {
 	return p.Admin || p.Service || (p.Tenant != "" && p.Tenant == tenant)
 }
 
+// ReasonInvalidToken is the ErrorInfo reason of a call whose bearer token
+// did not verify (UNAUTHENTICATED); a malformed claim adds the metadata
+// `claim` naming it.
+const ReasonInvalidToken = "INVALID_TOKEN"
+
 // ErrInvalidToken is wrapped by every verification failure.
 var ErrInvalidToken = errors.New("invalid token")
+
+// ClaimError is the refusal of a token whose signature and lifetime
+// verified but one of whose claims is malformed (a `tenant` claim that is no
+// tenant id). It wraps [ErrInvalidToken]; its message names the claim and
+// the rule and never contains the claim's value, so it is safe to return
+// to the caller as it is.
+type ClaimError struct {
+	// Claim is the claim's name in the token (e.g. "tenant").
+	Claim string
+	// Rule is what the claim must be.
+	Rule string
+}
+
+func (e *ClaimError) Error() string {
+	return ErrInvalidToken.Error() + ": the token's `" + e.Claim + "` claim " + e.Rule
+}
+
+// Unwrap makes a ClaimError an [ErrInvalidToken].
+func (e *ClaimError) Unwrap() error { return ErrInvalidToken }
 
 // VerifierConfig configures a [Verifier].
 type VerifierConfig struct {
@@ -115,6 +139,9 @@ type Verifier struct {
 // verifiedCacheSize bounds the remembered tokens; when full, the cache is
 // emptied and refilled by the next calls.
 const verifiedCacheSize = 4096
+
+// maxQuotedKeyID bounds a token's `kid` quoted in a refusal.
+const maxQuotedKeyID = 64
 
 var algorithms = []jose.SignatureAlgorithm{jose.EdDSA, jose.ES256, jose.ES384, jose.RS256, jose.PS256}
 
@@ -203,6 +230,10 @@ func (v *Verifier) verify(token string) (Principal, error) {
 	if kid := tok.Headers[0].KeyID; kid != "" {
 		keys = v.keys.Key(kid)
 		if len(keys) == 0 {
+			// The kid is the caller's: quoted only when short.
+			if len(kid) > maxQuotedKeyID {
+				return Principal{}, fmt.Errorf("%w: unknown key id (%d bytes)", ErrInvalidToken, len(kid))
+			}
 			return Principal{}, fmt.Errorf("%w: unknown key id %q", ErrInvalidToken, kid)
 		}
 	}
@@ -243,6 +274,14 @@ func (v *Verifier) verify(token string) (Principal, error) {
 	}
 	if life := std.Expiry.Time().Sub(from); life > v.cfg.MaxLifetime {
 		return Principal{}, fmt.Errorf("%w: lifetime %v exceeds the maximum %v", ErrInvalidToken, life.Round(time.Second), v.cfg.MaxLifetime)
+	}
+	// A tenant claim that is there is a tenant id, or the token is refused
+	// here, once, for every service and the gateway: passed on, it reached
+	// the registry as a malformed request and looked like an outage. A token
+	// without one is a principal of no tenant (it sees no tenant's data and
+	// holds no role).
+	if extra.Tenant != "" && !ValidTenantID(extra.Tenant) {
+		return Principal{}, &ClaimError{Claim: "tenant", Rule: "is not a tenant id (must match " + TenantIDPattern + ")"}
 	}
 	p := Principal{Subject: std.Subject, Tenant: extra.Tenant, Groups: extra.Groups, ExpiresAt: std.Expiry.Time()}
 	platform := v.cfg.PlatformTenant != "" && p.Tenant == v.cfg.PlatformTenant
@@ -327,7 +366,12 @@ func (v *Verifier) authenticate(ctx context.Context, fullMethod string) (context
 	if err != nil {
 		// The reason is safe to return: it names the failed check, never the
 		// token.
-		return ctx, &apierror.Error{Code: codes.Unauthenticated, Reason: "INVALID_TOKEN", Message: err.Error()}
+		e := &apierror.Error{Code: codes.Unauthenticated, Reason: ReasonInvalidToken, Message: err.Error()}
+		var claim *ClaimError
+		if errors.As(err, &claim) {
+			e.Metadata = map[string]string{"claim": claim.Claim}
+		}
+		return ctx, e
 	}
 	return NewContext(ctx, p), nil
 }

@@ -2,6 +2,7 @@ package principal
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"strings"
 	"testing"
@@ -294,5 +295,76 @@ func TestVerifiedTokensAreRememberedOnlyUntilExpiry(t *testing.T) {
 	}
 	if _, err := v.Verify("garbage"); err == nil || len(v.verified) != 0 {
 		t.Fatal("a refused token was remembered")
+	}
+}
+
+// TestVerifyRefusesAMalformedTenantClaim: a token whose signature, issuer,
+// audience and lifetime verify but whose `tenant` claim is not a tenant id
+// is refused at verification, as a [ClaimError] naming the claim (an
+// [ErrInvalidToken]) whose message never carries the value; the
+// interceptor answers it UNAUTHENTICATED INVALID_TOKEN with the claim in
+// the ErrorInfo metadata. A well-formed tenant, and no tenant claim at all,
+// verify as before.
+func TestVerifyRefusesAMalformedTenantClaim(t *testing.T) {
+	s, v := newPair(t)
+	long := strings.Repeat("t", 10_000)
+	for name, tenant := range map[string]string{
+		"upper case":       "Tenant-A",
+		"a space":          "tenant a",
+		"a path":           "../tenant-a",
+		"a leading dash":   "-tenant",
+		"64 bytes":         strings.Repeat("a", 64),
+		"ten kilobytes":    long,
+		"a control char":   "tenant\x00a",
+		"non-ASCII":        "ténant",
+		"a class name":     "tenant-a.readers",
+		"an owner":         "tenant-a/group:x",
+		"a bearer payload": "tenant-a\nBearer x",
+	} {
+		t.Run(name, func(t *testing.T) {
+			tok, err := s.Mint(Claims{Subject: "alice", Tenant: tenant})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = v.Verify(tok)
+			var ce *ClaimError
+			if !errors.Is(err, ErrInvalidToken) || !errors.As(err, &ce) || ce.Claim != "tenant" {
+				t.Fatalf("Verify = %v; want a ClaimError for `tenant`", err)
+			}
+			if !strings.Contains(err.Error(), "`tenant` claim") || strings.Contains(err.Error(), tenant) || len(err.Error()) > 200 {
+				t.Fatalf("message %q: must name the claim, stay short and never carry the value", err.Error())
+			}
+			ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+tok))
+			_, err = v.UnaryServerInterceptor()(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/toolcrib.admission.v1.AdmissionService/ListVisibleTools"},
+				func(context.Context, any) (any, error) { t.Fatal("the handler ran"); return nil, nil })
+			var ae *apierror.Error
+			if !errors.As(err, &ae) || ae.Code != codes.Unauthenticated || ae.Reason != ReasonInvalidToken || ae.Metadata["claim"] != "tenant" {
+				t.Fatalf("interceptor = %v; want UNAUTHENTICATED %s naming the claim", err, ReasonInvalidToken)
+			}
+		})
+	}
+	for name, tenant := range map[string]string{"a tenant id": "tenant-a", "63 bytes": strings.Repeat("a", 63), "no tenant claim": ""} {
+		tok, _ := s.Mint(Claims{Subject: "alice", Tenant: tenant})
+		if p, err := v.Verify(tok); err != nil || p.Tenant != tenant {
+			t.Errorf("%s: %+v, %v", name, p, err)
+		}
+	}
+}
+
+// TestAnUnknownLongKeyIDIsNotEchoed: a token naming a key id of ten
+// kilobytes is refused without the id in the message (a short unknown id
+// is quoted, to help an operator).
+func TestAnUnknownLongKeyIDIsNotEchoed(t *testing.T) {
+	_, v := newPair(t)
+	enc := base64.RawURLEncoding.EncodeToString
+	forge := func(kid string) string {
+		return enc([]byte(`{"alg":"EdDSA","kid":"`+kid+`"}`)) + "." + enc([]byte(`{"sub":"alice"}`)) + "." + enc(make([]byte, 64))
+	}
+	_, err := v.Verify(forge(strings.Repeat("k", 10_000)))
+	if !errors.Is(err, ErrInvalidToken) || len(err.Error()) > 200 || strings.Contains(err.Error(), "kkkk") {
+		t.Fatalf("a 10 KB kid: %d bytes: %.200s", len(err.Error()), err)
+	}
+	if _, err := v.Verify(forge("other-key")); !errors.Is(err, ErrInvalidToken) || !strings.Contains(err.Error(), `"other-key"`) {
+		t.Fatalf("a short unknown kid: %v", err)
 	}
 }

@@ -332,7 +332,8 @@ func (x *LeaseClaims) GetAudienceClass() string {
 // `check` is set.
 type IssueRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// An ALLOW receipt of the same principal, at most a few seconds old.
+	// An ALLOW receipt of the same principal, at most a few seconds old, on
+	// which no lease was issued yet.
 	ReceiptId string `protobuf:"bytes,1,opt,name=receipt_id,json=receiptId,proto3" json:"receipt_id,omitempty"`
 	// A Check to run now instead of citing a receipt.
 	Check *v1.CheckRequest `protobuf:"bytes,2,opt,name=check,proto3" json:"check,omitempty"`

@@ -40,6 +40,9 @@ const (
 	// ReasonStaleCatalog: Issue of a decision whose generation is no longer
 	// active or compatible (rolled back, replaced, closed): Check again.
 	ReasonStaleCatalog = "STALE_CATALOG"
+	// ReasonReceiptAlreadyUsed: Issue of a receipt a lease was already
+	// issued on (one decision, one execution): Check again.
+	ReasonReceiptAlreadyUsed = "RECEIPT_ALREADY_USED"
 )
 
 // maxIDLen bounds every id and audience in a request.
@@ -293,6 +296,15 @@ func (s *Server) Issue(ctx context.Context, req *leasev1.IssueRequest) (*leasev1
 		return nil, apierror.FailedPrecondition(ReasonStaleCatalog,
 			"the decision's generation is no longer active or compatible; Check again")
 	}
+	// The receipt is claimed last, after every other check passed, so a
+	// refused Issue (another principal's receipt, other arguments, a frozen
+	// server, a moved policy) never burns it: only its own principal, for
+	// the arguments it was decided for, can use it up. Past the claim the
+	// receipt is spent even if signing or recording fails (no lease is
+	// returned then; the caller Checks again): fail closed.
+	if err := s.claim(ctx, r.GetReceiptId(), d.ValidUntil.Add(s.opts.Skew).Sub(now)); err != nil {
+		return nil, err
+	}
 	token, kid, err := s.opts.Ring.Sign(claims)
 	if err != nil {
 		return nil, err
@@ -305,6 +317,21 @@ func (s *Server) Issue(ctx context.Context, req *leasev1.IssueRequest) (*leasev1
 		s.opts.Metrics.Issued()
 	}
 	return &leasev1.IssueResponse{Token: token, Claims: claimsProto(claims), ExecutionReceiptId: receiptID}, nil
+}
+
+// claim redeems the receipt with the id for this Issue (at most once across
+// every lease replica, for ttl: the decision's remaining lifetime plus the
+// skew allowance, past which no replica issues on it anyway).
+func (s *Server) claim(ctx context.Context, receiptID string, ttl time.Duration) error {
+	switch err := s.opts.Ledger.ClaimReceipt(ctx, receiptID, ttl); {
+	case errors.Is(err, ledger.ErrAlreadyUsed):
+		return apierror.FailedPrecondition(ReasonReceiptAlreadyUsed,
+			"a lease was already issued on this receipt; Check again for a new decision")
+	case err != nil:
+		return &apierror.Error{Code: codes.Unavailable, Reason: ReasonLedgerUnavailable,
+			Message: "the receipt's single use cannot be confirmed now; no lease is issued; retry", Err: err}
+	}
+	return nil
 }
 
 func (s *Server) decide(ctx context.Context, req *leasev1.IssueRequest) (decision.Decision, error) {

@@ -58,8 +58,9 @@ type Window struct {
 // [DefaultTTL], capped at [lease.MaxTTL]). When several causes hold, the
 // first is the answer:
 //
-//  1. [ReasonReceiptIncomplete]: no receipt, or an ALLOW without server,
-//     tool, generation or descriptor digest;
+//  1. [ReasonReceiptIncomplete]: no receipt, or an ALLOW without receipt
+//     id (the key its single use is claimed under), server, tool,
+//     generation or descriptor digest;
 //  2. [ReasonOtherPrincipal]: subject or tenant differ from p's — checked
 //     before the decision itself, so another principal's receipt reveals
 //     nothing;
@@ -81,8 +82,8 @@ func Decide(now time.Time, p Principal, d decision.Decision, argumentDigest stri
 	if r.GetDecision() != admissionv1.Decision_DECISION_ALLOW {
 		return Window{}, &Refusal{ReasonNotAllow, "the decision is not ALLOW (reason " + r.GetReason().String() + ")"}
 	}
-	if r.GetServerId() == "" || r.GetToolId() == "" || r.GetGeneration() < 1 || r.GetDescriptorDigest() == "" {
-		return Window{}, &Refusal{ReasonReceiptIncomplete, "the receipt lacks server, tool, generation or descriptor digest"}
+	if r.GetReceiptId() == "" || r.GetServerId() == "" || r.GetToolId() == "" || r.GetGeneration() < 1 || r.GetDescriptorDigest() == "" {
+		return Window{}, &Refusal{ReasonReceiptIncomplete, "the receipt lacks its id, server, tool, generation or descriptor digest"}
 	}
 	iat := now.Truncate(time.Second)
 	until := d.ValidUntil.Truncate(time.Second)

@@ -42,6 +42,7 @@ func TestDecideRefusesOneReasonPerCause(t *testing.T) {
 			d.Receipt.Reason = catalogv1.DecisionReason_DECISION_REASON_FORBIDDEN
 		}, ReasonNotAllow},
 		{"an ALLOW without a generation", func(d *decision.Decision, _ *Principal, _ *string) { d.Receipt.Generation = 0 }, ReasonReceiptIncomplete},
+		{"an ALLOW without a receipt id", func(d *decision.Decision, _ *Principal, _ *string) { d.Receipt.ReceiptId = "" }, ReasonReceiptIncomplete},
 		{"expired", func(d *decision.Decision, _ *Principal, _ *string) { d.ValidUntil = now }, ReasonExpired},
 		{"under a second left", func(d *decision.Decision, _ *Principal, _ *string) { d.ValidUntil = now.Add(600 * time.Millisecond) }, ReasonExpired},
 		{"other arguments", func(_ *decision.Decision, _ *Principal, a *string) { *a = "sha256:" + strings.Repeat("b", 64) }, ReasonArgumentsMismatch},

@@ -158,7 +158,8 @@ export const LeaseClaimsSchema: GenMessage<LeaseClaims> = /*@__PURE__*/
  */
 export type IssueRequest = Message<"toolcrib.lease.v1.IssueRequest"> & {
   /**
-   * An ALLOW receipt of the same principal, at most a few seconds old.
+   * An ALLOW receipt of the same principal, at most a few seconds old, on
+   * which no lease was issued yet.
    *
    * @generated from field: string receipt_id = 1;
    */
@@ -749,6 +750,17 @@ export const LeaseService: GenService<{
    * lease); UNAVAILABLE `STALE_POLICY` when this replica cannot prove its
    * view fresh; PERMISSION_DENIED when the decision is not ALLOW or belongs
    * to another principal.
+   *
+   * One decision, one execution: a receipt (cited by `receipt_id`, or made
+   * by the inline `check`) is redeemed for at most one lease, across every
+   * lease replica. A later Issue on it is FAILED_PRECONDITION
+   * `RECEIPT_ALREADY_USED` (Check again for a new receipt). The receipt is
+   * claimed only after every other check passed, so an Issue refused for
+   * any other reason leaves it unused; once claimed it stays used even if
+   * the lease then cannot be signed or recorded (no lease is returned; Check
+   * again). When the claim cannot be confirmed (the shared single-use store
+   * does not answer) Issue is UNAVAILABLE `LEDGER_UNAVAILABLE` and nothing
+   * is issued.
    *
    * @generated from rpc toolcrib.lease.v1.LeaseService.Issue
    */
