@@ -34,6 +34,12 @@ type Principal struct {
 	// Service is true for members of the configured service group of the
 	// configured platform tenant, and only for them.
 	Service bool
+	// Confirmer is true for members of the configured confirmer group of
+	// the configured platform tenant, and only for them: the gateway, or a
+	// host runtime acting for a user, that may assert beside the user's
+	// token that the user confirmed a call (see [ConfirmerMetadataKey]).
+	// Neither the admin nor the service role confirms.
+	Confirmer bool
 	// ExpiresAt is the token's expiry.
 	ExpiresAt time.Time
 }
@@ -75,8 +81,9 @@ type VerifierConfig struct {
 	Issuer string
 	// Audience is the required `aud`.
 	Audience string
-	// PlatformTenant is the tenant whose members may hold the admin and
-	// service roles; required when AdminGroup or ServiceGroup is set. A
+	// PlatformTenant is the tenant whose members may hold the admin,
+	// service and confirmer roles; required when AdminGroup, ServiceGroup
+	// or ConfirmerGroup is set. A
 	// member of AdminGroup in any other tenant is no admin: group names are
 	// chosen by each tenant, so only the platform tenant's count.
 	PlatformTenant string
@@ -84,6 +91,9 @@ type VerifierConfig struct {
 	AdminGroup string
 	// ServiceGroup makes its members of PlatformTenant service principals.
 	ServiceGroup string
+	// ConfirmerGroup makes its members of PlatformTenant confirmers; empty
+	// makes nobody a confirmer (then no call is ever user-confirmed).
+	ConfirmerGroup string
 	// MaxLifetime is the longest lifetime a token may have: exp - iat, or
 	// exp - now for a token without iat. 0 means [DefaultMaxTokenLifetime].
 	MaxLifetime time.Duration
@@ -140,8 +150,8 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	if cfg.MaxLifetime < 0 {
 		return nil, errors.New("principal: the maximum token lifetime must be positive")
 	}
-	if (cfg.AdminGroup != "" || cfg.ServiceGroup != "") && !ValidTenantID(cfg.PlatformTenant) {
-		return nil, fmt.Errorf("principal: admin and service groups need a platform tenant matching %s", TenantIDPattern)
+	if (cfg.AdminGroup != "" || cfg.ServiceGroup != "" || cfg.ConfirmerGroup != "") && !ValidTenantID(cfg.PlatformTenant) {
+		return nil, fmt.Errorf("principal: admin, service and confirmer groups need a platform tenant matching %s", TenantIDPattern)
 	}
 	return &Verifier{cfg: cfg, keys: set, now: time.Now, verified: map[string]Principal{}}, nil
 }
@@ -247,6 +257,7 @@ func (v *Verifier) verify(token string) (Principal, error) {
 	platform := v.cfg.PlatformTenant != "" && p.Tenant == v.cfg.PlatformTenant
 	p.Admin = platform && v.cfg.AdminGroup != "" && p.InGroup(v.cfg.AdminGroup)
 	p.Service = platform && v.cfg.ServiceGroup != "" && p.InGroup(v.cfg.ServiceGroup)
+	p.Confirmer = platform && v.cfg.ConfirmerGroup != "" && p.InGroup(v.cfg.ConfirmerGroup)
 	return p, nil
 }
 
