@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	oracle "github.com/toolcrib/toolcrib/e2e/admissionoracle"
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
@@ -948,24 +949,18 @@ func (tl *tally) grpcRounds(t *testing.T, seed uint64, n int) {
 	conn := servicetest.Dial(t, svc.Addr, "")
 	c := admissionv1.NewAdmissionServiceClient(conn)
 	tokens := map[string]grpc.CallOption{}
-	confirmers := map[string]grpc.CallOption{}
-	token := func(q oracle.Request) []grpc.CallOption {
-		k := q.Tenant + "/" + q.Subject + "/" + strings.Join(q.Groups, ",")
-		o, ok := tokens[k]
-		if !ok {
-			o = grpc.PerRPCCredentials(principal.BearerToken(svc.Auth.User(t, q.Subject, q.Tenant, q.Groups...)))
-			tokens[k] = o
+	token := func(q oracle.Request) grpc.CallOption {
+		k := q.Tenant + "/" + q.Subject + "/" + strings.Join(q.Groups, ",") + fmt.Sprint("/", q.Confirmer)
+		if o, ok := tokens[k]; ok {
+			return o
 		}
-		if q.Confirmer == oracle.NoConfirmer {
-			return []grpc.CallOption{o}
+		var creds credentials.PerRPCCredentials = principal.BearerToken(svc.Auth.User(t, q.Subject, q.Tenant, q.Groups...))
+		if q.Confirmer != oracle.NoConfirmer {
+			creds = principal.Beside(creds, principal.ConfirmerToken(confirmerToken(t, svc.Auth, q)))
 		}
-		ck := fmt.Sprint(q.Confirmer, "/", q.Tenant)
-		c, ok := confirmers[ck]
-		if !ok {
-			c = grpc.PerRPCCredentials(principal.ConfirmerToken(confirmerToken(t, svc.Auth, q)))
-			confirmers[ck] = c
-		}
-		return []grpc.CallOption{o, c}
+		o := grpc.PerRPCCredentials(creds)
+		tokens[k] = o
+		return o
 	}
 	ctx := context.Background()
 	var ids []string
@@ -996,7 +991,7 @@ func (tl *tally) grpcRounds(t *testing.T, seed uint64, n int) {
 			q := g.request(s)
 			view.Now = time.Now()
 			before := oracle.Decide(view, q)
-			resp, err := c.Check(ctx, checkRequest(q), token(q)...)
+			resp, err := c.Check(ctx, checkRequest(q), token(q))
 			if err != nil {
 				t.Fatalf("world seed %d step %d: Check: %v\n  %s", seed, step, err, describe(q))
 			}

@@ -17,9 +17,13 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/toolcrib/toolcrib/e2e/gatewayworld"
+	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/revision/lease"
 	"github.com/toolcrib/toolcrib/services/gateway"
 )
@@ -305,6 +309,15 @@ func TestGateway(t *testing.T) {
 		}
 		if n := len(callsOf(w, "cancel_shipment")); n != 1 {
 			t.Fatalf("upstream ran cancel_shipment %d times", n)
+		}
+		// The gateway asserted the confirmation with its own confirmer
+		// token: the receipt names it, the time and what was shown.
+		adm := admissionv1.NewAdmissionServiceClient(servicetest.Dial(t, w.AdmissionAddr, alice))
+		rid, _ := res.Meta["dev.toolcrib/receipt"].(string)
+		got, err := adm.GetReceipt(ctxFor(t), &admissionv1.GetReceiptRequest{ReceiptId: rid})
+		if rc := got.GetReceipt(); err != nil || rc.GetMode() != admissionv1.Mode_MODE_USER_CONFIRMED || rc.GetConfirmer() != "test-confirmer" ||
+			!proto.Equal(rc.GetConfirmedAt(), rc.GetDecidedAt()) || !canonical.ValidDigest(rc.GetShownDigest()) || rc.GetSubject() != "alice" {
+			t.Fatalf("receipt %q of the confirmed call: %v %v", rid, rc, err)
 		}
 		// A client that cannot be asked is told so; nothing runs.
 		old := gatewayworld.ConnectAt(t, w.GatewayURL, alice, &mcp.ClientOptions{ElicitationHandler: accept.handle}, "2025-11-25")

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -88,4 +90,33 @@ func (v *Verifier) Confirmer(ctx context.Context) (Principal, error) {
 		return Principal{}, ErrNotConfirmer
 	}
 	return p, nil
+}
+
+// Beside returns per-call credentials sending the metadata of both user
+// (the principal's `authorization`) and confirmer (its
+// [ConfirmerMetadataKey]). A call needs them combined: a second
+// grpc.PerRPCCredentials call option replaces the first instead of adding
+// to it.
+func Beside(user, confirmer credentials.PerRPCCredentials) credentials.PerRPCCredentials {
+	return beside{user, confirmer}
+}
+
+type beside [2]credentials.PerRPCCredentials
+
+// GetRequestMetadata implements credentials.PerRPCCredentials.
+func (b beside) GetRequestMetadata(ctx context.Context, uri ...string) (map[string]string, error) {
+	md := map[string]string{}
+	for _, c := range b {
+		m, err := c.GetRequestMetadata(ctx, uri...)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(md, m)
+	}
+	return md, nil
+}
+
+// RequireTransportSecurity implements credentials.PerRPCCredentials.
+func (b beside) RequireTransportSecurity() bool {
+	return b[0].RequireTransportSecurity() || b[1].RequireTransportSecurity()
 }

@@ -365,3 +365,12 @@ func TestConfirmerFileTokenRereadsTheFile(t *testing.T) {
 		t.Fatalf("after the change: metadata %v, %v", md, err)
 	}
 }
+
+// Beside sends both tokens on one call (two PerRPCCredentials call options
+// would keep only the last).
+func TestBesideSendsBothTokens(t *testing.T) {
+	md, err := Beside(BearerToken("user"), ConfirmerToken("confirmer")).GetRequestMetadata(context.Background())
+	if err != nil || len(md) != 2 || md["authorization"] != "Bearer user" || md[ConfirmerMetadataKey] != "Bearer confirmer" {
+		t.Fatalf("metadata %v, %v", md, err)
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
@@ -113,6 +114,10 @@ func Run(ctx context.Context, cfg Config) error {
 		pool := upstream.New(egressPolicy, d.Logger, func(ctx context.Context, p *mcp.ProgressNotificationParams) { gw.RelayProgress(ctx, p) })
 		pool.CredentialEnv = cfg.StdioCredentialEnv
 		m := metrics.New(d.Metrics)
+		var confirmer credentials.PerRPCCredentials
+		if cfg.ConfirmerTokenFile != "" {
+			confirmer = &principal.ConfirmerFileToken{FileToken: principal.FileToken{Path: cfg.ConfirmerTokenFile}}
+		}
 		gw = mcpapi.New(mcpapi.Options{
 			Admission: admissionv1.NewAdmissionServiceClient(aconn),
 			Lease:     leasev1.NewLeaseServiceClient(lconn),
@@ -121,7 +126,7 @@ func Run(ctx context.Context, cfg Config) error {
 			PageSize: cfg.PageSize, ListTTL: cfg.ListTTL, WatchInterval: cfg.WatchInterval, IdleTimeout: cfg.IdleTimeout,
 			LeaseAudiencePrefix: cfg.LeaseAudiencePrefix, DefaultDeadline: cfg.DefaultDeadline, ConfirmTTL: cfg.ConfirmTTL,
 			ResultBudget: cfg.ResultBudget, PreviewBytes: cfg.PreviewBytes, MaxArtifactBytes: cfg.MaxArtifactBytes,
-			Retention: cfg.ArtifactRetention, FindTools: cfg.FindTools, Metrics: m, Logger: d.Logger,
+			Retention: cfg.ArtifactRetention, FindTools: cfg.FindTools, Metrics: m, Logger: d.Logger, Confirmer: confirmer,
 		})
 		endpoint := cfg.mcpURL(lis.Addr().String())
 		metadataURL := strings.TrimSuffix(endpoint, MCPPath) + MetadataPath

@@ -4,15 +4,20 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
+	"google.golang.org/grpc"
+
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	"github.com/toolcrib/toolcrib/platform/principal"
 )
 
 // admissionClient dials the admission service.
@@ -36,7 +41,7 @@ func reasonName(r catalogv1.DecisionReason) string {
 
 func checkCommand() command {
 	req := &admissionv1.CheckRequest{}
-	var argsJSON, mode string
+	var argsJSON, mode, confirmer string
 	return command{
 		name:    "check",
 		args:    "<tool-id>",
@@ -49,6 +54,8 @@ func checkCommand() command {
 			fs.StringVar(&mode, "mode", "autonomous", "who asked for the call: autonomous or user-confirmed")
 			fs.StringVar(&req.RunId, "run-id", "", "the agent run the call belongs to (binds the generation for the run)")
 			fs.StringVar(&req.AudienceClass, "audience", "", "audience class the plan read the tool through; empty resolves it from the grants")
+			fs.StringVar(&confirmer, "confirmer-token", os.Getenv("TOOLCRIB_CONFIRMER_TOKEN"),
+				"token of a confirmer (the confirmer group of the platform tenant) asserting that the user confirmed; required with --mode user-confirmed (env TOOLCRIB_CONFIRMER_TOKEN)")
 		},
 		run: func(ctx context.Context, e *env, args []string) error {
 			if err := needArgs(args, 1, "<tool-id>"); err != nil {
@@ -57,6 +64,11 @@ func checkCommand() command {
 			m, err := parseEnum("--mode", mode, "MODE_", admissionv1.Mode_value)
 			if err != nil {
 				return err
+			}
+			if admissionv1.Mode(m) == admissionv1.Mode_MODE_USER_CONFIRMED && confirmer == "" {
+				return errors.New("--mode user-confirmed needs --confirmer-token (or TOOLCRIB_CONFIRMER_TOKEN): only a confirmer " +
+					"(the gateway, or a host runtime acting for the user; a token of the confirmer group of the platform tenant) " +
+					"may assert that the user confirmed a call, beside the user's own --token")
 			}
 			if !json.Valid([]byte(argsJSON)) {
 				return fmt.Errorf("--args: not a JSON document")
@@ -68,7 +80,12 @@ func checkCommand() command {
 			}
 			cctx, cancel := e.callCtx(ctx)
 			defer cancel()
-			resp, err := c.Check(cctx, req)
+			var opts []grpc.CallOption
+			if confirmer != "" {
+				// Beside the user's token (sent by the connection).
+				opts = append(opts, grpc.PerRPCCredentials(principal.ConfirmerToken(confirmer)))
+			}
+			resp, err := c.Check(cctx, req, opts...)
 			if err != nil {
 				return err
 			}
@@ -102,6 +119,11 @@ func printCheck(w io.Writer, resp *admissionv1.CheckResponse) {
 	fmt.Fprintf(w, "  argument digest\t%s\n", orDash(r.GetArgumentDigest()))
 	fmt.Fprintf(w, "  effect\t%s\n", orDash(unspecifiedDash(effectName(r.GetEffectClass()))))
 	fmt.Fprintf(w, "  mode\t%s\n", unspecifiedDash(enumName(r.GetMode().String(), "MODE_")))
+	if r.GetConfirmer() != "" {
+		fmt.Fprintf(w, "  confirmed by\t%s\n", safeText(r.GetConfirmer()))
+		fmt.Fprintf(w, "  confirmed at\t%s\n", when(r.GetConfirmedAt()))
+		fmt.Fprintf(w, "  shown digest\t%s\n", orDash(r.GetShownDigest()))
+	}
 	fmt.Fprintf(w, "  run\t%s\n", orDash(safeText(r.GetRunId())))
 	fmt.Fprintf(w, "  decided at\t%s\n", when(r.GetDecidedAt()))
 	fmt.Fprintf(w, "  replica\t%s\n", orDash(r.GetReplica()))
