@@ -176,8 +176,9 @@ type Common struct {
 	// ConfirmerGroup is the group whose members (of the platform tenant) are
 	// confirmers: they may assert, beside a user's token, that the user
 	// confirmed a call (principal.ConfirmerMetadataKey). Registered as a
-	// flag only where a confirmation is decided or forwarded (admission,
-	// lease); empty elsewhere, where nobody is a confirmer.
+	// flag only where a confirmation is decided (admission); empty
+	// elsewhere, where nobody is a confirmer (the lease service forwards
+	// an inline check's confirmer to admission and decides nothing of it).
 	ConfirmerGroup string
 	// DependencyCheckInterval is how often Postgres and Redis are pinged to
 	// keep the health status true.
@@ -205,8 +206,8 @@ type Defaults struct {
 	MetricsAddr string
 	// UsesRedis registers the Redis flags.
 	UsesRedis bool
-	// Confirms registers --confirmer-group (admission and lease: the
-	// services that take a MODE_USER_CONFIRMED Check).
+	// Confirms registers --confirmer-group (admission: the one service
+	// that decides a MODE_USER_CONFIRMED Check).
 	Confirms bool
 }
 

@@ -60,7 +60,7 @@ type Config struct {
 
 func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 	s := config.NewSet("lease", lookup)
-	cfg.Common.Register(s, "lease", config.Defaults{ListenAddr: DefaultListenAddr, MetricsAddr: DefaultMetricsAddr, UsesRedis: true, Confirms: true})
+	cfg.Common.Register(s, "lease", config.Defaults{ListenAddr: DefaultListenAddr, MetricsAddr: DefaultMetricsAddr, UsesRedis: true})
 	s.String(&cfg.KeyFile, "key-file", "", "", "signing-key file (JSON, mode 0600), created with a first key when absent; required")
 	s.Duration(&cfg.KeyRotateEvery, "key-rotate-every", "", 24*time.Hour, "age at which the signing key is replaced; 0 disables scheduled rotation")
 	s.Duration(&cfg.KeyCheckInterval, "key-check-interval", "", 30*time.Second, "how often keys are reloaded, rotated when due and expired ones destroyed")
