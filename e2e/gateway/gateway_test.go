@@ -591,6 +591,24 @@ func TestGatewayFailsClosed(t *testing.T) {
 	}
 }
 
+// TestGatewayWithoutConfirmerTokenDoesNotAsk: a gateway with no
+// --confirmer-token-file cannot assert a confirmation (only a confirmer
+// may), so a write tool is denied CONFIRMATION_UNANSWERABLE at once: the
+// user is never asked a question whose answer could not count, and the
+// upstream never runs.
+func TestGatewayWithoutConfirmerTokenDoesNotAsk(t *testing.T) {
+	w := gatewayworld.Start(t, gatewayworld.Options{Gateway: func(c *gateway.Config) { c.ConfirmerTokenFile = "" }})
+	accept := &elicitation{accept: true}
+	cs := gatewayworld.Connect(t, w.GatewayURL, w.Token(t, "alice", gatewayworld.TenantA), &mcp.ClientOptions{ElicitationHandler: accept.handle})
+	res := call(t, cs, "cancel_shipment", map[string]any{"shipment_id": "S-9"})
+	if !res.IsError || reason(res) != "CONFIRMATION_UNANSWERABLE" || !strings.Contains(text(res), "no confirmer token") {
+		t.Fatalf("write tool without a confirmer token: %v %q %q", res.IsError, reason(res), text(res))
+	}
+	if len(accept.asked()) != 0 || len(callsOf(w, "cancel_shipment")) != 0 {
+		t.Fatalf("asked %q, upstream ran %d", accept.asked(), len(callsOf(w, "cancel_shipment")))
+	}
+}
+
 // TestGatewayFindTools: behind --find-tools, find_tools searches the
 // caller's visible set (never another's) and a match is callable by name.
 func TestGatewayFindTools(t *testing.T) {
