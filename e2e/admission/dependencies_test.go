@@ -64,8 +64,9 @@ func TestRedisStoppedMidLoadDecidesFromL1AndDirectReads(t *testing.T) {
 		t.Fatal("nothing in L2 before Redis went away")
 	}
 	link.Sever()
+	confirmedAlice := w.confirmedClient(t, rep, "alice", tenantA)
 	confirmed := func() (*admissionv1.CheckResponse, error) {
-		return alice.Check(ctx, &admissionv1.CheckRequest{ToolId: toolID, Generation: w.generation, DescriptorDigest: w.digest,
+		return confirmedAlice.Check(ctx, &admissionv1.CheckRequest{ToolId: toolID, Generation: w.generation, DescriptorDigest: w.digest,
 			PolicyEpoch: epoch, Arguments: []byte(`{"shipment_id":"s-1"}`), Mode: admissionv1.Mode_MODE_USER_CONFIRMED})
 	}
 	checks := 0

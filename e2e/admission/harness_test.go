@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/toolcrib/toolcrib/e2e/fixture"
@@ -29,6 +31,7 @@ import (
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/redisclient"
 	"github.com/toolcrib/toolcrib/platform/redistest"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
@@ -339,6 +342,21 @@ func (w *world) startReplicaWith(t *testing.T, window time.Duration, redisPrefix
 func (w *world) client(t *testing.T, r *replica, subject, tenant string) admissionv1.AdmissionServiceClient {
 	t.Helper()
 	return admissionv1.NewAdmissionServiceClient(servicetest.Dial(t, r.addr, w.st.Auth.User(t, subject, tenant)))
+}
+
+// confirmedClient is [world.client] whose every call also carries the
+// token of a confirmer of the platform tenant (principal.ConfirmerToken):
+// its MODE_USER_CONFIRMED Checks are asserted by a confirmer.
+func (w *world) confirmedClient(t *testing.T, r *replica, subject, tenant string) admissionv1.AdmissionServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(r.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(principal.BearerToken(w.st.Auth.User(t, subject, tenant))),
+		grpc.WithPerRPCCredentials(principal.ConfirmerToken(w.st.Auth.Confirmer(t))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return admissionv1.NewAdmissionServiceClient(conn)
 }
 
 // check asks for toolID at the world's generation and digest, planned at

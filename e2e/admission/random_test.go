@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	oracle "github.com/toolcrib/toolcrib/e2e/admissionoracle"
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
@@ -518,6 +519,19 @@ func (g *gen) request(s *oracle.State) oracle.Request {
 	}
 	if chance(r, 0.45) {
 		q.Mode = admissionv1.Mode_MODE_USER_CONFIRMED
+		// Mostly asserted by a confirmer (so rounds get past the rule),
+		// else by a token that is none.
+		switch n := r.IntN(20); {
+		case n < 15:
+			q.Confirmer = oracle.PlatformConfirmer
+		default:
+			q.Confirmer = pick(r, []oracle.Confirmer{oracle.NoConfirmer, oracle.TenantConfirmerGroup, oracle.PlatformService, oracle.InvalidConfirmerToken})
+		}
+		if chance(r, 0.5) {
+			q.ShownDigest = rDigest(r.IntN(4))
+		}
+	} else if chance(r, 0.05) {
+		q.Confirmer = oracle.PlatformConfirmer // beside an autonomous call: ignored
 	}
 	if chance(r, 0.3) {
 		q.RunID = "run-" + strconv.Itoa(r.IntN(100))
@@ -531,7 +545,7 @@ func (g *gen) request(s *oracle.State) oracle.Request {
 		g.target(s, &q, t.Policies[epoch])
 	}
 	if chance(r, 0.125) { // exactly one malformed field
-		switch r.IntN(8) {
+		switch r.IntN(9) {
 		case 0:
 			q.ToolID = pick(r, []string{"", "nodot", "Inv.status", "inv.bad name", "inv." + strings.Repeat("x", 129), "-x.y", srv + "."})
 		case 1:
@@ -548,6 +562,8 @@ func (g *gen) request(s *oracle.State) oracle.Request {
 			q.RunID = pick(r, []string{"bad run", "-lead", strings.Repeat("r", 129), "ü"})
 		case 7:
 			q.Arguments = []byte(pick(r, []string{`[]`, `"text"`, `null`, `{bad`, ` `, `{"a":1}x`, `7`}))
+		case 8:
+			q.ShownDigest = pick(r, []string{"sha256:XYZ", "md5:" + strings.Repeat("a", 32), rDigest(1) + "0"})
 		}
 	}
 	return q
@@ -708,12 +724,38 @@ func fillWorld(w *admissiontest.World, s *oracle.State, rev int64) {
 
 func checkRequest(q oracle.Request) *admissionv1.CheckRequest {
 	return &admissionv1.CheckRequest{ToolId: q.ToolID, Generation: q.Generation, DescriptorDigest: q.Digest,
-		PolicyEpoch: q.PlanEpoch, Arguments: q.Arguments, Mode: q.Mode, RunId: q.RunID, AudienceClass: q.Class}
+		PolicyEpoch: q.PlanEpoch, Arguments: q.Arguments, Mode: q.Mode, RunId: q.RunID, AudienceClass: q.Class,
+		ShownDigest: q.ShownDigest}
+}
+
+// confirmerSubject is the confirmer admission verifies from q's confirmer
+// header: the subject of a platform confirmer's token, else none.
+func confirmerSubject(q oracle.Request) string {
+	if q.Confirmer == oracle.PlatformConfirmer {
+		return "test-confirmer"
+	}
+	return ""
+}
+
+// confirmerToken mints the token q's confirmer header carries; "" for
+// none.
+func confirmerToken(t *testing.T, a *servicetest.Auth, q oracle.Request) string {
+	switch q.Confirmer {
+	case oracle.PlatformConfirmer:
+		return a.Confirmer(t)
+	case oracle.TenantConfirmerGroup:
+		return a.User(t, "confirmer", q.Tenant, servicetest.ConfirmerGroup)
+	case oracle.PlatformService:
+		return a.Service(t)
+	case oracle.InvalidConfirmerToken:
+		return "not-a-token"
+	}
+	return ""
 }
 
 func describe(q oracle.Request) string {
-	return fmt.Sprintf("principal %s/%s groups %v; tool %q gen %d digest %.20q plan epoch %d mode %v run %q class %q args %q",
-		q.Tenant, q.Subject, q.Groups, q.ToolID, q.Generation, q.Digest, q.PlanEpoch, q.Mode, q.RunID, q.Class, q.Arguments)
+	return fmt.Sprintf("principal %s/%s groups %v; tool %q gen %d digest %.20q plan epoch %d mode %v confirmer %d shown %.20q run %q class %q args %q",
+		q.Tenant, q.Subject, q.Groups, q.ToolID, q.Generation, q.Digest, q.PlanEpoch, q.Mode, q.Confirmer, q.ShownDigest, q.RunID, q.Class, q.Arguments)
 }
 
 func describeState(s *oracle.State) string {
@@ -884,7 +926,7 @@ func decisionRound(d *admissiontest.Decider, seed uint64) (got oracle.Reason, de
 	}
 	q = g.request(s)
 	want = oracle.Decide(s, q)
-	got, detail = d.Decide(worldOf(s), now, principal.Principal{Subject: q.Subject, Tenant: q.Tenant, Groups: q.Groups}, checkRequest(q))
+	got, detail = d.DecideConfirmed(worldOf(s), now, principal.Principal{Subject: q.Subject, Tenant: q.Tenant, Groups: q.Groups}, confirmerSubject(q), checkRequest(q))
 	return got, detail, want, q, s
 }
 
@@ -908,11 +950,15 @@ func (tl *tally) grpcRounds(t *testing.T, seed uint64, n int) {
 	c := admissionv1.NewAdmissionServiceClient(conn)
 	tokens := map[string]grpc.CallOption{}
 	token := func(q oracle.Request) grpc.CallOption {
-		k := q.Tenant + "/" + q.Subject + "/" + strings.Join(q.Groups, ",")
+		k := q.Tenant + "/" + q.Subject + "/" + strings.Join(q.Groups, ",") + fmt.Sprint("/", q.Confirmer)
 		if o, ok := tokens[k]; ok {
 			return o
 		}
-		o := grpc.PerRPCCredentials(principal.BearerToken(svc.Auth.User(t, q.Subject, q.Tenant, q.Groups...)))
+		var creds credentials.PerRPCCredentials = principal.BearerToken(svc.Auth.User(t, q.Subject, q.Tenant, q.Groups...))
+		if q.Confirmer != oracle.NoConfirmer {
+			creds = principal.Beside(creds, principal.ConfirmerToken(confirmerToken(t, svc.Auth, q)))
+		}
+		o := grpc.PerRPCCredentials(creds)
 		tokens[k] = o
 		return o
 	}

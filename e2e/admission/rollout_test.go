@@ -199,7 +199,9 @@ func TestRolloutShadowCanaryFull(t *testing.T) {
 	ctx := ctxFor(t)
 	w := newWorld(t)
 	r := &rolloutWorld{world: w, ctx: ctx}
-	r.alice = w.client(t, w.startReplica(t, 5*time.Second), "alice", tenantA)
+	// alice's user-confirmed Checks (of the WRITE tool) are asserted by a
+	// confirmer, as the gateway's are.
+	r.alice = w.confirmedClient(t, w.startReplica(t, 5*time.Second), "alice", tenantA)
 
 	if resp := r.check1(t, r.statusReq("run-0")); resp.GetReason() != allow {
 		t.Fatalf("full: %v %q", resp.GetReason(), resp.GetDetail())

@@ -26,7 +26,13 @@
 //     an I-JSON (RFC 7493) object within the replica's caps ([Limits]):
 //     valid UTF-8, no duplicate member names, numbers a double holds (what
 //     RFC 8785, the form the argument digest is taken over, needs).
-//  2. FORBIDDEN: a named class whose tenant part is not the principal's.
+//     A shown digest set with a mode other than USER_CONFIRMED, or not
+//     `sha256:` and 64 lowercase hex, is malformed too.
+//  2. FORBIDDEN: a named class whose tenant part is not the principal's;
+//     then FORBIDDEN for a USER_CONFIRMED request whose confirmer header
+//     is not a token of the confirmer group of the platform tenant (none,
+//     a tenant user's even in a group of that name, a service's, an
+//     invalid one): only a confirmer asserts a confirmation.
 //  3. STALE_POLICY: the replica's streams are not fresh.
 //  4. NOT_FOUND: the tenant is unknown, no class of the principal's current
 //     grants (the named one, if named) reads the tool's server, or the tool

@@ -144,7 +144,31 @@ type Request struct {
 	RunID           string
 	Class           string
 	Arguments       []byte
+	// Confirmer is whose token the confirmer header carries.
+	Confirmer Confirmer
+	// ShownDigest is CheckRequest.shown_digest.
+	ShownDigest string
 }
+
+// Confirmer is whose token a request carries as its confirmer
+// (`toolcrib-confirmer`), beside the principal's own.
+type Confirmer int
+
+// The confirmer headers a request may carry. Only [PlatformConfirmer] is a
+// confirmer: a member of the confirmer group of the platform tenant.
+const (
+	// NoConfirmer: no confirmer header.
+	NoConfirmer Confirmer = iota
+	// PlatformConfirmer: a confirmer-group member of the platform tenant.
+	PlatformConfirmer
+	// TenantConfirmerGroup: a tenant's user in a group named like the
+	// confirmer group (group names are the tenant's own: no role).
+	TenantConfirmerGroup
+	// PlatformService: the platform's service role (not a confirmer).
+	PlatformService
+	// InvalidConfirmerToken: a token that does not verify.
+	InvalidConfirmerToken
+)
 
 var (
 	serverRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
@@ -279,10 +303,14 @@ func Decide(s *State, r Request) Reason {
 		r.Mode != admissionv1.Mode_MODE_AUTONOMOUS && r.Mode != admissionv1.Mode_MODE_USER_CONFIRMED,
 		r.RunID != "" && !runRe.MatchString(r.RunID),
 		r.Class != "" && !validClass(r.Class),
-		!argsOK:
+		!argsOK,
+		r.ShownDigest != "" && (r.Mode != admissionv1.Mode_MODE_USER_CONFIRMED || !digestRe.MatchString(r.ShownDigest)):
 		return catalogv1.DecisionReason_DECISION_REASON_INVALID_INPUT
 	}
 	if r.Class != "" && r.Class[:strings.IndexByte(r.Class, '.')] != r.Tenant {
+		return catalogv1.DecisionReason_DECISION_REASON_FORBIDDEN
+	}
+	if r.Mode == admissionv1.Mode_MODE_USER_CONFIRMED && r.Confirmer != PlatformConfirmer {
 		return catalogv1.DecisionReason_DECISION_REASON_FORBIDDEN
 	}
 	if !s.Fresh {

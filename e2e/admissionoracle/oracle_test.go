@@ -105,7 +105,23 @@ func TestOracleReadsDesignSection7(t *testing.T) {
 		}, func(r *Request) { r.Arguments = []byte(`{}`) }, catalogv1.DecisionReason_DECISION_REASON_CONFIRMATION_REQUIRED},
 		{"user confirmed", func(s *State) {
 			s.Tenants["demo-a"].Policies[5].Tools["logistics.shipment_status"].Approved[digestA] = Contract{Scope: "shipment:read"}
-		}, func(r *Request) { r.Mode = admissionv1.Mode_MODE_USER_CONFIRMED }, catalogv1.DecisionReason_DECISION_REASON_ALLOW},
+		}, func(r *Request) { r.Mode, r.Confirmer = admissionv1.Mode_MODE_USER_CONFIRMED, PlatformConfirmer }, catalogv1.DecisionReason_DECISION_REASON_ALLOW},
+		{"user confirmed, shown digest", nil, func(r *Request) {
+			r.Mode, r.Confirmer, r.ShownDigest = admissionv1.Mode_MODE_USER_CONFIRMED, PlatformConfirmer, digestB
+		}, catalogv1.DecisionReason_DECISION_REASON_ALLOW},
+		{"user confirmed by no confirmer", nil, func(r *Request) { r.Mode = admissionv1.Mode_MODE_USER_CONFIRMED }, catalogv1.DecisionReason_DECISION_REASON_FORBIDDEN},
+		{"user confirmed by a tenant's confirmer group", nil, func(r *Request) {
+			r.Mode, r.Confirmer = admissionv1.Mode_MODE_USER_CONFIRMED, TenantConfirmerGroup
+		}, catalogv1.DecisionReason_DECISION_REASON_FORBIDDEN},
+		{"user confirmed by a service", nil, func(r *Request) { r.Mode, r.Confirmer = admissionv1.Mode_MODE_USER_CONFIRMED, PlatformService }, catalogv1.DecisionReason_DECISION_REASON_FORBIDDEN},
+		{"no confirmer before stale policy", func(s *State) { s.Fresh = false }, func(r *Request) { r.Mode = admissionv1.Mode_MODE_USER_CONFIRMED },
+			catalogv1.DecisionReason_DECISION_REASON_FORBIDDEN},
+		{"invalid input before no confirmer", nil, func(r *Request) { r.Mode, r.ToolID = admissionv1.Mode_MODE_USER_CONFIRMED, "" },
+			catalogv1.DecisionReason_DECISION_REASON_INVALID_INPUT},
+		{"shown digest on an autonomous call", nil, func(r *Request) { r.ShownDigest = digestB }, catalogv1.DecisionReason_DECISION_REASON_INVALID_INPUT},
+		{"malformed shown digest", nil, func(r *Request) {
+			r.Mode, r.Confirmer, r.ShownDigest = admissionv1.Mode_MODE_USER_CONFIRMED, PlatformConfirmer, "sha256:x"
+		}, catalogv1.DecisionReason_DECISION_REASON_INVALID_INPUT},
 		{"arguments against the schema", nil, func(r *Request) { r.Arguments = []byte(`{"shipment_id":7}`) }, catalogv1.DecisionReason_DECISION_REASON_ARGUMENTS_INVALID},
 		{"arguments not an object", nil, func(r *Request) { r.Arguments = []byte(`[]`) }, catalogv1.DecisionReason_DECISION_REASON_INVALID_INPUT},
 		{"duplicate member names", nil, func(r *Request) { r.Arguments = []byte(`{"shipment_id":"a","shipment_id":"b"}`) }, catalogv1.DecisionReason_DECISION_REASON_INVALID_INPUT},

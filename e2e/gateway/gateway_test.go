@@ -17,9 +17,13 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/toolcrib/toolcrib/e2e/gatewayworld"
+	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/revision/lease"
 	"github.com/toolcrib/toolcrib/services/gateway"
 )
@@ -306,6 +310,15 @@ func TestGateway(t *testing.T) {
 		if n := len(callsOf(w, "cancel_shipment")); n != 1 {
 			t.Fatalf("upstream ran cancel_shipment %d times", n)
 		}
+		// The gateway asserted the confirmation with its own confirmer
+		// token: the receipt names it, the time and what was shown.
+		adm := admissionv1.NewAdmissionServiceClient(servicetest.Dial(t, w.AdmissionAddr, alice))
+		rid, _ := res.Meta["dev.toolcrib/receipt"].(string)
+		got, err := adm.GetReceipt(ctxFor(t), &admissionv1.GetReceiptRequest{ReceiptId: rid})
+		if rc := got.GetReceipt(); err != nil || rc.GetMode() != admissionv1.Mode_MODE_USER_CONFIRMED || rc.GetConfirmer() != "test-confirmer" ||
+			!proto.Equal(rc.GetConfirmedAt(), rc.GetDecidedAt()) || !canonical.ValidDigest(rc.GetShownDigest()) || rc.GetSubject() != "alice" {
+			t.Fatalf("receipt %q of the confirmed call: %v %v", rid, rc, err)
+		}
 		// A client that cannot be asked is told so; nothing runs.
 		old := gatewayworld.ConnectAt(t, w.GatewayURL, alice, &mcp.ClientOptions{ElicitationHandler: accept.handle}, "2025-11-25")
 		res = call(t, old, "cancel_shipment", map[string]any{"shipment_id": "S-10"})
@@ -575,6 +588,24 @@ func TestGatewayFailsClosed(t *testing.T) {
 		gatewayworld.Eventually(t, c.proxy+" healed", func() bool {
 			return !call(t, cs, "shipment_status", map[string]any{"shipment_id": "S-1"}).IsError
 		})
+	}
+}
+
+// TestGatewayWithoutConfirmerTokenDoesNotAsk: a gateway with no
+// --confirmer-token-file cannot assert a confirmation (only a confirmer
+// may), so a write tool is denied CONFIRMATION_UNANSWERABLE at once: the
+// user is never asked a question whose answer could not count, and the
+// upstream never runs.
+func TestGatewayWithoutConfirmerTokenDoesNotAsk(t *testing.T) {
+	w := gatewayworld.Start(t, gatewayworld.Options{Gateway: func(c *gateway.Config) { c.ConfirmerTokenFile = "" }})
+	accept := &elicitation{accept: true}
+	cs := gatewayworld.Connect(t, w.GatewayURL, w.Token(t, "alice", gatewayworld.TenantA), &mcp.ClientOptions{ElicitationHandler: accept.handle})
+	res := call(t, cs, "cancel_shipment", map[string]any{"shipment_id": "S-9"})
+	if !res.IsError || reason(res) != "CONFIRMATION_UNANSWERABLE" || !strings.Contains(text(res), "no confirmer token") {
+		t.Fatalf("write tool without a confirmer token: %v %q %q", res.IsError, reason(res), text(res))
+	}
+	if len(accept.asked()) != 0 || len(callsOf(w, "cancel_shipment")) != 0 {
+		t.Fatalf("asked %q, upstream ran %d", accept.asked(), len(callsOf(w, "cancel_shipment")))
 	}
 }
 

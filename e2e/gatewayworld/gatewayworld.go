@@ -26,6 +26,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -527,6 +528,12 @@ func (w *World) StartGateway(t testing.TB, admissionAddr, leaseAddr string, edit
 		t.Fatal(err)
 	}
 	gcfg.AdmissionAddr, gcfg.LeaseAddr, gcfg.RegistryAddr, gcfg.DiscoveryAddr = admissionAddr, leaseAddr, st.RegistryAddr, st.DiscoveryAddr
+	// The gateway's own confirmer token (the confirmer group of the
+	// platform tenant), as dev up gives it.
+	gcfg.ConfirmerTokenFile = filepath.Join(t.TempDir(), "confirmer-token")
+	if err := os.WriteFile(gcfg.ConfirmerTokenFile, []byte(st.Auth.Confirmer(t)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	gcfg.Egress.AllowLoopback = true
 	gcfg.WatchInterval = 100 * time.Millisecond
 	if edit != nil {

@@ -186,6 +186,13 @@ type Common struct {
 	// ServiceGroup is the group whose members (of the platform tenant) are
 	// toolcrib services.
 	ServiceGroup string
+	// ConfirmerGroup is the group whose members (of the platform tenant) are
+	// confirmers: they may assert, beside a user's token, that the user
+	// confirmed a call (principal.ConfirmerMetadataKey). Registered as a
+	// flag only where a confirmation is decided (admission); empty
+	// elsewhere, where nobody is a confirmer (the lease service forwards
+	// an inline check's confirmer to admission and decides nothing of it).
+	ConfirmerGroup string
 	// DependencyCheckInterval is how often Postgres and Redis are pinged to
 	// keep the health status true.
 	DependencyCheckInterval time.Duration
@@ -212,10 +219,16 @@ type Defaults struct {
 	MetricsAddr string
 	// UsesRedis registers the Redis flags.
 	UsesRedis bool
+	// Confirms registers --confirmer-group (admission: the one service
+	// that decides a MODE_USER_CONFIRMED Check).
+	Confirms bool
 }
 
 // DefaultPlatformTenant is the platform tenant unless configured otherwise.
 const DefaultPlatformTenant = "toolcrib-platform"
+
+// DefaultConfirmerGroup is the confirmer group unless configured otherwise.
+const DefaultConfirmerGroup = "toolcrib-confirmers"
 
 // DefaultPostgresURL is used when neither flag nor environment names one.
 const DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
@@ -243,6 +256,9 @@ func (c *Common) Register(s *Set, service string, d Defaults) {
 	s.Duration(&c.AuthMaxTokenLifetime, "auth-max-token-lifetime", "", principal.DefaultMaxTokenLifetime, "longest token lifetime (exp - iat) accepted")
 	s.String(&c.AdminGroup, "admin-group", "", "toolcrib-admins", "group whose members of the platform tenant are platform admins")
 	s.String(&c.ServiceGroup, "service-group", "", "toolcrib-services", "group whose members of the platform tenant are toolcrib services")
+	if d.Confirms {
+		s.String(&c.ConfirmerGroup, "confirmer-group", "", DefaultConfirmerGroup, "group whose members of the platform tenant are confirmers: only they may assert that a user confirmed a call (MODE_USER_CONFIRMED); the admin and service groups do not")
+	}
 	s.Duration(&c.DependencyCheckInterval, "dependency-check-interval", "", 2*time.Second, "how often Postgres and Redis are checked for the health status")
 	s.String(&c.ServiceTokenFile, "service-token-file", "", ".toolcrib/dev/service-token", "file with the bearer token this service presents to other toolcrib services")
 }

@@ -35,6 +35,12 @@ type Principal struct {
 	// Service is true for members of the configured service group of the
 	// configured platform tenant, and only for them.
 	Service bool
+	// Confirmer is true for members of the configured confirmer group of
+	// the configured platform tenant, and only for them: the gateway, or a
+	// host runtime acting for a user, that may assert beside the user's
+	// token that the user confirmed a call (see [ConfirmerMetadataKey]).
+	// Neither the admin nor the service role confirms.
+	Confirmer bool
 	// ExpiresAt is the token's expiry.
 	ExpiresAt time.Time
 }
@@ -100,8 +106,9 @@ type VerifierConfig struct {
 	Issuer string
 	// Audience is the required `aud`.
 	Audience string
-	// PlatformTenant is the tenant whose members may hold the admin and
-	// service roles; required when AdminGroup or ServiceGroup is set. A
+	// PlatformTenant is the tenant whose members may hold the admin,
+	// service and confirmer roles; required when AdminGroup, ServiceGroup
+	// or ConfirmerGroup is set. A
 	// member of AdminGroup in any other tenant is no admin: group names are
 	// chosen by each tenant, so only the platform tenant's count.
 	PlatformTenant string
@@ -109,6 +116,9 @@ type VerifierConfig struct {
 	AdminGroup string
 	// ServiceGroup makes its members of PlatformTenant service principals.
 	ServiceGroup string
+	// ConfirmerGroup makes its members of PlatformTenant confirmers; empty
+	// makes nobody a confirmer (then no call is ever user-confirmed).
+	ConfirmerGroup string
 	// MaxLifetime is the longest lifetime a token may have: exp - iat, or
 	// exp - now for a token without iat. 0 means [DefaultMaxTokenLifetime].
 	MaxLifetime time.Duration
@@ -168,8 +178,8 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	if cfg.MaxLifetime < 0 {
 		return nil, errors.New("principal: the maximum token lifetime must be positive")
 	}
-	if (cfg.AdminGroup != "" || cfg.ServiceGroup != "") && !ids.ValidTenantID(cfg.PlatformTenant) {
-		return nil, fmt.Errorf("principal: admin and service groups need a platform tenant matching %s", ids.TenantIDPattern)
+	if (cfg.AdminGroup != "" || cfg.ServiceGroup != "" || cfg.ConfirmerGroup != "") && !ids.ValidTenantID(cfg.PlatformTenant) {
+		return nil, fmt.Errorf("principal: admin, service and confirmer groups need a platform tenant matching %s", ids.TenantIDPattern)
 	}
 	return &Verifier{cfg: cfg, keys: set, now: time.Now, verified: map[string]Principal{}}, nil
 }
@@ -280,13 +290,14 @@ func (v *Verifier) verify(token string) (Principal, error) {
 	// the registry as a malformed request and looked like an outage. A token
 	// without one is a principal of no tenant (it sees no tenant's data and
 	// holds no role).
-	if extra.Tenant != "" && !ValidTenantID(extra.Tenant) {
-		return Principal{}, &ClaimError{Claim: "tenant", Rule: "is not a tenant id (must match " + TenantIDPattern + ")"}
+	if extra.Tenant != "" && !ids.ValidTenantID(extra.Tenant) {
+		return Principal{}, &ClaimError{Claim: "tenant", Rule: "is not a tenant id (must match " + ids.TenantIDPattern + ")"}
 	}
 	p := Principal{Subject: std.Subject, Tenant: extra.Tenant, Groups: extra.Groups, ExpiresAt: std.Expiry.Time()}
 	platform := v.cfg.PlatformTenant != "" && p.Tenant == v.cfg.PlatformTenant
 	p.Admin = platform && v.cfg.AdminGroup != "" && p.InGroup(v.cfg.AdminGroup)
 	p.Service = platform && v.cfg.ServiceGroup != "" && p.InGroup(v.cfg.ServiceGroup)
+	p.Confirmer = platform && v.cfg.ConfirmerGroup != "" && p.InGroup(v.cfg.ConfirmerGroup)
 	return p, nil
 }
 

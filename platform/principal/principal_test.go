@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func newPair(t *testing.T) (*Signer, *Verifier) {
 		t.Fatal(err)
 	}
 	v, err := NewVerifier(VerifierConfig{JWKS: jwks, Issuer: "issuer-a", Audience: "toolcrib",
-		PlatformTenant: "platform", AdminGroup: "admins", ServiceGroup: "services"})
+		PlatformTenant: "platform", AdminGroup: "admins", ServiceGroup: "services", ConfirmerGroup: "confirmers"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,16 +60,17 @@ func TestVerifyAcceptsAndMapsClaims(t *testing.T) {
 func TestRolesCountOnlyInThePlatformTenant(t *testing.T) {
 	s, v := newPair(t)
 	for _, tc := range []struct {
-		tenant         string
-		groups         []string
-		admin, service bool
+		tenant                    string
+		groups                    []string
+		admin, service, confirmer bool
 	}{
-		{"platform", []string{"admins"}, true, false},
-		{"platform", []string{"services"}, false, true},
-		{"platform", []string{"readers"}, false, false},
-		{"tenant-a", []string{"admins", "services"}, false, false},
-		{"", []string{"admins", "services"}, false, false},
-		{"platform-x", []string{"admins", "services"}, false, false},
+		{"platform", []string{"admins"}, true, false, false},
+		{"platform", []string{"services"}, false, true, false},
+		{"platform", []string{"confirmers"}, false, false, true},
+		{"platform", []string{"readers"}, false, false, false},
+		{"tenant-a", []string{"admins", "services", "confirmers"}, false, false, false},
+		{"", []string{"admins", "services", "confirmers"}, false, false, false},
+		{"platform-x", []string{"admins", "services", "confirmers"}, false, false, false},
 	} {
 		tok, err := s.Mint(Claims{Subject: "x", Tenant: tc.tenant, Groups: tc.groups})
 		if err != nil {
@@ -78,14 +80,18 @@ func TestRolesCountOnlyInThePlatformTenant(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Admin != tc.admin || p.Service != tc.service {
-			t.Errorf("tenant %q groups %v: admin %v service %v, want %v %v", tc.tenant, tc.groups, p.Admin, p.Service, tc.admin, tc.service)
+		if p.Admin != tc.admin || p.Service != tc.service || p.Confirmer != tc.confirmer {
+			t.Errorf("tenant %q groups %v: admin %v service %v confirmer %v, want %v %v %v", tc.tenant, tc.groups,
+				p.Admin, p.Service, p.Confirmer, tc.admin, tc.service, tc.confirmer)
 		}
 	}
 	key, _ := GenerateKey()
 	jwks, _ := (&Signer{key: key}).PublicJWKS()
 	if _, err := NewVerifier(VerifierConfig{JWKS: jwks, Audience: "toolcrib", AdminGroup: "admins"}); err == nil {
 		t.Fatal("a verifier with an admin group and no platform tenant was built")
+	}
+	if _, err := NewVerifier(VerifierConfig{JWKS: jwks, Audience: "toolcrib", ConfirmerGroup: "confirmers"}); err == nil {
+		t.Fatal("a verifier with a confirmer group and no platform tenant was built")
 	}
 }
 
@@ -366,5 +372,77 @@ func TestAnUnknownLongKeyIDIsNotEchoed(t *testing.T) {
 	}
 	if _, err := v.Verify(forge("other-key")); !errors.Is(err, ErrInvalidToken) || !strings.Contains(err.Error(), `"other-key"`) {
 		t.Fatalf("a short unknown kid: %v", err)
+	}
+}
+
+// Only a token of the confirmer group of the platform tenant, sent under
+// the confirmer metadata key, is a confirmer: none sent, a malformed
+// header, an invalid token, a user's own token, the same group in another
+// tenant, an admin and a service are not.
+func TestConfirmerOnlyFromTheConfirmerRole(t *testing.T) {
+	s, v := newPair(t)
+	mint := func(tenant string, groups ...string) string {
+		tok, err := s.Mint(Claims{Subject: "c-" + tenant, Tenant: tenant, Groups: groups})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	for _, tc := range []struct {
+		name string
+		md   metadata.MD
+		want error
+	}{
+		{"none", metadata.MD{}, ErrNoConfirmer},
+		{"only authorization", metadata.Pairs("authorization", "Bearer "+mint("platform", "confirmers")), ErrNoConfirmer},
+		{"not bearer", metadata.Pairs(ConfirmerMetadataKey, mint("platform", "confirmers")), ErrConfirmerInvalid},
+		{"two values", metadata.Pairs(ConfirmerMetadataKey, "Bearer "+mint("platform", "confirmers"), ConfirmerMetadataKey, "Bearer "+mint("platform", "confirmers")), ErrConfirmerInvalid},
+		{"invalid token", metadata.Pairs(ConfirmerMetadataKey, "Bearer not-a-token"), ErrConfirmerInvalid},
+		{"tenant user", metadata.Pairs(ConfirmerMetadataKey, "Bearer "+mint("tenant-a", "readers")), ErrNotConfirmer},
+		{"confirmer group of another tenant", metadata.Pairs(ConfirmerMetadataKey, "Bearer "+mint("tenant-a", "confirmers")), ErrNotConfirmer},
+		{"admin", metadata.Pairs(ConfirmerMetadataKey, "Bearer "+mint("platform", "admins")), ErrNotConfirmer},
+		{"service", metadata.Pairs(ConfirmerMetadataKey, "Bearer "+mint("platform", "services")), ErrNotConfirmer},
+		{"confirmer", metadata.Pairs(ConfirmerMetadataKey, "Bearer "+mint("platform", "confirmers")), nil},
+	} {
+		p, err := v.Confirmer(metadata.NewIncomingContext(context.Background(), tc.md))
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: error %v, want %v", tc.name, err, tc.want)
+		}
+		if tc.want == nil && (p.Subject != "c-platform" || !p.Confirmer) {
+			t.Errorf("%s: principal %+v", tc.name, p)
+		}
+	}
+}
+
+// ConfirmerFileToken sends the file's token under the confirmer key and
+// re-reads the file when it changes.
+func TestConfirmerFileTokenRereadsTheFile(t *testing.T) {
+	path := t.TempDir() + "/confirmer-token"
+	if err := os.WriteFile(path, []byte("one\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := &ConfirmerFileToken{FileToken{Path: path}}
+	md, err := f.GetRequestMetadata(context.Background())
+	if err != nil || md[ConfirmerMetadataKey] != "Bearer one" || len(md) != 1 {
+		t.Fatalf("metadata %v, %v", md, err)
+	}
+	if err := os.WriteFile(path, []byte("two"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(path, later, later); err != nil {
+		t.Fatal(err)
+	}
+	if md, err = f.GetRequestMetadata(context.Background()); err != nil || md[ConfirmerMetadataKey] != "Bearer two" {
+		t.Fatalf("after the change: metadata %v, %v", md, err)
+	}
+}
+
+// Beside sends both tokens on one call (two PerRPCCredentials call options
+// would keep only the last).
+func TestBesideSendsBothTokens(t *testing.T) {
+	md, err := Beside(BearerToken("user"), ConfirmerToken("confirmer")).GetRequestMetadata(context.Background())
+	if err != nil || len(md) != 2 || md["authorization"] != "Bearer user" || md[ConfirmerMetadataKey] != "Bearer confirmer" {
+		t.Fatalf("metadata %v, %v", md, err)
 	}
 }

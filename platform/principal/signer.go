@@ -180,21 +180,30 @@ type FileToken struct {
 
 // GetRequestMetadata implements credentials.PerRPCCredentials.
 func (f *FileToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	tok, err := f.read()
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{"authorization": "Bearer " + tok}, nil
+}
+
+// read returns the file's token, re-reading the file when it changed.
+func (f *FileToken) read() (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st, err := os.Stat(f.Path)
 	if err != nil {
-		return nil, fmt.Errorf("principal: token file: %w", err)
+		return "", fmt.Errorf("principal: token file: %w", err)
 	}
 	if !st.ModTime().Equal(f.mod) || f.token == "" {
 		b, err := os.ReadFile(f.Path)
 		if err != nil {
-			return nil, fmt.Errorf("principal: token file: %w", err)
+			return "", fmt.Errorf("principal: token file: %w", err)
 		}
 		f.token = strings.TrimSpace(string(b))
 		f.mod = st.ModTime()
 	}
-	return map[string]string{"authorization": "Bearer " + f.token}, nil
+	return f.token, nil
 }
 
 // RequireTransportSecurity implements credentials.PerRPCCredentials.

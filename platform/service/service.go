@@ -107,7 +107,7 @@ func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context
 
 	verifier, err := principal.LoadVerifier(c.AuthJWKS, principal.VerifierConfig{
 		Issuer: c.AuthIssuer, Audience: c.AuthAudience, PlatformTenant: c.AuthPlatformTenant,
-		AdminGroup: c.AdminGroup, ServiceGroup: c.ServiceGroup, MaxLifetime: c.AuthMaxTokenLifetime,
+		AdminGroup: c.AdminGroup, ServiceGroup: c.ServiceGroup, ConfirmerGroup: c.ConfirmerGroup, MaxLifetime: c.AuthMaxTokenLifetime,
 	})
 	if err != nil {
 		return fmt.Errorf("%s: %w", spec.Name, err)

@@ -12,7 +12,7 @@ import (
 func (a *Auth) Verifier(t testing.TB) *principal.Verifier {
 	t.Helper()
 	v, err := principal.LoadVerifier(a.JWKSPath, principal.VerifierConfig{
-		Issuer: Issuer, Audience: Audience, AdminGroup: AdminGroup, ServiceGroup: ServiceGroup,
+		Issuer: Issuer, Audience: Audience, AdminGroup: AdminGroup, ServiceGroup: ServiceGroup, ConfirmerGroup: ConfirmerGroup,
 		PlatformTenant: PlatformTenant})
 	if err != nil {
 		t.Fatal(err)

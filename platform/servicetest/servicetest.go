@@ -29,6 +29,9 @@ const (
 	Audience     = "toolcrib"
 	AdminGroup   = "toolcrib-admins"
 	ServiceGroup = "toolcrib-services"
+	// ConfirmerGroup is the confirmer group of the services under test
+	// (config.DefaultConfirmerGroup).
+	ConfirmerGroup = config.DefaultConfirmerGroup
 	// PlatformTenant is the tenant of admin and service tokens; the admin
 	// and service groups count only there.
 	PlatformTenant = "toolcrib-platform"
@@ -78,6 +81,13 @@ func (a *Auth) Service(t testing.TB) string {
 	return a.Token(t, principal.Claims{Subject: "test-service", Tenant: PlatformTenant, Groups: []string{ServiceGroup}})
 }
 
+// Confirmer mints a confirmer token: the confirmer group in the platform
+// tenant (what the gateway presents beside a user's token when the user
+// confirmed a call).
+func (a *Auth) Confirmer(t testing.TB) string {
+	return a.Token(t, principal.Claims{Subject: "test-confirmer", Tenant: PlatformTenant, Groups: []string{ConfirmerGroup}})
+}
+
 // User mints a token for subject in tenant with groups.
 func (a *Auth) User(t testing.TB, subject, tenant string, groups ...string) string {
 	return a.Token(t, principal.Claims{Subject: subject, Tenant: tenant, Groups: groups})
@@ -109,6 +119,7 @@ func (a *Auth) Common(t testing.TB, postgresURL string, redis bool, listening fu
 		AuthMaxTokenLifetime:    principal.DefaultMaxTokenLifetime,
 		AdminGroup:              AdminGroup,
 		ServiceGroup:            ServiceGroup,
+		ConfirmerGroup:          ConfirmerGroup,
 		DependencyCheckInterval: 100 * time.Millisecond,
 		ServiceTokenFile:        tokenFile,
 		Listening:               listening,

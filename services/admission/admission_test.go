@@ -22,6 +22,7 @@ import (
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 
+	"github.com/toolcrib/toolcrib/platform/config"
 	"github.com/toolcrib/toolcrib/platform/pgtest"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
 )
@@ -32,8 +33,12 @@ func TestParseConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.ValidityWindow != 2*time.Second || cfg.RegistryAddr != "127.0.0.1:1" || cfg.ListenAddr != DefaultListenAddr {
+	if cfg.ValidityWindow != 2*time.Second || cfg.RegistryAddr != "127.0.0.1:1" || cfg.ListenAddr != DefaultListenAddr ||
+		cfg.ConfirmerGroup != config.DefaultConfirmerGroup {
 		t.Fatalf("%+v", cfg)
+	}
+	if cfg, err := ParseConfig([]string{"--confirmer-group", "gateways"}, func(string) (string, bool) { return "", false }); err != nil || cfg.ConfirmerGroup != "gateways" {
+		t.Fatalf("--confirmer-group: %q %v", cfg.ConfirmerGroup, err)
 	}
 	_, err = ParseConfig([]string{"--validity-window", "0s", "--discovery-addr", "nope", "--max-argument-bytes", "99999999"}, func(string) (string, bool) { return "", false })
 	for _, want := range []string{"--validity-window", "--discovery-addr", "--max-argument-bytes"} {

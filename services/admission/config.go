@@ -52,7 +52,7 @@ type Config struct {
 
 func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 	s := config.NewSet("admission", lookup)
-	cfg.Common.Register(s, "admission", config.Defaults{ListenAddr: DefaultListenAddr, MetricsAddr: DefaultMetricsAddr, UsesRedis: true})
+	cfg.Common.Register(s, "admission", config.Defaults{ListenAddr: DefaultListenAddr, MetricsAddr: DefaultMetricsAddr, UsesRedis: true, Confirms: true})
 	s.String(&cfg.RegistryAddr, "registry-addr", "", DefaultRegistryAddr, "registry gRPC address (Watch, GetPolicy, GetToolReview)")
 	s.String(&cfg.DiscoveryAddr, "discovery-addr", "", DefaultDiscoveryAddr, "discovery gRPC address (Watch, GetSnapshot, GetActiveSnapshot, BindGeneration)")
 	s.Duration(&cfg.ValidityWindow, "validity-window", "", 5*time.Second, "newest heartbeat age of either Watch stream past which every Check answers STALE_POLICY")

@@ -79,6 +79,12 @@ type Config struct {
 	DefaultDeadline time.Duration
 	// ConfirmTTL is how long a confirmation request stays answerable.
 	ConfirmTTL time.Duration
+	// ConfirmerTokenFile holds the gateway's own confirmer token (a member
+	// of the confirmer group of the platform tenant), presented beside the
+	// user's token when it re-checks a call the user confirmed; re-read
+	// when it changes. Empty: the gateway cannot assert a confirmation, and
+	// a call that needs one is denied without asking.
+	ConfirmerTokenFile string
 
 	// ResultBudget is the largest result (bytes of its JSON) given to the
 	// model inline when the contract sets no result_budget_bytes; larger
@@ -131,6 +137,7 @@ func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 	s.String(&cfg.StdioCredentialEnv, "stdio-credential-env", "", "TOOLCRIB_UPSTREAM_TOKEN", "environment variable a stdio server gets its upstream credential in (the gateway starts registered stdio servers itself, as discovery does)")
 	s.Duration(&cfg.DefaultDeadline, "default-deadline", "", 30*time.Second, "upstream deadline when the contract sets no deadline_ms")
 	s.Duration(&cfg.ConfirmTTL, "confirm-ttl", "", 5*time.Minute, "how long a confirmation request stays answerable")
+	s.String(&cfg.ConfirmerTokenFile, "confirmer-token-file", "", ".toolcrib/dev/confirmer-token", "file with the gateway's confirmer token (confirmer group of the platform tenant), presented beside the user's token when the user confirmed a call; re-read on change; empty: calls that need a confirmation are denied without asking")
 	s.Int(&cfg.ResultBudget, "result-budget-bytes", "", 64<<10, "largest result given to the model inline when its contract sets no result_budget_bytes; larger ones become artifacts")
 	s.Int(&cfg.PreviewBytes, "preview-bytes", "", 1024, "bytes of an artifact's head and of its tail in the preview")
 	s.Duration(&cfg.ArtifactRetention, "artifact-retention", "", 24*time.Hour, "how long an artifact is kept")

@@ -15,7 +15,9 @@
 //     the visible-set digest; `notifications/tools/list_changed` is sent when
 //     that digest changes.
 //   - `tools/call` runs the pipeline: runtime view → Check → confirmation
-//     (input-required result) → Check as USER_CONFIRMED → lease Issue with
+//     (input-required result) → Check as USER_CONFIRMED, asserted with the
+//     gateway's own confirmer token (--confirmer-token-file) beside the
+//     user's and the digest of what it showed → lease Issue with
 //     the gateway's holder key → upstream call with lease and proof in
 //     `_meta` → result policy (projection, required evidence, output schema,
 //     size budget with the artifact store) → answer. Every denial is a tool

@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
@@ -116,6 +117,10 @@ func Run(ctx context.Context, cfg Config) error {
 		// refused before it is all in memory (unbounded before).
 		pool.MaxMessageBytes = upstream.MessageBytesFor(cfg.MaxArtifactBytes)
 		m := metrics.New(d.Metrics)
+		var confirmer credentials.PerRPCCredentials
+		if cfg.ConfirmerTokenFile != "" {
+			confirmer = &principal.ConfirmerFileToken{FileToken: principal.FileToken{Path: cfg.ConfirmerTokenFile}}
+		}
 		gw = mcpapi.New(mcpapi.Options{
 			Admission: admissionv1.NewAdmissionServiceClient(aconn),
 			Lease:     leasev1.NewLeaseServiceClient(lconn),
@@ -125,7 +130,7 @@ func Run(ctx context.Context, cfg Config) error {
 			LeaseAudiencePrefix: cfg.LeaseAudiencePrefix, DefaultDeadline: cfg.DefaultDeadline, ConfirmTTL: cfg.ConfirmTTL,
 			ResultBudget: cfg.ResultBudget, PreviewBytes: cfg.PreviewBytes, MaxArtifactBytes: cfg.MaxArtifactBytes,
 			Retention: cfg.ArtifactRetention, ArtifactQuota: artifact.Quota{Bytes: int64(cfg.ArtifactQuotaBytes), Count: int64(cfg.ArtifactQuotaCount)},
-			FindTools: cfg.FindTools, Metrics: m, Logger: d.Logger,
+			FindTools: cfg.FindTools, Metrics: m, Logger: d.Logger, Confirmer: confirmer,
 		})
 		endpoint := cfg.mcpURL(lis.Addr().String())
 		metadataURL := strings.TrimSuffix(endpoint, MCPPath) + MetadataPath

@@ -49,6 +49,11 @@ func checkCommand(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if admissionv1.Mode(m) == admissionv1.Mode_MODE_USER_CONFIRMED && confirmer == "" {
+				return errors.New("--mode user-confirmed needs --confirmer-token (or TOOLCRIB_CONFIRMER_TOKEN): only a confirmer " +
+					"(the gateway, or a host runtime acting for the user; a token of the confirmer group of the platform tenant) " +
+					"may assert that the user confirmed a call, beside the user's own --token")
+			}
 			if !json.Valid([]byte(argsJSON)) {
 				return fmt.Errorf("--args: not a JSON document")
 			}
@@ -132,6 +137,11 @@ func printCheck(w io.Writer, resp *admissionv1.CheckResponse) {
 	fmt.Fprintf(w, "  argument digest\t%s\n", orDash(r.GetArgumentDigest()))
 	fmt.Fprintf(w, "  effect\t%s\n", orDash(unspecifiedDash(effectName(r.GetEffectClass()))))
 	fmt.Fprintf(w, "  mode\t%s\n", unspecifiedDash(enumName(r.GetMode().String(), "MODE_")))
+	if r.GetConfirmer() != "" {
+		fmt.Fprintf(w, "  confirmed by\t%s\n", safeText(r.GetConfirmer()))
+		fmt.Fprintf(w, "  confirmed at\t%s\n", when(r.GetConfirmedAt()))
+		fmt.Fprintf(w, "  shown digest\t%s\n", orDash(r.GetShownDigest()))
+	}
 	fmt.Fprintf(w, "  run\t%s\n", orDash(safeText(r.GetRunId())))
 	fmt.Fprintf(w, "  decided at\t%s\n", when(r.GetDecidedAt()))
 	fmt.Fprintf(w, "  replica\t%s\n", orDash(r.GetReplica()))

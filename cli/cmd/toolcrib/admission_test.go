@@ -72,9 +72,17 @@ func TestCheckThroughTheCLI(t *testing.T) {
 	cancelArgs := []string{"--generation", gen, "--digest", admissiontest.CancelDigest, "--args", `{"shipment_id":"S1"}`}
 	out = mustACLI(t, a, alice, append(append([]string{"check"}, cancelArgs...), admissiontest.CancelTool)...)
 	wantLines(t, out, `(?m)^reason\s+CONFIRMATION_REQUIRED$`, `(?m)^  effect\s+destructive$`)
-	out = mustACLI(t, a, alice, append(append([]string{"check", "--mode", "user-confirmed", "--confirmer-token", a.Auth.Service(t)}, cancelArgs...),
-		admissiontest.CancelTool)...)
-	wantLines(t, out, `(?m)^reason\s+ALLOW$`, `(?m)^  mode\s+user-confirmed$`)
+	// User-confirmed needs a confirmer's token beside alice's: refused
+	// before any call without one, FORBIDDEN with a tenant user's.
+	_, err := acli(t, a, alice, append(append([]string{"check", "--mode", "user-confirmed"}, cancelArgs...), admissiontest.CancelTool)...)
+	if err == nil || !strings.Contains(err.Error(), "--mode user-confirmed needs --confirmer-token") {
+		t.Fatalf("user-confirmed without a confirmer token: %v", err)
+	}
+	out = mustACLI(t, a, alice, append(append([]string{"check", "--mode", "user-confirmed", "--confirmer-token", alice}, cancelArgs...), admissiontest.CancelTool)...)
+	wantLines(t, out, `(?m)^reason\s+FORBIDDEN$`, `(?m)^detail\s+a confirmer must assert`)
+	out = mustACLI(t, a, alice, append(append([]string{"check", "--mode", "user-confirmed", "--confirmer-token", a.Auth.Confirmer(t)}, cancelArgs...), admissiontest.CancelTool)...)
+	wantLines(t, out, `(?m)^reason\s+ALLOW$`, `(?m)^  mode\s+user-confirmed$`, `(?m)^  confirmed by\s+test-confirmer$`,
+		`(?m)^  confirmed at\s+\d{4}-\d\d-\d\dT`, `(?m)^  shown digest\s+-$`)
 
 	out = mustACLI(t, a, alice, "check", "--generation", gen, "--digest", admissiontest.DraftDigest, admissiontest.DraftTool)
 	wantLines(t, out, `(?m)^reason\s+UNREVIEWED$`)

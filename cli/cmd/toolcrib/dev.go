@@ -40,6 +40,16 @@ const (
 	devServiceGroup = "toolcrib-services"
 )
 
+// devConfirmerGroup is the confirmer group the launched admission and lease
+// use (their --confirmer-group, from the environment or the default): the
+// gateway's confirmer token must carry it.
+func devConfirmerGroup() string {
+	if g, ok := os.LookupEnv(config.EnvName("confirmer-group")); ok {
+		return g
+	}
+	return config.DefaultConfirmerGroup
+}
+
 // devPlatformTenant is the platform tenant the launched services use (their
 // --auth-platform-tenant, from the environment or the default): admin and
 // service tokens must carry it, or their groups give no role.
@@ -169,6 +179,12 @@ func devUp(ctx context.Context, e *env) error {
 	}
 	if err := writeToken(s, filepath.Join(devDir, "service-token"), principal.Claims{Subject: "toolcrib-dev-service", Tenant: devPlatformTenant(),
 		Groups: []string{devServiceGroup}, TTL: 24 * time.Hour}); err != nil {
+		return err
+	}
+	// The gateway's confirmer token (its default --confirmer-token-file):
+	// only a confirmer may assert that a user confirmed a call.
+	if err := writeToken(s, filepath.Join(devDir, "confirmer-token"), principal.Claims{Subject: "toolcrib-dev-gateway", Tenant: devPlatformTenant(),
+		Groups: []string{devConfirmerGroup()}, TTL: 24 * time.Hour}); err != nil {
 		return err
 	}
 	svcs, err := launchables()

@@ -121,7 +121,8 @@ func start(t testing.TB, o Options, src sources, freshness func() changelog.Fres
 	t.Helper()
 	auth := servicetest.NewAuth(t)
 	v, err := principal.LoadVerifier(auth.JWKSPath, principal.VerifierConfig{Issuer: servicetest.Issuer,
-		Audience: servicetest.Audience, PlatformTenant: servicetest.PlatformTenant, AdminGroup: servicetest.AdminGroup, ServiceGroup: servicetest.ServiceGroup})
+		Audience: servicetest.Audience, PlatformTenant: servicetest.PlatformTenant, AdminGroup: servicetest.AdminGroup, ServiceGroup: servicetest.ServiceGroup,
+		ConfirmerGroup: servicetest.ConfirmerGroup})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func start(t testing.TB, o Options, src sources, freshness func() changelog.Fres
 	c := cache.New(copts)
 	rw := receipts.New(pool, receipts.Options{})
 	api := grpcapi.New(grpcapi.Options{Heads: heads, Material: replica.NewMaterial(src, src, src, 1000), Pointers: src, Cache: c,
-		Validator: args.NewValidator(100), Limits: args.DefaultLimits, Receipts: rw, Replica: "admissiontest:1"})
+		Validator: args.NewValidator(100), Limits: args.DefaultLimits, Receipts: rw, Replica: "admissiontest:1", Confirmers: v})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	"github.com/toolcrib/toolcrib/platform/postgres"
+	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
 )
 
@@ -161,8 +162,11 @@ func l1Miss(t *testing.T, d time.Duration) {
 		reqs[i] = &admissionv1.CheckRequest{ToolId: StatusTool, Generation: Generation, DescriptorDigest: StatusDigest,
 			PolicyEpoch: Epoch, Arguments: []byte(`{"shipment_id":"S-1042"}`), Mode: m}
 	}
+	// The user-confirmed half is asserted by a confirmer, as the gateway's
+	// are (the header is not read for the autonomous half).
+	confirmer := grpc.PerRPCCredentials(principal.ConfirmerToken(a.Auth.Confirmer(t)))
 	check := func(ctx context.Context, i int) error {
-		resp, err := ac.Check(ctx, reqs[i%2], grpc.WaitForReady(true))
+		resp, err := ac.Check(ctx, reqs[i%2], grpc.WaitForReady(true), confirmer)
 		if err == nil && resp.GetDecision() != admissionv1.Decision_DECISION_ALLOW {
 			err = fmt.Errorf("%v: %s", resp.GetReason(), resp.GetDetail())
 		}

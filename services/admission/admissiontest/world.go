@@ -230,14 +230,23 @@ type Decider struct{ v *args.Validator }
 func NewDecider() *Decider { return &Decider{v: args.NewValidator(1000)} }
 
 // Decide returns the reason and detail admission's rules give req from p
-// at now over w. Fresh is the replica's freshness (w.Stale is ignored).
+// at now over w, asserted by no confirmer. Fresh is the replica's
+// freshness (w.Stale is ignored).
 func (d *Decider) Decide(w *World, now time.Time, p principal.Principal, req *admissionv1.CheckRequest) (catalogv1.DecisionReason, string) {
+	return d.DecideConfirmed(w, now, p, "", req)
+}
+
+// DecideConfirmed is [Decider.Decide] for a request beside which the
+// confirmer with subject confirmer (a verified token of the confirmer
+// role; "" for none) asserted the user's confirmation.
+func (d *Decider) DecideConfirmed(w *World, now time.Time, p principal.Principal, confirmer string, req *admissionv1.CheckRequest) (catalogv1.DecisionReason, string) {
 	ctx := context.Background()
 	r := decision.Request{ToolID: req.GetToolId(), Generation: req.GetGeneration(), DescriptorDigest: req.GetDescriptorDigest(),
-		PolicyEpoch: req.GetPolicyEpoch(), Mode: req.GetMode(), RunID: req.GetRunId(), AudienceClass: req.GetAudienceClass()}
+		PolicyEpoch: req.GetPolicyEpoch(), Mode: req.GetMode(), RunID: req.GetRunId(), AudienceClass: req.GetAudienceClass(),
+		ShownDigest: req.GetShownDigest()}
 	parsed, problem := args.Parse(req.GetArguments(), args.DefaultLimits)
 	r.ArgumentsProblem = problem
-	f := decision.Facts{Now: now, Request: r, Tenant: p.Tenant}
+	f := decision.Facts{Now: now, Request: r, Tenant: p.Tenant, Confirmer: confirmer}
 	if !w.Stale {
 		f.PolicyFreshUntil = now.Add(5 * time.Second)
 	}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
+	"github.com/toolcrib/toolcrib/platform/principal"
 )
 
 // Errors of the interfaces below.
@@ -60,7 +61,10 @@ type Checker interface {
 
 // AdmissionChecker is the [Checker] over AdmissionService.Check: it forwards
 // the incoming `authorization` metadata, so admission decides for the
-// caller's own principal.
+// caller's own principal, and the incoming confirmer metadata
+// (principal.ConfirmerMetadataKey) when there is one, so a
+// MODE_USER_CONFIRMED check is honoured exactly when admission would honour
+// it called directly: only beside a confirmer's token.
 type AdmissionChecker struct {
 	// Client is the admission client.
 	Client admissionv1.AdmissionServiceClient
@@ -71,6 +75,12 @@ func (a AdmissionChecker) Check(ctx context.Context, req *admissionv1.CheckReque
 	out, err := forward(ctx)
 	if err != nil {
 		return Decision{}, err
+	}
+	if c := metadata.ValueFromIncomingContext(ctx, principal.ConfirmerMetadataKey); len(c) > 0 {
+		// All values, as sent: admission refuses more than one.
+		for _, v := range c {
+			out = metadata.AppendToOutgoingContext(out, principal.ConfirmerMetadataKey, v)
+		}
 	}
 	resp, err := a.Client.Check(out, req)
 	if err != nil {

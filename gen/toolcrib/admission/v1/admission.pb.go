@@ -39,7 +39,15 @@ const (
 	Mode_MODE_UNSPECIFIED Mode = 0
 	// The agent decided on its own.
 	Mode_MODE_AUTONOMOUS Mode = 1
-	// A user confirmed this exact call.
+	// A user confirmed this exact call. Only a confirmer may assert it: the
+	// gateway, or a host runtime acting for the user, identified by its own
+	// token (the confirmer group of the platform tenant) in the metadata
+	// `toolcrib-confirmer: Bearer <token>`, beside the user's own token in
+	// `authorization` (RFC 8693 `act`-style). A user's token alone asking
+	// for this mode is denied FORBIDDEN, the detail saying a confirmer must
+	// assert the confirmation; so is a confirmer header whose token is
+	// invalid or not a confirmer's (a tenant user's, an admin's, a
+	// service's).
 	Mode_MODE_USER_CONFIRMED Mode = 2
 )
 
@@ -179,7 +187,19 @@ type Receipt struct {
 	Replica string `protobuf:"bytes,16,opt,name=replica,proto3" json:"replica,omitempty"`
 	// Effect class of the tool from its approved contract; UNSPECIFIED when
 	// unknown.
-	EffectClass   v1.EffectClass `protobuf:"varint,17,opt,name=effect_class,json=effectClass,proto3,enum=toolcrib.catalog.v1.EffectClass" json:"effect_class,omitempty"`
+	EffectClass v1.EffectClass `protobuf:"varint,17,opt,name=effect_class,json=effectClass,proto3,enum=toolcrib.catalog.v1.EffectClass" json:"effect_class,omitempty"`
+	// Subject of the confirmer that asserted the user's confirmation (the
+	// token in `toolcrib-confirmer`); empty when the mode is not
+	// MODE_USER_CONFIRMED or no valid confirmer asserted it (then the
+	// decision is a FORBIDDEN denial).
+	Confirmer string `protobuf:"bytes,18,opt,name=confirmer,proto3" json:"confirmer,omitempty"`
+	// When the confirmer asserted the confirmation: the decision time of the
+	// Check that carried it. Unset when `confirmer` is empty.
+	ConfirmedAt *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=confirmed_at,json=confirmedAt,proto3" json:"confirmed_at,omitempty"`
+	// `sha256:<hex>` of what the user was shown and confirmed, as the
+	// confirmer stated it (CheckRequest.shown_digest); empty when
+	// `confirmer` is empty or the confirmer stated none.
+	ShownDigest   string `protobuf:"bytes,20,opt,name=shown_digest,json=shownDigest,proto3" json:"shown_digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -333,6 +353,27 @@ func (x *Receipt) GetEffectClass() v1.EffectClass {
 	return v1.EffectClass(0)
 }
 
+func (x *Receipt) GetConfirmer() string {
+	if x != nil {
+		return x.Confirmer
+	}
+	return ""
+}
+
+func (x *Receipt) GetConfirmedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ConfirmedAt
+	}
+	return nil
+}
+
+func (x *Receipt) GetShownDigest() string {
+	if x != nil {
+		return x.ShownDigest
+	}
+	return ""
+}
+
 // CheckRequest is the request of Check.
 type CheckRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -355,6 +396,13 @@ type CheckRequest struct {
 	// Audience class the plan read the tool through; empty resolves it from
 	// the principal's grants.
 	AudienceClass string `protobuf:"bytes,8,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
+	// `sha256:<64 lowercase hex>` of what the confirmer showed the user
+	// before the user confirmed (the gateway: the tool, its effect class
+	// and the arguments of its confirmation request), recorded in the
+	// receipt. Optional, and only with MODE_USER_CONFIRMED: empty means the
+	// confirmer states no digest (the receipt's shown_digest is then
+	// empty); set with another mode, or malformed, it is INVALID_INPUT.
+	ShownDigest   string `protobuf:"bytes,9,opt,name=shown_digest,json=shownDigest,proto3" json:"shown_digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -441,6 +489,13 @@ func (x *CheckRequest) GetRunId() string {
 func (x *CheckRequest) GetAudienceClass() string {
 	if x != nil {
 		return x.AudienceClass
+	}
+	return ""
+}
+
+func (x *CheckRequest) GetShownDigest() string {
+	if x != nil {
+		return x.ShownDigest
 	}
 	return ""
 }
@@ -1341,7 +1396,7 @@ var File_toolcrib_admission_v1_admission_proto protoreflect.FileDescriptor
 
 const file_toolcrib_admission_v1_admission_proto_rawDesc = "" +
 	"\n" +
-	"%toolcrib/admission/v1/admission.proto\x12\x15toolcrib.admission.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!toolcrib/catalog/v1/catalog.proto\"\xb1\x05\n" +
+	"%toolcrib/admission/v1/admission.proto\x12\x15toolcrib.admission.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!toolcrib/catalog/v1/catalog.proto\"\xb1\x06\n" +
 	"\aReceipt\x12\x1d\n" +
 	"\n" +
 	"receipt_id\x18\x01 \x01(\tR\treceiptId\x12;\n" +
@@ -1364,7 +1419,10 @@ const file_toolcrib_admission_v1_admission_proto_rawDesc = "" +
 	"\n" +
 	"decided_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\tdecidedAt\x12\x18\n" +
 	"\areplica\x18\x10 \x01(\tR\areplica\x12C\n" +
-	"\feffect_class\x18\x11 \x01(\x0e2 .toolcrib.catalog.v1.EffectClassR\veffectClass\"\xa4\x02\n" +
+	"\feffect_class\x18\x11 \x01(\x0e2 .toolcrib.catalog.v1.EffectClassR\veffectClass\x12\x1c\n" +
+	"\tconfirmer\x18\x12 \x01(\tR\tconfirmer\x12=\n" +
+	"\fconfirmed_at\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\vconfirmedAt\x12!\n" +
+	"\fshown_digest\x18\x14 \x01(\tR\vshownDigest\"\xc7\x02\n" +
 	"\fCheckRequest\x12\x17\n" +
 	"\atool_id\x18\x01 \x01(\tR\x06toolId\x12\x1e\n" +
 	"\n" +
@@ -1375,7 +1433,8 @@ const file_toolcrib_admission_v1_admission_proto_rawDesc = "" +
 	"\targuments\x18\x05 \x01(\fR\targuments\x12/\n" +
 	"\x04mode\x18\x06 \x01(\x0e2\x1b.toolcrib.admission.v1.ModeR\x04mode\x12\x15\n" +
 	"\x06run_id\x18\a \x01(\tR\x05runId\x12%\n" +
-	"\x0eaudience_class\x18\b \x01(\tR\raudienceClass\"\xb5\x03\n" +
+	"\x0eaudience_class\x18\b \x01(\tR\raudienceClass\x12!\n" +
+	"\fshown_digest\x18\t \x01(\tR\vshownDigest\"\xb5\x03\n" +
 	"\rCheckResponse\x12;\n" +
 	"\bdecision\x18\x01 \x01(\x0e2\x1f.toolcrib.admission.v1.DecisionR\bdecision\x12;\n" +
 	"\x06reason\x18\x02 \x01(\x0e2#.toolcrib.catalog.v1.DecisionReasonR\x06reason\x12\x16\n" +
@@ -1500,35 +1559,36 @@ var file_toolcrib_admission_v1_admission_proto_depIdxs = []int32{
 	0,  // 2: toolcrib.admission.v1.Receipt.mode:type_name -> toolcrib.admission.v1.Mode
 	17, // 3: toolcrib.admission.v1.Receipt.decided_at:type_name -> google.protobuf.Timestamp
 	18, // 4: toolcrib.admission.v1.Receipt.effect_class:type_name -> toolcrib.catalog.v1.EffectClass
-	0,  // 5: toolcrib.admission.v1.CheckRequest.mode:type_name -> toolcrib.admission.v1.Mode
-	1,  // 6: toolcrib.admission.v1.CheckResponse.decision:type_name -> toolcrib.admission.v1.Decision
-	16, // 7: toolcrib.admission.v1.CheckResponse.reason:type_name -> toolcrib.catalog.v1.DecisionReason
-	2,  // 8: toolcrib.admission.v1.CheckResponse.receipt:type_name -> toolcrib.admission.v1.Receipt
-	17, // 9: toolcrib.admission.v1.CheckResponse.valid_until:type_name -> google.protobuf.Timestamp
-	18, // 10: toolcrib.admission.v1.RuntimeTool.effect_class:type_name -> toolcrib.catalog.v1.EffectClass
-	19, // 11: toolcrib.admission.v1.RuntimeTool.source_state:type_name -> toolcrib.catalog.v1.DiscoveryState
-	5,  // 12: toolcrib.admission.v1.VisibleTool.model:type_name -> toolcrib.admission.v1.ModelTool
-	6,  // 13: toolcrib.admission.v1.VisibleTool.runtime:type_name -> toolcrib.admission.v1.RuntimeTool
-	18, // 14: toolcrib.admission.v1.ListVisibleToolsRequest.effect_classes:type_name -> toolcrib.catalog.v1.EffectClass
-	7,  // 15: toolcrib.admission.v1.ListVisibleToolsResponse.tools:type_name -> toolcrib.admission.v1.VisibleTool
-	10, // 16: toolcrib.admission.v1.ListVisibleToolsResponse.servers:type_name -> toolcrib.admission.v1.VisibleServer
-	2,  // 17: toolcrib.admission.v1.GetReceiptResponse.receipt:type_name -> toolcrib.admission.v1.Receipt
-	17, // 18: toolcrib.admission.v1.GetReceiptResponse.valid_until:type_name -> google.protobuf.Timestamp
-	17, // 19: toolcrib.admission.v1.SummarizeDecisionsRequest.since:type_name -> google.protobuf.Timestamp
-	14, // 20: toolcrib.admission.v1.SummarizeDecisionsResponse.tools:type_name -> toolcrib.admission.v1.ToolDenials
-	3,  // 21: toolcrib.admission.v1.AdmissionService.Check:input_type -> toolcrib.admission.v1.CheckRequest
-	8,  // 22: toolcrib.admission.v1.AdmissionService.ListVisibleTools:input_type -> toolcrib.admission.v1.ListVisibleToolsRequest
-	11, // 23: toolcrib.admission.v1.AdmissionService.GetReceipt:input_type -> toolcrib.admission.v1.GetReceiptRequest
-	13, // 24: toolcrib.admission.v1.AdmissionService.SummarizeDecisions:input_type -> toolcrib.admission.v1.SummarizeDecisionsRequest
-	4,  // 25: toolcrib.admission.v1.AdmissionService.Check:output_type -> toolcrib.admission.v1.CheckResponse
-	9,  // 26: toolcrib.admission.v1.AdmissionService.ListVisibleTools:output_type -> toolcrib.admission.v1.ListVisibleToolsResponse
-	12, // 27: toolcrib.admission.v1.AdmissionService.GetReceipt:output_type -> toolcrib.admission.v1.GetReceiptResponse
-	15, // 28: toolcrib.admission.v1.AdmissionService.SummarizeDecisions:output_type -> toolcrib.admission.v1.SummarizeDecisionsResponse
-	25, // [25:29] is the sub-list for method output_type
-	21, // [21:25] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	17, // 5: toolcrib.admission.v1.Receipt.confirmed_at:type_name -> google.protobuf.Timestamp
+	0,  // 6: toolcrib.admission.v1.CheckRequest.mode:type_name -> toolcrib.admission.v1.Mode
+	1,  // 7: toolcrib.admission.v1.CheckResponse.decision:type_name -> toolcrib.admission.v1.Decision
+	16, // 8: toolcrib.admission.v1.CheckResponse.reason:type_name -> toolcrib.catalog.v1.DecisionReason
+	2,  // 9: toolcrib.admission.v1.CheckResponse.receipt:type_name -> toolcrib.admission.v1.Receipt
+	17, // 10: toolcrib.admission.v1.CheckResponse.valid_until:type_name -> google.protobuf.Timestamp
+	18, // 11: toolcrib.admission.v1.RuntimeTool.effect_class:type_name -> toolcrib.catalog.v1.EffectClass
+	19, // 12: toolcrib.admission.v1.RuntimeTool.source_state:type_name -> toolcrib.catalog.v1.DiscoveryState
+	5,  // 13: toolcrib.admission.v1.VisibleTool.model:type_name -> toolcrib.admission.v1.ModelTool
+	6,  // 14: toolcrib.admission.v1.VisibleTool.runtime:type_name -> toolcrib.admission.v1.RuntimeTool
+	18, // 15: toolcrib.admission.v1.ListVisibleToolsRequest.effect_classes:type_name -> toolcrib.catalog.v1.EffectClass
+	7,  // 16: toolcrib.admission.v1.ListVisibleToolsResponse.tools:type_name -> toolcrib.admission.v1.VisibleTool
+	10, // 17: toolcrib.admission.v1.ListVisibleToolsResponse.servers:type_name -> toolcrib.admission.v1.VisibleServer
+	2,  // 18: toolcrib.admission.v1.GetReceiptResponse.receipt:type_name -> toolcrib.admission.v1.Receipt
+	17, // 19: toolcrib.admission.v1.GetReceiptResponse.valid_until:type_name -> google.protobuf.Timestamp
+	17, // 20: toolcrib.admission.v1.SummarizeDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	14, // 21: toolcrib.admission.v1.SummarizeDecisionsResponse.tools:type_name -> toolcrib.admission.v1.ToolDenials
+	3,  // 22: toolcrib.admission.v1.AdmissionService.Check:input_type -> toolcrib.admission.v1.CheckRequest
+	8,  // 23: toolcrib.admission.v1.AdmissionService.ListVisibleTools:input_type -> toolcrib.admission.v1.ListVisibleToolsRequest
+	11, // 24: toolcrib.admission.v1.AdmissionService.GetReceipt:input_type -> toolcrib.admission.v1.GetReceiptRequest
+	13, // 25: toolcrib.admission.v1.AdmissionService.SummarizeDecisions:input_type -> toolcrib.admission.v1.SummarizeDecisionsRequest
+	4,  // 26: toolcrib.admission.v1.AdmissionService.Check:output_type -> toolcrib.admission.v1.CheckResponse
+	9,  // 27: toolcrib.admission.v1.AdmissionService.ListVisibleTools:output_type -> toolcrib.admission.v1.ListVisibleToolsResponse
+	12, // 28: toolcrib.admission.v1.AdmissionService.GetReceipt:output_type -> toolcrib.admission.v1.GetReceiptResponse
+	15, // 29: toolcrib.admission.v1.AdmissionService.SummarizeDecisions:output_type -> toolcrib.admission.v1.SummarizeDecisionsResponse
+	26, // [26:30] is the sub-list for method output_type
+	22, // [22:26] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_toolcrib_admission_v1_admission_proto_init() }

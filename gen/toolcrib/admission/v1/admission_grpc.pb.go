@@ -53,6 +53,11 @@ type AdmissionServiceClient interface {
 	//  2. FORBIDDEN: the request names an audience class of another tenant
 	//     (the class name carries its tenant; no lookup is made, so the answer
 	//     is the same whether or not that class exists).
+	//     FORBIDDEN (the detail saying a confirmer must assert the
+	//     confirmation) right after it: the mode is MODE_USER_CONFIRMED and
+	//     the request carries no valid confirmer token beside the user's (see
+	//     Mode). Decided before anything is looked up, so a user's token alone
+	//     learns nothing from asking in that mode.
 	//  3. STALE_POLICY: the replica's newest heartbeat from either Watch stream
 	//     is older than its validity window (I8).
 	//  4. NOT_FOUND: the tool's server is read by no audience class the
@@ -97,6 +102,14 @@ type AdmissionServiceClient interface {
 	//  15. ARGUMENTS_INVALID: the arguments fail the pinned input schema; the
 	//     detail names the JSON pointer of the first violation.
 	//  16. ALLOW.
+	//
+	// The `authorization` token is always the principal decided for (the
+	// user). In MODE_USER_CONFIRMED the request must also carry the metadata
+	// `toolcrib-confirmer: Bearer <token>` of a confirmer (a member of the
+	// confirmer group, `--confirmer-group`, of the platform tenant; not an
+	// admin, not a service); the receipt then names the confirmer, the time
+	// and the digest of what was shown (Receipt.confirmer, confirmed_at,
+	// shown_digest).
 	Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error)
 	// ListVisibleTools returns the tools the principal may call now, from the
 	// active generations of its audience classes, with the model view kept
@@ -194,6 +207,11 @@ type AdmissionServiceServer interface {
 	//  2. FORBIDDEN: the request names an audience class of another tenant
 	//     (the class name carries its tenant; no lookup is made, so the answer
 	//     is the same whether or not that class exists).
+	//     FORBIDDEN (the detail saying a confirmer must assert the
+	//     confirmation) right after it: the mode is MODE_USER_CONFIRMED and
+	//     the request carries no valid confirmer token beside the user's (see
+	//     Mode). Decided before anything is looked up, so a user's token alone
+	//     learns nothing from asking in that mode.
 	//  3. STALE_POLICY: the replica's newest heartbeat from either Watch stream
 	//     is older than its validity window (I8).
 	//  4. NOT_FOUND: the tool's server is read by no audience class the
@@ -238,6 +256,14 @@ type AdmissionServiceServer interface {
 	//  15. ARGUMENTS_INVALID: the arguments fail the pinned input schema; the
 	//     detail names the JSON pointer of the first violation.
 	//  16. ALLOW.
+	//
+	// The `authorization` token is always the principal decided for (the
+	// user). In MODE_USER_CONFIRMED the request must also carry the metadata
+	// `toolcrib-confirmer: Bearer <token>` of a confirmer (a member of the
+	// confirmer group, `--confirmer-group`, of the platform tenant; not an
+	// admin, not a service); the receipt then names the confirmer, the time
+	// and the digest of what was shown (Receipt.confirmer, confirmed_at,
+	// shown_digest).
 	Check(context.Context, *CheckRequest) (*CheckResponse, error)
 	// ListVisibleTools returns the tools the principal may call now, from the
 	// active generations of its audience classes, with the model view kept

@@ -335,7 +335,8 @@ type IssueRequest struct {
 	// An ALLOW receipt of the same principal, at most a few seconds old, on
 	// which no lease was issued yet.
 	ReceiptId string `protobuf:"bytes,1,opt,name=receipt_id,json=receiptId,proto3" json:"receipt_id,omitempty"`
-	// A Check to run now instead of citing a receipt.
+	// A Check to run now instead of citing a receipt; in
+	// MODE_USER_CONFIRMED only beside a confirmer's token (see Issue).
 	Check *v1.CheckRequest `protobuf:"bytes,2,opt,name=check,proto3" json:"check,omitempty"`
 	// `sha256:<hex>` of the canonical arguments JSON; must match the
 	// decision's.

@@ -54,7 +54,8 @@ type LeaseServiceClient interface {
 	// longer active or compatible (Check again: Verify would refuse such a
 	// lease); UNAVAILABLE `STALE_POLICY` when this replica cannot prove its
 	// view fresh; PERMISSION_DENIED when the decision is not ALLOW or belongs
-	// to another principal.
+	// to another principal, and (ErrorInfo reason `CONFIRMER_MISSING`) when
+	// it is a MODE_USER_CONFIRMED ALLOW whose receipt names no confirmer.
 	//
 	// One decision, one execution: a receipt (cited by `receipt_id`, or made
 	// by the inline `check`) is redeemed for at most one lease, across every
@@ -66,6 +67,12 @@ type LeaseServiceClient interface {
 	// again). When the claim cannot be confirmed (the shared single-use store
 	// does not answer) Issue is UNAVAILABLE `LEDGER_UNAVAILABLE` and nothing
 	// is issued.
+	//
+	// An inline `check` in MODE_USER_CONFIRMED is decided by admission as a
+	// Check sent there directly: the request's `toolcrib-confirmer` metadata
+	// (a confirmer's token beside the user's `authorization`) is forwarded
+	// with it, and without a confirmer admission denies it FORBIDDEN, so no
+	// lease is issued (PERMISSION_DENIED `DECISION_NOT_ALLOW`).
 	Issue(ctx context.Context, in *IssueRequest, opts ...grpc.CallOption) (*IssueResponse, error)
 	// Verify checks a lease and its holder proof for an executor and consumes
 	// it (single use). A failed check is an OK response with a reason.
@@ -168,7 +175,8 @@ type LeaseServiceServer interface {
 	// longer active or compatible (Check again: Verify would refuse such a
 	// lease); UNAVAILABLE `STALE_POLICY` when this replica cannot prove its
 	// view fresh; PERMISSION_DENIED when the decision is not ALLOW or belongs
-	// to another principal.
+	// to another principal, and (ErrorInfo reason `CONFIRMER_MISSING`) when
+	// it is a MODE_USER_CONFIRMED ALLOW whose receipt names no confirmer.
 	//
 	// One decision, one execution: a receipt (cited by `receipt_id`, or made
 	// by the inline `check`) is redeemed for at most one lease, across every
@@ -180,6 +188,12 @@ type LeaseServiceServer interface {
 	// again). When the claim cannot be confirmed (the shared single-use store
 	// does not answer) Issue is UNAVAILABLE `LEDGER_UNAVAILABLE` and nothing
 	// is issued.
+	//
+	// An inline `check` in MODE_USER_CONFIRMED is decided by admission as a
+	// Check sent there directly: the request's `toolcrib-confirmer` metadata
+	// (a confirmer's token beside the user's `authorization`) is forwarded
+	// with it, and without a confirmer admission denies it FORBIDDEN, so no
+	// lease is issued (PERMISSION_DENIED `DECISION_NOT_ALLOW`).
 	Issue(context.Context, *IssueRequest) (*IssueResponse, error)
 	// Verify checks a lease and its holder proof for an executor and consumes
 	// it (single use). A failed check is an OK response with a reason.

@@ -37,9 +37,10 @@ const (
 )
 
 // Order is the documented precedence (DESIGN §7, admission.proto): when
-// several causes hold, the earliest is the answer. FORBIDDEN appears twice:
-// an audience class of another tenant named in the request is decided right
-// after INVALID_INPUT; a scope the principal lacks shares its rank with
+// several causes hold, the earliest is the answer. FORBIDDEN appears three
+// times: an audience class of another tenant named in the request is
+// decided right after INVALID_INPUT, then a MODE_USER_CONFIRMED request
+// that no confirmer asserted (see [Facts].Confirmer); a scope the principal lacks shares its rank with
 // POLICY_REVOKED (which of the two is decided by the policy at the plan's
 // epoch, see [Decide]).
 //
@@ -49,7 +50,7 @@ const (
 // (detail starting "canary:") right after the scope rank — POLICY_REVOKED
 // when the stage at the plan's epoch would have admitted the call.
 var Order = []Reason{
-	InvalidInput, Forbidden, StalePolicy, NotFound, NotFound, ServerClosed, IncompleteDiscovery,
+	InvalidInput, Forbidden, Forbidden, StalePolicy, NotFound, NotFound, ServerClosed, IncompleteDiscovery,
 	StaleCatalog, Disabled, Unreviewed, StaleSchema, Forbidden, Forbidden, UnversionedSource,
 	ConfirmationRequired, ArgumentsInvalid, Allow,
 }
@@ -77,6 +78,9 @@ type Request struct {
 	// ArgumentsProblem is non-empty when the arguments are not a JSON object
 	// within the size cap (set by the parser at the boundary; bounded text).
 	ArgumentsProblem string
+	// ShownDigest is the digest of what the confirmer showed the user;
+	// empty for none. Only with MODE_USER_CONFIRMED.
+	ShownDigest string
 }
 
 // Validate returns the first problem of r as (field, message), or ("", "")
@@ -103,6 +107,10 @@ func (r Request) Validate() (field, problem string) {
 		return "audience_class", "must be <tenant_id>.<class>"
 	case r.ArgumentsProblem != "":
 		return "arguments", r.ArgumentsProblem
+	case r.ShownDigest != "" && r.Mode != admissionv1.Mode_MODE_USER_CONFIRMED:
+		return "shown_digest", "only with MODE_USER_CONFIRMED"
+	case r.ShownDigest != "" && !canonical.ValidDigest(r.ShownDigest):
+		return "shown_digest", "must be sha256:<64 lowercase hex>"
 	}
 	return "", ""
 }
@@ -207,6 +215,12 @@ type Facts struct {
 	Request Request
 	// Tenant is the verified principal's tenant.
 	Tenant string
+	// Confirmer is the subject of the confirmer that asserted, beside the
+	// principal's token, that the user confirmed the call (a verified token
+	// of the confirmer role); empty when none did. ConfirmerProblem says
+	// why not (bounded fixed text), for the detail.
+	Confirmer        string
+	ConfirmerProblem string
 	// PolicyFreshUntil is the replica's freshness bound: the older of the
 	// two streams' newest heartbeats plus the validity window. Zero (never
 	// caught up) is stale.
@@ -335,8 +349,14 @@ func Prelim(f Facts) Outcome {
 	return rest(f)
 }
 
+// DetailNoConfirmer starts the detail of the FORBIDDEN denial of a
+// MODE_USER_CONFIRMED request that no confirmer asserted.
+const DetailNoConfirmer = "a confirmer must assert the user's confirmation: a user-confirmed call needs, beside the user's token, " +
+	"the token of a confirmer (the confirmer group of the platform tenant) in the toolcrib-confirmer metadata"
+
 // Early applies the rules that need no reads (the request, the principal's
-// tenant against a named class, the replica's freshness); done is false when
+// tenant against a named class, who asserts a confirmation, the replica's
+// freshness); done is false when
 // none of them denies, and the caller goes on to resolve the tool.
 func Early(f Facts) (o Outcome, done bool) {
 	r := f.Request
@@ -348,6 +368,13 @@ func Early(f Facts) (o Outcome, done bool) {
 	}
 	if r.AudienceClass != "" && ids.TenantOfClass(r.AudienceClass) != f.Tenant {
 		return deny(Forbidden, "the audience class belongs to another tenant"), true
+	}
+	if r.Mode == admissionv1.Mode_MODE_USER_CONFIRMED && f.Confirmer == "" {
+		o := deny(Forbidden, "%s", DetailNoConfirmer)
+		if f.ConfirmerProblem != "" {
+			o.Detail += ": " + f.ConfirmerProblem
+		}
+		return o, true
 	}
 	if f.PolicyFreshUntil.IsZero() || !f.Now.Before(f.PolicyFreshUntil) {
 		return deny(StalePolicy, "this replica cannot prove its policy view is fresh; retry shortly"), true

@@ -52,8 +52,12 @@ type cause struct {
 
 // causes are listed in the documented order.
 var causes = []cause{
-	{InvalidInput, "invalid input", func(f *Facts) { f.Request.Mode = admissionv1.Mode_MODE_UNSPECIFIED }, ""},
+	{InvalidInput, "invalid input", func(f *Facts) { f.Request.ToolID = "" }, ""},
 	{Forbidden, "class of another tenant", func(f *Facts) { f.Request.AudienceClass = "demo-b.readers" }, "another tenant"},
+	{Forbidden, "user-confirmed, no confirmer", func(f *Facts) {
+		f.Request.Mode = admissionv1.Mode_MODE_USER_CONFIRMED
+		f.Confirmer = ""
+	}, "a confirmer must assert"},
 	{StalePolicy, "stale policy", func(f *Facts) { f.PolicyFreshUntil = f.Now }, ""},
 	{NotFound, "not visible", func(f *Facts) { f.Reachable = false }, "is visible"},
 	{NotFound, "shadow", func(f *Facts) { f.Rollout = &Rollout{Stage: registryv1.Stage_STAGE_SHADOW} }, "in shadow"},
@@ -280,6 +284,9 @@ func TestEffectsAndConfirmation(t *testing.T) {
 		f.Review.Approved.Effect, f.Review.Approved.Confirmation = tc.effect, tc.conf
 		f.Review.Trust = registryv1.TrustLevel_TRUST_LEVEL_PARTNER
 		f.Request.Mode = tc.mode
+		if tc.mode == user {
+			f.Confirmer = "gateway" // the mode is asserted by a confirmer
+		}
 		f.Pointer.Unversioned = tc.unversioned
 		if got := Decide(f).Reason; got != tc.want {
 			t.Errorf("%v/%v/%v/unversioned=%v: %v, want %v", tc.effect, tc.conf, tc.mode, tc.unversioned, got, tc.want)
@@ -396,6 +403,9 @@ func TestTrustLevel(t *testing.T) {
 		f.Review.Trust = tc.trust
 		f.Review.Approved.Effect, f.Review.Approved.Confirmation = tc.effect, tc.conf
 		f.Request.Mode = tc.mode
+		if tc.mode == user {
+			f.Confirmer = "gateway" // the mode is asserted by a confirmer
+		}
 		out := Decide(f)
 		if out.Reason != tc.want {
 			t.Errorf("%v/%v/%v/%v: %v (%s), want %v", tc.trust, tc.effect, tc.conf, tc.mode, out.Reason, out.Detail, tc.want)
@@ -416,5 +426,50 @@ func TestTrustLevel(t *testing.T) {
 	f.Pointer.Unversioned = true
 	if got := Decide(f).Reason; got != UnversionedSource {
 		t.Errorf("third party, unversioned: %v, want UNVERSIONED_SOURCE", got)
+	}
+}
+
+// Only a confirmer asserts a confirmation: MODE_USER_CONFIRMED with no
+// confirmer is FORBIDDEN (the detail naming the rule and why the header
+// did not count), whatever the tool; with one, a WRITE tool that needs a
+// confirmation is allowed. A shown digest goes only with that mode.
+func TestUserConfirmedNeedsAConfirmer(t *testing.T) {
+	write := func() Facts {
+		f := clone(allowFacts())
+		f.Review.Approved.Effect = catalogv1.EffectClass_EFFECT_CLASS_WRITE
+		return f
+	}
+	f := write()
+	if got := Decide(f); got.Reason != ConfirmationRequired {
+		t.Fatalf("autonomous write: %v %q", got.Reason, got.Detail)
+	}
+	f.Request.Mode = admissionv1.Mode_MODE_USER_CONFIRMED
+	if got := Decide(f); got.Reason != Forbidden || got.Detail != DetailNoConfirmer {
+		t.Fatalf("user-confirmed write, no confirmer: %v %q", got.Reason, got.Detail)
+	}
+	f.ConfirmerProblem = "the confirmer token is not a confirmer's"
+	if got := Decide(f); got.Reason != Forbidden || got.Detail != DetailNoConfirmer+": the confirmer token is not a confirmer's" {
+		t.Fatalf("user-confirmed write, not a confirmer: %v %q", got.Reason, got.Detail)
+	}
+	// Decided before anything is looked up: even for a tool nobody sees.
+	f.Reachable = false
+	if got := Decide(f); got.Reason != Forbidden || !strings.HasPrefix(got.Detail, DetailNoConfirmer) {
+		t.Fatalf("user-confirmed, unreachable, no confirmer: %v %q", got.Reason, got.Detail)
+	}
+	f = write()
+	f.Request.Mode = admissionv1.Mode_MODE_USER_CONFIRMED
+	f.Confirmer = "gateway"
+	f.Request.ShownDigest = digest("d")
+	if got := Decide(f); got.Reason != Allow {
+		t.Fatalf("user-confirmed write with a confirmer: %v %q", got.Reason, got.Detail)
+	}
+	f.Request.ShownDigest = "sha256:short"
+	if got := Decide(f); got.Reason != InvalidInput || got.Detail != "shown_digest: must be sha256:<64 lowercase hex>" {
+		t.Fatalf("malformed shown digest: %v %q", got.Reason, got.Detail)
+	}
+	f = write()
+	f.Request.ShownDigest = digest("d")
+	if got := Decide(f); got.Reason != InvalidInput || got.Detail != "shown_digest: only with MODE_USER_CONFIRMED" {
+		t.Fatalf("shown digest on an autonomous call: %v %q", got.Reason, got.Detail)
 	}
 }

@@ -117,6 +117,9 @@ func TestRolloutStages(t *testing.T) {
 		f.Rollout = tc.ro
 		f.Request.RunID = tc.run
 		f.Request.Mode = tc.mode
+		if tc.mode == user {
+			f.Confirmer = "gateway" // the mode is asserted by a confirmer
+		}
 		f.Review.Approved.Effect = tc.effect
 		o := Decide(f)
 		if o.Reason != tc.want || !strings.Contains(o.Detail, tc.tag) {

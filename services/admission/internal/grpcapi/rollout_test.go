@@ -7,12 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/services/admission/internal/decision"
 	"github.com/toolcrib/toolcrib/services/admission/internal/replica"
 )
@@ -86,10 +88,23 @@ func TestRolloutStagesThroughTheAPI(t *testing.T) {
 		notFound  = decision.NotFound
 		forbidden = decision.Forbidden
 	)
+	// ask checks q as alice, a user-confirmed q asserted by a confirmer.
+	ask := func(q *admissionv1.CheckRequest) *admissionv1.CheckResponse {
+		t.Helper()
+		var opts []grpc.CallOption
+		if q.GetMode() == admissionv1.Mode_MODE_USER_CONFIRMED {
+			opts = append(opts, grpc.PerRPCCredentials(principal.ConfirmerToken(r.auth.Confirmer(t))))
+		}
+		resp, err := a.Check(context.Background(), q, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
 	expect := func(stage string, q *admissionv1.CheckRequest, want decision.Reason, tag string) {
 		t.Helper()
 		for i := range 2 {
-			resp := check(t, a, q)
+			resp := ask(q)
 			if resp.GetReason() != want || !strings.Contains(resp.GetDetail(), tag) {
 				t.Fatalf("%s, %s run %q (call %d): %v %q, want %v (%q)", stage, q.GetToolId(), q.GetRunId(), i, resp.GetReason(), resp.GetDetail(), want, tag)
 			}
@@ -106,7 +121,7 @@ func TestRolloutStagesThroughTheAPI(t *testing.T) {
 	r.setStage(&decision.Rollout{Stage: registryv1.Stage_STAGE_SHADOW})
 	for _, q := range []*admissionv1.CheckRequest{statusReq("run-1"), labelReq("run-8"), statusReq("")} {
 		expect("shadow", q, notFound, "in shadow")
-		resp := check(t, a, q)
+		resp := ask(q)
 		rc := resp.GetReceipt()
 		if resp.GetCurrentGeneration() != 0 || resp.GetCurrentDescriptorDigest() != "" || rc.GetGeneration() != 0 ||
 			rc.GetDescriptorDigest() != "" || rc.GetServerId() != "" || rc.GetAudienceClass() != "demo-a.readers" {

@@ -15,6 +15,7 @@ import (
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	"github.com/toolcrib/toolcrib/platform/apierror"
+	"github.com/toolcrib/toolcrib/platform/canonical"
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/services/admission/internal/args"
 	"github.com/toolcrib/toolcrib/services/admission/internal/cache"
@@ -39,6 +40,15 @@ type Binder interface {
 	Bind(run, server, class string, generation int64)
 }
 
+// Confirmers finds the confirmer asserting a confirmation beside the
+// request's own token ([principal.Verifier] implements it).
+type Confirmers interface {
+	// Confirmer returns the verified confirmer of the incoming request (a
+	// token of the confirmer role under principal.ConfirmerMetadataKey),
+	// or an error saying in fixed text why there is none.
+	Confirmer(ctx context.Context) (principal.Principal, error)
+}
+
 // Options configures a [Server].
 type Options struct {
 	Heads     *replica.Heads
@@ -49,6 +59,9 @@ type Options struct {
 	Limits    args.Limits
 	Receipts  *receipts.Writer
 	Binder    Binder // nil: runs are not bound
+	// Confirmers verifies the confirmer of a MODE_USER_CONFIRMED Check; nil
+	// knows none, so every such Check is denied FORBIDDEN.
+	Confirmers Confirmers
 	// CacheTTL bounds a cached decision's lifetime.
 	CacheTTL time.Duration
 	// Replica names this replica in receipts (`host:pid`).
@@ -179,10 +192,23 @@ func (s *Server) check(ctx context.Context, p principal.Principal, req *admissio
 	r := decision.Request{
 		ToolID: req.GetToolId(), Generation: req.GetGeneration(), DescriptorDigest: req.GetDescriptorDigest(),
 		PolicyEpoch: req.GetPolicyEpoch(), Mode: req.GetMode(), RunID: req.GetRunId(), AudienceClass: req.GetAudienceClass(),
+		ShownDigest: req.GetShownDigest(),
 	}
 	parsed, problem := args.Parse(req.GetArguments(), s.o.Limits)
 	r.ArgumentsProblem = problem
 	f := decision.Facts{Now: now, Request: r, Tenant: p.Tenant, PolicyFreshUntil: s.o.Heads.FreshUntil()}
+	if r.Mode == admissionv1.Mode_MODE_USER_CONFIRMED {
+		// Only this mode reads the confirmer header: an autonomous Check
+		// pays nothing for it.
+		f.ConfirmerProblem = principal.ErrNoConfirmer.Error()
+		if s.o.Confirmers != nil {
+			if c, err := s.o.Confirmers.Confirmer(ctx); err != nil {
+				f.ConfirmerProblem = err.Error()
+			} else {
+				f.Confirmer, f.ConfirmerProblem = c.Subject, ""
+			}
+		}
+	}
 	// The response, its receipt and their two timestamps are one
 	// allocation (the receipt writer keeps the receipt, and so the rest,
 	// until its batch is stored).
@@ -192,6 +218,14 @@ func (s *Server) check(ctx context.Context, p principal.Principal, req *admissio
 	rec.ReceiptId, rec.TenantId, rec.Subject = s.ids.next(), p.Tenant, p.Subject
 	rec.ToolId, rec.ArgumentDigest, rec.Mode = bounded(r.ToolID, decision.MaxToolIDBytes), parsed.Digest, r.Mode
 	rec.RunId, rec.DecidedAt, rec.Replica = bounded(r.RunID, decision.MaxRunIDBytes), &a.decidedAt, s.o.Replica
+	if f.Confirmer != "" {
+		// Who confirmed, when and what was shown: recorded whatever the
+		// decision (a malformed digest is INVALID_INPUT, never recorded).
+		rec.Confirmer, rec.ConfirmedAt = f.Confirmer, &a.decidedAt
+		if canonical.ValidDigest(r.ShownDigest) {
+			rec.ShownDigest = r.ShownDigest
+		}
+	}
 	validUntil := f.PolicyFreshUntil
 	level := cache.Miss
 

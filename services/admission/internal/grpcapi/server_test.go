@@ -157,7 +157,7 @@ func newRigWith(t *testing.T, src *sources, redis *redisclient.Client, edit func
 	c := cache.New(cache.Options{Redis: redis, RedisTimeout: 50 * time.Millisecond})
 	t.Cleanup(c.Close)
 	o := Options{Heads: heads, Material: replica.NewMaterial(src, src, src, 1000), Pointers: src, Cache: c,
-		Validator: args.NewValidator(100), Limits: args.DefaultLimits, Receipts: w, Replica: "test:1"}
+		Validator: args.NewValidator(100), Limits: args.DefaultLimits, Receipts: w, Replica: "test:1", Confirmers: v}
 	if edit != nil {
 		edit(&o)
 	}

@@ -54,9 +54,21 @@ func appendRow(b []byte, r *admissionv1.Receipt) ([]byte, error) {
 	if at == nil {
 		return b, errors.New("receipts: receipt without a decision time")
 	}
-	b = appendInt8(b, (at.GetSeconds()-postgresEpoch)*1_000_000+int64(at.GetNanos()/1000))
+	b = appendTimestamp(b, at.GetSeconds(), at.GetNanos())
 	b = appendText(b, r.GetReplica())
+	b = appendText(b, r.GetConfirmer())
+	if c := r.GetConfirmedAt(); c != nil {
+		b = appendTimestamp(b, c.GetSeconds(), c.GetNanos())
+	} else {
+		b = binary.BigEndian.AppendUint32(b, 0xffff_ffff) // NULL: length -1
+	}
+	b = appendText(b, r.GetShownDigest())
 	return b, nil
+}
+
+// appendTimestamp appends a timestamptz: microseconds since 2000-01-01.
+func appendTimestamp(b []byte, seconds int64, nanos int32) []byte {
+	return appendInt8(b, (seconds-postgresEpoch)*1_000_000+int64(nanos/1000))
 }
 
 func appendField(b, v []byte) []byte {

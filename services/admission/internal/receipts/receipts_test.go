@@ -340,3 +340,35 @@ func TestLookupWaitsForAnotherReplicasBatch(t *testing.T) {
 		t.Fatalf("canceled lookup: %v", err)
 	}
 }
+
+// A confirmed receipt keeps who confirmed, when and the shown digest
+// through both ways a batch is stored (the binary COPY and the INSERT of a
+// retried batch) and back; an unconfirmed one keeps them empty (NULL time).
+func TestConfirmerIsStoredAndLoaded(t *testing.T) {
+	pool := newPool(t)
+	ctx := context.Background()
+	w := New(pool, Options{Interval: time.Hour})
+	confirmed := func() *admissionv1.Receipt {
+		r := receipt("tenant-a", "alice")
+		r.Mode, r.Confirmer, r.ConfirmedAt = admissionv1.Mode_MODE_USER_CONFIRMED, "gateway", r.DecidedAt
+		r.ShownDigest = "sha256:" + fmt.Sprintf("%064x", 7)
+		return r
+	}
+	byCopy, plain := confirmed(), receipt("tenant-a", "alice")
+	if err := w.insert(ctx, []*admissionv1.Receipt{byCopy, plain}); err != nil {
+		t.Fatal(err)
+	}
+	byInsert := confirmed()
+	if err := w.insertSkippingStored(ctx, []*admissionv1.Receipt{byCopy, byInsert}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []*admissionv1.Receipt{byCopy, plain, byInsert} {
+		got, err := w.load(ctx, want.GetReceiptId())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(got, want) {
+			t.Fatalf("stored %v, want %v", got, want)
+		}
+	}
+}

@@ -11,12 +11,14 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	leasev1 "github.com/toolcrib/toolcrib/gen/toolcrib/lease/v1"
+	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/revision/lease"
 	"github.com/toolcrib/toolcrib/services/gateway/internal/bearer"
 	"github.com/toolcrib/toolcrib/services/gateway/internal/contract"
@@ -141,16 +143,25 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 	}
 
 	mode := admissionv1.Mode_MODE_AUTONOMOUS
+	callOpts := []grpc.CallOption{withToken(tok)}
+	var shownDigest string
 	if req.Params.RequestState != "" || len(req.Params.InputResponses) > 0 {
-		if why, detail := g.confirmed(ctx, st, rt, argDigest, req.Params); why != "" {
+		why, detail, digest := g.confirmed(ctx, st, rt, argDigest, req.Params)
+		if why != "" {
 			return denial(why, detail, "call the tool again to be asked anew"), outcomeDenied, why
 		}
-		mode = admissionv1.Mode_MODE_USER_CONFIRMED
+		// The user's token stays the principal; the gateway asserts the
+		// confirmation with its own confirmer token beside it.
+		mode, shownDigest = admissionv1.Mode_MODE_USER_CONFIRMED, digest
+		if g.opts.Confirmer != nil { // else admission denies it FORBIDDEN
+			callOpts = []grpc.CallOption{grpc.PerRPCCredentials(principal.Beside(principal.BearerToken(tok), g.opts.Confirmer))}
+		}
 	}
 	chk, err := g.opts.Admission.Check(ctx, &admissionv1.CheckRequest{
 		ToolId: rt.GetToolId(), Generation: rt.GetGeneration(), DescriptorDigest: rt.GetDescriptorDigest(),
 		PolicyEpoch: shown.epoch, Arguments: args, Mode: mode, AudienceClass: rt.GetAudienceClass(), RunId: st.runID,
-	}, withToken(tok))
+		ShownDigest: shownDigest,
+	}, callOpts...)
 	if err != nil {
 		return unavailable("admission", err), outcomeUnavailable, ReasonUnavailable
 	}
@@ -160,6 +171,12 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 			if !supportsInputRequests(req.Session) {
 				return denial(ReasonConfirmationUnanswerable, "this call needs the user's confirmation, and the client cannot be asked on this endpoint",
 					"connect with MCP protocol version 2026-07-28 or later, whose input-required results carry the confirmation"), outcomeDenied, ReasonConfirmationUnanswerable
+			}
+			if g.opts.Confirmer == nil {
+				// Asking would be for nothing: admission honours a
+				// confirmation only from a confirmer.
+				return denial(ReasonConfirmationUnanswerable, "this call needs the user's confirmation, and this gateway has no confirmer token to assert one",
+					"ask the operator to configure the gateway's --confirmer-token-file"), outcomeDenied, ReasonConfirmationUnanswerable
 			}
 			res, err := g.askConfirmation(ctx, st, shown, args, argDigest)
 			if err != nil {

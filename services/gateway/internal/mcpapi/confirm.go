@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
+	"github.com/toolcrib/toolcrib/platform/canonical"
 )
 
 // confirmInput is the id of the confirmation in an input-required result.
@@ -35,56 +36,75 @@ func (g *Gateway) confirmKey(nonce string) string {
 // input-required result: an elicitation showing the tool, its effect class
 // and the arguments, and a request state naming a single-use record (in
 // Redis, so any replica can take the retry) bound to this exact call.
+//
+// The record also keeps the digest of what the user is shown (see
+// [shownDigest]): the gateway states it when it asserts the confirmation,
+// and admission records it in the receipt.
 func (g *Gateway) askConfirmation(ctx context.Context, st *state, shown *shownTool, args []byte, argDigest string) (*mcp.CallToolResult, error) {
-	nonce := rand.Text()
-	if err := g.opts.Redis.Set(ctx, g.confirmKey(nonce), binding(st, shown.rt, argDigest), g.opts.ConfirmTTL).Err(); err != nil {
-		return nil, err
-	}
 	rt := shown.rt
 	msg := fmt.Sprintf("Allow the tool %s (%s, effect %s) to run with these arguments?\n%s",
 		shown.model.Name, rt.GetToolId(), effectName(rt.GetEffectClass()), bounded(string(args), maxArgsShown))
-	return &mcp.CallToolResult{
-		InputRequests: mcp.InputRequestMap{confirmInput: &mcp.ElicitParams{
-			Mode:    "form",
-			Message: msg,
-			RequestedSchema: map[string]any{
-				"type": "object",
-				"properties": map[string]any{
-					"confirm": map[string]any{"type": "boolean", "title": "Run " + shown.model.Name, "description": "Run this call once, with exactly these arguments."},
-				},
-				"required": []string{"confirm"},
+	ask := &mcp.ElicitParams{
+		Mode:    "form",
+		Message: msg,
+		RequestedSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"confirm": map[string]any{"type": "boolean", "title": "Run " + shown.model.Name, "description": "Run this call once, with exactly these arguments."},
 			},
-		}},
-		RequestState: nonce,
+			"required": []string{"confirm"},
+		},
+	}
+	digest, err := shownDigest(ask, argDigest)
+	if err != nil {
+		return nil, err
+	}
+	nonce := rand.Text()
+	if err := g.opts.Redis.Set(ctx, g.confirmKey(nonce), digest+"\x00"+binding(st, shown.rt, argDigest), g.opts.ConfirmTTL).Err(); err != nil {
+		return nil, err
+	}
+	return &mcp.CallToolResult{
+		InputRequests: mcp.InputRequestMap{confirmInput: ask},
+		RequestState:  nonce,
 	}, nil
+}
+
+// shownDigest is the digest of what a confirmation shows the user: the
+// canonical JSON (RFC 8785) of the elicitation (its message names the
+// tool, its id and effect class and quotes the arguments, cut at
+// [maxArgsShown] bytes; its form) and the digest of the whole arguments,
+// which the message may have cut.
+func shownDigest(ask *mcp.ElicitParams, argDigest string) (string, error) {
+	return canonical.DigestValue(map[string]any{"elicitation": ask, "argument_digest": argDigest})
 }
 
 // confirmed checks a retried call's confirmation: the request state must
 // name a live record made for this call (it is consumed), and the user
-// must have accepted with confirm = true. It returns "" when confirmed,
-// else the reason and a detail.
-func (g *Gateway) confirmed(ctx context.Context, st *state, rt *admissionv1.RuntimeTool, argDigest string, p *mcp.CallToolParamsRaw) (string, string) {
+// must have accepted with confirm = true. It returns "" and the digest of
+// what the user was shown when confirmed, else the reason and a detail.
+func (g *Gateway) confirmed(ctx context.Context, st *state, rt *admissionv1.RuntimeTool, argDigest string, p *mcp.CallToolParamsRaw) (why, detail, shown string) {
 	if len(p.RequestState) > 64 {
-		return reasonConfirmation, "the confirmation state is not one this gateway issued"
+		return reasonConfirmation, "the confirmation state is not one this gateway issued", ""
 	}
-	want, err := g.opts.Redis.GetDel(ctx, g.confirmKey(p.RequestState)).Result()
+	rec, err := g.opts.Redis.GetDel(ctx, g.confirmKey(p.RequestState)).Result()
 	if errors.Is(err, redis.Nil) {
-		return reasonConfirmation, "the confirmation expired, was already used, or was never asked for"
+		return reasonConfirmation, "the confirmation expired, was already used, or was never asked for", ""
 	}
 	if err != nil {
-		return ReasonUnavailable, "the confirmation could not be checked (redis did not answer); nothing was run"
+		return ReasonUnavailable, "the confirmation could not be checked (redis did not answer); nothing was run", ""
 	}
-	if want != binding(st, rt, argDigest) {
-		return reasonConfirmation, "the confirmation was given for another call (tool or arguments differ)"
+	shown, want, _ := strings.Cut(rec, "\x00")
+	if want != binding(st, rt, argDigest) || !canonical.ValidDigest(shown) {
+		return reasonConfirmation, "the confirmation was given for another call (tool or arguments differ)", ""
 	}
 	resp, ok := p.InputResponses[confirmInput].(*mcp.ElicitResult)
 	if !ok {
-		return reasonConfirmation, "the retried call carries no answer to the confirmation"
+		return reasonConfirmation, "the retried call carries no answer to the confirmation", ""
 	}
 	if resp.Action != "accept" || !accepted(resp.Content["confirm"]) {
-		return ReasonUserDeclined, "the user did not confirm the call"
+		return ReasonUserDeclined, "the user did not confirm the call", ""
 	}
-	return "", ""
+	return "", "", shown
 }
 
 const reasonConfirmation = "CONFIRMATION_REQUIRED"

@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	leasev1 "github.com/toolcrib/toolcrib/gen/toolcrib/lease/v1"
@@ -63,6 +64,14 @@ type Options struct {
 
 	// FindTools offers the find_tools search tool beside the visible set.
 	FindTools bool
+
+	// Confirmer sends the gateway's own confirmer token (under
+	// principal.ConfirmerMetadataKey) beside the user's token on the
+	// re-check of a call the user confirmed: only a confirmer may assert
+	// MODE_USER_CONFIRMED. Nil: the gateway cannot assert a confirmation,
+	// and a call that needs one is denied CONFIRMATION_UNANSWERABLE
+	// without asking the user.
+	Confirmer credentials.PerRPCCredentials
 
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger

@@ -21,6 +21,10 @@ const (
 	ReasonExpired = "DECISION_EXPIRED"
 	// ReasonArgumentsMismatch: the argument digest is not the decision's.
 	ReasonArgumentsMismatch = "ARGUMENTS_MISMATCH"
+	// ReasonUnconfirmed: a MODE_USER_CONFIRMED ALLOW whose receipt names
+	// no confirmer (only a confirmer may assert a confirmation; admission
+	// denies such a Check, so this is a receipt it did not make that way).
+	ReasonUnconfirmed = "CONFIRMER_MISSING"
 )
 
 // DefaultTTL is a lease's lifetime when the request names none.
@@ -39,7 +43,7 @@ func (r *Refusal) Error() string { return r.Reason + ": " + r.Message }
 // Permission reports whether the refusal is about who asks (PERMISSION_DENIED)
 // rather than the state of the decision (FAILED_PRECONDITION).
 func (r *Refusal) Permission() bool {
-	return r.Reason == ReasonOtherPrincipal || r.Reason == ReasonNotAllow
+	return r.Reason == ReasonOtherPrincipal || r.Reason == ReasonNotAllow || r.Reason == ReasonUnconfirmed
 }
 
 // Principal is the verified caller of Issue.
@@ -65,6 +69,8 @@ type Window struct {
 //     before the decision itself, so another principal's receipt reveals
 //     nothing;
 //  3. [ReasonNotAllow]: the decision is not ALLOW;
+//     [ReasonUnconfirmed]: an ALLOW in MODE_USER_CONFIRMED whose receipt
+//     names no confirmer;
 //  4. [ReasonExpired]: now is at or past valid_until, or less than a whole
 //     second of it is left;
 //  5. [ReasonArgumentsMismatch]: argumentDigest is not the receipt's.
@@ -81,6 +87,9 @@ func Decide(now time.Time, p Principal, d decision.Decision, argumentDigest stri
 	}
 	if r.GetDecision() != admissionv1.Decision_DECISION_ALLOW {
 		return Window{}, &Refusal{ReasonNotAllow, "the decision is not ALLOW (reason " + r.GetReason().String() + ")"}
+	}
+	if r.GetMode() == admissionv1.Mode_MODE_USER_CONFIRMED && r.GetConfirmer() == "" {
+		return Window{}, &Refusal{ReasonUnconfirmed, "the decision is user-confirmed but names no confirmer; only a confirmer may assert a confirmation"}
 	}
 	if r.GetReceiptId() == "" || r.GetServerId() == "" || r.GetToolId() == "" || r.GetGeneration() < 1 || r.GetDescriptorDigest() == "" {
 		return Window{}, &Refusal{ReasonReceiptIncomplete, "the receipt lacks its id, server, tool, generation or descriptor digest"}

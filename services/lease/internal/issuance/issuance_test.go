@@ -46,6 +46,17 @@ func TestDecideRefusesOneReasonPerCause(t *testing.T) {
 		{"expired", func(d *decision.Decision, _ *Principal, _ *string) { d.ValidUntil = now }, ReasonExpired},
 		{"under a second left", func(d *decision.Decision, _ *Principal, _ *string) { d.ValidUntil = now.Add(600 * time.Millisecond) }, ReasonExpired},
 		{"other arguments", func(_ *decision.Decision, _ *Principal, a *string) { *a = "sha256:" + strings.Repeat("b", 64) }, ReasonArgumentsMismatch},
+		{"user-confirmed, no confirmer", func(d *decision.Decision, _ *Principal, _ *string) {
+			d.Receipt.Mode = admissionv1.Mode_MODE_USER_CONFIRMED
+		}, ReasonUnconfirmed},
+		{"another principal's unconfirmed", func(d *decision.Decision, p *Principal, _ *string) {
+			p.Subject = "mallory"
+			d.Receipt.Mode = admissionv1.Mode_MODE_USER_CONFIRMED
+		}, ReasonOtherPrincipal},
+		{"expired unconfirmed", func(d *decision.Decision, _ *Principal, _ *string) {
+			d.Receipt.Mode = admissionv1.Mode_MODE_USER_CONFIRMED
+			d.ValidUntil = now
+		}, ReasonUnconfirmed},
 		// Adjacent pairs: the earlier cause wins.
 		{"another principal's DENY", func(d *decision.Decision, p *Principal, _ *string) {
 			p.Subject = "mallory"
@@ -66,6 +77,15 @@ func TestDecideRefusesOneReasonPerCause(t *testing.T) {
 				t.Fatalf("Decide = %v, want %s", r, tc.want)
 			}
 		})
+	}
+}
+
+// A user-confirmed ALLOW that names its confirmer gets a lease.
+func TestDecideIssuesAConfirmedDecision(t *testing.T) {
+	d := allow()
+	d.Receipt.Mode, d.Receipt.Confirmer = admissionv1.Mode_MODE_USER_CONFIRMED, "gateway"
+	if _, r := Decide(now, alice, d, arg, 0); r != nil {
+		t.Fatalf("confirmed decision refused: %v", r)
 	}
 }
 

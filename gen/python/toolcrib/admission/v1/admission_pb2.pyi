@@ -15,7 +15,7 @@ MODE_UNSPECIFIED: Mode
 MODE_USER_CONFIRMED: Mode
 
 class CheckRequest(_message.Message):
-    __slots__ = ["arguments", "audience_class", "descriptor_digest", "generation", "mode", "policy_epoch", "run_id", "tool_id"]
+    __slots__ = ["arguments", "audience_class", "descriptor_digest", "generation", "mode", "policy_epoch", "run_id", "shown_digest", "tool_id"]
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTOR_DIGEST_FIELD_NUMBER: _ClassVar[int]
@@ -23,6 +23,7 @@ class CheckRequest(_message.Message):
     MODE_FIELD_NUMBER: _ClassVar[int]
     POLICY_EPOCH_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SHOWN_DIGEST_FIELD_NUMBER: _ClassVar[int]
     TOOL_ID_FIELD_NUMBER: _ClassVar[int]
     arguments: bytes
     audience_class: str
@@ -31,8 +32,9 @@ class CheckRequest(_message.Message):
     mode: Mode
     policy_epoch: int
     run_id: str
+    shown_digest: str
     tool_id: str
-    def __init__(self, tool_id: _Optional[str] = ..., generation: _Optional[int] = ..., descriptor_digest: _Optional[str] = ..., policy_epoch: _Optional[int] = ..., arguments: _Optional[bytes] = ..., mode: _Optional[_Union[Mode, str]] = ..., run_id: _Optional[str] = ..., audience_class: _Optional[str] = ...) -> None: ...
+    def __init__(self, tool_id: _Optional[str] = ..., generation: _Optional[int] = ..., descriptor_digest: _Optional[str] = ..., policy_epoch: _Optional[int] = ..., arguments: _Optional[bytes] = ..., mode: _Optional[_Union[Mode, str]] = ..., run_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., shown_digest: _Optional[str] = ...) -> None: ...
 
 class CheckResponse(_message.Message):
     __slots__ = ["current_descriptor_digest", "current_generation", "current_policy_epoch", "decision", "detail", "reason", "receipt", "valid_until"]
@@ -109,9 +111,11 @@ class ModelTool(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., input_schema: _Optional[bytes] = ...) -> None: ...
 
 class Receipt(_message.Message):
-    __slots__ = ["argument_digest", "audience_class", "decided_at", "decision", "descriptor_digest", "effect_class", "generation", "mode", "policy_epoch", "reason", "receipt_id", "replica", "run_id", "server_id", "subject", "tenant_id", "tool_id"]
+    __slots__ = ["argument_digest", "audience_class", "confirmed_at", "confirmer", "decided_at", "decision", "descriptor_digest", "effect_class", "generation", "mode", "policy_epoch", "reason", "receipt_id", "replica", "run_id", "server_id", "shown_digest", "subject", "tenant_id", "tool_id"]
     ARGUMENT_DIGEST_FIELD_NUMBER: _ClassVar[int]
     AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    CONFIRMED_AT_FIELD_NUMBER: _ClassVar[int]
+    CONFIRMER_FIELD_NUMBER: _ClassVar[int]
     DECIDED_AT_FIELD_NUMBER: _ClassVar[int]
     DECISION_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTOR_DIGEST_FIELD_NUMBER: _ClassVar[int]
@@ -124,11 +128,14 @@ class Receipt(_message.Message):
     REPLICA_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    SHOWN_DIGEST_FIELD_NUMBER: _ClassVar[int]
     SUBJECT_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     TOOL_ID_FIELD_NUMBER: _ClassVar[int]
     argument_digest: str
     audience_class: str
+    confirmed_at: _timestamp_pb2.Timestamp
+    confirmer: str
     decided_at: _timestamp_pb2.Timestamp
     decision: Decision
     descriptor_digest: str
@@ -141,10 +148,11 @@ class Receipt(_message.Message):
     replica: str
     run_id: str
     server_id: str
+    shown_digest: str
     subject: str
     tenant_id: str
     tool_id: str
-    def __init__(self, receipt_id: _Optional[str] = ..., decision: _Optional[_Union[Decision, str]] = ..., reason: _Optional[_Union[_catalog_pb2.DecisionReason, str]] = ..., tenant_id: _Optional[str] = ..., subject: _Optional[str] = ..., tool_id: _Optional[str] = ..., server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., generation: _Optional[int] = ..., descriptor_digest: _Optional[str] = ..., policy_epoch: _Optional[int] = ..., argument_digest: _Optional[str] = ..., mode: _Optional[_Union[Mode, str]] = ..., run_id: _Optional[str] = ..., decided_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., replica: _Optional[str] = ..., effect_class: _Optional[_Union[_catalog_pb2.EffectClass, str]] = ...) -> None: ...
+    def __init__(self, receipt_id: _Optional[str] = ..., decision: _Optional[_Union[Decision, str]] = ..., reason: _Optional[_Union[_catalog_pb2.DecisionReason, str]] = ..., tenant_id: _Optional[str] = ..., subject: _Optional[str] = ..., tool_id: _Optional[str] = ..., server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., generation: _Optional[int] = ..., descriptor_digest: _Optional[str] = ..., policy_epoch: _Optional[int] = ..., argument_digest: _Optional[str] = ..., mode: _Optional[_Union[Mode, str]] = ..., run_id: _Optional[str] = ..., decided_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., replica: _Optional[str] = ..., effect_class: _Optional[_Union[_catalog_pb2.EffectClass, str]] = ..., confirmer: _Optional[str] = ..., confirmed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., shown_digest: _Optional[str] = ...) -> None: ...
 
 class RuntimeTool(_message.Message):
     __slots__ = ["audience_class", "confirmation_required", "descriptor_digest", "effect_class", "generation", "server_id", "source_state", "tool_id"]

@@ -60,7 +60,8 @@ class LeaseServiceServicer(object):
         longer active or compatible (Check again: Verify would refuse such a
         lease); UNAVAILABLE `STALE_POLICY` when this replica cannot prove its
         view fresh; PERMISSION_DENIED when the decision is not ALLOW or belongs
-        to another principal.
+        to another principal, and (ErrorInfo reason `CONFIRMER_MISSING`) when
+        it is a MODE_USER_CONFIRMED ALLOW whose receipt names no confirmer.
 
         One decision, one execution: a receipt (cited by `receipt_id`, or made
         by the inline `check`) is redeemed for at most one lease, across every
@@ -72,6 +73,12 @@ class LeaseServiceServicer(object):
         again). When the claim cannot be confirmed (the shared single-use store
         does not answer) Issue is UNAVAILABLE `LEDGER_UNAVAILABLE` and nothing
         is issued.
+
+        An inline `check` in MODE_USER_CONFIRMED is decided by admission as a
+        Check sent there directly: the request's `toolcrib-confirmer` metadata
+        (a confirmer's token beside the user's `authorization`) is forwarded
+        with it, and without a confirmer admission denies it FORBIDDEN, so no
+        lease is issued (PERMISSION_DENIED `DECISION_NOT_ALLOW`).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

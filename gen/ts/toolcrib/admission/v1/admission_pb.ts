@@ -22,7 +22,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file toolcrib/admission/v1/admission.proto.
  */
 export const file_toolcrib_admission_v1_admission: GenFile = /*@__PURE__*/
-  fileDesc("CiV0b29sY3JpYi9hZG1pc3Npb24vdjEvYWRtaXNzaW9uLnByb3RvEhV0b29sY3JpYi5hZG1pc3Npb24udjEi9wMKB1JlY2VpcHQSEgoKcmVjZWlwdF9pZBgBIAEoCRIxCghkZWNpc2lvbhgCIAEoDjIfLnRvb2xjcmliLmFkbWlzc2lvbi52MS5EZWNpc2lvbhIzCgZyZWFzb24YAyABKA4yIy50b29sY3JpYi5jYXRhbG9nLnYxLkRlY2lzaW9uUmVhc29uEhEKCXRlbmFudF9pZBgEIAEoCRIPCgdzdWJqZWN0GAUgASgJEg8KB3Rvb2xfaWQYBiABKAkSEQoJc2VydmVyX2lkGAcgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAggASgJEhIKCmdlbmVyYXRpb24YCSABKAMSGQoRZGVzY3JpcHRvcl9kaWdlc3QYCiABKAkSFAoMcG9saWN5X2Vwb2NoGAsgASgDEhcKD2FyZ3VtZW50X2RpZ2VzdBgMIAEoCRIpCgRtb2RlGA0gASgOMhsudG9vbGNyaWIuYWRtaXNzaW9uLnYxLk1vZGUSDgoGcnVuX2lkGA4gASgJEi4KCmRlY2lkZWRfYXQYDyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3JlcGxpY2EYECABKAkSNgoMZWZmZWN0X2NsYXNzGBEgASgOMiAudG9vbGNyaWIuY2F0YWxvZy52MS5FZmZlY3RDbGFzcyLKAQoMQ2hlY2tSZXF1ZXN0Eg8KB3Rvb2xfaWQYASABKAkSEgoKZ2VuZXJhdGlvbhgCIAEoAxIZChFkZXNjcmlwdG9yX2RpZ2VzdBgDIAEoCRIUCgxwb2xpY3lfZXBvY2gYBCABKAMSEQoJYXJndW1lbnRzGAUgASgMEikKBG1vZGUYBiABKA4yGy50b29sY3JpYi5hZG1pc3Npb24udjEuTW9kZRIOCgZydW5faWQYByABKAkSFgoOYXVkaWVuY2VfY2xhc3MYCCABKAkixgIKDUNoZWNrUmVzcG9uc2USMQoIZGVjaXNpb24YASABKA4yHy50b29sY3JpYi5hZG1pc3Npb24udjEuRGVjaXNpb24SMwoGcmVhc29uGAIgASgOMiMudG9vbGNyaWIuY2F0YWxvZy52MS5EZWNpc2lvblJlYXNvbhIOCgZkZXRhaWwYAyABKAkSLwoHcmVjZWlwdBgEIAEoCzIeLnRvb2xjcmliLmFkbWlzc2lvbi52MS5SZWNlaXB0Ei8KC3ZhbGlkX3VudGlsGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIaChJjdXJyZW50X2dlbmVyYXRpb24YBiABKAMSIQoZY3VycmVudF9kZXNjcmlwdG9yX2RpZ2VzdBgHIAEoCRIcChRjdXJyZW50X3BvbGljeV9lcG9jaBgIIAEoAyJECglNb2RlbFRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIUCgxpbnB1dF9zY2hlbWEYAyABKAwiigIKC1J1bnRpbWVUb29sEg8KB3Rvb2xfaWQYASABKAkSEQoJc2VydmVyX2lkGAIgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAMgASgJEhIKCmdlbmVyYXRpb24YBCABKAMSGQoRZGVzY3JpcHRvcl9kaWdlc3QYBSABKAkSNgoMZWZmZWN0X2NsYXNzGAYgASgOMiAudG9vbGNyaWIuY2F0YWxvZy52MS5FZmZlY3RDbGFzcxI5Cgxzb3VyY2Vfc3RhdGUYByABKA4yIy50b29sY3JpYi5jYXRhbG9nLnYxLkRpc2NvdmVyeVN0YXRlEh0KFWNvbmZpcm1hdGlvbl9yZXF1aXJlZBgIIAEoCCJzCgtWaXNpYmxlVG9vbBIvCgVtb2RlbBgBIAEoCzIgLnRvb2xjcmliLmFkbWlzc2lvbi52MS5Nb2RlbFRvb2wSMwoHcnVudGltZRgCIAEoCzIiLnRvb2xjcmliLmFkbWlzc2lvbi52MS5SdW50aW1lVG9vbCKYAQoXTGlzdFZpc2libGVUb29sc1JlcXVlc3QSOAoOZWZmZWN0X2NsYXNzZXMYASADKA4yIC50b29sY3JpYi5jYXRhbG9nLnYxLkVmZmVjdENsYXNzEg0KBXF1ZXJ5GAIgASgJEhEKCW1heF9ieXRlcxgDIAEoAxIRCgltYXhfdG9vbHMYBCABKAUSDgoGcnVuX2lkGAUgASgJIuABChhMaXN0VmlzaWJsZVRvb2xzUmVzcG9uc2USMQoFdG9vbHMYASADKAsyIi50b29sY3JpYi5hZG1pc3Npb24udjEuVmlzaWJsZVRvb2wSFAoMcG9saWN5X2Vwb2NoGAIgASgDEhEKCXRydW5jYXRlZBgDIAEoCBIaChJ2aXNpYmxlX3NldF9kaWdlc3QYBCABKAkSFQoNdmlzaWJsZV9jb3VudBgFIAEoBRI1CgdzZXJ2ZXJzGAYgAygLMiQudG9vbGNyaWIuYWRtaXNzaW9uLnYxLlZpc2libGVTZXJ2ZXIiOgoNVmlzaWJsZVNlcnZlchIRCglzZXJ2ZXJfaWQYASABKAkSFgoOYXVkaWVuY2VfY2xhc3MYAiABKAkiJwoRR2V0UmVjZWlwdFJlcXVlc3QSEgoKcmVjZWlwdF9pZBgBIAEoCSJ2ChJHZXRSZWNlaXB0UmVzcG9uc2USLwoHcmVjZWlwdBgBIAEoCzIeLnRvb2xjcmliLmFkbWlzc2lvbi52MS5SZWNlaXB0Ei8KC3ZhbGlkX3VudGlsGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKFAQoZU3VtbWFyaXplRGVjaXNpb25zUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSFgoOYXVkaWVuY2VfY2xhc3MYAiABKAkSEgoKZ2VuZXJhdGlvbhgDIAEoAxIpCgVzaW5jZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiSAoLVG9vbERlbmlhbHMSDwoHdG9vbF9pZBgBIAEoCRIRCglub3RfZm91bmQYAiABKAMSFQoNc3RhbGVfY2F0YWxvZxgDIAEoAyJyChpTdW1tYXJpemVEZWNpc2lvbnNSZXNwb25zZRIOCgZjaGVja3MYASABKAMSMQoFdG9vbHMYAiADKAsyIi50b29sY3JpYi5hZG1pc3Npb24udjEuVG9vbERlbmlhbHMSEQoJdHJ1bmNhdGVkGAMgASgIKkoKBE1vZGUSFAoQTU9ERV9VTlNQRUNJRklFRBAAEhMKD01PREVfQVVUT05PTU9VUxABEhcKE01PREVfVVNFUl9DT05GSVJNRUQQAipLCghEZWNpc2lvbhIYChRERUNJU0lPTl9VTlNQRUNJRklFRBAAEhIKDkRFQ0lTSU9OX0FMTE9XEAESEQoNREVDSVNJT05fREVOWRACMrkDChBBZG1pc3Npb25TZXJ2aWNlElIKBUNoZWNrEiMudG9vbGNyaWIuYWRtaXNzaW9uLnYxLkNoZWNrUmVxdWVzdBokLnRvb2xjcmliLmFkbWlzc2lvbi52MS5DaGVja1Jlc3BvbnNlEnMKEExpc3RWaXNpYmxlVG9vbHMSLi50b29sY3JpYi5hZG1pc3Npb24udjEuTGlzdFZpc2libGVUb29sc1JlcXVlc3QaLy50b29sY3JpYi5hZG1pc3Npb24udjEuTGlzdFZpc2libGVUb29sc1Jlc3BvbnNlEmEKCkdldFJlY2VpcHQSKC50b29sY3JpYi5hZG1pc3Npb24udjEuR2V0UmVjZWlwdFJlcXVlc3QaKS50b29sY3JpYi5hZG1pc3Npb24udjEuR2V0UmVjZWlwdFJlc3BvbnNlEnkKElN1bW1hcml6ZURlY2lzaW9ucxIwLnRvb2xjcmliLmFkbWlzc2lvbi52MS5TdW1tYXJpemVEZWNpc2lvbnNSZXF1ZXN0GjEudG9vbGNyaWIuYWRtaXNzaW9uLnYxLlN1bW1hcml6ZURlY2lzaW9uc1Jlc3BvbnNlQuUBChljb20udG9vbGNyaWIuYWRtaXNzaW9uLnYxQg5BZG1pc3Npb25Qcm90b1ABWkJnaXRodWIuY29tL3Rvb2xjcmliL3Rvb2xjcmliL2dlbi90b29sY3JpYi9hZG1pc3Npb24vdjE7YWRtaXNzaW9udjGiAgNUQViqAhVUb29sY3JpYi5BZG1pc3Npb24uVjHKAhVUb29sY3JpYlxBZG1pc3Npb25cVjHiAiFUb29sY3JpYlxBZG1pc3Npb25cVjFcR1BCTWV0YWRhdGHqAhdUb29sY3JpYjo6QWRtaXNzaW9uOjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp, file_toolcrib_catalog_v1_catalog]);
+  fileDesc("CiV0b29sY3JpYi9hZG1pc3Npb24vdjEvYWRtaXNzaW9uLnByb3RvEhV0b29sY3JpYi5hZG1pc3Npb24udjEi0gQKB1JlY2VpcHQSEgoKcmVjZWlwdF9pZBgBIAEoCRIxCghkZWNpc2lvbhgCIAEoDjIfLnRvb2xjcmliLmFkbWlzc2lvbi52MS5EZWNpc2lvbhIzCgZyZWFzb24YAyABKA4yIy50b29sY3JpYi5jYXRhbG9nLnYxLkRlY2lzaW9uUmVhc29uEhEKCXRlbmFudF9pZBgEIAEoCRIPCgdzdWJqZWN0GAUgASgJEg8KB3Rvb2xfaWQYBiABKAkSEQoJc2VydmVyX2lkGAcgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAggASgJEhIKCmdlbmVyYXRpb24YCSABKAMSGQoRZGVzY3JpcHRvcl9kaWdlc3QYCiABKAkSFAoMcG9saWN5X2Vwb2NoGAsgASgDEhcKD2FyZ3VtZW50X2RpZ2VzdBgMIAEoCRIpCgRtb2RlGA0gASgOMhsudG9vbGNyaWIuYWRtaXNzaW9uLnYxLk1vZGUSDgoGcnVuX2lkGA4gASgJEi4KCmRlY2lkZWRfYXQYDyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3JlcGxpY2EYECABKAkSNgoMZWZmZWN0X2NsYXNzGBEgASgOMiAudG9vbGNyaWIuY2F0YWxvZy52MS5FZmZlY3RDbGFzcxIRCgljb25maXJtZXIYEiABKAkSMAoMY29uZmlybWVkX2F0GBMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgxzaG93bl9kaWdlc3QYFCABKAki4AEKDENoZWNrUmVxdWVzdBIPCgd0b29sX2lkGAEgASgJEhIKCmdlbmVyYXRpb24YAiABKAMSGQoRZGVzY3JpcHRvcl9kaWdlc3QYAyABKAkSFAoMcG9saWN5X2Vwb2NoGAQgASgDEhEKCWFyZ3VtZW50cxgFIAEoDBIpCgRtb2RlGAYgASgOMhsudG9vbGNyaWIuYWRtaXNzaW9uLnYxLk1vZGUSDgoGcnVuX2lkGAcgASgJEhYKDmF1ZGllbmNlX2NsYXNzGAggASgJEhQKDHNob3duX2RpZ2VzdBgJIAEoCSLGAgoNQ2hlY2tSZXNwb25zZRIxCghkZWNpc2lvbhgBIAEoDjIfLnRvb2xjcmliLmFkbWlzc2lvbi52MS5EZWNpc2lvbhIzCgZyZWFzb24YAiABKA4yIy50b29sY3JpYi5jYXRhbG9nLnYxLkRlY2lzaW9uUmVhc29uEg4KBmRldGFpbBgDIAEoCRIvCgdyZWNlaXB0GAQgASgLMh4udG9vbGNyaWIuYWRtaXNzaW9uLnYxLlJlY2VpcHQSLwoLdmFsaWRfdW50aWwYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhoKEmN1cnJlbnRfZ2VuZXJhdGlvbhgGIAEoAxIhChljdXJyZW50X2Rlc2NyaXB0b3JfZGlnZXN0GAcgASgJEhwKFGN1cnJlbnRfcG9saWN5X2Vwb2NoGAggASgDIkQKCU1vZGVsVG9vbBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhQKDGlucHV0X3NjaGVtYRgDIAEoDCKKAgoLUnVudGltZVRvb2wSDwoHdG9vbF9pZBgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSFgoOYXVkaWVuY2VfY2xhc3MYAyABKAkSEgoKZ2VuZXJhdGlvbhgEIAEoAxIZChFkZXNjcmlwdG9yX2RpZ2VzdBgFIAEoCRI2CgxlZmZlY3RfY2xhc3MYBiABKA4yIC50b29sY3JpYi5jYXRhbG9nLnYxLkVmZmVjdENsYXNzEjkKDHNvdXJjZV9zdGF0ZRgHIAEoDjIjLnRvb2xjcmliLmNhdGFsb2cudjEuRGlzY292ZXJ5U3RhdGUSHQoVY29uZmlybWF0aW9uX3JlcXVpcmVkGAggASgIInMKC1Zpc2libGVUb29sEi8KBW1vZGVsGAEgASgLMiAudG9vbGNyaWIuYWRtaXNzaW9uLnYxLk1vZGVsVG9vbBIzCgdydW50aW1lGAIgASgLMiIudG9vbGNyaWIuYWRtaXNzaW9uLnYxLlJ1bnRpbWVUb29sIpgBChdMaXN0VmlzaWJsZVRvb2xzUmVxdWVzdBI4Cg5lZmZlY3RfY2xhc3NlcxgBIAMoDjIgLnRvb2xjcmliLmNhdGFsb2cudjEuRWZmZWN0Q2xhc3MSDQoFcXVlcnkYAiABKAkSEQoJbWF4X2J5dGVzGAMgASgDEhEKCW1heF90b29scxgEIAEoBRIOCgZydW5faWQYBSABKAki4AEKGExpc3RWaXNpYmxlVG9vbHNSZXNwb25zZRIxCgV0b29scxgBIAMoCzIiLnRvb2xjcmliLmFkbWlzc2lvbi52MS5WaXNpYmxlVG9vbBIUCgxwb2xpY3lfZXBvY2gYAiABKAMSEQoJdHJ1bmNhdGVkGAMgASgIEhoKEnZpc2libGVfc2V0X2RpZ2VzdBgEIAEoCRIVCg12aXNpYmxlX2NvdW50GAUgASgFEjUKB3NlcnZlcnMYBiADKAsyJC50b29sY3JpYi5hZG1pc3Npb24udjEuVmlzaWJsZVNlcnZlciI6Cg1WaXNpYmxlU2VydmVyEhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCSInChFHZXRSZWNlaXB0UmVxdWVzdBISCgpyZWNlaXB0X2lkGAEgASgJInYKEkdldFJlY2VpcHRSZXNwb25zZRIvCgdyZWNlaXB0GAEgASgLMh4udG9vbGNyaWIuYWRtaXNzaW9uLnYxLlJlY2VpcHQSLwoLdmFsaWRfdW50aWwYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIoUBChlTdW1tYXJpemVEZWNpc2lvbnNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIWCg5hdWRpZW5jZV9jbGFzcxgCIAEoCRISCgpnZW5lcmF0aW9uGAMgASgDEikKBXNpbmNlGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJICgtUb29sRGVuaWFscxIPCgd0b29sX2lkGAEgASgJEhEKCW5vdF9mb3VuZBgCIAEoAxIVCg1zdGFsZV9jYXRhbG9nGAMgASgDInIKGlN1bW1hcml6ZURlY2lzaW9uc1Jlc3BvbnNlEg4KBmNoZWNrcxgBIAEoAxIxCgV0b29scxgCIAMoCzIiLnRvb2xjcmliLmFkbWlzc2lvbi52MS5Ub29sRGVuaWFscxIRCgl0cnVuY2F0ZWQYAyABKAgqSgoETW9kZRIUChBNT0RFX1VOU1BFQ0lGSUVEEAASEwoPTU9ERV9BVVRPTk9NT1VTEAESFwoTTU9ERV9VU0VSX0NPTkZJUk1FRBACKksKCERlY2lzaW9uEhgKFERFQ0lTSU9OX1VOU1BFQ0lGSUVEEAASEgoOREVDSVNJT05fQUxMT1cQARIRCg1ERUNJU0lPTl9ERU5ZEAIyuQMKEEFkbWlzc2lvblNlcnZpY2USUgoFQ2hlY2sSIy50b29sY3JpYi5hZG1pc3Npb24udjEuQ2hlY2tSZXF1ZXN0GiQudG9vbGNyaWIuYWRtaXNzaW9uLnYxLkNoZWNrUmVzcG9uc2UScwoQTGlzdFZpc2libGVUb29scxIuLnRvb2xjcmliLmFkbWlzc2lvbi52MS5MaXN0VmlzaWJsZVRvb2xzUmVxdWVzdBovLnRvb2xjcmliLmFkbWlzc2lvbi52MS5MaXN0VmlzaWJsZVRvb2xzUmVzcG9uc2USYQoKR2V0UmVjZWlwdBIoLnRvb2xjcmliLmFkbWlzc2lvbi52MS5HZXRSZWNlaXB0UmVxdWVzdBopLnRvb2xjcmliLmFkbWlzc2lvbi52MS5HZXRSZWNlaXB0UmVzcG9uc2USeQoSU3VtbWFyaXplRGVjaXNpb25zEjAudG9vbGNyaWIuYWRtaXNzaW9uLnYxLlN1bW1hcml6ZURlY2lzaW9uc1JlcXVlc3QaMS50b29sY3JpYi5hZG1pc3Npb24udjEuU3VtbWFyaXplRGVjaXNpb25zUmVzcG9uc2VC5QEKGWNvbS50b29sY3JpYi5hZG1pc3Npb24udjFCDkFkbWlzc2lvblByb3RvUAFaQmdpdGh1Yi5jb20vdG9vbGNyaWIvdG9vbGNyaWIvZ2VuL3Rvb2xjcmliL2FkbWlzc2lvbi92MTthZG1pc3Npb252MaICA1RBWKoCFVRvb2xjcmliLkFkbWlzc2lvbi5WMcoCFVRvb2xjcmliXEFkbWlzc2lvblxWMeICIVRvb2xjcmliXEFkbWlzc2lvblxWMVxHUEJNZXRhZGF0YeoCF1Rvb2xjcmliOjpBZG1pc3Npb246OlYxYgZwcm90bzM", [file_google_protobuf_timestamp, file_toolcrib_catalog_v1_catalog]);
 
 /**
  * Receipt binds one decision to what it was made from. Written to Postgres
@@ -154,6 +154,33 @@ export type Receipt = Message<"toolcrib.admission.v1.Receipt"> & {
    * @generated from field: toolcrib.catalog.v1.EffectClass effect_class = 17;
    */
   effectClass: EffectClass;
+
+  /**
+   * Subject of the confirmer that asserted the user's confirmation (the
+   * token in `toolcrib-confirmer`); empty when the mode is not
+   * MODE_USER_CONFIRMED or no valid confirmer asserted it (then the
+   * decision is a FORBIDDEN denial).
+   *
+   * @generated from field: string confirmer = 18;
+   */
+  confirmer: string;
+
+  /**
+   * When the confirmer asserted the confirmation: the decision time of the
+   * Check that carried it. Unset when `confirmer` is empty.
+   *
+   * @generated from field: google.protobuf.Timestamp confirmed_at = 19;
+   */
+  confirmedAt?: Timestamp | undefined;
+
+  /**
+   * `sha256:<hex>` of what the user was shown and confirmed, as the
+   * confirmer stated it (CheckRequest.shown_digest); empty when
+   * `confirmer` is empty or the confirmer stated none.
+   *
+   * @generated from field: string shown_digest = 20;
+   */
+  shownDigest: string;
 };
 
 /**
@@ -227,6 +254,18 @@ export type CheckRequest = Message<"toolcrib.admission.v1.CheckRequest"> & {
    * @generated from field: string audience_class = 8;
    */
   audienceClass: string;
+
+  /**
+   * `sha256:<64 lowercase hex>` of what the confirmer showed the user
+   * before the user confirmed (the gateway: the tool, its effect class
+   * and the arguments of its confirmation request), recorded in the
+   * receipt. Optional, and only with MODE_USER_CONFIRMED: empty means the
+   * confirmer states no digest (the receipt's shown_digest is then
+   * empty); set with another mode, or malformed, it is INVALID_INPUT.
+   *
+   * @generated from field: string shown_digest = 9;
+   */
+  shownDigest: string;
 };
 
 /**
@@ -779,7 +818,15 @@ export enum Mode {
   AUTONOMOUS = 1,
 
   /**
-   * A user confirmed this exact call.
+   * A user confirmed this exact call. Only a confirmer may assert it: the
+   * gateway, or a host runtime acting for the user, identified by its own
+   * token (the confirmer group of the platform tenant) in the metadata
+   * `toolcrib-confirmer: Bearer <token>`, beside the user's own token in
+   * `authorization` (RFC 8693 `act`-style). A user's token alone asking
+   * for this mode is denied FORBIDDEN, the detail saying a confirmer must
+   * assert the confirmation; so is a confirmer header whose token is
+   * invalid or not a confirmer's (a tenant user's, an admin's, a
+   * service's).
    *
    * @generated from enum value: MODE_USER_CONFIRMED = 2;
    */
@@ -847,6 +894,11 @@ export const AdmissionService: GenService<{
    *  2. FORBIDDEN: the request names an audience class of another tenant
    *     (the class name carries its tenant; no lookup is made, so the answer
    *     is the same whether or not that class exists).
+   *     FORBIDDEN (the detail saying a confirmer must assert the
+   *     confirmation) right after it: the mode is MODE_USER_CONFIRMED and
+   *     the request carries no valid confirmer token beside the user's (see
+   *     Mode). Decided before anything is looked up, so a user's token alone
+   *     learns nothing from asking in that mode.
    *  3. STALE_POLICY: the replica's newest heartbeat from either Watch stream
    *     is older than its validity window (I8).
    *  4. NOT_FOUND: the tool's server is read by no audience class the
@@ -891,6 +943,14 @@ export const AdmissionService: GenService<{
    * 15. ARGUMENTS_INVALID: the arguments fail the pinned input schema; the
    *     detail names the JSON pointer of the first violation.
    * 16. ALLOW.
+   *
+   * The `authorization` token is always the principal decided for (the
+   * user). In MODE_USER_CONFIRMED the request must also carry the metadata
+   * `toolcrib-confirmer: Bearer <token>` of a confirmer (a member of the
+   * confirmer group, `--confirmer-group`, of the platform tenant; not an
+   * admin, not a service); the receipt then names the confirmer, the time
+   * and the digest of what was shown (Receipt.confirmer, confirmed_at,
+   * shown_digest).
    *
    * @generated from rpc toolcrib.admission.v1.AdmissionService.Check
    */
