@@ -326,7 +326,7 @@ func (s *Session) transport(t Target) (mcp.Transport, *Fault) {
 		dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 		dial := dialer.DialContext
 		if o.Egress != nil {
-			if re := egress.Refused(o.Egress.CheckHost(u.Hostname())); re != nil {
+			if re := egress.Refused(o.Egress.CheckURL(t.URL)); re != nil {
 				return nil, egressFault(re)
 			}
 			policed := o.Egress.DialContext(dialer)
