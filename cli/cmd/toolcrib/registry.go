@@ -106,7 +106,7 @@ func registryCommands() []command {
 
 func serverCommands() []command {
 	var (
-		owner, url, stdioCmd, trust, revSource, pin, displayName, description string
+		owner, url, stdioCmd, pinDir, trust, revSource, pin, displayName, description string
 		args                                                                  listFlag
 		scanInterval                                                          time.Duration
 		pageSize                                                              int
@@ -122,6 +122,7 @@ func serverCommands() []command {
 				fs.StringVar(&url, "url", "", "streamable HTTP endpoint, https:// (http:// only to loopback)")
 				fs.StringVar(&stdioCmd, "command", "", "stdio: the command starting the server")
 				fs.Var(&args, "arg", "stdio: an argument of the command (repeat for several)")
+				fs.StringVar(&pinDir, "pin-dir", "", "stdio: absolute path of a directory (the server's package) whose whole tree is part of its identity")
 				fs.StringVar(&trust, "trust", "", "trust level: first-party, partner or third-party (required)")
 				fs.StringVar(&revSource, "revision-source", "server-provided", "catalog revision source: server-provided or none")
 				fs.StringVar(&pin, "identity-pin", "", "sha256:<hex> identity pin; empty pins on the first scan")
@@ -140,7 +141,10 @@ func serverCommands() []command {
 				case url != "":
 					s.Transport = &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: url}}
 				case stdioCmd != "":
-					s.Transport = &registryv1.Server_Stdio{Stdio: &registryv1.StdioTransport{Command: stdioCmd, Args: args}}
+					s.Transport = &registryv1.Server_Stdio{Stdio: &registryv1.StdioTransport{Command: stdioCmd, Args: args, PinDir: pinDir}}
+				}
+				if pinDir != "" && stdioCmd == "" {
+					return errors.New("--pin-dir pins a stdio server's directory: give it with --command")
 				}
 				t, err := parseEnum("--trust", trust, "TRUST_LEVEL_", registryv1.TrustLevel_value)
 				if err != nil {
@@ -272,6 +276,9 @@ func printServer(w io.Writer, s *registryv1.Server) {
 	}
 	fmt.Fprintf(w, "owner\t%s\n", safe(s.GetOwner()))
 	fmt.Fprintf(w, "transport\t%s\n", transport(s))
+	if d := s.GetStdio().GetPinDir(); d != "" {
+		fmt.Fprintf(w, "pinned directory\t%s\n", safe(d))
+	}
 	fmt.Fprintf(w, "trust\t%s\n", enumName(s.GetTrustLevel().String(), "TRUST_LEVEL_"))
 	fmt.Fprintf(w, "revision source\t%s\n", enumName(s.GetRevisionSource().String(), "REVISION_SOURCE_"))
 	fmt.Fprintf(w, "identity pin\t%s\n", orDash(s.GetIdentityPin()))
