@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/toolcrib/toolcrib/platform/canonical"
 )
@@ -31,6 +32,13 @@ const (
 	MaxDirDepth = 64
 	// maxCached bounds the digest cache; past it the cache starts over.
 	maxCached = 200_000
+	// racyWindow: a file changed less than this before it was hashed is not
+	// cached (hashed again on every check). File system timestamps are
+	// coarse (a clock tick, up to seconds on some file systems), so a
+	// second write within the same tick as the one hashed would leave size,
+	// times and inode unchanged: git's "racily clean" entries, solved the
+	// same way.
+	racyWindow = 2 * time.Second
 )
 
 // ErrUnpinnable is wrapped by every [Hasher.Identity] error: the
@@ -44,12 +52,14 @@ var ErrUnpinnable = errors.New("stdio: the server's identity cannot be computed"
 // change time: a file is read again only when one of those changed, so a
 // check on every call costs a stat per file, not a hash. (The change time
 // cannot be set back by a user, so restoring an old modification time
-// does not hide a rewrite.) Safe for concurrent use; the zero value is
-// ready.
+// does not hide a rewrite; a file changed in the last two seconds is not
+// cached at all, since a second write within the same timestamp tick would
+// not move its times.) Safe for concurrent use; the zero value is ready.
 type Hasher struct {
 	mu     sync.Mutex
 	files  map[string]cached
-	hashed int // files read and hashed (not answered from the cache), for tests
+	hashed int              // files read and hashed (not answered from the cache), for tests
+	now    func() time.Time // nil: time.Now; tests move it
 }
 
 type cached struct {
@@ -218,7 +228,8 @@ func (h *Hasher) fileDigest(path string) (string, error) {
 
 // cachedDigest returns the cached digest of abs when info matches the
 // entry, else hashes the file open returns (bounded by [MaxFileBytes]) and
-// caches it under the opened file's own stat.
+// caches it under the opened file's own stat, unless the file changed
+// within racyWindow of now.
 func (h *Hasher) cachedDigest(abs string, info fs.FileInfo, open func() (*os.File, error)) (string, error) {
 	k := keyOf(info)
 	h.mu.Lock()
@@ -247,12 +258,19 @@ func (h *Hasher) cachedDigest(abs string, info fs.FileInfo, open func() (*os.Fil
 		return "", err
 	}
 	digest := canonical.DigestPrefix + hex.EncodeToString(sum.Sum(nil))
-	h.mu.Lock()
-	if h.files == nil || len(h.files) >= maxCached {
-		h.files = map[string]cached{}
+	now := time.Now
+	if h.now != nil {
+		now = h.now
 	}
-	h.files[abs] = cached{key: keyOf(opened), digest: digest}
+	k = keyOf(opened)
+	h.mu.Lock()
 	h.hashed++
+	if now().UnixNano()-k.changed() > int64(racyWindow) {
+		if h.files == nil || len(h.files) >= maxCached {
+			h.files = map[string]cached{}
+		}
+		h.files[abs] = cached{key: k, digest: digest}
+	}
 	h.mu.Unlock()
 	return digest, nil
 }

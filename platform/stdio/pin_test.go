@@ -99,6 +99,7 @@ func TestIdentityPinsTheExecutableTheScriptAndThePinnedDirectory(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s := newServer(t)
 			h := NewHasher()
+			h.now = func() time.Time { return time.Now().Add(time.Minute) } // cache the files written just now
 			before := s.identity(t, h)
 			if again := s.identity(t, h); again != before {
 				t.Fatalf("nothing changed, the identity did: %s, %s", before, again)
@@ -124,6 +125,7 @@ func TestIdentityPinsTheExecutableTheScriptAndThePinnedDirectory(t *testing.T) {
 func TestIdentityReadsOnlyChangedFiles(t *testing.T) {
 	s := newServer(t)
 	h := NewHasher()
+	h.now = func() time.Time { return time.Now().Add(time.Minute) } // the files are no longer fresh
 	s.identity(t, h)
 	if h.hashed != 4 { // interp, server.js, index.js, lib/util.js
 		t.Fatalf("first identity hashed %d files, want 4", h.hashed)
@@ -137,6 +139,31 @@ func TestIdentityReadsOnlyChangedFiles(t *testing.T) {
 	s.identity(t, h)
 	if h.hashed != 5 {
 		t.Fatalf("after one change %d files were hashed, want 1", h.hashed-4)
+	}
+}
+
+// A file changed within the last two seconds is hashed on every check: a
+// second same-size write in the same timestamp tick (the times and the
+// inode unchanged) is still seen.
+func TestIdentityRehashesRecentlyChangedFiles(t *testing.T) {
+	s := newServer(t)
+	h := NewHasher()
+	before := s.identity(t, h)
+	s.identity(t, h)
+	if h.hashed != 8 {
+		t.Fatalf("two checks of fresh files hashed %d files, want 8", h.hashed)
+	}
+	fi, err := os.Stat(s.script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewrite(t, s.script, "console.log('v2')\n")
+	fi2, err := os.Stat(s.script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := s.identity(t, h); after == before {
+		t.Fatalf("a rewrite was missed (stat before %v, after %v)", fi.ModTime(), fi2.ModTime())
 	}
 }
 

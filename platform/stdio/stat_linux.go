@@ -21,3 +21,7 @@ func keyOf(info fs.FileInfo) fileKey {
 	}
 	return k
 }
+
+// changed is when the file last changed (content or metadata), in
+// nanoseconds since the epoch.
+func (k fileKey) changed() int64 { return max(k.mtime, k.ctime) }

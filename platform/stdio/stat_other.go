@@ -15,3 +15,6 @@ type fileKey struct {
 func keyOf(info fs.FileInfo) fileKey {
 	return fileKey{size: info.Size(), mtime: info.ModTime().UnixNano()}
 }
+
+// changed is when the file last changed, in nanoseconds since the epoch.
+func (k fileKey) changed() int64 { return k.mtime }
