@@ -185,7 +185,8 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 	}
 	ep, err := g.opts.Directory.Endpoint(ctx, rt.GetServerId(), rt.GetAudienceClass())
 	if errors.Is(err, contract.ErrIdentity) {
-		return denial(ReasonUpstreamIdentity, "the tool's stdio server is registered with another command than the one its catalog was proven from", "ask the server's owner to rescan it"), outcomeDenied, ReasonUpstreamIdentity
+		return denial(ReasonUpstreamIdentity, "the tool's stdio server is not the one its catalog was proven from: its registered command, "+
+			"its executable, a script it runs or a file of its pinned directory changed", "ask the server's owner to review the change and have it pinned and scanned again"), outcomeDenied, ReasonUpstreamIdentity
 	}
 	if err != nil {
 		return unavailable("registry", err), outcomeUnavailable, ReasonUnavailable
