@@ -73,10 +73,10 @@ func TestGatewayCallsAStdioServer(t *testing.T) {
 // The example server is started as `sh server.sh -stdio …` (an interpreter
 // and a script, as `node server.js` is) with its package directory pinned.
 // Behind the same registered command line, a changed file of the pinned
-// directory and then a rewritten script are each refused
-// UPSTREAM_IDENTITY_MISMATCH by the same gateway replica on the next call
-// (its per-call check re-reads only files whose stat changed), no lease
-// being issued; the same content again is served again; and discovery
+// directory (seen within the gateway's one-second reuse of a tree digest)
+// and then a rewritten script (seen on the next call) are each refused
+// UPSTREAM_IDENTITY_MISMATCH by the same gateway replica, no lease being
+// issued; the same content again is served again; and discovery
 // quarantines a scan of the changed code, so its catalog never replaces
 // the one proven from the pinned code.
 func TestGatewayRefusesAStdioServerWhoseCodeChanged(t *testing.T) {
@@ -124,9 +124,14 @@ func TestGatewayRefusesAStdioServerWhoseCodeChanged(t *testing.T) {
 		}
 	}
 	served("the pinned code")
+	// A call reuses the pinned directory's tree digest for up to a second
+	// (the executable and the script are checked on every call).
+	const treeMaxAge = time.Second
 	write(data, "v2\n")
+	time.Sleep(treeMaxAge + 100*time.Millisecond)
 	refused("a file of the pinned directory changed")
 	write(data, "v1\n")
+	time.Sleep(treeMaxAge + 100*time.Millisecond)
 	served("the pinned code again")
 	write(script, scriptV1+"# updated\n")
 	refused("the script changed")

@@ -56,10 +56,22 @@ var ErrUnpinnable = errors.New("stdio: the server's identity cannot be computed"
 // cached at all, since a second write within the same timestamp tick would
 // not move its times.) Safe for concurrent use; the zero value is ready.
 type Hasher struct {
+	// TreeMaxAge is how long [Hasher.Identity] reuses a pinned directory's
+	// tree digest after walking it (a walk costs a stat per entry: tens of
+	// milliseconds for a large package); zero walks on every call.
+	// [Hasher.FreshIdentity] always walks.
+	TreeMaxAge time.Duration
+
 	mu     sync.Mutex
+	trees  map[string]walked
 	files  map[string]cached
 	hashed int              // files read and hashed (not answered from the cache), for tests
 	now    func() time.Time // nil: time.Now; tests move it
+}
+
+type walked struct {
+	tree string
+	at   time.Time
 }
 
 type cached struct {
@@ -88,7 +100,20 @@ func NewHasher() *Hasher { return &Hasher{} }
 // process's would. What is not pinned: files a program opens by a name that
 // is not an argument (outside pinDir), shared libraries, the interpreter's
 // own modules, and a change between this check and the process start.
+//
+// The pinned directory's tree digest may be up to [Hasher.TreeMaxAge] old;
+// [Hasher.FreshIdentity] walks it now.
 func (h *Hasher) Identity(command string, args []string, pinDir string) (string, error) {
+	return h.identity(command, args, pinDir, h.TreeMaxAge)
+}
+
+// FreshIdentity is [Hasher.Identity] with the pinned directory walked now,
+// whatever [Hasher.TreeMaxAge] says (right before a process is started).
+func (h *Hasher) FreshIdentity(command string, args []string, pinDir string) (string, error) {
+	return h.identity(command, args, pinDir, 0)
+}
+
+func (h *Hasher) identity(command string, args []string, pinDir string, treeMaxAge time.Duration) (string, error) {
 	in := struct {
 		Command    []string `json:"command"`
 		Executable string   `json:"executable"`
@@ -117,7 +142,7 @@ func (h *Hasher) Identity(command string, args []string, pinDir string) (string,
 		in.Files = append(in.Files, argPin{Arg: i + 1, Digest: d})
 	}
 	if pinDir != "" {
-		tree, err := h.TreeDigest(pinDir)
+		tree, err := h.tree(pinDir, treeMaxAge)
 		if err != nil {
 			return "", err
 		}
@@ -135,6 +160,30 @@ type argPin struct {
 type dirPin struct {
 	Path string `json:"path"`
 	Tree string `json:"tree"`
+}
+
+// tree returns dir's tree digest, walked at most maxAge ago.
+func (h *Hasher) tree(dir string, maxAge time.Duration) (string, error) {
+	if maxAge > 0 {
+		h.mu.Lock()
+		w, ok := h.trees[dir]
+		h.mu.Unlock()
+		if ok && time.Since(w.at) < maxAge {
+			return w.tree, nil
+		}
+	}
+	at := time.Now()
+	tree, err := h.TreeDigest(dir)
+	if err != nil {
+		return "", err
+	}
+	h.mu.Lock()
+	if h.trees == nil || len(h.trees) >= maxCached {
+		h.trees = map[string]walked{}
+	}
+	h.trees[dir] = walked{tree: tree, at: at}
+	h.mu.Unlock()
+	return tree, nil
 }
 
 // TreeDigest returns `sha256:<hex>` over the entries of dir in lexical

@@ -167,6 +167,27 @@ func TestIdentityRehashesRecentlyChangedFiles(t *testing.T) {
 	}
 }
 
+// With TreeMaxAge, Identity reuses the directory's tree digest for that
+// long; FreshIdentity walks it now.
+func TestTreeMaxAgeBoundsHowLongADirectoryChangeGoesUnseen(t *testing.T) {
+	s := newServer(t)
+	h := NewHasher()
+	h.TreeMaxAge = time.Hour
+	before := s.identity(t, h)
+	write(t, filepath.Join(s.pkg, "lib", "util.js"), "exports.u = 2\n", 0o644)
+	if id := s.identity(t, h); id != before {
+		t.Fatal("a tree walked less than TreeMaxAge ago was walked again")
+	}
+	fresh, err := h.FreshIdentity("interp", s.args, s.pkg)
+	if err != nil || fresh == before {
+		t.Fatalf("FreshIdentity did not see the change: %s %v", fresh, err)
+	}
+	h.TreeMaxAge = time.Nanosecond
+	if id := s.identity(t, h); id != fresh {
+		t.Fatalf("after TreeMaxAge the change is seen: %s, want %s", id, fresh)
+	}
+}
+
 // The command line still counts: the same files under another argument
 // list, or without the pinned directory, are other identities.
 func TestIdentityCoversTheCommandLine(t *testing.T) {

@@ -59,11 +59,16 @@ type Endpoint struct {
 	Pin, Identity string
 	// Credential is the class's upstream credential; empty sends none.
 	Credential string
+
+	// verify re-checks a stdio server's identity with its pinned directory
+	// walked now, right before its process is started.
+	verify func() error
 }
 
 // Target is the endpoint as the upstream pool dials it.
 func (e Endpoint) Target() upstream.Target {
-	return upstream.Target{URL: e.URL, Command: e.Command, Args: e.Args, ContentIdentity: e.Identity, Credential: e.Credential}
+	return upstream.Target{URL: e.URL, Command: e.Command, Args: e.Args, ContentIdentity: e.Identity, Credential: e.Credential,
+		BeforeStart: e.verify}
 }
 
 // ErrIdentity is returned for a stdio server whose identity is not the one
@@ -75,6 +80,14 @@ var ErrIdentity = errors.New("contract: the stdio server is not the identity dis
 
 // endpointTTL is how long an endpoint (URL and credential) is reused.
 const endpointTTL = 30 * time.Second
+
+// treeMaxAge is how long a call's identity check reuses a pinned
+// directory's tree digest: a walk costs a stat per file, too much for every
+// call to a large package. The executable and the script arguments are
+// checked on every call, and the tree is walked afresh before a process is
+// started, so within this bound only calls to an already running process
+// (started from the pinned code) can follow a change of the directory.
+const treeMaxAge = time.Second
 
 // Directory answers the gateway's questions about tools and servers.
 type Directory struct {
@@ -124,7 +137,7 @@ func New(reg registryv1.RegistryServiceClient, disc discoveryv1.DiscoveryService
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
-	return &Directory{reg: reg, disc: disc, secrets: secrets, lookup: lookup, ids: stdio.NewHasher(),
+	return &Directory{reg: reg, disc: disc, secrets: secrets, lookup: lookup, ids: &stdio.Hasher{TreeMaxAge: treeMaxAge},
 		snapshots: map[snapKey]*snapEntry{}, reviews: map[reviewKey]Review{}, endpoints: map[epKey]epEntry{}}
 }
 
@@ -212,7 +225,9 @@ func (d *Directory) Review(ctx context.Context, tool, class, digest string, atLe
 // only). For a stdio server it computes the identity of its command line
 // and content on every call and returns [ErrIdentity] when that is not the
 // registry's pin, so a program replaced behind the same command line is
-// never started or called under the old approval.
+// never started or called under the old approval (a pinned directory's
+// tree is reused for up to treeMaxAge, and walked again right before a
+// process is started: [upstream.Target.BeforeStart]).
 func (d *Directory) Endpoint(ctx context.Context, server, class string) (Endpoint, error) {
 	k := epKey{server, class}
 	d.mu.Lock()
@@ -242,6 +257,16 @@ func (d *Directory) Endpoint(ctx context.Context, server, class string) (Endpoin
 		return Endpoint{}, ErrIdentity
 	}
 	ep.Identity = id
+	ep.verify = func() error {
+		fresh, err := d.ids.FreshIdentity(ep.Command, ep.Args, ep.PinDir)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrIdentity, err)
+		}
+		if fresh != id {
+			return ErrIdentity
+		}
+		return nil
+	}
 	return ep, nil
 }
 

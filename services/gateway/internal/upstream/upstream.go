@@ -36,6 +36,9 @@ type Target struct {
 	// call ([stdio.Hasher.Identity]: its command line and the content it
 	// runs); empty keys the session by the command line alone.
 	ContentIdentity string
+	// BeforeStart, when set, runs right before a stdio server's process is
+	// started; its error is returned and nothing is started.
+	BeforeStart func() error
 	// Credential is the class's upstream credential: a bearer token over
 	// HTTP, the CredentialEnv variable of a stdio server; empty for none.
 	Credential string
@@ -153,6 +156,11 @@ func (p *Pool) connect(ctx context.Context, t Target) (*mcp.ClientSession, error
 	if t.URL == "" {
 		if t.Command == "" {
 			return nil, errors.New("upstream: neither a URL nor a command")
+		}
+		if t.BeforeStart != nil {
+			if err := t.BeforeStart(); err != nil {
+				return nil, err
+			}
 		}
 		cmd := exec.Command(t.Command, t.Args...)
 		name := p.CredentialEnv
