@@ -106,7 +106,8 @@ func registryCommands() []command {
 
 func serverCommands() []command {
 	var (
-		owner, url, stdioCmd, pinDir, trust, revSource, pin, displayName, description string
+		owner, url, stdioCmd, trust, revSource, pin, displayName, description string
+		pinDir                                                                string
 		args                                                                  listFlag
 		scanInterval                                                          time.Duration
 		pageSize                                                              int
