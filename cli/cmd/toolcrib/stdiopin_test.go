@@ -28,3 +28,41 @@ func TestServerRegisterPinDir(t *testing.T) {
 		t.Fatalf("--pin-dir with --url: %v", err)
 	}
 }
+
+// `apply` carries a stdio server's pin_dir (a url server with one is
+// refused), and `export` writes it back, so a re-apply changes nothing.
+func TestApplyAndExportCarryPinDir(t *testing.T) {
+	r := registrytest.Start(t, registrytest.Options{NoDiscovery: true})
+	admin := r.Auth.Admin(t)
+	file := writeFile(t, "registry.yaml", `version: 1
+servers:
+  - id: inventory
+    owner: tenant-a/group:inventory-team
+    command: node
+    args: [server.js]
+    pin_dir: /opt/mcp/inventory
+    trust: first-party
+`)
+	mustCLI(t, r, admin, "apply", "-f", file)
+	got, err := r.Admin(t).GetServer(context.Background(), &registryv1.GetServerRequest{ServerId: "inventory"})
+	if err != nil || got.GetServer().GetStdio().GetPinDir() != "/opt/mcp/inventory" {
+		t.Fatalf("stored %v %v", got, err)
+	}
+	exported := mustCLI(t, r, admin, "export")
+	if !strings.Contains(exported, "pin_dir: /opt/mcp/inventory") {
+		t.Fatalf("export:\n%s", exported)
+	}
+	again := writeFile(t, "exported.yaml", exported)
+	wantLines(t, mustCLI(t, r, admin, "apply", "-f", again), `applied 0 change`)
+	bad := writeFile(t, "bad.yaml", `version: 1
+servers:
+  - id: web
+    owner: tenant-a/group:inventory-team
+    url: https://mcp.example.com/mcp
+    pin_dir: /opt/mcp/web
+    trust: first-party
+`)
+	if _, err := cli(t, r, admin, "apply", "-f", bad); err == nil || !strings.Contains(describe(err), "pin_dir") {
+		t.Fatalf("pin_dir on a url server: %v", err)
+	}
+}
