@@ -33,6 +33,9 @@ for svc in REGISTRY DISCOVERY ADMISSION LEASE; do
   i=$((i + 1))
 done
 mcp_listen=127.0.0.1:$((base + 201))
+# dev up allows MCP servers on loopback port 7301 and 7310-7399 only; the
+# example server listens on base+201 here.
+export TOOLCRIB_EGRESS_ALLOW_LOOPBACK_PORTS=$((base + 201))
 
 work=$(mktemp -d)
 db="toolcrib_examples_$$"

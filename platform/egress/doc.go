@@ -15,7 +15,10 @@
 //   - unspecified, multicast and broadcast addresses are always refused
 //     ([RuleSpecial]);
 //   - loopback (127.0.0.0/8, ::1, localhost) only when the operator allows
-//     it ([RuleLoopback]; `toolcrib dev up` does);
+//     it ([RuleLoopback]), and then only on the ports the operator names
+//     ([RuleLoopbackPort]: `toolcrib dev up` allows 7301 and 7310-7399, so
+//     Postgres, Redis and toolcrib's own ports stay refused), unless every
+//     port is allowed ([Policy.AllowLoopback], for tests);
 //   - other non-public addresses (10/8, 172.16/12, 192.168/16, 100.64/10,
 //     fc00::/7, …) only inside an allowed CIDR ([RulePrivate]);
 //   - public addresses are allowed;

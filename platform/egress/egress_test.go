@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -64,6 +65,104 @@ func TestCheckURLNamesTheRule(t *testing.T) {
 	}
 }
 
+// TestLoopbackPortsAdmitOnlyTheNamedPorts: with a port list, loopback is
+// allowed on those ports only, whichever way the destination is written
+// (URL with or without a port, address, name, dial); the database, cache
+// and toolcrib's own ports are refused with the loopback-port rule.
+func TestLoopbackPortsAdmitOnlyTheNamedPorts(t *testing.T) {
+	p, err := (&egress.Config{AllowLoopbackPorts: "7301, 7310-7399"}).Policy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		url  string
+		want egress.Rule
+	}{
+		{"http://127.0.0.1:7301/mcp", ""},
+		{"http://localhost:7301/mcp", ""},
+		{"http://[::1]:7301/mcp", ""},
+		{"http://127.0.0.1:7310/mcp", ""},
+		{"http://127.0.0.1:7399/mcp", ""},
+		{"http://127.0.0.1:5432/mcp", egress.RuleLoopbackPort},
+		{"http://127.0.0.1:6379/mcp", egress.RuleLoopbackPort},
+		{"http://localhost:6379/mcp", egress.RuleLoopbackPort},
+		{"http://[::1]:5432/mcp", egress.RuleLoopbackPort},
+		{"http://127.0.0.2:7101/mcp", egress.RuleLoopbackPort},
+		{"http://127.0.0.1:7106/mcp", egress.RuleLoopbackPort},
+		{"http://127.0.0.1:9101/metrics", egress.RuleLoopbackPort},
+		{"http://127.0.0.1:7302/mcp", egress.RuleLoopbackPort},
+		{"http://127.0.0.1:7400/mcp", egress.RuleLoopbackPort},
+		{"http://127.0.0.1/mcp", egress.RuleLoopbackPort},  // port 80
+		{"https://localhost/mcp", egress.RuleLoopbackPort}, // port 443
+		{"http://127.0.0.1:99999/mcp", egress.RuleInvalid},
+		{"https://10.0.0.1:7301/mcp", egress.RulePrivate},
+		{"https://mcp.example.com:5432/mcp", ""}, // the list is about loopback only
+	} {
+		got := egress.Rule("")
+		if re := egress.Refused(p.CheckURL(c.url)); re != nil {
+			got = re.Rule
+			if c.want == egress.RuleLoopbackPort && !strings.Contains(re.Error(), "--egress-allow-loopback-ports") {
+				t.Errorf("%s: %v does not say how to allow it", c.url, re)
+			}
+		}
+		if got != c.want {
+			t.Errorf("%s: rule %q, want %q", c.url, got, c.want)
+		}
+	}
+	if re := egress.Refused(p.CheckAddrPort(netip.MustParseAddrPort("127.0.0.1:5432"))); re == nil || re.Rule != egress.RuleLoopbackPort {
+		t.Fatalf("CheckAddrPort 127.0.0.1:5432: %v", re)
+	}
+	if err := p.CheckAddrPort(netip.MustParseAddrPort("[::1]:7301")); err != nil {
+		t.Fatalf("CheckAddrPort [::1]:7301: %v", err)
+	}
+
+	// The dial: a listener on a port outside the list is never connected
+	// to, by address or by name; one on a listed port is.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	var accepts atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepts.Add(1)
+			c.Close()
+		}
+	}()
+	others := egress.Policy{LoopbackPorts: []egress.PortRange{{First: port + 1, Last: port + 1}}}
+	for _, addr := range []string{ln.Addr().String(), net.JoinHostPort("localhost", strconv.Itoa(int(port)))} {
+		c, err := others.DialContext(&net.Dialer{Timeout: time.Second})(context.Background(), "tcp", addr)
+		if err == nil {
+			c.Close()
+			t.Fatalf("%s: dialled", addr)
+		}
+		if re := egress.Refused(err); re == nil || re.Rule != egress.RuleLoopbackPort {
+			t.Fatalf("%s: %v, want rule loopback-port", addr, err)
+		}
+	}
+	d := &net.Dialer{Timeout: time.Second, Control: others.Control}
+	if c, err := d.Dial("tcp", ln.Addr().String()); err == nil {
+		c.Close()
+		t.Fatal("Control did not refuse")
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := accepts.Load(); n != 0 {
+		t.Fatalf("the listener accepted %d connections", n)
+	}
+	listed := egress.Policy{LoopbackPorts: []egress.PortRange{{First: port, Last: port}}}
+	c, err := listed.DialContext(&net.Dialer{})(context.Background(), "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+}
+
 func TestConfigParsesAndRefusesBadEntries(t *testing.T) {
 	p, err := (&egress.Config{AllowHosts: " mcp.example.com, *.corp.example ", AllowCIDRs: "10.1.2.3/16", AllowLoopback: true}).Policy()
 	if err != nil {
@@ -75,6 +174,19 @@ func TestConfigParsesAndRefusesBadEntries(t *testing.T) {
 	if _, err := (&egress.Config{AllowHosts: "http://x", AllowCIDRs: "10.0.0.0"}).Policy(); err == nil ||
 		!contains(err.Error(), "--egress-allow-hosts") || !contains(err.Error(), "--egress-allow-cidrs") {
 		t.Fatalf("want both flags named, got %v", err)
+	}
+	p, err = (&egress.Config{AllowLoopbackPorts: "7301,7310-7399"}).Policy()
+	if err != nil || len(p.LoopbackPorts) != 2 || p.LoopbackPorts[0] != (egress.PortRange{First: 7301, Last: 7301}) ||
+		p.LoopbackPorts[1] != (egress.PortRange{First: 7310, Last: 7399}) {
+		t.Fatalf("ports %+v %v", p.LoopbackPorts, err)
+	}
+	for _, bad := range []string{"0", "65536", "7399-7310", "x", "1-", "-5", "7301-7302-7303"} {
+		if _, err := (&egress.Config{AllowLoopbackPorts: bad}).Policy(); err == nil || !contains(err.Error(), "--egress-allow-loopback-ports") {
+			t.Errorf("ports %q: %v", bad, err)
+		}
+	}
+	if _, err := (&egress.Config{AllowLoopback: true, AllowLoopbackPorts: "7301"}).Policy(); err == nil {
+		t.Error("both --egress-allow-loopback and --egress-allow-loopback-ports were accepted")
 	}
 }
 

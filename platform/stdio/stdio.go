@@ -1,7 +1,9 @@
 // Package stdio holds what every toolcrib process that starts a registered
 // stdio MCP server must agree on: the server's identity (the digest
-// discovery pins and the gateway checks before starting it) and the
-// environment it is started with.
+// discovery pins and the gateway checks before every call,
+// [Hasher.Identity]: the command line and the content of the executable,
+// of every argument that is a file and of an optional pinned directory) and
+// the environment it is started with.
 package stdio
 
 import (
@@ -14,9 +16,11 @@ import (
 // its audience class's upstream credential in.
 const CredentialEnv = "TOOLCRIB_UPSTREAM_TOKEN"
 
-// CommandDigest returns a stdio server's identity: `sha256:<hex>` of the
-// canonical JSON array [command, args...], so argument boundaries count
-// (["a b"] is not ["a", "b"]).
+// CommandDigest returns the digest of a stdio server's command line:
+// `sha256:<hex>` of the canonical JSON array [command, args...], so
+// argument boundaries count (["a b"] is not ["a", "b"]). It is the
+// server's endpoint digest; its identity is [Hasher.Identity], which also
+// covers what the command line runs.
 func CommandDigest(command string, args []string) string {
 	d, err := canonical.DigestValue(append([]string{command}, args...))
 	if err != nil {

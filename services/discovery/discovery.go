@@ -17,6 +17,7 @@ import (
 	"github.com/toolcrib/toolcrib/platform/postgres"
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/service"
+	"github.com/toolcrib/toolcrib/platform/stdio"
 	"github.com/toolcrib/toolcrib/services/discovery/crawl"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/grpcapi"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/guard"
@@ -245,7 +246,7 @@ func (c *Config) scanConfig() (scan.Config, error) {
 			MaxPages: c.MaxPages, MaxTools: c.MaxTools, MaxBytes: int64(c.MaxBytes),
 			ConnectTimeout: c.ConnectTimeout, PageTimeout: c.PageTimeout, RootCAs: roots,
 			AllowInsecureHTTP: c.AllowInsecureHTTP, MinProtocolVersion: c.MinProtocolVersion, CredentialEnv: c.CredentialEnv,
-			Egress: &eg,
+			Egress: &eg, Identities: stdio.NewHasher(),
 		},
 		Secrets:   secrets,
 		Limits:    validate.Limits{MaxToolBytes: c.MaxToolBytes, MaxSchemaBytes: c.MaxSchemaBytes, MaxSchemaDepth: c.MaxSchemaDepth},

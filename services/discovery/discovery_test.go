@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"github.com/toolcrib/toolcrib/platform/pgtest"
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
+	"github.com/toolcrib/toolcrib/platform/stdio"
 	"github.com/toolcrib/toolcrib/services/discovery"
 	"github.com/toolcrib/toolcrib/services/discovery/crawl"
 	"github.com/toolcrib/toolcrib/services/discovery/discoverytest"
@@ -338,9 +340,91 @@ func TestStdioServerScan(t *testing.T) {
 	e.bind(class, "local", "env:"+envRef)
 	r := e.scanAndWait("local", class)
 	want(t, r, eligible, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
-	if r.GetIdentityDigest() != crawl.CommandDigest(cmd, args) || r.GetToolCount() != 3 {
-		t.Fatalf("run %v", r)
+	id, err := stdio.NewHasher().Identity(cmd, args, "")
+	if err != nil || r.GetIdentityDigest() != id || r.GetToolCount() != 3 {
+		t.Fatalf("run %v (identity %s, %v)", r, id, err)
 	}
+}
+
+// Issue 20.8: a stdio server is pinned to what its command line runs, not
+// only to the command line. Behind the same registered `sh server.sh …`, a
+// changed file of the pinned directory and then a rewritten script each end
+// the scan QUARANTINED IDENTITY_MISMATCH before the process starts, and the
+// active generation stays the one proven from the pinned code; the same
+// content again is the same identity.
+func TestStdioServerContentChangeQuarantines(t *testing.T) {
+	e := start(t, nil)
+	envFile := filepath.Join(t.TempDir(), "env")
+	cmd, args := discoverytest.StdioServer(t, discoverytest.StdioSpec{Tools: discoverytest.Tools("s", 3), PageSize: 2, Revision: "r-1",
+		TokenEnv: crawl.DefaultCredentialEnv, Token: secret, EnvFile: envFile})
+	pkg := t.TempDir()
+	script := filepath.Join(pkg, "server.sh")
+	writeScript := func(extra string) {
+		t.Helper()
+		body := "#!/bin/sh\n" + extra + "exec " + strconv.Quote(cmd) + ` "$@"` + "\n"
+		if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeScript("")
+	data := filepath.Join(pkg, "lib", "data.txt")
+	if err := os.MkdirAll(filepath.Dir(data), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(data, []byte("v1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.reg.AddTenant(tenant)
+	e.reg.PutServer(&registryv1.Server{ServerId: "local", TrustLevel: registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY,
+		RevisionSource: registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED,
+		Transport:      &registryv1.Server_Stdio{Stdio: &registryv1.StdioTransport{Command: "sh", Args: append([]string{script}, args...), PinDir: pkg}}})
+	e.bind(class, "local", "env:"+envRef)
+	r := e.scanAndWait("local", class)
+	want(t, r, eligible, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
+	pin := e.reg.GetServerRecord("local").GetIdentityPin()
+	if pin == "" || pin != r.GetIdentityDigest() || pin == crawl.CommandDigest("sh", append([]string{script}, args...)) {
+		t.Fatalf("first use pinned %q (run identity %s)", pin, r.GetIdentityDigest())
+	}
+	// newScan waits for a scan of its own: right after a run ends its job
+	// may still be queued, and a trigger then answers with that scan.
+	newScan := func() *discoveryv1.Run {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			tk := e.scan("local", class)
+			if !tk.GetAlreadyQueued() {
+				return e.wait(tk.GetScanId(), nil)
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the previous scan stayed queued")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	quarantinedUnstarted := func(what string) {
+		t.Helper()
+		if err := os.Remove(envFile); err != nil {
+			t.Fatal(err)
+		}
+		r := newScan()
+		want(t, r, quarantined, discoveryv1.RunReason_RUN_REASON_IDENTITY_MISMATCH)
+		if _, err := os.Stat(envFile); err == nil {
+			t.Fatalf("%s: the process was started although its content does not match the pin", what)
+		}
+		if g := e.active("local", class).GetPointer().GetGeneration(); g != 1 {
+			t.Fatalf("%s: the pointer moved to generation %d", what, g)
+		}
+	}
+	if err := os.WriteFile(data, []byte("v2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	quarantinedUnstarted("a file of the pinned directory changed")
+	if err := os.WriteFile(data, []byte("v1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want(t, newScan(), proven, discoveryv1.RunReason_RUN_REASON_UNCHANGED)
+	writeScript("# updated\n")
+	quarantinedUnstarted("the script changed")
 }
 
 func TestCacheScopePrivateIsRecordedPerClass(t *testing.T) {

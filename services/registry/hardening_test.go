@@ -292,3 +292,48 @@ func errorText(err error) string {
 	}
 	return b.String()
 }
+
+// Issue 20.8: a stdio server's pinned directory is stored with it, read
+// back by GetServer and ListServers, changed by an admin's update, and
+// refused unless it is an absolute, clean path (a field violation naming
+// stdio.pin_dir).
+func TestStdioPinDirIsStoredAndValidated(t *testing.T) {
+	t.Parallel()
+	_, ctx, admin := startFixture(t)
+	s := logisticsServer()
+	s.ServerId = "pinned"
+	s.Transport = &registryv1.Server_Stdio{Stdio: &registryv1.StdioTransport{Command: "node", Args: []string{"server.js"}, PinDir: "/opt/mcp/pinned"}}
+	reg, err := admin.RegisterServer(ctx, &registryv1.RegisterServerRequest{Server: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := admin.GetServer(ctx, &registryv1.GetServerRequest{ServerId: "pinned"})
+	if err != nil || got.GetServer().GetStdio().GetPinDir() != "/opt/mcp/pinned" {
+		t.Fatalf("GetServer: %v %v", got, err)
+	}
+	list, err := admin.ListServers(ctx, &registryv1.ListServersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := ""
+	for _, l := range list.GetServers() {
+		if l.GetServerId() == "pinned" {
+			listed = l.GetStdio().GetPinDir()
+		}
+	}
+	if listed != "/opt/mcp/pinned" {
+		t.Fatalf("ListServers: %v", list)
+	}
+	upd := proto.Clone(reg.GetServer()).(*registryv1.Server)
+	upd.GetStdio().PinDir = "/opt/mcp/pinned-v2"
+	if out, err := admin.UpdateServer(ctx, &registryv1.UpdateServerRequest{Server: upd, ExpectedVersion: reg.GetServer().GetVersion()}); err != nil ||
+		out.GetServer().GetStdio().GetPinDir() != "/opt/mcp/pinned-v2" {
+		t.Fatalf("UpdateServer: %v %v", out, err)
+	}
+	for _, bad := range []string{"relative/dir", "/opt/../etc", "/opt/mcp/", "/", "/opt/mcp\nx"} {
+		s.ServerId = "bad"
+		s.GetStdio().PinDir = bad
+		_, err := admin.RegisterServer(ctx, &registryv1.RegisterServerRequest{Server: s})
+		wantFields(t, err, "server.stdio.pin_dir")
+	}
+}

@@ -58,6 +58,7 @@ type serverEntry struct {
 	URL            string   `yaml:"url,omitempty"`
 	Command        string   `yaml:"command,omitempty"`
 	Args           []string `yaml:"args,omitempty"`
+	PinDir         string   `yaml:"pin_dir,omitempty"`
 	Trust          string   `yaml:"trust"`
 	RevisionSource string   `yaml:"revision_source,omitempty"`
 	// IdentityPin empty keeps the pin the registry has (discovery pins on
@@ -517,15 +518,15 @@ func (s serverEntry) toProto() (*registryv1.Server, error) {
 	case (s.URL == "") == (s.Command == ""):
 		return nil, errors.New("exactly one of url and command")
 	case s.URL != "":
-		if len(s.Args) > 0 {
-			return nil, errors.New("args are for a command, not a url")
+		if len(s.Args) > 0 || s.PinDir != "" {
+			return nil, errors.New("args and pin_dir are for a command, not a url")
 		}
 		if u, err := url.Parse(s.URL); err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && loopbackHost(u.Hostname()))) {
 			return nil, errors.New("url must be https:// (or http:// to loopback)")
 		}
 		out.Transport = &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: s.URL}}
 	default:
-		out.Transport = &registryv1.Server_Stdio{Stdio: &registryv1.StdioTransport{Command: s.Command, Args: s.Args}}
+		out.Transport = &registryv1.Server_Stdio{Stdio: &registryv1.StdioTransport{Command: s.Command, Args: s.Args, PinDir: s.PinDir}}
 	}
 	if s.Trust == "" {
 		return nil, errors.New("trust: required: first-party, partner or third-party")

@@ -521,7 +521,7 @@ func exportFile(st *state) *registryFile {
 			Trust:          enumName(s.GetTrustLevel().String(), "TRUST_LEVEL_"),
 			RevisionSource: enumName(s.GetRevisionSource().String(), "REVISION_SOURCE_"), IdentityPin: s.GetIdentityPin()}
 		if std := s.GetStdio(); std != nil {
-			se.Command, se.Args = std.GetCommand(), std.GetArgs()
+			se.Command, se.Args, se.PinDir = std.GetCommand(), std.GetArgs(), std.GetPinDir()
 		} else {
 			se.URL = s.GetStreamableHttp().GetUrl()
 		}

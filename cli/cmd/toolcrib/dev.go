@@ -88,17 +88,11 @@ func metricsURL(addr string) string {
 
 // launchables lists every implemented service, in start order.
 func launchables() ([]launchable, error) {
-	rcfg, err := registry.ParseConfig(nil, nil)
-	if err == nil {
-		err = devEgressAndSecrets(&rcfg.Egress, &rcfg.Secrets)
-	}
+	rcfg, err := devRegistryConfig(nil)
 	if err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
-	dcfg, err := discovery.ParseConfig(nil, nil)
-	if err == nil {
-		err = devEgressAndSecrets(&dcfg.Egress, &dcfg.Secrets)
-	}
+	dcfg, err := devDiscoveryConfig(nil)
 	if err != nil {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
@@ -129,15 +123,49 @@ func launchables() ([]launchable, error) {
 	}, nil
 }
 
+// devRegistryConfig is the registry configuration of `dev up` from the
+// environment lookup (nil: os.LookupEnv), with the dev egress and secret
+// policy.
+func devRegistryConfig(lookup func(string) (string, bool)) (registry.Config, error) {
+	cfg, err := registry.ParseConfig(nil, lookup)
+	if err == nil {
+		err = devEgressAndSecrets(&cfg.Egress, &cfg.Secrets)
+	}
+	return cfg, err
+}
+
+// devDiscoveryConfig is the discovery configuration of `dev up` from the
+// environment lookup (nil: os.LookupEnv), with the dev egress and secret
+// policy.
+func devDiscoveryConfig(lookup func(string) (string, bool)) (discovery.Config, error) {
+	cfg, err := discovery.ParseConfig(nil, lookup)
+	if err == nil {
+		err = devEgressAndSecrets(&cfg.Egress, &cfg.Secrets)
+	}
+	return cfg, err
+}
+
 // devSecretsDir is where `file:` secret references may point in dev; the
 // dev keys and tokens in devDir are outside it on purpose.
 const devSecretsDir = ".toolcrib/secrets"
 
-// devEgressAndSecrets is the dev launcher's policy: MCP servers on loopback
-// are allowed (local demos), and `file:` references may point into
-// devSecretsDir unless --secret-dirs is configured.
+// devLoopbackPorts are the loopback ports MCP servers may listen on under
+// `dev up` unless --egress-allow-loopback-ports (or --egress-allow-loopback)
+// is configured: the example server's 7301 and a range for the operator's
+// own local servers. Postgres (5432), Redis (6379), the suite's own gRPC
+// and metrics ports (7101-7106, 9101-9106) and the example server's admin
+// port (7302) are outside it, so a server registered at one of them is
+// refused by the registry and never dialled by discovery or the gateway.
+const devLoopbackPorts = "7301,7310-7399"
+
+// devEgressAndSecrets is the dev launcher's policy: MCP servers on the
+// loopback ports of devLoopbackPorts are allowed (local demos), and `file:`
+// references may point into devSecretsDir unless --secret-dirs is
+// configured.
 func devEgressAndSecrets(eg *egress.Config, sec *secretref.Config) error {
-	eg.AllowLoopback = true
+	if !eg.AllowLoopback && eg.AllowLoopbackPorts == "" {
+		eg.AllowLoopbackPorts = devLoopbackPorts
+	}
 	if sec.Dirs == "" {
 		dir, err := filepath.Abs(devSecretsDir)
 		if err != nil {

@@ -17,7 +17,8 @@ func TestDevGatewayConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.MCPListen != gateway.DefaultMCPListen || cfg.ListenAddr != gateway.DefaultListenAddr || cfg.AdmissionAddr != "127.0.0.1:7103" ||
-		cfg.LeaseAddr != "127.0.0.1:7104" || cfg.RegistryAddr != "127.0.0.1:7101" || cfg.DiscoveryAddr != "127.0.0.1:7102" || !cfg.Egress.AllowLoopback {
+		cfg.LeaseAddr != "127.0.0.1:7104" || cfg.RegistryAddr != "127.0.0.1:7101" || cfg.DiscoveryAddr != "127.0.0.1:7102" ||
+		cfg.Egress.AllowLoopback || cfg.Egress.AllowLoopbackPorts != devLoopbackPorts {
 		t.Fatalf("%+v", cfg)
 	}
 	env := map[string]string{"TOOLCRIB_GATEWAY_MCP_LISTEN": "127.0.0.1:8105"}

@@ -117,6 +117,9 @@ func printServer(w io.Writer, s *registryv1.Server) {
 	}
 	fmt.Fprintf(w, "owner\t%s\n", safe(s.GetOwner()))
 	fmt.Fprintf(w, "transport\t%s\n", transport(s))
+	if d := s.GetStdio().GetPinDir(); d != "" {
+		fmt.Fprintf(w, "pinned directory\t%s\n", safe(d))
+	}
 	fmt.Fprintf(w, "trust\t%s\n", enumName(s.GetTrustLevel().String(), "TRUST_LEVEL_"))
 	fmt.Fprintf(w, "revision source\t%s\n", enumName(s.GetRevisionSource().String(), "REVISION_SOURCE_"))
 	fmt.Fprintf(w, "identity pin\t%s\n", orDash(s.GetIdentityPin()))
@@ -430,7 +433,7 @@ func serverListCommand(e *env) *cobra.Command {
 
 // serverRegisterCommand is `toolcrib server register`.
 func serverRegisterCommand(e *env) *cobra.Command {
-	var owner, url, stdioCmd, trust, revSource, pin, displayName, description string
+	var owner, url, stdioCmd, trust, revSource, pin, displayName, description, pinDir string
 	var args listFlag
 	var scanInterval time.Duration
 	return withFlags(&cobra.Command{
@@ -448,7 +451,10 @@ func serverRegisterCommand(e *env) *cobra.Command {
 			case url != "":
 				s.Transport = &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: url}}
 			case stdioCmd != "":
-				s.Transport = &registryv1.Server_Stdio{Stdio: &registryv1.StdioTransport{Command: stdioCmd, Args: args}}
+				s.Transport = &registryv1.Server_Stdio{Stdio: &registryv1.StdioTransport{Command: stdioCmd, Args: args, PinDir: pinDir}}
+			}
+			if pinDir != "" && stdioCmd == "" {
+				return errors.New("--pin-dir pins a stdio server's directory: give it with --command")
 			}
 			t, err := parseEnum("--trust", trust, "TRUST_LEVEL_", registryv1.TrustLevel_value)
 			if err != nil {
@@ -475,6 +481,7 @@ func serverRegisterCommand(e *env) *cobra.Command {
 		fs.StringVar(&url, "url", "", "streamable HTTP endpoint, https:// (http:// only to loopback)")
 		fs.StringVar(&stdioCmd, "command", "", "stdio: the command starting the server")
 		fs.Var(&args, "arg", "stdio: an argument of the command (repeat for several)")
+		fs.StringVar(&pinDir, "pin-dir", "", "stdio: absolute path of a directory (the server's package) whose whole tree is part of its identity")
 		fs.StringVar(&trust, "trust", "", "trust level: first-party, partner or third-party (required)")
 		fs.StringVar(&revSource, "revision-source", "server-provided", "catalog revision source: server-provided or none")
 		fs.StringVar(&pin, "identity-pin", "", "sha256:<hex> identity pin; empty pins on the first scan")

@@ -46,9 +46,11 @@ const DefaultCredentialEnv = stdio.CredentialEnv
 type Target struct {
 	// URL is a streamable HTTP endpoint (`https://…`, or `http://…`).
 	URL string
-	// Command and Args start a stdio server.
+	// Command and Args start a stdio server; PinDir, when set, is a
+	// directory whose tree is part of its identity ([stdio.Hasher.Identity]).
 	Command string
 	Args    []string
+	PinDir  string
 	// Transport is any other go-sdk transport; Identity is then its
 	// identity digest (there is nothing to observe).
 	Transport mcp.Transport
@@ -96,6 +98,9 @@ type Options struct {
 	// an address the policy forbids. A refusal ends the crawl INCOMPLETE
 	// EGRESS_REFUSED. nil checks nothing (library use, tests).
 	Egress *egress.Policy
+	// Identities computes stdio servers' identities, caching file digests
+	// across crawls; nil computes each one afresh.
+	Identities *stdio.Hasher
 }
 
 func (o Options) withDefaults() Options {
@@ -326,7 +331,7 @@ func (s *Session) transport(t Target) (mcp.Transport, *Fault) {
 		dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 		dial := dialer.DialContext
 		if o.Egress != nil {
-			if re := egress.Refused(o.Egress.CheckHost(u.Hostname())); re != nil {
+			if re := egress.Refused(o.Egress.CheckURL(t.URL)); re != nil {
 				return nil, egressFault(re)
 			}
 			policed := o.Egress.DialContext(dialer)
@@ -377,8 +382,15 @@ func (s *Session) transport(t Target) (mcp.Transport, *Fault) {
 		}
 		return &mcp.StreamableClientTransport{Endpoint: t.URL, HTTPClient: client, MaxRetries: -1}, nil
 	case t.Command != "":
-		s.identity = CommandDigest(t.Command, t.Args)
-		s.endpoint = s.identity
+		h := o.Identities
+		if h == nil {
+			h = stdio.NewHasher()
+		}
+		id, err := h.Identity(t.Command, t.Args, t.PinDir)
+		if err != nil {
+			return nil, incomplete(discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "%v; the command was not started", err)
+		}
+		s.identity, s.endpoint = id, CommandDigest(t.Command, t.Args)
 		if t.Pin != "" && t.Pin != s.identity {
 			return nil, quarantined(discoveryv1.RunReason_RUN_REASON_IDENTITY_MISMATCH,
 				"command identity %s differs from the pin %s", s.identity, t.Pin)

@@ -19,6 +19,7 @@ import (
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/stdio"
 	"github.com/toolcrib/toolcrib/services/discovery/crawl"
 	"github.com/toolcrib/toolcrib/services/discovery/discoverytest"
 )
@@ -423,7 +424,8 @@ func TestStdioServer(t *testing.T) {
 	t.Setenv("TOOLCRIB_POSTGRES_URL", "postgres://must-not-leak")
 	r := crawl.Crawl(ctx(t), crawl.Target{Command: cmd, Args: args, Credential: secret}, crawl.Options{Versioned: true})
 	want(t, r, proven, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
-	if len(r.Tools) != 5 || r.IdentityDigest != crawl.CommandDigest(cmd, args) {
+	if id, err := stdio.NewHasher().Identity(cmd, args, ""); err != nil || len(r.Tools) != 5 || r.IdentityDigest != id ||
+		r.EndpointDigest != crawl.CommandDigest(cmd, args) {
 		t.Fatalf("tools %d identity %s", len(r.Tools), r.IdentityDigest)
 	}
 	env, err := os.ReadFile(envFile)

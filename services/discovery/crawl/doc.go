@@ -23,8 +23,10 @@
 //   - https: [SPKIDigest] of the TLS leaf certificate, after the chain was
 //     verified against the system roots plus [Options.RootCAs]; checked in
 //     the handshake of every connection of the session;
-//   - stdio: [CommandDigest] of [command, args...], checked before the
-//     process starts;
+//   - stdio: [stdio.Hasher.Identity] of the command line and the content it
+//     runs (the executable on PATH, every argument that is a regular file,
+//     the pinned directory's tree), checked before the process starts; a
+//     changed script behind the same command line is a mismatch;
 //   - plain http: [URLDigest] of the URL.
 //
 // A mismatch ends the scan QUARANTINED with IDENTITY_MISMATCH.

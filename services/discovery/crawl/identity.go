@@ -27,7 +27,8 @@ func SPKIDigest(rawSubjectPublicKeyInfo []byte) string {
 }
 
 // CommandDigest returns `sha256:<hex>` of the canonical JSON array
-// [command, args...] (the identity of a stdio server).
+// [command, args...] (the endpoint digest of a stdio server; its identity
+// is [stdio.Hasher.Identity], which also covers what the command runs).
 func CommandDigest(command string, args []string) string { return stdio.CommandDigest(command, args) }
 
 // URLDigest returns `sha256:<hex>` of the URL text (the identity of a plain

@@ -611,7 +611,16 @@ type StdioTransport struct {
 	// Executable path or name looked up on PATH.
 	Command string `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
 	// Arguments, in order; empty for none.
-	Args          []string `protobuf:"bytes,2,rep,name=args,proto3" json:"args,omitempty"`
+	Args []string `protobuf:"bytes,2,rep,name=args,proto3" json:"args,omitempty"`
+	// Absolute path of a directory whose whole tree is part of the server's
+	// identity (the package the command runs, e.g. its node_modules): a changed,
+	// added or removed file in it is another identity, which discovery
+	// quarantines and the gateway refuses to call (UPSTREAM_IDENTITY_MISMATCH)
+	// until the identity is pinned again. The walk is bounded (50,000 entries,
+	// 1 GiB) and refuses a symbolic link out of the directory. Empty pins no
+	// directory: the identity then covers the command line, the executable and
+	// every argument that names a regular file.
+	PinDir        string `protobuf:"bytes,3,opt,name=pin_dir,json=pinDir,proto3" json:"pin_dir,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -660,6 +669,13 @@ func (x *StdioTransport) GetArgs() []string {
 	return nil
 }
 
+func (x *StdioTransport) GetPinDir() string {
+	if x != nil {
+		return x.PinDir
+	}
+	return ""
+}
+
 // Server is one registered MCP server.
 type Server struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -685,7 +701,9 @@ type Server struct {
 	// Where the catalog revision comes from; required.
 	RevisionSource RevisionSource `protobuf:"varint,7,opt,name=revision_source,json=revisionSource,proto3,enum=toolcrib.registry.v1.RevisionSource" json:"revision_source,omitempty"`
 	// `sha256:<hex>` identity pin: of the TLS leaf certificate's SPKI for https
-	// endpoints, of command + args for stdio. Empty means pin on first scan.
+	// endpoints; for stdio, of the command line and the content it runs (the
+	// executable found on PATH, every argument that is a regular file, the
+	// `pin_dir` tree). Empty means pin on first scan.
 	IdentityPin string `protobuf:"bytes,8,opt,name=identity_pin,json=identityPin,proto3" json:"identity_pin,omitempty"`
 	// How often discovery refreshes the server; zero means the discovery
 	// service's default.
@@ -5576,10 +5594,11 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\n" +
 	"#toolcrib/registry/v1/registry.proto\x12\x14toolcrib.registry.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!toolcrib/catalog/v1/catalog.proto\"+\n" +
 	"\x17StreamableHttpTransport\x12\x10\n" +
-	"\x03url\x18\x01 \x01(\tR\x03url\">\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\"W\n" +
 	"\x0eStdioTransport\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\tR\acommand\x12\x12\n" +
-	"\x04args\x18\x02 \x03(\tR\x04args\"\xaa\x05\n" +
+	"\x04args\x18\x02 \x03(\tR\x04args\x12\x17\n" +
+	"\apin_dir\x18\x03 \x01(\tR\x06pinDir\"\xaa\x05\n" +
 	"\x06Server\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12!\n" +
 	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x12\x14\n" +

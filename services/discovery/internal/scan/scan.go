@@ -364,7 +364,7 @@ func targetOf(srv *registryv1.Server, credential string) (crawl.Target, error) {
 	case srv.GetStreamableHttp() != nil:
 		t.URL = srv.GetStreamableHttp().GetUrl()
 	case srv.GetStdio() != nil:
-		t.Command, t.Args = srv.GetStdio().GetCommand(), srv.GetStdio().GetArgs()
+		t.Command, t.Args, t.PinDir = srv.GetStdio().GetCommand(), srv.GetStdio().GetArgs(), srv.GetStdio().GetPinDir()
 	default:
 		return t, fmt.Errorf("server %s has no transport", srv.GetServerId())
 	}
@@ -382,6 +382,7 @@ func trustDigest(srv *registryv1.Server, audienceClass string, b *registryv1.Aud
 		URL            string   `json:"url,omitempty"`
 		Command        string   `json:"command,omitempty"`
 		Args           []string `json:"args,omitempty"`
+		PinDir         string   `json:"pin_dir,omitempty"`
 		TrustLevel     string   `json:"trust_level"`
 		IdentityPin    string   `json:"identity_pin"`
 		RevisionSource string   `json:"revision_source"`
@@ -389,7 +390,7 @@ func trustDigest(srv *registryv1.Server, audienceClass string, b *registryv1.Aud
 		SecretRef      string   `json:"secret_ref"`
 	}{
 		ServerID: srv.GetServerId(), URL: srv.GetStreamableHttp().GetUrl(), Command: srv.GetStdio().GetCommand(),
-		Args: srv.GetStdio().GetArgs(), TrustLevel: srv.GetTrustLevel().String(), IdentityPin: srv.GetIdentityPin(),
+		Args: srv.GetStdio().GetArgs(), PinDir: srv.GetStdio().GetPinDir(), TrustLevel: srv.GetTrustLevel().String(), IdentityPin: srv.GetIdentityPin(),
 		RevisionSource: srv.GetRevisionSource().String(), AudienceClass: audienceClass, SecretRef: b.GetSecretRef(),
 	}
 	d, err := canonical.DigestValue(in)

@@ -48,25 +48,46 @@ type Review struct {
 type Endpoint struct {
 	// URL is the streamable HTTP endpoint; empty for a stdio server.
 	URL string
-	// Command and Args start a stdio server (URL empty).
+	// Command and Args start a stdio server (URL empty); PinDir is the
+	// directory pinned into its identity (empty for none).
 	Command string
 	Args    []string
+	PinDir  string
+	// Pin is the registry's identity pin of a stdio server (empty before
+	// its first scan); Identity is the identity its command line and content
+	// have at this call ([stdio.Hasher.Identity]).
+	Pin, Identity string
 	// Credential is the class's upstream credential; empty sends none.
 	Credential string
+
+	// verify re-checks a stdio server's identity with its pinned directory
+	// walked now, right before its process is started.
+	verify func() error
 }
 
 // Target is the endpoint as the upstream pool dials it.
 func (e Endpoint) Target() upstream.Target {
-	return upstream.Target{URL: e.URL, Command: e.Command, Args: e.Args, Credential: e.Credential}
+	return upstream.Target{URL: e.URL, Command: e.Command, Args: e.Args, ContentIdentity: e.Identity, Credential: e.Credential,
+		BeforeStart: e.verify}
 }
 
-// ErrIdentity is returned for a stdio server whose command line is not the
-// identity discovery pinned (the registered command changed since the
-// catalog was proven): the gateway does not start it.
-var ErrIdentity = errors.New("contract: the stdio server's command is not the identity discovery pinned")
+// ErrIdentity is returned for a stdio server whose identity is not the one
+// discovery pinned: the registered command changed since the catalog was
+// proven, or the program behind it did (the executable, a script argument,
+// a file of the pinned directory), or its identity cannot be computed. The
+// gateway neither starts it nor calls it.
+var ErrIdentity = errors.New("contract: the stdio server is not the identity discovery pinned")
 
 // endpointTTL is how long an endpoint (URL and credential) is reused.
 const endpointTTL = 30 * time.Second
+
+// treeMaxAge is how long a call's identity check reuses a pinned
+// directory's tree digest: a walk costs a stat per file, too much for every
+// call to a large package. The executable and the script arguments are
+// checked on every call, and the tree is walked afresh before a process is
+// started, so within this bound only calls to an already running process
+// (started from the pinned code) can follow a change of the directory.
+const treeMaxAge = time.Second
 
 // Directory answers the gateway's questions about tools and servers.
 type Directory struct {
@@ -74,6 +95,9 @@ type Directory struct {
 	disc    discoveryv1.DiscoveryServiceClient
 	secrets secretref.Policy
 	lookup  func(string) (string, bool)
+	// ids computes stdio identities on every call, from cached file
+	// digests (a stat per file unless a file changed).
+	ids *stdio.Hasher
 
 	mu        sync.Mutex
 	snapshots map[snapKey]*snapEntry
@@ -113,7 +137,7 @@ func New(reg registryv1.RegistryServiceClient, disc discoveryv1.DiscoveryService
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
-	return &Directory{reg: reg, disc: disc, secrets: secrets, lookup: lookup,
+	return &Directory{reg: reg, disc: disc, secrets: secrets, lookup: lookup, ids: &stdio.Hasher{TreeMaxAge: treeMaxAge},
 		snapshots: map[snapKey]*snapEntry{}, reviews: map[reviewKey]Review{}, endpoints: map[epKey]epEntry{}}
 }
 
@@ -198,26 +222,52 @@ func (d *Directory) Review(ctx context.Context, tool, class, digest string, atLe
 
 // Endpoint returns how to reach server as class: its URL and the class's
 // credential for it (resolved from the secret reference, kept in memory
-// only).
+// only). For a stdio server it computes the identity of its command line
+// and content on every call and returns [ErrIdentity] when that is not the
+// registry's pin, so a program replaced behind the same command line is
+// never started or called under the old approval (a pinned directory's
+// tree is reused for up to treeMaxAge, and walked again right before a
+// process is started: [upstream.Target.BeforeStart]).
 func (d *Directory) Endpoint(ctx context.Context, server, class string) (Endpoint, error) {
 	k := epKey{server, class}
 	d.mu.Lock()
 	e, ok := d.endpoints[k]
 	d.mu.Unlock()
-	if ok && time.Since(e.at) < endpointTTL {
-		return e.ep, e.err
+	ep := e.ep
+	if !ok || time.Since(e.at) >= endpointTTL {
+		var err error
+		if ep, err = d.fetchEndpoint(ctx, server, class); err != nil {
+			return Endpoint{}, err // not cached
+		}
+		d.mu.Lock()
+		if len(d.endpoints) >= maxCached {
+			clear(d.endpoints)
+		}
+		d.endpoints[k] = epEntry{ep: ep, at: time.Now()}
+		d.mu.Unlock()
 	}
-	ep, err := d.fetchEndpoint(ctx, server, class)
-	if err != nil && !errors.Is(err, ErrIdentity) {
-		return Endpoint{}, err // not cached
+	if ep.Command == "" {
+		return ep, nil
 	}
-	d.mu.Lock()
-	if len(d.endpoints) >= maxCached {
-		clear(d.endpoints)
+	id, err := d.ids.Identity(ep.Command, ep.Args, ep.PinDir)
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("%w: %v", ErrIdentity, err)
 	}
-	d.endpoints[k] = epEntry{ep: ep, at: time.Now(), err: err}
-	d.mu.Unlock()
-	return ep, err
+	if ep.Pin != "" && id != ep.Pin {
+		return Endpoint{}, ErrIdentity
+	}
+	ep.Identity = id
+	ep.verify = func() error {
+		fresh, err := d.ids.FreshIdentity(ep.Command, ep.Args, ep.PinDir)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrIdentity, err)
+		}
+		if fresh != id {
+			return ErrIdentity
+		}
+		return nil
+	}
+	return ep, nil
 }
 
 func (d *Directory) fetchEndpoint(ctx context.Context, server, class string) (Endpoint, error) {
@@ -230,10 +280,8 @@ func (d *Directory) fetchEndpoint(ctx context.Context, server, class string) (En
 	case t.GetStreamableHttp() != nil:
 		ep.URL = t.GetStreamableHttp().GetUrl()
 	case t.GetStdio() != nil:
-		ep.Command, ep.Args = t.GetStdio().GetCommand(), t.GetStdio().GetArgs()
-		if pin := t.GetIdentityPin(); pin != "" && pin != stdio.CommandDigest(ep.Command, ep.Args) {
-			return Endpoint{}, ErrIdentity
-		}
+		ep.Command, ep.Args, ep.PinDir = t.GetStdio().GetCommand(), t.GetStdio().GetArgs(), t.GetStdio().GetPinDir()
+		ep.Pin = t.GetIdentityPin()
 	default:
 		return Endpoint{}, errors.New("contract: the server has no transport the gateway can call")
 	}

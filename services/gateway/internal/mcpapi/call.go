@@ -203,7 +203,7 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 	}
 	ep, err := g.opts.Directory.Endpoint(ctx, rt.GetServerId(), rt.GetAudienceClass())
 	if errors.Is(err, contract.ErrIdentity) {
-		return denial(ReasonUpstreamIdentity, "the tool's stdio server is registered with another command than the one its catalog was proven from", "ask the server's owner to rescan it"), outcomeDenied, ReasonUpstreamIdentity
+		return identityDenial(), outcomeDenied, ReasonUpstreamIdentity
 	}
 	if err != nil {
 		return unavailable("registry", err), outcomeUnavailable, ReasonUnavailable
@@ -248,6 +248,9 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 		}()
 	}
 	up, err := g.opts.Upstream.Call(uctx, ep.Target(), params)
+	if errors.Is(err, contract.ErrIdentity) {
+		return identityDenial(), outcomeDenied, ReasonUpstreamIdentity
+	}
 	if err != nil {
 		if errors.Is(uctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 			return denial(ReasonUpstreamDeadline, fmt.Sprintf("the tool did not answer within its deadline of %d ms", deadline.Milliseconds()), "try again later"), outcomeUnavailable, ReasonUpstreamDeadline
@@ -263,6 +266,14 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 	res.Meta[MetaReceipt] = receipt.GetReceiptId()
 	res.Meta[MetaExecutionReceipt] = iss.GetExecutionReceiptId()
 	return res, outcome, reason
+}
+
+// identityDenial is the answer for a stdio server that is not the identity
+// discovery pinned (checked before the call, and again before its process
+// is started).
+func identityDenial() *mcp.CallToolResult {
+	return denial(ReasonUpstreamIdentity, "the tool's stdio server is not the one its catalog was proven from: its registered command, "+
+		"its executable, a script it runs or a file of its pinned directory changed", "ask the server's owner to review the change and have it pinned and scanned again")
 }
 
 // shownTool returns a copy of the tool last shown under name (its epoch

@@ -34,17 +34,28 @@ type Target struct {
 	// Command and Args start a stdio server (when URL is empty).
 	Command string
 	Args    []string
+	// ContentIdentity is the stdio server's identity as checked for this
+	// call ([stdio.Hasher.Identity]: its command line and the content it
+	// runs); empty keys the session by the command line alone.
+	ContentIdentity string
+	// BeforeStart, when set, runs right before a stdio server's process is
+	// started; its error is returned and nothing is started.
+	BeforeStart func() error
 	// Credential is the class's upstream credential: a bearer token over
 	// HTTP, the CredentialEnv variable of a stdio server; empty for none.
 	Credential string
 }
 
 // Identity is what sessions are keyed by: the URL, or for a stdio server
-// `stdio:` and the digest of its command line (the identity discovery pins,
-// sha256 of the canonical JSON of [command, args...]).
+// `stdio:` and its content identity (the identity discovery pins), so a
+// process started from other code is never reused for a call checked
+// against this code; without one, the digest of its command line.
 func (t Target) Identity() string {
 	if t.URL != "" {
 		return t.URL
+	}
+	if t.ContentIdentity != "" {
+		return "stdio:" + t.ContentIdentity
 	}
 	return "stdio:" + stdio.CommandDigest(t.Command, t.Args)
 }
@@ -163,6 +174,11 @@ func (p *Pool) connect(ctx context.Context, t Target) (*mcp.ClientSession, error
 	if t.URL == "" {
 		if t.Command == "" {
 			return nil, errors.New("upstream: neither a URL nor a command")
+		}
+		if t.BeforeStart != nil {
+			if err := t.BeforeStart(); err != nil {
+				return nil, err
+			}
 		}
 		cmd := exec.Command(t.Command, t.Args...)
 		name := p.CredentialEnv

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -70,5 +72,29 @@ func TestMessageBound(t *testing.T) {
 				t.Fatalf("over the bound: %v, want ErrTooLarge", err)
 			}
 		})
+	}
+}
+
+// A stdio target is keyed by its content identity when it has one (two
+// contents behind one command line are two sessions), and BeforeStart
+// refuses the start: its error is returned and no process runs.
+func TestStdioBeforeStartRefusesTheStart(t *testing.T) {
+	a := Target{Command: "/usr/bin/inv", Args: []string{"-stdio"}, ContentIdentity: "sha256:" + strings.Repeat("a", 64)}
+	b := a
+	b.ContentIdentity = "sha256:" + strings.Repeat("b", 64)
+	if a.Identity() == b.Identity() {
+		t.Fatal("two contents behind one command line share a session")
+	}
+	marker := filepath.Join(t.TempDir(), "started")
+	refused := errors.New("identity changed")
+	p := New(egress.Policy{}, nil, nil)
+	defer p.Close()
+	_, err := p.Session(context.Background(), Target{Command: "sh", Args: []string{"-c", "touch " + marker},
+		BeforeStart: func() error { return refused }})
+	if !errors.Is(err, refused) {
+		t.Fatalf("Session: %v", err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the process was started")
 	}
 }

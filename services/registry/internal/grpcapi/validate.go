@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 	"unicode"
@@ -135,6 +136,12 @@ func validateServer(v *apierror.Violations, prefix string, s *registryv1.Server,
 				break
 			}
 			checkLine(v, fmt.Sprintf("%s[%d]", f("stdio.args"), i), a, maxPath)
+		}
+		if d := t.Stdio.GetPinDir(); d != "" {
+			checkLine(v, f("stdio.pin_dir"), d, maxPath)
+			if !path.IsAbs(d) || path.Clean(d) != d || d == "/" {
+				v.Add(f("stdio.pin_dir"), "must be an absolute, clean path of a directory other than / (e.g. /opt/mcp/inventory)")
+			}
 		}
 	default:
 		v.Add(f("transport"), "exactly one of streamable_http and stdio is required")

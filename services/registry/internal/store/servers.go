@@ -17,26 +17,27 @@ import (
 )
 
 const serverCols = `server_id, display_name, description, owner, transport, url, command, args,
-	trust_level, revision_source, identity_pin, scan_interval_us, version, created_at, updated_at`
+	trust_level, revision_source, identity_pin, scan_interval_us, version, created_at, updated_at, pin_dir`
 
 func scanServer(row pgx.Row) (*registryv1.Server, error) {
 	var (
 		s                       registryv1.Server
 		transport, url, command string
+		pinDir                  string
 		args                    []string
 		trust, revSource        int32
 		scanUS                  int64
 		createdAt, updatedAt    time.Time
 	)
 	if err := row.Scan(&s.ServerId, &s.DisplayName, &s.Description, &s.Owner, &transport, &url, &command, &args,
-		&trust, &revSource, &s.IdentityPin, &scanUS, &s.Version, &createdAt, &updatedAt); err != nil {
+		&trust, &revSource, &s.IdentityPin, &scanUS, &s.Version, &createdAt, &updatedAt, &pinDir); err != nil {
 		return nil, err
 	}
 	switch transport {
 	case "streamable_http":
 		s.Transport = &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: url}}
 	case "stdio":
-		s.Transport = &registryv1.Server_Stdio{Stdio: &registryv1.StdioTransport{Command: command, Args: args}}
+		s.Transport = &registryv1.Server_Stdio{Stdio: &registryv1.StdioTransport{Command: command, Args: args, PinDir: pinDir}}
 	}
 	s.TrustLevel = registryv1.TrustLevel(trust)
 	s.RevisionSource = registryv1.RevisionSource(revSource)
@@ -50,15 +51,15 @@ func scanServer(row pgx.Row) (*registryv1.Server, error) {
 // serverArgs returns the column values of s's mutable fields, in the order
 // of the INSERT and UPDATE statements below.
 func serverArgs(s *registryv1.Server) []any {
-	transport, url, command, args := "streamable_http", "", "", []string{}
+	transport, url, command, args, pinDir := "streamable_http", "", "", []string{}, ""
 	if st := s.GetStdio(); st != nil {
-		transport, command = "stdio", st.GetCommand()
+		transport, command, pinDir = "stdio", st.GetCommand(), st.GetPinDir()
 		args = append(args, st.GetArgs()...)
 	} else {
 		url = s.GetStreamableHttp().GetUrl()
 	}
 	return []any{s.GetServerId(), s.GetDisplayName(), s.GetDescription(), s.GetOwner(), transport, url, command, args,
-		int32(s.GetTrustLevel()), int32(s.GetRevisionSource()), s.GetIdentityPin(), s.GetScanInterval().AsDuration().Microseconds()}
+		int32(s.GetTrustLevel()), int32(s.GetRevisionSource()), s.GetIdentityPin(), s.GetScanInterval().AsDuration().Microseconds(), pinDir}
 }
 
 // RegisterServer stores a new server at version 1. [ExistsError] when the
@@ -68,8 +69,8 @@ func (s *Store) RegisterServer(ctx context.Context, srv *registryv1.Server) (*re
 	err := s.write(ctx, func(u *unit) error {
 		var err error
 		out, err = scanServer(u.tx.QueryRow(ctx, `INSERT INTO servers (server_id, display_name, description, owner, transport,
-	url, command, args, trust_level, revision_source, identity_pin, scan_interval_us)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+	url, command, args, trust_level, revision_source, identity_pin, scan_interval_us, pin_dir)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 ON CONFLICT (server_id) DO NOTHING RETURNING `+serverCols, serverArgs(srv)...))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return &ExistsError{Kind: "server", ID: srv.GetServerId()}
@@ -138,7 +139,7 @@ func (s *Store) UpdateServer(ctx context.Context, actor principal.Principal, srv
 		}
 		out, err = scanServer(u.tx.QueryRow(ctx, `UPDATE servers SET display_name = $2, description = $3, owner = $4,
 	transport = $5, url = $6, command = $7, args = $8, trust_level = $9, revision_source = $10, identity_pin = $11,
-	scan_interval_us = $12, version = version + 1, updated_at = now()
+	scan_interval_us = $12, pin_dir = $13, version = version + 1, updated_at = now()
 WHERE server_id = $1 RETURNING `+serverCols, serverArgs(srv)...))
 		if err != nil {
 			return fmt.Errorf("update server: %w", err)

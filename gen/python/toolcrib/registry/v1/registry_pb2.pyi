@@ -657,12 +657,14 @@ class SetRolloutStageResponse(_message.Message):
     def __init__(self, rollout_stage: _Optional[_Union[RolloutStage, _Mapping]] = ..., policy_epoch: _Optional[int] = ..., changed: bool = ...) -> None: ...
 
 class StdioTransport(_message.Message):
-    __slots__ = ["args", "command"]
+    __slots__ = ["args", "command", "pin_dir"]
     ARGS_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
+    PIN_DIR_FIELD_NUMBER: _ClassVar[int]
     args: _containers.RepeatedScalarFieldContainer[str]
     command: str
-    def __init__(self, command: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ...) -> None: ...
+    pin_dir: str
+    def __init__(self, command: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., pin_dir: _Optional[str] = ...) -> None: ...
 
 class StreamableHttpTransport(_message.Message):
     __slots__ = ["url"]
