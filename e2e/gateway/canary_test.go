@@ -65,30 +65,39 @@ func TestGatewayCanaryFollowsTheRunIDHeader(t *testing.T) {
 		CanaryEffects: []catalogv1.EffectClass{catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY}, Reason: "gateway canary test"}); err != nil {
 		t.Fatal(err)
 	}
-	var in, out string
-	for i := 0; in == "" || out == ""; i++ {
+	var in, probe, out string
+	for i := 0; in == "" || probe == "" || out == ""; i++ {
 		run := fmt.Sprintf("run-%d", i)
 		if canaryBucket(gatewayworld.ServerID, gatewayworld.ClassA, run) < uint64(pct)*100 {
+			if in != "" {
+				probe = cmpOr(probe, run)
+			}
 			in = cmpOr(in, run)
 		} else {
 			out = cmpOr(out, run)
 		}
 	}
 	token := w.Token(t, "alice", gatewayworld.TenantA)
-	inside := connectRun(t, w.GatewayURL, token, in)
-	// The stage change reaches admission through its registry stream.
+	// The stage change reaches admission through its registry stream: a
+	// probe run inside the share lists until it shows the read-only tools
+	// only. The run under test lists only after that, so the write tool was
+	// never listed to it (a run that listed it before the change would get
+	// POLICY_REVOKED, rightly, instead of NOT_FOUND).
+	prober := connectRun(t, w.GatewayURL, token, probe)
 	var names []string
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		names, _ = listAll(t, inside)
+		names, _ = listAll(t, prober)
 		if !slices.Contains(names, "cancel_shipment") && slices.Contains(names, "shipment_status") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("run %s inside the canary lists %v, want the read-only tools only", in, names)
+			t.Fatalf("run %s inside the canary lists %v, want the read-only tools only", probe, names)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	inside := connectRun(t, w.GatewayURL, token, in)
+	names, _ = listAll(t, inside)
 	if want := []string{"export_log", "ping", "shipment_status", "slow_report"}; !slices.Equal(names, want) {
 		t.Fatalf("run %s inside the canary lists %v, want %v", in, names, want)
 	}
