@@ -7,11 +7,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/revision"
 )
 
@@ -356,9 +359,9 @@ func TestCacheFieldsFromServerOptionsAreKept(t *testing.T) {
 
 func TestListChangedIsStillSentOnAChange(t *testing.T) {
 	server, catalog := newServer(t, 2, "a")
-	changed := make(chan struct{}, 10)
+	var changed atomic.Int32
 	client := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, &mcp.ClientOptions{
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed.Add(1) },
 	})
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := server.Connect(context.Background(), st, nil)
@@ -372,7 +375,7 @@ func TestListChangedIsStillSentOnAChange(t *testing.T) {
 	}
 	defer cs.Close()
 	addTool(catalog, "b", "b")
-	<-changed // the test times out if it never comes
+	servicetest.Eventually(t, 10*time.Second, "notifications/tools/list_changed after a change", func() bool { return changed.Load() > 0 })
 }
 
 func TestNewRefusesBadOptions(t *testing.T) {

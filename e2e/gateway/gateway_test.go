@@ -20,6 +20,7 @@ import (
 
 	"github.com/toolcrib/toolcrib/e2e/gatewayworld"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/revision/lease"
 	"github.com/toolcrib/toolcrib/services/gateway"
 )
@@ -395,7 +396,7 @@ func TestGateway(t *testing.T) {
 			t.Fatal(err)
 		}
 		dana := gatewayworld.Connect(t, w.GatewayURL, w.St.Auth.User(t, "dana", gatewayworld.TenantA, "auditors"), nil)
-		gatewayworld.Eventually(t, "dana reads the class's server", func() bool {
+		servicetest.Eventually(t, 30*time.Second, "dana reads the class's server", func() bool {
 			ps, err := dana.ListPrompts(ctxFor(t), nil)
 			return err == nil && len(ps.Prompts) == 1 && ps.Prompts[0].Name == gatewayworld.PromptName
 		})
@@ -521,7 +522,7 @@ func TestGateway(t *testing.T) {
 		}
 		before := len(callsOf(w, "shipment_status"))
 		var res *mcp.CallToolResult
-		gatewayworld.Eventually(t, "a denial", func() bool {
+		servicetest.Eventually(t, 30*time.Second, "a denial", func() bool {
 			res = call(t, cs, "shipment_status", map[string]any{"shipment_id": "S-1"})
 			return res.IsError
 		})
@@ -572,7 +573,7 @@ func TestGatewayFailsClosed(t *testing.T) {
 			}
 		}
 		w.Proxy[c.proxy].Heal()
-		gatewayworld.Eventually(t, c.proxy+" healed", func() bool {
+		servicetest.Eventually(t, 30*time.Second, c.proxy+" healed", func() bool {
 			return !call(t, cs, "shipment_status", map[string]any{"shipment_id": "S-1"}).IsError
 		})
 	}

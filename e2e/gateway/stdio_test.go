@@ -15,6 +15,7 @@ import (
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
 )
 
 // TestGatewayCallsAStdioServer: a stdio MCP server (the example server,
@@ -69,7 +70,7 @@ func TestGatewayCallsAStdioServer(t *testing.T) {
 		t.Fatalf("discovery pinned no identity for the stdio server: %v %v", srv, err)
 	}
 	const tool = server + ".inventory.lookup"
-	gatewayworld.Eventually(t, "the registry learns the stdio server's tools", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "the registry learns the stdio server's tools", func() bool {
 		_, err := reg.GetTool(ctx, &registryv1.GetToolRequest{ToolId: tool})
 		return err == nil
 	})
@@ -88,7 +89,7 @@ func TestGatewayCallsAStdioServer(t *testing.T) {
 	}
 
 	cs := gatewayworld.Connect(t, w.GatewayURL, w.Token(t, "alice", gatewayworld.TenantA), nil)
-	gatewayworld.Eventually(t, "alice lists the stdio server's tool", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "alice lists the stdio server's tool", func() bool {
 		names, _ := listAll(t, cs)
 		return slices.Contains(names, "inventory.lookup")
 	})
