@@ -162,6 +162,8 @@ func devCommands() []command {
 		sub, tenant, groups string
 		ttl                 time.Duration
 		admin, service      bool
+		logLevel            string
+		accessLog           bool
 	)
 	return []command{
 		{
@@ -227,11 +229,33 @@ func devCommands() []command {
 			name: "dev up",
 			summary: "run every implemented service in this process against local Postgres and Redis " +
 				"(migrating first), with dev keys and tokens under " + devDir,
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&logLevel, "log-level", "", "every service's --log-level: debug, info, warn, error (default info, or env "+config.EnvName("log-level")+")")
+				fs.BoolVar(&accessLog, "access-log", false, "every service's --access-log: log each finished gRPC call at info, successful internal calls included")
+			},
 			run: func(ctx context.Context, e *env, args []string) error {
+				if err := devLogFlags(logLevel, accessLog); err != nil {
+					return err
+				}
 				return devUp(ctx, e)
 			},
 		},
 	}
+}
+
+// devLogFlags hands `dev up --log-level` and `--access-log` to every
+// service it launches, through the environment their configurations are
+// parsed from (so a bad level is refused as a service's own flag is).
+func devLogFlags(level string, accessLog bool) error {
+	if level != "" {
+		if err := os.Setenv(config.EnvName("log-level"), level); err != nil {
+			return err
+		}
+	}
+	if accessLog {
+		return os.Setenv(config.EnvName("access-log"), "true")
+	}
+	return nil
 }
 
 func devUp(ctx context.Context, e *env) error {
