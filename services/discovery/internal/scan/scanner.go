@@ -203,7 +203,7 @@ func New(pool *pgxpool.Pool, st *store.Store, log *changelog.Log, reg registrycl
 		JobTimeout:           cfg.ScanTimeout,
 		RescueStuckJobsAfter: cfg.RescueAfter,
 		MaxAttempts:          cfg.MaxAttempts,
-		RetryPolicy:          &backoff{base: cfg.RetryBase, max: cfg.RetryMax},
+		RetryPolicy:          &retryPolicy{base: cfg.RetryBase, max: cfg.RetryMax},
 		FetchCooldown:        cfg.FetchCooldown,
 		FetchPollInterval:    cfg.FetchPollInterval,
 		Logger:               slog.New(atLeast{h: lg.Handler(), level: slog.LevelWarn}).With("component", "river"),
@@ -344,10 +344,10 @@ func (s *Scanner) Enqueue(ctx context.Context, trigger discoveryv1.ScanTrigger, 
 	return out, nil
 }
 
-// backoff is River's retry policy: base·2^(attempt-1), capped.
-type backoff struct{ base, max time.Duration }
+// retryPolicy is River's retry policy: base·2^(attempt-1), capped.
+type retryPolicy struct{ base, max time.Duration }
 
-func (b *backoff) NextRetry(job *rivertype.JobRow) time.Time {
+func (b *retryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
 	d := float64(b.base) * math.Pow(2, float64(max(job.Attempt-1, 0)))
 	if d > float64(b.max) {
 		d = float64(b.max)
