@@ -110,7 +110,8 @@ func (f Freshness) Fresh(now time.Time, window time.Duration) bool {
 // listed revision, resume after a broken stream with exponential backoff
 // and jitter, re-list after [ErrCompacted] or [ErrAhead], and record
 // [Freshness] from heartbeats. Admission and lease replicas follow both
-// services' streams with it; so does the registry's discovery intake.
+// services' streams with it; so do the registry's discovery intake
+// and discovery's watch of the registry.
 type Follower[C any] struct {
 	cfg FollowerConfig[C]
 	log *slog.Logger

@@ -50,6 +50,10 @@ type Config struct {
 	// RefreshTick is how often due pairs are looked for (1m).
 	RefreshInterval time.Duration
 	RefreshTick     time.Duration
+	// RegistryStallTimeout is how long the registry's Watch may stay silent
+	// (no change, no heartbeat: the registry sends one every second by
+	// default) before it is dropped and resumed (10s).
+	RegistryStallTimeout time.Duration
 	// RetryBase and RetryMax shape the backoff of INCOMPLETE scans (1s,
 	// 5m); MaxAttempts caps the attempts of one scan (10).
 	RetryBase   time.Duration
@@ -124,6 +128,7 @@ func (c Config) withDefaults() Config {
 	}
 	def(&c.RefreshInterval, 15*time.Minute)
 	def(&c.RefreshTick, time.Minute)
+	def(&c.RegistryStallTimeout, 10*time.Second)
 	def(&c.RetryBase, time.Second)
 	def(&c.RetryMax, 5*time.Minute)
 	if c.MaxAttempts <= 0 {
