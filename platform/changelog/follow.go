@@ -231,7 +231,8 @@ func (f *Follower[C]) Run(ctx context.Context) error {
 			f.log.WarnContext(ctx, "the source no longer serves the follower's revision; re-listing", "revision", cursor, "error", err)
 			needList = true
 			if progressed {
-				continue // re-list at once; a loop of lists still backs off below
+				retry.Reset() // the wait drawn above is not taken
+				continue      // re-list at once; a loop of lists still backs off below
 			}
 		case errors.Is(err, ErrDraining):
 			f.log.InfoContext(ctx, "the source is draining; reconnecting", "revision", cursor)
