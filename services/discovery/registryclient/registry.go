@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -23,8 +22,6 @@ var (
 	// ErrConflict: the server changed since it was read (optimistic
 	// concurrency lost).
 	ErrConflict = errors.New("registry: the record changed")
-	// ErrCompacted: a watch asked to resume from a compacted revision.
-	ErrCompacted = errors.New("registry: watch revision compacted")
 	// ErrUnavailable: the registry could not be reached or failed.
 	ErrUnavailable = errors.New("registry: unavailable")
 )
@@ -108,12 +105,6 @@ func translate(err error) error {
 		return fmt.Errorf("%w: %s", ErrNotFound, st.Message())
 	case codes.Aborted:
 		return fmt.Errorf("%w: %s", ErrConflict, st.Message())
-	case codes.FailedPrecondition:
-		for _, d := range st.Details() {
-			if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == changelog.ReasonCompacted {
-				return fmt.Errorf("%w: %s", ErrCompacted, st.Message())
-			}
-		}
 	case codes.Canceled:
 		return err
 	}
