@@ -156,7 +156,7 @@ func TestLeaseSingleUseFailsClosedWithoutRedis(t *testing.T) {
 	}
 	link.Heal()
 	var v *leasev1.VerifyResponse
-	leaseworld.Eventually(t, "Verify after Redis is back", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "Verify after Redis is back", func() bool {
 		var err error
 		v, err = verifyAs(t, w, w.Lease["alice"], iss, iss, leaseworld.Audience, leaseworld.Audience)
 		return err == nil

@@ -121,7 +121,7 @@ func midFlight(t *testing.T, change string) ([]string, int) {
 			Arguments: leaseworld.ShipmentArgs, Mode: admissionv1.Mode_MODE_AUTONOMOUS, AudienceClass: leaseworld.Class})
 	}
 	for _, c := range adm {
-		leaseworld.Eventually(t, "both replicas allow", func() bool {
+		servicetest.Eventually(t, 30*time.Second, "both replicas allow", func() bool {
 			resp, err := check(c)
 			return err == nil && resp.GetReason() == allow
 		})

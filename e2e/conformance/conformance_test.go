@@ -29,6 +29,7 @@ import (
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
 )
 
 const (
@@ -177,7 +178,7 @@ func TestConformance(t *testing.T) {
 	must(reg.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: tenant, Group: "hosts", Scopes: []string{scope}, AudienceClasses: []string{class}}))
 	must(w.St.Discovery.TriggerScan(ctx, &discoveryv1.TriggerScanRequest{ServerId: serverID, AudienceClass: class}))
 	gatewayworld.WaitActive(t, ctx, w.St.Discovery, serverID, class)
-	gatewayworld.Eventually(t, "the registry learns the tools", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "the registry learns the tools", func() bool {
 		resp, err := reg.ListTools(ctx, &registryv1.ListToolsRequest{ServerId: serverID})
 		return err == nil && len(resp.GetTools()) > 0
 	})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolcrib/toolcrib/e2e/gatewayworld"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/services/gateway"
 )
 
@@ -120,7 +121,7 @@ func TestArtifactsBelongToTheirCaller(t *testing.T) {
 		Scopes: []string{"shipment:read"}}); err != nil {
 		t.Fatal(err)
 	}
-	gatewayworld.Eventually(t, "alice's artifact ends with her grant", func() bool { return readErr(t, alice, uri) != "" })
+	servicetest.Eventually(t, 30*time.Second, "alice's artifact ends with her grant", func() bool { return readErr(t, alice, uri) != "" })
 	if got := readErr(t, alice, uri); got != notFound {
 		t.Fatalf("alice after the revoke: %q, want exactly %q", got, notFound)
 	}

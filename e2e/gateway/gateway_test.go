@@ -408,7 +408,7 @@ func TestGateway(t *testing.T) {
 			t.Fatal(err)
 		}
 		dana := gatewayworld.Connect(t, w.GatewayURL, w.St.Auth.User(t, "dana", gatewayworld.TenantA, "auditors"), nil)
-		gatewayworld.Eventually(t, "dana reads the class's server", func() bool {
+		servicetest.Eventually(t, 30*time.Second, "dana reads the class's server", func() bool {
 			ps, err := dana.ListPrompts(ctxFor(t), nil)
 			return err == nil && len(ps.Prompts) == 1 && ps.Prompts[0].Name == gatewayworld.PromptName
 		})
@@ -534,7 +534,7 @@ func TestGateway(t *testing.T) {
 		}
 		before := len(callsOf(w, "shipment_status"))
 		var res *mcp.CallToolResult
-		gatewayworld.Eventually(t, "a denial", func() bool {
+		servicetest.Eventually(t, 30*time.Second, "a denial", func() bool {
 			res = call(t, cs, "shipment_status", map[string]any{"shipment_id": "S-1"})
 			return res.IsError
 		})
@@ -585,7 +585,7 @@ func TestGatewayFailsClosed(t *testing.T) {
 			}
 		}
 		w.Proxy[c.proxy].Heal()
-		gatewayworld.Eventually(t, c.proxy+" healed", func() bool {
+		servicetest.Eventually(t, 30*time.Second, c.proxy+" healed", func() bool {
 			return !call(t, cs, "shipment_status", map[string]any{"shipment_id": "S-1"}).IsError
 		})
 	}

@@ -16,6 +16,7 @@ import (
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
 )
 
 // TestGatewayCallsAStdioServer: a stdio MCP server (the example server,
@@ -36,7 +37,7 @@ func TestGatewayCallsAStdioServer(t *testing.T) {
 	reg := w.St.Registry
 	srv := reviewStdioServer(t, w, server, &registryv1.StdioTransport{Command: bin, Args: args})
 	cs := gatewayworld.Connect(t, w.GatewayURL, w.Token(t, "alice", gatewayworld.TenantA), nil)
-	gatewayworld.Eventually(t, "alice lists the stdio server's tool", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "alice lists the stdio server's tool", func() bool {
 		names, _ := listAll(t, cs)
 		return slices.Contains(names, "inventory.lookup")
 	})
@@ -103,7 +104,7 @@ func TestGatewayRefusesAStdioServerWhoseCodeChanged(t *testing.T) {
 	reviewStdioServer(t, w, server, &registryv1.StdioTransport{Command: "sh", Args: args, PinDir: pkg})
 
 	cs := gatewayworld.Connect(t, w.GatewayURL, w.Token(t, "alice", gatewayworld.TenantA), nil)
-	gatewayworld.Eventually(t, "alice lists the stdio server's tool", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "alice lists the stdio server's tool", func() bool {
 		names, _ := listAll(t, cs)
 		return slices.Contains(names, "inventory.lookup")
 	})
@@ -147,7 +148,7 @@ func TestGatewayRefusesAStdioServerWhoseCodeChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	var run *discoveryv1.Run
-	gatewayworld.Eventually(t, "the rescan of the changed code ends", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "the rescan of the changed code ends", func() bool {
 		runs, err := w.St.Discovery.ListRuns(ctx, &discoveryv1.ListRunsRequest{ScanId: tk.GetScans()[0].GetScanId()})
 		if err != nil || len(runs.GetRuns()) == 0 {
 			return false
@@ -222,7 +223,7 @@ func reviewStdioServer(t *testing.T, w *gatewayworld.World, server string, tr *r
 		t.Fatalf("discovery pinned no identity for the stdio server: %v %v", srv, err)
 	}
 	tool := server + ".inventory.lookup"
-	gatewayworld.Eventually(t, "the registry learns the stdio server's tools", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "the registry learns the stdio server's tools", func() bool {
 		_, err := reg.GetTool(ctx, &registryv1.GetToolRequest{ToolId: tool})
 		return err == nil
 	})

@@ -373,18 +373,6 @@ func ctxFor(t testing.TB) context.Context {
 	return ctx
 }
 
-// Eventually polls f every 50ms until it returns true or 30 s pass.
-func Eventually(t testing.TB, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 30s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // StartServices runs the registry, discovery, admission and lease until
 // the test ends, with no MCP server registered and no gateway yet
 // ([World.StartGateway]).
@@ -467,7 +455,7 @@ func Start(t testing.TB, opts Options) *World {
 		Scopes: []string{"archive:read"}, AudienceClasses: []string{ClassA}}))
 	must(st.Discovery.TriggerScan(ctx, &discoveryv1.TriggerScanRequest{ServerId: ServerID, AudienceClass: ClassA}))
 	WaitActive(t, ctx, st.Discovery, ServerID, ClassA)
-	Eventually(t, "the registry learns the tools", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "the registry learns the tools", func() bool {
 		_, err := reg.GetTool(ctx, &registryv1.GetToolRequest{ToolId: ServerID + ".secret_report"})
 		return err == nil
 	})
@@ -584,7 +572,7 @@ func deadline(tool string) int32 {
 // not what these tests are about.)
 func WaitActive(t testing.TB, ctx context.Context, d discoveryv1.DiscoveryServiceClient, server, class string) {
 	t.Helper()
-	Eventually(t, "an active generation of "+server+" for "+class, func() bool {
+	servicetest.Eventually(t, 30*time.Second, "an active generation of "+server+" for "+class, func() bool {
 		resp, err := d.GetActiveSnapshot(ctx, &discoveryv1.GetActiveSnapshotRequest{ServerId: server, AudienceClass: class})
 		return err == nil && resp.GetPointer().GetState() == discoveryv1.PointerState_POINTER_STATE_ACTIVE
 	})

@@ -74,18 +74,6 @@ func ctxFor(t testing.TB) context.Context {
 	return ctx
 }
 
-// Eventually polls f every 50ms until it returns true or 30 s pass.
-func Eventually(t testing.TB, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 30s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func descriptorDigest(t testing.TB, s *catalogv1.Snapshot, name string) string {
 	t.Helper()
 	i := slices.IndexFunc(s.GetTools(), func(d *catalogv1.ToolDescriptor) bool { return d.GetName() == name })
@@ -274,7 +262,7 @@ func StartWith(t testing.TB, o Options) *World {
 	}
 	w := &World{St: st, Srv: srv, Digest: descriptorDigest(t, active.GetSnapshot(), "shipment_status"),
 		Adm: map[string]admissionv1.AdmissionServiceClient{}, Lease: map[string]leasev1.LeaseServiceClient{}}
-	Eventually(t, "the registry learns the tool", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "the registry learns the tool", func() bool {
 		_, err := reg.GetTool(ctx, &registryv1.GetToolRequest{ToolId: toolID})
 		return err == nil
 	})
@@ -400,7 +388,7 @@ func (w *World) Check(t testing.TB, who string, generation int64, args []byte) *
 func (w *World) Allow(t testing.TB, generation int64) *admissionv1.CheckResponse {
 	t.Helper()
 	var resp *admissionv1.CheckResponse
-	Eventually(t, "an ALLOW from admission", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "an ALLOW from admission", func() bool {
 		resp = w.Check(t, "alice", generation, ShipmentArgs)
 		return resp.GetDecision() == admissionv1.Decision_DECISION_ALLOW
 	})

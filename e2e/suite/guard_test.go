@@ -2,6 +2,8 @@ package suite
 
 import (
 	"encoding/json"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,10 +42,22 @@ const guardBound = 8 * time.Second
 func guardWorld(t *testing.T, ttl time.Duration) *leaseworld.World {
 	return leaseworld.StartWith(t, leaseworld.Options{CacheTTL: time.Minute, Discovery: func(c *discovery.Config) {
 		c.GuardInterval, c.GuardWindow, c.GuardMissingRate, c.GuardMinChecks = 200*time.Millisecond, time.Minute, 0.5, 6
+		c.GuardPassed = func() { guardPasses.Add(1) }
 		if ttl > 0 {
 			c.SnapshotTTL, c.NoAutoScans = ttl, true
 		}
 	}})
+}
+
+// guardPasses counts the rollout-guard passes of every guard world (the
+// guard tests do not run in parallel).
+var guardPasses atomic.Int64
+
+// waitGuardPasses returns once n more guard passes have run.
+func waitGuardPasses(t *testing.T, n int64) {
+	t.Helper()
+	from := guardPasses.Load()
+	servicetest.Eventually(t, 30*time.Second, fmt.Sprintf("%d rollout-guard passes", n), func() bool { return guardPasses.Load() >= from+n })
 }
 
 // scanTo applies the mutation to the world's server and waits for the
@@ -119,7 +133,7 @@ func generationsTwoAndThree(t *testing.T, w *leaseworld.World) *admissionv1.Chec
 func waitFrozen(t *testing.T, w *leaseworld.World, receipt string) time.Time {
 	t.Helper()
 	var at time.Time
-	leaseworld.Eventually(t, "lease issuance frozen", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "lease issuance frozen", func() bool {
 		_, err := w.Issue(t, "alice", receipt)
 		if c, r := leaseworld.CodeReason(err); c == codes.FailedPrecondition && r == "ISSUANCE_FROZEN" {
 			at = time.Now()
@@ -153,7 +167,7 @@ func TestGuardRollsBackOnMissingTools(t *testing.T) {
 
 	allowedChecks(t, w, 3, 5) // with the Allow above: 6 ALLOW
 	missingChecks(t, w, 3, 2)
-	time.Sleep(2 * time.Second) // ten guard passes with 2 of 8 missing
+	waitGuardPasses(t, 10) // with 2 of 8 missing
 	if a := guardActions(t, w); len(a) != 0 {
 		t.Fatalf("guard actions below the threshold: %v", a)
 	}
@@ -192,7 +206,7 @@ func TestGuardRollsBackOnMissingTools(t *testing.T) {
 		Kind: discoveryv1.IncidentKind_INCIDENT_KIND_ALLOW_DENIED_ON_RECHECK, Generation: 2, ObservedAt: timestamppb.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	leaseworld.Eventually(t, "the incident attached to the hold", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "the incident attached to the hold", func() bool {
 		acts = guardActions(t, w)
 		return len(acts) == 1 && len(acts[0].GetIncidentIds()) == 1
 	})
@@ -203,7 +217,7 @@ func TestGuardRollsBackOnMissingTools(t *testing.T) {
 	if err != nil || len(resumed.GetResumed()) != 1 || resumed.GetResumed()[0].GetResumedBy() == "" {
 		t.Fatalf("ResumeGuard: %v %v", resumed, err)
 	}
-	time.Sleep(time.Second) // five passes: the evidence already acted on moves nothing again
+	waitGuardPasses(t, 5) // the evidence already acted on moves nothing again
 	if acts := guardActions(t, w); len(acts) != 1 || acts[0].GetResumedAt() == nil {
 		t.Fatalf("guard actions after the resume: %v", acts)
 	}
@@ -242,7 +256,7 @@ func TestGuardClosesWithoutFreshGeneration(t *testing.T) {
 	} else {
 		t.Logf("issuance frozen %s after the last missing-tool Check", took)
 	}
-	leaseworld.Eventually(t, "the generation-3 lease refused FROZEN", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "the generation-3 lease refused FROZEN", func() bool {
 		v := w.Verify(t, iss)
 		if v.GetValid() {
 			t.Fatal("a lease verified after issuance was frozen")
@@ -276,7 +290,7 @@ func TestGuardRPCsRefuseTenants(t *testing.T) {
 	}
 	admAsService := admissionv1.NewAdmissionServiceClient(servicetest.Dial(t, w.AdmissionAddr, w.St.Auth.Service(t)))
 	w.Allow(t, 1)
-	leaseworld.Eventually(t, "the stored ALLOW counted", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "the stored ALLOW counted", func() bool {
 		s, err := admAsService.SummarizeDecisions(ctx, &admissionv1.SummarizeDecisionsRequest{ServerId: serverID, AudienceClass: class,
 			Generation: 1, Since: timestamppb.New(time.Now().Add(-time.Minute))})
 		if err != nil {
@@ -325,7 +339,7 @@ func TestGuardRollsBackOnUnauthorizedLease(t *testing.T) {
 	w.Adm["carol"] = admissionv1.NewAdmissionServiceClient(servicetest.Dial(t, w.AdmissionAddr, carol))
 	w.Lease["carol"] = leasev1.NewLeaseServiceClient(servicetest.Dial(t, w.LeaseAddr, carol))
 	var allow *admissionv1.CheckResponse
-	leaseworld.Eventually(t, "carol's ALLOW", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "carol's ALLOW", func() bool {
 		allow = w.Check(t, "carol", 2, leaseworld.ShipmentArgs)
 		return allow.GetDecision() == admissionv1.Decision_DECISION_ALLOW
 	})
@@ -346,7 +360,7 @@ func TestGuardRollsBackOnUnauthorizedLease(t *testing.T) {
 	}
 	// A receipt is redeemed once: the replica proves it issues on another
 	// ALLOW of carol's, keeping hers for after the revocation.
-	leaseworld.Eventually(t, "the second lease replica issues", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "the second lease replica issues", func() bool {
 		_, err := issue(stale, w.Check(t, "carol", 2, leaseworld.ShipmentArgs).GetReceipt().GetReceiptId())
 		return err == nil
 	})
@@ -362,7 +376,7 @@ func TestGuardRollsBackOnUnauthorizedLease(t *testing.T) {
 		Scopes: []string{"shipment:read"}, AudienceClasses: []string{class}}); err != nil {
 		t.Fatal(err)
 	}
-	leaseworld.Eventually(t, "the connected replica refuses the pre-revocation receipt", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "the connected replica refuses the pre-revocation receipt", func() bool {
 		_, err := w.Issue(t, "carol", probe.GetReceipt().GetReceiptId())
 		c, r := leaseworld.CodeReason(err)
 		return c == codes.FailedPrecondition && r == "POLICY_CHANGED"
@@ -428,7 +442,7 @@ func TestGuardRollsBackOnTamperedCachedAllow(t *testing.T) {
 	rdb := redisclient.Open(redistest.Addr(), w.AdmissionRedisPrefix)
 	defer rdb.Close()
 	var forgedKey string
-	leaseworld.Eventually(t, "the DISABLED decision in Redis", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "the DISABLED decision in Redis", func() bool {
 		keys, err := rdb.Keys(ctx, w.AdmissionRedisPrefix+"*").Result()
 		if err != nil {
 			t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	leasev1 "github.com/toolcrib/toolcrib/gen/toolcrib/lease/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/services/discovery"
 )
 
@@ -91,7 +92,7 @@ func TestLeaseFollowsPolicyAndRollback(t *testing.T) {
 		Scopes: []string{"shipment:read"}, AudienceClasses: []string{class}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "admission sees the new epoch", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "admission sees the new epoch", func() bool {
 		return w.Check(t, "alice", 1, leaseworld.ShipmentArgs).GetCurrentPolicyEpoch() > first.GetReceipt().GetPolicyEpoch()
 	})
 	time.Sleep(500 * time.Millisecond) // the lease's follower gets the same push
@@ -130,7 +131,7 @@ func TestLeaseFollowsPolicyAndRollback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaseworld.Eventually(t, "a generation-2 lease verifies", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "a generation-2 lease verifies", func() bool {
 		v := w.Verify(t, probe) // a refusal does not consume it
 		if !v.GetValid() && v.GetFailure() != leasev1.VerifyFailure_VERIFY_FAILURE_STALE_CATALOG {
 			t.Fatalf("generation-2 lease: %v %s", v.GetFailure(), v.GetDetail())
@@ -148,7 +149,7 @@ func TestLeaseFollowsPolicyAndRollback(t *testing.T) {
 	// Until the replica's freeze view has the freeze, a decision still made
 	// at generation 2 is refused STALE_CATALOG (its pointer view moved
 	// first); never issued.
-	eventually(t, "issuance frozen by the rollback", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "issuance frozen by the rollback", func() bool {
 		allow := w.Allow(t, 1)
 		_, err := w.Issue(t, "alice", allow.GetReceipt().GetReceiptId())
 		if err == nil {
@@ -163,7 +164,7 @@ func TestLeaseFollowsPolicyAndRollback(t *testing.T) {
 	// The replica's freeze view reloads on a NOTIFY (at most 250 ms late)
 	// while its pointer view may have moved already: until then the
 	// generation-2 lease is refused STALE_CATALOG, never accepted.
-	eventually(t, "the generation-2 lease refused FROZEN", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "the generation-2 lease refused FROZEN", func() bool {
 		v := w.Verify(t, onTwo) // a refusal does not consume it
 		if v.GetValid() || (v.GetFailure() != leasev1.VerifyFailure_VERIFY_FAILURE_FROZEN && v.GetFailure() != leasev1.VerifyFailure_VERIFY_FAILURE_STALE_CATALOG) {
 			t.Fatalf("lease while frozen: valid=%v %v", v.GetValid(), v.GetFailure())
@@ -215,7 +216,7 @@ func TestLeaseFreezesOnClose(t *testing.T) {
 		t.Fatalf("pointer after rolling back generation 1: %v", closed.GetPointer())
 	}
 	next := 0
-	eventually(t, "a lease refused FROZEN after the close", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "a lease refused FROZEN after the close", func() bool {
 		if next == len(before) {
 			t.Fatal("every lease issued before the close was used up before the freeze was seen")
 		}
@@ -262,7 +263,7 @@ func TestLeaseFreezesOnClose(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Issue after the resume: %v", err)
 	}
-	leaseworld.Eventually(t, "a generation-2 lease verifies after the resume", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "a generation-2 lease verifies after the resume", func() bool {
 		v := w.Verify(t, after)
 		if !v.GetValid() && v.GetFailure() != leasev1.VerifyFailure_VERIFY_FAILURE_STALE_CATALOG {
 			t.Fatalf("lease after the resume: %v %s", v.GetFailure(), v.GetDetail())

@@ -110,7 +110,7 @@ func TestLeaseTour(t *testing.T) {
 	digest, generation := tools[i].GetDescriptorDigest(), active.GetPointer().GetGeneration()
 	// Every tool the registry learns moves the tenant's policy epoch; the
 	// tour's lease must not be issued before the last of them.
-	eventually(t, "the registry learns the four tools", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "the registry learns the four tools", func() bool {
 		for _, d := range tools {
 			if _, err := reg.GetTool(ctx, &registryv1.GetToolRequest{ToolId: serverID + "." + d.GetName()}); err != nil {
 				return false
@@ -145,7 +145,7 @@ func TestLeaseTour(t *testing.T) {
 		Arguments: rawArgs, Mode: admissionv1.Mode_MODE_AUTONOMOUS, AudienceClass: class, PolicyEpoch: epoch}
 
 	// toolcrib visible: the reviewed, enabled tool is the one alice sees.
-	eventually(t, "the tool in alice's visible set", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "the tool in alice's visible set", func() bool {
 		vis, err := adm.ListVisibleTools(ctx, &admissionv1.ListVisibleToolsRequest{})
 		if err != nil {
 			t.Fatalf("ListVisibleTools: %v", err)
@@ -157,7 +157,7 @@ func TestLeaseTour(t *testing.T) {
 	allow := func() *admissionv1.CheckResponse {
 		t.Helper()
 		var check *admissionv1.CheckResponse
-		eventually(t, "an ALLOW from admission", func() bool {
+		servicetest.Eventually(t, 30*time.Second, "an ALLOW from admission", func() bool {
 			check, err = adm.Check(ctx, checkReq)
 			if err != nil {
 				t.Fatalf("Check: %v", err)
@@ -243,7 +243,7 @@ func TestLeaseTour(t *testing.T) {
 		Scopes: []string{"inventory:read"}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "POLICY_REVOKED after the revoke", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "POLICY_REVOKED after the revoke", func() bool {
 		res, err := adm.Check(ctx, checkReq)
 		if err != nil {
 			t.Fatalf("Check: %v", err)
@@ -256,7 +256,7 @@ func TestLeaseTour(t *testing.T) {
 		}
 		return true
 	})
-	eventually(t, "the spare lease refused after the revoke", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "the spare lease refused after the revoke", func() bool {
 		res := call(spare)
 		if !res.IsError {
 			t.Fatal("the spare lease ran the call after the revoke")

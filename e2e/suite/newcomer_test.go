@@ -14,6 +14,7 @@ import (
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/services/discovery"
 )
 
@@ -41,19 +42,6 @@ func ctxFor(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// eventually polls f every 50ms until it returns true or the deadline
-// passes.
-func eventually(t *testing.T, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 30s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // TestNewcomerFlow is the README's walk-through, end to end through the
@@ -127,7 +115,7 @@ func TestNewcomerFlow(t *testing.T) {
 
 	// The registry learned the tools from discovery: pending, disabled.
 	var tool *registryv1.Tool
-	eventually(t, "tools pending review in the registry", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "tools pending review in the registry", func() bool {
 		resp, err := reg.ListTools(ctx, &registryv1.ListToolsRequest{ServerId: serverID})
 		if err != nil {
 			t.Fatal(err)
@@ -203,7 +191,7 @@ func TestNewcomerFlow(t *testing.T) {
 		t.Fatal("a description change kept the descriptor digest")
 	}
 
-	eventually(t, "the registry marks the changed tool unreviewed", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "the registry marks the changed tool unreviewed", func() bool {
 		resp, err := reg.GetTool(ctx, &registryv1.GetToolRequest{ToolId: toolID})
 		if err != nil {
 			t.Fatal(err)

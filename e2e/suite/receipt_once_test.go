@@ -94,7 +94,7 @@ func TestIssueFailsClosedWithoutTheLeaseRedis(t *testing.T) {
 	}
 	link.Heal()
 	var iss *leasev1.IssueResponse
-	leaseworld.Eventually(t, "Issue after Redis is back", func() bool {
+	servicetest.Eventually(t, 30*time.Second, "Issue after Redis is back", func() bool {
 		var err error
 		iss, err = w.Issue(t, "alice", allow.GetReceipt().GetReceiptId())
 		if c, _ := leaseworld.CodeReason(err); err != nil && c != codes.Unavailable {

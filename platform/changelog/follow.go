@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/toolcrib/toolcrib/platform/backoff"
 )
 
 // ErrDraining is returned by a [Stream] whose server ended it because it is
@@ -111,7 +112,8 @@ func (f Freshness) Fresh(now time.Time, window time.Duration) bool {
 // listed revision, resume after a broken stream with exponential backoff
 // and jitter, re-list after [ErrCompacted] or [ErrAhead], and record
 // [Freshness] from heartbeats. Admission and lease replicas follow both
-// services' streams with it; so does the registry's discovery intake.
+// services' streams with it; so do the registry's discovery intake
+// and discovery's watch of the registry.
 type Follower[C any] struct {
 	cfg FollowerConfig[C]
 	log *slog.Logger
@@ -188,7 +190,7 @@ func (f *Follower[C]) update(fn func(*Freshness)) {
 // Run follows the source until ctx ends, then returns nil. It never gives
 // up: failures are logged and retried with backoff.
 func (f *Follower[C]) Run(ctx context.Context) error {
-	backoff := f.cfg.MinBackoff
+	retry := backoff.New(f.cfg.MinBackoff, f.cfg.MaxBackoff)
 	var cursor int64
 	needList := true
 	if f.cfg.Resume != nil {
@@ -200,7 +202,7 @@ func (f *Follower[C]) Run(ctx context.Context) error {
 				break
 			}
 			f.log.WarnContext(ctx, "reading the stored revision failed; retrying", "error", err)
-			f.sleep(ctx, &backoff)
+			backoff.Wait(ctx, retry.Next())
 		}
 	}
 	for ctx.Err() == nil {
@@ -208,8 +210,9 @@ func (f *Follower[C]) Run(ctx context.Context) error {
 			rev, err := f.cfg.List(ctx)
 			if err != nil {
 				if ctx.Err() == nil {
-					f.log.WarnContext(ctx, "listing failed; retrying", "error", err, "retry_in", backoff)
-					f.sleep(ctx, &backoff)
+					d := retry.Next()
+					f.log.WarnContext(ctx, "listing failed; retrying", "error", err, "retry_in", d)
+					backoff.Wait(ctx, d)
 				}
 				continue
 			}
@@ -222,36 +225,25 @@ func (f *Follower[C]) Run(ctx context.Context) error {
 			break
 		}
 		if progressed {
-			backoff = f.cfg.MinBackoff
+			retry.Reset()
 		}
+		d := retry.Next()
 		switch {
 		case errors.Is(err, ErrCompacted), errors.Is(err, ErrAhead):
 			f.log.WarnContext(ctx, "the source no longer serves the follower's revision; re-listing", "revision", cursor, "error", err)
 			needList = true
 			if progressed {
-				continue // re-list at once; a loop of lists still backs off below
+				retry.Reset() // the wait drawn above is not taken
+				continue      // re-list at once; a loop of lists still backs off below
 			}
 		case errors.Is(err, ErrDraining):
 			f.log.InfoContext(ctx, "the source is draining; reconnecting", "revision", cursor)
 		default:
-			f.log.WarnContext(ctx, "the stream broke; reconnecting", "revision", cursor, "error", err, "retry_in", backoff)
+			f.log.WarnContext(ctx, "the stream broke; reconnecting", "revision", cursor, "error", err, "retry_in", d)
 		}
-		f.sleep(ctx, &backoff)
+		backoff.Wait(ctx, d)
 	}
 	return nil
-}
-
-// sleep waits a jittered backoff (between half and all of it) and doubles
-// it up to the maximum.
-func (f *Follower[C]) sleep(ctx context.Context, backoff *time.Duration) {
-	d := *backoff/2 + rand.N(*backoff/2+1)
-	*backoff = min(2**backoff, f.cfg.MaxBackoff)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // errStalled is a stream silent for longer than the stall timeout.

@@ -162,6 +162,9 @@ type Common struct {
 	LogLevel slog.Level
 	// LogFormat is `json` or `text`.
 	LogFormat string
+	// AccessLog logs every finished gRPC call at info, successful ones
+	// included; without it they are at debug (rpcserver.Options.AccessLog).
+	AccessLog bool
 	// ShutdownTimeout bounds the graceful drain on a signal.
 	ShutdownTimeout time.Duration
 	// Migrate runs the service's migrations at start-up.
@@ -247,6 +250,7 @@ func (c *Common) Register(s *Set, service string, d Defaults) {
 	}
 	s.String(&c.logLevel, "log-level", "", "info", "minimum log level: debug, info, warn, error")
 	s.String(&c.LogFormat, "log-format", "", "text", "log format: text or json")
+	s.Bool(&c.AccessLog, "access-log", "", false, "log every finished gRPC call at info, successful ones included (otherwise at debug)")
 	s.Duration(&c.ShutdownTimeout, "shutdown-timeout", "", 15*time.Second, "how long a graceful stop may drain in-flight calls")
 	s.Bool(&c.Migrate, "migrate", "", true, "run database migrations at start-up")
 	s.String(&c.AuthJWKS, "auth-jwks", "", ".toolcrib/dev/jwks.json", "JWKS file with the identity provider's public keys")

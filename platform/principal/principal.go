@@ -8,11 +8,11 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -142,12 +142,11 @@ type Verifier struct {
 	keys jose.JSONWebKeySet
 	now  func() time.Time
 
-	mu       sync.Mutex
-	verified map[string]Principal
+	verified *lru.Cache[string, Principal]
 }
 
-// verifiedCacheSize bounds the remembered tokens; when full, the cache is
-// emptied and refilled by the next calls.
+// verifiedCacheSize bounds the remembered tokens; when full, the least
+// recently used one is forgotten.
 const verifiedCacheSize = 4096
 
 // maxQuotedKeyID bounds a token's `kid` quoted in a refusal.
@@ -181,7 +180,7 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	if (cfg.AdminGroup != "" || cfg.ServiceGroup != "" || cfg.ConfirmerGroup != "") && !ids.ValidTenantID(cfg.PlatformTenant) {
 		return nil, fmt.Errorf("principal: admin, service and confirmer groups need a platform tenant matching %s", ids.TenantIDPattern)
 	}
-	return &Verifier{cfg: cfg, keys: set, now: time.Now, verified: map[string]Principal{}}, nil
+	return &Verifier{cfg: cfg, keys: set, now: time.Now, verified: newVerifiedCache()}, nil
 }
 
 // LoadVerifier reads the JWKS from a file.
@@ -202,29 +201,28 @@ type extraClaims struct {
 	Groups []string `json:"groups"`
 }
 
+func newVerifiedCache() *lru.Cache[string, Principal] {
+	c, err := lru.New[string, Principal](verifiedCacheSize)
+	if err != nil {
+		panic(err) // only for a size below 1
+	}
+	return c
+}
+
 // Verify checks a compact JWT and returns its principal.
 func (v *Verifier) Verify(token string) (Principal, error) {
-	v.mu.Lock()
-	p, ok := v.verified[token]
-	v.mu.Unlock()
+	p, ok := v.verified.Get(token)
 	if ok {
 		if v.now().Before(p.ExpiresAt.Add(v.cfg.Leeway)) {
 			return p, nil
 		}
-		v.mu.Lock()
-		delete(v.verified, token)
-		v.mu.Unlock()
+		v.verified.Remove(token)
 	}
 	p, err := v.verify(token)
 	if err != nil {
 		return Principal{}, err
 	}
-	v.mu.Lock()
-	if len(v.verified) >= verifiedCacheSize {
-		clear(v.verified)
-	}
-	v.verified[token] = p
-	v.mu.Unlock()
+	v.verified.Add(token, p)
 	return p, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -289,17 +290,17 @@ func TestVerifiedTokensAreRememberedOnlyUntilExpiry(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if len(v.verified) != 1 {
-		t.Fatalf("%d tokens remembered, want 1", len(v.verified))
+	if v.verified.Len() != 1 {
+		t.Fatalf("%d tokens remembered, want 1", v.verified.Len())
 	}
 	now = now.Add(2 * time.Minute) // past exp + 30s leeway
 	if _, err := v.Verify(tok); !errors.Is(err, ErrInvalidToken) {
 		t.Fatalf("an expired, remembered token verified: %v", err)
 	}
-	if len(v.verified) != 0 {
+	if v.verified.Len() != 0 {
 		t.Fatal("the expired token is still remembered")
 	}
-	if _, err := v.Verify("garbage"); err == nil || len(v.verified) != 0 {
+	if _, err := v.Verify("garbage"); err == nil || v.verified.Len() != 0 {
 		t.Fatal("a refused token was remembered")
 	}
 }
@@ -444,5 +445,42 @@ func TestBesideSendsBothTokens(t *testing.T) {
 	md, err := Beside(BearerToken("user"), ConfirmerToken("confirmer")).GetRequestMetadata(context.Background())
 	if err != nil || len(md) != 2 || md["authorization"] != "Bearer user" || md[ConfirmerMetadataKey] != "Bearer confirmer" {
 		t.Fatalf("metadata %v, %v", md, err)
+	}
+}
+
+// TestVerifiedTokenCacheIsABoundedLRU: past verifiedCacheSize tokens the
+// least recently used one is forgotten, not the whole cache: a token in
+// use stays remembered.
+func TestVerifiedTokenCacheIsABoundedLRU(t *testing.T) {
+	s, v := newPair(t)
+	hot, _ := s.Mint(Claims{Subject: "hot", TTL: time.Hour})
+	first, _ := s.Mint(Claims{Subject: "first", TTL: time.Hour})
+	for _, tok := range []string{first, hot} {
+		if _, err := v.Verify(tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range verifiedCacheSize {
+		tok, err := s.Mint(Claims{Subject: fmt.Sprintf("u%d", i), TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := v.Verify(tok); err != nil {
+			t.Fatal(err)
+		}
+		if i%1000 == 0 {
+			if _, err := v.Verify(hot); err != nil { // in use
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := v.verified.Len(); n != verifiedCacheSize {
+		t.Fatalf("%d tokens remembered, want the bound %d", n, verifiedCacheSize)
+	}
+	if !v.verified.Contains(hot) {
+		t.Fatal("the token in use was forgotten")
+	}
+	if v.verified.Contains(first) {
+		t.Fatal("the least recently used token is still remembered past the bound")
 	}
 }

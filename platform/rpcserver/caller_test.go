@@ -50,7 +50,7 @@ var whoDesc = grpc.ServiceDesc{
 	}},
 }
 
-// The access log line of every call names the verified caller's subject
+// With --access-log, the access log line of every call names the verified caller's subject
 // and tenant, for unary and streaming calls; never the token. A call whose
 // token is refused is logged without a caller.
 func TestAccessLogNamesTheCaller(t *testing.T) {
@@ -69,6 +69,7 @@ func TestAccessLogNamesTheCaller(t *testing.T) {
 		ListenAddr:    "127.0.0.1:0",
 		Logger:        slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil)),
 		CheckInterval: 50 * time.Millisecond,
+		AccessLog:     true, // successful calls are logged only with it
 		Unary:         []grpc.UnaryServerInterceptor{v.UnaryServerInterceptor()},
 		Stream:        []grpc.StreamServerInterceptor{v.StreamServerInterceptor()},
 		Register:      func(s *grpc.Server) { s.RegisterService(&whoDesc, struct{}{}) },

@@ -8,8 +8,6 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,10 +92,13 @@ type Options struct {
 	Register func(*grpc.Server)
 	// Registerer receives extra service metrics; nil creates a registry.
 	Registerer *prometheus.Registry
-	// QuietMethods are full method names (`/pkg.Service/Method`) on a hot
-	// path: their access-log line is at debug for an OK call (at the usual
-	// level otherwise), so no line per call is logged at info.
-	QuietMethods []string
+	// AccessLog logs every finished call at info, a successful one
+	// included (`--access-log`). Without it a call that succeeded — or that
+	// its caller cancelled, as a Watch stream's consumer does when it
+	// reconnects — is logged at debug, and only failures reach info and
+	// above: the log says what a person running the service wants to
+	// follow, not every internal poll.
+	AccessLog bool
 	// StreamWorkers, when positive, serves calls on that many reused
 	// goroutines (grpc.NumStreamWorkers) instead of one new goroutine per
 	// call: a handler with a deep stack (interceptors, then the service)
@@ -166,10 +167,7 @@ func New(opts Options) (*Server, error) {
 	// warning.
 	var stopping atomic.Bool
 	level := func(code codes.Code) logging.Level {
-		if code == codes.Unavailable && stopping.Load() {
-			return logging.LevelInfo
-		}
-		return logging.DefaultServerCodeToLevel(code)
+		return callLevel(code, opts.AccessLog, stopping.Load())
 	}
 	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithFieldsFromContext(callerFields), logging.WithLevels(level)}
 	panicHandler := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
@@ -180,26 +178,10 @@ func New(opts Options) (*Server, error) {
 	notHealth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
 		return c.Service != healthpb.Health_ServiceDesc.ServiceName
 	})
-	quietSet := map[[2]string]bool{}
-	for _, m := range opts.QuietMethods {
-		if svc, method, ok := strings.Cut(strings.TrimPrefix(m, "/"), "/"); ok {
-			quietSet[[2]string{svc, method}] = true
-		}
-	}
-	loud := selector.MatchFunc(func(ctx context.Context, c interceptors.CallMeta) bool {
-		return notHealth.Match(ctx, c) && !quietSet[[2]string{c.Service, c.Method}]
-	})
-	quietOpts := append(slices.Clip(logOpts), logging.WithLevels(func(code codes.Code) logging.Level {
-		if code == codes.OK {
-			return logging.LevelDebug
-		}
-		return level(code)
-	}))
 	gate := newStartGate(opts.Ready == nil, opts.StartWait)
 	unary := []grpc.UnaryServerInterceptor{
 		callerSlotUnary,
-		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(slogLogger(logger), logOpts...), loud),
-		quietUnary(logger, quietSet, logging.UnaryServerInterceptor(slogLogger(logger), quietOpts...)),
+		selector.UnaryServerInterceptor(quietUnary(logger, opts.AccessLog, logging.UnaryServerInterceptor(slogLogger(logger), logOpts...)), notHealth),
 		srvMetrics.UnaryServerInterceptor(),
 		recovery.UnaryServerInterceptor(panicHandler),
 		apierror.UnaryServerInterceptor(logger),
@@ -471,19 +453,36 @@ func (s *Server) wasReported(name string) bool {
 	return r
 }
 
-// quietUnary access-logs the quiet methods through logged. While debug is
-// off, an OK call (whose line would be at debug) skips logged altogether:
-// building a line nobody reads was the largest cost of a cached
-// AdmissionService.Check after the handler. A failed call is then logged
-// through logged after the fact, with the handler's own time in
-// grpc.handler_time_ms (logged's grpc.time_ms covers only the replay).
-func quietUnary(logger *slog.Logger, quiet map[[2]string]bool, logged grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		svc, method, _ := strings.Cut(strings.TrimPrefix(info.FullMethod, "/"), "/")
-		if !quiet[[2]string{svc, method}] {
-			return h(ctx, req)
+// callLevel is the level of a finished call's log line (see
+// [Options.AccessLog]): OK and CANCELLED at debug unless the access log is
+// on; UNAVAILABLE at info while the server stops (the streams it ends —
+// Watch: UNAVAILABLE DRAINING, resume elsewhere — are the expected end of
+// a stop, not a warning); any other code at the usual level for it (info
+// for the caller's mistakes, warn for refusals and unavailability, error
+// for the server's own faults).
+func callLevel(code codes.Code, accessLog, stopping bool) logging.Level {
+	switch {
+	case code == codes.Unavailable && stopping:
+		return logging.LevelInfo
+	case code == codes.OK || code == codes.Canceled:
+		if accessLog {
+			return logging.LevelInfo
 		}
-		if logger.Enabled(ctx, slog.LevelDebug) {
+		return logging.LevelDebug
+	}
+	return logging.DefaultServerCodeToLevel(code)
+}
+
+// quietUnary access-logs unary calls through logged. While neither debug
+// nor the access log is on, an OK call (whose line would be at debug)
+// skips logged altogether: building a line nobody reads was the largest
+// cost of a cached AdmissionService.Check after the handler. Any other
+// call is then logged through logged after the fact, with the handler's
+// own time in grpc.handler_time_ms (logged's grpc.time_ms covers only the
+// replay).
+func quietUnary(logger *slog.Logger, accessLog bool, logged grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if accessLog || logger.Enabled(ctx, slog.LevelDebug) {
 			return logged(ctx, req, info, h)
 		}
 		start := time.Now()

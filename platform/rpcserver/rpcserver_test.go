@@ -30,6 +30,7 @@ import (
 
 	"github.com/toolcrib/toolcrib/platform/pgtest"
 	"github.com/toolcrib/toolcrib/platform/postgres"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
 )
 
 // gate is a loopback TCP proxy to Postgres that can be cut: while closed it
@@ -519,7 +520,7 @@ func TestCallsWaitForStartUp(t *testing.T) {
 		st, _ := status.FromError(conn.Invoke(ctx, "/toolcrib.test.v1.TestService/Echo", new(emptypb.Empty), new(emptypb.Empty)))
 		waited <- st.Code().String()
 	}()
-	time.Sleep(30 * time.Millisecond)
+	servicetest.Eventually(t, 5*time.Second, "the call to wait in the start-up gate", func() bool { return srv.gate.waiting.Load() == 1 })
 	close(release)
 	if got := <-waited; got != "OK" {
 		t.Fatalf("a call waiting when the start-up step succeeded: %s, want OK", got)

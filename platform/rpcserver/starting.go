@@ -28,6 +28,9 @@ type startGate struct {
 	open  atomic.Bool
 	ready chan struct{} // closed when open becomes true
 	wait  time.Duration
+	// waiting counts the calls waiting for the gate now (tests wait on it
+	// instead of guessing how long a call takes to arrive).
+	waiting atomic.Int32
 }
 
 func newStartGate(open bool, wait time.Duration) *startGate {
@@ -61,6 +64,8 @@ func (g *startGate) admit(ctx context.Context, fullMethod string) error {
 	if g.open.Load() || alwaysServed(fullMethod) {
 		return nil
 	}
+	g.waiting.Add(1)
+	defer g.waiting.Add(-1)
 	t := time.NewTimer(g.wait)
 	defer t.Stop()
 	select {

@@ -49,9 +49,6 @@ type Spec struct {
 	// after start-up (rpcserver.Check.Degradable): for a service that
 	// decides correctly without it.
 	RedisDegradable bool
-	// QuietMethods are hot-path methods whose OK calls are access-logged at
-	// debug, not info (rpcserver.Options.QuietMethods).
-	QuietMethods []string
 	// StreamWorkers is rpcserver.Options.StreamWorkers: reused goroutines
 	// for a service whose hot path has a deep stack; 0 for none.
 	StreamWorkers int
@@ -156,7 +153,7 @@ func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context
 		Stream:          []grpc.StreamServerInterceptor{verifier.StreamServerInterceptor()},
 		Register:        parts.Register,
 		Registerer:      d.Metrics,
-		QuietMethods:    spec.QuietMethods,
+		AccessLog:       c.AccessLog,
 		StreamWorkers:   spec.StreamWorkers,
 	})
 	if err != nil {

@@ -188,8 +188,8 @@ func warmHeaders(t *testing.T, s *scene) *HeaderCache {
 	if _, _, r := parseProof(proof, hc); r != nil {
 		t.Fatalf("the genuine proof was refused: %v", r)
 	}
-	if len(hc.tokens) != 1 || len(hc.proofs) != 1 {
-		t.Fatalf("headers remembered: %d leases, %d proofs; want 1 and 1", len(hc.tokens), len(hc.proofs))
+	if hc.tokens.Len() != 1 || hc.proofs.Len() != 1 {
+		t.Fatalf("headers remembered: %d leases, %d proofs; want 1 and 1", hc.tokens.Len(), hc.proofs.Len())
 	}
 	return hc
 }

@@ -26,8 +26,8 @@ func FuzzCheck(f *testing.F) {
 	keys := NewKeySet(map[string]ed25519.PublicKey{"k1": pub})
 	warm := &HeaderCache{}
 	if _, r := Check(Input{Token: tok, Proof: proof, Audience: c.Audience, Tool: c.Tool, ArgumentDigest: c.ArgumentDigest,
-		Keys: keys, Now: t0.Add(time.Second), Headers: warm}); r != nil || len(warm.tokens) != 1 || len(warm.proofs) != 1 {
-		f.Fatalf("the genuine lease and proof: %v, %d and %d headers remembered", r, len(warm.tokens), len(warm.proofs))
+		Keys: keys, Now: t0.Add(time.Second), Headers: warm}); r != nil || warm.tokens.Len() != 1 || warm.proofs.Len() != 1 {
+		f.Fatalf("the genuine lease and proof: %v, %d and %d headers remembered", r, warm.tokens.Len(), warm.proofs.Len())
 	}
 	f.Fuzz(func(t *testing.T, token, proof string) {
 		in := Input{Token: token, Proof: proof, Audience: c.Audience, Tool: c.Tool, ArgumentDigest: c.ArgumentDigest,

@@ -7,11 +7,13 @@ import (
 	"sync"
 
 	"github.com/go-jose/go-jose/v4"
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
-// maxCachedHeaders bounds each map of a [HeaderCache]; a full map starts
-// over. maxCachedHeaderLen bounds a header it keeps (a lease's or a
-// proof's is about 150 bytes), so a map holds at most 2 MiB of them.
+// maxCachedHeaders bounds each of the two LRU caches of a [HeaderCache]
+// (the least recently used header is forgotten). maxCachedHeaderLen bounds
+// a header it keeps (a lease's or a proof's is about 150 bytes), so a cache
+// holds at most 2 MiB of them.
 const (
 	maxCachedHeaders   = 4096
 	maxCachedHeaderLen = 512
@@ -34,9 +36,17 @@ const (
 // over the same input go-jose verifies. The zero value is ready; it is
 // safe for concurrent use.
 type HeaderCache struct {
-	mu     sync.RWMutex
-	tokens map[string]string      // header → kid
-	proofs map[string]proofHeader // header → holder key
+	once   sync.Once
+	tokens *lru.Cache[string, string]      // header → kid
+	proofs *lru.Cache[string, proofHeader] // header → holder key
+}
+
+// init creates the caches on first use, so the zero value is ready.
+func (hc *HeaderCache) init() {
+	hc.once.Do(func() {
+		hc.tokens, _ = lru.New[string, string](maxCachedHeaders)
+		hc.proofs, _ = lru.New[string, proofHeader](maxCachedHeaders)
+	})
 }
 
 type proofHeader struct {
@@ -48,20 +58,16 @@ func (hc *HeaderCache) token(header string) (kid string, ok bool) {
 	if hc == nil {
 		return "", false
 	}
-	hc.mu.RLock()
-	kid, ok = hc.tokens[header]
-	hc.mu.RUnlock()
-	return kid, ok
+	hc.init()
+	return hc.tokens.Get(header)
 }
 
 func (hc *HeaderCache) proof(header string) (proofHeader, bool) {
 	if hc == nil {
 		return proofHeader{}, false
 	}
-	hc.mu.RLock()
-	p, ok := hc.proofs[header]
-	hc.mu.RUnlock()
-	return p, ok
+	hc.init()
+	return hc.proofs.Get(header)
 }
 
 func (hc *HeaderCache) putToken(compact string, h jose.Header) {
@@ -69,12 +75,8 @@ func (hc *HeaderCache) putToken(compact string, h jose.Header) {
 	if hc == nil || !ok || h.JSONWebKey != nil || h.KeyID == "" {
 		return
 	}
-	hc.mu.Lock()
-	if hc.tokens == nil || len(hc.tokens) >= maxCachedHeaders {
-		hc.tokens = make(map[string]string, 8)
-	}
-	hc.tokens[header] = h.KeyID
-	hc.mu.Unlock()
+	hc.init()
+	hc.tokens.Add(header, h.KeyID)
 }
 
 func (hc *HeaderCache) putProof(compact string, h jose.Header, p proofHeader) {
@@ -82,12 +84,8 @@ func (hc *HeaderCache) putProof(compact string, h jose.Header, p proofHeader) {
 	if hc == nil || !ok || h.JSONWebKey == nil || h.KeyID != "" {
 		return
 	}
-	hc.mu.Lock()
-	if hc.proofs == nil || len(hc.proofs) >= maxCachedHeaders {
-		hc.proofs = make(map[string]proofHeader, 64)
-	}
-	hc.proofs[header] = p
-	hc.mu.Unlock()
+	hc.init()
+	hc.proofs.Add(header, p)
 }
 
 // cacheableHeader returns the header segment of compact when h, the header

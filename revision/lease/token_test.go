@@ -216,8 +216,8 @@ func TestParseTokenRefusesForgeries(t *testing.T) {
 	if _, r := parseToken(good, keys, warm); r != nil {
 		t.Fatalf("the genuine lease was refused: %v", r)
 	}
-	if len(warm.tokens) != 1 {
-		t.Fatalf("%d headers remembered, want 1", len(warm.tokens))
+	if warm.tokens.Len() != 1 {
+		t.Fatalf("%d headers remembered, want 1", warm.tokens.Len())
 	}
 	for _, cache := range []*HeaderCache{nil, warm} {
 		for _, tc := range cases {

@@ -48,7 +48,6 @@ func spec() service.Spec {
 		HealthNames:     []string{admissionv1.AdmissionService_ServiceDesc.ServiceName},
 		// Check, and GetReceipt, which the lease service asks once per
 		// Issue by receipt.
-		QuietMethods: []string{admissionv1.AdmissionService_Check_FullMethodName, admissionv1.AdmissionService_GetReceipt_FullMethodName},
 		// Check's stack (interceptors, then the decision) outgrows a new
 		// goroutine's: reused workers grow it once (DESIGN §9 profile).
 		StreamWorkers: streamWorkers,

@@ -394,7 +394,7 @@ func TestRetentionJobDeletesOnlyUnusedGenerations(t *testing.T) {
 	}
 	// Every snapshot expires within a second; generation 1 (retired,
 	// unbound) goes, 2 (bound) and 3 (active) stay.
-	eventually(t, "retention", func() bool {
+	servicetest.Eventually(t, 20*time.Second, "retention", func() bool {
 		gens, err := e.admin.ListGenerations(ctxT(t), &discoveryv1.ListGenerationsRequest{ServerId: "inventory", AudienceClass: class})
 		if err != nil {
 			t.Fatal(err)

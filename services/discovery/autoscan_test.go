@@ -8,6 +8,7 @@ import (
 
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/services/discovery"
 	"github.com/toolcrib/toolcrib/services/discovery/discoverytest"
 )
@@ -22,18 +23,6 @@ func (e *env) runsOf(server, className string) []*discoveryv1.Run {
 	return resp.GetRuns()
 }
 
-// eventually polls cond for up to 20 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func TestRegistryChangesAndRefreshQueueScans(t *testing.T) {
 	e := start(t, func(c *discovery.Config) {
 		c.NoAutoScans = false
@@ -43,7 +32,7 @@ func TestRegistryChangesAndRefreshQueueScans(t *testing.T) {
 	srv := discoverytest.NewHTTP(t, cat, discoverytest.ServerOptions{}, false)
 	// Registering a server and binding it to a class queues its first scan.
 	e.register("inventory", srv.URL, registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED, "")
-	eventually(t, "the first scan", func() bool {
+	servicetest.Eventually(t, 20*time.Second, "the first scan", func() bool {
 		rs := e.runsOf("inventory", class)
 		return len(rs) > 0 && rs[0].GetState() == eligible
 	})
@@ -56,7 +45,7 @@ func TestRegistryChangesAndRefreshQueueScans(t *testing.T) {
 	s := e.reg.GetServerRecord("inventory")
 	s.ScanInterval = durationpb.New(time.Second)
 	e.reg.PutServer(s)
-	eventually(t, "a periodic rescan", func() bool {
+	servicetest.Eventually(t, 20*time.Second, "a periodic rescan", func() bool {
 		for _, r := range e.runsOf("inventory", class) {
 			if r.GetTrigger() == discoveryv1.ScanTrigger_SCAN_TRIGGER_PERIODIC && r.GetReason() == discoveryv1.RunReason_RUN_REASON_UNCHANGED {
 				return true
@@ -66,7 +55,7 @@ func TestRegistryChangesAndRefreshQueueScans(t *testing.T) {
 	})
 	// A new binding of the server queues a scan of the new pair.
 	e.bind("tenant-a.writers", "inventory", "env:"+envRef)
-	eventually(t, "a scan of the new binding", func() bool {
+	servicetest.Eventually(t, 20*time.Second, "a scan of the new binding", func() bool {
 		rs := e.runsOf("inventory", "tenant-a.writers")
 		return len(rs) > 0 && rs[len(rs)-1].GetTrigger() == discoveryv1.ScanTrigger_SCAN_TRIGGER_REGISTRY_CHANGE && rs[0].GetState() == eligible
 	})

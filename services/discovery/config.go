@@ -117,6 +117,9 @@ type Config struct {
 	// watch, periodic refresh): only TriggerScan and list_changed queue
 	// scans. For tests and benchmarks that drive every scan. Not a flag.
 	NoAutoScans bool
+	// GuardPassed, when set, is called after each rollout-guard pass this
+	// process runs (tests wait for passes instead of the clock). Not a flag.
+	GuardPassed func()
 }
 
 // ParseConfig reads the configuration from args (flags) and lookup (the

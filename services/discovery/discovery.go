@@ -87,6 +87,12 @@ func Run(ctx context.Context, cfg Config) error {
 			g := guard.New(store.New(wpool, log).WithObserver(obs), adm, guard.Config{Window: cfg.GuardWindow,
 				MissingRate: cfg.GuardMissingRate, MinChecks: int64(cfg.GuardMinChecks)}, d.Logger, m)
 			scanCfg.Guard, scanCfg.GuardInterval = g.Pass, cfg.GuardInterval
+			if passed := cfg.GuardPassed; passed != nil {
+				scanCfg.Guard = func(ctx context.Context) error {
+					defer passed()
+					return g.Pass(ctx)
+				}
+			}
 		}
 		closeAdm := func() {
 			if admConn != nil {

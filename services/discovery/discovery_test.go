@@ -479,7 +479,7 @@ func TestManualTriggerExpeditesAWaitingRetry(t *testing.T) {
 	cat.SetTools("r-1", discoverytest.Tools("x", 2)...)
 	// (Until the queue has recorded the failed attempt, the ticket points at
 	// the running job and changes nothing; so ask until the retry starts.)
-	eventually(t, "the second attempt", func() bool {
+	servicetest.Eventually(t, 20*time.Second, "the second attempt", func() bool {
 		if runs, _ := e.admin.ListRuns(ctxT(t), &discoveryv1.ListRunsRequest{ScanId: tk.GetScanId()}); len(runs.GetRuns()) == 2 {
 			return true
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/pgtest"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/services/discovery"
 	"github.com/toolcrib/toolcrib/services/discovery/crawl"
 	"github.com/toolcrib/toolcrib/services/discovery/discoverytest"
@@ -51,11 +53,13 @@ func metric(t *testing.T, reg *prometheus.Registry, name string, labels map[stri
 // TestNotificationStormIsRateLimited: a server that sends
 // `notifications/tools/list_changed` (three) after every scan, its catalog never
 // changing (the storm that made discovery rescan one server 1,605 times in
-// 2.5 minutes). Over 12 s the notification-triggered scans are coalesced
-// and backed off (1 s after the previous one, doubling for every one that
-// found the same revision and page root): at most 4 of them start (at
-// about 0, 2, 6 s; the next is due at 14 s), every one ends UNCHANGED, the
-// runs record the notifications held back and the delay, and
+// 2.5 minutes). The notification-triggered scans are coalesced and backed
+// off: each starts at least NotifyMinInterval (1 s) after the previous
+// one, doubled for every one before it that found the same revision and
+// page root — so the three the test waits for start at about 0, 2 and 6 s,
+// the gaps at least 2 s and 4 s (a storm left unbounded would start
+// hundreds). Every one ends UNCHANGED, the runs record the notifications
+// held back and the delay, and
 // toolcrib_discovery_suppressed_notifications_total counts them.
 func TestNotificationStormIsRateLimited(t *testing.T) {
 	t.Parallel()
@@ -87,14 +91,31 @@ func TestNotificationStormIsRateLimited(t *testing.T) {
 	e.register("storm", srv.URL, registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED, "")
 	want(t, e.scanAndWait("storm", class), eligible, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
 	began := time.Now()
-	time.Sleep(12 * time.Second)
-	runs := e.runsOf("storm", class)
-	var notified, suppressed, delayed int
-	for _, r := range runs {
-		if r.GetTrigger() != discoveryv1.ScanTrigger_SCAN_TRIGGER_LIST_CHANGED {
-			continue
+	notifiedRuns := func() []*discoveryv1.Run {
+		var out []*discoveryv1.Run
+		for _, r := range e.runsOf("storm", class) {
+			if r.GetTrigger() == discoveryv1.ScanTrigger_SCAN_TRIGGER_LIST_CHANGED {
+				out = append(out, r)
+			}
 		}
+		slices.SortFunc(out, func(a, b *discoveryv1.Run) int { return a.GetStartedAt().AsTime().Compare(b.GetStartedAt().AsTime()) })
+		return out
+	}
+	servicetest.Eventually(t, 20*time.Second, "three notification-triggered scans ended", func() bool {
+		rs := notifiedRuns()
+		return len(rs) >= 3 && discovery.Terminal(rs[2])
+	})
+	runs := notifiedRuns()
+	var notified, suppressed, delayed int
+	for i, r := range runs {
 		notified++
+		if i > 0 {
+			// The i-th follows i fruitless ones: at least 1 s doubled i times.
+			gap := r.GetStartedAt().AsTime().Sub(runs[i-1].GetStartedAt().AsTime())
+			if least := time.Second << i; gap < least-50*time.Millisecond {
+				t.Fatalf("notification-triggered scan %d started %v after the previous one, want at least %v", i+1, gap, least)
+			}
+		}
 		if r.GetStartedAt().AsTime().Before(began.Add(-time.Second)) {
 			t.Fatalf("a notification-triggered run before the first commit: %v", r)
 		}
@@ -106,11 +127,8 @@ func TestNotificationStormIsRateLimited(t *testing.T) {
 			delayed++
 		}
 	}
-	t.Logf("%d runs in 12 s, %d notification-triggered, %d notifications held back, %d delayed; server listed %d times",
-		len(runs), notified, suppressed, delayed, srv.Calls())
-	if notified < 2 || notified > 4 {
-		t.Fatalf("%d notification-triggered scans in 12 s, want 2 to 4 (unbounded would be hundreds)", notified)
-	}
+	t.Logf("%d notification-triggered runs in %v, %d notifications held back, %d delayed; server listed %d times",
+		notified, time.Since(began).Round(time.Millisecond), suppressed, delayed, srv.Calls())
 	if suppressed == 0 {
 		t.Fatal("no notification-triggered run records notifications held back")
 	}
@@ -277,7 +295,7 @@ func TestListenersSpreadOverProcessesAndMoveWhenOneStops(t *testing.T) {
 		for id := range servers {
 			want(t, b.scanAndWait(id, class), eligible, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
 		}
-		eventually(t, "the listeners to spread", func() bool { return listening(regA) == 2 && listening(regB) == 2 })
+		servicetest.Eventually(t, 20*time.Second, "the listeners to spread", func() bool { return listening(regA) == 2 && listening(regB) == 2 })
 		// Stable: a few sweeps later nothing moved and nothing was rescanned.
 		time.Sleep(time.Second)
 		if na, nb := listening(regA), listening(regB); na+nb != 4 || na != 2 {
@@ -285,8 +303,8 @@ func TestListenersSpreadOverProcessesAndMoveWhenOneStops(t *testing.T) {
 		}
 	})
 	// The second process has stopped: its pairs move to the first.
-	eventually(t, "the first process to take every listener", func() bool { return listening(regA) == 4 })
-	eventually(t, "a LISTEN_RESUMED scan of each pair taken over", func() bool {
+	servicetest.Eventually(t, 20*time.Second, "the first process to take every listener", func() bool { return listening(regA) == 4 })
+	servicetest.Eventually(t, 20*time.Second, "a LISTEN_RESUMED scan of each pair taken over", func() bool {
 		resumed := 0
 		for id := range servers {
 			for _, r := range a.runsOf(id, class) {
@@ -304,7 +322,7 @@ func TestListenersSpreadOverProcessesAndMoveWhenOneStops(t *testing.T) {
 	// lock, not the stream): notify until the change is heard, as a server
 	// does on each change. Only process a runs now, so it heard it.
 	polls := 0
-	eventually(t, "the change to be heard by the process that took over", func() bool {
+	servicetest.Eventually(t, 20*time.Second, "the change to be heard by the process that took over", func() bool {
 		if polls%20 == 0 { // once a second
 			servers["srv-0"].Notify()
 		}
@@ -332,7 +350,7 @@ func TestListenerShareCountsOnlyThisDatabase(t *testing.T) {
 		want(t, a.scanAndWait(id, class), eligible, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
 	}
 	listening := func() float64 { return metric(t, reg, "toolcrib_discovery_listeners", nil) }
-	eventually(t, "the lone process to listen to every pair", func() bool { return listening() == 4 })
+	servicetest.Eventually(t, 20*time.Second, "the lone process to listen to every pair", func() bool { return listening() == 4 })
 
 	other, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
 	if err != nil {

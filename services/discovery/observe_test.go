@@ -54,6 +54,7 @@ func TestScansAreLoggedAndCounted(t *testing.T) {
 	metricsAddr := freeAddr(t)
 	e := start(t, func(c *discovery.Config) {
 		c.LogOutput, c.LogLevel = logs, slog.LevelInfo
+		c.AccessLog = true // successful calls reach the log at info only with it
 		c.MetricsAddr = metricsAddr
 		c.MaxAttempts = 1
 	})
@@ -87,7 +88,7 @@ func TestScansAreLoggedAndCounted(t *testing.T) {
 	lineFor(`msg="run ended" service=discovery server=down audience_class=tenant-a.readers state=INCOMPLETE reason=TRANSPORT_ERROR pages=0 tools=0 duration=\S+ generation=0 `)
 	lineFor(`msg="pointer moved" service=discovery server=inventory audience_class=tenant-a.readers move=ACTIVATE generation=1 previous_generation=0 pointer_state=POINTER_STATE_ACTIVE revision=1 `)
 	lineFor(`msg="pointer moved" service=discovery server=inventory audience_class=tenant-a.readers move=REFRESH generation=1 previous_generation=1 pointer_state=POINTER_STATE_ACTIVE revision=2 `)
-	// The access log names the admin that triggered the scans.
+	// The access log (--access-log) names the admin that triggered the scans.
 	lineFor(`msg="finished call" service=discovery caller.subject=test-admin caller.tenant=toolcrib-platform .*grpc.method=TriggerScan `)
 	// Migrations are logged: the test database has discovery's own tables
 	// already, so River's are the ones applied at start-up here.

@@ -50,7 +50,6 @@ func spec() service.Spec {
 		// receipt is the record) or Verify (its answer is counted by
 		// failure in the metrics) is access-logged at debug; a failed call
 		// still at its level.
-		QuietMethods: []string{leasev1.LeaseService_Issue_FullMethodName, leasev1.LeaseService_Verify_FullMethodName},
 		// Verify's stack (interceptors, then two Ed25519 verifications)
 		// outgrows a new goroutine's: reused workers grow it once, as
 		// admission's do (runtime.newstack was ~6% of Verify's CPU).

@@ -281,15 +281,37 @@ func waitServing(ctx context.Context, e *env, addrs []string, every time.Duratio
 
 // devUpCommand is `toolcrib dev up`.
 func devUpCommand(e *env) *cobra.Command {
-	return &cobra.Command{
+	var logLevel string
+	var accessLog bool
+	return withFlags(&cobra.Command{
 		Use: "up",
 		Short: "run every implemented service in this process against local Postgres and Redis " +
 			"(migrating first), with dev keys and tokens under " + devDir,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			return devUp(ctx, e)
+			if err := devLogFlags(logLevel, accessLog); err != nil {
+				return err
+			}
+			return devUp(cmd.Context(), e)
 		},
+	}, func(fs *pflag.FlagSet) {
+		fs.StringVar(&logLevel, "log-level", "", "every service's --log-level: debug, info, warn, error (default info, or env "+config.EnvName("log-level")+")")
+		fs.BoolVar(&accessLog, "access-log", false, "every service's --access-log: log each finished gRPC call at info, successful internal calls included")
+	})
+}
+
+// devLogFlags hands `dev up --log-level` and `--access-log` to every
+// service it launches, through the environment their configurations are
+// parsed from (so a bad level is refused as a service's own flag is).
+func devLogFlags(level string, accessLog bool) error {
+	if level != "" {
+		if err := os.Setenv(config.EnvName("log-level"), level); err != nil {
+			return err
+		}
 	}
+	if accessLog {
+		return os.Setenv(config.EnvName("access-log"), "true")
+	}
+	return nil
 }
 
 // devTokenCommand is `toolcrib dev token`.

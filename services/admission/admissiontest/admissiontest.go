@@ -160,7 +160,6 @@ func start(t testing.TB, o Options, src sources, freshness func() changelog.Fres
 		Unary:         []grpc.UnaryServerInterceptor{v.UnaryServerInterceptor()},
 		Stream:        []grpc.StreamServerInterceptor{v.StreamServerInterceptor()},
 		Register:      func(s *grpc.Server) { admissionv1.RegisterAdmissionServiceServer(s, api) },
-		QuietMethods:  []string{admissionv1.AdmissionService_Check_FullMethodName, admissionv1.AdmissionService_GetReceipt_FullMethodName},
 		StreamWorkers: 64, // as cmd/admission
 	})
 	if err != nil {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -24,8 +22,6 @@ var (
 	// ErrConflict: the server changed since it was read (optimistic
 	// concurrency lost).
 	ErrConflict = errors.New("registry: the record changed")
-	// ErrCompacted: a watch asked to resume from a compacted revision.
-	ErrCompacted = errors.New("registry: watch revision compacted")
 	// ErrUnavailable: the registry could not be reached or failed.
 	ErrUnavailable = errors.New("registry: unavailable")
 )
@@ -53,10 +49,12 @@ type Registry interface {
 	// pin, by optimistic concurrency on s.Version, and returns the stored
 	// server; ErrConflict when the server changed meanwhile.
 	PinIdentity(ctx context.Context, s *registryv1.Server, pin string) (*registryv1.Server, error)
-	// Watch calls fn for every change after `from`, in order, until ctx
-	// ends or fn fails; ErrCompacted when `from` is no longer kept.
-	// Heartbeats are consumed silently.
-	Watch(ctx context.Context, from int64, fn func(*registryv1.Change) error) error
+	// Watch opens RegistryService.Watch for the changes after `from`: a
+	// [changelog.Source], followed by a [changelog.Follower] (which detects
+	// a stalled stream and resumes or re-lists). The stream's errors wrap
+	// changelog.ErrCompacted, ErrAhead or ErrDraining when the registry
+	// says so. It ends when ctx ends.
+	Watch(ctx context.Context, from int64) (changelog.Stream[*registryv1.Change], error)
 }
 
 // Binding is one server as one audience class reads it ([Registry.Binding]).
@@ -107,12 +105,6 @@ func translate(err error) error {
 		return fmt.Errorf("%w: %s", ErrNotFound, st.Message())
 	case codes.Aborted:
 		return fmt.Errorf("%w: %s", ErrConflict, st.Message())
-	case codes.FailedPrecondition:
-		for _, d := range st.Details() {
-			if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == changelog.ReasonCompacted {
-				return fmt.Errorf("%w: %s", ErrCompacted, st.Message())
-			}
-		}
 	case codes.Canceled:
 		return err
 	}
@@ -192,26 +184,6 @@ func (c *Client) PinIdentity(ctx context.Context, s *registryv1.Server, pin stri
 }
 
 // Watch implements [Registry].
-func (c *Client) Watch(ctx context.Context, from int64, fn func(*registryv1.Change) error) error {
-	stream, err := c.rpc.Watch(ctx, &registryv1.WatchRequest{FromRevision: from})
-	if err != nil {
-		return translate(err)
-	}
-	for {
-		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return fmt.Errorf("%w: watch stream ended", ErrUnavailable)
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return translate(err)
-		}
-		if ch := msg.GetChange(); ch != nil {
-			if err := fn(ch); err != nil {
-				return err
-			}
-		}
-	}
+func (c *Client) Watch(ctx context.Context, from int64) (changelog.Stream[*registryv1.Change], error) {
+	return changelog.RegistrySource(c.rpc).Watch(ctx, from)
 }

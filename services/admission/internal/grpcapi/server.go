@@ -267,6 +267,9 @@ func (s *Server) check(ctx context.Context, p principal.Principal, req *admissio
 	if err := s.o.Receipts.Add(rec); err != nil {
 		return nil, err
 	}
+	if !out.Allowed() {
+		s.logDenial(ctx, p, rec, out)
+	}
 	if s.o.Decided != nil {
 		s.o.Decided(out.Reason, level)
 	}
@@ -284,6 +287,20 @@ func (s *Server) check(ctx context.Context, p principal.Principal, req *admissio
 		resp.CurrentGeneration, resp.CurrentDescriptorDigest = rec.Generation, entry.ActiveDigest
 	}
 	return resp, nil
+}
+
+// logDenial logs a denied Check at info: what a person running admission
+// follows (an ALLOW is not logged; the access log has every call). The
+// tool id and class are the receipt's, bounded; the detail never carries a
+// credential or the arguments.
+func (s *Server) logDenial(ctx context.Context, p principal.Principal, rec *admissionv1.Receipt, out decision.Outcome) {
+	if !s.o.Logger.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	s.o.Logger.LogAttrs(ctx, slog.LevelInfo, "check denied",
+		slog.String("reason", strings.TrimPrefix(out.Reason.String(), "DECISION_REASON_")), slog.String("detail", out.Detail),
+		slog.String("tool_id", rec.ToolId), slog.String("audience_class", rec.AudienceClass),
+		slog.String("tenant", p.Tenant), slog.String("subject", p.Subject), slog.String("receipt", rec.ReceiptId))
 }
 
 // answer is what one Check allocates for its answer.

@@ -78,13 +78,15 @@ func (s *Server) listVisible(ctx context.Context, p principal.Principal, req *ad
 }
 
 // visibleSet builds (or reuses) the set of tools p may call now in run:
-// from each audience class of its access, each server's active, open,
-// fresh generation whose rollout stage serves the run (not SHADOW; for
-// CANARY, a run inside its share), each tool enabled, approved at its
-// descriptor, covered by p's scopes and, in CANARY, of one of the
-// canary's effect classes. Built sets are kept by everything they were
-// built from: the epoch fixes every stage, and a canary's source is in
-// the key only when the run is inside it.
+// the tools of the active generations its audience classes read for
+// which [decision.Visible] holds — Check, asked for the tool at that
+// generation and descriptor, through that class, for run, autonomously,
+// would answer ALLOW, CONFIRMATION_REQUIRED or UNVERSIONED_SOURCE. The
+// servers it reads (an open, fresh active generation whose rollout stage
+// serves the run) are chosen first; no tool of another server can be
+// visible, so their generations are not read. Built sets are kept by
+// everything they were built from: the epoch fixes every stage, and a
+// canary's source is in the key only when the run is inside it.
 func (s *Server) visibleSet(ctx context.Context, p principal.Principal, run string) (*search.Set, int64, []*admissionv1.VisibleServer, error) {
 	epoch, err := s.epochOf(ctx, p.Tenant)
 	if errors.Is(err, replica.ErrNotFound) {
@@ -103,6 +105,7 @@ func (s *Server) visibleSet(ctx context.Context, p principal.Principal, run stri
 	type src struct {
 		class   string
 		ptr     replica.Pointer
+		pointer decision.Pointer
 		rollout *decision.Rollout
 	}
 	var srcs []src
@@ -131,7 +134,8 @@ func (s *Server) visibleSet(ctx context.Context, p principal.Principal, run stri
 			if ptr.Closed || !now.Before(ptr.FreshUntil) {
 				continue
 			}
-			srcs = append(srcs, src{c, ptr, ro})
+			srcs = append(srcs, src{c, ptr, decision.Pointer{Generation: ptr.Generation, Closed: ptr.Closed,
+				Unversioned: ptr.Unversioned, FreshUntil: ptr.FreshUntil}, ro})
 			key.WriteString("|" + c + "/" + srv + "@" + strconv.FormatInt(ptr.Revision, 10))
 		}
 	}
@@ -143,6 +147,7 @@ func (s *Server) visibleSet(ctx context.Context, p principal.Principal, run stri
 		return set, epoch, servers, nil
 	}
 	var tools []search.Tool
+	freshUntil := s.o.Heads.FreshUntil()
 	for _, sr := range srcs {
 		gen, err := s.o.Material.Generation(ctx, sr.ptr.ServerID, sr.class, sr.ptr.Generation)
 		if err != nil {
@@ -159,8 +164,21 @@ func (s *Server) visibleSet(ctx context.Context, p principal.Principal, run stri
 			if err != nil {
 				return nil, 0, nil, unavailable(err)
 			}
-			if !rv.Known || !rv.Enabled || rv.Approved == nil || !access.HasScope(rv.Approved.Scope) ||
-				!sr.rollout.Admits(sr.ptr.ServerID, sr.class, run, rv.Approved.Effect) {
+			active := &decision.Tool{DescriptorDigest: t.DescriptorDigest, InputSchemaDigest: t.InputSchemaDigest}
+			if !decision.Visible(decision.Facts{
+				Now:              now,
+				Request:          decision.ListingRequest(id, sr.ptr.Generation, t.DescriptorDigest, sr.class, run),
+				Tenant:           p.Tenant,
+				PolicyFreshUntil: freshUntil,
+				Reachable:        true,
+				Class:            sr.class,
+				Pointer:          &sr.pointer,
+				ActiveTool:       active,
+				PlanTool:         active,
+				Review:           rv,
+				Current:          access,
+				Rollout:          sr.rollout,
+			}) {
 				continue
 			}
 			state := catalogv1.DiscoveryState_DISCOVERY_STATE_ELIGIBLE

@@ -18,6 +18,7 @@ import (
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	"github.com/toolcrib/toolcrib/platform/backoff"
 )
 
 // Errors of the writer.
@@ -250,7 +251,7 @@ func (w *Writer) Stored() int64 {
 func (w *Writer) Run(ctx context.Context) error {
 	t := time.NewTicker(w.o.Interval)
 	defer t.Stop()
-	backoff := w.o.Interval
+	retry := backoff.New(w.o.Interval, 5*time.Second)
 	for {
 		select {
 		case <-ctx.Done():
@@ -262,16 +263,14 @@ func (w *Writer) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			w.o.Logger.Warn("receipts: batch not stored; retrying", "pending", w.Pending(), "err", err)
-			select {
-			case <-ctx.Done():
+			d := retry.Next()
+			w.o.Logger.Warn("receipts: batch not stored; retrying", "pending", w.Pending(), "err", err, "retry_in", d)
+			if !backoff.Wait(ctx, d) {
 				return nil
-			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 5*time.Second)
 			continue
 		}
-		backoff = w.o.Interval
+		retry.Reset()
 	}
 }
 

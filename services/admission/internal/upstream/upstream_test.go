@@ -18,17 +18,6 @@ import (
 	"github.com/toolcrib/toolcrib/services/registry/registrytest"
 )
 
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not happen within 10s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestAgainstTheRealRegistry runs the adapters and both Watch loops
 // against a real registry (Postgres-backed) and the registry's test
 // discovery: a grant bumps the epoch in the heads through the Watch, the
@@ -64,7 +53,7 @@ func TestAgainstTheRealRegistry(t *testing.T) {
 	rf, df := RegistryFollower(rc, heads, fo), DiscoveryFollower(dc, heads, fo)
 	go func() { _ = rf.Run(ctx) }()
 	go func() { _ = df.Run(ctx) }()
-	waitFor(t, "both streams caught up", func() bool { return !heads.FreshUntil().IsZero() })
+	servicetest.Eventually(t, 10*time.Second, "both streams caught up", func() bool { return !heads.FreshUntil().IsZero() })
 
 	reg := &Registry{C: rc}
 	before, err := reg.Current(ctx, "demo-a")
@@ -79,7 +68,7 @@ func TestAgainstTheRealRegistry(t *testing.T) {
 	if g.GetPolicyEpoch() <= before.Epoch {
 		t.Fatalf("grant did not bump the epoch: %d → %d", before.Epoch, g.GetPolicyEpoch())
 	}
-	waitFor(t, "the epoch bump through the Watch", func() bool { e, _ := heads.Epoch("demo-a"); return e == g.GetPolicyEpoch() })
+	servicetest.Eventually(t, 10*time.Second, "the epoch bump through the Watch", func() bool { e, _ := heads.Epoch("demo-a"); return e == g.GetPolicyEpoch() })
 	pol, err := reg.PolicyAt(ctx, "demo-a", g.GetPolicyEpoch())
 	if err != nil || len(pol.Grants) != 1 || pol.Grants[0].Subject != "alice" || pol.Classes["demo-a.readers"][0] != "logistics" {
 		t.Fatalf("policy %+v, %v", pol, err)
@@ -104,7 +93,7 @@ func TestAgainstTheRealRegistry(t *testing.T) {
 	// Discovery side: a committed generation is a head and reads back.
 	tool := registrytest.Tool("logistics", "shipment_status", "Query a shipment's status.")
 	gen, rev := r.Discovery.Commit("logistics", "demo-a.readers", tool)
-	waitFor(t, "the pointer move through the Watch", func() bool {
+	servicetest.Eventually(t, 10*time.Second, "the pointer move through the Watch", func() bool {
 		p, ok := heads.Pointer("logistics", "demo-a.readers")
 		return ok && p.Generation == gen && p.Revision == rev
 	})

@@ -13,6 +13,7 @@ import (
 
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/backoff"
 	"github.com/toolcrib/toolcrib/services/discovery/crawl"
 	"github.com/toolcrib/toolcrib/services/discovery/registryclient"
 )
@@ -283,7 +284,7 @@ func (l *listeners) run(ln *listener, first *handoff) {
 	}()
 	s := l.s
 	ctx := s.bg
-	backoff := time.Second
+	retry := backoff.New(time.Second, s.cfg.ListenBackoffMax)
 	next := first
 	for {
 		if next == nil {
@@ -298,15 +299,15 @@ func (l *listeners) run(ln *listener, first *handoff) {
 				l.drop(ln.pair)
 				return
 			case err != nil:
-				s.lg.WarnContext(ctx, "open a listening session", "server", ln.pair[0], "audience_class", ln.pair[1], "error", err, "retry_in", backoff)
+				d := retry.Next()
+				s.lg.WarnContext(ctx, "open a listening session", "server", ln.pair[0], "audience_class", ln.pair[1], "error", err, "retry_in", d)
 				select {
 				case <-ln.stop:
 					return
 				case h := <-ln.handoff:
 					next = &h
-				case <-time.After(backoff):
+				case <-time.After(d):
 				}
-				backoff = min(2*backoff, s.cfg.ListenBackoffMax)
 				continue
 			}
 			next = &handoff{sess: sess}
@@ -331,11 +332,10 @@ func (l *listeners) run(ln *listener, first *handoff) {
 				return
 			case h := <-ln.handoff:
 				next = &h
-			case <-time.After(backoff):
+			case <-time.After(retry.Next()):
 			}
-			backoff = min(2*backoff, s.cfg.ListenBackoffMax)
 		} else {
-			backoff = time.Second
+			retry.Reset()
 		}
 	}
 }

@@ -2,6 +2,7 @@ package scan
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"strconv"
 	"time"
@@ -11,6 +12,8 @@ import (
 
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/changelog"
+	"github.com/toolcrib/toolcrib/services/discovery/registryclient"
 )
 
 // linger keeps a committed scan's session that no listener took open for
@@ -109,88 +112,106 @@ func (s *Scanner) refreshDue(ctx context.Context) error {
 }
 
 // watchRegistry queues scans for registry changes that can change a scan's
-// outcome (see the package doc), resuming after errors.
+// outcome (see the package doc). It follows the registry's Watch with the
+// one [changelog.Follower]: a stream silent past RegistryStallTimeout (no
+// change, no heartbeat) is dropped and resumed, a compacted revision
+// re-lists, failures back off.
 func (s *Scanner) watchRegistry(ctx context.Context) error {
-	delay := time.Second
-	for ctx.Err() == nil {
-		began := time.Now()
-		err := s.watchOnce(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if time.Since(began) > time.Minute {
-			delay = time.Second // it had been working: retry soon
-		}
-		s.lg.WarnContext(ctx, "registry watch ended; restarting", "error", err, "retry_in", delay)
-		select {
-		case <-ctx.Done():
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 30*time.Second)
-	}
-	return nil
+	w := &registryWatch{reg: s.reg, lg: s.lg, enqueue: func(ctx context.Context, pairs [][2]string) error {
+		_, err := s.Enqueue(ctx, discoveryv1.ScanTrigger_SCAN_TRIGGER_REGISTRY_CHANGE, pairs...)
+		return err
+	}}
+	return w.follower(s.cfg.RegistryStallTimeout).Run(ctx)
 }
 
-func (s *Scanner) watchOnce(ctx context.Context) error {
-	servers, rev, err := s.reg.Servers(ctx)
-	if err != nil {
-		return err
-	}
-	known := map[string]*registryv1.Server{}
-	for _, srv := range servers {
-		known[srv.GetServerId()] = srv
-	}
-	classes := map[string]map[string]string{} // class -> server -> secret ref
-	all, err := s.reg.AudienceClasses(ctx, "")
-	if err != nil {
-		return err
-	}
-	for _, c := range all {
-		classes[c.GetName()] = bindings(c)
-	}
-	return s.reg.Watch(ctx, rev, func(ch *registryv1.Change) error {
-		var pairs [][2]string
-		switch obj := ch.GetObject().(type) {
-		case *registryv1.Change_Server:
-			srv := obj.Server
-			old := known[srv.GetServerId()]
-			known[srv.GetServerId()] = srv
-			if ch.GetKind() == registryv1.ChangeKind_CHANGE_KIND_DELETED || !materialServerChange(old, srv) {
-				return nil
-			}
-			for name, b := range classes {
-				if _, ok := b[srv.GetServerId()]; ok {
-					pairs = append(pairs, [2]string{srv.GetServerId(), name})
-				}
-			}
-		case *registryv1.Change_AudienceClass:
-			c := obj.AudienceClass
-			old := classes[c.GetName()]
-			now := bindings(c)
-			classes[c.GetName()] = now
-			if ch.GetKind() == registryv1.ChangeKind_CHANGE_KIND_DELETED {
-				delete(classes, c.GetName())
-				return nil
-			}
-			for server, ref := range now {
-				if prev, ok := old[server]; !ok || prev != ref {
-					pairs = append(pairs, [2]string{server, c.GetName()})
-				}
-			}
-		}
-		if len(pairs) > 0 {
-			slices.SortFunc(pairs, func(a, b [2]string) int {
-				if a[0] != b[0] {
-					return compare(a[0], b[0])
-				}
-				return compare(a[1], b[1])
-			})
-			if _, err := s.Enqueue(ctx, discoveryv1.ScanTrigger_SCAN_TRIGGER_REGISTRY_CHANGE, pairs...); err != nil {
-				s.lg.WarnContext(ctx, "queue scans for a registry change", "error", err)
-			}
-		}
-		return nil
+// registryWatch turns registry changes into the (server, class) pairs to
+// rescan. It keeps every server and every class's bindings, to tell a
+// material change from one that cannot change a scan.
+type registryWatch struct {
+	reg     registryclient.Registry
+	lg      *slog.Logger
+	enqueue func(ctx context.Context, pairs [][2]string) error
+
+	known   map[string]*registryv1.Server
+	classes map[string]map[string]string // class -> server -> secret ref
+}
+
+// follower returns the follower of the registry's Watch into w.
+func (w *registryWatch) follower(stall time.Duration) *changelog.Follower[*registryv1.Change] {
+	return changelog.NewFollower(changelog.FollowerConfig[*registryv1.Change]{
+		Name: "registry", Source: w.reg, List: w.list, Apply: w.apply,
+		MinBackoff: time.Second, MaxBackoff: 30 * time.Second, StallTimeout: stall, Logger: w.lg,
 	})
+}
+
+// list reads every server and class, replacing what w held, and returns
+// the revision the servers were read at (the watch resumes after it; a
+// class change in between is replayed and compared, so it queues nothing
+// twice).
+func (w *registryWatch) list(ctx context.Context) (int64, error) {
+	servers, rev, err := w.reg.Servers(ctx)
+	if err != nil {
+		return 0, err
+	}
+	all, err := w.reg.AudienceClasses(ctx, "")
+	if err != nil {
+		return 0, err
+	}
+	w.known = map[string]*registryv1.Server{}
+	for _, srv := range servers {
+		w.known[srv.GetServerId()] = srv
+	}
+	w.classes = map[string]map[string]string{}
+	for _, c := range all {
+		w.classes[c.GetName()] = bindings(c)
+	}
+	return rev, nil
+}
+
+// apply queues the scans one change calls for. A failure to queue is
+// logged, not returned: the periodic refresh covers the pair.
+func (w *registryWatch) apply(ctx context.Context, _ int64, ch *registryv1.Change) error {
+	var pairs [][2]string
+	switch obj := ch.GetObject().(type) {
+	case *registryv1.Change_Server:
+		srv := obj.Server
+		old := w.known[srv.GetServerId()]
+		w.known[srv.GetServerId()] = srv
+		if ch.GetKind() == registryv1.ChangeKind_CHANGE_KIND_DELETED || !materialServerChange(old, srv) {
+			return nil
+		}
+		for name, b := range w.classes {
+			if _, ok := b[srv.GetServerId()]; ok {
+				pairs = append(pairs, [2]string{srv.GetServerId(), name})
+			}
+		}
+	case *registryv1.Change_AudienceClass:
+		c := obj.AudienceClass
+		old := w.classes[c.GetName()]
+		now := bindings(c)
+		w.classes[c.GetName()] = now
+		if ch.GetKind() == registryv1.ChangeKind_CHANGE_KIND_DELETED {
+			delete(w.classes, c.GetName())
+			return nil
+		}
+		for server, ref := range now {
+			if prev, ok := old[server]; !ok || prev != ref {
+				pairs = append(pairs, [2]string{server, c.GetName()})
+			}
+		}
+	}
+	if len(pairs) > 0 {
+		slices.SortFunc(pairs, func(a, b [2]string) int {
+			if a[0] != b[0] {
+				return compare(a[0], b[0])
+			}
+			return compare(a[1], b[1])
+		})
+		if err := w.enqueue(ctx, pairs); err != nil {
+			w.lg.WarnContext(ctx, "queue scans for a registry change", "error", err)
+		}
+	}
+	return nil
 }
 
 func bindings(c *registryv1.AudienceClass) map[string]string {

@@ -115,7 +115,7 @@ func TestMaterialServerChanges(t *testing.T) {
 }
 
 func TestBackoff(t *testing.T) {
-	b := &backoff{base: time.Second, max: 10 * time.Second}
+	b := &retryPolicy{base: time.Second, max: 10 * time.Second}
 	for attempt, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 10: 10 * time.Second} {
 		got := time.Until(b.NextRetry(&rivertype.JobRow{Attempt: attempt}))
 		if got > want || got < want-time.Second/2 {

@@ -50,6 +50,10 @@ type Config struct {
 	// RefreshTick is how often due pairs are looked for (1m).
 	RefreshInterval time.Duration
 	RefreshTick     time.Duration
+	// RegistryStallTimeout is how long the registry's Watch may stay silent
+	// (no change, no heartbeat: the registry sends one every second by
+	// default) before it is dropped and resumed (10s).
+	RegistryStallTimeout time.Duration
 	// RetryBase and RetryMax shape the backoff of INCOMPLETE scans (1s,
 	// 5m); MaxAttempts caps the attempts of one scan (10).
 	RetryBase   time.Duration
@@ -124,6 +128,7 @@ func (c Config) withDefaults() Config {
 	}
 	def(&c.RefreshInterval, 15*time.Minute)
 	def(&c.RefreshTick, time.Minute)
+	def(&c.RegistryStallTimeout, 10*time.Second)
 	def(&c.RetryBase, time.Second)
 	def(&c.RetryMax, 5*time.Minute)
 	if c.MaxAttempts <= 0 {
@@ -203,7 +208,7 @@ func New(pool *pgxpool.Pool, st *store.Store, log *changelog.Log, reg registrycl
 		JobTimeout:           cfg.ScanTimeout,
 		RescueStuckJobsAfter: cfg.RescueAfter,
 		MaxAttempts:          cfg.MaxAttempts,
-		RetryPolicy:          &backoff{base: cfg.RetryBase, max: cfg.RetryMax},
+		RetryPolicy:          &retryPolicy{base: cfg.RetryBase, max: cfg.RetryMax},
 		FetchCooldown:        cfg.FetchCooldown,
 		FetchPollInterval:    cfg.FetchPollInterval,
 		Logger:               slog.New(atLeast{h: lg.Handler(), level: slog.LevelWarn}).With("component", "river"),
@@ -344,10 +349,10 @@ func (s *Scanner) Enqueue(ctx context.Context, trigger discoveryv1.ScanTrigger, 
 	return out, nil
 }
 
-// backoff is River's retry policy: base·2^(attempt-1), capped.
-type backoff struct{ base, max time.Duration }
+// retryPolicy is River's retry policy: base·2^(attempt-1), capped.
+type retryPolicy struct{ base, max time.Duration }
 
-func (b *backoff) NextRetry(job *rivertype.JobRow) time.Time {
+func (b *retryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
 	d := float64(b.base) * math.Pow(2, float64(max(job.Attempt-1, 0)))
 	if d > float64(b.max) {
 		d = float64(b.max)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
@@ -99,10 +100,12 @@ type Directory struct {
 	// digests (a stat per file unless a file changed).
 	ids *stdio.Hasher
 
+	// mu makes each cache's read-then-write one step; the caches are
+	// bounded LRUs.
 	mu        sync.Mutex
-	snapshots map[snapKey]*snapEntry
-	reviews   map[reviewKey]Review
-	endpoints map[epKey]epEntry
+	snapshots *lru.Cache[snapKey, *snapEntry]
+	reviews   *lru.Cache[reviewKey, Review]
+	endpoints *lru.Cache[epKey, epEntry]
 }
 
 type snapKey struct {
@@ -121,13 +124,12 @@ type reviewKey struct{ tool, class, digest string }
 type epKey struct{ server, class string }
 
 type epEntry struct {
-	ep  Endpoint
-	at  time.Time
-	err error
+	ep Endpoint
+	at time.Time
 }
 
-// maxCached bounds each cache; past it the cache is emptied (every entry
-// is refetchable).
+// maxCached bounds each cache; past it the least recently used entry is
+// forgotten (every entry is refetchable).
 const maxCached = 4096
 
 // New returns a directory over the registry and discovery clients (whose
@@ -137,28 +139,28 @@ func New(reg registryv1.RegistryServiceClient, disc discoveryv1.DiscoveryService
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
+	snapshots, _ := lru.New[snapKey, *snapEntry](maxCached)
+	reviews, _ := lru.New[reviewKey, Review](maxCached)
+	endpoints, _ := lru.New[epKey, epEntry](maxCached)
 	return &Directory{reg: reg, disc: disc, secrets: secrets, lookup: lookup, ids: &stdio.Hasher{TreeMaxAge: treeMaxAge},
-		snapshots: map[snapKey]*snapEntry{}, reviews: map[reviewKey]Review{}, endpoints: map[epKey]epEntry{}}
+		snapshots: snapshots, reviews: reviews, endpoints: endpoints}
 }
 
 // Descriptor returns the tool with digest in (server, class, generation).
 func (d *Directory) Descriptor(ctx context.Context, server, class string, generation int64, digest string) (*Descriptor, error) {
 	k := snapKey{server, class, generation}
 	d.mu.Lock()
-	e := d.snapshots[k]
+	e, _ := d.snapshots.Get(k)
 	if e == nil {
-		if len(d.snapshots) >= maxCached {
-			clear(d.snapshots)
-		}
 		e = &snapEntry{}
-		d.snapshots[k] = e
+		d.snapshots.Add(k, e)
 	}
 	d.mu.Unlock()
 	e.once.Do(func() { e.tools, e.err = d.fetchSnapshot(ctx, k) })
 	if e.err != nil {
 		d.mu.Lock()
-		if d.snapshots[k] == e {
-			delete(d.snapshots, k) // not cached: the next call retries
+		if cur, ok := d.snapshots.Peek(k); ok && cur == e {
+			d.snapshots.Remove(k) // not cached: the next call retries
 		}
 		d.mu.Unlock()
 		return nil, e.err
@@ -199,7 +201,7 @@ func (d *Directory) fetchSnapshot(ctx context.Context, k snapKey) (map[string]*D
 func (d *Directory) Review(ctx context.Context, tool, class, digest string, atLeast int64) (Review, error) {
 	k := reviewKey{tool, class, digest}
 	d.mu.Lock()
-	r, ok := d.reviews[k]
+	r, ok := d.reviews.Get(k)
 	d.mu.Unlock()
 	if ok && r.PolicyEpoch >= atLeast {
 		return r, nil
@@ -210,11 +212,8 @@ func (d *Directory) Review(ctx context.Context, tool, class, digest string, atLe
 	}
 	r = Review{Contract: resp.GetContract(), PolicyEpoch: resp.GetPolicyEpoch()}
 	d.mu.Lock()
-	if len(d.reviews) >= maxCached {
-		clear(d.reviews)
-	}
-	if old, ok := d.reviews[k]; !ok || old.PolicyEpoch <= r.PolicyEpoch {
-		d.reviews[k] = r
+	if old, ok := d.reviews.Peek(k); !ok || old.PolicyEpoch <= r.PolicyEpoch {
+		d.reviews.Add(k, r)
 	}
 	d.mu.Unlock()
 	return r, nil
@@ -231,7 +230,7 @@ func (d *Directory) Review(ctx context.Context, tool, class, digest string, atLe
 func (d *Directory) Endpoint(ctx context.Context, server, class string) (Endpoint, error) {
 	k := epKey{server, class}
 	d.mu.Lock()
-	e, ok := d.endpoints[k]
+	e, ok := d.endpoints.Get(k)
 	d.mu.Unlock()
 	ep := e.ep
 	if !ok || time.Since(e.at) >= endpointTTL {
@@ -240,10 +239,7 @@ func (d *Directory) Endpoint(ctx context.Context, server, class string) (Endpoin
 			return Endpoint{}, err // not cached
 		}
 		d.mu.Lock()
-		if len(d.endpoints) >= maxCached {
-			clear(d.endpoints)
-		}
-		d.endpoints[k] = epEntry{ep: ep, at: time.Now()}
+		d.endpoints.Add(k, epEntry{ep: ep, at: time.Now()})
 		d.mu.Unlock()
 	}
 	if ep.Command == "" {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
@@ -47,10 +48,13 @@ type Options struct {
 type Detector struct {
 	o Options
 
-	mu   sync.Mutex
-	seen map[string]bool // lease ids found, cleared when full
+	mu   sync.Mutex                   // makes Observe's check-then-add one step
+	seen *lru.Cache[string, struct{}] // lease ids found, the newest maxSeen
 }
 
+// maxSeen bounds the lease ids remembered as reported; past it the least
+// recently seen is forgotten (a lease lives at most 60 s, so one reported
+// that long ago is not presented again).
 const maxSeen = 8192
 
 // New returns a detector.
@@ -61,7 +65,8 @@ func New(o Options) *Detector {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Detector{o: o, seen: map[string]bool{}}
+	seen, _ := lru.New[string, struct{}](maxSeen)
+	return &Detector{o: o, seen: seen}
 }
 
 // Observe looks at one lease whose token verified (signature, expiry,
@@ -75,12 +80,9 @@ func (d *Detector) Observe(ctx context.Context, c lease.Claims) {
 		return
 	}
 	d.mu.Lock()
-	dup := d.seen[c.ID]
+	_, dup := d.seen.Get(c.ID)
 	if !dup {
-		if len(d.seen) >= maxSeen {
-			clear(d.seen)
-		}
-		d.seen[c.ID] = true
+		d.seen.Add(c.ID, struct{}{})
 	}
 	d.mu.Unlock()
 	if dup {

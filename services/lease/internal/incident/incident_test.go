@@ -2,6 +2,7 @@ package incident
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -42,5 +43,41 @@ func TestDetectorReportsEachLeaseOnce(t *testing.T) {
 		r.GetServerId() != "inventory" || r.GetAudienceClass() != "tenant-a.readers" || r.GetGeneration() != 2 ||
 		r.GetTenantId() != "tenant-a" || r.GetDetail() == "" {
 		t.Fatalf("report %v", r)
+	}
+}
+
+// TestDetectorRemembersTheNewestLeases: past maxSeen reported leases the
+// least recently presented one is forgotten (and would be reported again),
+// not every one: a lease still being presented is reported once.
+func TestDetectorRemembersTheNewestLeases(t *testing.T) {
+	var q queue
+	d := New(Options{Revocations: revoked{"carol": true}, Reporter: &q})
+	ctx := context.Background()
+	claims := func(id string) lease.Claims {
+		return lease.Claims{ID: id, Subject: "carol", Tenant: "tenant-a", Server: "inventory", AudienceClass: "tenant-a.readers", IssuedAt: time.Now()}
+	}
+	d.Observe(ctx, claims("first"))
+	d.Observe(ctx, claims("hot"))
+	for i := range maxSeen {
+		d.Observe(ctx, claims(fmt.Sprintf("L%d", i)))
+		if i%1000 == 0 {
+			d.Observe(ctx, claims("hot"))
+		}
+	}
+	if n := d.seen.Len(); n != maxSeen {
+		t.Fatalf("%d leases remembered, want the bound %d", n, maxSeen)
+	}
+	reports := func(id string) (n int) {
+		for _, r := range q {
+			if r.GetEventId() == EventPrefix+id {
+				n++
+			}
+		}
+		return n
+	}
+	d.Observe(ctx, claims("hot"))
+	d.Observe(ctx, claims("first"))
+	if reports("hot") != 1 || reports("first") != 2 {
+		t.Fatalf("reports: hot %d (want 1), first %d (want 2: forgotten past the bound)", reports("hot"), reports("first"))
 	}
 }

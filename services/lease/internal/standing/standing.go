@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/toolcrib/toolcrib/platform/backoff"
 	"github.com/toolcrib/toolcrib/revision/lease"
 	"github.com/toolcrib/toolcrib/services/lease/internal/store"
 )
@@ -181,19 +182,17 @@ func (v *View) Run(ctx context.Context) error {
 // reconnecting with backoff; the periodic reload covers the time it is
 // down.
 func (v *View) listen(ctx context.Context) {
-	backoff := 100 * time.Millisecond
+	retry := backoff.New(100*time.Millisecond, 5*time.Second)
 	for ctx.Err() == nil {
 		err := v.listenOnce(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		v.o.Logger.WarnContext(ctx, "lease change listener lost; reconnecting", "error", err, "retry_in", backoff)
-		select {
-		case <-ctx.Done():
+		d := retry.Next()
+		v.o.Logger.WarnContext(ctx, "lease change listener lost; reconnecting", "error", err, "retry_in", d)
+		if !backoff.Wait(ctx, d) {
 			return
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 

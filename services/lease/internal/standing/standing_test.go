@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolcrib/toolcrib/platform/pgtest"
 	"github.com/toolcrib/toolcrib/platform/postgres"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/revision/lease"
 	"github.com/toolcrib/toolcrib/services/lease/internal/standing"
 	"github.com/toolcrib/toolcrib/services/lease/internal/store"
@@ -60,32 +61,19 @@ func TestAnotherReplicasChangeArrivesByNotify(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 
 	c := claims("l-1", time.Now().Add(-time.Second))
-	eventually(t, "the first load", func() bool { st, err := view.Status(ctx, c); return err == nil && !st.Revoked && !st.Frozen })
+	servicetest.Eventually(t, time.Second, "the first load", func() bool { st, err := view.Status(ctx, c); return err == nil && !st.Revoked && !st.Frozen })
 	time.Sleep(200 * time.Millisecond) // LISTEN in place (it pokes a reload too)
 	if _, err := a.Revoke(ctx, store.KindTool, "inv.reserve", "incident", "ops"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "B sees A's revocation", func() bool { st, _ := view.Status(ctx, c); return st.Revoked })
+	servicetest.Eventually(t, time.Second, "B sees A's revocation", func() bool { st, _ := view.Status(ctx, c); return st.Revoked })
 	if _, _, err := a.Freeze(ctx, "inv", true, "drill", "ops"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "B sees A's freeze", func() bool { st, _ := view.Status(ctx, c); return st.Frozen })
+	servicetest.Eventually(t, time.Second, "B sees A's freeze", func() bool { st, _ := view.Status(ctx, c); return st.Frozen })
 	// A lease issued after the revocation took effect is not revoked by it.
 	if st, _ := view.Status(ctx, claims("l-2", time.Now().Add(time.Second))); st.Revoked {
 		t.Fatal("a lease issued after the revocation is revoked")
-	}
-}
-
-// eventually polls for at most 1 s: the bound DESIGN I8 gives revocation on
-// connected replicas.
-func eventually(t *testing.T, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Second)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 1s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
+
 	"github.com/toolcrib/toolcrib/platform/changelog"
 	"github.com/toolcrib/toolcrib/services/lease/decision"
 
@@ -65,7 +67,7 @@ type View struct {
 	epochs   map[string]int64
 	revokes  map[subjectKey][]Revocation // oldest first, at most maxRevocations per subject
 	pointers map[pair]pointer
-	digests  map[pair]toolDigests // of the active generation, read on demand
+	digests  *lru.Cache[pair, toolDigests] // of the active generation, read on demand
 }
 
 type toolDigests struct {
@@ -73,7 +75,8 @@ type toolDigests struct {
 	byTool     map[string]string
 }
 
-// maxDigestSets bounds the cached descriptor-digest sets.
+// maxDigestSets bounds the cached descriptor-digest sets; past it the
+// least recently used set is dropped (and read again when needed).
 const maxDigestSets = 4096
 
 // New returns a view; nothing is followed until Run.
@@ -84,7 +87,8 @@ func New(o Options) *View {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	v := &View{o: o, epochs: map[string]int64{}, revokes: map[subjectKey][]Revocation{}, pointers: map[pair]pointer{}, digests: map[pair]toolDigests{}}
+	digests, _ := lru.New[pair, toolDigests](maxDigestSets)
+	v := &View{o: o, epochs: map[string]int64{}, revokes: map[subjectKey][]Revocation{}, pointers: map[pair]pointer{}, digests: digests}
 	v.reg = changelog.NewFollower(changelog.FollowerConfig[*registryv1.Change]{
 		Name: "registry", Source: changelog.RegistrySource(o.Registry), Logger: o.Logger,
 		MinBackoff: o.MinBackoff, StallTimeout: o.StallTimeout,
@@ -105,7 +109,7 @@ func New(o Options) *View {
 		List: func(context.Context) (int64, error) {
 			v.mu.Lock()
 			clear(v.pointers)
-			clear(v.digests)
+			v.digests.Purge()
 			v.mu.Unlock()
 			return 0, nil
 		},
@@ -227,8 +231,8 @@ func (v *View) applyDiscovery(ctx context.Context, rev int64, ch *discoveryv1.Po
 	k := pair{p.GetServerId(), p.GetAudienceClass()}
 	v.mu.Lock()
 	v.pointers[k] = pointerOf(p)
-	if d, ok := v.digests[k]; ok && d.generation != p.GetGeneration() {
-		delete(v.digests, k)
+	if d, ok := v.digests.Peek(k); ok && d.generation != p.GetGeneration() {
+		v.digests.Remove(k)
 	}
 	v.mu.Unlock()
 	move := ch.GetReceipt().GetMove()
@@ -341,7 +345,7 @@ var errMoved = errors.New("the active generation moved while its tools were read
 
 func (v *View) digestsOf(ctx context.Context, k pair, generation int64) (map[string]string, error) {
 	v.mu.RLock()
-	d, ok := v.digests[k]
+	d, ok := v.digests.Get(k)
 	v.mu.RUnlock()
 	if ok && d.generation == generation {
 		return d.byTool, nil
@@ -365,10 +369,7 @@ func (v *View) digestsOf(ctx context.Context, k pair, generation int64) (map[str
 		}
 	}
 	v.mu.Lock()
-	if len(v.digests) >= maxDigestSets {
-		clear(v.digests)
-	}
-	v.digests[k] = toolDigests{generation: generation, byTool: byTool}
+	v.digests.Add(k, toolDigests{generation: generation, byTool: byTool})
 	v.mu.Unlock()
 	return byTool, nil
 }
