@@ -28,10 +28,10 @@ import (
 	"github.com/toolcrib/toolcrib/revision"
 	"github.com/toolcrib/toolcrib/services/gateway/internal/artifact"
 	"github.com/toolcrib/toolcrib/services/gateway/internal/bearer"
-	"github.com/toolcrib/toolcrib/services/gateway/internal/contract"
+	"github.com/toolcrib/toolcrib/services/gateway/internal/directory"
 	"github.com/toolcrib/toolcrib/services/gateway/internal/mcpapi"
 	"github.com/toolcrib/toolcrib/services/gateway/internal/metrics"
-	"github.com/toolcrib/toolcrib/services/gateway/internal/upstream"
+	"github.com/toolcrib/toolcrib/services/gateway/internal/sessionpool"
 	"github.com/toolcrib/toolcrib/services/gateway/migrations"
 )
 
@@ -111,11 +111,11 @@ func Run(ctx context.Context, cfg Config) error {
 			return service.Parts{}, fmt.Errorf("listen %s: %w", cfg.MCPListen, err)
 		}
 		var gw *mcpapi.Gateway
-		pool := upstream.New(egressPolicy, d.Logger, func(ctx context.Context, p *mcp.ProgressNotificationParams) { gw.RelayProgress(ctx, p) })
+		pool := sessionpool.New(egressPolicy, d.Logger, func(ctx context.Context, p *mcp.ProgressNotificationParams) { gw.RelayProgress(ctx, p) })
 		pool.CredentialEnv = cfg.StdioCredentialEnv
 		// An answer up to the artifact limit arrives whole; a larger one is
 		// refused before it is all in memory (unbounded before).
-		pool.MaxMessageBytes = upstream.MessageBytesFor(cfg.MaxArtifactBytes)
+		pool.MaxMessageBytes = sessionpool.MessageBytesFor(cfg.MaxArtifactBytes)
 		m := metrics.New(d.Metrics)
 		var confirmer credentials.PerRPCCredentials
 		if cfg.ConfirmerTokenFile != "" {
@@ -124,7 +124,7 @@ func Run(ctx context.Context, cfg Config) error {
 		gw = mcpapi.New(mcpapi.Options{
 			Admission: admissionv1.NewAdmissionServiceClient(aconn),
 			Lease:     leasev1.NewLeaseServiceClient(lconn),
-			Directory: contract.New(registryv1.NewRegistryServiceClient(rconn), discoveryv1.NewDiscoveryServiceClient(dconn), secrets, nil),
+			Directory: directory.New(registryv1.NewRegistryServiceClient(rconn), discoveryv1.NewDiscoveryServiceClient(dconn), secrets, nil),
 			Upstream:  pool, Artifacts: artifact.New(d.Pool), Redis: d.Redis, Cursors: codec, Holder: holder,
 			PageSize: cfg.PageSize, ListTTL: cfg.ListTTL, WatchInterval: cfg.WatchInterval, IdleTimeout: cfg.IdleTimeout,
 			LeaseAudiencePrefix: cfg.LeaseAudiencePrefix, DefaultDeadline: cfg.DefaultDeadline, ConfirmTTL: cfg.ConfirmTTL,

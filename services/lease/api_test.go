@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/toolcrib/toolcrib/revision/lease"
-	"github.com/toolcrib/toolcrib/services/lease/decision"
+	"github.com/toolcrib/toolcrib/services/lease/admissionview"
 	"github.com/toolcrib/toolcrib/services/lease/internal/keys"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
@@ -280,12 +280,12 @@ func TestVerifyRefusesOneFailurePerCause(t *testing.T) {
 		}},
 		{"a generation rolled back", func(t *testing.T) call {
 			r := s.issue(t, h)
-			s.fresh.set(decision.StaleCatalog, nil)
+			s.fresh.set(admissionview.StaleCatalog, nil)
 			return call{verifyReq(r.GetToken(), proofFor(t, h, r.GetClaims())), leasev1.VerifyFailure_VERIFY_FAILURE_STALE_CATALOG}
 		}},
 		{"a policy epoch moved on", func(t *testing.T) call {
 			r := s.issue(t, h)
-			s.fresh.set(decision.PolicyChanged, nil)
+			s.fresh.set(admissionview.PolicyChanged, nil)
 			return call{verifyReq(r.GetToken(), proofFor(t, h, r.GetClaims())), leasev1.VerifyFailure_VERIFY_FAILURE_POLICY_CHANGED}
 		}},
 		{"a revoked tool", func(t *testing.T) call {
@@ -298,7 +298,7 @@ func TestVerifyRefusesOneFailurePerCause(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s.fresh.set(decision.Current, nil)
+			s.fresh.set(admissionview.Current, nil)
 			c := tc.mk(t)
 			v, err := alice.Verify(ctxT(t), c.req)
 			if err != nil {
@@ -334,13 +334,13 @@ func TestVerifyFailsClosedWhenFreshnessIsNotProvable(t *testing.T) {
 	s := newSuite(t, 1)
 	h := newHolder(t)
 	r := s.issue(t, h)
-	s.fresh.set(decision.Current, decision.ErrStale)
+	s.fresh.set(admissionview.Current, admissionview.ErrStale)
 	_, err := s.alice(t).Verify(ctxT(t), verifyReq(r.GetToken(), proofFor(t, h, r.GetClaims())))
 	if code, reason := errorReason(err); code != codes.Unavailable || reason != "STALE_POLICY" {
 		t.Fatalf("Verify with a stale follower = %v", err)
 	}
 	// Not consumed: once fresh again it verifies.
-	s.fresh.set(decision.Current, nil)
+	s.fresh.set(admissionview.Current, nil)
 	v, err := s.alice(t).Verify(ctxT(t), verifyReq(r.GetToken(), proofFor(t, h, r.GetClaims())))
 	if err != nil || !v.GetValid() {
 		t.Fatalf("Verify once fresh = %v, %v", v, err)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/toolcrib/toolcrib/platform/config"
 	"github.com/toolcrib/toolcrib/revision/lease"
-	"github.com/toolcrib/toolcrib/services/lease/decision"
+	"github.com/toolcrib/toolcrib/services/lease/admissionview"
 )
 
 // Default addresses (DESIGN §10).
@@ -51,10 +51,10 @@ type Config struct {
 
 	// Receipts, when set, replaces admission's receipt lookup for Issue by
 	// `receipt_id` (tests); nil uses GetReceipt at AdmissionAddr. Not a flag.
-	Receipts decision.ReceiptSource
+	Receipts admissionview.ReceiptSource
 	// Freshness is the Watch follower's view for Verify; nil skips the
 	// epoch and generation check (logged at start). Not a flag.
-	Freshness decision.Freshness
+	Freshness admissionview.Freshness
 }
 
 func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {

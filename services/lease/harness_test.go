@@ -22,7 +22,7 @@ import (
 	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/revision/lease"
 	service "github.com/toolcrib/toolcrib/services/lease"
-	"github.com/toolcrib/toolcrib/services/lease/decision"
+	"github.com/toolcrib/toolcrib/services/lease/admissionview"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
@@ -44,20 +44,20 @@ var argDigest, _ = lease.ArgumentDigest([]byte(`{"sku":"A-1","qty":2}`))
 // in, ErrNotFound otherwise.
 type receipts struct {
 	mu sync.Mutex
-	m  map[string]decision.Decision
+	m  map[string]admissionview.Decision
 }
 
-func (r *receipts) Receipt(_ context.Context, id string) (decision.Decision, error) {
+func (r *receipts) Receipt(_ context.Context, id string) (admissionview.Decision, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	d, ok := r.m[id]
 	if !ok {
-		return decision.Decision{}, decision.ErrNotFound
+		return admissionview.Decision{}, admissionview.ErrNotFound
 	}
 	return d, nil
 }
 
-func (r *receipts) put(id string, d decision.Decision) {
+func (r *receipts) put(id string, d admissionview.Decision) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	d.Receipt.ReceiptId = id
@@ -67,19 +67,19 @@ func (r *receipts) put(id string, d decision.Decision) {
 // freshness is the fake Watch follower.
 type freshness struct {
 	mu      sync.Mutex
-	verdict decision.Verdict
+	verdict admissionview.Verdict
 	err     error
-	seen    []decision.Binding
+	seen    []admissionview.Binding
 }
 
-func (f *freshness) Check(_ context.Context, b decision.Binding) (decision.Verdict, error) {
+func (f *freshness) Check(_ context.Context, b admissionview.Binding) (admissionview.Verdict, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.seen = append(f.seen, b)
 	return f.verdict, f.err
 }
 
-func (f *freshness) set(v decision.Verdict, err error) {
+func (f *freshness) set(v admissionview.Verdict, err error) {
 	f.mu.Lock()
 	f.verdict, f.err = v, err
 	f.mu.Unlock()
@@ -97,7 +97,7 @@ type suite struct {
 
 func newSuite(t *testing.T, replicas int) *suite {
 	t.Helper()
-	s := &suite{auth: servicetest.NewAuth(t), receipts: &receipts{m: map[string]decision.Decision{}}, fresh: &freshness{}}
+	s := &suite{auth: servicetest.NewAuth(t), receipts: &receipts{m: map[string]admissionview.Decision{}}, fresh: &freshness{}}
 	s.pgURL = pgtest.NewDatabase(t, pgtest.Schema{Name: service.Schema, Sets: service.Migrations()})
 	s.cfg = service.Config{
 		Common:           s.auth.Common(t, s.pgURL, true, nil),
@@ -138,7 +138,7 @@ func (s *suite) admin(t *testing.T) leasev1.LeaseServiceClient {
 
 // allow puts an ALLOW receipt for alice into the fake admission.
 func (s *suite) allow(id string) {
-	s.receipts.put(id, decision.Decision{
+	s.receipts.put(id, admissionview.Decision{
 		Receipt: &admissionv1.Receipt{
 			Decision: admissionv1.Decision_DECISION_ALLOW, Reason: catalogv1.DecisionReason_DECISION_REASON_ALLOW,
 			TenantId: tenant, Subject: subject, ToolId: toolID, ServerId: server, AudienceClass: class,

@@ -13,7 +13,7 @@ import (
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/rpcserver"
 	"github.com/toolcrib/toolcrib/platform/service"
-	"github.com/toolcrib/toolcrib/services/lease/decision"
+	"github.com/toolcrib/toolcrib/services/lease/admissionview"
 	"github.com/toolcrib/toolcrib/services/lease/internal/grpcapi"
 	"github.com/toolcrib/toolcrib/services/lease/internal/incident"
 	"github.com/toolcrib/toolcrib/services/lease/internal/keys"
@@ -82,9 +82,9 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 			parts.Close = func() { _ = conn.Close() }
 			ac := admissionv1.NewAdmissionServiceClient(conn)
-			opts.Checker = decision.AdmissionChecker{Client: ac}
+			opts.Checker = admissionview.AdmissionChecker{Client: ac}
 			if opts.Receipts == nil {
-				opts.Receipts = decision.AdmissionReceipts{Client: ac}
+				opts.Receipts = admissionview.AdmissionReceipts{Client: ac}
 			}
 		}
 		if opts.Freshness == nil && cfg.RegistryAddr != "" {

@@ -20,7 +20,7 @@ import (
 	"github.com/toolcrib/toolcrib/revision/lease"
 	"github.com/toolcrib/toolcrib/revision/lease/executor"
 	leasesvc "github.com/toolcrib/toolcrib/services/lease"
-	"github.com/toolcrib/toolcrib/services/lease/decision"
+	"github.com/toolcrib/toolcrib/services/lease/admissionview"
 	"github.com/toolcrib/toolcrib/services/lease/leaseclient"
 )
 
@@ -42,7 +42,7 @@ func TestLeaseCall(t *testing.T) {
 	ctx := context.Background()
 	auth := servicetest.NewAuth(t)
 	digest, _ := lease.ArgumentDigest([]byte(`{"sku":"A-1"}`))
-	book := &receiptBook{m: map[string]decision.Decision{"r-1": {Receipt: &admissionv1.Receipt{ReceiptId: "r-1",
+	book := &receiptBook{m: map[string]admissionview.Decision{"r-1": {Receipt: &admissionv1.Receipt{ReceiptId: "r-1",
 		Decision: admissionv1.Decision_DECISION_ALLOW, Reason: catalogv1.DecisionReason_DECISION_REASON_ALLOW,
 		TenantId: "acme", Subject: "alice", ToolId: "inv.reserve", ServerId: "inv", AudienceClass: "acme.readers",
 		Generation: 2, DescriptorDigest: "sha256:" + strings.Repeat("d", 64), PolicyEpoch: 1, ArgumentDigest: digest,

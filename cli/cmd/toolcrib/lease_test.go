@@ -23,22 +23,22 @@ import (
 	"github.com/toolcrib/toolcrib/services/discovery"
 	"github.com/toolcrib/toolcrib/services/discovery/discoverytest"
 	leasesvc "github.com/toolcrib/toolcrib/services/lease"
-	"github.com/toolcrib/toolcrib/services/lease/decision"
+	"github.com/toolcrib/toolcrib/services/lease/admissionview"
 )
 
 // receiptBook is admission's receipt lookup as the lease service sees it
 // (the lease tests prove GetReceipt itself): what the test recorded.
 type receiptBook struct {
 	mu sync.Mutex
-	m  map[string]decision.Decision
+	m  map[string]admissionview.Decision
 }
 
-func (b *receiptBook) Receipt(_ context.Context, id string) (decision.Decision, error) {
+func (b *receiptBook) Receipt(_ context.Context, id string) (admissionview.Decision, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	d, ok := b.m[id]
 	if !ok {
-		return decision.Decision{}, decision.ErrNotFound
+		return admissionview.Decision{}, admissionview.ErrNotFound
 	}
 	return d, nil
 }
@@ -61,9 +61,9 @@ func TestLeaseCommands(t *testing.T) {
 	ctx := context.Background()
 	auth := servicetest.NewAuth(t)
 	digest, _ := lease.ArgumentDigest([]byte(`{"sku":"A-1"}`))
-	book := &receiptBook{m: map[string]decision.Decision{}}
+	book := &receiptBook{m: map[string]admissionview.Decision{}}
 	for _, id := range []string{"r-1", "r-2"} {
-		book.m[id] = decision.Decision{Receipt: &admissionv1.Receipt{ReceiptId: id,
+		book.m[id] = admissionview.Decision{Receipt: &admissionv1.Receipt{ReceiptId: id,
 			Decision: admissionv1.Decision_DECISION_ALLOW, Reason: catalogv1.DecisionReason_DECISION_REASON_ALLOW,
 			TenantId: "acme", Subject: "alice", ToolId: "inv.reserve", ServerId: "inv", AudienceClass: "acme.readers",
 			Generation: 2, DescriptorDigest: "sha256:" + strings.Repeat("d", 64), PolicyEpoch: 1, ArgumentDigest: digest,
@@ -171,7 +171,7 @@ func TestDiscoveryRollbackFreezesLeaseIssuance(t *testing.T) {
 	cli("discovery", "scan", "--wait", "inventory")
 
 	digest, _ := lease.ArgumentDigest([]byte(`{}`))
-	book := &receiptBook{m: map[string]decision.Decision{}}
+	book := &receiptBook{m: map[string]admissionview.Decision{}}
 	reg := registryv1.NewRegistryServiceClient(servicetest.Dial(t, regAddr, d.auth.Admin(t)))
 	gen := int64(2) // the generation admission decides from: 1 after the rollback
 	receipt := func(id string) {
@@ -184,7 +184,7 @@ func TestDiscoveryRollbackFreezesLeaseIssuance(t *testing.T) {
 		epoch := pol.GetPolicy().GetPolicyEpoch()
 		book.mu.Lock()
 		defer book.mu.Unlock()
-		book.m[id] = decision.Decision{Receipt: &admissionv1.Receipt{ReceiptId: id,
+		book.m[id] = admissionview.Decision{Receipt: &admissionv1.Receipt{ReceiptId: id,
 			Decision: admissionv1.Decision_DECISION_ALLOW, Reason: catalogv1.DecisionReason_DECISION_REASON_ALLOW,
 			TenantId: "tenant-a", Subject: "alice", ToolId: "inventory.inv_0", ServerId: "inventory", AudienceClass: "tenant-a.readers",
 			Generation: gen, DescriptorDigest: "sha256:" + strings.Repeat("d", 64), PolicyEpoch: epoch, ArgumentDigest: digest,

@@ -21,9 +21,9 @@ import (
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/revision/lease"
 	"github.com/toolcrib/toolcrib/services/gateway/internal/bearer"
-	"github.com/toolcrib/toolcrib/services/gateway/internal/contract"
+	"github.com/toolcrib/toolcrib/services/gateway/internal/directory"
 	"github.com/toolcrib/toolcrib/services/gateway/internal/policy"
-	"github.com/toolcrib/toolcrib/services/gateway/internal/upstream"
+	"github.com/toolcrib/toolcrib/services/gateway/internal/sessionpool"
 )
 
 // `_meta` keys of a call's answer.
@@ -202,7 +202,7 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 		return denial(policy.ReasonOutputInvalid, "the tool's output schema cannot be compiled, so its result cannot be checked", ""), outcomeRefused, policy.ReasonOutputInvalid
 	}
 	ep, err := g.opts.Directory.Endpoint(ctx, rt.GetServerId(), rt.GetAudienceClass())
-	if errors.Is(err, contract.ErrIdentity) {
+	if errors.Is(err, directory.ErrIdentity) {
 		return identityDenial(), outcomeDenied, ReasonUpstreamIdentity
 	}
 	if err != nil {
@@ -248,16 +248,16 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 		}()
 	}
 	up, err := g.opts.Upstream.Call(uctx, ep.Target(), params)
-	if errors.Is(err, contract.ErrIdentity) {
+	if errors.Is(err, directory.ErrIdentity) {
 		return identityDenial(), outcomeDenied, ReasonUpstreamIdentity
 	}
 	if err != nil {
 		if errors.Is(uctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 			return denial(ReasonUpstreamDeadline, fmt.Sprintf("the tool did not answer within its deadline of %d ms", deadline.Milliseconds()), "try again later"), outcomeUnavailable, ReasonUpstreamDeadline
 		}
-		if errors.Is(err, upstream.ErrTooLarge) {
+		if errors.Is(err, sessionpool.ErrTooLarge) {
 			return denial(ReasonResultTooLarge, fmt.Sprintf("the tool's answer is over the %d bytes the gateway reads from a tool (results of at most %d bytes); it was not read further",
-				upstream.MessageBytesFor(g.opts.MaxArtifactBytes), g.opts.MaxArtifactBytes),
+				sessionpool.MessageBytesFor(g.opts.MaxArtifactBytes), g.opts.MaxArtifactBytes),
 				"call the tool with arguments that select less"), outcomeRefused, ReasonResultTooLarge
 		}
 		return unavailable("the tool's server", err), outcomeUnavailable, ReasonUnavailable

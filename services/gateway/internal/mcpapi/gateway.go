@@ -25,9 +25,9 @@ import (
 	"github.com/toolcrib/toolcrib/revision/lease"
 	"github.com/toolcrib/toolcrib/services/gateway/internal/artifact"
 	"github.com/toolcrib/toolcrib/services/gateway/internal/bearer"
-	"github.com/toolcrib/toolcrib/services/gateway/internal/contract"
+	"github.com/toolcrib/toolcrib/services/gateway/internal/directory"
 	"github.com/toolcrib/toolcrib/services/gateway/internal/metrics"
-	"github.com/toolcrib/toolcrib/services/gateway/internal/upstream"
+	"github.com/toolcrib/toolcrib/services/gateway/internal/sessionpool"
 )
 
 // Options configure a [Gateway].
@@ -36,9 +36,9 @@ type Options struct {
 	Admission admissionv1.AdmissionServiceClient
 	Lease     leasev1.LeaseServiceClient
 	// Directory reads contracts, descriptors and endpoints.
-	Directory *contract.Directory
+	Directory *directory.Directory
 	// Upstream calls the MCP servers.
-	Upstream *upstream.Pool
+	Upstream *sessionpool.Pool
 	// Artifacts stores results over the budget.
 	Artifacts *artifact.Store
 	// Redis keeps pending confirmations (shared by replicas).

@@ -11,7 +11,7 @@ import (
 
 	"github.com/toolcrib/toolcrib/revision/lease"
 	"github.com/toolcrib/toolcrib/services/gateway/internal/artifact"
-	"github.com/toolcrib/toolcrib/services/gateway/internal/contract"
+	"github.com/toolcrib/toolcrib/services/gateway/internal/directory"
 	"github.com/toolcrib/toolcrib/services/gateway/internal/policy"
 )
 
@@ -40,8 +40,8 @@ const maxLoggedErrorText = 512
 // checked for required evidence and validated against the output schema.
 // Then a result over the contract's budget (the gateway's when the
 // contract sets none) becomes an artifact with a preview.
-func (g *Gateway) applyPolicy(ctx context.Context, st *state, toolID, receiptID string, review contract.Review,
-	desc *contract.Descriptor, up *mcp.CallToolResult) (*mcp.CallToolResult, string, string) {
+func (g *Gateway) applyPolicy(ctx context.Context, st *state, toolID, receiptID string, review directory.Review,
+	desc *directory.Descriptor, up *mcp.CallToolResult) (*mcp.CallToolResult, string, string) {
 	out := &mcp.CallToolResult{IsError: up.IsError, Content: up.Content, Meta: mcp.Meta{}}
 	var structured json.RawMessage
 	if up.StructuredContent != nil {

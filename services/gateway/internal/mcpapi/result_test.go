@@ -14,7 +14,7 @@ import (
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/revision/lease"
-	"github.com/toolcrib/toolcrib/services/gateway/internal/contract"
+	"github.com/toolcrib/toolcrib/services/gateway/internal/directory"
 	"github.com/toolcrib/toolcrib/services/gateway/internal/policy"
 )
 
@@ -31,15 +31,15 @@ func TestApplyPolicyCoversErrorAndTextResults(t *testing.T) {
 	g := New(Options{Holder: key, ResultBudget: 64 << 10, PreviewBytes: 1024,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	st := &state{p: principal.Principal{Tenant: "tenant-a", Subject: "alice"}}
-	restricted := contract.Review{Contract: &registryv1.ToolContract{AllowedFields: []string{"status"}}}
-	open := contract.Review{Contract: &registryv1.ToolContract{}}
+	restricted := directory.Review{Contract: &registryv1.ToolContract{AllowedFields: []string{"status"}}}
+	open := directory.Review{Contract: &registryv1.ToolContract{}}
 	secret := "db password hunter2 " + strings.Repeat("s", 4096)
 	text := func(r *mcp.CallToolResult) string { return resultText(r) }
 	errResult := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: secret}},
 		StructuredContent: map[string]any{"code": "inventory.locked", "message": secret}}
 	textOnly := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: secret}}}
 
-	res, _, reason := g.applyPolicy(context.Background(), st, "inventory.x", "r-1", restricted, &contract.Descriptor{}, errResult)
+	res, _, reason := g.applyPolicy(context.Background(), st, "inventory.x", "r-1", restricted, &directory.Descriptor{}, errResult)
 	if !res.IsError || reason != policy.ReasonUpstreamError || res.Meta[MetaReason] != policy.ReasonUpstreamError ||
 		res.Meta[MetaUpstreamErrorCode] != "inventory.locked" || res.StructuredContent != nil {
 		t.Fatalf("error result under allowed fields: reason %q, meta %v", reason, res.Meta)
@@ -52,25 +52,25 @@ func TestApplyPolicyCoversErrorAndTextResults(t *testing.T) {
 	}
 	// A failure name of the executor kit is the code.
 	kit := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: secret}}, Meta: mcp.Meta{lease.MetaFailure: "LEASE_EXPIRED"}}
-	if res, _, _ := g.applyPolicy(context.Background(), st, "inventory.x", "r-1", restricted, &contract.Descriptor{}, kit); res.Meta[MetaUpstreamErrorCode] != "LEASE_EXPIRED" {
+	if res, _, _ := g.applyPolicy(context.Background(), st, "inventory.x", "r-1", restricted, &directory.Descriptor{}, kit); res.Meta[MetaUpstreamErrorCode] != "LEASE_EXPIRED" {
 		t.Fatalf("kit failure: %v", res.Meta)
 	}
 
-	res, _, reason = g.applyPolicy(context.Background(), st, "inventory.x", "r-1", restricted, &contract.Descriptor{}, textOnly)
+	res, _, reason = g.applyPolicy(context.Background(), st, "inventory.x", "r-1", restricted, &directory.Descriptor{}, textOnly)
 	if !res.IsError || reason != policy.ReasonNotStructured || res.Meta[MetaReason] != policy.ReasonNotStructured || strings.Contains(text(res), "hunter2") {
 		t.Fatalf("text-only result under allowed fields: reason %q, text %q", reason, text(res))
 	}
 
 	// Without allowed fields both pass as before.
-	if res, _, reason := g.applyPolicy(context.Background(), st, "inventory.x", "r-1", open, &contract.Descriptor{}, errResult); !res.IsError || reason != "" || text(res) != secret {
+	if res, _, reason := g.applyPolicy(context.Background(), st, "inventory.x", "r-1", open, &directory.Descriptor{}, errResult); !res.IsError || reason != "" || text(res) != secret {
 		t.Fatalf("error result without allowed fields: reason %q", reason)
 	}
-	if res, _, reason := g.applyPolicy(context.Background(), st, "inventory.x", "r-1", open, &contract.Descriptor{}, textOnly); res.IsError || reason != "" || text(res) != secret {
+	if res, _, reason := g.applyPolicy(context.Background(), st, "inventory.x", "r-1", open, &directory.Descriptor{}, textOnly); res.IsError || reason != "" || text(res) != secret {
 		t.Fatalf("text result without allowed fields: reason %q", reason)
 	}
 	// A structured result is projected as before.
 	ok := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"status":"x","cost":1}`}}, StructuredContent: json.RawMessage(`{"status":"x","cost":1}`)}
-	if res, _, reason := g.applyPolicy(context.Background(), st, "inventory.x", "r-1", restricted, &contract.Descriptor{}, ok); res.IsError || reason != "" || text(res) != `{"status":"x"}` {
+	if res, _, reason := g.applyPolicy(context.Background(), st, "inventory.x", "r-1", restricted, &directory.Descriptor{}, ok); res.IsError || reason != "" || text(res) != `{"status":"x"}` {
 		t.Fatalf("structured result: reason %q text %q", reason, text(res))
 	}
 }

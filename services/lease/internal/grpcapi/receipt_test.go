@@ -16,7 +16,7 @@ import (
 	"github.com/toolcrib/toolcrib/platform/postgres"
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/revision/lease"
-	"github.com/toolcrib/toolcrib/services/lease/decision"
+	"github.com/toolcrib/toolcrib/services/lease/admissionview"
 	"github.com/toolcrib/toolcrib/services/lease/internal/keys"
 	"github.com/toolcrib/toolcrib/services/lease/internal/ledger"
 	"github.com/toolcrib/toolcrib/services/lease/internal/store"
@@ -27,9 +27,9 @@ import (
 )
 
 // inlineChecker answers every inline Check with one decision.
-type inlineChecker struct{ d decision.Decision }
+type inlineChecker struct{ d admissionview.Decision }
 
-func (c inlineChecker) Check(context.Context, *admissionv1.CheckRequest) (decision.Decision, error) {
+func (c inlineChecker) Check(context.Context, *admissionv1.CheckRequest) (admissionview.Decision, error) {
 	return c.d, nil
 }
 
@@ -58,7 +58,7 @@ func newClaimWorld(t *testing.T) claimWorld {
 		t.Fatal(err)
 	}
 	arg, _ := lease.ArgumentDigest(nil)
-	d := decision.Decision{
+	d := admissionview.Decision{
 		Receipt: &admissionv1.Receipt{ReceiptId: "r", Decision: admissionv1.Decision_DECISION_ALLOW, Subject: "alice", TenantId: "acme",
 			ToolId: "inv.x", ServerId: "inv", Generation: 1, DescriptorDigest: "sha256:" + strings.Repeat("d", 64), ArgumentDigest: arg},
 		ValidUntil: time.Now().Add(10 * time.Second),

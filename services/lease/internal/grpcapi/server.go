@@ -16,7 +16,7 @@ import (
 	"github.com/toolcrib/toolcrib/platform/canonical"
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/revision/lease"
-	"github.com/toolcrib/toolcrib/services/lease/decision"
+	"github.com/toolcrib/toolcrib/services/lease/admissionview"
 	"github.com/toolcrib/toolcrib/services/lease/internal/issuance"
 	"github.com/toolcrib/toolcrib/services/lease/internal/keys"
 	"github.com/toolcrib/toolcrib/services/lease/internal/ledger"
@@ -65,12 +65,12 @@ type Options struct {
 	Ledger ledger.Ledger
 	// Receipts looks up admission receipts; nil refuses Issue by receipt_id
 	// (FAILED_PRECONDITION ADMISSION_UNAVAILABLE).
-	Receipts decision.ReceiptSource
+	Receipts admissionview.ReceiptSource
 	// Checker runs an inline Check; nil refuses Issue with `check`.
-	Checker decision.Checker
+	Checker admissionview.Checker
 	// Freshness checks epoch and generation at Verify; nil skips that check
 	// (the service logs a warning at start).
-	Freshness decision.Freshness
+	Freshness admissionview.Freshness
 	// Issuer is the `iss` of leases.
 	Issuer string
 	// Skew is the clock-skew allowance of Verify; 0 means lease.DefaultSkew.
@@ -180,12 +180,12 @@ func translate(err error) error {
 		e := apierror.FailedPrecondition(ReasonIssuanceFrozen, "issuance of leases for this server is frozen")
 		e.Metadata = map[string]string{"server_id": frozen.Server}
 		return e
-	case errors.Is(err, decision.ErrNotFound):
+	case errors.Is(err, admissionview.ErrNotFound):
 		return &apierror.Error{Code: codes.NotFound, Reason: ReasonReceiptNotFound, Message: "admission has no such receipt"}
-	case errors.Is(err, decision.ErrStale):
+	case errors.Is(err, admissionview.ErrStale):
 		return &apierror.Error{Code: codes.Unavailable, Reason: ReasonStalePolicy,
 			Message: "the lease service cannot prove its policy and catalog view is fresh; retry", Err: err}
-	case errors.Is(err, decision.ErrUnavailable):
+	case errors.Is(err, admissionview.ErrUnavailable):
 		return &apierror.Error{Code: codes.Unavailable, Reason: ReasonAdmissionUnavailable, Message: "admission cannot be asked now; retry", Err: err}
 	case errors.Is(err, ledger.ErrUnavailable):
 		return &apierror.Error{Code: codes.Unavailable, Reason: ReasonLedgerUnavailable,
@@ -289,10 +289,10 @@ func (s *Server) Issue(ctx context.Context, req *leasev1.IssueRequest) (*leasev1
 	switch verdict, err := s.currency(ctx, claims); {
 	case err != nil:
 		return nil, translate(err)
-	case verdict == decision.PolicyChanged:
+	case verdict == admissionview.PolicyChanged:
 		return nil, apierror.FailedPrecondition(ReasonPolicyChanged,
 			"the tenant's policy changed since the decision was made; Check again")
-	case verdict == decision.StaleCatalog:
+	case verdict == admissionview.StaleCatalog:
 		return nil, apierror.FailedPrecondition(ReasonStaleCatalog,
 			"the decision's generation is no longer active or compatible; Check again")
 	}
@@ -334,15 +334,15 @@ func (s *Server) claim(ctx context.Context, receiptID string, ttl time.Duration)
 	return nil
 }
 
-func (s *Server) decide(ctx context.Context, req *leasev1.IssueRequest) (decision.Decision, error) {
+func (s *Server) decide(ctx context.Context, req *leasev1.IssueRequest) (admissionview.Decision, error) {
 	if req.GetCheck() != nil {
 		if s.opts.Checker == nil {
-			return decision.Decision{}, apierror.FailedPrecondition(ReasonAdmissionUnavailable, "this lease service has no admission to run a Check; cite a receipt_id")
+			return admissionview.Decision{}, apierror.FailedPrecondition(ReasonAdmissionUnavailable, "this lease service has no admission to run a Check; cite a receipt_id")
 		}
 		return s.opts.Checker.Check(ctx, req.GetCheck())
 	}
 	if s.opts.Receipts == nil {
-		return decision.Decision{}, apierror.FailedPrecondition(ReasonAdmissionUnavailable, "this lease service has no receipt lookup; send a check")
+		return admissionview.Decision{}, apierror.FailedPrecondition(ReasonAdmissionUnavailable, "this lease service has no receipt lookup; send a check")
 	}
 	return s.opts.Receipts.Receipt(ctx, req.GetReceiptId())
 }
@@ -394,9 +394,9 @@ func (s *Server) verify(ctx context.Context, req *leasev1.VerifyRequest) (*lease
 	switch verdict, err := s.currency(ctx, *c); {
 	case err != nil:
 		return nil, translate(err)
-	case verdict == decision.PolicyChanged:
+	case verdict == admissionview.PolicyChanged:
 		return refused(c, lease.PolicyChanged, "the tenant's policy changed since the lease was issued"), nil
-	case verdict == decision.StaleCatalog:
+	case verdict == admissionview.StaleCatalog:
 		return refused(c, lease.StaleCatalog, "the lease's generation is no longer active or compatible"), nil
 	}
 	// Consumed last: a refused presentation does not burn the lease.
@@ -422,11 +422,11 @@ func (s *Server) status(ctx context.Context, c lease.Claims) (store.Status, erro
 // currency is whether c's policy epoch and generation are still current or
 // compatible (Issue and Verify ask the same); Current without a freshness
 // source.
-func (s *Server) currency(ctx context.Context, c lease.Claims) (decision.Verdict, error) {
+func (s *Server) currency(ctx context.Context, c lease.Claims) (admissionview.Verdict, error) {
 	if s.opts.Freshness == nil {
-		return decision.Current, nil
+		return admissionview.Current, nil
 	}
-	return s.opts.Freshness.Check(ctx, decision.Binding{
+	return s.opts.Freshness.Check(ctx, admissionview.Binding{
 		Tenant: c.Tenant, Server: c.Server, AudienceClass: c.AudienceClass, Tool: c.Tool,
 		DescriptorDigest: c.DescriptorDigest, Generation: c.Generation, PolicyEpoch: c.PolicyEpoch,
 	})

@@ -16,7 +16,7 @@ import (
 	"github.com/toolcrib/toolcrib/platform/postgres"
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/revision/lease"
-	"github.com/toolcrib/toolcrib/services/lease/decision"
+	"github.com/toolcrib/toolcrib/services/lease/admissionview"
 	"github.com/toolcrib/toolcrib/services/lease/internal/keys"
 	"github.com/toolcrib/toolcrib/services/lease/internal/ledger"
 	"github.com/toolcrib/toolcrib/services/lease/internal/store"
@@ -26,9 +26,9 @@ import (
 	leasev1 "github.com/toolcrib/toolcrib/gen/toolcrib/lease/v1"
 )
 
-type oneReceipt struct{ d decision.Decision }
+type oneReceipt struct{ d admissionview.Decision }
 
-func (o oneReceipt) Receipt(context.Context, string) (decision.Decision, error) { return o.d, nil }
+func (o oneReceipt) Receipt(context.Context, string) (admissionview.Decision, error) { return o.d, nil }
 
 // TestVerifyFailsClosedWhenTheLedgerIsDown: with the single-use ledger
 // unreachable, Verify is UNAVAILABLE (LEDGER_UNAVAILABLE), never valid; the
@@ -47,7 +47,7 @@ func TestVerifyFailsClosedWhenTheLedgerIsDown(t *testing.T) {
 	}
 	arg, _ := lease.ArgumentDigest(nil)
 	led := &ledger.Memory{}
-	srv := New(Options{Store: store.New(pool), Ring: ring, Ledger: led, Receipts: oneReceipt{decision.Decision{
+	srv := New(Options{Store: store.New(pool), Ring: ring, Ledger: led, Receipts: oneReceipt{admissionview.Decision{
 		Receipt: &admissionv1.Receipt{ReceiptId: "r", Decision: admissionv1.Decision_DECISION_ALLOW, Subject: "alice", TenantId: "acme",
 			ToolId: "inv.x", ServerId: "inv", Generation: 1, DescriptorDigest: "sha256:" + strings.Repeat("d", 64), ArgumentDigest: arg},
 		ValidUntil: time.Now().Add(10 * time.Second),

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/toolcrib/toolcrib/revision/lease"
-	"github.com/toolcrib/toolcrib/services/lease/decision"
+	"github.com/toolcrib/toolcrib/services/lease/admissionview"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 )
@@ -77,7 +77,7 @@ type Window struct {
 //
 // The lease is issued at now (truncated to the second) and expires after
 // ttl or at valid_until (truncated), whichever is first.
-func Decide(now time.Time, p Principal, d decision.Decision, argumentDigest string, ttl time.Duration) (Window, *Refusal) {
+func Decide(now time.Time, p Principal, d admissionview.Decision, argumentDigest string, ttl time.Duration) (Window, *Refusal) {
 	r := d.Receipt
 	if r == nil {
 		return Window{}, &Refusal{ReasonReceiptIncomplete, "the decision carries no receipt"}

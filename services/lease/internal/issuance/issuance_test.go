@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolcrib/toolcrib/services/lease/decision"
+	"github.com/toolcrib/toolcrib/services/lease/admissionview"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
@@ -17,8 +17,8 @@ var (
 	arg   = "sha256:" + strings.Repeat("a", 64)
 )
 
-func allow() decision.Decision {
-	return decision.Decision{
+func allow() admissionview.Decision {
+	return admissionview.Decision{
 		Receipt: &admissionv1.Receipt{
 			ReceiptId: "r1", Decision: admissionv1.Decision_DECISION_ALLOW, Reason: catalogv1.DecisionReason_DECISION_REASON_ALLOW,
 			TenantId: "acme", Subject: "alice", ToolId: "inv.reserve", ServerId: "inv", AudienceClass: "acme.readers",
@@ -31,42 +31,44 @@ func allow() decision.Decision {
 func TestDecideRefusesOneReasonPerCause(t *testing.T) {
 	cases := []struct {
 		name string
-		edit func(d *decision.Decision, p *Principal, arg *string)
+		edit func(d *admissionview.Decision, p *Principal, arg *string)
 		want string
 	}{
-		{"no receipt", func(d *decision.Decision, _ *Principal, _ *string) { d.Receipt = nil }, ReasonReceiptIncomplete},
-		{"another subject", func(_ *decision.Decision, p *Principal, _ *string) { p.Subject = "mallory" }, ReasonOtherPrincipal},
-		{"another tenant", func(_ *decision.Decision, p *Principal, _ *string) { p.Tenant = "other" }, ReasonOtherPrincipal},
-		{"a DENY", func(d *decision.Decision, _ *Principal, _ *string) {
+		{"no receipt", func(d *admissionview.Decision, _ *Principal, _ *string) { d.Receipt = nil }, ReasonReceiptIncomplete},
+		{"another subject", func(_ *admissionview.Decision, p *Principal, _ *string) { p.Subject = "mallory" }, ReasonOtherPrincipal},
+		{"another tenant", func(_ *admissionview.Decision, p *Principal, _ *string) { p.Tenant = "other" }, ReasonOtherPrincipal},
+		{"a DENY", func(d *admissionview.Decision, _ *Principal, _ *string) {
 			d.Receipt.Decision = admissionv1.Decision_DECISION_DENY
 			d.Receipt.Reason = catalogv1.DecisionReason_DECISION_REASON_FORBIDDEN
 		}, ReasonNotAllow},
-		{"an ALLOW without a generation", func(d *decision.Decision, _ *Principal, _ *string) { d.Receipt.Generation = 0 }, ReasonReceiptIncomplete},
-		{"an ALLOW without a receipt id", func(d *decision.Decision, _ *Principal, _ *string) { d.Receipt.ReceiptId = "" }, ReasonReceiptIncomplete},
-		{"expired", func(d *decision.Decision, _ *Principal, _ *string) { d.ValidUntil = now }, ReasonExpired},
-		{"under a second left", func(d *decision.Decision, _ *Principal, _ *string) { d.ValidUntil = now.Add(600 * time.Millisecond) }, ReasonExpired},
-		{"other arguments", func(_ *decision.Decision, _ *Principal, a *string) { *a = "sha256:" + strings.Repeat("b", 64) }, ReasonArgumentsMismatch},
-		{"user-confirmed, no confirmer", func(d *decision.Decision, _ *Principal, _ *string) {
+		{"an ALLOW without a generation", func(d *admissionview.Decision, _ *Principal, _ *string) { d.Receipt.Generation = 0 }, ReasonReceiptIncomplete},
+		{"an ALLOW without a receipt id", func(d *admissionview.Decision, _ *Principal, _ *string) { d.Receipt.ReceiptId = "" }, ReasonReceiptIncomplete},
+		{"expired", func(d *admissionview.Decision, _ *Principal, _ *string) { d.ValidUntil = now }, ReasonExpired},
+		{"under a second left", func(d *admissionview.Decision, _ *Principal, _ *string) {
+			d.ValidUntil = now.Add(600 * time.Millisecond)
+		}, ReasonExpired},
+		{"other arguments", func(_ *admissionview.Decision, _ *Principal, a *string) { *a = "sha256:" + strings.Repeat("b", 64) }, ReasonArgumentsMismatch},
+		{"user-confirmed, no confirmer", func(d *admissionview.Decision, _ *Principal, _ *string) {
 			d.Receipt.Mode = admissionv1.Mode_MODE_USER_CONFIRMED
 		}, ReasonUnconfirmed},
-		{"another principal's unconfirmed", func(d *decision.Decision, p *Principal, _ *string) {
+		{"another principal's unconfirmed", func(d *admissionview.Decision, p *Principal, _ *string) {
 			p.Subject = "mallory"
 			d.Receipt.Mode = admissionv1.Mode_MODE_USER_CONFIRMED
 		}, ReasonOtherPrincipal},
-		{"expired unconfirmed", func(d *decision.Decision, _ *Principal, _ *string) {
+		{"expired unconfirmed", func(d *admissionview.Decision, _ *Principal, _ *string) {
 			d.Receipt.Mode = admissionv1.Mode_MODE_USER_CONFIRMED
 			d.ValidUntil = now
 		}, ReasonUnconfirmed},
 		// Adjacent pairs: the earlier cause wins.
-		{"another principal's DENY", func(d *decision.Decision, p *Principal, _ *string) {
+		{"another principal's DENY", func(d *admissionview.Decision, p *Principal, _ *string) {
 			p.Subject = "mallory"
 			d.Receipt.Decision = admissionv1.Decision_DECISION_DENY
 		}, ReasonOtherPrincipal},
-		{"an expired DENY", func(d *decision.Decision, _ *Principal, _ *string) {
+		{"an expired DENY", func(d *admissionview.Decision, _ *Principal, _ *string) {
 			d.Receipt.Decision = admissionv1.Decision_DECISION_DENY
 			d.ValidUntil = now.Add(-time.Hour)
 		}, ReasonNotAllow},
-		{"expired with other arguments", func(d *decision.Decision, _ *Principal, a *string) { d.ValidUntil = now; *a = "x" }, ReasonExpired},
+		{"expired with other arguments", func(d *admissionview.Decision, _ *Principal, a *string) { d.ValidUntil = now; *a = "x" }, ReasonExpired},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

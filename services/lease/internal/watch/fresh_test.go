@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/toolcrib/toolcrib/platform/changelog"
-	"github.com/toolcrib/toolcrib/services/lease/decision"
+	"github.com/toolcrib/toolcrib/services/lease/admissionview"
 )
 
 // TestHeartbeatOneWindowOldIsStale: the lease service and admission share
@@ -30,9 +30,9 @@ func TestHeartbeatOneWindowOldIsStale(t *testing.T) {
 	if ok, why := v.Fresh(); ok || why != "discovery Watch sent no heartbeat within the validity window" {
 		t.Fatalf("at the window: %v %q", ok, why)
 	}
-	b := decision.Binding{Tenant: "acme", Server: "inventory", AudienceClass: "acme.readers", Tool: "inventory.reserve",
+	b := admissionview.Binding{Tenant: "acme", Server: "inventory", AudienceClass: "acme.readers", Tool: "inventory.reserve",
 		DescriptorDigest: "sha256:d", Generation: 1, PolicyEpoch: 1}
-	if _, err := v.Check(context.Background(), b); !errors.Is(err, decision.ErrStale) {
+	if _, err := v.Check(context.Background(), b); !errors.Is(err, admissionview.ErrStale) {
 		t.Fatalf("Check at the window: %v, want ErrStale", err)
 	}
 }

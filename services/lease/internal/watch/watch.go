@@ -1,7 +1,7 @@
 // Package watch is the lease service's view of the registry and discovery
 // Watch streams, kept by the shared follower (platform/changelog): the
 // tenants' policy epochs and the active pointers, for Verify's freshness
-// check ([decision.Freshness]), and the automatic freeze of issuance on a
+// check ([admissionview.Freshness]), and the automatic freeze of issuance on a
 // discovery ROLLBACK or CLOSE move (I10).
 package watch
 
@@ -16,7 +16,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/toolcrib/toolcrib/platform/changelog"
-	"github.com/toolcrib/toolcrib/services/lease/decision"
+	"github.com/toolcrib/toolcrib/services/lease/admissionview"
 
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
@@ -261,21 +261,21 @@ func moveName(m catalogv1.PointerMove) string {
 	return "ROLLBACK"
 }
 
-// Check implements [decision.Freshness]. It answers from the followed
+// Check implements [admissionview.Freshness]. It answers from the followed
 // heads; a tenant or pointer the streams have not mentioned (older than
 // the kept history), and the descriptor digests of an active generation
 // newer than the lease's, are read once from the registry or discovery and
 // remembered.
-func (v *View) Check(ctx context.Context, b decision.Binding) (decision.Verdict, error) {
+func (v *View) Check(ctx context.Context, b admissionview.Binding) (admissionview.Verdict, error) {
 	if ok, why := v.Fresh(); !ok {
-		return 0, fmt.Errorf("%w: %s", decision.ErrStale, why)
+		return 0, fmt.Errorf("%w: %s", admissionview.ErrStale, why)
 	}
 	epoch, err := v.epochOf(ctx, b.Tenant)
 	if err != nil {
 		return 0, err
 	}
 	if epoch > b.PolicyEpoch {
-		return decision.PolicyChanged, nil
+		return admissionview.PolicyChanged, nil
 	}
 	k := pair{b.Server, b.AudienceClass}
 	p, err := v.pointerOf(ctx, k)
@@ -284,9 +284,9 @@ func (v *View) Check(ctx context.Context, b decision.Binding) (decision.Verdict,
 	}
 	switch {
 	case p.closed, !v.o.Now().Before(p.freshUntil), b.Generation > p.generation:
-		return decision.StaleCatalog, nil
+		return admissionview.StaleCatalog, nil
 	case b.Generation == p.generation:
-		return decision.Current, nil
+		return admissionview.Current, nil
 	}
 	// An older generation is compatible when the tool's descriptor is
 	// unchanged in the active one.
@@ -295,9 +295,9 @@ func (v *View) Check(ctx context.Context, b decision.Binding) (decision.Verdict,
 		return 0, err
 	}
 	if got, ok := d[b.Tool]; ok && got == b.DescriptorDigest {
-		return decision.Current, nil
+		return admissionview.Current, nil
 	}
-	return decision.StaleCatalog, nil
+	return admissionview.StaleCatalog, nil
 }
 
 func (v *View) epochOf(ctx context.Context, tenant string) (int64, error) {
@@ -309,7 +309,7 @@ func (v *View) epochOf(ctx context.Context, tenant string) (int64, error) {
 	}
 	resp, err := v.o.Registry.GetPolicy(ctx, &registryv1.GetPolicyRequest{TenantId: tenant})
 	if err != nil {
-		return 0, fmt.Errorf("%w: reading the policy epoch: %w", decision.ErrStale, err)
+		return 0, fmt.Errorf("%w: reading the policy epoch: %w", admissionview.ErrStale, err)
 	}
 	v.setEpoch(tenant, resp.GetPolicy().GetPolicyEpoch())
 	v.mu.RLock()
@@ -327,7 +327,7 @@ func (v *View) pointerOf(ctx context.Context, k pair) (pointer, error) {
 	resp, err := v.o.Discovery.GetActiveSnapshot(ctx, &discoveryv1.GetActiveSnapshotRequest{
 		ServerId: k.server, AudienceClass: k.class, ToolsPageSize: 1})
 	if err != nil {
-		return pointer{}, fmt.Errorf("%w: reading the active pointer: %w", decision.ErrStale, err)
+		return pointer{}, fmt.Errorf("%w: reading the active pointer: %w", admissionview.ErrStale, err)
 	}
 	p = pointerOf(resp.GetPointer())
 	v.mu.Lock()
@@ -356,10 +356,10 @@ func (v *View) digestsOf(ctx context.Context, k pair, generation int64) (map[str
 		resp, err := v.o.Discovery.GetActiveSnapshot(ctx, &discoveryv1.GetActiveSnapshotRequest{
 			ServerId: k.server, AudienceClass: k.class, ToolsPageSize: 1000, ToolsPageToken: token})
 		if err != nil {
-			return nil, fmt.Errorf("%w: reading the active generation's tools: %w", decision.ErrStale, err)
+			return nil, fmt.Errorf("%w: reading the active generation's tools: %w", admissionview.ErrStale, err)
 		}
 		if resp.GetPointer().GetGeneration() != generation {
-			return nil, fmt.Errorf("%w: %w", decision.ErrStale, errMoved)
+			return nil, fmt.Errorf("%w: %w", admissionview.ErrStale, errMoved)
 		}
 		for _, t := range resp.GetSnapshot().GetTools() {
 			byTool[t.GetToolId()] = t.GetDescriptorDigest()

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/toolcrib/toolcrib/services/lease/decision"
+	"github.com/toolcrib/toolcrib/services/lease/admissionview"
 
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
@@ -33,16 +33,16 @@ func TestStaleStreamsFailClosed(t *testing.T) {
 	t.Cleanup(func() { _ = conn.Close() })
 	v := New(Options{Registry: registryv1.NewRegistryServiceClient(conn), Discovery: discoveryv1.NewDiscoveryServiceClient(conn),
 		Window: time.Second, MinBackoff: 10 * time.Millisecond})
-	b := decision.Binding{Tenant: "acme", Server: "inventory", AudienceClass: "acme.readers", Tool: "inventory.reserve",
+	b := admissionview.Binding{Tenant: "acme", Server: "inventory", AudienceClass: "acme.readers", Tool: "inventory.reserve",
 		DescriptorDigest: "sha256:d", Generation: 1, PolicyEpoch: 1}
-	if _, err := v.Check(context.Background(), b); !errors.Is(err, decision.ErrStale) {
+	if _, err := v.Check(context.Background(), b); !errors.Is(err, admissionview.ErrStale) {
 		t.Fatalf("before Run: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = v.Run(ctx); close(done) }()
 	time.Sleep(300 * time.Millisecond)
-	if _, err := v.Check(context.Background(), b); !errors.Is(err, decision.ErrStale) {
+	if _, err := v.Check(context.Background(), b); !errors.Is(err, admissionview.ErrStale) {
 		t.Fatalf("following unreachable streams: %v", err)
 	}
 	if ok, why := v.Fresh(); ok || why == "" {

@@ -1,4 +1,4 @@
-// Package decision is what the lease service needs from the rest of
+// Package admissionview is what the lease service needs from the rest of
 // toolcrib, as consumer-side interfaces with their contracts: the
 // admission decision a lease is issued for ([ReceiptSource], [Checker]) and
 // whether the policy epoch and generation a lease is bound to are still
@@ -6,4 +6,4 @@
 //
 // [AdmissionChecker] implements [Checker] over AdmissionService.Check; the
 // receipt lookup and the Watch follower are wired by whoever builds them.
-package decision
+package admissionview

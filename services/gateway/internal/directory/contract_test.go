@@ -1,4 +1,4 @@
-package contract
+package directory
 
 import (
 	"context"

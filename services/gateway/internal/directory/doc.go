@@ -1,4 +1,4 @@
-// Package contract is what the gateway reads about a tool besides
+// Package directory is what the gateway reads about a tool besides
 // admission's decision, each behind a cache keyed so that it never goes
 // stale: a generation's descriptors (discovery GetSnapshot, immutable), a
 // tool's review and contract at a descriptor digest (registry
@@ -7,4 +7,4 @@
 // upstream credential (registry GetServer and GetAudienceClass, the secret
 // reference resolved in memory, refreshed after a short lifetime). All
 // calls present the gateway's service token.
-package contract
+package directory

@@ -1,4 +1,4 @@
-package contract
+package directory
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/toolcrib/toolcrib/platform/secretref"
 	"github.com/toolcrib/toolcrib/platform/stdio"
 	"github.com/toolcrib/toolcrib/services/gateway/internal/policy"
-	"github.com/toolcrib/toolcrib/services/gateway/internal/upstream"
+	"github.com/toolcrib/toolcrib/services/gateway/internal/sessionpool"
 )
 
 // Descriptor is one tool as a generation recorded it.
@@ -67,8 +67,8 @@ type Endpoint struct {
 }
 
 // Target is the endpoint as the upstream pool dials it.
-func (e Endpoint) Target() upstream.Target {
-	return upstream.Target{URL: e.URL, Command: e.Command, Args: e.Args, ContentIdentity: e.Identity, Credential: e.Credential,
+func (e Endpoint) Target() sessionpool.Target {
+	return sessionpool.Target{URL: e.URL, Command: e.Command, Args: e.Args, ContentIdentity: e.Identity, Credential: e.Credential,
 		BeforeStart: e.verify}
 }
 
@@ -226,7 +226,7 @@ func (d *Directory) Review(ctx context.Context, tool, class, digest string, atLe
 // registry's pin, so a program replaced behind the same command line is
 // never started or called under the old approval (a pinned directory's
 // tree is reused for up to treeMaxAge, and walked again right before a
-// process is started: [upstream.Target.BeforeStart]).
+// process is started: [sessionpool.Target.BeforeStart]).
 func (d *Directory) Endpoint(ctx context.Context, server, class string) (Endpoint, error) {
 	k := epKey{server, class}
 	d.mu.Lock()
