@@ -68,14 +68,14 @@ drill: ## the seed-004 acceptance drill: two tenants, two tool versions, two adm
 
 # deploy/k8s: kustomize builds the base and the overlay; tools/k8scheck
 # decodes every resource strictly into the official Go API types (and the
-# Prometheus Operator's ServiceMonitor type); kubeconform -strict validates
-# them against JSON schemas that tools/k8sschemas makes, in a temporary
-# directory, from the OpenAPI spec of k8s.io/kubernetes and the
-# ServiceMonitor CRD (both fetched with `go mod download`, cached in the
-# module cache). Then the same kubeconform command must reject every
+# Prometheus Operator's ServiceMonitor type, cert-manager's Certificate and
+# Issuer); kubeconform -strict validates them against JSON schemas that
+# tools/k8sschemas makes, in a temporary directory, from the OpenAPI spec of
+# k8s.io/kubernetes, the ServiceMonitor CRD and cert-manager's CRDs (fetched
+# with `go mod download`, cached in the module cache). Then the same kubeconform command must reject every
 # resource of tools/k8sschemas/testdata/invalid.yaml.
 KUBECONFORM_FLAGS = -strict -summary -schema-location "$$schemas/{{.ResourceKind}}{{.KindSuffix}}.json"
-k8s-check: ## deploy/k8s: kustomize build of base and overlay, kubeconform -strict (schemas made from k8s.io/kubernetes and the ServiceMonitor CRD), strict decode into the Go types; invalid manifests must fail
+k8s-check: ## deploy/k8s: kustomize build of base and overlay, kubeconform -strict (schemas made from k8s.io/kubernetes, the ServiceMonitor CRD and cert-manager's CRDs), strict decode into the Go types; invalid manifests must fail
 	@kz=$$($(TOOL) -n kustomize) && kc=$$($(TOOL) -n kubeconform) && \
 	  schemas=$$(mktemp -d) && trap 'rm -rf "$$schemas"' EXIT && \
 	  GOWORK=off go -C tools test ./k8sschemas/ && \

@@ -3,7 +3,8 @@
 // official Go API types: each document's apiVersion and kind must be one
 // it knows, and it must decode into that type with no unknown field and no
 // value of the wrong type (sigs.k8s.io/yaml UnmarshalStrict); ServiceMonitor
-// is checked against the Prometheus Operator's own type. `make k8s-check`
+// is checked against the Prometheus Operator's own type, Certificate and
+// Issuer against cert-manager's (the version pinned in tools/go.mod). `make k8s-check`
 // runs it beside kubeconform (whose schemas tools/k8sschemas makes): this
 // check follows the Go types the code is built with, kubeconform the API's
 // OpenAPI schemas (required fields, CRD patterns).
@@ -20,24 +21,29 @@ import (
 	"os"
 	"strings"
 
+	certmanagerv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 )
 
 // kinds maps apiVersion/kind to a new value of its Go type.
 var kinds = map[string]func() any{
-	"v1/ConfigMap":                  func() any { return &corev1.ConfigMap{} },
-	"v1/Secret":                     func() any { return &corev1.Secret{} },
-	"v1/Service":                    func() any { return &corev1.Service{} },
-	"v1/Namespace":                  func() any { return &corev1.Namespace{} },
-	"apps/v1/Deployment":            func() any { return &appsv1.Deployment{} },
-	"batch/v1/Job":                  func() any { return &batchv1.Job{} },
-	"policy/v1/PodDisruptionBudget": func() any { return &policyv1.PodDisruptionBudget{} },
+	"v1/ConfigMap":                            func() any { return &corev1.ConfigMap{} },
+	"v1/Secret":                               func() any { return &corev1.Secret{} },
+	"v1/Service":                              func() any { return &corev1.Service{} },
+	"v1/Namespace":                            func() any { return &corev1.Namespace{} },
+	"apps/v1/Deployment":                      func() any { return &appsv1.Deployment{} },
+	"batch/v1/Job":                            func() any { return &batchv1.Job{} },
+	"policy/v1/PodDisruptionBudget":           func() any { return &policyv1.PodDisruptionBudget{} },
+	"networking.k8s.io/v1/NetworkPolicy":      func() any { return &networkingv1.NetworkPolicy{} },
 	"monitoring.coreos.com/v1/ServiceMonitor": func() any { return &monitoringv1.ServiceMonitor{} },
+	"cert-manager.io/v1/Certificate":          func() any { return &certmanagerv1.Certificate{} },
+	"cert-manager.io/v1/Issuer":               func() any { return &certmanagerv1.Issuer{} },
 }
 
 func main() {

@@ -8,9 +8,13 @@
 //     tools/go.mod;
 //   - ServiceMonitor from the Prometheus Operator's CustomResourceDefinition
 //     in github.com/prometheus-operator/prometheus-operator (example/
-//     prometheus-operator-crd).
+//     prometheus-operator-crd);
+//   - Certificate and Issuer from cert-manager's CustomResourceDefinitions in
+//     github.com/cert-manager/cert-manager (deploy/crds), the version
+//     tools/go.mod requires (k8scheck decodes into the same module's Go
+//     types), read with `go list -m`.
 //
-// Both modules are fetched with `go mod download`, so they are verified
+// The modules are fetched with `go mod download`, so they are verified
 // against the checksum database and cached in the module cache (the first
 // run downloads about 25 MB, later runs read the cache).
 //
@@ -35,6 +39,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -50,7 +55,15 @@ const (
 	promOperatorModule  = "github.com/prometheus-operator/prometheus-operator"
 	promOperatorVersion = "v0.85.0"
 	serviceMonitorCRD   = "example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml"
+
+	certManagerModule = "github.com/cert-manager/cert-manager"
 )
+
+// certManagerCRDs are the cert-manager kinds the manifests use.
+var certManagerCRDs = []string{
+	"deploy/crds/cert-manager.io_certificates.yaml",
+	"deploy/crds/cert-manager.io_issuers.yaml",
+}
 
 func main() {
 	out := flag.String("out", "", "directory to write the schemas into (created if missing)")
@@ -84,21 +97,72 @@ func run(ctx context.Context, out string) error {
 	if err != nil {
 		return err
 	}
-	crd, err := os.ReadFile(filepath.Join(promOp, serviceMonitorCRD))
+	smFiles, err := readCRDs(promOp, serviceMonitorCRD)
 	if err != nil {
 		return err
 	}
-	crdFiles, err := FromCRD(crd)
+	cmVersion, err := required(ctx, certManagerModule)
 	if err != nil {
 		return err
 	}
-	if err := write(out, append(append([]File{defs}, files...), crdFiles...)); err != nil {
+	cm, err := download(ctx, certManagerModule, cmVersion)
+	if err != nil {
 		return err
 	}
-	fmt.Printf("k8sschemas: %d schemas from %s@%s, %d from %s@%s (%s)\n",
+	cmFiles, err := readCRDs(cm, certManagerCRDs...)
+	if err != nil {
+		return err
+	}
+	if err := write(out, append(append(append([]File{defs}, files...), smFiles...), cmFiles...)); err != nil {
+		return err
+	}
+	fmt.Printf("k8sschemas: %d schemas from %s@%s, %d from %s@%s (%s), %d from %s@%s (%s)\n",
 		len(files), kubernetesModule, kubernetesVersion,
-		len(crdFiles), promOperatorModule, promOperatorVersion, filepath.Base(serviceMonitorCRD))
+		len(smFiles), promOperatorModule, promOperatorVersion, filepath.Base(serviceMonitorCRD),
+		len(cmFiles), certManagerModule, cmVersion, strings.Join(baseNames(certManagerCRDs), ", "))
 	return nil
+}
+
+// readCRDs converts the CRDs at paths (relative to dir) with [FromCRD].
+func readCRDs(dir string, paths ...string) ([]File, error) {
+	var files []File
+	for _, p := range paths {
+		crd, err := os.ReadFile(filepath.Join(dir, p))
+		if err != nil {
+			return nil, err
+		}
+		f, err := FromCRD(crd)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		files = append(files, f...)
+	}
+	return files, nil
+}
+
+func baseNames(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = filepath.Base(p)
+	}
+	return out
+}
+
+// required returns the version of path that the tools module (the working
+// directory: `go -C tools run ./k8sschemas`) requires in its go.mod.
+func required(ctx context.Context, path string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Version}}", path)
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GO111MODULE=on")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go list -m %s (run from tools/): %w: %s", path, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	v := strings.TrimSpace(stdout.String())
+	if v == "" {
+		return "", fmt.Errorf("go list -m %s: no version: not required by tools/go.mod", path)
+	}
+	return v, nil
 }
 
 // write writes files into dir, creating it if missing.
