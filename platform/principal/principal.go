@@ -109,6 +109,10 @@ type Verifier struct {
 
 	mu       sync.Mutex
 	verified map[string]Principal
+
+	// issuers, when set, replaces keys: the verifier trusts OpenID
+	// providers (oidc.go).
+	issuers *issuerSet
 }
 
 // verifiedCacheSize bounds the remembered tokens; when full, the cache is
@@ -166,6 +170,9 @@ type extraClaims struct {
 
 // Verify checks a compact JWT and returns its principal.
 func (v *Verifier) Verify(token string) (Principal, error) {
+	if v.issuers != nil {
+		return v.verifyOIDC(token)
+	}
 	v.mu.Lock()
 	p, ok := v.verified[token]
 	v.mu.Unlock()
@@ -198,12 +205,9 @@ func (v *Verifier) verify(token string) (Principal, error) {
 	if len(tok.Headers) != 1 {
 		return Principal{}, fmt.Errorf("%w: expected one signature", ErrInvalidToken)
 	}
-	keys := v.keys.Keys
-	if kid := tok.Headers[0].KeyID; kid != "" {
-		keys = v.keys.Key(kid)
-		if len(keys) == 0 {
-			return Principal{}, fmt.Errorf("%w: unknown key id %q", ErrInvalidToken, kid)
-		}
+	keys, iss, err := v.signingKeys(tok)
+	if err != nil {
+		return Principal{}, err
 	}
 	var std jwt.Claims
 	var extra extraClaims
@@ -232,6 +236,9 @@ func (v *Verifier) verify(token string) (Principal, error) {
 	}
 	if v.cfg.Audience != "" {
 		exp.AnyAudience = jwt.Audience{v.cfg.Audience}
+	}
+	if err := v.applyIssuer(iss, tok, &exp, &extra); err != nil {
+		return Principal{}, err
 	}
 	if err := std.ValidateWithLeeway(exp, v.cfg.Leeway); err != nil {
 		return Principal{}, fmt.Errorf("%w: %v", ErrInvalidToken, err)
