@@ -1,0 +1,27 @@
+package service
+
+import (
+	"context"
+
+	"github.com/toolcrib/toolcrib/platform/config"
+	"github.com/toolcrib/toolcrib/platform/principal"
+)
+
+// NewVerifier builds the token verifier every service's interceptors (and
+// the gateway's bearer check) use: the JWKS file, or the OpenID providers
+// of --auth-issuer / --auth-issuers-file found by discovery, whose keys are
+// refreshed until ctx ends.
+func NewVerifier(ctx context.Context, c config.Common) (*principal.Verifier, error) {
+	cfg := principal.VerifierConfig{
+		Issuer: c.AuthIssuer, Audience: c.AuthAudience, PlatformTenant: c.AuthPlatformTenant,
+		AdminGroup: c.AdminGroup, ServiceGroup: c.ServiceGroup, MaxLifetime: c.AuthMaxTokenLifetime,
+	}
+	d, ok, err := c.Discovery()
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		return principal.NewOIDCVerifier(ctx, cfg, d)
+	}
+	return principal.LoadVerifier(c.AuthJWKS, cfg)
+}
