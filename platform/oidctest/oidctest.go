@@ -40,6 +40,9 @@ type Provider struct {
 	srv   *httptest.Server
 	store *store
 	down  atomic.Bool
+	// issuing serialises Token: a client's claims are set, then its token
+	// is issued.
+	issuing sync.Mutex
 }
 
 // Start runs a provider whose tokens carry audience; it stops when the test
@@ -89,6 +92,8 @@ func (p *Provider) CurrentKeyID() string {
 // private claims (e.g. tenant and groups).
 func (p *Provider) Token(t testing.TB, subject string, claims map[string]any) string {
 	t.Helper()
+	p.issuing.Lock()
+	defer p.issuing.Unlock()
 	secret := "secret-" + subject
 	p.store.mu.Lock()
 	p.store.clients[subject] = &client{id: subject, secret: secret, claims: claims}

@@ -18,6 +18,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/toolcrib/toolcrib/platform/config"
+	"github.com/toolcrib/toolcrib/platform/oidctest"
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/redistest"
 )
@@ -39,6 +40,9 @@ type Auth struct {
 	Signer   *principal.Signer
 	JWKSPath string
 	dir      string
+	// Provider, when set, issues every token and the services find its keys
+	// by OpenID Connect discovery ([NewOIDCAuth]).
+	Provider *oidctest.Provider
 }
 
 // NewAuth creates a signing key and its JWKS in a temporary directory.
@@ -59,6 +63,9 @@ func NewAuth(t testing.TB) *Auth {
 // Token mints a token with the given claims.
 func (a *Auth) Token(t testing.TB, c principal.Claims) string {
 	t.Helper()
+	if a.Provider != nil {
+		return a.providerToken(t, c)
+	}
 	tok, err := a.Signer.Mint(c)
 	if err != nil {
 		t.Fatal(err)
@@ -112,6 +119,9 @@ func (a *Auth) Common(t testing.TB, postgresURL string, redis bool, listening fu
 		DependencyCheckInterval: 100 * time.Millisecond,
 		ServiceTokenFile:        tokenFile,
 		Listening:               listening,
+	}
+	if a.Provider != nil {
+		a.useProvider(&c)
 	}
 	if redis {
 		c.RedisAddr = redistest.Addr()
