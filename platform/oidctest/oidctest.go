@@ -70,6 +70,9 @@ func Start(t testing.TB, audience string) *Provider {
 	return p
 }
 
+// URL returns the issuer URL.
+func (p *Provider) URL() string { return p.Issuer }
+
 // SetDown makes every request to the provider fail (true) or serves again.
 func (p *Provider) SetDown(down bool) { p.down.Store(down) }
 

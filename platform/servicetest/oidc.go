@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/toolcrib/toolcrib/platform/config"
-	"github.com/toolcrib/toolcrib/platform/oidctest"
 	"github.com/toolcrib/toolcrib/platform/principal"
 )
 
@@ -14,13 +13,22 @@ import (
 // test.
 const OIDCKeysRefresh = 300 * time.Millisecond
 
+// Provider is an OpenID provider for tests (oidctest.Provider, kept
+// behind this interface so that only the tests using one depend on it).
+type Provider interface {
+	// URL is the issuer URL.
+	URL() string
+	// Token issues an access token for subject carrying claims.
+	Token(t testing.TB, subject string, claims map[string]any) string
+}
+
 // NewOIDCAuth returns an Auth whose tokens the OpenID provider p issues
 // (its audience must be [Audience]), and whose [Auth.Common] configures the
-// services to discover p (--auth-discovery, --auth-issuer p.Issuer) as the
+// services to discover p (--auth-discovery, --auth-issuer p.URL()) as the
 // platform's issuer, with the tenant and groups in the default claims.
 // Token ignores the TTL, Audience and OmitIssuedAt of its claims: the
 // provider sets those.
-func NewOIDCAuth(t testing.TB, p *oidctest.Provider) *Auth {
+func NewOIDCAuth(t testing.TB, p Provider) *Auth {
 	t.Helper()
 	a := NewAuth(t)
 	a.Provider = p
@@ -42,7 +50,7 @@ func (a *Auth) providerToken(t testing.TB, c principal.Claims) string {
 func (a *Auth) useProvider(c *config.Common) {
 	c.AuthJWKS = ""
 	c.AuthDiscovery = true
-	c.AuthIssuer = a.Provider.Issuer
+	c.AuthIssuer = a.Provider.URL()
 	c.AuthTenantClaim, c.AuthGroupsClaim = principal.DefaultTenantClaim, principal.DefaultGroupsClaim
 	c.AuthKeysRefresh = OIDCKeysRefresh
 }

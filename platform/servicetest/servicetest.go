@@ -18,7 +18,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/toolcrib/toolcrib/platform/config"
-	"github.com/toolcrib/toolcrib/platform/oidctest"
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/redistest"
 )
@@ -42,7 +41,7 @@ type Auth struct {
 	dir      string
 	// Provider, when set, issues every token and the services find its keys
 	// by OpenID Connect discovery ([NewOIDCAuth]).
-	Provider *oidctest.Provider
+	Provider Provider
 }
 
 // NewAuth creates a signing key and its JWKS in a temporary directory.
