@@ -63,6 +63,9 @@ func (c *Common) validateIssuers(bad func(flagName, format string, args ...any))
 	if c.AuthKeysMaxStale < 0 {
 		bad("auth-keys-max-stale", "must be positive")
 	}
+	if c.AuthKeysRefresh > 0 && c.AuthKeysMaxStale > 0 && c.AuthKeysMaxStale < c.AuthKeysRefresh {
+		bad("auth-keys-max-stale", "must be at least --auth-keys-refresh (%v)", c.AuthKeysRefresh)
+	}
 	if !c.UsesDiscovery() {
 		return
 	}

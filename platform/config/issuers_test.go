@@ -53,6 +53,10 @@ func TestIssuersFromFlags(t *testing.T) {
 			t.Errorf("validation error %v does not say %q", err, want)
 		}
 	}
+	c = parseCommon(t, nil, "--auth-keys-refresh", "10m", "--auth-keys-max-stale", "5m")
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--auth-keys-max-stale: must be at least --auth-keys-refresh (10m0s)") {
+		t.Errorf("a stale bound below the refresh interval: %v", err)
+	}
 	// A single issuer mapped to a customer tenant is not the platform's.
 	c = parseCommon(t, nil, "--auth-discovery", "--auth-issuer", "https://a.example", "--auth-tenant", "acme")
 	if is, _ := c.Issuers(); len(is) != 1 || is[0].Platform || is[0].Tenant != "acme" {

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -37,6 +39,9 @@ type Discovery struct {
 	// HTTPClient fetches discovery documents and key sets; nil means a
 	// client with a 10 s timeout.
 	HTTPClient *http.Client
+	// Logger receives a warning when an issuer's keys cannot be fetched
+	// and a note when they can again; nil logs nothing.
+	Logger *slog.Logger
 }
 
 // Defaults of [Discovery].
@@ -54,16 +59,19 @@ var (
 	// ErrIssuerNotConfigured: the token's `iss` is none of the configured
 	// issuers.
 	ErrIssuerNotConfigured = errors.New("the token's issuer is not configured")
-	// ErrIssuerKeysStale: the issuer's keys could not be fetched for longer
-	// than the stale bound; its tokens are refused until a fetch succeeds.
-	ErrIssuerKeysStale = errors.New("the issuer's keys could not be refreshed within the stale bound")
+	// ErrIssuerKeysStale: the issuer's keys were never fetched, or could
+	// not be fetched for longer than the stale bound; its tokens are refused
+	// until a fetch succeeds.
+	ErrIssuerKeysStale = errors.New("the issuer's keys are unavailable: not fetched within the stale bound")
 	// ErrUnknownKeyID: the token names a key the issuer does not publish.
 	ErrUnknownKeyID = errors.New("unknown key id")
 )
 
 // NewOIDCVerifier returns a verifier of tokens from the configured OpenID
-// providers. Each issuer is discovered and its keys fetched before it
-// returns (an issuer that cannot be reached at start-up is an error); the
+// providers. Every issuer is discovered and its keys fetched before it
+// returns; an issuer that cannot be reached is logged and its tokens are
+// refused until a fetch succeeds (one customer's provider being down never
+// stops the service), but if no issuer can be reached it is an error. The
 // keys are then refreshed every d.Refresh until ctx ends, and at once (at
 // most every d.MinRefresh) when a token names an unknown key id. cfg.JWKS
 // and cfg.Issuer are not used; cfg.Audience is the audience of issuers that
@@ -87,6 +95,9 @@ func NewOIDCVerifier(ctx context.Context, cfg VerifierConfig, d Discovery) (*Ver
 	if d.HTTPClient == nil {
 		d.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
 	// A placeholder key set lets NewVerifier check the rest of cfg; the
 	// verifier never reads it (signingKeys goes to the issuers).
 	cfg.JWKS = []byte(`{"keys":[{"kty":"OKP","crv":"Ed25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}]}`)
@@ -96,16 +107,20 @@ func NewOIDCVerifier(ctx context.Context, cfg VerifierConfig, d Discovery) (*Ver
 		return nil, err
 	}
 	set := &issuerSet{byURL: map[string]*issuerKeys{}, owners: map[string]string{}, d: d, verified: map[string]verifiedOIDC{}}
-	for _, is := range d.Issuers {
+	errs := make([]error, len(d.Issuers))
+	var wg sync.WaitGroup
+	for i, is := range d.Issuers {
 		k := &issuerKeys{cfg: is, d: d}
-		if err := k.refresh(ctx); err != nil {
-			return nil, fmt.Errorf("principal: issuer %s: %w", is.URL, err)
-		}
 		set.byURL[is.URL] = k
 		set.order = append(set.order, is.URL)
 		if is.Tenant != "" {
 			set.owners[is.Tenant] = is.URL
 		}
+		wg.Go(func() { errs[i] = k.refresh(ctx) })
+	}
+	wg.Wait()
+	if failed := errors.Join(errs...); failed != nil && !slices.Contains(errs, nil) {
+		return nil, fmt.Errorf("principal: no issuer could be reached: %w", failed)
 	}
 	for _, k := range set.byURL {
 		go k.loop(ctx)
@@ -152,6 +167,7 @@ type issuerKeys struct {
 	keys        jose.JSONWebKeySet
 	fetched     time.Time // last successful fetch
 	lastAttempt time.Time
+	failing     bool // the last fetch failed (logged once per outage)
 }
 
 // fetch discovers the provider and reads its key set.
@@ -219,12 +235,20 @@ func (k *issuerKeys) refresh(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		set, err := k.fetch(ctx)
+		k.mu.Lock()
+		defer k.mu.Unlock()
 		if err != nil {
+			if !k.failing {
+				k.d.Logger.Warn("cannot fetch the keys of an OpenID provider; its last good keys stay trusted until the stale bound",
+					"issuer", k.cfg.URL, "error", err, "last_good", k.fetched, "max_stale", k.d.MaxStale)
+			}
+			k.failing = true
 			return nil, err
 		}
-		k.mu.Lock()
-		k.keys, k.fetched = set, time.Now()
-		k.mu.Unlock()
+		if k.failing {
+			k.d.Logger.Info("the keys of an OpenID provider are fetched again", "issuer", k.cfg.URL)
+		}
+		k.keys, k.fetched, k.failing = set, time.Now(), false
 		return nil, nil
 	})
 	return err

@@ -3,6 +3,7 @@ package principal_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -208,8 +209,40 @@ func TestOIDCIssuerUnreachableAtStart(t *testing.T) {
 	op := oidctest.Start(t, oidcAudience)
 	op.SetDown(true)
 	_, err := principal.NewOIDCVerifier(context.Background(), principal.VerifierConfig{Audience: oidcAudience}, principal.Discovery{Issuers: []principal.Issuer{{URL: op.Issuer}}})
-	if err == nil {
-		t.Fatal("a verifier was built for an issuer that cannot be discovered")
+	if err == nil || !strings.Contains(err.Error(), "principal: no issuer could be reached") {
+		t.Fatalf("a verifier of no reachable issuer: %v", err)
+	}
+}
+
+// One customer's provider being down at start-up does not stop the
+// service: the others' tokens are accepted, its own refused until it
+// answers, then accepted without a restart.
+func TestOIDCOneIssuerDownAtStart(t *testing.T) {
+	up, down := oidctest.Start(t, oidcAudience), oidctest.Start(t, oidcAudience)
+	early := down.Token(t, "bob", map[string]any{})
+	down.SetDown(true)
+	v := oidcVerifier(t, principal.Discovery{Issuers: []principal.Issuer{{URL: up.Issuer, Tenant: "tenant-a"}, {URL: down.Issuer, Tenant: "tenant-b"}}, MinRefresh: 50 * time.Millisecond})
+	if p, err := v.Verify(up.Token(t, "alice", map[string]any{})); err != nil || p.Tenant != "tenant-a" {
+		t.Fatalf("the reachable issuer's token: %+v, %v", p, err)
+	}
+	if _, err := v.Verify(early); !errors.Is(err, principal.ErrIssuerKeysStale) {
+		t.Fatalf("the unreachable issuer's token: %v", err)
+	}
+	down.SetDown(false)
+	eventually(t, "the issuer's tokens are accepted once it answers", func() bool {
+		p, err := v.Verify(early)
+		return err == nil && p.Tenant == "tenant-b"
+	})
+}
+
+// An issuer's own audience replaces the verifier's: a token for another
+// audience is refused.
+func TestOIDCIssuerAudience(t *testing.T) {
+	op := oidctest.Start(t, oidcAudience)
+	v := oidcVerifier(t, principal.Discovery{Issuers: []principal.Issuer{{URL: op.Issuer, Audience: "api://elsewhere"}}})
+	_, err := v.Verify(op.Token(t, "alice", map[string]any{}))
+	if !errors.Is(err, principal.ErrInvalidToken) || !strings.Contains(err.Error(), "audience") {
+		t.Fatalf("a token for another audience: %v", err)
 	}
 }
 

@@ -105,7 +105,7 @@ func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context
 	}
 	defer func() { _ = shutdownTracing(context.WithoutCancel(ctx)) }()
 
-	verifier, err := NewVerifier(ctx, c)
+	verifier, err := NewVerifier(ctx, c, logger)
 	if err != nil {
 		return fmt.Errorf("%s: %w", spec.Name, err)
 	}

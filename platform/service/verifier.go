@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/toolcrib/toolcrib/platform/config"
 	"github.com/toolcrib/toolcrib/platform/principal"
@@ -10,8 +11,8 @@ import (
 // NewVerifier builds the token verifier every service's interceptors (and
 // the gateway's bearer check) use: the JWKS file, or the OpenID providers
 // of --auth-issuer / --auth-issuers-file found by discovery, whose keys are
-// refreshed until ctx ends.
-func NewVerifier(ctx context.Context, c config.Common) (*principal.Verifier, error) {
+// refreshed until ctx ends (failures to fetch them logged on logger).
+func NewVerifier(ctx context.Context, c config.Common, logger *slog.Logger) (*principal.Verifier, error) {
 	cfg := principal.VerifierConfig{
 		Issuer: c.AuthIssuer, Audience: c.AuthAudience, PlatformTenant: c.AuthPlatformTenant,
 		AdminGroup: c.AdminGroup, ServiceGroup: c.ServiceGroup, MaxLifetime: c.AuthMaxTokenLifetime,
@@ -21,6 +22,7 @@ func NewVerifier(ctx context.Context, c config.Common) (*principal.Verifier, err
 		return nil, err
 	}
 	if ok {
+		d.Logger = logger
 		return principal.NewOIDCVerifier(ctx, cfg, d)
 	}
 	return principal.LoadVerifier(c.AuthJWKS, cfg)
