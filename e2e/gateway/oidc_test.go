@@ -14,20 +14,25 @@ import (
 
 	"github.com/toolcrib/toolcrib/e2e/gatewayworld"
 	"github.com/toolcrib/toolcrib/platform/oidctest"
+	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/services/gateway"
 )
 
-// TestOIDCProvider runs every service and the gateway against a real
-// OpenID provider found by discovery: the provider issues every token
-// (admin, service, users); its tokens are accepted by each service's
-// interceptor and by the gateway, a rotated key needs no restart, a removed
-// key and an unconfigured issuer are refused everywhere, and the gateway's
-// protected-resource metadata names the issuer.
+// TestOIDCProvider runs every service and the gateway against real OpenID
+// providers found by discovery: the platform's provider (tenant in a claim)
+// issues the admin, service and tenant-a tokens, tenant-b has its own
+// provider mapped to it. Their tokens are accepted by each service's
+// interceptor and by the gateway, the two never act for each other's
+// tenants, a rotated key needs no restart, a removed key and an
+// unconfigured issuer are refused everywhere, and the gateway's
+// protected-resource metadata names both issuers.
 func TestOIDCProvider(t *testing.T) {
 	op := oidctest.Start(t, servicetest.Audience)
+	tenantB := oidctest.Start(t, servicetest.Audience)
 	stranger := oidctest.Start(t, servicetest.Audience)
-	w := gatewayworld.Start(t, gatewayworld.Options{Auth: servicetest.NewOIDCAuth(t, op)})
+	w := gatewayworld.Start(t, gatewayworld.Options{Auth: servicetest.NewOIDCAuth(t, op,
+		principal.Issuer{URL: tenantB.Issuer, Tenant: gatewayworld.TenantB})})
 	methods := map[string]string{
 		w.St.RegistryAddr:  "/toolcrib.registry.v1.RegistryService/ListServers",
 		w.St.DiscoveryAddr: "/toolcrib.discovery.v1.DiscoveryService/ListRuns",
@@ -87,8 +92,8 @@ func TestOIDCProvider(t *testing.T) {
 		var doc struct {
 			AuthorizationServers []string `json:"authorization_servers"`
 		}
-		if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil || !slices.Equal(doc.AuthorizationServers, []string{op.Issuer}) {
-			t.Fatalf("authorization_servers %v (%v), want [%s]", doc.AuthorizationServers, err, op.Issuer)
+		if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil || !slices.Equal(doc.AuthorizationServers, []string{op.Issuer, tenantB.Issuer}) {
+			t.Fatalf("authorization_servers %v (%v), want [%s %s]", doc.AuthorizationServers, err, op.Issuer, tenantB.Issuer)
 		}
 	})
 
@@ -105,6 +110,40 @@ func TestOIDCProvider(t *testing.T) {
 		}
 		if got := gatewayStatus(t, forged); got != http.StatusUnauthorized {
 			t.Fatalf("gateway: %d", got)
+		}
+	})
+
+	t.Run("the issuers of two tenants never cross", func(t *testing.T) {
+		bob := tenantB.Token(t, "bob", map[string]any{"groups": []string{"readers"}})
+		if refused := refusedBy(t, bob); len(refused) != 0 {
+			t.Fatalf("tenant-b's own token refused: %v", refused)
+		}
+		// tenant-b's readers hold no grant: bob sees none of tenant-a's tools.
+		if names, _ := listAll(t, gatewayworld.Connect(t, w.GatewayURL, bob, nil)); len(names) != 0 {
+			t.Fatalf("bob (tenant-b's issuer) sees %v", names)
+		}
+		for _, c := range []struct {
+			name, token, reason string
+		}{
+			{"tenant-b's issuer naming tenant-a", tenantB.Token(t, "mallory", map[string]any{"tenant": gatewayworld.TenantA, "groups": []string{"readers"}}),
+				"invalid token: the token's tenant claim names another tenant than its issuer's"},
+			{"tenant-b's issuer naming the platform tenant", tenantB.Token(t, "mallory", map[string]any{"tenant": servicetest.PlatformTenant, "groups": []string{servicetest.AdminGroup}}),
+				"invalid token: the token's tenant claim names another tenant than its issuer's"},
+			{"the platform's issuer naming tenant-b", w.Token(t, "mallory", gatewayworld.TenantB),
+				"invalid token: the token names a tenant mapped to another issuer"},
+		} {
+			refused := refusedBy(t, c.token)
+			if len(refused) != len(methods) {
+				t.Fatalf("%s: refused by %v, want all of %v", c.name, refused, methods)
+			}
+			for m, msg := range refused {
+				if msg != c.reason {
+					t.Fatalf("%s: %s: %q, want %q", c.name, m, msg, c.reason)
+				}
+			}
+			if got := gatewayStatus(t, c.token); got != http.StatusUnauthorized {
+				t.Fatalf("%s: gateway %d", c.name, got)
+			}
 		}
 	})
 

@@ -1,6 +1,9 @@
 package servicetest
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -27,11 +30,14 @@ type Provider interface {
 // services to discover p (--auth-discovery, --auth-issuer p.URL()) as the
 // platform's issuer, with the tenant and groups in the default claims.
 // Token ignores the TTL, Audience and OmitIssuedAt of its claims: the
-// provider sets those.
-func NewOIDCAuth(t testing.TB, p Provider) *Auth {
+// provider sets those. With others, the services trust those issuers too
+// (each with its own mapping), all written to an issuers file
+// (--auth-issuers-file) after p's entry.
+func NewOIDCAuth(t testing.TB, p Provider, others ...principal.Issuer) *Auth {
 	t.Helper()
 	a := NewAuth(t)
 	a.Provider = p
+	a.otherIssuers = others
 	return a
 }
 
@@ -47,10 +53,22 @@ func (a *Auth) providerToken(t testing.TB, c principal.Claims) string {
 	return a.Provider.Token(t, c.Subject, claims)
 }
 
-func (a *Auth) useProvider(c *config.Common) {
+func (a *Auth) useProvider(t testing.TB, c *config.Common) {
+	t.Helper()
 	c.AuthJWKS = ""
-	c.AuthDiscovery = true
-	c.AuthIssuer = a.Provider.URL()
-	c.AuthTenantClaim, c.AuthGroupsClaim = principal.DefaultTenantClaim, principal.DefaultGroupsClaim
 	c.AuthKeysRefresh = OIDCKeysRefresh
+	if len(a.otherIssuers) == 0 {
+		c.AuthDiscovery = true
+		c.AuthIssuer = a.Provider.URL()
+		c.AuthTenantClaim, c.AuthGroupsClaim = principal.DefaultTenantClaim, principal.DefaultGroupsClaim
+		return
+	}
+	b, err := json.Marshal(append([]principal.Issuer{{URL: a.Provider.URL(), Platform: true}}, a.otherIssuers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.AuthIssuersFile = filepath.Join(a.dir, "issuers.json")
+	if err := os.WriteFile(c.AuthIssuersFile, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

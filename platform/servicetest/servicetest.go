@@ -42,6 +42,8 @@ type Auth struct {
 	// Provider, when set, issues every token and the services find its keys
 	// by OpenID Connect discovery ([NewOIDCAuth]).
 	Provider Provider
+	// otherIssuers are trusted beside Provider ([NewOIDCAuth]).
+	otherIssuers []principal.Issuer
 }
 
 // NewAuth creates a signing key and its JWKS in a temporary directory.
@@ -120,7 +122,7 @@ func (a *Auth) Common(t testing.TB, postgresURL string, redis bool, listening fu
 		Listening:               listening,
 	}
 	if a.Provider != nil {
-		a.useProvider(&c)
+		a.useProvider(t, &c)
 	}
 	if redis {
 		c.RedisAddr = redistest.Addr()
