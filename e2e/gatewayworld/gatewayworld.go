@@ -112,6 +112,9 @@ func (w *World) UpstreamAuthorizations() []string {
 type Options struct {
 	// Gateway edits the gateway's configuration before it starts.
 	Gateway func(*gateway.Config)
+	// Auth is the identity provider of every service and caller; nil means
+	// a new [servicetest.NewAuth].
+	Auth *servicetest.Auth
 	// Proxied puts a severable proxy between the gateway and admission,
 	// the lease service and the upstream ([World.Proxy]).
 	Proxied bool
@@ -376,9 +379,11 @@ func ctxFor(t testing.TB) context.Context {
 // StartServices runs the registry, discovery, admission and lease until
 // the test ends, with no MCP server registered and no gateway yet
 // ([World.StartGateway]).
-func StartServices(t testing.TB) *World {
+func StartServices(t testing.TB) *World { return startServices(t, nil) }
+
+func startServices(t testing.TB, auth *servicetest.Auth) *World {
 	t.Helper()
-	st := stack.Start(t, stack.Options{Discovery: func(c *discovery.Config) { c.Linger = 0 }})
+	st := stack.Start(t, stack.Options{Discovery: func(c *discovery.Config) { c.Linger = 0 }, Auth: auth})
 	w := &World{St: st}
 	acfg, err := admission.ParseConfig(nil, func(string) (string, bool) { return "", false })
 	if err != nil {
@@ -412,7 +417,7 @@ func Start(t testing.TB, opts Options) *World {
 	ctx := ctxFor(t)
 	// Admission and lease first: the upstream's executor kit needs the
 	// lease service's keys.
-	w := StartServices(t)
+	w := startServices(t, opts.Auth)
 	st := w.St
 	must := func(_ any, err error) {
 		t.Helper()

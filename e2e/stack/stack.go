@@ -41,6 +41,9 @@ type Options struct {
 	Registry func(*registry.Config)
 	// Discovery edits the discovery configuration; nil keeps the defaults.
 	Discovery func(*discovery.Config)
+	// Auth is the identity provider of the services and their callers; nil
+	// means a new [servicetest.NewAuth].
+	Auth *servicetest.Auth
 }
 
 // ReserveAddr is [reserveAddr] for the worlds built on a stack (admission,
@@ -68,7 +71,10 @@ func Start(t testing.TB, opts Options) *Stack {
 	url := pgtest.NewDatabase(t,
 		pgtest.Schema{Name: "registry", Sets: registry.Migrations()},
 		pgtest.Schema{Name: "discovery", Sets: discovery.Spec().Migrations})
-	auth := servicetest.NewAuth(t)
+	auth := opts.Auth
+	if auth == nil {
+		auth = servicetest.NewAuth(t)
+	}
 	regAddr, discAddr := reserveAddr(t), reserveAddr(t)
 
 	rcfg, err := registry.ParseConfig(nil, func(string) (string, bool) { return "", false })

@@ -183,6 +183,24 @@ type Common struct {
 	// AuthMaxTokenLifetime is the longest lifetime (exp - iat) a token may
 	// have; longer-lived tokens are refused.
 	AuthMaxTokenLifetime time.Duration
+	// AuthDiscovery finds the keys of AuthIssuer (one or more issuer URLs,
+	// comma-separated) by OpenID Connect discovery instead of reading
+	// AuthJWKS; see issuers.go for it and the other OpenID provider fields.
+	AuthDiscovery bool
+	// AuthIssuersFile is a JSON file of issuers ([principal.Issuer]), one
+	// entry per OpenID provider with its own tenant mapping; it implies
+	// discovery and replaces AuthIssuer and the single-issuer fields.
+	AuthIssuersFile string
+	// AuthTenant maps the AuthIssuer issuers to one tenant.
+	AuthTenant string
+	// AuthTenantClaim and AuthGroupsClaim name the claims of the AuthIssuer
+	// issuers carrying tenant and groups.
+	AuthTenantClaim, AuthGroupsClaim string
+	// AuthKeysRefresh is how often issuer keys are fetched again.
+	AuthKeysRefresh time.Duration
+	// AuthKeysMaxStale is how long an unreachable issuer's last good keys
+	// stay trusted before its tokens are refused.
+	AuthKeysMaxStale time.Duration
 	// AdminGroup is the group whose members (of the platform tenant) are
 	// platform admins.
 	AdminGroup string
@@ -254,10 +272,11 @@ func (c *Common) Register(s *Set, service string, d Defaults) {
 	s.Duration(&c.ShutdownTimeout, "shutdown-timeout", "", 15*time.Second, "how long a graceful stop may drain in-flight calls")
 	s.Bool(&c.Migrate, "migrate", "", true, "run database migrations at start-up")
 	s.String(&c.AuthJWKS, "auth-jwks", "", ".toolcrib/dev/jwks.json", "JWKS file with the identity provider's public keys")
-	s.String(&c.AuthIssuer, "auth-issuer", "", "toolcrib-dev", "required token issuer (iss); empty accepts any")
+	s.String(&c.AuthIssuer, "auth-issuer", "", "toolcrib-dev", "required token issuer (iss); empty accepts any. With --auth-discovery: the issuer URL(s), comma-separated, found by OpenID Connect discovery")
 	s.String(&c.AuthAudience, "auth-audience", "", "toolcrib", "required token audience (aud)")
 	s.String(&c.AuthPlatformTenant, "auth-platform-tenant", "", DefaultPlatformTenant, "tenant whose members may be admins and services; the admin and service groups count only there")
 	s.Duration(&c.AuthMaxTokenLifetime, "auth-max-token-lifetime", "", principal.DefaultMaxTokenLifetime, "longest token lifetime (exp - iat) accepted")
+	c.registerIssuers(s)
 	s.String(&c.AdminGroup, "admin-group", "", "toolcrib-admins", "group whose members of the platform tenant are platform admins")
 	s.String(&c.ServiceGroup, "service-group", "", "toolcrib-services", "group whose members of the platform tenant are toolcrib services")
 	if d.Confirms {
@@ -301,9 +320,10 @@ func (c *Common) Validate() error {
 	if c.DependencyCheckInterval <= 0 {
 		bad("dependency-check-interval", "must be positive")
 	}
-	if c.AuthJWKS == "" {
+	if c.AuthJWKS == "" && !c.UsesDiscovery() {
 		bad("auth-jwks", "required")
 	}
+	c.validateIssuers(bad)
 	if c.AuthAudience == "" {
 		bad("auth-audience", "required")
 	}

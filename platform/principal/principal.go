@@ -143,6 +143,10 @@ type Verifier struct {
 	now  func() time.Time
 
 	verified *lru.Cache[string, Principal]
+
+	// issuers, when set, replaces keys: the verifier trusts OpenID
+	// providers (oidc.go).
+	issuers *issuerSet
 }
 
 // verifiedCacheSize bounds the remembered tokens; when full, the least
@@ -211,6 +215,9 @@ func newVerifiedCache() *lru.Cache[string, Principal] {
 
 // Verify checks a compact JWT and returns its principal.
 func (v *Verifier) Verify(token string) (Principal, error) {
+	if v.issuers != nil {
+		return v.verifyOIDC(token)
+	}
 	p, ok := v.verified.Get(token)
 	if ok {
 		if v.now().Before(p.ExpiresAt.Add(v.cfg.Leeway)) {
@@ -234,16 +241,9 @@ func (v *Verifier) verify(token string) (Principal, error) {
 	if len(tok.Headers) != 1 {
 		return Principal{}, fmt.Errorf("%w: expected one signature", ErrInvalidToken)
 	}
-	keys := v.keys.Keys
-	if kid := tok.Headers[0].KeyID; kid != "" {
-		keys = v.keys.Key(kid)
-		if len(keys) == 0 {
-			// The kid is the caller's: quoted only when short.
-			if len(kid) > maxQuotedKeyID {
-				return Principal{}, fmt.Errorf("%w: unknown key id (%d bytes)", ErrInvalidToken, len(kid))
-			}
-			return Principal{}, fmt.Errorf("%w: unknown key id %q", ErrInvalidToken, kid)
-		}
+	keys, iss, err := v.signingKeys(tok)
+	if err != nil {
+		return Principal{}, err
 	}
 	var std jwt.Claims
 	var extra extraClaims
@@ -272,6 +272,9 @@ func (v *Verifier) verify(token string) (Principal, error) {
 	}
 	if v.cfg.Audience != "" {
 		exp.AnyAudience = jwt.Audience{v.cfg.Audience}
+	}
+	if err := v.applyIssuer(iss, tok, &exp, &extra); err != nil {
+		return Principal{}, err
 	}
 	if err := std.ValidateWithLeeway(exp, v.cfg.Leeway); err != nil {
 		return Principal{}, fmt.Errorf("%w: %v", ErrInvalidToken, err)

@@ -102,10 +102,7 @@ func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context
 	}
 	defer func() { _ = shutdownTracing(context.WithoutCancel(ctx)) }()
 
-	verifier, err := principal.LoadVerifier(c.AuthJWKS, principal.VerifierConfig{
-		Issuer: c.AuthIssuer, Audience: c.AuthAudience, PlatformTenant: c.AuthPlatformTenant,
-		AdminGroup: c.AdminGroup, ServiceGroup: c.ServiceGroup, ConfirmerGroup: c.ConfirmerGroup, MaxLifetime: c.AuthMaxTokenLifetime,
-	})
+	verifier, err := NewVerifier(ctx, c, logger)
 	if err != nil {
 		return fmt.Errorf("%s: %w", spec.Name, err)
 	}

@@ -42,6 +42,11 @@ type Auth struct {
 	Signer   *principal.Signer
 	JWKSPath string
 	dir      string
+	// Provider, when set, issues every token and the services find its keys
+	// by OpenID Connect discovery ([NewOIDCAuth]).
+	Provider Provider
+	// otherIssuers are trusted beside Provider ([NewOIDCAuth]).
+	otherIssuers []principal.Issuer
 }
 
 // NewAuth creates a signing key and its JWKS in a temporary directory.
@@ -62,6 +67,9 @@ func NewAuth(t testing.TB) *Auth {
 // Token mints a token with the given claims.
 func (a *Auth) Token(t testing.TB, c principal.Claims) string {
 	t.Helper()
+	if a.Provider != nil {
+		return a.providerToken(t, c)
+	}
 	tok, err := a.Signer.Mint(c)
 	if err != nil {
 		t.Fatal(err)
@@ -123,6 +131,9 @@ func (a *Auth) Common(t testing.TB, postgresURL string, redis bool, listening fu
 		DependencyCheckInterval: 100 * time.Millisecond,
 		ServiceTokenFile:        tokenFile,
 		Listening:               listening,
+	}
+	if a.Provider != nil {
+		a.useProvider(t, &c)
 	}
 	if redis {
 		c.RedisAddr = redistest.Addr()

@@ -123,7 +123,7 @@ func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 	cfg.Common.Register(s, "gateway", config.Defaults{ListenAddr: DefaultListenAddr, MetricsAddr: DefaultMetricsAddr, UsesRedis: true})
 	s.String(&cfg.MCPListen, "mcp-listen", "TOOLCRIB_GATEWAY_MCP_LISTEN", DefaultMCPListen, "MCP endpoint address (streamable HTTP, path /mcp)")
 	s.String(&cfg.PublicURL, "public-url", "", "", "the MCP endpoint's URL as clients reach it; empty means http://<mcp-listen>/mcp")
-	s.String(&cfg.AuthorizationServer, "authorization-server", "", "", "OAuth issuer URL named in the protected-resource metadata; empty names none")
+	s.String(&cfg.AuthorizationServer, "authorization-server", "", "", "OAuth issuer URL named in the protected-resource metadata, before the OpenID providers the services trust (--auth-discovery, --auth-issuers-file), which it names too; empty adds none")
 	s.String(&cfg.AdmissionAddr, "admission-addr", "", "127.0.0.1:7103", "admission gRPC address (ListVisibleTools, Check; the client's token)")
 	s.String(&cfg.LeaseAddr, "lease-addr", "", "127.0.0.1:7104", "lease gRPC address (Issue; the client's token)")
 	s.String(&cfg.RegistryAddr, "registry-addr", "", "127.0.0.1:7101", "registry gRPC address (contracts, descriptors, servers; the service token)")

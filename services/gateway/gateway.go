@@ -136,7 +136,9 @@ func Run(ctx context.Context, cfg Config) error {
 		metadataURL := strings.TrimSuffix(endpoint, MCPPath) + MetadataPath
 		mux := http.NewServeMux()
 		mux.Handle(MCPPath, bearer.Require(d.Verifier, metadataURL, gw.Handler()))
-		md := bearer.Metadata(endpoint, cfg.AuthorizationServer)
+		// The issuers the verifier trusts are the authorization servers a
+		// client may get a token from (RFC 9728 §2).
+		md := bearer.Metadata(endpoint, append([]string{cfg.AuthorizationServer}, d.Verifier.Issuers()...)...)
 		mux.Handle(MetadataPath, md)
 		mux.Handle(MetadataPath+MCPPath, md) // RFC 9728 §3.1: the path-suffixed form
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -121,16 +122,19 @@ func FromContext(ctx context.Context) (principal.Principal, string, bool) {
 }
 
 // Metadata returns the handler of the protected-resource metadata of
-// resource (the MCP endpoint's URL); authServer (may be empty) is the
-// operator's issuer.
-func Metadata(resource, authServer string) http.Handler {
+// resource (the MCP endpoint's URL); authServers are the operator's
+// issuers (RFC 9728 `authorization_servers`), empty entries and repeats
+// left out.
+func Metadata(resource string, authServers ...string) http.Handler {
 	md := &oauthex.ProtectedResourceMetadata{
 		Resource:               resource,
 		BearerMethodsSupported: []string{"header"},
 		ResourceName:           "toolcrib MCP gateway",
 	}
-	if authServer != "" {
-		md.AuthorizationServers = []string{authServer}
+	for _, s := range authServers {
+		if s != "" && !slices.Contains(md.AuthorizationServers, s) {
+			md.AuthorizationServers = append(md.AuthorizationServers, s)
+		}
 	}
 	return auth.ProtectedResourceMetadataHandler(md)
 }

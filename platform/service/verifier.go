@@ -1,0 +1,29 @@
+package service
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/toolcrib/toolcrib/platform/config"
+	"github.com/toolcrib/toolcrib/platform/principal"
+)
+
+// NewVerifier builds the token verifier every service's interceptors (and
+// the gateway's bearer check) use: the JWKS file, or the OpenID providers
+// of --auth-issuer / --auth-issuers-file found by discovery, whose keys are
+// refreshed until ctx ends (failures to fetch them logged on logger).
+func NewVerifier(ctx context.Context, c config.Common, logger *slog.Logger) (*principal.Verifier, error) {
+	cfg := principal.VerifierConfig{
+		Issuer: c.AuthIssuer, Audience: c.AuthAudience, PlatformTenant: c.AuthPlatformTenant,
+		AdminGroup: c.AdminGroup, ServiceGroup: c.ServiceGroup, ConfirmerGroup: c.ConfirmerGroup, MaxLifetime: c.AuthMaxTokenLifetime,
+	}
+	d, ok, err := c.Discovery()
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		d.Logger = logger
+		return principal.NewOIDCVerifier(ctx, cfg, d)
+	}
+	return principal.LoadVerifier(c.AuthJWKS, cfg)
+}
