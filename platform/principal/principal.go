@@ -89,6 +89,10 @@ type VerifierConfig struct {
 	MaxLifetime time.Duration
 	// Leeway tolerates clock skew on exp/nbf/iat; 0 means 30s.
 	Leeway time.Duration
+	// ServiceIdentities are SPIFFE IDs whose verified client certificate
+	// identifies a toolcrib service on a call without a bearer token
+	// (peer.go).
+	ServiceIdentities []string
 }
 
 // DefaultMaxTokenLifetime is the longest token lifetime accepted unless
@@ -109,6 +113,8 @@ type Verifier struct {
 
 	mu       sync.Mutex
 	verified map[string]Principal
+
+	identities map[string]bool
 }
 
 // verifiedCacheSize bounds the remembered tokens; when full, the cache is
@@ -143,7 +149,11 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	if (cfg.AdminGroup != "" || cfg.ServiceGroup != "") && !ValidTenantID(cfg.PlatformTenant) {
 		return nil, fmt.Errorf("principal: admin and service groups need a platform tenant matching %s", TenantIDPattern)
 	}
-	return &Verifier{cfg: cfg, keys: set, now: time.Now, verified: map[string]Principal{}}, nil
+	v := &Verifier{cfg: cfg, keys: set, now: time.Now, verified: map[string]Principal{}}
+	if err := v.setIdentities(cfg.ServiceIdentities); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 // LoadVerifier reads the JWKS from a file.
@@ -313,6 +323,9 @@ func (v *Verifier) authenticate(ctx context.Context, fullMethod string) (context
 	// metadata (which FromIncomingContext copies on every call).
 	vals := metadata.ValueFromIncomingContext(ctx, "authorization")
 	if len(vals) == 0 {
+		if p, ok := v.peerService(ctx); ok {
+			return NewContext(ctx, p), nil
+		}
 		return ctx, apierror.Unauthenticated("missing authorization metadata: send `authorization: Bearer <token>`")
 	}
 	if len(vals) > 1 {

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/toolcrib/toolcrib/platform/config"
 	"github.com/toolcrib/toolcrib/platform/postgres"
@@ -30,6 +31,7 @@ import (
 	"github.com/toolcrib/toolcrib/platform/redisclient"
 	"github.com/toolcrib/toolcrib/platform/rpcserver"
 	"github.com/toolcrib/toolcrib/platform/telemetry"
+	"github.com/toolcrib/toolcrib/platform/tlsconfig"
 )
 
 // Spec describes one service.
@@ -69,6 +71,13 @@ type Deps struct {
 	Logger *slog.Logger
 	// Draining is closed when shutdown starts; streaming handlers return.
 	Draining <-chan struct{}
+	// Transport is the transport security of every outgoing gRPC client
+	// (grpc.WithTransportCredentials): TLS, with the client certificate
+	// under mTLS, when configured; plaintext otherwise.
+	Transport credentials.TransportCredentials
+	// ServerTLS is the listeners' TLS material, for a service's own extra
+	// listener (the gateway's MCP port); nil when plaintext.
+	ServerTLS *tlsconfig.Server
 	// Metrics is the Prometheus registry served at /metrics (with the gRPC
 	// and Go runtime metrics); the service registers its own metrics on it.
 	Metrics *prometheus.Registry
@@ -105,10 +114,23 @@ func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context
 	}
 	defer func() { _ = shutdownTracing(context.WithoutCancel(ctx)) }()
 
+	identities, err := principal.ParseServiceIdentities(c.TLSServiceIdentities)
+	if err != nil {
+		return fmt.Errorf("%s: --tls-service-identities: %w", spec.Name, err)
+	}
 	verifier, err := principal.LoadVerifier(c.AuthJWKS, principal.VerifierConfig{
 		Issuer: c.AuthIssuer, Audience: c.AuthAudience, PlatformTenant: c.AuthPlatformTenant,
 		AdminGroup: c.AdminGroup, ServiceGroup: c.ServiceGroup, MaxLifetime: c.AuthMaxTokenLifetime,
+		ServiceIdentities: identities,
 	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", spec.Name, err)
+	}
+	serverTLS, err := tlsconfig.NewServer(c.TLS, logger)
+	if err != nil {
+		return fmt.Errorf("%s: %w", spec.Name, err)
+	}
+	clientTLS, err := tlsconfig.NewClient(c.TLS, logger)
 	if err != nil {
 		return fmt.Errorf("%s: %w", spec.Name, err)
 	}
@@ -118,7 +140,8 @@ func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context
 	}
 	defer pool.Close()
 	checks := []rpcserver.Check{{Name: "postgres", Func: pool.Ping}}
-	d := &Deps{Pool: pool, Verifier: verifier, Logger: logger, Metrics: prometheus.NewRegistry()}
+	d := &Deps{Pool: pool, Verifier: verifier, Logger: logger, Metrics: prometheus.NewRegistry(),
+		Transport: clientTLS.TransportCredentials(), ServerTLS: serverTLS}
 	if spec.UsesRedis {
 		d.Redis = redisclient.Open(c.RedisAddr, c.RedisPrefix)
 		defer d.Redis.Close()
@@ -146,6 +169,8 @@ func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context
 		HealthNames:     spec.HealthNames,
 		ListenAddr:      c.ListenAddr,
 		MetricsAddr:     c.MetricsAddr,
+		TLS:             serverTLS,
+		MetricsTLS:      c.MetricsTLS,
 		Logger:          logger,
 		Checks:          checks,
 		StateChecks:     parts.Checks,

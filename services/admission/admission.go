@@ -9,7 +9,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
@@ -68,7 +67,7 @@ func Run(ctx context.Context, cfg Config) error {
 			// off to 2 minutes): a healed link ends STALE_POLICY promptly.
 			bo := backoff.DefaultConfig
 			bo.BaseDelay, bo.MaxDelay = 100*time.Millisecond, max(cfg.ValidityWindow, time.Second)
-			return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			return grpc.NewClient(addr, grpc.WithTransportCredentials(d.Transport),
 				grpc.WithPerRPCCredentials(&principal.FileToken{Path: cfg.ServiceTokenFile}),
 				grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 5 * time.Second}))
 		}

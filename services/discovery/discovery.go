@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 
@@ -62,7 +61,7 @@ func Run(ctx context.Context, cfg Config) error {
 		reg := cfg.Registry
 		var regClient *registryclient.Client
 		if reg == nil {
-			regClient, err = registryclient.Dial(cfg.RegistryAddr, &principal.FileToken{Path: cfg.ServiceTokenFile})
+			regClient, err = registryclient.Dial(cfg.RegistryAddr, d.Transport, &principal.FileToken{Path: cfg.ServiceTokenFile})
 			if err != nil {
 				wpool.Close()
 				return service.Parts{}, err
@@ -75,7 +74,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if cfg.Guard {
 			var adm guard.Admission
 			if cfg.AdmissionAddr != "" {
-				admConn, err = grpc.NewClient(cfg.AdmissionAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+				admConn, err = grpc.NewClient(cfg.AdmissionAddr, grpc.WithTransportCredentials(d.Transport),
 					grpc.WithPerRPCCredentials(&principal.FileToken{Path: cfg.ServiceTokenFile}))
 				if err != nil {
 					wpool.Close()

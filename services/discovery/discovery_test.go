@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -371,7 +372,7 @@ func withPin(s *registryv1.Server, pin string) *registryv1.Server {
 func TestInjectedRegistryImplementation(t *testing.T) {
 	auth := servicetest.NewAuth(t)
 	reg := newRegFake(t, auth)
-	client, err := registryclient.Dial(reg.addr, principal.BearerToken(auth.Service(t)))
+	client, err := registryclient.Dial(reg.addr, insecure.NewCredentials(), principal.BearerToken(auth.Service(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

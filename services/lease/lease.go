@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	platformincident "github.com/toolcrib/toolcrib/platform/incident"
 	"github.com/toolcrib/toolcrib/platform/postgres"
@@ -77,7 +76,7 @@ func Run(ctx context.Context, cfg Config) error {
 		var parts service.Parts
 		parts.Loops = append(parts.Loops, standingView.Run)
 		if cfg.AdmissionAddr != "" {
-			conn, err := grpc.NewClient(cfg.AdmissionAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			conn, err := grpc.NewClient(cfg.AdmissionAddr, grpc.WithTransportCredentials(d.Transport))
 			if err != nil {
 				return service.Parts{}, fmt.Errorf("admission client: %w", err)
 			}
@@ -139,7 +138,7 @@ func Run(ctx context.Context, cfg Config) error {
 // and returns the Watch view over them and the discovery connection.
 func followStreams(cfg Config, st *store.Store, d *service.Deps, frozen func()) (*watch.View, *grpc.ClientConn, func(), error) {
 	dial := func(addr string) (*grpc.ClientConn, error) {
-		return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		return grpc.NewClient(addr, grpc.WithTransportCredentials(d.Transport),
 			grpc.WithPerRPCCredentials(&principal.FileToken{Path: cfg.ServiceTokenFile}))
 	}
 	rconn, err := dial(cfg.RegistryAddr)

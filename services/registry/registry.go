@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/toolcrib/toolcrib/platform/changelog"
 	"github.com/toolcrib/toolcrib/platform/postgres"
@@ -66,7 +65,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		if cfg.DiscoveryAddr != "" {
 			conn, err := grpc.NewClient(cfg.DiscoveryAddr,
-				grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithTransportCredentials(d.Transport),
 				grpc.WithPerRPCCredentials(&principal.FileToken{Path: cfg.ServiceTokenFile}))
 			if err != nil {
 				return service.Parts{}, fmt.Errorf("discovery client: %w", err)
