@@ -23,11 +23,11 @@ type watched[T any] struct {
 	what     string
 	now      func() time.Time
 
-	mu      sync.Mutex
-	checked time.Time
-	current [][]byte
+	mu       sync.Mutex
+	checked  time.Time
+	current  [][]byte
 	rejected [][]byte
-	value   T
+	value    T
 }
 
 // load reads and parses the files once; an error is a configuration error.
