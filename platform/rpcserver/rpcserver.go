@@ -313,11 +313,12 @@ func (s *Server) Run(ctx context.Context) error {
 	errc := make(chan error, 2)
 	go func() { errc <- s.grpc.Serve(s.lis) }()
 	if s.metrics != nil {
+		// Serve writes the server's TLSConfig (ALPN): decide before it runs.
+		serve := s.metrics.Serve
+		if s.opts.MetricsTLS {
+			serve = func(l net.Listener) error { return s.metrics.ServeTLS(l, "", "") }
+		}
 		go func() {
-			serve := s.metrics.Serve
-			if s.metrics.TLSConfig != nil {
-				serve = func(l net.Listener) error { return s.metrics.ServeTLS(l, "", "") }
-			}
 			if err := serve(s.mlis); !errors.Is(err, http.ErrServerClosed) {
 				errc <- err
 			}
@@ -326,7 +327,7 @@ func (s *Server) Run(ctx context.Context) error {
 	attrs := []any{"grpc", s.lis.Addr().String(), "tls", s.opts.TLS != nil, "mtls", s.opts.TLS.MutualTLS()}
 	if s.mlis != nil {
 		scheme := "http://"
-		if s.metrics.TLSConfig != nil {
+		if s.opts.MetricsTLS {
 			scheme = "https://"
 		}
 		attrs = append(attrs, "metrics", scheme+s.mlis.Addr().String()+"/metrics")
