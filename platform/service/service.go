@@ -75,12 +75,27 @@ type Deps struct {
 	// (grpc.WithTransportCredentials): TLS, with the client certificate
 	// under mTLS, when configured; plaintext otherwise.
 	Transport credentials.TransportCredentials
+	// ServiceToken is the bearer token this service presents to other
+	// toolcrib services (--service-token-file, re-read when it changes);
+	// nil without a token file: the service is then known by its client
+	// certificate (mTLS with --tls-service-identities on the callee).
+	ServiceToken credentials.PerRPCCredentials
 	// ServerTLS is the listeners' TLS material, for a service's own extra
 	// listener (the gateway's MCP port); nil when plaintext.
 	ServerTLS *tlsconfig.Server
 	// Metrics is the Prometheus registry served at /metrics (with the gRPC
 	// and Go runtime metrics); the service registers its own metrics on it.
 	Metrics *prometheus.Registry
+}
+
+// ServiceDialOptions are the dial options of a client that calls as this
+// service: [Deps.Transport] and, when configured, [Deps.ServiceToken].
+func (d *Deps) ServiceDialOptions() []grpc.DialOption {
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(d.Transport)}
+	if d.ServiceToken != nil {
+		opts = append(opts, grpc.WithPerRPCCredentials(d.ServiceToken))
+	}
+	return opts
 }
 
 // Parts are what the service's setup returns.
@@ -142,6 +157,9 @@ func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context
 	checks := []rpcserver.Check{{Name: "postgres", Func: pool.Ping}}
 	d := &Deps{Pool: pool, Verifier: verifier, Logger: logger, Metrics: prometheus.NewRegistry(),
 		Transport: clientTLS.TransportCredentials(), ServerTLS: serverTLS}
+	if c.ServiceTokenFile != "" {
+		d.ServiceToken = &principal.FileToken{Path: c.ServiceTokenFile}
+	}
 	if spec.UsesRedis {
 		d.Redis = redisclient.Open(c.RedisAddr, c.RedisPrefix)
 		defer d.Redis.Close()

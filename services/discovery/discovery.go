@@ -14,7 +14,6 @@ import (
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	"github.com/toolcrib/toolcrib/platform/changelog"
 	"github.com/toolcrib/toolcrib/platform/postgres"
-	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/service"
 	"github.com/toolcrib/toolcrib/services/discovery/crawl"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/grpcapi"
@@ -61,7 +60,7 @@ func Run(ctx context.Context, cfg Config) error {
 		reg := cfg.Registry
 		var regClient *registryclient.Client
 		if reg == nil {
-			regClient, err = registryclient.Dial(cfg.RegistryAddr, d.Transport, &principal.FileToken{Path: cfg.ServiceTokenFile})
+			regClient, err = registryclient.Dial(cfg.RegistryAddr, d.Transport, d.ServiceToken)
 			if err != nil {
 				wpool.Close()
 				return service.Parts{}, err
@@ -74,8 +73,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if cfg.Guard {
 			var adm guard.Admission
 			if cfg.AdmissionAddr != "" {
-				admConn, err = grpc.NewClient(cfg.AdmissionAddr, grpc.WithTransportCredentials(d.Transport),
-					grpc.WithPerRPCCredentials(&principal.FileToken{Path: cfg.ServiceTokenFile}))
+				admConn, err = grpc.NewClient(cfg.AdmissionAddr, d.ServiceDialOptions()...)
 				if err != nil {
 					wpool.Close()
 					return service.Parts{}, fmt.Errorf("discovery: dial admission %s: %w", cfg.AdmissionAddr, err)

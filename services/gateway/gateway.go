@@ -21,7 +21,6 @@ import (
 	leasev1 "github.com/toolcrib/toolcrib/gen/toolcrib/lease/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/postgres"
-	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/service"
 	"github.com/toolcrib/toolcrib/revision"
 	"github.com/toolcrib/toolcrib/services/gateway/internal/artifact"
@@ -87,7 +86,7 @@ func Run(ctx context.Context, cfg Config) error {
 		dial := func(addr string, service bool) (*grpc.ClientConn, error) {
 			opts := []grpc.DialOption{grpc.WithTransportCredentials(d.Transport)}
 			if service {
-				opts = append(opts, grpc.WithPerRPCCredentials(&principal.FileToken{Path: cfg.ServiceTokenFile}))
+				opts = d.ServiceDialOptions()
 			}
 			c, err := grpc.NewClient(addr, opts...)
 			if err == nil {

@@ -9,7 +9,6 @@ import (
 
 	platformincident "github.com/toolcrib/toolcrib/platform/incident"
 	"github.com/toolcrib/toolcrib/platform/postgres"
-	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/rpcserver"
 	"github.com/toolcrib/toolcrib/platform/service"
 	"github.com/toolcrib/toolcrib/services/lease/decision"
@@ -138,8 +137,7 @@ func Run(ctx context.Context, cfg Config) error {
 // and returns the Watch view over them and the discovery connection.
 func followStreams(cfg Config, st *store.Store, d *service.Deps, frozen func()) (*watch.View, *grpc.ClientConn, func(), error) {
 	dial := func(addr string) (*grpc.ClientConn, error) {
-		return grpc.NewClient(addr, grpc.WithTransportCredentials(d.Transport),
-			grpc.WithPerRPCCredentials(&principal.FileToken{Path: cfg.ServiceTokenFile}))
+		return grpc.NewClient(addr, d.ServiceDialOptions()...)
 	}
 	rconn, err := dial(cfg.RegistryAddr)
 	if err != nil {
