@@ -2,6 +2,8 @@ package servicetest
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"strings"
 	"sync"
 	"testing"
@@ -142,4 +144,12 @@ func (p *PKI) ServiceTransport(t testing.TB, service string) credentials.Transpo
 		t.Fatal(err)
 	}
 	return c.TransportCredentials()
+}
+
+// ServerTrust is a client configuration that trusts the PKI's listeners
+// without presenting a certificate, as an MCP client of the gateway does.
+func (p *PKI) ServerTrust() *tls.Config {
+	roots := x509.NewCertPool()
+	roots.AddCert(p.CA.Cert)
+	return &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS13}
 }
