@@ -430,3 +430,39 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// The server re-reads its client CAs: once the CA that signed a client is
+// rotated out of --tls-client-ca-file, that client's next connection is
+// refused, even one offering a session ticket from before the rotation
+// (crypto/tls checks a resumed session against the ClientCAs of the
+// handshake, which GetConfigForClient gives afresh).
+func TestClientCARotatedAwayRefusesResumedSessions(t *testing.T) {
+	p := newPKI(t)
+	clientCA := filepath.Join(t.TempDir(), "client-ca.crt")
+	tlstest.WriteFile(t, clientCA, p.ca.PEM)
+	addr, _ := serve(t, tlsconfig.Options{CertFile: p.certFile, KeyFile: p.keyFile, ClientCAFile: clientCA, CheckInterval: time.Nanosecond}, nil)
+	cfg := newClient(t, tlsconfig.Options{CAFile: p.caFile, ClientCertFile: p.clientCert, ClientKeyFile: p.clientKey}).Config()
+	cfg.NextProtos = []string{"h2"}
+	cfg.ClientSessionCache = tls.NewLRUClientSessionCache(4)
+	dial := func() (resumed bool, err error) {
+		conn, err := tls.Dial("tcp", addr, cfg)
+		if err != nil {
+			return false, err
+		}
+		defer conn.Close()
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		// The server's HTTP/2 settings arrive after any session ticket.
+		if _, err := conn.Read(make([]byte, 1)); err != nil {
+			return false, err
+		}
+		return conn.ConnectionState().DidResume, nil
+	}
+	if _, err := dial(); err != nil {
+		t.Fatalf("first connection: %v", err)
+	}
+	tlstest.WriteFile(t, clientCA, tlstest.NewCA(t, "new client CA").PEM)
+	resumed, err := dial()
+	if err == nil || !strings.Contains(err.Error(), "tls:") {
+		t.Fatalf("after the client CA was rotated away: resumed=%v err=%v; want a TLS refusal", resumed, err)
+	}
+}
