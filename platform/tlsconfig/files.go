@@ -26,7 +26,8 @@ type watched[T any] struct {
 	mu       sync.Mutex
 	checked  time.Time
 	current  [][]byte
-	rejected [][]byte
+	rejected [][]byte // the last content that did not parse
+	problem  string   // the last problem logged, until the files load again
 	value    T
 }
 
@@ -72,7 +73,11 @@ func (w *watched[T]) get() T {
 		w.reject(nil, err)
 		return w.value
 	}
-	if same(contents, w.current) || same(contents, w.rejected) {
+	if same(contents, w.current) {
+		w.problem = ""
+		return w.value
+	}
+	if same(contents, w.rejected) {
 		return w.value
 	}
 	v, err := w.parse(contents)
@@ -80,13 +85,19 @@ func (w *watched[T]) get() T {
 		w.reject(contents, err)
 		return w.value
 	}
-	w.value, w.current, w.rejected = v, contents, nil
+	w.value, w.current, w.rejected, w.problem = v, contents, nil, ""
 	w.logger.Info("tls: reloaded", "what", w.what, "files", w.paths)
 	return w.value
 }
 
-// reject logs a change that did not load, once per content.
+// reject logs a change that did not load: once per content that does not
+// parse, once per problem reading the files (a missing file is not logged
+// at every check).
 func (w *watched[T]) reject(contents [][]byte, err error) {
+	if contents == nil && err.Error() == w.problem {
+		return
+	}
+	w.problem = err.Error()
 	if contents != nil {
 		w.rejected = contents
 	}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -335,6 +336,22 @@ func TestRotatedCertificateServedToNewConnections(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "level=WARN") {
 		t.Fatalf("bad rotation not a warning:\n%s", logs.String())
+	}
+
+	// A file that disappears (a secret being replaced) keeps the last good
+	// pair too, and is logged once, not at every check.
+	if err := os.Remove(p.keyFile); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		time.Sleep(30 * time.Millisecond)
+		leaf, err := check(t, addr, creds)
+		if err != nil || leaf.Subject.CommonName != "server-rotated" {
+			t.Fatalf("with the key file gone: %v %v; want the last good certificate", leaf, err)
+		}
+	}
+	if got := strings.Count(logs.String(), "no such file"); got != 1 {
+		t.Fatalf("missing key file logged %d times; want once:\n%s", got, logs.String())
 	}
 }
 
