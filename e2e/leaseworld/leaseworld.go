@@ -121,9 +121,9 @@ type World struct {
 // database, its own L2 prefix) and returns its address.
 func (w *World) StartAdmission(t testing.TB) string {
 	t.Helper()
-	return servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+	return w.St.Auth.Start(t, func(ctx context.Context, listening func(string)) error {
 		c := w.acfg
-		c.Common = w.St.Auth.Common(t, w.aurl, true, listening)
+		c.Common = w.St.Auth.CommonAs(t, "admission", w.aurl, true, listening)
 		return admission.Run(ctx, c)
 	})
 }
@@ -134,9 +134,9 @@ func (w *World) StartAdmission(t testing.TB) string {
 // returns its address.
 func (w *World) StartAdmissionSharingL2(t testing.TB, edit func(*admission.Config)) string {
 	t.Helper()
-	return servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+	return w.St.Auth.Start(t, func(ctx context.Context, listening func(string)) error {
 		c := w.acfg
-		c.Common = w.St.Auth.Common(t, w.aurl, true, listening)
+		c.Common = w.St.Auth.CommonAs(t, "admission", w.aurl, true, listening)
 		c.RedisPrefix = w.AdmissionRedisPrefix
 		if edit != nil {
 			edit(&c)
@@ -157,9 +157,9 @@ func (w *World) StartLease(t testing.TB) string {
 // configuration last (e.g. its registry reached through a proxy).
 func (w *World) StartLeaseWith(t testing.TB, edit func(*leasesvc.Config)) string {
 	t.Helper()
-	return servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+	return w.St.Auth.Start(t, func(ctx context.Context, listening func(string)) error {
 		c := w.lcfg
-		c.Common = w.St.Auth.Common(t, w.lurl, true, listening)
+		c.Common = w.St.Auth.CommonAs(t, "lease", w.lurl, true, listening)
 		c.RedisPrefix = w.leaseRedisPre
 		if w.leaseEdit != nil {
 			w.leaseEdit(&c.Common)
@@ -194,6 +194,9 @@ type Options struct {
 	// Discovery edits discovery's configuration last (e.g. the rollout
 	// guard's flags); its AdmissionAddr is the world's admission.
 	Discovery func(*discovery.Config)
+	// TLS runs every service with TLS and mTLS between them, each known to
+	// the others by its SPIFFE certificate (stack.Options.TLS).
+	TLS bool
 }
 
 // StartWith is Start with options.
@@ -205,6 +208,7 @@ func StartWith(t testing.TB, o Options) *World {
 	// after it.
 	admAddr := stack.ReserveAddr(t)
 	st := stack.Start(t, stack.Options{
+		TLS: o.TLS,
 		Registry: func(c *registry.Config) {
 			if o.Heartbeat > 0 {
 				c.WatchHeartbeat = o.Heartbeat
@@ -285,9 +289,9 @@ func StartWith(t testing.TB, o Options) *World {
 	acfg.RegistryAddr, acfg.DiscoveryAddr, acfg.CacheTTL = st.RegistryAddr, st.DiscoveryAddr, cacheTTL
 	aurl := pgtest.NewDatabase(t, pgtest.Schema{Name: admission.Schema, Sets: admission.Migrations()})
 	w.AdmissionRedisPrefix = redistest.NewPrefix(t)
-	servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+	st.Auth.Start(t, func(ctx context.Context, listening func(string)) error {
 		c := acfg
-		c.Common = st.Auth.Common(t, aurl, true, listening)
+		c.Common = st.Auth.CommonAs(t, "admission", aurl, true, listening)
 		c.ListenAddr, c.RedisPrefix = admAddr, w.AdmissionRedisPrefix
 		return admission.Run(ctx, c)
 	})
@@ -303,10 +307,10 @@ func StartWith(t testing.TB, o Options) *World {
 	leaseAddr := w.StartLease(t)
 	for _, who := range []string{"alice", "bob"} {
 		tok := st.Auth.User(t, who, tenant, "readers")
-		w.Adm[who] = admissionv1.NewAdmissionServiceClient(servicetest.Dial(t, admAddr, tok))
-		w.Lease[who] = leasev1.NewLeaseServiceClient(servicetest.Dial(t, leaseAddr, tok))
+		w.Adm[who] = admissionv1.NewAdmissionServiceClient(st.Auth.Dial(t, admAddr, tok))
+		w.Lease[who] = leasev1.NewLeaseServiceClient(st.Auth.Dial(t, leaseAddr, tok))
 	}
-	w.Admin = leasev1.NewLeaseServiceClient(servicetest.Dial(t, leaseAddr, st.Auth.Admin(t)))
+	w.Admin = leasev1.NewLeaseServiceClient(st.Auth.Dial(t, leaseAddr, st.Auth.Admin(t)))
 	w.LeaseAddr = leaseAddr
 	pubKey, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -341,9 +345,9 @@ func StartAdmission(t testing.TB, st *stack.Stack, cacheTTL time.Duration, dbURL
 	if edit != nil {
 		edit(&acfg)
 	}
-	return servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+	return st.Auth.Start(t, func(ctx context.Context, listening func(string)) error {
 		c := acfg
-		c.Common = st.Auth.Common(t, dbURL, true, listening)
+		c.Common = st.Auth.CommonAs(t, "admission", dbURL, true, listening)
 		return admission.Run(ctx, c)
 	})
 }
@@ -360,9 +364,9 @@ func StartLease(t testing.TB, st *stack.Stack, admAddr string) string {
 	}
 	lcfg.AdmissionAddr, lcfg.RegistryAddr, lcfg.DiscoveryAddr = admAddr, st.RegistryAddr, st.DiscoveryAddr
 	lurl := pgtest.NewDatabase(t, pgtest.Schema{Name: leasesvc.Schema, Sets: leasesvc.Migrations()})
-	return servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+	return st.Auth.Start(t, func(ctx context.Context, listening func(string)) error {
 		c := lcfg
-		c.Common = st.Auth.Common(t, lurl, true, listening)
+		c.Common = st.Auth.CommonAs(t, "lease", lurl, true, listening)
 		if err := c.Validate(); err != nil {
 			return err
 		}
@@ -437,5 +441,5 @@ func CodeReason(err error) (codes.Code, string) {
 // who's user token (tenant-a, group readers).
 func NewLeaseClient(t testing.TB, st *stack.Stack, addr, who string) leasev1.LeaseServiceClient {
 	t.Helper()
-	return leasev1.NewLeaseServiceClient(servicetest.Dial(t, addr, st.Auth.User(t, who, tenant, "readers")))
+	return leasev1.NewLeaseServiceClient(st.Auth.Dial(t, addr, st.Auth.User(t, who, tenant, "readers")))
 }

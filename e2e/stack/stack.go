@@ -44,6 +44,11 @@ type Options struct {
 	// Auth is the identity provider of the services and their callers; nil
 	// means a new [servicetest.NewAuth].
 	Auth *servicetest.Auth
+	// TLS runs the services with TLS on their listeners, mTLS between
+	// them, and no service token: each knows the others by their SPIFFE
+	// client certificates (servicetest.PKI, on Stack.Auth.TLS). The
+	// Stack's clients and Auth.Start and Auth.Dial use TLS too.
+	TLS bool
 }
 
 // ReserveAddr is [reserveAddr] for the worlds built on a stack (admission,
@@ -75,6 +80,9 @@ func Start(t testing.TB, opts Options) *Stack {
 	if auth == nil {
 		auth = servicetest.NewAuth(t)
 	}
+	if opts.TLS {
+		auth.TLS = servicetest.NewPKI(t)
+	}
 	regAddr, discAddr := reserveAddr(t), reserveAddr(t)
 
 	rcfg, err := registry.ParseConfig(nil, func(string) (string, bool) { return "", false })
@@ -86,8 +94,8 @@ func Start(t testing.TB, opts Options) *Stack {
 	if opts.Registry != nil {
 		opts.Registry(&rcfg)
 	}
-	servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
-		rcfg.Common = auth.Common(t, url, false, listening)
+	auth.Start(t, func(ctx context.Context, listening func(string)) error {
+		rcfg.Common = auth.CommonAs(t, "registry", url, false, listening)
 		rcfg.ListenAddr = regAddr
 		return registry.Run(ctx, rcfg)
 	})
@@ -104,21 +112,21 @@ func Start(t testing.TB, opts Options) *Stack {
 	if opts.Discovery != nil {
 		opts.Discovery(&dcfg)
 	}
-	servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
-		dcfg.Common = auth.Common(t, url, false, listening)
+	auth.Start(t, func(ctx context.Context, listening func(string)) error {
+		dcfg.Common = auth.CommonAs(t, "discovery", url, false, listening)
 		dcfg.ListenAddr = discAddr
 		return discovery.Run(ctx, dcfg)
 	})
 
 	admin := auth.Admin(t)
-	rconn := servicetest.Dial(t, regAddr, admin)
+	rconn := auth.Dial(t, regAddr, admin)
 	return &Stack{
 		Auth:          auth,
 		PostgresURL:   url,
 		RegistryAddr:  regAddr,
 		DiscoveryAddr: discAddr,
 		Registry:      registryv1.NewRegistryServiceClient(rconn),
-		Discovery:     discoveryv1.NewDiscoveryServiceClient(servicetest.Dial(t, discAddr, admin)),
+		Discovery:     discoveryv1.NewDiscoveryServiceClient(auth.Dial(t, discAddr, admin)),
 		AdminConn:     rconn,
 	}
 }

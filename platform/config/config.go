@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolcrib/toolcrib/platform/ids"
 	"github.com/toolcrib/toolcrib/platform/principal"
+	"github.com/toolcrib/toolcrib/platform/tlsconfig"
 )
 
 // Set is a flag set whose flags fall back to environment variables.
@@ -221,6 +222,16 @@ type Common struct {
 	// toolcrib services; re-read when it changes. Empty when the service
 	// calls none.
 	ServiceTokenFile string
+	// TLS names the certificate files of the listeners and of the
+	// outgoing gRPC clients; all empty is plaintext (platform/tlsconfig).
+	TLS tlsconfig.Options
+	// MetricsTLS serves /metrics over TLS with the listener's certificate
+	// (and its client-certificate requirement).
+	MetricsTLS bool
+	// TLSServiceIdentities are the comma-separated SPIFFE IDs whose
+	// verified client certificate identifies a toolcrib service on a call
+	// without a bearer token (platform/principal).
+	TLSServiceIdentities string
 
 	// Listening, when set, is called with the gRPC address once the service
 	// listens (tests and the dev launcher use port 0). Not a flag.
@@ -284,6 +295,15 @@ func (c *Common) Register(s *Set, service string, d Defaults) {
 	}
 	s.Duration(&c.DependencyCheckInterval, "dependency-check-interval", "", 2*time.Second, "how often Postgres and Redis are checked for the health status")
 	s.String(&c.ServiceTokenFile, "service-token-file", "", ".toolcrib/dev/service-token", "file with the bearer token this service presents to other toolcrib services")
+	s.String(&c.TLS.CertFile, tlsconfig.FlagCertFile, "", "", "PEM certificate chain of the gRPC, MCP and metrics listeners; empty serves plaintext; re-read when it changes")
+	s.String(&c.TLS.KeyFile, tlsconfig.FlagKeyFile, "", "", "PEM private key of --tls-cert-file; re-read when it changes")
+	s.String(&c.TLS.ClientCAFile, tlsconfig.FlagClientCAFile, "", "", "PEM CAs of client certificates: the gRPC listener then requires a client certificate signed by one (mTLS); re-read when it changes")
+	s.String(&c.TLS.MinVersion, tlsconfig.FlagMinVersion, "", "1.3", "lowest TLS version accepted and offered: 1.3 or 1.2")
+	s.String(&c.TLS.CAFile, tlsconfig.FlagCAFile, "", "", "PEM CAs that outgoing gRPC clients verify toolcrib services against; setting it (or a client certificate) makes every client use TLS; re-read when it changes")
+	s.String(&c.TLS.ClientCertFile, tlsconfig.FlagClientCertFile, "", "", "PEM certificate outgoing gRPC clients present (mTLS); re-read when it changes")
+	s.String(&c.TLS.ClientKeyFile, tlsconfig.FlagClientKeyFile, "", "", "PEM private key of --tls-client-cert-file")
+	s.Bool(&c.MetricsTLS, "metrics-tls", "", false, "serve /metrics over TLS with --tls-cert-file (requiring client certificates when --tls-client-ca-file is set)")
+	s.String(&c.TLSServiceIdentities, "tls-service-identities", "", "", "comma-separated SPIFFE IDs (spiffe://<trust-domain>/toolcrib/<service>) whose verified client certificate identifies a toolcrib service on a call without a bearer token; the service role only")
 }
 
 // Validate reports every problem with the common configuration.
@@ -335,6 +355,15 @@ func (c *Common) Validate() error {
 	}
 	if c.AuthMaxTokenLifetime <= 0 {
 		bad("auth-max-token-lifetime", "must be positive")
+	}
+	c.TLS.Validate(bad)
+	if c.MetricsTLS && !c.TLS.ServerEnabled() {
+		bad("metrics-tls", "needs --%s and --%s", tlsconfig.FlagCertFile, tlsconfig.FlagKeyFile)
+	}
+	if _, err := principal.ParseServiceIdentities(c.TLSServiceIdentities); err != nil {
+		bad("tls-service-identities", "%v", err)
+	} else if c.TLSServiceIdentities != "" && c.TLS.ClientCAFile == "" {
+		bad("tls-service-identities", "needs --%s: only a verified client certificate identifies a service", tlsconfig.FlagClientCAFile)
 	}
 	return errors.Join(errs...)
 }

@@ -80,3 +80,69 @@ func TestAuthPlatformTenantAndMaxTokenLifetime(t *testing.T) {
 		}
 	}
 }
+
+// The TLS flags have environment twins, and a TLS configuration that cannot
+// work is refused by flag name before any file is read.
+func TestTLSFlags(t *testing.T) {
+	var c Common
+	s := NewSet("registry", env(map[string]string{
+		"TOOLCRIB_TLS_CERT_FILE":          "/certs/tls.crt",
+		"TOOLCRIB_TLS_KEY_FILE":           "/certs/tls.key",
+		"TOOLCRIB_TLS_CLIENT_CA_FILE":     "/certs/ca.crt",
+		"TOOLCRIB_TLS_CA_FILE":            "/certs/ca.crt",
+		"TOOLCRIB_TLS_CLIENT_CERT_FILE":   "/certs/tls.crt",
+		"TOOLCRIB_TLS_CLIENT_KEY_FILE":    "/certs/tls.key",
+		"TOOLCRIB_TLS_MIN_VERSION":        "1.2",
+		"TOOLCRIB_METRICS_TLS":            "true",
+		"TOOLCRIB_TLS_SERVICE_IDENTITIES": "spiffe://example.org/toolcrib/admission,spiffe://example.org/toolcrib/lease",
+	}))
+	c.Register(s, "registry", Defaults{ListenAddr: "127.0.0.1:7101"})
+	if err := s.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.TLS.CertFile != "/certs/tls.crt" || c.TLS.ClientCAFile != "/certs/ca.crt" || c.TLS.ClientKeyFile != "/certs/tls.key" ||
+		c.TLS.MinVersion != "1.2" || !c.MetricsTLS || !strings.HasSuffix(c.TLSServiceIdentities, "/toolcrib/lease") {
+		t.Fatalf("%+v", c)
+	}
+
+	c = Common{}
+	s = NewSet("registry", env(nil))
+	c.Register(s, "registry", Defaults{ListenAddr: "127.0.0.1:7101"})
+	if err := s.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil || c.TLS.ServerEnabled() || c.TLS.ClientEnabled() || c.TLS.MinVersion != "1.3" {
+		t.Fatalf("defaults: plaintext with 1.3 when TLS is on; got %+v, %v", c.TLS, err)
+	}
+
+	c = Common{}
+	s = NewSet("registry", env(nil))
+	c.Register(s, "registry", Defaults{ListenAddr: "127.0.0.1:7101"})
+	if err := s.Parse([]string{"--tls-min-version", "1.1", "--metrics-tls", "--tls-client-ca-file", "/ca.crt",
+		"--tls-service-identities", "spiffe://example.org/admission"}); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Validate()
+	for _, want := range []string{
+		`--tls-min-version: "1.1" must be 1.2 or 1.3`,
+		"--tls-client-ca-file: needs --tls-cert-file and --tls-key-file",
+		"--metrics-tls: needs --tls-cert-file and --tls-key-file",
+		`--tls-service-identities: "spiffe://example.org/admission": not a service identity`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("validation error %v does not say %s", err, want)
+		}
+	}
+	c = Common{}
+	s = NewSet("registry", env(nil))
+	c.Register(s, "registry", Defaults{ListenAddr: "127.0.0.1:7101"})
+	if err := s.Parse([]string{"--tls-service-identities", "spiffe://example.org/toolcrib/admission"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--tls-service-identities: needs --tls-client-ca-file") {
+		t.Fatalf("identities without client CAs: %v", err)
+	}
+}

@@ -124,6 +124,10 @@ type VerifierConfig struct {
 	MaxLifetime time.Duration
 	// Leeway tolerates clock skew on exp/nbf/iat; 0 means 30s.
 	Leeway time.Duration
+	// ServiceIdentities are SPIFFE IDs whose verified client certificate
+	// identifies a toolcrib service on a call without a bearer token
+	// (peer.go).
+	ServiceIdentities []string
 }
 
 // DefaultMaxTokenLifetime is the longest token lifetime accepted unless
@@ -147,6 +151,8 @@ type Verifier struct {
 	// issuers, when set, replaces keys: the verifier trusts OpenID
 	// providers (oidc.go).
 	issuers *issuerSet
+
+	identities map[string]bool
 }
 
 // verifiedCacheSize bounds the remembered tokens; when full, the least
@@ -184,7 +190,11 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	if (cfg.AdminGroup != "" || cfg.ServiceGroup != "" || cfg.ConfirmerGroup != "") && !ids.ValidTenantID(cfg.PlatformTenant) {
 		return nil, fmt.Errorf("principal: admin, service and confirmer groups need a platform tenant matching %s", ids.TenantIDPattern)
 	}
-	return &Verifier{cfg: cfg, keys: set, now: time.Now, verified: newVerifiedCache()}, nil
+	v := &Verifier{cfg: cfg, keys: set, now: time.Now, verified: newVerifiedCache()}
+	if err := v.setIdentities(cfg.ServiceIdentities); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 // LoadVerifier reads the JWKS from a file.
@@ -365,6 +375,9 @@ func (v *Verifier) authenticate(ctx context.Context, fullMethod string) (context
 	// metadata (which FromIncomingContext copies on every call).
 	vals := metadata.ValueFromIncomingContext(ctx, "authorization")
 	if len(vals) == 0 {
+		if p, ok := v.peerService(ctx); ok {
+			return NewContext(ctx, p), nil
+		}
 		return ctx, apierror.Unauthenticated("missing authorization metadata: send `authorization: Bearer <token>`")
 	}
 	if len(vals) > 1 {

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/toolcrib/toolcrib/platform/apierror"
+	"github.com/toolcrib/toolcrib/platform/tlsconfig"
 )
 
 // Check is one dependency the service needs to serve, e.g. a Postgres ping.
@@ -58,6 +59,12 @@ type Options struct {
 	ListenAddr string
 	// MetricsAddr is the /metrics HTTP address; empty disables it.
 	MetricsAddr string
+	// TLS, when set, makes the gRPC listener TLS (mTLS when it has client
+	// CAs); nil serves plaintext.
+	TLS *tlsconfig.Server
+	// MetricsTLS serves /metrics over TLS with TLS's certificate and its
+	// client-certificate requirement; it needs TLS.
+	MetricsTLS bool
 	// Logger logs calls and lifecycle events.
 	Logger *slog.Logger
 	// Checks are the service's dependencies (Postgres, Redis): all must
@@ -203,6 +210,12 @@ func New(opts Options) (*Server, error) {
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 	}
+	if opts.TLS != nil {
+		sopts = append(sopts, grpc.Creds(opts.TLS.GRPC()))
+	}
+	if opts.MetricsTLS && opts.TLS == nil {
+		return nil, errors.New("rpcserver: metrics over TLS needs a server certificate")
+	}
 	if opts.StreamWorkers > 0 {
 		sopts = append(sopts, grpc.NumStreamWorkers(uint32(opts.StreamWorkers)))
 	}
@@ -232,6 +245,9 @@ func New(opts Options) (*Server, error) {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 		s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		if opts.MetricsTLS {
+			s.metrics.TLSConfig = opts.TLS.Config(true, "h2", "http/1.1")
+		}
 	}
 	return s, nil
 }
@@ -279,15 +295,24 @@ func (s *Server) Run(ctx context.Context) error {
 	errc := make(chan error, 2)
 	go func() { errc <- s.grpc.Serve(s.lis) }()
 	if s.metrics != nil {
+		// Serve writes the server's TLSConfig (ALPN): decide before it runs.
+		serve := s.metrics.Serve
+		if s.opts.MetricsTLS {
+			serve = func(l net.Listener) error { return s.metrics.ServeTLS(l, "", "") }
+		}
 		go func() {
-			if err := s.metrics.Serve(s.mlis); !errors.Is(err, http.ErrServerClosed) {
+			if err := serve(s.mlis); !errors.Is(err, http.ErrServerClosed) {
 				errc <- err
 			}
 		}()
 	}
-	attrs := []any{"grpc", s.lis.Addr().String()}
+	attrs := []any{"grpc", s.lis.Addr().String(), "tls", s.opts.TLS != nil, "mtls", s.opts.TLS.MutualTLS()}
 	if s.mlis != nil {
-		attrs = append(attrs, "metrics", "http://"+s.mlis.Addr().String()+"/metrics")
+		scheme := "http://"
+		if s.opts.MetricsTLS {
+			scheme = "https://"
+		}
+		attrs = append(attrs, "metrics", scheme+s.mlis.Addr().String()+"/metrics")
 	}
 	log.InfoContext(ctx, "listening", attrs...)
 

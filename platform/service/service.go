@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/toolcrib/toolcrib/platform/config"
 	"github.com/toolcrib/toolcrib/platform/postgres"
@@ -30,6 +31,7 @@ import (
 	"github.com/toolcrib/toolcrib/platform/redisclient"
 	"github.com/toolcrib/toolcrib/platform/rpcserver"
 	"github.com/toolcrib/toolcrib/platform/telemetry"
+	"github.com/toolcrib/toolcrib/platform/tlsconfig"
 )
 
 // Spec describes one service.
@@ -66,9 +68,31 @@ type Deps struct {
 	Logger *slog.Logger
 	// Draining is closed when shutdown starts; streaming handlers return.
 	Draining <-chan struct{}
+	// Transport is the transport security of every outgoing gRPC client
+	// (grpc.WithTransportCredentials): TLS, with the client certificate
+	// under mTLS, when configured; plaintext otherwise.
+	Transport credentials.TransportCredentials
+	// ServiceToken is the bearer token this service presents to other
+	// toolcrib services (--service-token-file, re-read when it changes);
+	// nil without a token file: the service is then known by its client
+	// certificate (mTLS with --tls-service-identities on the callee).
+	ServiceToken credentials.PerRPCCredentials
+	// ServerTLS is the listeners' TLS material, for a service's own extra
+	// listener (the gateway's MCP port); nil when plaintext.
+	ServerTLS *tlsconfig.Server
 	// Metrics is the Prometheus registry served at /metrics (with the gRPC
 	// and Go runtime metrics); the service registers its own metrics on it.
 	Metrics *prometheus.Registry
+}
+
+// ServiceDialOptions are the dial options of a client that calls as this
+// service: [Deps.Transport] and, when configured, [Deps.ServiceToken].
+func (d *Deps) ServiceDialOptions() []grpc.DialOption {
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(d.Transport)}
+	if d.ServiceToken != nil {
+		opts = append(opts, grpc.WithPerRPCCredentials(d.ServiceToken))
+	}
+	return opts
 }
 
 // Parts are what the service's setup returns.
@@ -106,13 +130,25 @@ func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context
 	if err != nil {
 		return fmt.Errorf("%s: %w", spec.Name, err)
 	}
+	serverTLS, err := tlsconfig.NewServer(c.TLS, logger)
+	if err != nil {
+		return fmt.Errorf("%s: %w", spec.Name, err)
+	}
+	clientTLS, err := tlsconfig.NewClient(c.TLS, logger)
+	if err != nil {
+		return fmt.Errorf("%s: %w", spec.Name, err)
+	}
 	pool, err := postgres.Open(ctx, c.PostgresURL, spec.Schema)
 	if err != nil {
 		return fmt.Errorf("%s: %w", spec.Name, err)
 	}
 	defer pool.Close()
 	checks := []rpcserver.Check{{Name: "postgres", Func: pool.Ping}}
-	d := &Deps{Pool: pool, Verifier: verifier, Logger: logger, Metrics: prometheus.NewRegistry()}
+	d := &Deps{Pool: pool, Verifier: verifier, Logger: logger, Metrics: prometheus.NewRegistry(),
+		Transport: clientTLS.TransportCredentials(), ServerTLS: serverTLS}
+	if c.ServiceTokenFile != "" {
+		d.ServiceToken = &principal.FileToken{Path: c.ServiceTokenFile}
+	}
 	if spec.UsesRedis {
 		d.Redis = redisclient.Open(c.RedisAddr, c.RedisPrefix)
 		defer d.Redis.Close()
@@ -140,6 +176,8 @@ func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context
 		HealthNames:     spec.HealthNames,
 		ListenAddr:      c.ListenAddr,
 		MetricsAddr:     c.MetricsAddr,
+		TLS:             serverTLS,
+		MetricsTLS:      c.MetricsTLS,
 		Logger:          logger,
 		Checks:          checks,
 		StateChecks:     parts.Checks,

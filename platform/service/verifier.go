@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/toolcrib/toolcrib/platform/config"
@@ -13,9 +14,14 @@ import (
 // of --auth-issuer / --auth-issuers-file found by discovery, whose keys are
 // refreshed until ctx ends (failures to fetch them logged on logger).
 func NewVerifier(ctx context.Context, c config.Common, logger *slog.Logger) (*principal.Verifier, error) {
+	identities, err := principal.ParseServiceIdentities(c.TLSServiceIdentities)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-service-identities: %w", err)
+	}
 	cfg := principal.VerifierConfig{
 		Issuer: c.AuthIssuer, Audience: c.AuthAudience, PlatformTenant: c.AuthPlatformTenant,
 		AdminGroup: c.AdminGroup, ServiceGroup: c.ServiceGroup, ConfirmerGroup: c.ConfirmerGroup, MaxLifetime: c.AuthMaxTokenLifetime,
+		ServiceIdentities: identities,
 	}
 	d, ok, err := c.Discovery()
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -47,6 +48,9 @@ type Auth struct {
 	Provider Provider
 	// otherIssuers are trusted beside Provider ([NewOIDCAuth]).
 	otherIssuers []principal.Issuer
+	// TLS, when set, runs services started through [Auth.CommonAs] under
+	// it, and [Auth.Start] and [Auth.Dial] reach them over TLS.
+	TLS *PKI
 }
 
 // NewAuth creates a signing key and its JWKS in a temporary directory.
@@ -151,6 +155,11 @@ func (a *Auth) Common(t testing.TB, postgresURL string, redis bool, listening fu
 // the test.
 func Start(t testing.TB, run func(ctx context.Context, listening func(string)) error) string {
 	t.Helper()
+	return start(t, insecure.NewCredentials(), run)
+}
+
+func start(t testing.TB, creds credentials.TransportCredentials, run func(ctx context.Context, listening func(string)) error) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan string, 1)
 	done := make(chan error, 1)
@@ -176,14 +185,19 @@ func Start(t testing.TB, run func(ctx context.Context, listening func(string)) e
 			t.Error("service did not stop within 30s of cancellation")
 		}
 	})
-	WaitServing(t, addr, 30*time.Second)
+	waitServing(t, creds, addr, 30*time.Second)
 	return addr
 }
 
 // WaitServing polls the overall health status of addr until it is SERVING.
 func WaitServing(t testing.TB, addr string, within time.Duration) {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	waitServing(t, insecure.NewCredentials(), addr, within)
+}
+
+func waitServing(t testing.TB, creds credentials.TransportCredentials, addr string, within time.Duration) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +222,12 @@ func WaitServing(t testing.TB, addr string, within time.Duration) {
 // closed when the test ends.
 func Dial(t testing.TB, addr, token string) *grpc.ClientConn {
 	t.Helper()
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	return dial(t, insecure.NewCredentials(), addr, token)
+}
+
+func dial(t testing.TB, creds credentials.TransportCredentials, addr, token string) *grpc.ClientConn {
+	t.Helper()
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
 	if token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(principal.BearerToken(token)))
 	}

@@ -9,14 +9,12 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/incident"
 	"github.com/toolcrib/toolcrib/platform/postgres"
-	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/rpcserver"
 	"github.com/toolcrib/toolcrib/platform/service"
 	"github.com/toolcrib/toolcrib/services/admission/internal/args"
@@ -67,9 +65,8 @@ func Run(ctx context.Context, cfg Config) error {
 			// off to 2 minutes): a healed link ends STALE_POLICY promptly.
 			bo := backoff.DefaultConfig
 			bo.BaseDelay, bo.MaxDelay = 100*time.Millisecond, max(cfg.ValidityWindow, time.Second)
-			return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-				grpc.WithPerRPCCredentials(&principal.FileToken{Path: cfg.ServiceTokenFile}),
-				grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 5 * time.Second}))
+			return grpc.NewClient(addr, append(d.ServiceDialOptions(),
+				grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 5 * time.Second}))...)
 		}
 		rconn, err := dial(cfg.RegistryAddr)
 		if err != nil {

@@ -91,8 +91,8 @@ func (c *Config) Validate() error {
 			bad(name, "must be host:port")
 		}
 	}
-	if c.ServiceTokenFile == "" {
-		bad("service-token-file", "required: admission presents it to the registry and discovery")
+	if c.ServiceTokenFile == "" && c.TLS.ClientCertFile == "" {
+		bad("service-token-file", "required unless --tls-client-cert-file identifies admission: admission presents it to the registry and discovery")
 	}
 	if c.RedisAddr == "" {
 		bad("redis-addr", "required: the decision cache's L2")

@@ -8,14 +8,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	"github.com/toolcrib/toolcrib/platform/changelog"
 	"github.com/toolcrib/toolcrib/platform/postgres"
-	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/service"
 	"github.com/toolcrib/toolcrib/platform/stdio"
 	"github.com/toolcrib/toolcrib/services/discovery/crawl"
@@ -63,7 +61,7 @@ func Run(ctx context.Context, cfg Config) error {
 		reg := cfg.Registry
 		var regClient *registryclient.Client
 		if reg == nil {
-			regClient, err = registryclient.Dial(cfg.RegistryAddr, &principal.FileToken{Path: cfg.ServiceTokenFile})
+			regClient, err = registryclient.Dial(cfg.RegistryAddr, d.Transport, d.ServiceToken)
 			if err != nil {
 				wpool.Close()
 				return service.Parts{}, err
@@ -76,8 +74,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if cfg.Guard {
 			var adm guard.Admission
 			if cfg.AdmissionAddr != "" {
-				admConn, err = grpc.NewClient(cfg.AdmissionAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-					grpc.WithPerRPCCredentials(&principal.FileToken{Path: cfg.ServiceTokenFile}))
+				admConn, err = grpc.NewClient(cfg.AdmissionAddr, d.ServiceDialOptions()...)
 				if err != nil {
 					wpool.Close()
 					return service.Parts{}, fmt.Errorf("discovery: dial admission %s: %w", cfg.AdmissionAddr, err)

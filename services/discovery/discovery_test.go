@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
@@ -455,7 +456,7 @@ func withPin(s *registryv1.Server, pin string) *registryv1.Server {
 func TestInjectedRegistryImplementation(t *testing.T) {
 	auth := servicetest.NewAuth(t)
 	reg := newRegFake(t, auth)
-	client, err := registryclient.Dial(reg.addr, principal.BearerToken(auth.Service(t)))
+	client, err := registryclient.Dial(reg.addr, insecure.NewCredentials(), principal.BearerToken(auth.Service(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,8 +121,8 @@ type Config struct {
 func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 	s := config.NewSet("gateway", lookup)
 	cfg.Common.Register(s, "gateway", config.Defaults{ListenAddr: DefaultListenAddr, MetricsAddr: DefaultMetricsAddr, UsesRedis: true})
-	s.String(&cfg.MCPListen, "mcp-listen", "TOOLCRIB_GATEWAY_MCP_LISTEN", DefaultMCPListen, "MCP endpoint address (streamable HTTP, path /mcp)")
-	s.String(&cfg.PublicURL, "public-url", "", "", "the MCP endpoint's URL as clients reach it; empty means http://<mcp-listen>/mcp")
+	s.String(&cfg.MCPListen, "mcp-listen", "TOOLCRIB_GATEWAY_MCP_LISTEN", DefaultMCPListen, "MCP endpoint address (streamable HTTP, path /mcp); TLS with --tls-cert-file, without client certificates (MCP clients present bearer tokens)")
+	s.String(&cfg.PublicURL, "public-url", "", "", "the MCP endpoint's URL as clients reach it; empty means http(s)://<mcp-listen>/mcp")
 	s.String(&cfg.AuthorizationServer, "authorization-server", "", "", "OAuth issuer URL named in the protected-resource metadata, before the OpenID providers the services trust (--auth-discovery, --auth-issuers-file), which it names too; empty adds none")
 	s.String(&cfg.AdmissionAddr, "admission-addr", "", "127.0.0.1:7103", "admission gRPC address (ListVisibleTools, Check; the client's token)")
 	s.String(&cfg.LeaseAddr, "lease-addr", "", "127.0.0.1:7104", "lease gRPC address (Issue; the client's token)")
@@ -229,10 +229,14 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// mcpURL is the endpoint's public URL given the address it listens on.
+// mcpURL is the endpoint's public URL given the address it listens on:
+// https when the listener serves TLS (--tls-cert-file).
 func (c *Config) mcpURL(listening string) string {
 	if c.PublicURL != "" {
 		return c.PublicURL
+	}
+	if c.TLS.ServerEnabled() {
+		return "https://" + listening + MCPPath
 	}
 	return "http://" + listening + MCPPath
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
@@ -87,9 +86,9 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 		dial := func(addr string, service bool) (*grpc.ClientConn, error) {
-			opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+			opts := []grpc.DialOption{grpc.WithTransportCredentials(d.Transport)}
 			if service {
-				opts = append(opts, grpc.WithPerRPCCredentials(&principal.FileToken{Path: cfg.ServiceTokenFile}))
+				opts = d.ServiceDialOptions()
 			}
 			c, err := grpc.NewClient(addr, opts...)
 			if err == nil {
@@ -142,10 +141,21 @@ func Run(ctx context.Context, cfg Config) error {
 		mux.Handle(MetadataPath, md)
 		mux.Handle(MetadataPath+MCPPath, md) // RFC 9728 §3.1: the path-suffixed form
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		if d.ServerTLS != nil {
+			// MCP clients authenticate with bearer tokens; the client CAs
+			// (mTLS) apply to the gRPC listener only.
+			srv.TLSConfig = d.ServerTLS.Config(false, "h2", "http/1.1")
+		}
 
 		serve := func(ctx context.Context) error {
 			errc := make(chan error, 1)
-			go func() { errc <- srv.Serve(lis) }()
+			go func() {
+				if srv.TLSConfig != nil {
+					errc <- srv.ServeTLS(lis, "", "")
+					return
+				}
+				errc <- srv.Serve(lis)
+			}()
 			d.Logger.InfoContext(ctx, "MCP endpoint listening", "url", endpoint, "metadata", metadataURL)
 			if cfg.Ready != nil {
 				cfg.Ready(endpoint)

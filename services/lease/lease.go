@@ -6,11 +6,9 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	platformincident "github.com/toolcrib/toolcrib/platform/incident"
 	"github.com/toolcrib/toolcrib/platform/postgres"
-	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/rpcserver"
 	"github.com/toolcrib/toolcrib/platform/service"
 	"github.com/toolcrib/toolcrib/services/lease/admissionview"
@@ -76,7 +74,7 @@ func Run(ctx context.Context, cfg Config) error {
 		var parts service.Parts
 		parts.Loops = append(parts.Loops, standingView.Run)
 		if cfg.AdmissionAddr != "" {
-			conn, err := grpc.NewClient(cfg.AdmissionAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			conn, err := grpc.NewClient(cfg.AdmissionAddr, grpc.WithTransportCredentials(d.Transport))
 			if err != nil {
 				return service.Parts{}, fmt.Errorf("admission client: %w", err)
 			}
@@ -138,8 +136,7 @@ func Run(ctx context.Context, cfg Config) error {
 // and returns the Watch view over them and the discovery connection.
 func followStreams(cfg Config, st *store.Store, d *service.Deps, frozen func()) (*watch.View, *grpc.ClientConn, func(), error) {
 	dial := func(addr string) (*grpc.ClientConn, error) {
-		return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithPerRPCCredentials(&principal.FileToken{Path: cfg.ServiceTokenFile}))
+		return grpc.NewClient(addr, d.ServiceDialOptions()...)
 	}
 	rconn, err := dial(cfg.RegistryAddr)
 	if err != nil {

@@ -78,8 +78,8 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.DiscoveryAddr); err != nil {
 			bad("discovery-addr", "%q is not host:port", c.DiscoveryAddr)
 		}
-		if c.ServiceTokenFile == "" {
-			bad("service-token-file", "required while --discovery-addr is set: the registry presents that token to discovery")
+		if c.ServiceTokenFile == "" && c.TLS.ClientCertFile == "" {
+			bad("service-token-file", "required while --discovery-addr is set (or --tls-client-cert-file): the registry presents that token to discovery")
 		}
 	}
 	if c.WatchHeartbeat <= 0 {

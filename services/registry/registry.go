@@ -7,11 +7,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/toolcrib/toolcrib/platform/changelog"
 	"github.com/toolcrib/toolcrib/platform/postgres"
-	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/service"
 	"github.com/toolcrib/toolcrib/services/registry/internal/grpcapi"
 	"github.com/toolcrib/toolcrib/services/registry/internal/intake"
@@ -65,9 +63,7 @@ func Run(ctx context.Context, cfg Config) error {
 			},
 		}
 		if cfg.DiscoveryAddr != "" {
-			conn, err := grpc.NewClient(cfg.DiscoveryAddr,
-				grpc.WithTransportCredentials(insecure.NewCredentials()),
-				grpc.WithPerRPCCredentials(&principal.FileToken{Path: cfg.ServiceTokenFile}))
+			conn, err := grpc.NewClient(cfg.DiscoveryAddr, d.ServiceDialOptions()...)
 			if err != nil {
 				return service.Parts{}, fmt.Errorf("discovery client: %w", err)
 			}

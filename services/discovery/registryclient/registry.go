@@ -8,7 +8,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
@@ -73,11 +72,12 @@ type Client struct {
 	rpc  registryv1.RegistryServiceClient
 }
 
-// Dial returns a client of the registry at addr presenting creds (e.g.
+// Dial returns a client of the registry at addr over transport (TLS, or
+// plaintext: platform/tlsconfig) presenting creds (e.g.
 // [principal.FileToken] with the service token) on every call. Connecting is
 // lazy: an unreachable registry fails calls, not Dial.
-func Dial(addr string, creds credentials.PerRPCCredentials) (*Client, error) {
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+func Dial(addr string, transport credentials.TransportCredentials, creds credentials.PerRPCCredentials) (*Client, error) {
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(transport)}
 	if creds != nil {
 		opts = append(opts, grpc.WithPerRPCCredentials(creds))
 	}
