@@ -3,26 +3,46 @@ package redisclient
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Client is a go-redis client with a key prefix.
+// Client is a go-redis client with a key prefix. Under Sentinel the
+// embedded client is go-redis's failover client: it asks the sentinels for
+// the primary and follows a failover without a restart.
 type Client struct {
 	*redis.Client
 	prefix string
+	acks   int
 }
 
-// Open returns a client for addr. Like a pgx pool it connects lazily, so a
+// New returns a client for cfg (see [Config] for the URL forms). Like
+// [Open] it connects lazily; the error is about cfg only (wrapping
+// [ErrConfig]) and shows the URL only redacted.
+func New(cfg Config, prefix string) (*Client, error) {
+	o, err := cfg.options()
+	if err != nil {
+		return nil, err
+	}
+	var c *redis.Client
+	if o.single != nil {
+		c = redis.NewClient(o.single)
+	} else {
+		c = redis.NewFailoverClient(o.failover)
+	}
+	return &Client{Client: c, prefix: prefix, acks: o.acks}, nil
+}
+
+// Open returns a plaintext client for addr (host:port), without
+// credentials: tests and tools on a local Redis. Services use [New]. Like a pgx pool it connects lazily, so a
 // service starts while Redis is down and reports NOT_SERVING until [Ping]
 // succeeds.
 func Open(addr, prefix string) *Client {
 	c := redis.NewClient(&redis.Options{
 		Addr:         addr,
-		DialTimeout:  2 * time.Second,
-		ReadTimeout:  time.Second,
-		WriteTimeout: time.Second,
+		DialTimeout:  dialTimeout,
+		ReadTimeout:  readTimeout,
+		WriteTimeout: writeTimeout,
 	})
 	return &Client{Client: c, prefix: prefix}
 }
@@ -38,6 +58,12 @@ func (c *Client) Key(parts ...string) string {
 	}
 	return k
 }
+
+// AckReplicas is how many replicas must acknowledge a write that must
+// survive a failover: a caller ends the pipeline of such writes with
+// `WAIT AckReplicas AckTimeout` ([AckTimeout]) and counts the writes only
+// when WAIT reports at least that many. 0 means no WAIT.
+func (c *Client) AckReplicas() int { return c.acks }
 
 // Prefix returns the key prefix.
 func (c *Client) Prefix() string { return c.prefix }

@@ -188,8 +188,8 @@ func (c *Config) Validate() error {
 	if c.MaxArtifactBytes < c.ResultBudget {
 		bad("max-artifact-bytes", "must be at least result-budget-bytes")
 	}
-	if c.RedisAddr == "" {
-		bad("redis-addr", "required: confirmations are kept in Redis")
+	if c.Redis().URL == "" {
+		bad("redis-url", "required: confirmations are kept in Redis")
 	}
 	if _, err := c.Secrets.Policy(); err != nil {
 		errs = append(errs, err)
