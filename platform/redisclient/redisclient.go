@@ -2,6 +2,7 @@ package redisclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -60,10 +61,43 @@ func (c *Client) Key(parts ...string) string {
 }
 
 // AckReplicas is how many replicas must acknowledge a write that must
-// survive a failover: a caller ends the pipeline of such writes with
-// `WAIT AckReplicas AckTimeout` ([AckTimeout]) and counts the writes only
-// when WAIT reports at least that many. 0 means no WAIT.
+// survive a failover before it counts ([Client.AckPipelined]); 0 means no
+// WAIT.
 func (c *Client) AckReplicas() int { return c.acks }
+
+// ErrNotReplicated: a [Client.AckPipelined] pipeline ran, but fewer than
+// [Client.AckReplicas] replicas acknowledged it within [AckTimeout]; a
+// failover could lose its writes.
+var ErrNotReplicated = errors.New("redis: writes not acknowledged by enough replicas")
+
+// AckPipelined runs fn's commands in one pipeline ended, when
+// [Client.AckReplicas] > 0, by `WAIT` on the same connection. Each command
+// holds its own reply; the error is the pipeline's, or one wrapping
+// [ErrNotReplicated]: then a write that succeeded may still be lost by a
+// failover, and must not be counted on.
+func (c *Client) AckPipelined(ctx context.Context, fn func(redis.Pipeliner)) error {
+	var wait *redis.Cmd
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		fn(p)
+		if c.acks > 0 {
+			wait = p.Do(ctx, "WAIT", c.acks, AckTimeout.Milliseconds())
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	if wait != nil {
+		n, werr := wait.Int64()
+		if werr != nil {
+			return fmt.Errorf("%w: %v", ErrNotReplicated, werr)
+		}
+		if n < int64(c.acks) {
+			return fmt.Errorf("%w: %d of %d in %v", ErrNotReplicated, n, c.acks, AckTimeout)
+		}
+	}
+	return nil
+}
 
 // Prefix returns the key prefix.
 func (c *Client) Prefix() string { return c.prefix }

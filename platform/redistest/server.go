@@ -98,10 +98,14 @@ func (s *Server) Log() string {
 	return string(b)
 }
 
-// Sentinel is one primary, one replica and one sentinel (quorum 1,
+// Sentinel is one primary, two replicas and one sentinel (quorum 1,
 // down-after 500ms) started by a test; the primary is named [MasterName].
+// With two replicas a write acknowledged by one ([redisclient.Client.AckReplicas]
+// = 1) still finds a replica to acknowledge it after a failover.
 type Sentinel struct {
-	Primary, Replica, Sentinel *Server
+	Primary  *Server
+	Replicas []*Server
+	Sentinel *Server
 }
 
 // MasterName is the name the sentinel monitors the primary under.
@@ -110,15 +114,19 @@ const MasterName = "toolcrib"
 // URL is the redis-sentinel:// URL of the deployment, database 0.
 func (s *Sentinel) URL() string { return "redis-sentinel://" + s.Sentinel.Addr() + "/" + MasterName }
 
-// StartSentinel starts the deployment and waits until the replica is in
-// sync and the sentinel knows it, so a failover can promote it. extra
-// configuration lines go to both data nodes (e.g. an ACL user).
+// StartSentinel starts the deployment and waits until the replicas are in
+// sync and the sentinel knows them, so a failover can promote one. extra
+// configuration lines go to every data node.
 func StartSentinel(t testing.TB, extra ...string) *Sentinel {
 	t.Helper()
-	pp, rp, sp := FreePort(t), FreePort(t), FreePort(t)
+	pp := FreePort(t)
 	s := &Sentinel{}
 	s.Primary = StartServer(t, pp, false, append([]string{fmt.Sprintf("port %d", pp)}, extra...)...)
-	s.Replica = StartServer(t, rp, false, append([]string{fmt.Sprintf("port %d", rp), fmt.Sprintf("replicaof 127.0.0.1 %d", pp)}, extra...)...)
+	for range 2 {
+		rp := FreePort(t)
+		s.Replicas = append(s.Replicas, StartServer(t, rp, false, append([]string{fmt.Sprintf("port %d", rp), fmt.Sprintf("replicaof 127.0.0.1 %d", pp)}, extra...)...))
+	}
+	sp := FreePort(t)
 	s.Sentinel = StartServer(t, sp, true,
 		fmt.Sprintf("port %d", sp),
 		fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1", MasterName, pp),
@@ -128,11 +136,15 @@ func StartSentinel(t testing.TB, extra ...string) *Sentinel {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		info := cli(t, s.Sentinel, "SENTINEL", "REPLICAS", MasterName)
-		if strings.Contains(info, strconv.Itoa(rp)) && strings.Contains(cli(t, s.Replica, "INFO", "replication"), "master_link_status:up") {
+		ready := true
+		for _, r := range s.Replicas {
+			ready = ready && strings.Contains(info, strconv.Itoa(r.Port)) && strings.Contains(cli(t, r, "INFO", "replication"), "master_link_status:up")
+		}
+		if ready {
 			return s
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("redistest: the sentinel never saw the replica in sync:\n%s\n%s", info, s.Sentinel.Log())
+			t.Fatalf("redistest: the sentinel never saw the replicas in sync:\n%s\n%s", info, s.Sentinel.Log())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
