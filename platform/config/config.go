@@ -166,7 +166,7 @@ type Common struct {
 	// rediss:// or rediss-sentinel:// URL.
 	RedisTLSCAFile, RedisTLSCertFile, RedisTLSKeyFile string
 	// RedisAckReplicas is how many replicas must acknowledge a single-use
-	// record; negative: 1 under Sentinel, 0 otherwise.
+	// record: 0 is 1 under Sentinel and none otherwise; negative is none.
 	RedisAckReplicas int
 	// RedisPrefix prefixes every Redis key the service writes.
 	RedisPrefix string
@@ -249,7 +249,7 @@ func (c *Common) Register(s *Set, service string, d Defaults) {
 		s.String(&c.RedisTLSCAFile, "redis-tls-ca-file", "", "", "PEM CA bundle that signs the Redis server certificates (rediss URLs); empty: the system roots")
 		s.String(&c.RedisTLSCertFile, "redis-tls-cert-file", "", "", "client certificate presented to Redis (rediss URLs), with --redis-tls-key-file")
 		s.String(&c.RedisTLSKeyFile, "redis-tls-key-file", "", "", "key of --redis-tls-cert-file")
-		s.Int(&c.RedisAckReplicas, "redis-ack-replicas", "", -1, "replicas that must acknowledge a single-use record before it counts (WAIT); -1: 1 with Sentinel, 0 otherwise")
+		s.Int(&c.RedisAckReplicas, "redis-ack-replicas", "", 0, "replicas that must acknowledge a single-use record before it counts (WAIT); 0: 1 with Sentinel, none otherwise; -1: never wait")
 		s.String(&c.RedisPrefix, "redis-prefix", "", "toolcrib:", "prefix of every Redis key")
 	}
 	s.String(&c.logLevel, "log-level", "", "info", "minimum log level: debug, info, warn, error")

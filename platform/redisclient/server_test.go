@@ -98,7 +98,7 @@ func TestTLSAndACLUser(t *testing.T) {
 // write a replica acknowledged (WAIT) is still there after the failover.
 func TestSentinelFailover(t *testing.T) {
 	d := redistest.StartSentinel(t)
-	c, err := redisclient.New(redisclient.Config{URL: d.URL(), AckReplicas: -1}, "toolcrib-test:")
+	c, err := redisclient.New(redisclient.Config{URL: d.URL()}, "toolcrib-test:")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,8 +74,8 @@ type Config struct {
 	// a restart.
 	TLSCertFile, TLSKeyFile string
 	// AckReplicas is how many replicas must acknowledge a write that must
-	// survive a failover (the lease's single-use record) before it counts;
-	// negative means the default: 1 with Sentinel, 0 otherwise.
+	// survive a failover (the lease's single-use record) before it counts.
+	// 0 is the default: 1 with Sentinel, none otherwise; negative: none.
 	AckReplicas int
 }
 
@@ -161,12 +161,11 @@ func (cfg Config) options() (options, error) {
 			return options{}, err
 		}
 	}
-	o.acks = cfg.AckReplicas
-	if o.acks < 0 {
-		o.acks = 0
-		if o.failover != nil {
-			o.acks = 1
-		}
+	switch {
+	case cfg.AckReplicas > 0:
+		o.acks = cfg.AckReplicas
+	case cfg.AckReplicas == 0 && o.failover != nil:
+		o.acks = 1
 	}
 	if s := o.single; s != nil {
 		s.TLSConfig = tc

@@ -40,7 +40,7 @@ func TestConfigOptions(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o, err := Config{URL: tc.url, AckReplicas: -1}.options()
+			o, err := Config{URL: tc.url}.options()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -97,5 +97,28 @@ func TestRedact(t *testing.T) {
 		if got := Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestAckReplicas(t *testing.T) {
+	for _, tc := range []struct {
+		url  string
+		set  int
+		want int
+	}{
+		{"redis-sentinel://h:1/m", 0, 1},
+		{"redis-sentinel://h:1/m", -1, 0},
+		{"redis-sentinel://h:1/m", 2, 2},
+		{"redis://h:1", 0, 0},
+		{"redis://h:1", 1, 1},
+	} {
+		c, err := New(Config{URL: tc.url, AckReplicas: tc.set}, "p:")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.AckReplicas(); got != tc.want {
+			t.Errorf("%s with %d: AckReplicas = %d, want %d", tc.url, tc.set, got, tc.want)
+		}
+		c.Close()
 	}
 }

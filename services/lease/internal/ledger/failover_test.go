@@ -22,7 +22,7 @@ import (
 // acceptance rested on a write the failover lost.
 func TestSingleUseSurvivesSentinelFailover(t *testing.T) {
 	d := redistest.StartSentinel(t)
-	c, err := redisclient.New(redisclient.Config{URL: d.URL(), AckReplicas: -1}, redistest.NewPrefix(t))
+	c, err := redisclient.New(redisclient.Config{URL: d.URL()}, redistest.NewPrefix(t))
 	if err != nil {
 		t.Fatal(err)
 	}
