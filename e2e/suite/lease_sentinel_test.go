@@ -106,11 +106,19 @@ func TestLeaseSingleUseThroughSentinelFailover(t *testing.T) {
 		d.Primary.Kill()
 		close(killed)
 	}()
+	var slowest time.Duration
 	for _, iss := range leases[10:] {
+		began := time.Now()
 		verify(iss)
+		slowest = max(slowest, time.Since(began))
 		time.Sleep(20 * time.Millisecond)
 	}
 	<-killed
+	// A Verify in flight when the primary died waited for the promotion
+	// (down-after is 500 ms) or was refused LEDGER_UNAVAILABLE.
+	if slowest < 500*time.Millisecond && unavailable == 0 {
+		t.Fatalf("no Verify spanned the failover (slowest %v): the primary was not killed mid-load", slowest)
+	}
 
 	// The same service process verifies a fresh lease once a replica is
 	// promoted.
@@ -137,7 +145,7 @@ func TestLeaseSingleUseThroughSentinelFailover(t *testing.T) {
 			t.Errorf("lease %s was valid %d times", id, n)
 		}
 	}
-	t.Logf("%d leases, %d valid once, %d LEDGER_UNAVAILABLE answers", len(leases), len(valid), unavailable)
+	t.Logf("%d leases, %d valid once, %d LEDGER_UNAVAILABLE answers, the slowest Verify across the kill took %v", len(leases), len(valid), unavailable, slowest)
 
 	log := logs.String()
 	if strings.Contains(log, password) {
