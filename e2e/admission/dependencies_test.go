@@ -54,7 +54,7 @@ func TestRedisStoppedMidLoadDecidesFromL1AndDirectReads(t *testing.T) {
 	w := newWorld(t)
 	link := servicetest.NewProxy(t, redistest.Addr())
 	rep := w.startReplicaWith(t, 5*time.Second, w.redisPrefix, func(c *admissionsvc.Config) {
-		c.RedisAddr = link.Addr()
+		c.RedisURL = "redis://" + link.Addr()
 		c.DependencyCheckInterval = 100 * time.Millisecond
 	})
 	alice := w.client(t, rep, "alice", tenantA)

@@ -136,7 +136,7 @@ func TestLeaseReplayProofReuseAndAnotherAudience(t *testing.T) {
 // is away counts as lease_reuse_accepted.
 func TestLeaseSingleUseFailsClosedWithoutRedis(t *testing.T) {
 	link := servicetest.NewProxy(t, redistest.Addr())
-	w := leaseworld.StartWith(t, leaseworld.Options{CacheTTL: time.Minute, Lease: func(c *config.Common) { c.RedisAddr = link.Addr() }})
+	w := leaseworld.StartWith(t, leaseworld.Options{CacheTTL: time.Minute, Lease: func(c *config.Common) { c.RedisURL = "redis://" + link.Addr() }})
 	var tl leaseTally
 	defer func() { faultreport.Add(t, faultreport.AdmissionLeaseReuseAccepted, tl.accepted) }()
 	iss := tl.issue(t, w)

@@ -536,7 +536,7 @@ func (w *World) StartGateway(t testing.TB, admissionAddr, leaseAddr string, edit
 	servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
 		c := gcfg
 		c.Common = st.Auth.Common(t, w.gatewayDB, true, listening)
-		c.RedisPrefix = w.redisPrefix
+		c.RedisPrefix, c.RedisAckReplicas = w.redisPrefix, gcfg.RedisAckReplicas
 		c.Ready = func(u string) { urlc <- u }
 		if err := c.Validate(); err != nil {
 			return err

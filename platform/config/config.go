@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolcrib/toolcrib/platform/ids"
 	"github.com/toolcrib/toolcrib/platform/principal"
+	"github.com/toolcrib/toolcrib/platform/redisclient"
 	"github.com/toolcrib/toolcrib/platform/tlsconfig"
 )
 
@@ -155,8 +156,20 @@ type Common struct {
 	MetricsAddr string
 	// PostgresURL is the connection URL.
 	PostgresURL string
-	// RedisAddr is host:port of Redis; empty when the service uses none.
+	// RedisURL says where Redis is and how to reach it (scheme, ACL user,
+	// database, Sentinel); see [redisclient.Config]. Empty when the service
+	// uses none. Read it through [Common.Redis].
+	RedisURL string
+	// RedisAddr is the deprecated bare host:port: read as redis://host:port
+	// when RedisURL keeps its default.
 	RedisAddr string
+	// RedisTLSCAFile, RedisTLSCertFile and RedisTLSKeyFile are the CA bundle
+	// that signs the Redis server certificates and the client pair, for a
+	// rediss:// or rediss-sentinel:// URL.
+	RedisTLSCAFile, RedisTLSCertFile, RedisTLSKeyFile string
+	// RedisAckReplicas is how many replicas must acknowledge a single-use
+	// record: 0 is 1 under Sentinel and none otherwise; negative is none.
+	RedisAckReplicas int
 	// RedisPrefix prefixes every Redis key the service writes.
 	RedisPrefix string
 	// LogLevel is the minimum level logged.
@@ -265,6 +278,9 @@ const DefaultConfirmerGroup = "toolcrib-confirmers"
 // DefaultPostgresURL is used when neither flag nor environment names one.
 const DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
+// DefaultRedisURL is used when neither flag nor environment names one.
+const DefaultRedisURL = "redis://127.0.0.1:6379"
+
 // Register adds the common flags for service (e.g. `registry`) to s.
 // Listen and metrics addresses have service-specific environment variables
 // (TOOLCRIB_REGISTRY_LISTEN); the rest are shared (TOOLCRIB_POSTGRES_URL).
@@ -274,7 +290,12 @@ func (c *Common) Register(s *Set, service string, d Defaults) {
 	s.String(&c.MetricsAddr, "metrics-listen", "TOOLCRIB_"+svc+"_METRICS_LISTEN", d.MetricsAddr, "Prometheus /metrics HTTP address; empty disables it")
 	s.String(&c.PostgresURL, "postgres-url", "", DefaultPostgresURL, "PostgreSQL connection URL")
 	if d.UsesRedis {
-		s.String(&c.RedisAddr, "redis-addr", "", "127.0.0.1:6379", "Redis address host:port")
+		s.String(&c.RedisURL, "redis-url", "", DefaultRedisURL, "Redis URL: redis://[user:password@]host:port[/db], rediss:// for TLS, redis-sentinel://[user:password@]host:port[,host:port...]/master[/db] (rediss-sentinel:// for TLS)")
+		s.String(&c.RedisAddr, "redis-addr", "", "", "deprecated: Redis host:port, read as redis://host:port; use --redis-url")
+		s.String(&c.RedisTLSCAFile, "redis-tls-ca-file", "", "", "PEM CA bundle that signs the Redis server certificates (rediss URLs); empty: the system roots")
+		s.String(&c.RedisTLSCertFile, "redis-tls-cert-file", "", "", "client certificate presented to Redis (rediss URLs), with --redis-tls-key-file")
+		s.String(&c.RedisTLSKeyFile, "redis-tls-key-file", "", "", "key of --redis-tls-cert-file")
+		s.Int(&c.RedisAckReplicas, "redis-ack-replicas", "", 0, "replicas that must acknowledge a single-use record before it counts (WAIT); 0: 1 with Sentinel, none otherwise; -1: never wait")
 		s.String(&c.RedisPrefix, "redis-prefix", "", "toolcrib:", "prefix of every Redis key")
 	}
 	s.String(&c.logLevel, "log-level", "", "info", "minimum log level: debug, info, warn, error")
@@ -324,6 +345,13 @@ func (c *Common) Validate() error {
 	if c.RedisAddr != "" {
 		if _, _, err := net.SplitHostPort(c.RedisAddr); err != nil {
 			bad("redis-addr", "%q is not host:port", c.RedisAddr)
+		} else if c.RedisURL != "" && c.RedisURL != DefaultRedisURL {
+			bad("redis-addr", "deprecated alias of --redis-url: set only --redis-url")
+		}
+	}
+	if r := c.Redis(); r.URL != "" {
+		if err := r.Check(); err != nil {
+			bad("redis-url", "%v", err)
 		}
 	}
 	if c.logLevel != "" {
@@ -366,6 +394,20 @@ func (c *Common) Validate() error {
 		bad("tls-service-identities", "needs --%s: only a verified client certificate identifies a service", tlsconfig.FlagClientCAFile)
 	}
 	return errors.Join(errs...)
+}
+
+// Redis returns the Redis configuration: --redis-url, or the deprecated
+// --redis-addr as redis://host:port when --redis-url keeps its default. Its
+// URL is empty when the service uses no Redis.
+func (c *Common) Redis() redisclient.Config {
+	u := c.RedisURL
+	if c.RedisAddr != "" && (u == "" || u == DefaultRedisURL) {
+		u = "redis://" + c.RedisAddr
+	}
+	return redisclient.Config{
+		URL: u, TLSCAFile: c.RedisTLSCAFile, TLSCertFile: c.RedisTLSCertFile, TLSKeyFile: c.RedisTLSKeyFile,
+		AckReplicas: c.RedisAckReplicas,
+	}
 }
 
 // Logger builds the structured logger the configuration asks for.

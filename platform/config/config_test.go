@@ -25,7 +25,7 @@ func TestPrecedenceFlagThenEnvThenDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.ListenAddr != "127.0.0.1:9000" || c.PostgresURL != "postgres://flag@h/db" || c.ShutdownTimeout != 3*time.Second ||
-		c.MetricsAddr != "127.0.0.1:9101" || c.RedisAddr != "127.0.0.1:6379" {
+		c.MetricsAddr != "127.0.0.1:9101" || c.Redis().URL != DefaultRedisURL {
 		t.Fatalf("%+v", c)
 	}
 }
@@ -144,5 +144,54 @@ func TestTLSFlags(t *testing.T) {
 	}
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--tls-service-identities: needs --tls-client-ca-file") {
 		t.Fatalf("identities without client CAs: %v", err)
+	}
+}
+
+// TestRedisURLAndTheDeprecatedAddr: --redis-url (or TOOLCRIB_REDIS_URL)
+// names Redis; the old --redis-addr (or TOOLCRIB_REDIS_ADDR) still works as
+// redis://host:port; setting both is refused; a bad URL is refused without
+// showing its password.
+func TestRedisURLAndTheDeprecatedAddr(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		want    string // the URL, or the error when wantErr
+		wantErr bool
+	}{
+		{"default", nil, nil, "redis://127.0.0.1:6379", false},
+		{"url flag", nil, []string{"--redis-url", "rediss://svc:pw@cache:6380/2"}, "rediss://svc:pw@cache:6380/2", false},
+		{"url env", map[string]string{"TOOLCRIB_REDIS_URL": "redis-sentinel://s1:26379,s2:26379/main"}, nil, "redis-sentinel://s1:26379,s2:26379/main", false},
+		{"addr flag", nil, []string{"--redis-addr", "cache:6379"}, "redis://cache:6379", false},
+		{"addr env", map[string]string{"TOOLCRIB_REDIS_ADDR": "cache:6379"}, nil, "redis://cache:6379", false},
+		{"both", map[string]string{"TOOLCRIB_REDIS_ADDR": "cache:6379"}, []string{"--redis-url", "redis://other:6379"}, "--redis-addr: deprecated alias of --redis-url: set only --redis-url", true},
+		{"bad addr", nil, []string{"--redis-addr", "cache"}, `--redis-addr: "cache" is not host:port`, true},
+		{"bad url", nil, []string{"--redis-url", "redis://svc:hunter2@cache"}, "--redis-url: redis configuration: redis://svc:xxxxx@cache: needs host:port", true},
+		{"tls files without tls", nil, []string{"--redis-tls-ca-file", "/ca.pem"}, "--redis-url: redis configuration: redis://127.0.0.1:6379: TLS files given for a plaintext URL", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c Common
+			s := NewSet("lease", env(tc.env))
+			c.Register(s, "lease", Defaults{ListenAddr: "127.0.0.1:7104", UsesRedis: true})
+			if err := s.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			err := c.Validate()
+			if tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("got %v, want %q", err, tc.want)
+				}
+				if strings.Contains(err.Error(), "hunter2") {
+					t.Fatalf("the error shows the password: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Redis().URL; got != tc.want {
+				t.Fatalf("URL = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -150,7 +150,15 @@ func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context
 		d.ServiceToken = &principal.FileToken{Path: c.ServiceTokenFile}
 	}
 	if spec.UsesRedis {
-		d.Redis = redisclient.Open(c.RedisAddr, c.RedisPrefix)
+		if c.RedisAddr != "" {
+			logger.Warn("--redis-addr (TOOLCRIB_REDIS_ADDR) is deprecated: use --redis-url (TOOLCRIB_REDIS_URL)")
+		}
+		r := c.Redis()
+		d.Redis, err = redisclient.New(r, c.RedisPrefix)
+		if err != nil {
+			return fmt.Errorf("%s: %w", spec.Name, err)
+		}
+		logger.Info("redis", "url", redisclient.Redact(r.URL), "ack_replicas", d.Redis.AckReplicas())
 		defer d.Redis.Close()
 		checks = append(checks, rpcserver.Check{Name: "redis", Func: d.Redis.Check, Degradable: spec.RedisDegradable})
 	}

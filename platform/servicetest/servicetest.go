@@ -140,7 +140,7 @@ func (a *Auth) Common(t testing.TB, postgresURL string, redis bool, listening fu
 		a.useProvider(t, &c)
 	}
 	if redis {
-		c.RedisAddr = redistest.Addr()
+		c.RedisURL = "redis://" + redistest.Addr()
 		c.RedisPrefix = redistest.NewPrefix(t)
 	}
 	if os.Getenv("TOOLCRIB_TEST_LOG") != "" {

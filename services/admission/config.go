@@ -94,8 +94,8 @@ func (c *Config) Validate() error {
 	if c.ServiceTokenFile == "" && c.TLS.ClientCertFile == "" {
 		bad("service-token-file", "required unless --tls-client-cert-file identifies admission: admission presents it to the registry and discovery")
 	}
-	if c.RedisAddr == "" {
-		bad("redis-addr", "required: the decision cache's L2")
+	if c.Redis().URL == "" {
+		bad("redis-url", "required: the decision cache's L2")
 	}
 	if c.ValidityWindow <= 0 {
 		bad("validity-window", "must be positive")

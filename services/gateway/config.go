@@ -217,8 +217,8 @@ func (c *Config) Validate() error {
 	if c.ArtifactQuotaCount < 1 {
 		bad("artifact-quota-count", "must be positive")
 	}
-	if c.RedisAddr == "" {
-		bad("redis-addr", "required: confirmations are kept in Redis")
+	if c.Redis().URL == "" {
+		bad("redis-url", "required: confirmations are kept in Redis")
 	}
 	if _, err := c.Secrets.Policy(); err != nil {
 		errs = append(errs, err)

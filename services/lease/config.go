@@ -108,8 +108,8 @@ func (c *Config) Validate() error {
 	if c.ProofWindow <= 0 || c.ProofWindow > lease.MaxTTL {
 		bad("proof-window", "must be in (0, %s]", lease.MaxTTL)
 	}
-	if c.RedisAddr == "" {
-		bad("redis-addr", "required: single use is recorded in Redis")
+	if c.Redis().URL == "" {
+		bad("redis-url", "required: single use is recorded in Redis")
 	}
 	if c.AdmissionAddr != "" {
 		if _, _, err := net.SplitHostPort(c.AdmissionAddr); err != nil {

@@ -17,7 +17,7 @@ func TestParseConfigDefaultsAndEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.ListenAddr != service.DefaultListenAddr || cfg.MetricsAddr != service.DefaultMetricsAddr || cfg.RedisAddr == "" ||
+	if cfg.ListenAddr != service.DefaultListenAddr || cfg.MetricsAddr != service.DefaultMetricsAddr || cfg.Redis().URL != "redis://127.0.0.1:6379" ||
 		cfg.Skew != 2*time.Second || cfg.KeyRotateEvery != 24*time.Hour || cfg.ProofWindow != 30*time.Second {
 		t.Fatalf("config %+v", cfg)
 	}
@@ -25,11 +25,11 @@ func TestParseConfigDefaultsAndEnvironment(t *testing.T) {
 
 func TestConfigReportsEveryProblem(t *testing.T) {
 	_, err := service.ParseConfig([]string{"--lease-skew", "1m", "--proof-window", "2m", "--key-rotate-every", "10s",
-		"--admission-addr", "nope", "--redis-addr", ""}, env(nil))
+		"--admission-addr", "nope", "--redis-url", ""}, env(nil))
 	if err == nil {
 		t.Fatal("accepted")
 	}
-	for _, flag := range []string{"--key-file", "--lease-skew", "--proof-window", "--key-rotate-every", "--admission-addr", "--redis-addr"} {
+	for _, flag := range []string{"--key-file", "--lease-skew", "--proof-window", "--key-rotate-every", "--admission-addr", "--redis-url"} {
 		if !strings.Contains(err.Error(), flag+":") {
 			t.Errorf("the error does not name %s: %v", flag, err)
 		}

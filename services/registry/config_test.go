@@ -21,7 +21,7 @@ func TestParseConfigDefaults(t *testing.T) {
 	}
 	if cfg.ListenAddr != "127.0.0.1:7101" || cfg.MetricsAddr != "127.0.0.1:9101" || cfg.DiscoveryAddr != "127.0.0.1:7102" ||
 		cfg.WatchHeartbeat != time.Second || cfg.WatchRetention != 24*time.Hour || cfg.WatchKeep != 10_000 ||
-		cfg.ServiceTokenFile != ".toolcrib/dev/service-token" || cfg.RedisAddr != "" || !cfg.Migrate {
+		cfg.ServiceTokenFile != ".toolcrib/dev/service-token" || cfg.Redis().URL != "" || !cfg.Migrate {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 }

@@ -86,12 +86,17 @@ func (g *Gateway) confirmed(ctx context.Context, st *state, rt *admissionv1.Runt
 	if len(p.RequestState) > 64 {
 		return reasonConfirmation, "the confirmation state is not one this gateway issued", ""
 	}
-	rec, err := g.opts.Redis.GetDel(ctx, g.confirmKey(p.RequestState)).Result()
+	// The record is consumed, and with replicas (Sentinel) the consumption
+	// counts only once a replica holds it: a failover must not bring the
+	// record back for a second use.
+	var get *redis.StringCmd
+	perr := g.opts.Redis.AckPipelined(ctx, func(pipe redis.Pipeliner) { get = pipe.GetDel(ctx, g.confirmKey(p.RequestState)) })
+	rec, err := get.Result()
 	if errors.Is(err, redis.Nil) {
 		return reasonConfirmation, "the confirmation expired, was already used, or was never asked for", ""
 	}
-	if err != nil {
-		return ReasonUnavailable, "the confirmation could not be checked (redis did not answer); nothing was run", ""
+	if err != nil || perr != nil {
+		return ReasonUnavailable, "the confirmation could not be checked (redis did not answer, or no replica recorded its use); nothing was run", ""
 	}
 	shown, want, _ := strings.Cut(rec, "\x00")
 	if want != binding(st, rt, argDigest) || !canonical.ValidDigest(shown) {

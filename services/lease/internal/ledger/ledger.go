@@ -46,7 +46,12 @@ type Ledger interface {
 }
 
 // Redis is the [Ledger] on Redis: `SET <prefix>lease:used:<id> 1 NX PX ttl`
-// for a lease, `SET <prefix>receipt:used:<id> 1 NX PX ttl` for a receipt.
+// for a lease, `SET <prefix>receipt:used:<id> 1 NX PX ttl` for a receipt,
+// and, with replicas ([redisclient.Client.AckReplicas], Sentinel), a WAIT
+// for them at the end of the pipeline: a first use counts only once a
+// replica holds it, so a failover that promotes the replica cannot forget
+// it; an unacknowledged one is [ErrUnavailable] (the lease or receipt is
+// burned, not accepted).
 // Concurrent calls share a pipeline: the commands pending when a flusher
 // (at most [maxFlushers]) looks are written at once and their replies read
 // at once, one roundtrip and two syscalls for the lot instead of per call.
@@ -137,13 +142,14 @@ func (r *Redis) run(batch []*consume) {
 	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
 	cmds := make([]*redis.BoolCmd, len(batch))
-	// Per-command errors are read from each command below.
-	_, _ = r.c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+	// Per-command errors are read from each command below; the pipeline's
+	// own error matters only when the replicas did not acknowledge it.
+	perr := r.c.AckPipelined(ctx, func(pipe redis.Pipeliner) {
 		for i, p := range batch {
 			cmds[i] = pipe.SetNX(ctx, p.key, 1, p.ttl)
 		}
-		return nil
 	})
+	unacked := errors.Is(perr, redisclient.ErrNotReplicated)
 	for i, p := range batch {
 		ok, err := cmds[i].Result()
 		switch {
@@ -151,6 +157,10 @@ func (r *Redis) run(batch []*consume) {
 			p.done <- fmt.Errorf("%w: %v", ErrUnavailable, err)
 		case !ok:
 			p.done <- ErrAlreadyUsed
+		case unacked:
+			// Recorded on the primary only: a failover now could forget
+			// it and accept the lease again, so it is not accepted now.
+			p.done <- fmt.Errorf("%w: %v", ErrUnavailable, perr)
 		default:
 			p.done <- nil
 		}
