@@ -49,11 +49,6 @@ func checkCommand(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if admissionv1.Mode(m) == admissionv1.Mode_MODE_USER_CONFIRMED && confirmer == "" {
-				return errors.New("--mode user-confirmed needs --confirmer-token (or TOOLCRIB_CONFIRMER_TOKEN): only a confirmer " +
-					"(the gateway, or a host runtime acting for the user; a token of the confirmer group of the platform tenant) " +
-					"may assert that the user confirmed a call, beside the user's own --token")
-			}
 			if !json.Valid([]byte(argsJSON)) {
 				return fmt.Errorf("--args: not a JSON document")
 			}
