@@ -75,8 +75,9 @@ func metricsURL(addr string) string {
 	return "http://" + addr + "/metrics"
 }
 
-// launchables lists every implemented service, in start order.
-func launchables() ([]launchable, error) {
+// launchables lists every implemented service, in start order, each with
+// its dev certificate and mTLS between them from pki (nil: plaintext).
+func launchables(pki *devPKI) ([]launchable, error) {
 	rcfg, err := registry.ParseConfig(nil, nil)
 	if err == nil {
 		err = devEgressAndSecrets(&rcfg.Egress, &rcfg.Secrets)
@@ -105,6 +106,13 @@ func launchables() ([]launchable, error) {
 	gcfg, err := devGatewayConfig(nil)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	if pki != nil {
+		pki.applyDevTLS(&rcfg.Common, "registry")
+		pki.applyDevTLS(&dcfg.Common, "discovery")
+		pki.applyDevTLS(&acfg.Common, "admission")
+		pki.applyDevTLS(&lcfg.Common, "lease")
+		pki.applyDevTLS(&gcfg.Common, "gateway")
 	}
 	return []launchable{
 		{name: "registry", health: rcfg.ListenAddr, addrs: serviceAddrs(rcfg.Common),
@@ -162,6 +170,7 @@ func devCommands() []command {
 		sub, tenant, groups string
 		ttl                 time.Duration
 		admin, service      bool
+		plaintext           bool
 	)
 	return []command{
 		{
@@ -226,18 +235,49 @@ func devCommands() []command {
 		{
 			name: "dev up",
 			summary: "run every implemented service in this process against local Postgres and Redis " +
-				"(migrating first), with dev keys and tokens under " + devDir,
+				"(migrating first), with dev keys, tokens and TLS certificates under " + devDir + " (mTLS between the services)",
+			flags: func(fs *flag.FlagSet) {
+				fs.BoolVar(&plaintext, "plaintext", false, "run the services without TLS (an explicit opt-out: each service logs a warning)")
+			},
 			run: func(ctx context.Context, e *env, args []string) error {
-				return devUp(ctx, e)
+				return devUp(ctx, e, plaintext || e.tls.plaintext)
+			},
+		},
+		{
+			name:    "dev certs",
+			summary: "create or renew the development CA and TLS certificates under " + devDir + " (kept while valid)",
+			run: func(ctx context.Context, e *env, args []string) error {
+				pki, made, err := ensureDevPKI(devDir, time.Now())
+				if err != nil {
+					return err
+				}
+				printDevPKI(e, pki, made)
+				return nil
 			},
 		},
 	}
 }
 
-func devUp(ctx context.Context, e *env) error {
+func devUp(ctx context.Context, e *env, plaintext bool) error {
 	s, err := devSigner()
 	if err != nil {
 		return err
+	}
+	var pki *devPKI
+	if plaintext {
+		fmt.Fprintln(e.stderr, "toolcrib dev: --plaintext: the services run WITHOUT TLS; tokens, leases and receipts cross the network in the clear")
+		e.tls = clientTLS{plaintext: true}
+	} else {
+		p, made, err := ensureDevPKI(devDir, time.Now())
+		if err != nil {
+			return err
+		}
+		printDevPKI(e, p, made)
+		pki = &p
+		// This process's own health checks use the dev CA and client
+		// certificate, as the CLI does by default.
+		cert, key := p.certFiles(devClientName)
+		e.tls = clientTLS{caFile: p.CAFile, certFile: cert, keyFile: key}
 	}
 	adminToken := filepath.Join(devDir, "admin-token")
 	if err := writeToken(s, adminToken, principal.Claims{Subject: "dev-admin", Tenant: devPlatformTenant(), Groups: []string{devAdminGroup}, TTL: 24 * time.Hour}); err != nil {
@@ -247,7 +287,7 @@ func devUp(ctx context.Context, e *env) error {
 		Groups: []string{devServiceGroup}, TTL: 24 * time.Hour}); err != nil {
 		return err
 	}
-	svcs, err := launchables()
+	svcs, err := launchables(pki)
 	if err != nil {
 		return err
 	}
@@ -309,4 +349,15 @@ func waitServing(ctx context.Context, e *env, addrs []string, every time.Duratio
 		case <-time.After(every):
 		}
 	}
+}
+
+// printDevPKI says where the dev CA and certificates are and which were
+// made or renewed now.
+func printDevPKI(e *env, p devPKI, made []string) {
+	renewed := "all kept (valid)"
+	if len(made) > 0 {
+		renewed = "made now: " + strings.Join(made, ", ")
+	}
+	fmt.Fprintf(e.stderr, "toolcrib dev: TLS with the dev CA %s and one certificate per service in %s (%s); mTLS between the services\n",
+		p.CAFile, p.dir, renewed)
 }

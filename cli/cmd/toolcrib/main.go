@@ -29,7 +29,6 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -63,6 +62,7 @@ type env struct {
 	tokenFile     string
 	asJSON        bool
 	timeout       time.Duration
+	tls           clientTLS
 	stdout        io.Writer
 	stderr        io.Writer
 	conns         map[string]*grpc.ClientConn
@@ -85,7 +85,11 @@ func (e *env) dial(addr string) (*grpc.ClientConn, error) {
 	if c, ok := e.conns[addr]; ok {
 		return c, nil
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	creds, err := e.tls.transport()
+	if err != nil {
+		return nil, err
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
 	switch {
 	case e.token != "":
 		opts = append(opts, grpc.WithPerRPCCredentials(principal.BearerToken(e.token)))
@@ -191,6 +195,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		"file with the bearer token, used when --token is empty; the default is looked for in this directory and every parent")
 	gs.Bool(&e.asJSON, "json", "TOOLCRIB_JSON", false, "print results as JSON")
 	gs.Duration(&e.timeout, "timeout", "TOOLCRIB_TIMEOUT", 30*time.Second, "deadline of each call (not of streams)")
+	registerTLSFlags(gs, &e.tls)
 	fs := gs.FlagSet()
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -199,6 +204,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return nil
 		}
 		fmt.Fprint(stderr, globalUsage(gs))
+		return err
+	}
+	if err := e.tls.resolve(); err != nil {
 		return err
 	}
 	lookedUpward := e.tokenFile == devAdminTokenFile
@@ -239,6 +247,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	err = c.run(ctx, e, positional)
+	if hint := e.tls.tlsMismatchHint(err); hint != "" {
+		err = status.Error(codes.Unavailable, status.Convert(err).Message()+"\n  "+hint)
+	}
 	if st, ok := status.FromError(err); ok && st.Code() == codes.Unauthenticated && e.token == "" {
 		if _, statErr := os.Stat(e.tokenFile); statErr != nil {
 			// A new status with the hint, not a wrapped one: the code is
