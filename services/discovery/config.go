@@ -59,7 +59,9 @@ type Config struct {
 	// ConnectTimeout and PageTimeout bound MCP calls.
 	ConnectTimeout time.Duration
 	PageTimeout    time.Duration
-	// TLSCAFile adds PEM roots for https MCP servers.
+	// TLSCAFile adds PEM roots for https MCP servers
+	// (--upstream-tls-ca-file; --tls-ca-file is the roots of the gRPC
+	// clients, platform/tlsconfig).
 	TLSCAFile string
 	// AllowInsecureHTTP allows plain http to non-loopback MCP servers.
 	AllowInsecureHTTP bool
@@ -158,7 +160,7 @@ func flags(c *Config, lookup func(string) (string, bool)) *config.Set {
 	s.Int(&c.MaxBytes, "max-bytes", "", 512<<20, "most bytes of tools/list results in one scan")
 	s.Duration(&c.ConnectTimeout, "connect-timeout", "", 30*time.Second, "bound on connecting and initializing an MCP session")
 	s.Duration(&c.PageTimeout, "page-timeout", "", 30*time.Second, "bound on one tools/list call")
-	s.String(&c.TLSCAFile, "tls-ca-file", "", "", "PEM file with extra roots for https MCP servers")
+	s.String(&c.TLSCAFile, "upstream-tls-ca-file", "", "", "PEM file with extra roots for https MCP servers (toolcrib's own gRPC clients use --tls-ca-file)")
 	s.Bool(&c.AllowInsecureHTTP, "allow-insecure-http", "", false, "allow plain http to MCP servers that are not on loopback")
 	s.String(&c.MinProtocolVersion, "min-protocol-version", "", "2025-06-18", "oldest MCP protocol version accepted")
 	s.String(&c.CredentialEnv, "stdio-credential-env", "", "TOOLCRIB_UPSTREAM_TOKEN", "environment variable a stdio server gets its upstream credential in")
