@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,6 +76,10 @@ func metricsURL(addr string) string {
 	return "http://" + addr + "/metrics"
 }
 
+// devServiceLog receives the launched services' logs; nil is standard
+// error (tests set it).
+var devServiceLog io.Writer
+
 // launchables lists every implemented service, in start order, each with
 // its dev certificate and mTLS between them from pki (nil: plaintext).
 func launchables(pki *devPKI) ([]launchable, error) {
@@ -106,6 +111,9 @@ func launchables(pki *devPKI) ([]launchable, error) {
 	gcfg, err := devGatewayConfig(nil)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	for _, c := range []*config.Common{&rcfg.Common, &dcfg.Common, &acfg.Common, &lcfg.Common, &gcfg.Common} {
+		c.LogOutput = devServiceLog
 	}
 	if pki != nil {
 		pki.applyDevTLS(&rcfg.Common, "registry")
@@ -325,8 +333,12 @@ func devUp(ctx context.Context, e *env, plaintext bool) error {
 // devTryIt is what `dev up` prints once every service is SERVING: the first
 // step of the README's tour, and where MCP clients go.
 func devTryIt(mcpURL string) string {
+	trust := ""
+	if strings.HasPrefix(mcpURL, "https://") {
+		trust = ", trusting the dev CA " + devCAFile
+	}
 	return "try it from another terminal: `go run ./cli/cmd/toolcrib server list`, then the README's first tour; " +
-		"MCP clients: " + mcpURL + " with a bearer token from `toolcrib dev token`"
+		"MCP clients: " + mcpURL + " with a bearer token from `toolcrib dev token`" + trust
 }
 
 // waitServing returns nil once every address's grpc.health.v1 status is

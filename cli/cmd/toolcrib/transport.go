@@ -100,9 +100,12 @@ func (t *clientTLS) tlsMismatchHint(err error) string {
 	switch {
 	case strings.Contains(msg, "first record does not look like a TLS handshake"):
 		return "the service speaks plaintext and this CLI TLS (" + t.describe() + "); start the service with TLS, or pass --plaintext (TOOLCRIB_PLAINTEXT) to call it without"
-	case t.caFile == "" && t.certFile == "" && (strings.Contains(msg, "error reading server preface") ||
-		strings.Contains(msg, "connection closed before server preface") || strings.Contains(msg, "EOF")):
-		return "the service may speak TLS and this CLI called in plaintext: no dev CA (" + devCAFile + ") here or in any parent directory and no --tls-ca-file; pass --tls-ca-file (TOOLCRIB_TLS_CA_FILE), or run from the directory `toolcrib dev up` runs in"
+	case t.caFile == "" && t.certFile == "" && (strings.Contains(msg, "server preface") || strings.Contains(msg, "EOF")):
+		why := "no dev CA (" + devCAFile + ") here or in any parent directory and no --tls-ca-file; pass --tls-ca-file (TOOLCRIB_TLS_CA_FILE), or run from the directory `toolcrib dev up` runs in"
+		if t.plaintext {
+			why = "--plaintext; call it without --plaintext (the dev CA is trusted by default)"
+		}
+		return "the service may speak TLS and this CLI called in plaintext: " + why
 	case strings.Contains(msg, "certificate required"):
 		return "the service requires a client certificate (mTLS); pass --tls-client-cert-file and --tls-client-key-file (the dev ones are " + devClientCertFile + " and " + devClientKeyFile + ")"
 	case strings.Contains(msg, "certificate signed by unknown authority"):
