@@ -4,7 +4,11 @@
 # `toolcrib dev up` on a fresh Postgres database and Redis key prefix,
 # registers and reviews the example server's inventory.shipment.status as the
 # README's tour does, waits until admission shows it to a tenant-a reader,
-# runs both examples as that reader, and stops everything.
+# runs both examples as that reader, and stops everything. Everything speaks
+# TLS: dev up makes the dev CA and certificates in the work directory, the
+# CLI finds them there, and the examples get them from TOOLCRIB_TLS_CA_FILE,
+# TOOLCRIB_TLS_CLIENT_CERT_FILE and TOOLCRIB_TLS_CLIENT_KEY_FILE (the
+# services require a client certificate: mTLS).
 #
 #   examples/run-examples.sh [node|python]...   (default: both)
 #
@@ -93,6 +97,8 @@ q tc tool enable inventory.shipment.status
 q tc dev holder-key   # .toolcrib/dev/holder-key.json, read by the Python example
 tc dev token --sub example-host --tenant tenant-a --groups readers --ttl 10m >"$work/reader-token"
 export TOOLCRIB_TOKEN_FILE="$work/reader-token"
+export TOOLCRIB_TLS_CA_FILE="$work/.toolcrib/dev/ca.pem" TOOLCRIB_TLS_CLIENT_CERT_FILE="$work/.toolcrib/dev/client.pem" \
+  TOOLCRIB_TLS_CLIENT_KEY_FILE="$work/.toolcrib/dev/client-key.pem"
 echo "== waiting until admission shows the tool to a tenant-a reader"
 visible() { tc --token "$(cat "$work/reader-token")" --json visible | grep '"inventory.shipment.status"' >/dev/null; }
 retry 60 visible
