@@ -78,6 +78,11 @@ cd "$work"
 echo "== waiting for every service's gRPC health to be SERVING (each migrates first)"
 retry 90 tc health "$TOOLCRIB_REGISTRY_ADDR" "$TOOLCRIB_DISCOVERY_ADDR" "$TOOLCRIB_ADMISSION_ADDR" "$TOOLCRIB_LEASE_ADDR"
 
+echo "== the suite speaks TLS only: a plaintext client is refused"
+if tc --plaintext --timeout 5s health "$TOOLCRIB_ADMISSION_ADDR" >"$work/plaintext.out" 2>&1 || grep -q 'TLS is off' "$work/suite.log"; then
+  echo "run-examples: the suite answered a plaintext client or runs without TLS" >&2; cat "$work/plaintext.out" >&2; exit 1
+fi
+
 echo "== registering and reviewing inventory.shipment.status (the README's tour; output in setup.log)"
 # q runs a setup command with its output in setup.log, shown on failure.
 q() { "$@" >>"$work/setup.log" 2>&1 || { echo "run-examples: failed: $*" >&2; cat "$work/setup.log" >&2; return 1; }; }

@@ -26,7 +26,11 @@ func healthCommand() command {
 			for _, addr := range args {
 				st, err := healthOf(ctx, e, addr)
 				if err != nil {
-					fmt.Fprintf(e.stdout, "%s\t%s\n", addr, describe(err))
+					msg := describe(err)
+				if hint := e.tls.tlsMismatchHint(err); hint != "" {
+					msg += "\n  " + hint
+				}
+				fmt.Fprintf(e.stdout, "%s\t%s\n", addr, msg)
 					bad = append(bad, addr)
 					continue
 				}
