@@ -113,13 +113,14 @@ func TestDevPKIMadeKeptAndRenewed(t *testing.T) {
 		t.Fatal("renewing the certificates changed the CA or kept a certificate")
 	}
 	// Within the CA's renewal margin: everything anew.
-	if _, made, err := ensureDevPKI(dir, now.Add(devCALifetime-devCARenewal+time.Hour)); err != nil || len(made) != 7 || made[0] != "CA" {
+	later := now.Add(devCALifetime - devCARenewal + time.Hour)
+	if _, made, err := ensureDevPKI(dir, later); err != nil || len(made) != 7 || made[0] != "CA" {
 		t.Fatalf("close to the CA's end made %v, %v", made, err)
 	}
-	// A certificate of another CA (a dev directory copied between
+	// A valid certificate of another CA (a dev directory copied between
 	// checkouts) is replaced.
 	other := filepath.Join(t.TempDir(), "other")
-	if _, _, err := ensureDevPKI(other, now); err != nil {
+	if _, _, err := ensureDevPKI(other, later); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"lease.pem", "lease-key.pem"} {
@@ -131,7 +132,7 @@ func TestDevPKIMadeKeptAndRenewed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, made, err := ensureDevPKI(dir, now.Add(devCALifetime-devCARenewal+2*time.Hour)); err != nil || strings.Join(made, ",") != "lease" {
+	if _, made, err := ensureDevPKI(dir, later.Add(time.Hour)); err != nil || strings.Join(made, ",") != "lease" {
 		t.Fatalf("with lease's certificate from another CA made %v, %v; want lease", made, err)
 	}
 	if _, ok := any(client.PublicKey).(*ecdsa.PublicKey); !ok {
