@@ -190,6 +190,11 @@ func TestDevUpRefusesPlaintextAndTheCLITrustsTheDevCA(t *testing.T) {
 		!strings.Contains(msg, "the service may speak TLS and this CLI called in plaintext: --plaintext; call it without --plaintext") {
 		t.Fatalf("--plaintext against TLS: %v", msg)
 	}
+	out, err := cliRun("--plaintext", "health", d.grpcAddr["admission"])
+	if err == nil || !strings.Contains(out, d.grpcAddr["admission"]+"\tUnavailable: ") ||
+		!strings.Contains(out, "\n  the service may speak TLS and this CLI called in plaintext: --plaintext") {
+		t.Fatalf("health --plaintext against TLS: %v\n%s", err, out)
+	}
 	// TLS with the dev CA but no client certificate: refused (mTLS).
 	if _, err := cliRun("--tls-client-cert-file", "", "--tls-client-key-file", "", "--registry", d.grpcAddr["registry"], "server", "list"); status.Code(err) != codes.Unavailable {
 		t.Fatalf("without a client certificate: %v; want UNAVAILABLE", err)

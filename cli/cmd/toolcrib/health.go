@@ -27,10 +27,10 @@ func healthCommand() command {
 				st, err := healthOf(ctx, e, addr)
 				if err != nil {
 					msg := describe(err)
-				if hint := e.tls.tlsMismatchHint(err); hint != "" {
-					msg += "\n  " + hint
-				}
-				fmt.Fprintf(e.stdout, "%s\t%s\n", addr, msg)
+					if hint := e.tls.tlsMismatchHint(err); hint != "" {
+						msg += "\n  " + hint
+					}
+					fmt.Fprintf(e.stdout, "%s\t%s\n", addr, msg)
 					bad = append(bad, addr)
 					continue
 				}
