@@ -366,7 +366,7 @@ func waitServing(ctx context.Context, e *env, addrs []string, every time.Duratio
 // printDevPKI says where the dev CA and certificates are and which were
 // made or renewed now.
 func printDevPKI(e *env, p devPKI, made []string) {
-	renewed := "all kept (valid)"
+	renewed := "all kept: still valid"
 	if len(made) > 0 {
 		renewed = "made now: " + strings.Join(made, ", ")
 	}
