@@ -44,10 +44,12 @@ test: ## run every module's tests with -race (needs Postgres and Redis)
 
 # The example MCP server runs beside `dev up` with -require-lease (its
 # tools/call needs a lease from the lease service on 7104, verified with the
-# dev service token dev up writes); it stops when dev up does.
+# dev service token dev up writes, over TLS with the dev CA and client
+# certificate `dev certs` makes first); it stops when dev up does.
 run: ## start every implemented service against local Postgres and Redis, and the example MCP server (127.0.0.1:7301, leases required)
 	@bin=$$(mktemp -d); pid=; trap '[ -z "$$pid" ] || { kill $$pid || true; wait $$pid || true; } 2>/dev/null; rm -rf "$$bin"' EXIT; \
 	  go build -o "$$bin/exampleserver" ./e2e/cmd/exampleserver && go build -o "$$bin/toolcrib" ./cli/cmd/toolcrib || exit 1; \
+	  "$$bin/toolcrib" dev certs || exit 1; \
 	  "$$bin/exampleserver" -require-lease & pid=$$!; \
 	  echo "example MCP server: http://127.0.0.1:7301/mcp (admin 127.0.0.1:7302; tools/call only with a lease)"; \
 	  "$$bin/toolcrib" dev up

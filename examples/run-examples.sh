@@ -4,7 +4,11 @@
 # `toolcrib dev up` on a fresh Postgres database and Redis key prefix,
 # registers and reviews the example server's inventory.shipment.status as the
 # README's tour does, waits until admission shows it to a tenant-a reader,
-# runs both examples as that reader, and stops everything.
+# runs both examples as that reader, and stops everything. Everything speaks
+# TLS: dev up makes the dev CA and certificates in the work directory, the
+# CLI finds them there, and the examples get them from TOOLCRIB_TLS_CA_FILE,
+# TOOLCRIB_TLS_CLIENT_CERT_FILE and TOOLCRIB_TLS_CLIENT_KEY_FILE (the
+# services require a client certificate: mTLS).
 #
 #   examples/run-examples.sh [node|python]...   (default: both)
 #
@@ -77,6 +81,11 @@ cd "$work"
 echo "== waiting for every service's gRPC health to be SERVING (each migrates first)"
 retry 90 tc health "$TOOLCRIB_REGISTRY_ADDR" "$TOOLCRIB_DISCOVERY_ADDR" "$TOOLCRIB_ADMISSION_ADDR" "$TOOLCRIB_LEASE_ADDR"
 
+echo "== the suite speaks TLS only: a plaintext client is refused"
+if tc --plaintext --timeout 5s health "$TOOLCRIB_ADMISSION_ADDR" >"$work/plaintext.out" 2>&1 || grep -q 'TLS is off' "$work/suite.log"; then
+  echo "run-examples: the suite answered a plaintext client or runs without TLS" >&2; cat "$work/plaintext.out" >&2; exit 1
+fi
+
 echo "== registering and reviewing inventory.shipment.status (the README's tour; output in setup.log)"
 # q runs a setup command with its output in setup.log, shown on failure.
 q() { "$@" >>"$work/setup.log" 2>&1 || { echo "run-examples: failed: $*" >&2; cat "$work/setup.log" >&2; return 1; }; }
@@ -96,6 +105,8 @@ q tc tool enable inventory.shipment.status
 q tc dev holder-key   # .toolcrib/dev/holder-key.json, read by the Python example
 tc dev token --sub example-host --tenant tenant-a --groups readers --ttl 10m >"$work/reader-token"
 export TOOLCRIB_TOKEN_FILE="$work/reader-token"
+export TOOLCRIB_TLS_CA_FILE="$work/.toolcrib/dev/ca.pem" TOOLCRIB_TLS_CLIENT_CERT_FILE="$work/.toolcrib/dev/client.pem" \
+  TOOLCRIB_TLS_CLIENT_KEY_FILE="$work/.toolcrib/dev/client-key.pem"
 echo "== waiting until admission shows the tool to a tenant-a reader"
 visible() { tc --token "$(cat "$work/reader-token")" --json visible | grep '"inventory.shipment.status"' >/dev/null; }
 retry 60 visible

@@ -7,11 +7,18 @@
 //
 // Environment: TOOLCRIB_ADMISSION_ADDR (127.0.0.1:7103), TOOLCRIB_LEASE_ADDR
 // (127.0.0.1:7104), and the principal's bearer token in TOOLCRIB_TOKEN or in
-// the file TOOLCRIB_TOKEN_FILE. It exits 1 when the decision's reason is not
+// the file TOOLCRIB_TOKEN_FILE. It speaks TLS, trusting the CA in
+// TOOLCRIB_TLS_CA_FILE (default: the dev CA .toolcrib/dev/ca.pem, looked for
+// here and in every parent directory, as the CLI does) and presenting the
+// client certificate in TOOLCRIB_TLS_CLIENT_CERT_FILE and
+// TOOLCRIB_TLS_CLIENT_KEY_FILE (default: the dev client certificate beside
+// the CA), which the services require (mTLS); TOOLCRIB_PLAINTEXT=true calls
+// them in plaintext, for a suite started with `toolcrib dev up --plaintext`. It exits 1 when the decision's reason is not
 // --expect (default ALLOW), or when the lease does not bind what was asked.
 
 import { createHash, generateKeyPairSync } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 
 import { type Interceptor, createClient } from "@connectrpc/connect";
@@ -62,7 +69,35 @@ const auth: Interceptor = (next) => (req) => {
   req.header.set("authorization", bearer);
   return next(req);
 };
-const transport = (addr: string) => createGrpcTransport({ baseUrl: `http://${addr}`, interceptors: [auth] });
+// upward is the first of rel under the working directory and its parents
+// that exists, or undefined.
+function upward(rel: string): string | undefined {
+  for (let dir = resolve("."); ; dir = dirname(dir)) {
+    if (existsSync(join(dir, rel))) return join(dir, rel);
+    if (dirname(dir) === dir) return undefined;
+  }
+}
+
+function required(path: string | undefined, what: string): Buffer {
+  if (!path) throw new Error(`no ${what}: set TOOLCRIB_TLS_CA_FILE, TOOLCRIB_TLS_CLIENT_CERT_FILE and TOOLCRIB_TLS_CLIENT_KEY_FILE, run under the directory \`toolcrib dev up\` runs in, or set TOOLCRIB_PLAINTEXT=true`);
+  return readFileSync(path);
+}
+
+const plaintext = process.env.TOOLCRIB_PLAINTEXT === "true" || process.env.TOOLCRIB_PLAINTEXT === "1";
+const tlsOptions = plaintext
+  ? undefined
+  : {
+      ca: required(process.env.TOOLCRIB_TLS_CA_FILE || upward(".toolcrib/dev/ca.pem"), "CA"),
+      cert: required(process.env.TOOLCRIB_TLS_CLIENT_CERT_FILE || upward(".toolcrib/dev/client.pem"), "client certificate"),
+      key: required(process.env.TOOLCRIB_TLS_CLIENT_KEY_FILE || upward(".toolcrib/dev/client-key.pem"), "client key"),
+      minVersion: "TLSv1.3" as const,
+    };
+const transport = (addr: string) =>
+  createGrpcTransport({
+    baseUrl: `${plaintext ? "http" : "https"}://${addr}`,
+    interceptors: [auth],
+    nodeOptions: tlsOptions,
+  });
 
 const admission = createClient(AdmissionService, transport(process.env.TOOLCRIB_ADMISSION_ADDR || "127.0.0.1:7103"));
 const leases = createClient(LeaseService, transport(process.env.TOOLCRIB_LEASE_ADDR || "127.0.0.1:7104"));

@@ -11,7 +11,13 @@ python3-grpcio and python3-protobuf the stubs were generated for:
 
 Environment: TOOLCRIB_ADMISSION_ADDR (127.0.0.1:7103), TOOLCRIB_LEASE_ADDR
 (127.0.0.1:7104), and the principal's bearer token in TOOLCRIB_TOKEN or in
-the file TOOLCRIB_TOKEN_FILE. The holder key is an Ed25519 private JWK as
+the file TOOLCRIB_TOKEN_FILE. It speaks TLS, trusting the CA in
+TOOLCRIB_TLS_CA_FILE (default: the dev CA .toolcrib/dev/ca.pem, looked for
+here and in every parent directory, as the CLI does) and presenting the
+client certificate in TOOLCRIB_TLS_CLIENT_CERT_FILE and
+TOOLCRIB_TLS_CLIENT_KEY_FILE (default: the dev client certificate beside the
+CA), which the services require (mTLS); TOOLCRIB_PLAINTEXT=true calls them in
+plaintext, for a suite started with `toolcrib dev up --plaintext`. The holder key is an Ed25519 private JWK as
 `toolcrib dev holder-key` writes it (.toolcrib/dev/holder-key.json); only its
 public half is sent. It exits 1 when the decision's reason is not --expect
 (default ALLOW), or when the lease does not bind what was asked.
@@ -53,10 +59,40 @@ def canonical_json(value):
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def channel(addr):
-    # Plaintext on loopback, as `make run` serves; a deployment passes
-    # grpc.ssl_channel_credentials() to grpc.secure_channel instead.
-    return grpc.insecure_channel(addr)
+def upward(rel):
+    """The first of rel under the working directory and its parents that
+    exists, or None."""
+    d = pathlib.Path.cwd()
+    for p in [d, *d.parents]:
+        if (p / rel).exists():
+            return p / rel
+    return None
+
+
+def read_tls_file(env, default, what):
+    path = os.environ.get(env) or upward(default)
+    if not path:
+        raise SystemExit(f"no {what}: set {env}, run under the directory `toolcrib dev up` runs in, "
+                         "or set TOOLCRIB_PLAINTEXT=true")
+    return pathlib.Path(path).read_bytes()
+
+
+def channel_credentials():
+    """TLS trusting the dev CA (or TOOLCRIB_TLS_CA_FILE) with the dev client
+    certificate, which the services require (mTLS); None with
+    TOOLCRIB_PLAINTEXT=true."""
+    if os.environ.get("TOOLCRIB_PLAINTEXT", "").lower() in ("1", "true"):
+        return None
+    return grpc.ssl_channel_credentials(
+        root_certificates=read_tls_file("TOOLCRIB_TLS_CA_FILE", ".toolcrib/dev/ca.pem", "CA"),
+        private_key=read_tls_file("TOOLCRIB_TLS_CLIENT_KEY_FILE", ".toolcrib/dev/client-key.pem", "client key"),
+        certificate_chain=read_tls_file("TOOLCRIB_TLS_CLIENT_CERT_FILE", ".toolcrib/dev/client.pem", "client certificate"))
+
+
+def channel(addr, creds):
+    if creds is None:
+        return grpc.insecure_channel(addr)
+    return grpc.secure_channel(addr, creds)
 
 
 def main():
@@ -71,9 +107,10 @@ def main():
     # The principal is the bearer token in the `authorization` metadata of
     # every call.
     md = (("authorization", "Bearer " + token()),)
+    creds = channel_credentials()
     admission = admission_pb2_grpc.AdmissionServiceStub(
-        channel(os.environ.get("TOOLCRIB_ADMISSION_ADDR", "127.0.0.1:7103")))
-    leases = lease_pb2_grpc.LeaseServiceStub(channel(os.environ.get("TOOLCRIB_LEASE_ADDR", "127.0.0.1:7104")))
+        channel(os.environ.get("TOOLCRIB_ADMISSION_ADDR", "127.0.0.1:7103"), creds))
+    leases = lease_pb2_grpc.LeaseServiceStub(channel(os.environ.get("TOOLCRIB_LEASE_ADDR", "127.0.0.1:7104"), creds))
 
     # 1. What may this principal see? The model view goes to the model; the
     #    runtime view (generation, digest, epoch) stays with the host.

@@ -138,6 +138,7 @@ func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context
 	if err != nil {
 		return fmt.Errorf("%s: %w", spec.Name, err)
 	}
+	warnPlaintext(logger, c.TLS)
 	pool, err := postgres.Open(ctx, c.PostgresURL, spec.Schema)
 	if err != nil {
 		return fmt.Errorf("%s: %w", spec.Name, err)
@@ -221,6 +222,19 @@ func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context
 		})
 	}
 	return g.Wait()
+}
+
+// warnPlaintext logs, once at start-up, each side of the service that runs
+// without TLS: plaintext is an opt-out (`toolcrib dev up --plaintext`, or
+// no --tls-cert-file / --tls-ca-file), never silent.
+func warnPlaintext(logger *slog.Logger, o tlsconfig.Options) {
+	if !o.ServerEnabled() {
+		logger.Warn("TLS is off: the listeners serve plaintext; bearer tokens, leases and receipts cross the network in the clear (set --" +
+			tlsconfig.FlagCertFile + " and --" + tlsconfig.FlagKeyFile + ")")
+	}
+	if !o.ClientEnabled() {
+		logger.Warn("TLS is off: calls to other toolcrib services are plaintext (set --" + tlsconfig.FlagCAFile + ")")
+	}
 }
 
 // Migrate runs the spec's migrations once and returns; it is the `migrate`

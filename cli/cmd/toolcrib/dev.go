@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,8 +87,13 @@ func metricsURL(addr string) string {
 	return "http://" + addr + "/metrics"
 }
 
-// launchables lists every implemented service, in start order.
-func launchables() ([]launchable, error) {
+// devServiceLog receives the launched services' logs; nil is standard
+// error (tests set it).
+var devServiceLog io.Writer
+
+// launchables lists every implemented service, in start order, each with
+// its dev certificate and mTLS between them from pki (nil: plaintext).
+func launchables(pki *devPKI) ([]launchable, error) {
 	rcfg, err := devRegistryConfig(nil)
 	if err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
@@ -110,6 +116,16 @@ func launchables() ([]launchable, error) {
 	gcfg, err := devGatewayConfig(nil)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	for _, c := range []*config.Common{&rcfg.Common, &dcfg.Common, &acfg.Common, &lcfg.Common, &gcfg.Common} {
+		c.LogOutput = devServiceLog
+	}
+	if pki != nil {
+		pki.applyDevTLS(&rcfg.Common, "registry")
+		pki.applyDevTLS(&dcfg.Common, "discovery")
+		pki.applyDevTLS(&acfg.Common, "admission")
+		pki.applyDevTLS(&lcfg.Common, "lease")
+		pki.applyDevTLS(&gcfg.Common, "gateway")
 	}
 	return []launchable{
 		{name: "registry", health: rcfg.ListenAddr, addrs: serviceAddrs(rcfg.Common),
@@ -196,10 +212,26 @@ func writeToken(s *principal.Signer, path string, c principal.Claims) error {
 	return os.WriteFile(path, []byte(tok+"\n"), 0o600)
 }
 
-func devUp(ctx context.Context, e *env) error {
+func devUp(ctx context.Context, e *env, plaintext bool) error {
 	s, err := devSigner()
 	if err != nil {
 		return err
+	}
+	var pki *devPKI
+	if plaintext {
+		fmt.Fprintln(e.stderr, "toolcrib dev: --plaintext: the services run WITHOUT TLS; tokens, leases and receipts cross the network in the clear")
+		e.tls = clientTLS{plaintext: true}
+	} else {
+		p, made, err := ensureDevPKI(devDir, time.Now())
+		if err != nil {
+			return err
+		}
+		printDevPKI(e, p, made)
+		pki = &p
+		// This process's own health checks use the dev CA and client
+		// certificate, as the CLI does by default.
+		cert, key := p.certFiles(devClientName)
+		e.tls = clientTLS{caFile: p.CAFile, certFile: cert, keyFile: key}
 	}
 	adminToken := filepath.Join(devDir, "admin-token")
 	if err := writeToken(s, adminToken, principal.Claims{Subject: "dev-admin", Tenant: devPlatformTenant(), Groups: []string{devAdminGroup}, TTL: 24 * time.Hour}); err != nil {
@@ -215,7 +247,7 @@ func devUp(ctx context.Context, e *env) error {
 		Groups: []string{devConfirmerGroup()}, TTL: 24 * time.Hour}); err != nil {
 		return err
 	}
-	svcs, err := launchables()
+	svcs, err := launchables(pki)
 	if err != nil {
 		return err
 	}
@@ -253,8 +285,12 @@ func devUp(ctx context.Context, e *env) error {
 // devTryIt is what `dev up` prints once every service is SERVING: the first
 // step of the README's tour, and where MCP clients go.
 func devTryIt(mcpURL string) string {
+	trust := ""
+	if strings.HasPrefix(mcpURL, "https://") {
+		trust = ", trusting the dev CA " + devCAFile
+	}
 	return "try it from another terminal: `go run ./cli/cmd/toolcrib server list`, then the README's first tour; " +
-		"MCP clients: " + mcpURL + " with a bearer token from `toolcrib dev token`"
+		"MCP clients: " + mcpURL + " with a bearer token from `toolcrib dev token`" + trust
 }
 
 // waitServing returns nil once every address's grpc.health.v1 status is
@@ -279,24 +315,53 @@ func waitServing(ctx context.Context, e *env, addrs []string, every time.Duratio
 	}
 }
 
+// printDevPKI says where the dev CA and certificates are and which were
+// made or renewed now.
+func printDevPKI(e *env, p devPKI, made []string) {
+	renewed := "all kept: still valid"
+	if len(made) > 0 {
+		renewed = "made now: " + strings.Join(made, ", ")
+	}
+	fmt.Fprintf(e.stderr, "toolcrib dev: TLS with the dev CA %s and one certificate per service in %s (%s); mTLS between the services\n",
+		p.CAFile, p.dir, renewed)
+}
+
 // devUpCommand is `toolcrib dev up`.
 func devUpCommand(e *env) *cobra.Command {
 	var logLevel string
-	var accessLog bool
+	var accessLog, plaintext bool
 	return withFlags(&cobra.Command{
 		Use: "up",
 		Short: "run every implemented service in this process against local Postgres and Redis " +
-			"(migrating first), with dev keys and tokens under " + devDir,
+			"(migrating first), with dev keys, tokens and TLS certificates under " + devDir + " (mTLS between the services)",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := devLogFlags(logLevel, accessLog); err != nil {
 				return err
 			}
-			return devUp(cmd.Context(), e)
+			return devUp(cmd.Context(), e, plaintext || e.tls.plaintext)
 		},
 	}, func(fs *pflag.FlagSet) {
 		fs.StringVar(&logLevel, "log-level", "", "every service's --log-level: debug, info, warn, error (default info, or env "+config.EnvName("log-level")+")")
 		fs.BoolVar(&accessLog, "access-log", false, "every service's --access-log: log each finished gRPC call at info, successful internal calls included")
+		fs.BoolVar(&plaintext, "plaintext", false, "run the services without TLS (an explicit opt-out: each service logs a warning)")
 	})
+}
+
+// devCertsCommand is `toolcrib dev certs`.
+func devCertsCommand(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "certs",
+		Short: "create or renew the development CA and TLS certificates under " + devDir + " (kept while valid)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pki, made, err := ensureDevPKI(devDir, time.Now())
+			if err != nil {
+				return err
+			}
+			printDevPKI(e, pki, made)
+			return nil
+		},
+	}
 }
 
 // devLogFlags hands `dev up --log-level` and `--access-log` to every
@@ -386,5 +451,5 @@ func devKeysCommand(e *env) *cobra.Command {
 // devGroup is `toolcrib dev …`.
 func devGroup(e *env) *cobra.Command {
 	return group("dev", "run the suite locally: keys, tokens, a holder key, and every service in one process",
-		devUpCommand(e), devKeysCommand(e), devTokenCommand(e), holderKeyCommand(e))
+		devUpCommand(e), devCertsCommand(e), devKeysCommand(e), devTokenCommand(e), holderKeyCommand(e))
 }

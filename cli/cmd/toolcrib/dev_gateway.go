@@ -7,7 +7,7 @@ import (
 )
 
 // gatewayLaunchable is the MCP gateway as `dev up` starts it: MCP on
-// http://127.0.0.1:7105/mcp (health 127.0.0.1:7115, metrics 9105) in front
+// https://127.0.0.1:7105/mcp (health 127.0.0.1:7115, metrics 9105) in front
 // of the local admission, lease, registry and discovery, with the dev
 // launcher's egress and secret policy (upstreams on loopback allowed); cfg
 // is from devGatewayConfig.
@@ -18,10 +18,13 @@ func gatewayLaunchable(cfg gateway.Config) launchable {
 }
 
 // devMCPURL is the gateway's MCP endpoint as clients on this machine reach
-// it: --public-url, or its --mcp-listen address.
+// it: --public-url, or its --mcp-listen address (https under TLS).
 func devMCPURL(cfg gateway.Config) string {
 	if cfg.PublicURL != "" {
 		return cfg.PublicURL
+	}
+	if cfg.TLS.ServerEnabled() {
+		return "https://" + cfg.MCPListen + gateway.MCPPath
 	}
 	return "http://" + cfg.MCPListen + gateway.MCPPath
 }

@@ -112,55 +112,99 @@ func freeAddr(t *testing.T) string {
 	return lis.Addr().String()
 }
 
-// `dev up` migrates an empty database, starts all five services, prints
-// each one's addresses (the gateway's MCP URL among them) and, once every
-// gRPC health is SERVING, one line saying how to try it; Ctrl-C (ctx)
-// stops them all.
-func TestDevUpPrintsEveryAddressAndHowToTryIt(t *testing.T) {
+// devUpEnv is a `dev up` running in a temporary directory on its own
+// database, Redis prefix and ports.
+type devUpEnv struct {
+	grpcAddr, metricsAddr map[string]string
+	mcpAddr               string
+	out, errOut, logs     syncBuffer
+	done                  chan error
+	cancel                context.CancelFunc
+}
+
+// startDevUp runs `dev up` with args and waits for its ready line.
+func startDevUp(t *testing.T, args ...string) *devUpEnv {
+	t.Helper()
 	t.Chdir(t.TempDir())
 	t.Setenv("TOOLCRIB_POSTGRES_URL", pgtest.NewDatabase(t))
 	t.Setenv("TOOLCRIB_REDIS_ADDR", redistest.Addr())
 	t.Setenv("TOOLCRIB_REDIS_PREFIX", redistest.NewPrefix(t))
-	grpcAddr, metricsAddr := map[string]string{}, map[string]string{}
+	d := &devUpEnv{grpcAddr: map[string]string{}, metricsAddr: map[string]string{}, done: make(chan error, 1)}
 	for _, svc := range []string{"registry", "discovery", "admission", "lease", "gateway"} {
-		grpcAddr[svc], metricsAddr[svc] = freeAddr(t), freeAddr(t)
-		t.Setenv("TOOLCRIB_"+strings.ToUpper(svc)+"_LISTEN", grpcAddr[svc])
-		t.Setenv("TOOLCRIB_"+strings.ToUpper(svc)+"_METRICS_LISTEN", metricsAddr[svc])
+		d.grpcAddr[svc], d.metricsAddr[svc] = freeAddr(t), freeAddr(t)
+		t.Setenv("TOOLCRIB_"+strings.ToUpper(svc)+"_LISTEN", d.grpcAddr[svc])
+		t.Setenv("TOOLCRIB_"+strings.ToUpper(svc)+"_METRICS_LISTEN", d.metricsAddr[svc])
 		if svc != "gateway" {
-			t.Setenv("TOOLCRIB_"+strings.ToUpper(svc)+"_ADDR", grpcAddr[svc])
+			t.Setenv("TOOLCRIB_"+strings.ToUpper(svc)+"_ADDR", d.grpcAddr[svc])
 		}
 	}
-	mcpAddr := freeAddr(t)
-	t.Setenv("TOOLCRIB_GATEWAY_MCP_LISTEN", mcpAddr)
+	d.mcpAddr = freeAddr(t)
+	t.Setenv("TOOLCRIB_GATEWAY_MCP_LISTEN", d.mcpAddr)
+	devServiceLog = &d.logs
+	t.Cleanup(func() { devServiceLog = nil })
 
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out, errOut syncBuffer
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"dev", "up"}, &out, &errOut) }()
+	d.cancel = cancel
+	go func() { d.done <- run(ctx, append([]string{"dev", "up"}, args...), &d.out, &d.errOut) }()
 	const ready = "toolcrib dev: all 5 services SERVING; try it from another terminal: `go run ./cli/cmd/toolcrib server list`"
 	deadline := time.After(90 * time.Second)
-	for !strings.Contains(errOut.String(), ready) {
+	for !strings.Contains(d.errOut.String(), ready) {
 		select {
-		case err := <-done:
-			t.Fatalf("dev up ended before every service was SERVING: %v\n%s", err, errOut.String())
+		case err := <-d.done:
+			t.Fatalf("dev up ended before every service was SERVING: %v\n%s", err, d.errOut.String())
 		case <-deadline:
-			t.Fatalf("no ready line within 90 s:\n%s", errOut.String())
+			t.Fatalf("no ready line within 90 s:\n%s", d.errOut.String())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	got := errOut.String()
+	t.Cleanup(func() { d.stop(t) })
+	return d
+}
+
+// stop is Ctrl-C: every service stops, and dev up returns nil.
+func (d *devUpEnv) stop(t *testing.T) {
+	t.Helper()
+	if d.cancel == nil {
+		return
+	}
+	d.cancel()
+	d.cancel = nil
+	select {
+	case err := <-d.done:
+		if err != nil {
+			t.Fatalf("dev up after Ctrl-C: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("dev up did not stop within 60 s of Ctrl-C")
+	}
+}
+
+// cliRun runs the CLI in the test's directory and returns its output.
+func cliRun(args ...string) (string, error) {
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), append([]string{"--timeout", "5s"}, args...), &out, &errOut)
+	return out.String() + errOut.String(), err
+}
+
+// `dev up` migrates an empty database, starts all five services with TLS,
+// prints each one's addresses (the gateway's https MCP URL among them) and,
+// once every gRPC health is SERVING, one line saying how to try it; Ctrl-C
+// (ctx) stops them all.
+func TestDevUpPrintsEveryAddressAndHowToTryIt(t *testing.T) {
+	d := startDevUp(t)
+	got := d.errOut.String()
 	t.Logf("dev up printed:\n%s", got)
 	for _, svc := range []string{"registry", "discovery", "admission", "lease"} {
-		want := fmt.Sprintf("  %-10s gRPC %s  metrics http://%s/metrics\n", svc, grpcAddr[svc], metricsAddr[svc])
+		want := fmt.Sprintf("  %-10s gRPC %s  metrics http://%s/metrics\n", svc, d.grpcAddr[svc], d.metricsAddr[svc])
 		if !strings.Contains(got, want) {
 			t.Errorf("no line %q in:\n%s", want, got)
 		}
 	}
-	mcpURL := "http://" + mcpAddr + "/mcp"
+	mcpURL := "https://" + d.mcpAddr + "/mcp"
 	for _, want := range []string{
-		fmt.Sprintf("  gateway    MCP %s  gRPC health %s  metrics http://%s/metrics\n", mcpURL, grpcAddr["gateway"], metricsAddr["gateway"]),
-		"MCP clients: " + mcpURL + " with a bearer token from `toolcrib dev token`\n",
+		fmt.Sprintf("  gateway    MCP %s  gRPC health %s  metrics http://%s/metrics\n", mcpURL, d.grpcAddr["gateway"], d.metricsAddr["gateway"]),
+		"MCP clients: " + mcpURL + " with a bearer token from `toolcrib dev token`, trusting the dev CA .toolcrib/dev/ca.pem\n",
+		"toolcrib dev: TLS with the dev CA .toolcrib/dev/ca.pem and one certificate per service in .toolcrib/dev (made now: CA, registry, discovery, admission, lease, gateway, client); mTLS between the services\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no line %q in:\n%s", want, got)
@@ -169,13 +213,8 @@ func TestDevUpPrintsEveryAddressAndHowToTryIt(t *testing.T) {
 	if n := strings.Count(got, "try it"); n != 1 {
 		t.Errorf("%d lines say how to try it, want 1:\n%s", n, got)
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("dev up after Ctrl-C: %v", err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("dev up did not stop within 60 s of Ctrl-C")
+	if strings.Contains(d.logs.String(), "TLS is off") {
+		t.Errorf("a service started by dev up says TLS is off:\n%s", d.logs.String())
 	}
+	d.stop(t)
 }

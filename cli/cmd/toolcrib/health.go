@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
@@ -28,7 +27,11 @@ func healthCommand(e *env) *cobra.Command {
 			for _, addr := range args {
 				st, err := healthOf(ctx, e, addr)
 				if err != nil {
-					fmt.Fprintf(e.stdout, "%s\t%s\n", addr, describe(err))
+					msg := describe(err)
+					if hint := e.tls.tlsMismatchHint(err); hint != "" {
+						msg += "\n  " + hint
+					}
+					fmt.Fprintf(e.stdout, "%s\t%s\n", addr, msg)
 					bad = append(bad, addr)
 					continue
 				}
@@ -46,7 +49,11 @@ func healthCommand(e *env) *cobra.Command {
 }
 
 func healthOf(ctx context.Context, e *env, addr string) (healthpb.HealthCheckResponse_ServingStatus, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds, err := e.tls.transport()
+	if err != nil {
+		return 0, err
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return 0, err
 	}

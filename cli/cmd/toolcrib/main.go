@@ -28,7 +28,6 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -47,6 +46,7 @@ type env struct {
 	tokenFile     string
 	asJSON        bool
 	timeout       time.Duration
+	tls           clientTLS
 	stdout        io.Writer
 	stderr        io.Writer
 	conns         map[string]*grpc.ClientConn
@@ -74,7 +74,11 @@ func (e *env) dial(addr string) (*grpc.ClientConn, error) {
 	if c, ok := e.conns[addr]; ok {
 		return c, nil
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	creds, err := e.tls.transport()
+	if err != nil {
+		return nil, err
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
 	switch {
 	case e.token != "":
 		opts = append(opts, grpc.WithPerRPCCredentials(principal.BearerToken(e.token)))

@@ -73,6 +73,7 @@ func newRoot(e *env, lookup func(string) (string, bool)) (*cobra.Command, error)
 		"file with the bearer token, used when --token is empty; the default is looked for in this directory and every parent")
 	gs.Bool(&e.asJSON, "json", "TOOLCRIB_JSON", false, "print results as JSON")
 	gs.Duration(&e.timeout, "timeout", "TOOLCRIB_TIMEOUT", 30*time.Second, "deadline of each call (not of streams)")
+	registerTLSFlags(gs, &e.tls)
 	root.PersistentFlags().AddGoFlagSet(gs.FlagSet())
 	if lookup == nil {
 		lookup = os.LookupEnv
@@ -145,12 +146,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	root.SetArgs(rest)
-	root.PersistentPreRun = func(*cobra.Command, []string) {
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if e.tokenFile == devAdminTokenFile {
 			e.lookedUpward, e.tokenFile = true, findUpward(devAdminTokenFile)
 		}
+		return e.tls.resolve()
 	}
 	err = root.ExecuteContext(ctx)
+	if hint := e.tls.tlsMismatchHint(err); hint != "" {
+		err = status.Error(codes.Unavailable, status.Convert(err).Message()+"\n  "+hint)
+	}
 	if err != nil && strings.HasPrefix(err.Error(), "unknown command ") {
 		// The usage of the deepest command named, e.g. `discovery`'s for
 		// `toolcrib discovery nope`.
