@@ -151,7 +151,9 @@ func TestSeed004Drill(t *testing.T) {
 func (d *drill) run() {
 	t, ctx, in := d.t, d.ctx, d.in
 	hb := time.Duration(in.HeartbeatMS) * time.Millisecond
+	// Every service speaks TLS, with mTLS between them (as `make run`).
 	d.st = stack.Start(t, stack.Options{
+		TLS:       true,
 		Registry:  func(c *registry.Config) { c.WatchHeartbeat = hb },
 		Discovery: func(c *discovery.Config) { c.Linger = 0; c.WatchHeartbeat = hb },
 	})
@@ -355,14 +357,14 @@ func (d *drill) startReplica(name string, window time.Duration, redisPrefix stri
 	cfg.RegistryAddr, cfg.DiscoveryAddr = r.regLink.Addr(), r.discLink.Addr()
 	cfg.ValidityWindow = window
 	cfg.ReceiptInterval = 10 * time.Millisecond
-	r.addr = servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
+	r.addr = d.st.Auth.Start(t, func(ctx context.Context, listening func(string)) error {
 		c := cfg
-		c.Common = d.st.Auth.Common(t, d.st.PostgresURL, true, listening)
+		c.Common = d.st.Auth.CommonAs(t, "admission", d.st.PostgresURL, true, listening)
 		c.RedisPrefix = redisPrefix
 		return admissionsvc.Run(ctx, c)
 	})
-	r.alice = admissionv1.NewAdmissionServiceClient(servicetest.Dial(t, r.addr, d.st.Auth.User(t, "alice", tenantA)))
-	r.bob = admissionv1.NewAdmissionServiceClient(servicetest.Dial(t, r.addr, d.st.Auth.User(t, "bob", tenantB)))
+	r.alice = admissionv1.NewAdmissionServiceClient(d.st.Auth.Dial(t, r.addr, d.st.Auth.User(t, "alice", tenantA)))
+	r.bob = admissionv1.NewAdmissionServiceClient(d.st.Auth.Dial(t, r.addr, d.st.Auth.User(t, "bob", tenantB)))
 	return r
 }
 
