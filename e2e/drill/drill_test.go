@@ -350,19 +350,11 @@ func (d *drill) run() {
 func (d *drill) startReplica(name string, window time.Duration, redisPrefix string) *replica {
 	t := d.t
 	r := &replica{name: name, regLink: servicetest.NewProxy(t, d.st.RegistryAddr), discLink: servicetest.NewProxy(t, d.st.DiscoveryAddr)}
-	cfg, err := admissionsvc.ParseConfig(nil, func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := d.st.AdmissionConfig(t)
 	cfg.RegistryAddr, cfg.DiscoveryAddr = r.regLink.Addr(), r.discLink.Addr()
 	cfg.ValidityWindow = window
 	cfg.ReceiptInterval = 10 * time.Millisecond
-	r.addr = d.st.Auth.Start(t, func(ctx context.Context, listening func(string)) error {
-		c := cfg
-		c.Common = d.st.Auth.CommonAs(t, "admission", d.st.PostgresURL, true, listening)
-		c.RedisPrefix = redisPrefix
-		return admissionsvc.Run(ctx, c)
-	})
+	r.addr = d.st.StartAdmission(t, cfg, d.st.PostgresURL, func(c *admissionsvc.Config) { c.RedisPrefix = redisPrefix })
 	r.alice = admissionv1.NewAdmissionServiceClient(d.st.Auth.Dial(t, r.addr, d.st.Auth.User(t, "alice", tenantA)))
 	r.bob = admissionv1.NewAdmissionServiceClient(d.st.Auth.Dial(t, r.addr, d.st.Auth.User(t, "bob", tenantB)))
 	return r

@@ -46,10 +46,8 @@ import (
 	"github.com/toolcrib/toolcrib/revision"
 	"github.com/toolcrib/toolcrib/revision/lease"
 	"github.com/toolcrib/toolcrib/revision/lease/executor"
-	"github.com/toolcrib/toolcrib/services/admission"
 	"github.com/toolcrib/toolcrib/services/discovery"
 	"github.com/toolcrib/toolcrib/services/gateway"
-	leasesvc "github.com/toolcrib/toolcrib/services/lease"
 	"github.com/toolcrib/toolcrib/services/lease/leaseclient"
 )
 
@@ -385,29 +383,8 @@ func startServices(t testing.TB, auth *servicetest.Auth) *World {
 	t.Helper()
 	st := stack.Start(t, stack.Options{Discovery: func(c *discovery.Config) { c.Linger = 0 }, Auth: auth})
 	w := &World{St: st}
-	acfg, err := admission.ParseConfig(nil, func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	acfg.RegistryAddr, acfg.DiscoveryAddr = st.RegistryAddr, st.DiscoveryAddr
-	aurl := pgtest.NewDatabase(t, pgtest.Schema{Name: admission.Schema, Sets: admission.Migrations()})
-	w.AdmissionAddr = servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
-		c := acfg
-		c.Common = st.Auth.Common(t, aurl, true, listening)
-		return admission.Run(ctx, c)
-	})
-	lcfg, err := leasesvc.ParseConfig([]string{"--key-file", filepath.Join(t.TempDir(), "keys.json")},
-		func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	lcfg.AdmissionAddr, lcfg.RegistryAddr, lcfg.DiscoveryAddr = w.AdmissionAddr, st.RegistryAddr, st.DiscoveryAddr
-	lurl := pgtest.NewDatabase(t, pgtest.Schema{Name: leasesvc.Schema, Sets: leasesvc.Migrations()})
-	w.LeaseAddr = servicetest.Start(t, func(ctx context.Context, listening func(string)) error {
-		c := lcfg
-		c.Common = st.Auth.Common(t, lurl, true, listening)
-		return leasesvc.Run(ctx, c)
-	})
+	w.AdmissionAddr = st.StartAdmission(t, st.AdmissionConfig(t), stack.AdmissionDB(t), nil)
+	w.LeaseAddr = st.StartLease(t, st.LeaseConfig(t, w.AdmissionAddr, ""), stack.LeaseDB(t), nil)
 	return w
 }
 

@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -26,7 +25,6 @@ import (
 	leasev1 "github.com/toolcrib/toolcrib/gen/toolcrib/lease/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/config"
-	"github.com/toolcrib/toolcrib/platform/pgtest"
 	"github.com/toolcrib/toolcrib/platform/redistest"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/revision/lease"
@@ -121,11 +119,7 @@ type World struct {
 // database, its own L2 prefix) and returns its address.
 func (w *World) StartAdmission(t testing.TB) string {
 	t.Helper()
-	return w.St.Auth.Start(t, func(ctx context.Context, listening func(string)) error {
-		c := w.acfg
-		c.Common = w.St.Auth.CommonAs(t, "admission", w.aurl, true, listening)
-		return admission.Run(ctx, c)
-	})
+	return w.St.StartAdmission(t, w.acfg, w.aurl, nil)
 }
 
 // StartAdmissionSharingL2 runs another admission replica of the world over
@@ -134,14 +128,11 @@ func (w *World) StartAdmission(t testing.TB) string {
 // returns its address.
 func (w *World) StartAdmissionSharingL2(t testing.TB, edit func(*admission.Config)) string {
 	t.Helper()
-	return w.St.Auth.Start(t, func(ctx context.Context, listening func(string)) error {
-		c := w.acfg
-		c.Common = w.St.Auth.CommonAs(t, "admission", w.aurl, true, listening)
+	return w.St.StartAdmission(t, w.acfg, w.aurl, func(c *admission.Config) {
 		c.RedisPrefix = w.AdmissionRedisPrefix
 		if edit != nil {
-			edit(&c)
+			edit(c)
 		}
-		return admission.Run(ctx, c)
 	})
 }
 
@@ -157,20 +148,14 @@ func (w *World) StartLease(t testing.TB) string {
 // configuration last (e.g. its registry reached through a proxy).
 func (w *World) StartLeaseWith(t testing.TB, edit func(*leasesvc.Config)) string {
 	t.Helper()
-	return w.St.Auth.Start(t, func(ctx context.Context, listening func(string)) error {
-		c := w.lcfg
-		c.Common = w.St.Auth.CommonAs(t, "lease", w.lurl, true, listening)
+	return w.St.StartLease(t, w.lcfg, w.lurl, func(c *leasesvc.Config) {
 		c.RedisPrefix = w.leaseRedisPre
 		if w.leaseEdit != nil {
 			w.leaseEdit(&c.Common)
 		}
 		if edit != nil {
-			edit(&c)
+			edit(c)
 		}
-		if err := c.Validate(); err != nil {
-			return err
-		}
-		return leasesvc.Run(ctx, c)
 	})
 }
 
@@ -282,26 +267,13 @@ func StartWith(t testing.TB, o Options) *World {
 	must(reg.EnableTool(ctx, &registryv1.EnableToolRequest{ToolId: toolID}))
 
 	// Admission and lease, each with its own database, as dev up starts them.
-	acfg, err := admission.ParseConfig(nil, func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	acfg.RegistryAddr, acfg.DiscoveryAddr, acfg.CacheTTL = st.RegistryAddr, st.DiscoveryAddr, cacheTTL
-	aurl := pgtest.NewDatabase(t, pgtest.Schema{Name: admission.Schema, Sets: admission.Migrations()})
+	acfg := st.AdmissionConfig(t)
+	acfg.CacheTTL = cacheTTL
+	aurl := stack.AdmissionDB(t)
 	w.AdmissionRedisPrefix = redistest.NewPrefix(t)
-	st.Auth.Start(t, func(ctx context.Context, listening func(string)) error {
-		c := acfg
-		c.Common = st.Auth.CommonAs(t, "admission", aurl, true, listening)
-		c.ListenAddr, c.RedisPrefix = admAddr, w.AdmissionRedisPrefix
-		return admission.Run(ctx, c)
-	})
-	lcfg, err := leasesvc.ParseConfig([]string{"--key-file", filepath.Join(t.TempDir(), "keys.json")},
-		func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	lcfg.AdmissionAddr, lcfg.RegistryAddr, lcfg.DiscoveryAddr = admAddr, st.RegistryAddr, st.DiscoveryAddr
-	lurl := pgtest.NewDatabase(t, pgtest.Schema{Name: leasesvc.Schema, Sets: leasesvc.Migrations()})
+	st.StartAdmission(t, acfg, aurl, func(c *admission.Config) { c.ListenAddr, c.RedisPrefix = admAddr, w.AdmissionRedisPrefix })
+	lcfg := st.LeaseConfig(t, admAddr, "")
+	lurl := stack.LeaseDB(t)
 	w.acfg, w.aurl, w.lcfg, w.lurl, w.leaseRedisPre, w.leaseEdit = acfg, aurl, lcfg, lurl, redistest.NewPrefix(t), o.Lease
 	w.AdmissionAddr, w.AdmissionDB = admAddr, aurl
 	leaseAddr := w.StartLease(t)
@@ -326,8 +298,7 @@ func StartWith(t testing.TB, o Options) *World {
 // decisions (and GetReceipt answers valid_until) for cacheTTL.
 func StartAdmissionAndLease(t testing.TB, st *stack.Stack, cacheTTL time.Duration) (admAddr, leaseAddr string) {
 	t.Helper()
-	aurl := pgtest.NewDatabase(t, pgtest.Schema{Name: admission.Schema, Sets: admission.Migrations()})
-	admAddr = StartAdmission(t, st, cacheTTL, aurl, nil)
+	admAddr = StartAdmission(t, st, cacheTTL, stack.AdmissionDB(t), nil)
 	return admAddr, StartLease(t, st, admAddr)
 }
 
@@ -337,19 +308,9 @@ func StartAdmissionAndLease(t testing.TB, st *stack.Stack, cacheTTL time.Duratio
 // (nil: unchanged), until the test ends, and returns its address.
 func StartAdmission(t testing.TB, st *stack.Stack, cacheTTL time.Duration, dbURL string, edit func(*admission.Config)) string {
 	t.Helper()
-	acfg, err := admission.ParseConfig(nil, func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	acfg.RegistryAddr, acfg.DiscoveryAddr, acfg.CacheTTL = st.RegistryAddr, st.DiscoveryAddr, cacheTTL
-	if edit != nil {
-		edit(&acfg)
-	}
-	return st.Auth.Start(t, func(ctx context.Context, listening func(string)) error {
-		c := acfg
-		c.Common = st.Auth.CommonAs(t, "admission", dbURL, true, listening)
-		return admission.Run(ctx, c)
-	})
+	cfg := st.AdmissionConfig(t)
+	cfg.CacheTTL = cacheTTL
+	return st.StartAdmission(t, cfg, dbURL, edit)
 }
 
 // StartLease runs a lease service with its own database, reading receipts
@@ -357,21 +318,7 @@ func StartAdmission(t testing.TB, st *stack.Stack, cacheTTL time.Duration, dbURL
 // address.
 func StartLease(t testing.TB, st *stack.Stack, admAddr string) string {
 	t.Helper()
-	lcfg, err := leasesvc.ParseConfig([]string{"--key-file", filepath.Join(t.TempDir(), "keys.json")},
-		func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	lcfg.AdmissionAddr, lcfg.RegistryAddr, lcfg.DiscoveryAddr = admAddr, st.RegistryAddr, st.DiscoveryAddr
-	lurl := pgtest.NewDatabase(t, pgtest.Schema{Name: leasesvc.Schema, Sets: leasesvc.Migrations()})
-	return st.Auth.Start(t, func(ctx context.Context, listening func(string)) error {
-		c := lcfg
-		c.Common = st.Auth.CommonAs(t, "lease", lurl, true, listening)
-		if err := c.Validate(); err != nil {
-			return err
-		}
-		return leasesvc.Run(ctx, c)
-	})
+	return st.StartLease(t, st.LeaseConfig(t, admAddr, ""), stack.LeaseDB(t), nil)
 }
 
 // ShipmentArgs are the arguments of every call here.

@@ -93,11 +93,11 @@ func TestTLSGatewayListsAndCallsOverHTTPS(t *testing.T) {
 	}
 	// Admission decided (a receipt), the lease service issued a lease (an
 	// execution receipt) and the upstream answered: leaseworld's fixture
-	// answers without structured content, so the contract's required
-	// evidence is missing from the result and the result policy withholds
-	// it, after the whole chain ran.
+	// answers without structured content, and the contract sets
+	// allowed_fields, so the result policy withholds it
+	// (RESULT_NOT_STRUCTURED), after the whole chain ran.
 	if res.Meta["dev.toolcrib/receipt"] == nil || res.Meta["dev.toolcrib/execution-receipt"] == nil ||
-		res.Meta["dev.toolcrib/reason"] != "MISSING_EVIDENCE" {
+		res.Meta["dev.toolcrib/reason"] != "RESULT_NOT_STRUCTURED" {
 		t.Fatalf("tools/call %s over https and mTLS: %+v", name, res.Meta)
 	}
 

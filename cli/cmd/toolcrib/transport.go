@@ -30,7 +30,7 @@ type clientTLS struct {
 // registerTLSFlags adds the CLI's TLS flags to gs.
 func registerTLSFlags(gs *config.Set, t *clientTLS) {
 	gs.String(&t.caFile, tlsconfig.FlagCAFile, "", devCAFile,
-		"PEM CAs the services' certificates are verified against; the default (the dev CA `toolcrib dev up` makes) is looked for in this directory and every parent")
+		"PEM CAs the services' certificates are verified against; the default (the dev CA that toolcrib dev up makes) is looked for in this directory and every parent")
 	gs.String(&t.certFile, tlsconfig.FlagClientCertFile, "", devClientCertFile,
 		"PEM client certificate presented to services that require one (mTLS); the default is looked for like --tls-ca-file")
 	gs.String(&t.keyFile, tlsconfig.FlagClientKeyFile, "", devClientKeyFile, "PEM private key of --tls-client-cert-file")
