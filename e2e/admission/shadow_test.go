@@ -96,7 +96,7 @@ func TestShadowGenerationsAreComparedAndNeverAdmitted(t *testing.T) {
 	ctx := ctxFor(t)
 	w := newWorld(t)
 	r := &rolloutWorld{world: w, ctx: ctx}
-	r.alice = w.client(t, w.startReplica(t, 5*time.Second), "alice", tenantA)
+	r.alice = w.confirmedClient(t, w.startReplica(t, 5*time.Second), "alice", tenantA)
 	gen1 := r.generation
 
 	// The owner (tenant-a's inventory-team, the registry's owner of the

@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/toolcrib/toolcrib/e2e/fixture"
@@ -48,7 +49,7 @@ func TestUnversionedSourceIsObservationOnly(t *testing.T) {
 			// The stdio fixture is a new process per scan: change its script.
 			next := tc.script
 			next.Tools = append(append([]fixture.Tool(nil), tc.script.Tools...), tc.changed)
-			if err := fixture.WriteScript(args[2], next); err != nil { // args: binary -script <path> -log <path>
+			if err := fixture.WriteScript(strings.TrimPrefix(args[1], "-script="), next); err != nil { // args: binary -script=<path> -log=<path>
 				t.Fatal(err)
 			}
 			second := e.wait(e.scan(tc.server, class), nil)

@@ -45,7 +45,7 @@ func TestTablesShowEachServicesFlags(t *testing.T) {
 		"discovery": "| `--refresh-interval` | `TOOLCRIB_REFRESH_INTERVAL` | `15m0s` | default time between scans of a server (its scan_interval overrides it) |",
 		"admission": "| `--metrics-listen` | `TOOLCRIB_ADMISSION_METRICS_LISTEN` | `127.0.0.1:9103` | Prometheus /metrics HTTP address; empty disables it |",
 		"lease":     "| `--listen` | `TOOLCRIB_LEASE_LISTEN` | `127.0.0.1:7104` |",
-		"gateway":   "| `--mcp-listen` | `TOOLCRIB_GATEWAY_MCP_LISTEN` | `127.0.0.1:7105` | MCP endpoint address (streamable HTTP, path /mcp) |",
+		"gateway":   "| `--mcp-listen` | `TOOLCRIB_GATEWAY_MCP_LISTEN` | `127.0.0.1:7105` | MCP endpoint address (streamable HTTP, path /mcp); TLS with --tls-cert-file",
 	} {
 		if !strings.Contains(pages[svc], row) {
 			t.Errorf("%s: no row %q in\n%s", svc, row, pages[svc])
