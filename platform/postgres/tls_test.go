@@ -8,7 +8,7 @@ import (
 
 	"github.com/toolcrib/toolcrib/platform/pgtest"
 	"github.com/toolcrib/toolcrib/platform/postgres"
-	"github.com/toolcrib/toolcrib/platform/testca"
+	"github.com/toolcrib/toolcrib/platform/tlsconfig/tlstest"
 )
 
 // TestVerifyFull: a service's pool on a Postgres with `ssl = on` (a
@@ -18,10 +18,12 @@ import (
 // does not name, without TLS, and with a wrong password; no error shows
 // the password.
 func TestVerifyFull(t *testing.T) {
-	ca := testca.New(t, "postgres")
-	other := testca.New(t, "other")
-	pair := ca.Server(t, "postgres-server", "localhost")
-	srv := pgtest.StartTLSServer(t, pair.CertFile, pair.KeyFile)
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "postgres")
+	caFile := ca.WriteCA(t, dir, "postgres-ca")
+	otherCAFile := tlstest.NewCA(t, "other").WriteCA(t, dir, "other-ca")
+	certFile, keyFile := ca.Issue(t, tlstest.Leaf{CommonName: "postgres-server", Server: true, Hosts: []string{"localhost"}}).Write(t, dir, "postgres-server")
+	srv := pgtest.StartTLSServer(t, certFile, keyFile)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ping := func(url string) error {
@@ -39,15 +41,15 @@ func TestVerifyFull(t *testing.T) {
 		}
 		return nil
 	}
-	good := srv.URL("localhost", "sslmode=verify-full&sslrootcert="+ca.CertFile)
+	good := srv.URL("localhost", "sslmode=verify-full&sslrootcert="+caFile)
 	if err := ping(good); err != nil {
 		t.Fatalf("verify-full with the right CA: %v\n%s", err, srv.Log())
 	}
 	for _, tc := range []struct {
 		name, url, want string
 	}{
-		{"another CA", srv.URL("localhost", "sslmode=verify-full&sslrootcert="+other.CertFile), "certificate signed by unknown authority"},
-		{"wrong host name", srv.URL("127.0.0.1", "sslmode=verify-full&sslrootcert="+ca.CertFile), "doesn't contain any IP SANs"},
+		{"another CA", srv.URL("localhost", "sslmode=verify-full&sslrootcert="+otherCAFile), "certificate signed by unknown authority"},
+		{"wrong host name", srv.URL("127.0.0.1", "sslmode=verify-full&sslrootcert="+caFile), "doesn't contain any IP SANs"},
 		{"plaintext", srv.URL("localhost", "sslmode=disable"), "no encryption"},
 		{"wrong password", strings.Replace(good, srv.Password, "not-the-password", 1), "password authentication failed"},
 	} {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/toolcrib/toolcrib/platform/redisclient"
 	"github.com/toolcrib/toolcrib/platform/redistest"
-	"github.com/toolcrib/toolcrib/platform/testca"
+	"github.com/toolcrib/toolcrib/platform/tlsconfig/tlstest"
 )
 
 const password = "acl-s3cret"
@@ -24,16 +24,18 @@ const password = "acl-s3cret"
 // user's password connects; a wrong password, plaintext, and another CA
 // are refused, and no error shows the password.
 func TestTLSAndACLUser(t *testing.T) {
-	ca := testca.New(t, "redis")
-	srv := ca.Server(t, "redis-server", "localhost")
-	other := testca.New(t, "other")
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "redis")
+	caFile := ca.WriteCA(t, dir, "redis-ca")
+	srvCert, srvKey := ca.Issue(t, tlstest.Leaf{CommonName: "redis-server", Server: true, Hosts: []string{"localhost"}}).Write(t, dir, "redis-server")
+	otherCAFile := tlstest.NewCA(t, "other").WriteCA(t, dir, "other-ca")
 	port := redistest.FreePort(t)
 	redistest.StartServer(t, port, false,
 		"port 0",
 		fmt.Sprintf("tls-port %d", port),
-		"tls-cert-file "+srv.CertFile,
-		"tls-key-file "+srv.KeyFile,
-		"tls-ca-cert-file "+ca.CertFile,
+		"tls-cert-file "+srvCert,
+		"tls-key-file "+srvKey,
+		"tls-ca-cert-file "+caFile,
 		"tls-auth-clients optional",
 		"user default off",
 		"user toolcrib on >"+password+" ~toolcrib:* +@all -@dangerous",
@@ -50,11 +52,11 @@ func TestTLSAndACLUser(t *testing.T) {
 	}
 	good := fmt.Sprintf("rediss://toolcrib:%s@localhost:%d/0", password, port)
 
-	if err := open(redisclient.Config{URL: good, TLSCAFile: ca.CertFile}); err != nil {
+	if err := open(redisclient.Config{URL: good, TLSCAFile: caFile}); err != nil {
 		t.Fatalf("the ACL user over TLS: %v", err)
 	}
-	client := ca.Client(t, "lease")
-	if err := open(redisclient.Config{URL: good, TLSCAFile: ca.CertFile, TLSCertFile: client.CertFile, TLSKeyFile: client.KeyFile}); err != nil {
+	clientCert, clientKey := ca.Issue(t, tlstest.Leaf{CommonName: "lease"}).Write(t, dir, "lease")
+	if err := open(redisclient.Config{URL: good, TLSCAFile: caFile, TLSCertFile: clientCert, TLSKeyFile: clientKey}); err != nil {
 		t.Fatalf("with a client certificate: %v", err)
 	}
 	for _, tc := range []struct {
@@ -62,13 +64,13 @@ func TestTLSAndACLUser(t *testing.T) {
 		cfg  redisclient.Config
 		want string
 	}{
-		{"wrong password", redisclient.Config{URL: strings.Replace(good, password, "wrong-pw", 1), TLSCAFile: ca.CertFile}, "WRONGPASS"},
-		{"no credentials", redisclient.Config{URL: fmt.Sprintf("rediss://localhost:%d", port), TLSCAFile: ca.CertFile}, "NOAUTH"},
+		{"wrong password", redisclient.Config{URL: strings.Replace(good, password, "wrong-pw", 1), TLSCAFile: caFile}, "WRONGPASS"},
+		{"no credentials", redisclient.Config{URL: fmt.Sprintf("rediss://localhost:%d", port), TLSCAFile: caFile}, "NOAUTH"},
 		{"plaintext", redisclient.Config{URL: strings.Replace(good, "rediss://", "redis://", 1)}, "EOF"},
-		{"another CA", redisclient.Config{URL: good, TLSCAFile: other.CertFile}, "certificate signed by unknown authority"},
+		{"another CA", redisclient.Config{URL: good, TLSCAFile: otherCAFile}, "certificate signed by unknown authority"},
 		{"system roots", redisclient.Config{URL: good}, "certificate signed by unknown authority"},
-		{"wrong host name", redisclient.Config{URL: strings.Replace(good, "localhost", "127.0.0.1", 1), TLSCAFile: ca.CertFile}, "doesn't contain any IP SANs"},
-		{"key pattern outside the ACL", redisclient.Config{URL: good, TLSCAFile: ca.CertFile}, "NOPERM"},
+		{"wrong host name", redisclient.Config{URL: strings.Replace(good, "localhost", "127.0.0.1", 1), TLSCAFile: caFile}, "doesn't contain any IP SANs"},
+		{"key pattern outside the ACL", redisclient.Config{URL: good, TLSCAFile: caFile}, "NOPERM"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var err error

@@ -58,9 +58,12 @@ type Leaf struct {
 	CommonName string
 	// URIs are URI SANs, e.g. spiffe://example.org/toolcrib/admission.
 	URIs []string
-	// Server makes it a server certificate for 127.0.0.1, ::1 and
-	// localhost; otherwise it is a client certificate.
+	// Server makes it a server certificate (also usable as a client one)
+	// for Hosts; otherwise it is a client certificate.
 	Server bool
+	// Hosts are the server certificate's DNS names and IP addresses;
+	// empty means 127.0.0.1, ::1 and localhost.
+	Hosts []string
 }
 
 // Pair is a PEM certificate and key.
@@ -82,8 +85,17 @@ func (ca *CA) Issue(t testing.TB, leaf Leaf) Pair {
 	}
 	if leaf.Server {
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
-		tmpl.DNSNames = []string{"localhost"}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+		hosts := leaf.Hosts
+		if len(hosts) == 0 {
+			hosts = []string{"localhost", "127.0.0.1", "::1"}
+		}
+		for _, h := range hosts {
+			if ip := net.ParseIP(h); ip != nil {
+				tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+			} else {
+				tmpl.DNSNames = append(tmpl.DNSNames, h)
+			}
+		}
 	}
 	for _, u := range leaf.URIs {
 		parsed, err := url.Parse(u)
