@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/toolcrib/toolcrib/platform/config"
@@ -108,6 +110,12 @@ type Config struct {
 	// visible-set search) beside the visible set.
 	FindTools bool
 
+	// AllowedOrigins is the comma-separated list of browser origins
+	// (scheme://host[:port]) whose requests the MCP endpoint serves; a
+	// request with another Origin header is refused 403, one without
+	// passes. Empty allows none.
+	AllowedOrigins string
+
 	// Secrets confines the audience classes' secret references (upstream
 	// credentials); Egress confines the upstreams the gateway dials.
 	Secrets secretref.Config
@@ -145,6 +153,7 @@ func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 	s.Int(&cfg.ArtifactQuotaBytes, "artifact-quota-bytes", "", 1<<30, "bytes a tenant's unexpired artifacts may hold together; a result that would exceed it is refused (ARTIFACT_QUOTA_EXCEEDED)")
 	s.Int(&cfg.ArtifactQuotaCount, "artifact-quota-count", "", 10000, "artifacts a tenant may hold unexpired; a result that would exceed it is refused (ARTIFACT_QUOTA_EXCEEDED)")
 	s.Bool(&cfg.FindTools, "find-tools", "", false, "offer the find_tools search tool (visible-set search) so a host can load tools on demand")
+	s.String(&cfg.AllowedOrigins, "allowed-origins", "TOOLCRIB_GATEWAY_ALLOWED_ORIGINS", "", "comma-separated browser origins (scheme://host[:port]) the MCP endpoint serves; a request with any other Origin header is refused 403 before authentication, one without Origin (not a browser) passes; empty allows none")
 	cfg.Secrets.Register(s)
 	cfg.Egress.Register(s)
 	return s
@@ -183,6 +192,9 @@ func (c *Config) Validate() error {
 		if u, err := url.Parse(c.AuthorizationServer); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			bad("authorization-server", "must be an http(s) URL")
 		}
+	}
+	if _, err := c.Origins(); err != nil {
+		bad("allowed-origins", "%v", err)
 	}
 	if c.CursorKeyFile == "" {
 		bad("cursor-key-file", "required")
@@ -239,4 +251,26 @@ func (c *Config) mcpURL(listening string) string {
 		return "https://" + listening + MCPPath
 	}
 	return "http://" + listening + MCPPath
+}
+
+// Origins is --allowed-origins as a list; each is an http(s) origin:
+// scheme and host (and port), nothing else.
+func (c *Config) Origins() ([]string, error) {
+	var out []string
+	for _, o := range strings.Split(c.AllowedOrigins, ",") {
+		o = strings.TrimSpace(o)
+		if o == "" {
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+			u.Path != "" || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(o, "?") || strings.HasSuffix(o, "#") {
+			if len(o) > 100 {
+				o = o[:100] + "…"
+			}
+			return nil, fmt.Errorf("%q is not an origin (scheme://host[:port])", o)
+		}
+		out = append(out, o)
+	}
+	return out, nil
 }

@@ -82,3 +82,22 @@ func TestArtifactQuota(t *testing.T) {
 		}
 	}
 }
+
+// --allowed-origins (or its environment twin) is a comma list of origins;
+// none by default; anything but scheme://host[:port] is refused.
+func TestAllowedOrigins(t *testing.T) {
+	cfg, err := ParseConfig(nil, none)
+	if o, _ := cfg.Origins(); err != nil || len(o) != 0 {
+		t.Fatalf("default: %q %v", o, err)
+	}
+	env := map[string]string{"TOOLCRIB_GATEWAY_ALLOWED_ORIGINS": "https://app.example, http://localhost:3000"}
+	cfg, err = ParseConfig(nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if o, _ := cfg.Origins(); err != nil || strings.Join(o, " ") != "https://app.example http://localhost:3000" {
+		t.Fatalf("env: %q %v", o, err)
+	}
+	for _, bad := range []string{"app.example", "https://app.example/", "https://app.example/mcp", "ftp://app.example", "https://u@app.example", "https://app.example?", "*"} {
+		if _, err := ParseConfig([]string{"--allowed-origins", "https://ok.example," + bad}, none); err == nil || !strings.Contains(err.Error(), "--allowed-origins") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}

@@ -133,8 +133,16 @@ func Run(ctx context.Context, cfg Config) error {
 		})
 		endpoint := cfg.mcpURL(lis.Addr().String())
 		metadataURL := strings.TrimSuffix(endpoint, MCPPath) + MetadataPath
+		origins, err := cfg.Origins()
+		if err != nil {
+			_ = lis.Close()
+			closeConns()
+			return service.Parts{}, fmt.Errorf("--allowed-origins: %w", err)
+		}
 		mux := http.NewServeMux()
-		mux.Handle(MCPPath, bearer.Require(d.Verifier, metadataURL, gw.Handler()))
+		// A browser page of an origin not allowed is refused before its
+		// token is looked at (DNS rebinding, cross-site requests).
+		mux.Handle(MCPPath, mcpapi.CheckOrigin(origins, bearer.Require(d.Verifier, metadataURL, gw.Handler())))
 		// The issuers the verifier trusts are the authorization servers a
 		// client may get a token from (RFC 9728 §2).
 		md := bearer.Metadata(endpoint, append([]string{cfg.AuthorizationServer}, d.Verifier.Issuers()...)...)

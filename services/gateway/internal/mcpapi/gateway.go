@@ -174,16 +174,17 @@ const maxRunsPerPrincipal = 64
 
 // Handler is the MCP endpoint (streamable HTTP, stateless). It must be
 // wrapped by [bearer.Require]. A request with a malformed [RunIDHeader] is
-// refused 400 before it reaches MCP.
+// refused 400 before it reaches MCP, and so is a JSON-RPC batch (one
+// JSON-RPC error, on every protocol version).
 func (g *Gateway) Handler() http.Handler {
 	h := mcp.NewStreamableHTTPHandler(g.serverFor, &mcp.StreamableHTTPOptions{Stateless: true, Logger: g.sdkLog})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return refuseBatches(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if vs := r.Header.Values(RunIDHeader); len(vs) > 1 || len(vs) == 1 && !ids.ValidRunID(vs[0]) {
 			http.Error(w, RunIDHeader+": one run id of "+ids.RunIDSyntax, http.StatusBadRequest)
 			return
 		}
 		h.ServeHTTP(w, r)
-	})
+	}))
 }
 
 func principalKey(p principal.Principal) string {
@@ -281,72 +282,90 @@ func (g *Gateway) evictRunsOf(pk string) {
 
 // middleware answers tools/list, resources/list and resources/read itself,
 // runs the pipeline for calls of tools shown but no longer visible, and
-// counts subscriptions/listen streams.
+// counts subscriptions/listen streams; results of tools/call,
+// resources/read and prompts/get carry resultType exactly at 2026-07-28
+// and later ([withResultType]).
 func (g *Gateway) middleware(st *state) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		h := g.answer(st, next)
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := h(ctx, method, req)
 			switch method {
-			case "tools/list":
-				if r, ok := req.(*mcp.ListToolsRequest); ok {
-					return g.listTools(ctx, st, r)
+			case "tools/call", "resources/read", "prompts/get":
+				if ss, ok := req.GetSession().(*mcp.ServerSession); ok && err == nil {
+					res = withResultType(ss, res)
 				}
-			case "tools/call":
-				if r, ok := req.(*mcp.CallToolRequest); ok && r.Params != nil && !st.isRegistered(r.Params.Name) {
-					if st.current() == nil {
-						// Nothing listed on this replica yet (the client
-						// listed on another): read the set first.
-						if _, tok, ok := bearer.From(r.GetExtra().TokenInfo); ok {
-							if _, err := g.sync(ctx, st, tok); err != nil {
-								return unavailable("admission", err), nil
-							}
+			}
+			return res, err
+		}
+	}
+}
+
+// answer is the middleware's handler: the requests the gateway answers
+// itself, the others passed to next.
+func (g *Gateway) answer(st *state, next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case "tools/list":
+			if r, ok := req.(*mcp.ListToolsRequest); ok {
+				return g.listTools(ctx, st, r)
+			}
+		case "tools/call":
+			if r, ok := req.(*mcp.CallToolRequest); ok && r.Params != nil && !st.isRegistered(r.Params.Name) {
+				if st.current() == nil {
+					// Nothing listed on this replica yet (the client
+					// listed on another): read the set first.
+					if _, tok, ok := bearer.From(r.GetExtra().TokenInfo); ok {
+						if _, err := g.sync(ctx, st, tok); err != nil {
+							return unavailable("admission", err), nil
 						}
 					}
-					if !st.isRegistered(r.Params.Name) {
-						return g.call(ctx, st, r, false), nil
-					}
 				}
-			case "resources/list":
-				if r, ok := req.(*mcp.ListResourcesRequest); ok {
-					return g.listResources(ctx, st, r)
+				if !st.isRegistered(r.Params.Name) {
+					return g.call(ctx, st, r, false), nil
 				}
-			case "resources/templates/list":
-				if r, ok := req.(*mcp.ListResourceTemplatesRequest); ok {
-					return g.listTemplates(ctx, st, r)
-				}
-			case "prompts/list":
-				if r, ok := req.(*mcp.ListPromptsRequest); ok {
-					return g.listPrompts(ctx, st, r)
-				}
-			case "prompts/get":
-				if r, ok := req.(*mcp.GetPromptRequest); ok {
-					return g.getPrompt(ctx, st, r)
-				}
-			case "resources/read":
-				if r, ok := req.(*mcp.ReadResourceRequest); ok {
-					return g.readArtifact(ctx, st, r)
-				}
-			case "subscriptions/listen":
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithCancel(ctx)
-				defer cancel()
-				go func() {
-					select {
-					case <-g.draining:
-						cancel()
-					case <-ctx.Done():
-					}
-				}()
-				st.mu.Lock()
-				st.listeners++
-				st.mu.Unlock()
-				defer func() {
-					st.mu.Lock()
-					st.listeners--
-					st.mu.Unlock()
-				}()
 			}
-			return next(ctx, method, req)
+		case "resources/list":
+			if r, ok := req.(*mcp.ListResourcesRequest); ok {
+				return g.listResources(ctx, st, r)
+			}
+		case "resources/templates/list":
+			if r, ok := req.(*mcp.ListResourceTemplatesRequest); ok {
+				return g.listTemplates(ctx, st, r)
+			}
+		case "prompts/list":
+			if r, ok := req.(*mcp.ListPromptsRequest); ok {
+				return g.listPrompts(ctx, st, r)
+			}
+		case "prompts/get":
+			if r, ok := req.(*mcp.GetPromptRequest); ok {
+				return g.getPrompt(ctx, st, r)
+			}
+		case "resources/read":
+			if r, ok := req.(*mcp.ReadResourceRequest); ok {
+				return g.readArtifact(ctx, st, r)
+			}
+		case "subscriptions/listen":
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			defer cancel()
+			go func() {
+				select {
+				case <-g.draining:
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+			st.mu.Lock()
+			st.listeners++
+			st.mu.Unlock()
+			defer func() {
+				st.mu.Lock()
+				st.listeners--
+				st.mu.Unlock()
+			}()
 		}
+		return next(ctx, method, req)
 	}
 }
 

@@ -1,0 +1,79 @@
+package mcpapi
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// batchRefusal is the one answer to a POST whose body is a JSON-RPC batch
+// (an array), whatever its length and protocol version: 2025-06-18 and
+// later removed batching, and an older client may not make the gateway
+// run (or answer) thousands of requests for one POST.
+const batchRefusal = `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"JSON-RPC batches are not supported: send one request per POST"}}`
+
+// refuseBatches answers a POST whose body starts (after white space) with
+// '[' with [batchRefusal] (HTTP 400) before it is decoded; others pass to h
+// with the body unchanged.
+func refuseBatches(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Body == nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		br := bufio.NewReader(r.Body)
+		if isBatch(br) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, batchRefusal)
+			return
+		}
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{br, r.Body}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// isBatch reports whether the first byte of br other than JSON white space
+// is '[' (reading none of the message itself).
+func isBatch(br *bufio.Reader) bool {
+	for i := 1; ; i++ {
+		b, err := br.Peek(i)
+		if len(b) < i || err != nil {
+			return false
+		}
+		switch b[i-1] {
+		case ' ', '\t', '\r', '\n':
+			if i == br.Size() {
+				return false // a buffer of white space: not a request the SDK accepts either
+			}
+			continue
+		case '[':
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// CheckOrigin refuses (HTTP 403, before authentication and MCP) a request
+// whose Origin header is not one of allowed (scheme://host[:port], compared
+// without regard to case): a web page in a browser may not use the
+// gateway unless the operator named its origin. A request without Origin
+// (not from a browser) passes.
+func CheckOrigin(allowed []string, h http.Handler) http.Handler {
+	set := make(map[string]bool, len(allowed))
+	for _, o := range allowed {
+		set[strings.ToLower(o)] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if vs := r.Header.Values("Origin"); len(vs) > 0 && (len(vs) > 1 || !set[strings.ToLower(vs[0])]) {
+			http.Error(w, "Origin not allowed (--allowed-origins)", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
