@@ -8,6 +8,7 @@ package stack
 import (
 	"context"
 	"net"
+	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -60,14 +61,23 @@ func ReserveAddr(t testing.TB) string { return reserveAddr(t) }
 // the registry); the small window before the service binds it is
 // acceptable in tests.
 func reserveAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		// The kernel may hand a port just closed to the next listen on
+		// port 0: never reserve one twice in this process.
+		if _, dup := reserved.LoadOrStore(addr, true); !dup {
+			return addr
+		}
 	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
 }
+
+// reserved are the addresses reserveAddr returned in this process.
+var reserved sync.Map
 
 // Start runs the registry and discovery until the test ends and waits until
 // both are SERVING.

@@ -101,15 +101,27 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// freeAddr is a loopback address with a port free a moment ago.
+// handedOut are the addresses freeAddr returned in this process: the
+// kernel may give a port just closed to the next listen on port 0, and one
+// `dev up` takes a dozen addresses at once (CI saw the registry's metrics
+// and the gateway's health get the same one).
+var handedOut sync.Map
+
+// freeAddr is a loopback address with a port free a moment ago, never one
+// it returned before in this process.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := lis.Addr().String()
+		lis.Close()
+		if _, dup := handedOut.LoadOrStore(addr, true); !dup {
+			return addr
+		}
 	}
-	defer lis.Close()
-	return lis.Addr().String()
 }
 
 // devUpEnv is a `dev up` running in a temporary directory on its own
