@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/toolcrib/toolcrib/e2e/leaseworld"
+	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	leasev1 "github.com/toolcrib/toolcrib/gen/toolcrib/lease/v1"
 	"github.com/toolcrib/toolcrib/platform/config"
 	"github.com/toolcrib/toolcrib/platform/redistest"
@@ -51,12 +52,29 @@ func TestLeaseSingleUseThroughSentinelFailover(t *testing.T) {
 	w := leaseworld.StartWith(t, leaseworld.Options{CacheTTL: time.Minute, Lease: func(c *config.Common) {
 		c.RedisURL, c.LogOutput, c.LogLevel = url, &logs, slog.LevelInfo
 	}})
-	receipt := w.Allow(t, 1).GetReceipt().GetReceiptId()
+	w.Allow(t, 1)
+	// tryIssue takes a lease on a receipt of its own (a receipt gives one
+	// lease); the claim of the receipt needs the ledger too, so during the
+	// failover it may be LEDGER_UNAVAILABLE, never a lease.
+	tryIssue := func() (*leasev1.IssueResponse, error) {
+		t.Helper()
+		chk := w.Check(t, "alice", 1, leaseworld.ShipmentArgs)
+		if chk.GetDecision() != admissionv1.Decision_DECISION_ALLOW {
+			t.Fatalf("Check: %v %s", chk.GetReason(), chk.GetDetail())
+		}
+		iss, err := w.Issue(t, "alice", chk.GetReceipt().GetReceiptId())
+		if err != nil {
+			if code, reason := leaseworld.CodeReason(err); code != codes.Unavailable || reason != "LEDGER_UNAVAILABLE" {
+				t.Fatalf("Issue: %v (%v %s), want a lease or LEDGER_UNAVAILABLE", err, code, reason)
+			}
+		}
+		return iss, err
+	}
 	issue := func() *leasev1.IssueResponse {
 		t.Helper()
-		iss, err := w.Issue(t, "alice", receipt)
+		iss, err := tryIssue()
 		if err != nil {
-			t.Fatalf("Issue: %v", err)
+			t.Fatalf("Issue before the failover: %v", err)
 		}
 		return iss
 	}
@@ -124,10 +142,11 @@ func TestLeaseSingleUseThroughSentinelFailover(t *testing.T) {
 	// promoted.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		fresh := issue()
-		leases = append(leases, fresh)
-		if ok, _ := verify(fresh); ok {
-			break
+		if fresh, err := tryIssue(); err == nil {
+			leases = append(leases, fresh)
+			if ok, _ := verify(fresh); ok {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the lease service never verified a lease after the failover:\n%s", d.Sentinel.Log())
