@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -60,20 +61,38 @@ func isBatch(br *bufio.Reader) bool {
 }
 
 // CheckOrigin refuses (HTTP 403, before authentication and MCP) a request
-// whose Origin header is not one of allowed (scheme://host[:port], compared
-// without regard to case): a web page in a browser may not use the
-// gateway unless the operator named its origin. A request without Origin
-// (not from a browser) passes.
+// whose Origin header is neither one of allowed (scheme://host[:port],
+// compared without regard to case) nor a loopback origin (http or https
+// on localhost, 127.0.0.1 or ::1, any port): a web page on another site may
+// not use the gateway unless the operator named its origin. A DNS
+// rebinding page has a name of the attacker's, never a loopback one, and
+// the Host check refuses its Host on a loopback listener. A request without
+// Origin (not from a browser) passes; two Origin headers, or `null`, are
+// refused.
 func CheckOrigin(allowed []string, h http.Handler) http.Handler {
 	set := make(map[string]bool, len(allowed))
 	for _, o := range allowed {
 		set[strings.ToLower(o)] = true
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if vs := r.Header.Values("Origin"); len(vs) > 0 && (len(vs) > 1 || !set[strings.ToLower(vs[0])]) {
+		if vs := r.Header.Values("Origin"); len(vs) > 0 && (len(vs) > 1 || !(set[strings.ToLower(vs[0])] || loopbackOrigin(vs[0]))) {
 			http.Error(w, "Origin not allowed (--allowed-origins)", http.StatusForbidden)
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// loopbackOrigin reports whether origin is http(s)://localhost,
+// 127.0.0.1 or [::1], with any port and nothing else.
+func loopbackOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return false
+	}
+	switch strings.ToLower(u.Hostname()) {
+	case "localhost", "127.0.0.1", "::1":
+		return true
+	}
+	return false
 }

@@ -65,6 +65,14 @@ func TestCheckOrigin(t *testing.T) {
 		{[]string{"https://app.example"}, []string{"https://app.example:8443"}, http.StatusForbidden},
 		{[]string{"https://app.example"}, []string{"https://app.example", "http://evil.example"}, http.StatusForbidden},
 		{[]string{"https://app.example"}, []string{"null"}, http.StatusForbidden},
+		// Loopback origins pass (a DNS rebinding page never has one).
+		{nil, []string{"http://localhost:7105"}, http.StatusOK},
+		{nil, []string{"http://127.0.0.1:43409"}, http.StatusOK},
+		{nil, []string{"https://[::1]"}, http.StatusOK},
+		{nil, []string{"http://localhost.evil.example"}, http.StatusForbidden},
+		{nil, []string{"http://127.0.0.1.nip.example"}, http.StatusForbidden},
+		{nil, []string{"file://localhost"}, http.StatusForbidden},
+		{nil, []string{"http://user@localhost"}, http.StatusForbidden},
 	} {
 		before := served
 		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
