@@ -88,6 +88,15 @@ func TestOnlyAConfirmerAssertsAConfirmation(t *testing.T) {
 	if resp := check(t, alice, okReq()); resp.GetReason() != decision.Allow || resp.GetReceipt().GetConfirmer() != "" {
 		t.Fatalf("autonomous read: %v, receipt %v", resp.GetReason(), resp.GetReceipt())
 	}
+	// A megabyte shown digest is INVALID_INPUT naming the field, its value
+	// never echoed, even from a confirmer.
+	big := confirmed()
+	big.ShownDigest = "sha256:" + strings.Repeat("e", 1<<20)
+	resp, err = alice.Check(context.Background(), big, as(r.auth.Confirmer(t)))
+	if err != nil || resp.GetReason() != decision.InvalidInput ||
+		!strings.Contains(resp.GetDetail(), "shown_digest") || len(resp.GetDetail()) > 512 {
+		t.Fatalf("a megabyte shown digest: %v %v %.200q", err, resp.GetReason(), resp.GetDetail())
+	}
 	// Without a shown digest the receipt names the confirmer and the time.
 	resp, err = alice.Check(context.Background(), confirmed(), as(r.auth.Confirmer(t)))
 	if err != nil || resp.GetReason() != decision.Allow || resp.GetReceipt().GetConfirmer() != "test-confirmer" || resp.GetReceipt().GetShownDigest() != "" {
