@@ -6,6 +6,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/proto"
 
@@ -480,8 +482,16 @@ func TestGateway(t *testing.T) {
 		if ps, err := bob.ListPrompts(ctxFor(t), nil); err != nil || len(ps.Prompts) != 0 {
 			t.Fatalf("bob's prompts %v, %v", ps, err)
 		}
-		if _, err := bob.ReadResource(ctxFor(t), &mcp.ReadResourceParams{URI: gatewayworld.ResourceURI}); err == nil {
-			t.Fatal("bob read a resource of a server behind nothing he sees")
+		_, err = bob.ReadResource(ctxFor(t), &mcp.ReadResourceParams{URI: gatewayworld.ResourceURI})
+		var rpcErr *jsonrpc.Error
+		if !errors.As(err, &rpcErr) {
+			t.Fatalf("bob read a resource of a server behind nothing he sees: %v", err)
+		}
+		// Not found, as for a URI nobody serves, with the URI itself
+		// (not quoted) in data.uri (SEP-2164).
+		var data struct{ URI string }
+		if rpcErr.Code != mcp.CodeResourceNotFound || json.Unmarshal(rpcErr.Data, &data) != nil || data.URI != gatewayworld.ResourceURI {
+			t.Fatalf("bob's read: code %d data %s, want %d with uri %q", rpcErr.Code, rpcErr.Data, mcp.CodeResourceNotFound, gatewayworld.ResourceURI)
 		}
 		if _, err := bob.GetPrompt(ctxFor(t), &mcp.GetPromptParams{Name: gatewayworld.PromptName, Arguments: map[string]string{"shipment_id": "S-7"}}); err == nil {
 			t.Fatal("bob got a prompt of a server behind nothing he sees")

@@ -219,7 +219,7 @@ func (g *Gateway) readUpstream(ctx context.Context, st *state, req *mcp.ReadReso
 	if !ok {
 		_, tok, okTok := bearer.From(req.GetExtra().TokenInfo)
 		if !okTok {
-			return nil, mcp.ResourceNotFoundError(quoteBounded(uri))
+			return nil, mcp.ResourceNotFoundError(bounded(uri, 256))
 		}
 		if _, err := g.upstreamResources(ctx, st, tok); err != nil {
 			return nil, unavailableList(err)
@@ -237,7 +237,7 @@ func (g *Gateway) readUpstream(ctx context.Context, st *state, req *mcp.ReadReso
 				src, found = st.templateSource(uri)
 			}
 			if !found {
-				return nil, mcp.ResourceNotFoundError(quoteBounded(uri))
+				return nil, mcp.ResourceNotFoundError(bounded(uri, 256))
 			}
 			ref = resourceRef{src: src, uri: uri}
 		}
