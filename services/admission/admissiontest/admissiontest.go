@@ -81,6 +81,11 @@ type Options struct {
 	// SourceDelay is added to every read of the in-memory registry and
 	// discovery (a network round trip's stand-in); 0 for none.
 	SourceDelay time.Duration
+	// Register registers more services on the same gRPC server, behind the
+	// same interceptors as AdmissionService: a benchmark's floor handler
+	// (a Check-shaped method that does no work). Only tests and benchmarks
+	// set it; cmd/admission has no such hook.
+	Register func(*grpc.Server)
 }
 
 // Service is a running admission service.
@@ -159,7 +164,12 @@ func start(t testing.TB, o Options, src sources, freshness func() changelog.Fres
 		ListenAddr: addr, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), CheckInterval: 50 * time.Millisecond, ShutdownTimeout: 2 * time.Second,
 		Unary:         []grpc.UnaryServerInterceptor{v.UnaryServerInterceptor()},
 		Stream:        []grpc.StreamServerInterceptor{v.StreamServerInterceptor()},
-		Register:      func(s *grpc.Server) { admissionv1.RegisterAdmissionServiceServer(s, api) },
+		Register: func(s *grpc.Server) {
+			admissionv1.RegisterAdmissionServiceServer(s, api)
+			if o.Register != nil {
+				o.Register(s)
+			}
+		},
 		StreamWorkers: 64, // as cmd/admission
 	})
 	if err != nil {
