@@ -162,8 +162,8 @@ func start(t testing.TB, o Options, src sources, freshness func() changelog.Fres
 	srv, err := rpcserver.New(rpcserver.Options{
 		Service: "admission", HealthNames: []string{admissionv1.AdmissionService_ServiceDesc.ServiceName},
 		ListenAddr: addr, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), CheckInterval: 50 * time.Millisecond, ShutdownTimeout: 2 * time.Second,
-		Unary:         []grpc.UnaryServerInterceptor{v.UnaryServerInterceptor()},
-		Stream:        []grpc.StreamServerInterceptor{v.StreamServerInterceptor()},
+		Unary:  []grpc.UnaryServerInterceptor{v.UnaryServerInterceptor()},
+		Stream: []grpc.StreamServerInterceptor{v.StreamServerInterceptor()},
 		Register: func(s *grpc.Server) {
 			admissionv1.RegisterAdmissionServiceServer(s, api)
 			if o.Register != nil {
