@@ -115,7 +115,7 @@ bench-lease: ## Issue (by admission receipt), Redeem (n/a until LeaseService.Red
 	    cat $$log; rm -f $$log; exit 1; fi; \
 	  grep -E '^(lease:|  \()' $$log; rm -f $$log
 
-bench-gateway: ## the same go-sdk client calling the same upstream tool directly and through the gateway (Check, lease, result policy) in one run; one line
+bench-gateway: ## the same go-sdk client calling the same upstream tool directly and through the gateway (Check, lease, result policy) in one run: the overhead, the gateway's CPU per call, and the share of each step (check, issue, upstream, the rest); TOOLCRIB_BENCH_PROFILE=dir keeps the CPU profile
 	@log=$$(mktemp); \
 	  if ! (cd e2e && TOOLCRIB_BENCH=1 go test -count=1 -run '^TestGatewayOverhead$$' -v -timeout 10m ./bench/) > $$log 2>&1; then \
 	    cat $$log; rm -f $$log; exit 1; fi; \
