@@ -309,3 +309,12 @@ func (w *world) Pointer(ctx context.Context, server, class string) (replica.Poin
 	return replica.Pointer{ServerID: Server, Class: Class, Tenant: Tenant, Generation: Generation,
 		FreshUntil: time.Now().Add(24 * time.Hour), Revision: 1}, nil
 }
+
+// InputSchema is the input schema of the world's tool toolID (nil for a
+// tool the world lacks): for a peer engine given the same world.
+func InputSchema(toolID string) []byte {
+	if e := generation.Tools[toolID]; e != nil {
+		return e.InputSchema
+	}
+	return nil
+}
