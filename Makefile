@@ -10,7 +10,7 @@ TOOL := GOWORK=off go -C tools tool
 MODULES = $(shell go list -m -f '{{.Dir}}')
 GO_TEST_FLAGS ?= -race -count=1
 
-.PHONY: help generate docs cli-docs lint test run k8s-check drill bench bench-discovery bench-admission bench-lease bench-gateway
+.PHONY: help generate docs cli-docs lint test run k8s-check drill bench bench-discovery bench-admission bench-lease bench-gateway bench-peers
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
@@ -120,6 +120,22 @@ bench-gateway: ## the same go-sdk client calling the same upstream tool directly
 	  if ! (cd e2e && TOOLCRIB_BENCH=1 go test -count=1 -run '^TestGatewayOverhead$$' -v -timeout 10m ./bench/) > $$log 2>&1; then \
 	    cat $$log; rm -f $$log; exit 1; fi; \
 	  grep -E '^(gateway:|  \()' $$log; rm -f $$log
+
+# The peers of bench-peers, built from the module proxy into a temporary
+# folder (never the repository) at these versions. toolhive v0.55.1 to
+# v0.63.0 need modules the proxy here does not serve (403); v0.47.0 builds.
+PEER_OPA_VERSION ?= v1.22.4
+PEER_VMCP_VERSION ?= v0.47.0
+PEER_VMCP_TOOLCHAIN ?= go1.27.3
+
+bench-peers: ## (not in CI) toolcrib beside its open peers, same client, arms interleaved: Check vs OPA (opa run --server, seed-004 rules + json.match_schema; an equivalence table must agree first) at 16 in flight, and the gateway vs ToolHive's vMCP in front of the same upstream (overhead p50, calls/s at 16 in flight); the peers are built into a temporary folder
+	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+	  echo "building opa $(PEER_OPA_VERSION) and vmcp $(PEER_VMCP_VERSION) into $$tmp"; \
+	  GOBIN=$$tmp go install github.com/open-policy-agent/opa@$(PEER_OPA_VERSION) || exit 1; \
+	  GOBIN=$$tmp GOTOOLCHAIN=$(PEER_VMCP_TOOLCHAIN) go install github.com/stacklok/toolhive/cmd/vmcp@$(PEER_VMCP_VERSION) || exit 1; \
+	  if ! (cd e2e && TOOLCRIB_PEER_OPA=$$tmp/opa TOOLCRIB_PEER_VMCP=$$tmp/vmcp go test -count=1 -run '^TestPeer(OPA|VMCP)$$' -v -timeout 20m ./bench/) > $$tmp/log 2>&1; then \
+	    cat $$tmp/log; exit 1; fi; \
+	  grep -E '^(peer:|  )' $$tmp/log
 
 .PHONY: conformance
 conformance: ## the official MCP conformance suite (server scenarios, npm) against the gateway fronting the go-sdk's conformance server; expected failures in e2e/conformance/expected-failures.yml
