@@ -10,7 +10,7 @@ TOOL := GOWORK=off go -C tools tool
 MODULES = $(shell go list -m -f '{{.Dir}}')
 GO_TEST_FLAGS ?= -race -count=1
 
-.PHONY: help generate docs cli-docs lint test run k8s-check drill bench bench-discovery bench-admission bench-lease bench-gateway
+.PHONY: help generate docs cli-docs lint test run k8s-check drill bench bench-discovery bench-admission bench-lease bench-gateway bench-peers
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
@@ -101,25 +101,41 @@ bench-discovery: ## crawl+validate+commit 800 servers/5,000 tools and 1 server/1
 	    cat $$log; rm -f $$log; exit 1; fi; \
 	  grep -E '^(discovery:|  \()' $$log; rm -f $$log
 
-bench-admission: ## cached Check vs grpc.health.v1 Health/Check at 1, 16 and 64 in flight; Check on an L1 miss vs bare Redis GET and Postgres SELECT; revocation commit → last ALLOW on two replicas of the real services; tool search recall@5 on 5,000 tools; TOOLCRIB_BENCH_PROFILE=dir writes the CPU profile of the cached Check
+bench-admission: ## cached Check vs its floor (the same server answering a CheckResponse of the same size through the same interceptors, no work) and grpc.health.v1 Health/Check at 1, 16 and 64 in flight; Check on an L1 miss vs bare Redis GET and Postgres SELECT; revocation commit → last ALLOW on two replicas of the real services; tool search recall@5 on 5,000 tools; TOOLCRIB_BENCH_PROFILE=dir writes the CPU profile of the cached Check
 	@log=$$(mktemp); \
 	  if ! { (cd services/admission && TOOLCRIB_BENCH=1 go test -count=1 -run '^TestBenchAdmission$$' -v -timeout 10m ./admissiontest/) \
 	    && (cd e2e && TOOLCRIB_BENCH=1 go test -count=1 -run '^TestBenchRevocation$$' -v -timeout 10m ./admission/) \
 	    && (cd services/admission && go test -count=1 -run '^TestRecallAt5$$' -v ./internal/search/); } > $$log 2>&1; then \
 	    cat $$log; rm -f $$log; exit 1; fi; \
-	  grep -E '^(admission|revocation|search):' $$log; rm -f $$log
+	  grep -E '^((admission|revocation|search):|  \()' $$log; rm -f $$log
 
-bench-lease: ## Issue (by admission receipt) and Verify through the real registry, discovery, admission and lease, against the lease health Check; one line, then the floor line (the best ratios the rules allow here); TOOLCRIB_BENCH_PROFILE=dir writes CPU profiles
+bench-lease: ## Issue (by admission receipt), Redeem (n/a until LeaseService.Redeem exists) and Verify through the real registry, discovery, admission and lease, each against its floor on the same lease server (the same RPC doing only the work its rules require) and the health Check; one line, then the floors; TOOLCRIB_BENCH_PROFILE=dir writes CPU profiles
 	@log=$$(mktemp); \
 	  if ! (cd e2e && TOOLCRIB_BENCH=1 go test -count=1 -run '^TestLeaseThroughput$$' -v -timeout 10m ./bench/) > $$log 2>&1; then \
 	    cat $$log; rm -f $$log; exit 1; fi; \
 	  grep -E '^(lease:|  \()' $$log; rm -f $$log
 
-bench-gateway: ## the same go-sdk client calling the same upstream tool directly and through the gateway (Check, lease, result policy) in one run; one line
+bench-gateway: ## the same go-sdk client calling the same upstream tool directly and through the gateway (Check, lease, result policy) in one run: the overhead, the gateway's CPU per call, and the share of each step (check, issue, upstream, the rest); TOOLCRIB_BENCH_PROFILE=dir keeps the CPU profile
 	@log=$$(mktemp); \
 	  if ! (cd e2e && TOOLCRIB_BENCH=1 go test -count=1 -run '^TestGatewayOverhead$$' -v -timeout 10m ./bench/) > $$log 2>&1; then \
 	    cat $$log; rm -f $$log; exit 1; fi; \
 	  grep -E '^(gateway:|  \()' $$log; rm -f $$log
+
+# The peers of bench-peers, built from the module proxy into a temporary
+# folder (never the repository) at these versions. toolhive v0.55.1 to
+# v0.63.0 need modules the proxy here does not serve (403); v0.47.0 builds.
+PEER_OPA_VERSION ?= v1.22.4
+PEER_VMCP_VERSION ?= v0.47.0
+PEER_VMCP_TOOLCHAIN ?= go1.27.3
+
+bench-peers: ## (not in CI) toolcrib beside its open peers, same client, arms interleaved: Check vs OPA (opa run --server, seed-004 rules + json.match_schema; an equivalence table must agree first) at 16 in flight, and the gateway vs ToolHive's vMCP in front of the same upstream (overhead p50, calls/s at 16 in flight); the peers are built into a temporary folder
+	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+	  echo "building opa $(PEER_OPA_VERSION) and vmcp $(PEER_VMCP_VERSION) into $$tmp"; \
+	  GOBIN=$$tmp go install github.com/open-policy-agent/opa@$(PEER_OPA_VERSION) || exit 1; \
+	  GOBIN=$$tmp GOTOOLCHAIN=$(PEER_VMCP_TOOLCHAIN) go install github.com/stacklok/toolhive/cmd/vmcp@$(PEER_VMCP_VERSION) || exit 1; \
+	  if ! (cd e2e && TOOLCRIB_PEER_OPA=$$tmp/opa TOOLCRIB_PEER_VMCP=$$tmp/vmcp go test -count=1 -run '^TestPeer(OPA|VMCP)$$' -v -timeout 20m ./bench/) > $$tmp/log 2>&1; then \
+	    cat $$tmp/log; exit 1; fi; \
+	  grep -E '^(peer:|  )' $$tmp/log
 
 .PHONY: conformance
 conformance: ## the official MCP conformance suite (server scenarios, npm) against the gateway fronting the go-sdk's conformance server; expected failures in e2e/conformance/expected-failures.yml

@@ -4,106 +4,98 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
-	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
-	"github.com/toolcrib/toolcrib/platform/pgtest"
-	"github.com/toolcrib/toolcrib/platform/redistest"
+	leasev1 "github.com/toolcrib/toolcrib/gen/toolcrib/lease/v1"
+	"github.com/toolcrib/toolcrib/platform/service"
 )
 
-// floorRounds and floorSlice: the floor's steps take turns, floorSlice
-// each, floorRounds times (as the arms of the benchmark do).
+// The lease floors are bench-only methods on the lease service's own gRPC
+// server (leasesvc.Config.Extra), behind the same interceptors as
+// LeaseService, with its Postgres pool and Redis client. Each decodes the
+// request its real RPC gets and answers a response of the same size (one
+// the real RPC answered), doing only the work the RPC's rules require:
+//
+//   - Issue: one EdDSA verification (the signed receipt), one EdDSA
+//     signature (the lease) and one row durably committed through a group
+//     commit like the lease store's (at most two flushers, each batch one
+//     INSERT … unnest in one transaction, synchronous_commit as the server
+//     has it);
+//   - Redeem: one Redis SET NX PX on a fresh key (single use), the commands
+//     pending at once in one pipeline as the ledger sends them;
+//   - Verify: two EdDSA verifications (lease and holder proof) and the SET
+//     NX of Redeem.
+//
+// The RPC itself (transport, interceptors, token verification) is the
+// health part of each floor. They exist only in this test binary.
 const (
-	floorRounds = 3
-	floorSlice  = 300 * time.Millisecond
+	leaseFloorService = "toolcrib.bench.v1.LeaseFloor"
+	issueFloorMethod  = "/" + leaseFloorService + "/Issue"
+	redeemFloorMethod = "/" + leaseFloorService + "/Redeem"
+	verifyFloorMethod = "/" + leaseFloorService + "/Verify"
 )
 
-// leaseFloor is what the issue's own rules cost on this machine, each step
-// alone at leaseWorkers concurrent callers, as calls per second:
-//
-//   - health: a Health/Check roundtrip to the lease service (the baseline,
-//     and the least any RPC costs: Issue and Verify are RPCs too);
-//   - verify, sign: one Ed25519 verification, one signature;
-//   - setnx: one Redis `SET NX PX` on a fresh key (single use), the
-//     commands pending at once in one pipeline as the ledger sends them;
-//   - receipt: one admission GetReceipt roundtrip (Issue by receipt_id);
-//   - commit: one row durably committed through a group commit like the
-//     lease store's (two flushers, each batch one INSERT ... unnest, one
-//     transaction, synchronous_commit as the server has it).
-//
-// Verify needs its own RPC, two verifications (lease and holder proof) and
-// a SET NX; Issue its own RPC, a GetReceipt, a SET NX (the receipt's single
-// use), a signature and a commit. If
-// everything else were free, and the steps that use the cores shared them
-// the way they do in the benchmark (their per-call costs add), the best
-// ratios are
-//
-//	verify_ratio_max = (1/health) / (1/health + 2/verify + 1/setnx)
-//	issue_ratio_max  = min((1/health) / (1/health + 1/receipt + 1/setnx + 1/sign), commit/health)
-//
-// The commit is mostly waiting for the WAL flush, which other callers' work
-// overlaps, so it is not added: it caps Issue at its own rate with as many
-// callers (a bound no faster service can pass).
-type leaseFloor struct {
-	health, verify, sign, setnx, receipt, commit float64
+// Sizes of the signed material: a compact JWS of a signed receipt, of a
+// lease, of a holder proof (the signing input; the signature is 64 bytes).
+const (
+	floorReceiptBytes = 400
+	floorLeaseBytes   = 700
+	floorProofBytes   = 300
+)
+
+// leaseFloors is the floor handlers and what they share.
+type leaseFloors struct {
+	// The responses the floors answer: ones the real Issue and Verify
+	// answered (set before the first floor call).
+	issueResp  atomic.Pointer[leasev1.IssueResponse]
+	verifyResp atomic.Pointer[leasev1.VerifyResponse]
+
+	priv                  ed25519.PrivateKey
+	pub                   ed25519.PublicKey
+	receipt, lease, proof []byte
+	receiptSig, leaseSig  []byte
+	proofSig              []byte
+	setnx, commit         *floorGroup
+	keys                  atomic.Int64
+	tableOnce             sync.Once
+	tableErr              error
+	redeemResp            proto.Message
 }
 
-func (f leaseFloor) verifyRatioMax() float64 {
-	return (1 / f.health) / (1/f.health + 2/f.verify + 1/f.setnx)
-}
-
-func (f leaseFloor) issueRatioMax() float64 {
-	return min((1/f.health)/(1/f.health+1/f.receipt+1/f.setnx+1/f.sign), f.commit/f.health)
-}
-
-// us is the per-call cost of a step at qps calls per second, in µs.
-func us(qps float64) float64 { return 1e6 / qps }
-
-func (f leaseFloor) String() string {
-	return fmt.Sprintf("lease: floor verify_ratio_max=%.2f issue_ratio_max=%.2f health_qps=%.0f ed25519_verify_qps=%.0f ed25519_sign_qps=%.0f redis_setnx_qps=%.0f get_receipt_qps=%.0f pg_group_commit_qps=%.0f\n"+
-		"  (per call at %d callers: health %.1f µs; verify needs health + 2 x %.1f + %.1f µs; issue needs health + %.1f + %.1f + %.1f µs and at most %.0f commits/s)",
-		f.verifyRatioMax(), f.issueRatioMax(), f.health, f.verify, f.sign, f.setnx, f.receipt, f.commit,
-		leaseWorkers, us(f.health), us(f.verify), us(f.setnx), us(f.receipt), us(f.setnx), us(f.sign), f.commit)
-}
-
-// measureLeaseFloor runs the steps of [leaseFloor] in turns.
-func measureLeaseFloor(t *testing.T, hc healthpb.HealthClient, adm admissionv1.AdmissionServiceClient, receipt string) leaseFloor {
-	t.Helper()
+func newLeaseFloors() (*leaseFloors, error) {
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	// A signing input the size of a lease's.
-	msg := make([]byte, 700)
-	sig := ed25519.Sign(priv, msg)
-	rc := redistest.NewClient(t)
-	var n atomic.Int64
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
+	f := &leaseFloors{pub: pub, priv: priv,
+		receipt: make([]byte, floorReceiptBytes), lease: make([]byte, floorLeaseBytes), proof: make([]byte, floorProofBytes),
+		redeemResp: &leasev1.VerifyResponse{Valid: true}}
+	for _, b := range [][]byte{f.receipt, f.lease, f.proof} {
+		_, _ = rand.Read(b)
 	}
-	t.Cleanup(pool.Close)
-	if _, err := pool.Exec(ctx, `CREATE TABLE floor_receipts (receipt_id uuid PRIMARY KEY, lease_id text NOT NULL,
-  issued_at timestamptz NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	// The commands pending at once share one pipeline, as the ledger's do.
-	setnx := &floorGroup{max: 128, run: func(ctx context.Context, k int) error {
+	f.receiptSig, f.leaseSig, f.proofSig = ed25519.Sign(priv, f.receipt), ed25519.Sign(priv, f.lease), ed25519.Sign(priv, f.proof)
+	return f, nil
+}
+
+// register is the lease service's Config.Extra: the floor methods on its
+// server, over its pool and Redis client.
+func (f *leaseFloors) register(s *grpc.Server, d *service.Deps) {
+	rc := d.Redis
+	f.setnx = &floorGroup{max: 128, run: func(ctx context.Context, k int) error {
 		cmds := make([]*redis.BoolCmd, k)
 		_, err := rc.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i := range cmds {
-				cmds[i] = p.SetNX(ctx, rc.Key("floor", strconv.FormatInt(n.Add(1), 10)), 1, time.Minute)
+				cmds[i] = p.SetNX(ctx, rc.Key("floor", strconv.FormatInt(f.keys.Add(1), 10)), 1, time.Minute)
 			}
 			return nil
 		})
@@ -114,63 +106,79 @@ func measureLeaseFloor(t *testing.T, hc healthpb.HealthClient, adm admissionv1.A
 		}
 		return err
 	}}
-	// The rows pending at once are one statement, one transaction.
-	commit := &floorGroup{max: 256, run: func(ctx context.Context, k int) error {
-		ids, leases, at := make([]uuid.UUID, k), make([]string, k), make([]time.Time, k)
+	pool := d.Pool
+	f.commit = &floorGroup{max: 256, run: func(ctx context.Context, k int) error {
+		f.tableOnce.Do(func() {
+			_, f.tableErr = pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS bench_floor_leases (lease_id uuid PRIMARY KEY,
+  receipt_id text NOT NULL, issued_at timestamptz NOT NULL)`)
+		})
+		if f.tableErr != nil {
+			return f.tableErr
+		}
+		ids, receipts, at := make([]uuid.UUID, k), make([]string, k), make([]time.Time, k)
 		now := time.Now()
 		for i := range k {
-			ids[i], leases[i], at[i] = uuid.New(), uuid.NewString(), now
+			ids[i], receipts[i], at[i] = uuid.New(), uuid.NewString(), now
 		}
-		_, err := pool.Exec(ctx, `INSERT INTO floor_receipts (receipt_id, lease_id, issued_at)
-SELECT * FROM unnest($1::uuid[], $2::text[], $3::timestamptz[])`, ids, leases, at)
+		_, err := pool.Exec(ctx, `INSERT INTO bench_floor_leases (lease_id, receipt_id, issued_at)
+SELECT * FROM unnest($1::uuid[], $2::text[], $3::timestamptz[])`, ids, receipts, at)
 		return err
 	}}
+	s.RegisterService(&grpc.ServiceDesc{
+		ServiceName: leaseFloorService,
+		HandlerType: (*any)(nil),
+		Methods: []grpc.MethodDesc{
+			{MethodName: "Issue", Handler: unaryFloor(issueFloorMethod, func() proto.Message { return new(leasev1.IssueRequest) }, f.issue)},
+			{MethodName: "Redeem", Handler: unaryFloor(redeemFloorMethod, func() proto.Message { return new(leasev1.LeaseClaims) }, f.redeem)},
+			{MethodName: "Verify", Handler: unaryFloor(verifyFloorMethod, func() proto.Message { return new(leasev1.VerifyRequest) }, f.verify)},
+		},
+	}, f)
+}
 
-	var f leaseFloor
-	steps := []struct {
-		rate *float64
-		arm  arm
-		step func(ctx context.Context) error
-	}{
-		{rate: &f.health, step: func(ctx context.Context) error {
-			_, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
-			return err
-		}},
-		{rate: &f.verify, step: func(context.Context) error {
-			if !ed25519.Verify(pub, msg, sig) {
-				return fmt.Errorf("floor: the signature does not verify")
-			}
-			return nil
-		}},
-		{rate: &f.sign, step: func(context.Context) error {
-			ed25519.Sign(priv, msg)
-			return nil
-		}},
-		{rate: &f.setnx, step: setnx.call},
-		{rate: &f.receipt, step: func(ctx context.Context) error {
-			_, err := adm.GetReceipt(ctx, &admissionv1.GetReceiptRequest{ReceiptId: receipt})
-			return err
-		}},
-		{rate: &f.commit, step: commit.call},
+var errFloorSignature = errors.New("floor: the signature does not verify")
+
+func (f *leaseFloors) issue(ctx context.Context) (proto.Message, error) {
+	if !ed25519.Verify(f.pub, f.receipt, f.receiptSig) {
+		return nil, errFloorSignature
 	}
-	for range floorRounds {
-		for i := range steps {
-			s := &steps[i]
-			s.arm.add(phaseFor(t, floorSlice, func(ctx context.Context, stop func() bool, done func()) error {
-				for !stop() {
-					if err := s.step(ctx); err != nil {
-						return err
-					}
-					done()
-				}
-				return nil
-			}))
+	_ = ed25519.Sign(f.priv, f.lease)
+	if err := f.commit.call(ctx); err != nil {
+		return nil, err
+	}
+	return f.issueResp.Load(), nil
+}
+
+func (f *leaseFloors) redeem(ctx context.Context) (proto.Message, error) {
+	if err := f.setnx.call(ctx); err != nil {
+		return nil, err
+	}
+	return f.redeemResp, nil
+}
+
+func (f *leaseFloors) verify(ctx context.Context) (proto.Message, error) {
+	if !ed25519.Verify(f.pub, f.lease, f.leaseSig) || !ed25519.Verify(f.pub, f.proof, f.proofSig) {
+		return nil, errFloorSignature
+	}
+	if err := f.setnx.call(ctx); err != nil {
+		return nil, err
+	}
+	return f.verifyResp.Load(), nil
+}
+
+// unaryFloor is a method handler as generated code writes one: the request
+// decoded by the server, then the interceptor chain, then work.
+func unaryFloor(method string, newReq func() proto.Message, work func(context.Context) (proto.Message, error)) grpc.MethodHandler {
+	return func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+		in := newReq()
+		if err := dec(in); err != nil {
+			return nil, err
 		}
+		h := func(ctx context.Context, _ any) (any, error) { return work(ctx) }
+		if interceptor == nil {
+			return h(ctx, in)
+		}
+		return interceptor(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: method}, h)
 	}
-	for _, s := range steps {
-		*s.rate = s.arm.qps()
-	}
-	return f
 }
 
 // floorGroup is the least a batch of concurrent calls does: what is

@@ -113,6 +113,7 @@ type World struct {
 	lcfg                leasesvc.Config
 	lurl, leaseRedisPre string
 	leaseEdit           func(*config.Common)
+	leaseServiceEdit    func(*leasesvc.Config)
 }
 
 // StartAdmission runs another admission replica of the world (same
@@ -153,6 +154,9 @@ func (w *World) StartLeaseWith(t testing.TB, edit func(*leasesvc.Config)) string
 		if w.leaseEdit != nil {
 			w.leaseEdit(&c.Common)
 		}
+		if w.leaseServiceEdit != nil {
+			w.leaseServiceEdit(c)
+		}
 		if edit != nil {
 			edit(c)
 		}
@@ -173,6 +177,10 @@ type Options struct {
 	// Lease edits the lease service's common configuration last (e.g.
 	// Redis through a proxy); it applies to every lease replica.
 	Lease func(*config.Common)
+	// LeaseService edits the lease service's own configuration (e.g. the
+	// benchmark's floor handlers, leasesvc.Config.Extra); it applies to
+	// every lease replica, after Lease.
+	LeaseService func(*leasesvc.Config)
 	// Heartbeat is the registry's and discovery's Watch heartbeat; 0 for
 	// their default.
 	Heartbeat time.Duration
@@ -275,6 +283,7 @@ func StartWith(t testing.TB, o Options) *World {
 	lcfg := st.LeaseConfig(t, admAddr, "")
 	lurl := stack.LeaseDB(t)
 	w.acfg, w.aurl, w.lcfg, w.lurl, w.leaseRedisPre, w.leaseEdit = acfg, aurl, lcfg, lurl, redistest.NewPrefix(t), o.Lease
+	w.leaseServiceEdit = o.LeaseService
 	w.AdmissionAddr, w.AdmissionDB = admAddr, aurl
 	leaseAddr := w.StartLease(t)
 	for _, who := range []string{"alice", "bob"} {

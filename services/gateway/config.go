@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/toolcrib/toolcrib/platform/config"
 	"github.com/toolcrib/toolcrib/platform/egress"
@@ -124,6 +127,14 @@ type Config struct {
 	// Ready, when set, is called with the MCP endpoint's URL once it
 	// listens (tests and the dev launcher use port 0). Not a flag.
 	Ready func(mcpURL string)
+	// WrapMCP, when set, wraps the MCP endpoint's handler, outermost (the
+	// benchmark labels the gateway's work for its CPU profile). Not a flag;
+	// nil in production.
+	WrapMCP func(http.Handler) http.Handler
+	// ClientOptions, when set, are added to the admission and lease
+	// clients' dial options (the benchmark times each Check and Issue as
+	// the gateway sees them). Not a flag; nil in production.
+	ClientOptions []grpc.DialOption
 }
 
 func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {

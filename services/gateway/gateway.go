@@ -89,6 +89,8 @@ func Run(ctx context.Context, cfg Config) error {
 			opts := []grpc.DialOption{grpc.WithTransportCredentials(d.Transport)}
 			if service {
 				opts = d.ServiceDialOptions()
+			} else {
+				opts = append(opts, cfg.ClientOptions...)
 			}
 			c, err := grpc.NewClient(addr, opts...)
 			if err == nil {
@@ -142,7 +144,11 @@ func Run(ctx context.Context, cfg Config) error {
 		mux := http.NewServeMux()
 		// A browser page of an origin not allowed is refused before its
 		// token is looked at (DNS rebinding, cross-site requests).
-		mux.Handle(MCPPath, mcpapi.CheckOrigin(origins, bearer.Require(d.Verifier, metadataURL, gw.Handler())))
+		var mcpHandler http.Handler = mcpapi.CheckOrigin(origins, bearer.Require(d.Verifier, metadataURL, gw.Handler()))
+		if cfg.WrapMCP != nil {
+			mcpHandler = cfg.WrapMCP(mcpHandler)
+		}
+		mux.Handle(MCPPath, mcpHandler)
 		// The issuers the verifier trusts are the authorization servers a
 		// client may get a token from (RFC 9728 §2).
 		md := bearer.Metadata(endpoint, append([]string{cfg.AuthorizationServer}, d.Verifier.Issuers()...)...)

@@ -5,7 +5,10 @@ import (
 	"net"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/toolcrib/toolcrib/platform/config"
+	"github.com/toolcrib/toolcrib/platform/service"
 	"github.com/toolcrib/toolcrib/revision/lease"
 	"github.com/toolcrib/toolcrib/services/lease/admissionview"
 )
@@ -55,6 +58,12 @@ type Config struct {
 	// Freshness is the Watch follower's view for Verify; nil skips the
 	// epoch and generation check (logged at start). Not a flag.
 	Freshness admissionview.Freshness
+	// Extra registers more services on the lease service's gRPC server,
+	// behind the same interceptors, with the service's Postgres pool and
+	// Redis client: the lease benchmark's floor handlers (e2e/bench), which
+	// do the least work each RPC's rules require. Not a flag; nil in
+	// production.
+	Extra func(s *grpc.Server, d *service.Deps)
 }
 
 func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {

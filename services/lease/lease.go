@@ -121,7 +121,12 @@ func Run(ctx context.Context, cfg Config) error {
 			d.Logger.WarnContext(ctx, "no receipt lookup wired: Issue by receipt_id is refused")
 		}
 		api := grpcapi.New(opts)
-		parts.Register = func(s *grpc.Server) { leasev1.RegisterLeaseServiceServer(s, api) }
+		parts.Register = func(s *grpc.Server) {
+			leasev1.RegisterLeaseServiceServer(s, api)
+			if cfg.Extra != nil {
+				cfg.Extra(s, d)
+			}
+		}
 		parts.Loops = append(parts.Loops, func(ctx context.Context) error {
 			ring.Run(ctx, cfg.KeyCheckInterval, func(err error) {
 				d.Logger.WarnContext(ctx, "signing-key maintenance failed; will retry", "error", err)

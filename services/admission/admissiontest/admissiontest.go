@@ -81,6 +81,11 @@ type Options struct {
 	// SourceDelay is added to every read of the in-memory registry and
 	// discovery (a network round trip's stand-in); 0 for none.
 	SourceDelay time.Duration
+	// Register registers more services on the same gRPC server, behind the
+	// same interceptors as AdmissionService: a benchmark's floor handler
+	// (a Check-shaped method that does no work). Only tests and benchmarks
+	// set it; cmd/admission has no such hook.
+	Register func(*grpc.Server)
 }
 
 // Service is a running admission service.
@@ -157,9 +162,14 @@ func start(t testing.TB, o Options, src sources, freshness func() changelog.Fres
 	srv, err := rpcserver.New(rpcserver.Options{
 		Service: "admission", HealthNames: []string{admissionv1.AdmissionService_ServiceDesc.ServiceName},
 		ListenAddr: addr, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), CheckInterval: 50 * time.Millisecond, ShutdownTimeout: 2 * time.Second,
-		Unary:         []grpc.UnaryServerInterceptor{v.UnaryServerInterceptor()},
-		Stream:        []grpc.StreamServerInterceptor{v.StreamServerInterceptor()},
-		Register:      func(s *grpc.Server) { admissionv1.RegisterAdmissionServiceServer(s, api) },
+		Unary:  []grpc.UnaryServerInterceptor{v.UnaryServerInterceptor()},
+		Stream: []grpc.StreamServerInterceptor{v.StreamServerInterceptor()},
+		Register: func(s *grpc.Server) {
+			admissionv1.RegisterAdmissionServiceServer(s, api)
+			if o.Register != nil {
+				o.Register(s)
+			}
+		},
 		StreamWorkers: 64, // as cmd/admission
 	})
 	if err != nil {
@@ -298,4 +308,13 @@ func (w *world) Pointer(ctx context.Context, server, class string) (replica.Poin
 	}
 	return replica.Pointer{ServerID: Server, Class: Class, Tenant: Tenant, Generation: Generation,
 		FreshUntil: time.Now().Add(24 * time.Hour), Revision: 1}, nil
+}
+
+// InputSchema is the input schema of the world's tool toolID (nil for a
+// tool the world lacks): for a peer engine given the same world.
+func InputSchema(toolID string) []byte {
+	if e := generation.Tools[toolID]; e != nil {
+		return e.InputSchema
+	}
+	return nil
 }

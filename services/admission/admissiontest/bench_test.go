@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/proto"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	"github.com/toolcrib/toolcrib/platform/postgres"
@@ -36,16 +37,27 @@ func load(inFlight int, d time.Duration, call func(ctx context.Context, i int) e
 // paired measures two arms in alternating slices of d/10 each, so both see
 // the same background load (the machine is shared) over the same period.
 func paired(inFlight int, d time.Duration, x, y func(ctx context.Context, i int) error) (arm, arm) {
-	var lx, ly []time.Duration
-	var tx, ty time.Duration
-	var ex, ey int64
+	a := interleaved(inFlight, d, x, y)
+	return a[0], a[1]
+}
+
+// interleaved measures the arms in turns, ten slices of d/10 each per arm,
+// so all see the same background load over the same period.
+func interleaved(inFlight int, d time.Duration, calls ...func(ctx context.Context, i int) error) []arm {
+	lat := make([][]time.Duration, len(calls))
+	took := make([]time.Duration, len(calls))
+	errs := make([]int64, len(calls))
 	for range 10 {
-		l, took, errs := sample(inFlight, d/10, x)
-		lx, tx, ex = append(lx, l...), tx+took, ex+errs
-		l, took, errs = sample(inFlight, d/10, y)
-		ly, ty, ey = append(ly, l...), ty+took, ey+errs
+		for i, call := range calls {
+			l, t, e := sample(inFlight, d/10, call)
+			lat[i], took[i], errs[i] = append(lat[i], l...), took[i]+t, errs[i]+e
+		}
 	}
-	return summarize(lx, tx, ex), summarize(ly, ty, ey)
+	out := make([]arm, len(calls))
+	for i := range calls {
+		out[i] = summarize(lat[i], took[i], errs[i])
+	}
+	return out
 }
 
 func summarize(lat []time.Duration, took time.Duration, errs int64) arm {
@@ -86,10 +98,13 @@ func sample(inFlight int, d time.Duration, call func(ctx context.Context, i int)
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // TestBenchAdmission is `make bench-admission`'s admission lines (set
-// TOOLCRIB_BENCH=1): a cached Check against grpc.health.v1.Health/Check on
-// the same server, through the same client connection at the same
-// concurrency (1, 16, 64 in flight), the two arms alternating in tenths of
-// the duration so both see the same background load; then Checks that miss L1 (answered
+// TOOLCRIB_BENCH=1): a cached Check against its floor (the same server
+// answering a CheckResponse of the same size through the same interceptors
+// with no work: [checkFloor]) and grpc.health.v1.Health/Check on the same
+// server, through the same client connection at the same concurrency (1,
+// 16, 64 in flight), the three arms alternating in tenths of the duration
+// so all see the same background load; the target is check_qps ≥ 0.9 ×
+// floor_qps and check_p99 ≤ 1.5 × the floor's p99. Then Checks that miss L1 (answered
 // from Redis) beside a bare Redis GET and a bare Postgres SELECT at 16 in
 // flight. It reports; it never fails on time (a call that errors fails it).
 // TOOLCRIB_BENCH_PROFILE=dir writes the CPU profile of the paired arms at
@@ -103,7 +118,8 @@ func TestBenchAdmission(t *testing.T) {
 	if v, err := time.ParseDuration(os.Getenv("TOOLCRIB_BENCH_DURATION")); err == nil && v > 0 {
 		d = v
 	}
-	a := Start(t, Options{Redis: true})
+	floor := &checkFloor{}
+	a := Start(t, Options{Redis: true, Register: floor.register})
 	conn := servicetest.Dial(t, a.Addr, a.Auth.User(t, User, Tenant))
 	ac, hc := admissionv1.NewAdmissionServiceClient(conn), healthpb.NewHealthClient(conn)
 	req := &admissionv1.CheckRequest{ToolId: StatusTool, Generation: Generation, DescriptorDigest: StatusDigest,
@@ -119,11 +135,20 @@ func TestBenchAdmission(t *testing.T) {
 		_, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
 		return err
 	}
-	if err := check(context.Background(), 0); err != nil { // the decision is cached from here on
-		t.Fatal(err)
+	// The floor answers what Check answered for the same request (and the
+	// decision is cached from here on).
+	first, err := ac.Check(context.Background(), req)
+	if err != nil || first.GetDecision() != admissionv1.Decision_DECISION_ALLOW {
+		t.Fatalf("the first Check: %v %v %s", err, first.GetReason(), first.GetDetail())
+	}
+	floor.resp.Store(first)
+	floorCall := floor.call(conn, req)
+	if err := floorCall(context.Background(), 0); err != nil {
+		t.Fatalf("the floor: %v", err)
 	}
 	for _, n := range []int{1, 16, 64} {
-		load(n, d/5, check) // warm-up of both arms
+		load(n, d/5, check) // warm-up of every arm
+		load(n, d/5, floorCall)
 		load(n, d/5, health)
 		profile := n == 16 && os.Getenv("TOOLCRIB_BENCH_PROFILE") != ""
 		if profile {
@@ -136,16 +161,20 @@ func TestBenchAdmission(t *testing.T) {
 			}
 			defer f.Close()
 		}
-		ca, ha := paired(n, d, check, health)
+		arms := interleaved(n, d, check, floorCall, health)
 		if profile {
 			pprof.StopCPUProfile()
 		}
-		if ca.errors > 0 || ha.errors > 0 {
-			t.Fatalf("in_flight=%d: %d Check and %d health calls failed", n, ca.errors, ha.errors)
+		ca, fa, ha := arms[0], arms[1], arms[2]
+		if ca.errors > 0 || fa.errors > 0 || ha.errors > 0 {
+			t.Fatalf("in_flight=%d: %d Check, %d floor and %d health calls failed", n, ca.errors, fa.errors, ha.errors)
 		}
-		fmt.Printf("admission: in_flight=%d check_qps=%.0f health_qps=%.0f ratio=%.2f check_p99_ms=%.3f health_p99_ms=%.3f\n",
-			n, ca.qps, ha.qps, ca.qps/ha.qps, ms(ca.p99), ms(ha.p99))
+		fmt.Printf("admission: in_flight=%d check_qps=%.0f floor_qps=%.0f health_qps=%.0f ratio_to_floor=%.2f check_p99_ms=%.3f floor_p99_ms=%.3f health_p99_ms=%.3f p99_to_floor=%.2f\n",
+			n, ca.qps, fa.qps, ha.qps, ca.qps/fa.qps, ms(ca.p99), ms(fa.p99), ms(ha.p99), float64(ca.p99)/float64(fa.p99))
 	}
+	fmt.Println(cpuSplit(t, a, d, check, floorCall))
+	fmt.Printf("  (%s per arm per concurrency, arms interleaved in tenths; floor = the same server answering a %d-byte CheckResponse through the same interceptors with no work; cpu = per call, this process (client and server) and the Postgres backends of the receipts database; target ratio_to_floor >= 0.9, p99_to_floor <= 1.5; %s)\n",
+		d, proto.Size(first), time.Now().UTC().Format(time.RFC3339))
 	l1Miss(t, d)
 }
 
