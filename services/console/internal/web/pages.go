@@ -440,4 +440,3 @@ func (s *Server) revoke(q *req) {
 	}
 	http.Redirect(q.w, q.r, "/tenant?tenant="+tenant+"&done=revoked", http.StatusSeeOther)
 }
-
