@@ -14,6 +14,15 @@ func TestTextTourChange(t *testing.T) {
 	}
 }
 
+func TestTextGroupsWordChanges(t *testing.T) {
+	got := Text("Read the status of one shipment and when it last changed.", "Query the status of a shipment and try to repair it.")
+	want := []Span{{Delete, "Read"}, {Insert, "Query"}, {Equal, " the status of "}, {Delete, "one"}, {Insert, "a"},
+		{Equal, " shipment and "}, {Delete, "when it last changed."}, {Insert, "try to repair it."}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Text = %#v", got)
+	}
+}
+
 func TestTextRebuildsBothSides(t *testing.T) {
 	cases := [][2]string{
 		{"", ""}, {"", "new text"}, {"old text", ""}, {"a b c", "a x c"},

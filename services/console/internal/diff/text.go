@@ -72,6 +72,41 @@ func Text(old, new string) []Span {
 		}
 	}
 	add(Equal, strings.Join(a[len(a)-s:], ""))
+	return group(out)
+}
+
+// group makes a diff readable: whitespace left equal between two changes
+// joins them, and each run of changes becomes one deletion followed by
+// one insertion ("when it last changed." → "try to repair it." rather
+// than word by word).
+func group(in []Span) []Span {
+	var out []Span
+	var del, ins strings.Builder
+	flush := func() {
+		if del.Len() > 0 {
+			out = append(out, Span{Delete, del.String()})
+		}
+		if ins.Len() > 0 {
+			out = append(out, Span{Insert, ins.String()})
+		}
+		del.Reset()
+		ins.Reset()
+	}
+	for i, sp := range in {
+		switch {
+		case sp.Op == Delete:
+			del.WriteString(sp.Text)
+		case sp.Op == Insert:
+			ins.WriteString(sp.Text)
+		case i > 0 && i < len(in)-1 && strings.TrimSpace(sp.Text) == "" && in[i-1].Op != Equal && in[i+1].Op != Equal:
+			del.WriteString(sp.Text)
+			ins.WriteString(sp.Text)
+		default:
+			flush()
+			out = append(out, sp)
+		}
+	}
+	flush()
 	return out
 }
 

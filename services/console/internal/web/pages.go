@@ -16,6 +16,7 @@ import (
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/ids"
+	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/services/registry/reason"
 )
 
@@ -64,9 +65,9 @@ func (s *Server) queue(q *req) {
 				}
 			}
 			if len(unrev) > 0 {
-				why := "new tool"
-				if len(t.GetApprovals()) > 0 {
-					why = "changed since its last approval"
+				why := "not enabled yet"
+				if t.GetEnabled() {
+					why = "enabled: calls at this digest are refused (UNREVIEWED) until it is approved"
 				}
 				awaiting = append(awaiting, queueEntry{Tool: t, Classes: unrev, Why: why})
 			}
@@ -101,12 +102,12 @@ func (s *Server) review(q *req) {
 }
 
 func (s *Server) showReview(q *req, id string, code int, pr *problem) {
-	resp, err := s.o.Registry.GetTool(q.ctx, &registryv1.GetToolRequest{ToolId: id}, q.call)
+	resp, err := s.o.Registry.GetTool(q.ctx, &registryv1.GetToolRequest{ToolId: id, IncludeHistory: true}, q.call)
 	if err != nil {
 		s.refuse(q, err)
 		return
 	}
-	rp := s.buildReview(q.ctx, q.call, resp.GetTool())
+	rp := s.buildReview(q.ctx, q.call, resp.GetTool(), resp.GetHistory())
 	rp.CanApprove = canManage(q, resp.GetTool().GetOwner())
 	pg := q.page("Review "+id, "queue", rp)
 	pg.Problem = pr
@@ -319,8 +320,25 @@ func (s *Server) servers(q *req) {
 		s.refuse(q, err)
 		return
 	}
+	// The registry lists every server record to any principal; the page
+	// shows a tenant user only the servers its tenant owns or its audience
+	// classes cover (the rest are other tenants' business).
+	covered := map[string]bool{}
+	if !q.p.Admin && !q.p.Service {
+		pol, err := s.o.Registry.GetPolicy(q.ctx, &registryv1.GetPolicyRequest{TenantId: q.p.Tenant}, q.call)
+		if err == nil {
+			for _, c := range pol.GetPolicy().GetAudienceClasses() {
+				for _, as := range c.GetServers() {
+					covered[as.GetServerId()] = true
+				}
+			}
+		}
+	}
 	var views []serverView
 	for _, srv := range resp.GetServers() {
+		if !q.p.Admin && !q.p.Service && !covered[srv.GetServerId()] && !ownerTenant(srv.GetOwner(), q.p.Tenant) {
+			continue
+		}
 		sv := serverView{Server: srv}
 		runs, err := s.o.Discovery.ListRuns(q.ctx, &discoveryv1.ListRunsRequest{ServerId: srv.GetServerId(), PageSize: 10}, q.call)
 		if err == nil {
@@ -350,6 +368,13 @@ func (s *Server) servers(q *req) {
 	pg := q.page("Servers", "servers", map[string]any{"Servers": views})
 	pg.Notice = notices[q.r.URL.Query().Get("done")]
 	s.render(q.w, q.r, http.StatusOK, "servers", pg)
+}
+
+// ownerTenant reports whether owner (`tenant/group:x` or `tenant/user:x`)
+// belongs to tenant.
+func ownerTenant(owner, tenant string) bool {
+	o, err := principal.ParseOwner(owner)
+	return err == nil && tenant != "" && o.Tenant == tenant
 }
 
 func (s *Server) serverID(q *req) (string, bool) {

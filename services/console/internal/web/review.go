@@ -81,7 +81,7 @@ const (
 )
 
 // buildReview reads what the review of tool shows, with the user's token.
-func (s *Server) buildReview(ctx context.Context, call grpc.CallOption, t *registryv1.Tool) reviewPage {
+func (s *Server) buildReview(ctx context.Context, call grpc.CallOption, t *registryv1.Tool, history []*registryv1.ToolEvent) reviewPage {
 	rp := reviewPage{Tool: t}
 	byDigest := map[string]int{}
 	for _, v := range t.GetVariants() {
@@ -100,12 +100,12 @@ func (s *Server) buildReview(ctx context.Context, call grpc.CallOption, t *regis
 			continue
 		}
 		byDigest[v.GetApprovalDigest()] = len(rp.Items)
-		rp.Items = append(rp.Items, s.reviewItem(ctx, call, t, v))
+		rp.Items = append(rp.Items, s.reviewItem(ctx, call, t, v, history))
 	}
 	return rp
 }
 
-func (s *Server) reviewItem(ctx context.Context, call grpc.CallOption, t *registryv1.Tool, v *registryv1.ToolVariant) reviewItem {
+func (s *Server) reviewItem(ctx context.Context, call grpc.CallOption, t *registryv1.Tool, v *registryv1.ToolVariant, history []*registryv1.ToolEvent) reviewItem {
 	it := reviewItem{ApprovalDigest: v.GetApprovalDigest(), DescriptorDigest: v.GetDescriptorDigest(),
 		Classes: []string{v.GetAudienceClass()}, Generation: v.GetGeneration(), Cur: parseDescriptor(v.GetDescriptorRaw())}
 	// The descriptor as discovery recorded it: its content flags.
@@ -117,13 +117,11 @@ func (s *Server) reviewItem(ctx context.Context, call grpc.CallOption, t *regist
 	}
 	sort.Slice(it.Annotations, func(i, j int) bool { return it.Annotations[i].Key < it.Annotations[j].Key })
 
-	last := lastApproval(t.GetApprovals())
-	var approvedContract *registryv1.ToolContract
+	last, approvedContract := lastApproval(history)
 	switch {
 	case last == nil:
 		it.PrevNote = "Never approved: the whole descriptor is new to review."
 	default:
-		approvedContract = last.GetContract()
 		it.PrevDigest = last.GetDescriptorDigest()
 		if last.GetDescriptorDigest() == v.GetDescriptorDigest() {
 			cur := it.Cur
@@ -149,15 +147,35 @@ func (s *Server) reviewItem(ctx context.Context, call grpc.CallOption, t *regist
 	return it
 }
 
-// lastApproval is the newest approval.
-func lastApproval(as []*registryv1.ApprovedVersion) *registryv1.ApprovedVersion {
-	var last *registryv1.ApprovedVersion
-	for _, a := range as {
-		if last == nil || a.GetApprovedAt().AsTime().After(last.GetApprovedAt().AsTime()) {
-			last = a
+// Tool event kinds read here (registry.proto, ToolEvent.kind).
+const (
+	eventApproved  = "APPROVED"
+	eventPublished = "PUBLISHED"
+)
+
+// lastApproval is the newest approval in the tool's history (oldest
+// first) whose descriptor the caller may see, and the contract it
+// approved (that of the PUBLISHED event of its contract version). The
+// history, not Tool.approvals: for a tenant principal the registry lists
+// only the approvals of descriptors its classes see now, so the approval
+// of the version a change replaced is there only as an event.
+func lastApproval(history []*registryv1.ToolEvent) (*registryv1.ToolEvent, *registryv1.ToolContract) {
+	var last *registryv1.ToolEvent
+	for _, e := range history {
+		if e.GetKind() == eventApproved && e.GetDescriptorDigest() != "" {
+			last = e
 		}
 	}
-	return last
+	if last == nil {
+		return nil, nil
+	}
+	var contract *registryv1.ToolContract
+	for _, e := range history {
+		if e.GetKind() == eventPublished && e.GetContractVersion() == last.GetContractVersion() {
+			contract = e.GetContract()
+		}
+	}
+	return last, contract
 }
 
 // descriptorAt returns tool name's descriptor in one generation of
