@@ -189,6 +189,9 @@ func (w *world) changeDescription(t *testing.T, ctx context.Context, desc string
 	return digest
 }
 
+// screenshotPages are the pages whose screenshots docs/console keeps.
+var screenshotPages = []string{"queue", "review-diff", "review-stale", "tool"}
+
 // browser is one Chromium tab with its own cookies.
 type browser struct {
 	t     *testing.T
@@ -328,7 +331,7 @@ func (b *browser) check(name string) {
 		if overflow {
 			b.t.Errorf("%s at %dx%d scrolls sideways", name, size[0], size[1])
 		}
-		if b.shots != "" {
+		if b.shots != "" && slices.Contains(screenshotPages, name) {
 			var png []byte
 			b.run("screenshot", chromedp.FullScreenshot(&png, 100))
 			if err := os.MkdirAll(b.shots, 0o755); err != nil {
