@@ -43,6 +43,8 @@ test: ## run every module's tests with -race (needs Postgres and Redis; the cons
 	for m in $(MODULES); do echo "== $$m"; (cd $$m && go test $(GO_TEST_FLAGS) ./...); done
 	@# 50 MB through every service takes minutes under -race, where it skips itself: here without it.
 	cd e2e && go test -count=1 -run '^TestArtifact50MB$$' ./gateway/
+	@# The console's browser test (real Chromium against the suite) skips itself under -race too.
+	cd e2e && go test -count=1 -run '^TestConsoleReviewInChromium$$' ./console/
 
 # The example MCP server runs beside `dev up` with -require-lease (its
 # tools/call needs a lease from the lease service on 7104, verified with the
