@@ -600,7 +600,7 @@ func TestConsoleReviewInChromium(t *testing.T) {
 		t.Fatal("dave is offered the approve button")
 	}
 	dc, dcsrf := d.session()
-	if code, r := post(t, w.base, "/tools/"+toolID+"/approve", dc, url.Values{"approval_digest": {third}, "csrf": {dcsrf}}, ""); code != http.StatusForbidden || r != "PermissionDenied" && r != "PERMISSION_DENIED" {
+	if code, r := post(t, w.base, "/tools/"+toolID+"/approve", dc, url.Values{"approval_digest": {third}, "csrf": {dcsrf}}, ""); code != http.StatusForbidden || r != "PERMISSION_DENIED" {
 		t.Fatalf("dave's approve POST: %d %q", code, r)
 	}
 
@@ -613,7 +613,7 @@ func TestConsoleReviewInChromium(t *testing.T) {
 		t.Fatalf("carol's queue: %q", c.text("main"))
 	}
 	c.open("/tools/" + toolID + "/review")
-	if got := c.text("#reason"); got != "NOT_FOUND" && got != "NotFound" {
+	if got := c.text("#reason"); got != "NOT_FOUND" {
 		t.Fatalf("carol opening the tool: %q", got)
 	}
 	c.open("/servers")
@@ -621,7 +621,13 @@ func TestConsoleReviewInChromium(t *testing.T) {
 		t.Fatalf("carol's servers page lists %s", serverID)
 	}
 	cc, ccsrf := c.session()
-	if code, _ := post(t, w.base, "/tools/"+toolID+"/approve", cc, url.Values{"approval_digest": {third}, "csrf": {ccsrf}}, ""); code != http.StatusForbidden && code != http.StatusNotFound {
-		t.Fatalf("carol's approve POST: %d", code)
+	// Her approve POST: the tool does not exist for her.
+	if code, r := post(t, w.base, "/tools/"+toolID+"/approve", cc, url.Values{"approval_digest": {third}, "csrf": {ccsrf}}, ""); code != http.StatusNotFound || r != "NOT_FOUND" {
+		t.Fatalf("carol's approve POST: %d %q", code, r)
+	}
+	// Neither refused POST approved anything.
+	got, err = w.st.Registry.GetTool(ctx, &registryv1.GetToolRequest{ToolId: toolID})
+	if err != nil || got.GetTool().GetReviewState() != registryv1.ReviewState_REVIEW_STATE_UNREVIEWED {
+		t.Fatalf("after dave's and carol's POSTs the tool is %v (%v)", got.GetTool().GetReviewState(), err)
 	}
 }
