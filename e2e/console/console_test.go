@@ -473,7 +473,7 @@ func TestConsoleReviewInChromium(t *testing.T) {
 	if code, r := devSignIn(t, w.base, stranger, true); code != http.StatusUnauthorized || r != console.ReasonTokenInvalid {
 		t.Errorf("a token of another key: %d %q", code, r)
 	}
-	if code, r := devSignIn(t, w.base, strings.Repeat("A", 1<<20), true); code != http.StatusBadRequest || r != "FORM_INVALID" {
+	if code, r := devSignIn(t, w.base, strings.Repeat("A", 1<<20), true); code != http.StatusBadRequest || r != console.ReasonBadForm {
 		t.Errorf("a megabyte token: %d %q", code, r)
 	}
 	if code, r := devSignIn(t, w.base, bob, false); code != http.StatusForbidden || r != console.ReasonCSRF {

@@ -17,6 +17,10 @@ const (
 	// ReasonSignInState: an OIDC callback with an unknown, used or
 	// expired state.
 	ReasonSignInState = web.ReasonSignInState
+	// ReasonUnavailable: a service (or the session store) did not answer.
+	ReasonUnavailable = web.ReasonUnavailable
+	// ReasonBadForm: a form field or path value is missing or malformed.
+	ReasonBadForm = web.ReasonBadForm
 	// ContentSecurityPolicy is sent with every response.
 	ContentSecurityPolicy = web.ContentSecurityPolicy
 )
