@@ -37,16 +37,20 @@ lint: ## gofmt, go vet and go mod tidy (every module, tools/ too), buf lint, buf
 	  || { echo "tools: go vet failed or go.mod is not tidy (GOWORK=off go mod tidy -diff)"; exit 1; }
 	buf=$$($(TOOL) -n buf) && $$buf lint && $$buf format -d --exit-code
 
-test: ## run every module's tests with -race (needs Postgres and Redis)
+test: ## run every module's tests with -race (needs Postgres and Redis; the console's browser test needs Debian's chromium and skips, saying so, without it)
+	@# axe-core for the console's browser test (e2e/console), pinned in tools/console.
+	[ -f tools/console/node_modules/axe-core/axe.min.js ] || npm ci --prefix tools/console --no-audit --no-fund --silent
 	for m in $(MODULES); do echo "== $$m"; (cd $$m && go test $(GO_TEST_FLAGS) ./...); done
 	@# 50 MB through every service takes minutes under -race, where it skips itself: here without it.
 	cd e2e && go test -count=1 -run '^TestArtifact50MB$$' ./gateway/
+	@# The console's browser test (real Chromium against the suite) skips itself under -race too.
+	cd e2e && go test -count=1 -run '^TestConsoleReviewInChromium$$' ./console/
 
 # The example MCP server runs beside `dev up` with -require-lease (its
 # tools/call needs a lease from the lease service on 7104, verified with the
 # dev service token dev up writes, over TLS with the dev CA and client
 # certificate `dev certs` makes first); it stops when dev up does.
-run: ## start every implemented service against local Postgres and Redis, and the example MCP server (127.0.0.1:7301, leases required)
+run: ## start every implemented service (the review console at https://127.0.0.1:7106, dev token sign-in) against local Postgres and Redis, and the example MCP server (127.0.0.1:7301, leases required)
 	@bin=$$(mktemp -d); pid=; trap '[ -z "$$pid" ] || { kill $$pid || true; wait $$pid || true; } 2>/dev/null; rm -rf "$$bin"' EXIT; \
 	  go build -o "$$bin/exampleserver" ./e2e/cmd/exampleserver && go build -o "$$bin/toolcrib" ./cli/cmd/toolcrib || exit 1; \
 	  "$$bin/toolcrib" dev certs || exit 1; \

@@ -7,6 +7,7 @@ replace (
 	github.com/toolcrib/toolcrib/platform => ../platform
 	github.com/toolcrib/toolcrib/revision => ../revision
 	github.com/toolcrib/toolcrib/services/admission => ../services/admission
+	github.com/toolcrib/toolcrib/services/console => ../services/console
 	github.com/toolcrib/toolcrib/services/discovery => ../services/discovery
 	github.com/toolcrib/toolcrib/services/gateway => ../services/gateway
 	github.com/toolcrib/toolcrib/services/lease => ../services/lease
@@ -21,6 +22,7 @@ require (
 	github.com/toolcrib/toolcrib/platform v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/revision v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/services/admission v0.0.0-00010101000000-000000000000
+	github.com/toolcrib/toolcrib/services/console v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/services/discovery v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/services/gateway v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/services/lease v0.0.0-00010101000000-000000000000

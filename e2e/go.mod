@@ -7,6 +7,7 @@ replace (
 	github.com/toolcrib/toolcrib/platform => ../platform
 	github.com/toolcrib/toolcrib/revision => ../revision
 	github.com/toolcrib/toolcrib/services/admission => ../services/admission
+	github.com/toolcrib/toolcrib/services/console => ../services/console
 	github.com/toolcrib/toolcrib/services/discovery => ../services/discovery
 	github.com/toolcrib/toolcrib/services/gateway => ../services/gateway
 	github.com/toolcrib/toolcrib/services/lease => ../services/lease
@@ -14,6 +15,8 @@ replace (
 )
 
 require (
+	github.com/chromedp/cdproto v0.0.0-20250724212937-08a3db8b4327
+	github.com/chromedp/chromedp v0.14.2
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
@@ -22,6 +25,7 @@ require (
 	github.com/toolcrib/toolcrib/platform v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/revision v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/services/admission v0.0.0-00010101000000-000000000000
+	github.com/toolcrib/toolcrib/services/console v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/services/discovery v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/services/gateway v0.0.0-00010101000000-000000000000
 	github.com/toolcrib/toolcrib/services/lease v0.0.0-00010101000000-000000000000
@@ -36,11 +40,16 @@ require (
 	github.com/bmatcuk/doublestar/v4 v4.10.4 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/chromedp/sysutil v1.1.0 // indirect
 	github.com/coreos/go-oidc/v3 v3.21.0 // indirect
 	github.com/go-chi/chi/v5 v5.5.0 // indirect
 	github.com/go-jose/go-jose/v4 v4.1.9 // indirect
+	github.com/go-json-experiment/json v0.0.0-20250725192818-e39067aee2d2 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/gobwas/httphead v0.1.0 // indirect
+	github.com/gobwas/pool v0.2.1 // indirect
+	github.com/gobwas/ws v1.4.0 // indirect
 	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/gorilla/securecookie v1.1.2 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.1 // indirect

@@ -13,7 +13,7 @@
 #   ca/ca.key, ca/ca.crt          the CA (ECDSA P-256, 10 years); kept
 #   trust/ca.crt                  the CA certificate alone (for the migrate
 #                                 job and MCP clients on the host)
-#   <service>/tls.crt, tls.key    registry discovery admission lease gateway:
+#   <service>/tls.crt, tls.key    registry discovery admission lease gateway console:
 #   <service>/ca.crt              server and client certificate (mTLS), URI SAN
 #                                 spiffe://$TRUST_DOMAIN/toolcrib/<service>,
 #                                 DNS <service> and localhost, IP 127.0.0.1
@@ -101,7 +101,10 @@ EOF
 	echo "certs: issued $out/tls.crt (${san:-no SAN}), valid $days days"
 }
 
-for svc in registry discovery admission lease gateway; do
+# The console's SPIFFE ID is in no TOOLCRIB_TLS_SERVICE_IDENTITIES list: its
+# certificate passes mTLS but gives it no role (it calls with its users'
+# tokens only).
+for svc in registry discovery admission lease gateway console; do
 	issue "$svc" 0:0 serverAuth,clientAuth \
 		"URI:spiffe://$trust_domain/toolcrib/$svc,DNS:$svc,DNS:localhost,IP:127.0.0.1"
 done

@@ -4,9 +4,11 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/toolcrib/toolcrib/platform/pgtest"
 	"github.com/toolcrib/toolcrib/services/admission"
+	"github.com/toolcrib/toolcrib/services/console"
 	leasesvc "github.com/toolcrib/toolcrib/services/lease"
 )
 
@@ -96,4 +98,40 @@ func (s *Stack) StartLease(t testing.TB, cfg leasesvc.Config, db string, edit fu
 		}
 		return leasesvc.Run(ctx, c)
 	})
+}
+
+// ConsoleConfig is the console's default configuration against the
+// stack's registry and discovery and the admission at admAddr: dev
+// sign-in on, pages on a free loopback port.
+func (s *Stack) ConsoleConfig(t testing.TB, admAddr string) console.Config {
+	t.Helper()
+	c, err := console.ParseConfig([]string{"--dev-sign-in", "--http-listen", "127.0.0.1:0"}, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.RegistryAddr, c.DiscoveryAddr, c.AdmissionAddr = s.RegistryAddr, s.DiscoveryAddr, admAddr
+	return c
+}
+
+// StartConsole runs the console with cfg until the test ends, waits until
+// it is SERVING and returns its base URL (http://127.0.0.1:port). Its
+// common part is the stack's (tokens, TLS, Redis with a prefix of its
+// own); it has no service token of its own to present.
+func (s *Stack) StartConsole(t testing.TB, cfg console.Config) string {
+	t.Helper()
+	urls := make(chan string, 1)
+	s.Auth.Start(t, func(ctx context.Context, listening func(string)) error {
+		c := cfg
+		c.Common = s.Auth.CommonAs(t, "console", s.PostgresURL, true, listening)
+		c.ServiceTokenFile = ""
+		c.Ready = func(u string) { urls <- u }
+		return console.Run(ctx, c)
+	})
+	select {
+	case u := <-urls:
+		return u
+	case <-time.After(10 * time.Second):
+		t.Fatal("the console's pages never listened")
+	}
+	return ""
 }

@@ -23,7 +23,7 @@ import (
 	"time"
 )
 
-var services = []string{"registry", "discovery", "admission", "lease", "gateway"}
+var services = []string{"registry", "discovery", "admission", "lease", "gateway", "console"}
 
 const trustDomain = "toolcrib.compose"
 
@@ -245,8 +245,8 @@ func TestCertsKeptUntilRenewed(t *testing.T) {
 		}
 	}
 	out := certs(t, dir, nil, "--renew")
-	if n := strings.Count(out, "certs: issued "); n != 8 {
-		t.Errorf("--renew issued %d certificates, want 8:\n%s", n, out)
+	if n := strings.Count(out, "certs: issued "); n != 9 {
+		t.Errorf("--renew issued %d certificates, want 9:\n%s", n, out)
 	}
 	renewed := snapshot(t, dir)
 	for _, name := range append(slices.Clone(services), "redis", "postgres", "cli") {
@@ -282,8 +282,8 @@ func TestCertsReissueNearExpiry(t *testing.T) {
 		}
 	}
 	out := certs(t, dir, []string{"RENEW_DAYS=10"})
-	if n := strings.Count(out, "certs: issued "); n != 8 {
-		t.Errorf("with 5 days left and RENEW_DAYS=10, issued %d, want 8:\n%s", n, out)
+	if n := strings.Count(out, "certs: issued "); n != 9 {
+		t.Errorf("with 5 days left and RENEW_DAYS=10, issued %d, want 9:\n%s", n, out)
 	}
 	if left := time.Until(readCert(t, filepath.Join(dir, "admission", "tls.crt")).NotAfter); left < 29*24*time.Hour {
 		t.Errorf("reissued certificate valid %v, want 30 days", left)

@@ -117,7 +117,11 @@ func launchables(pki *devPKI) ([]launchable, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	for _, c := range []*config.Common{&rcfg.Common, &dcfg.Common, &acfg.Common, &lcfg.Common, &gcfg.Common} {
+	ccfg, err := devConsoleConfig(nil)
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	for _, c := range []*config.Common{&rcfg.Common, &dcfg.Common, &acfg.Common, &lcfg.Common, &gcfg.Common, &ccfg.Common} {
 		c.LogOutput = devServiceLog
 	}
 	if pki != nil {
@@ -126,6 +130,7 @@ func launchables(pki *devPKI) ([]launchable, error) {
 		pki.applyDevTLS(&acfg.Common, "admission")
 		pki.applyDevTLS(&lcfg.Common, "lease")
 		pki.applyDevTLS(&gcfg.Common, "gateway")
+		pki.applyDevTLS(&ccfg.Common, "console")
 	}
 	return []launchable{
 		{name: "registry", health: rcfg.ListenAddr, addrs: serviceAddrs(rcfg.Common),
@@ -136,6 +141,7 @@ func launchables(pki *devPKI) ([]launchable, error) {
 			run: func(ctx context.Context) error { return admission.Run(ctx, acfg) }},
 		leaseLaunchable(lcfg),
 		gatewayLaunchable(gcfg),
+		consoleLaunchable(ccfg),
 	}, nil
 }
 

@@ -128,7 +128,7 @@ func freeAddr(t *testing.T) string {
 // database, Redis prefix and ports.
 type devUpEnv struct {
 	grpcAddr, metricsAddr map[string]string
-	mcpAddr               string
+	mcpAddr, consoleAddr  string
 	out, errOut, logs     syncBuffer
 	done                  chan error
 	cancel                context.CancelFunc
@@ -142,23 +142,25 @@ func startDevUp(t *testing.T, args ...string) *devUpEnv {
 	t.Setenv("TOOLCRIB_REDIS_ADDR", redistest.Addr())
 	t.Setenv("TOOLCRIB_REDIS_PREFIX", redistest.NewPrefix(t))
 	d := &devUpEnv{grpcAddr: map[string]string{}, metricsAddr: map[string]string{}, done: make(chan error, 1)}
-	for _, svc := range []string{"registry", "discovery", "admission", "lease", "gateway"} {
+	for _, svc := range []string{"registry", "discovery", "admission", "lease", "gateway", "console"} {
 		d.grpcAddr[svc], d.metricsAddr[svc] = freeAddr(t), freeAddr(t)
 		t.Setenv("TOOLCRIB_"+strings.ToUpper(svc)+"_LISTEN", d.grpcAddr[svc])
 		t.Setenv("TOOLCRIB_"+strings.ToUpper(svc)+"_METRICS_LISTEN", d.metricsAddr[svc])
-		if svc != "gateway" {
+		if svc != "gateway" && svc != "console" {
 			t.Setenv("TOOLCRIB_"+strings.ToUpper(svc)+"_ADDR", d.grpcAddr[svc])
 		}
 	}
 	d.mcpAddr = freeAddr(t)
 	t.Setenv("TOOLCRIB_GATEWAY_MCP_LISTEN", d.mcpAddr)
+	d.consoleAddr = freeAddr(t)
+	t.Setenv("TOOLCRIB_CONSOLE_HTTP_LISTEN", d.consoleAddr)
 	devServiceLog = &d.logs
 	t.Cleanup(func() { devServiceLog = nil })
 
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
 	go func() { d.done <- run(ctx, append([]string{"dev", "up"}, args...), &d.out, &d.errOut) }()
-	const ready = "toolcrib dev: all 5 services SERVING; try it from another terminal: `go run ./cli/cmd/toolcrib server list`"
+	const ready = "toolcrib dev: all 6 services SERVING; try it from another terminal: `go run ./cli/cmd/toolcrib server list`"
 	deadline := time.After(90 * time.Second)
 	for !strings.Contains(d.errOut.String(), ready) {
 		select {
@@ -198,7 +200,7 @@ func cliRun(args ...string) (string, error) {
 	return out.String() + errOut.String(), err
 }
 
-// `dev up` migrates an empty database, starts all five services with TLS,
+// `dev up` migrates an empty database, starts all six services with TLS,
 // prints each one's addresses (the gateway's https MCP URL among them) and,
 // once every gRPC health is SERVING, one line saying how to try it; Ctrl-C
 // (ctx) stops them all.
@@ -215,8 +217,9 @@ func TestDevUpPrintsEveryAddressAndHowToTryIt(t *testing.T) {
 	mcpURL := "https://" + d.mcpAddr + "/mcp"
 	for _, want := range []string{
 		fmt.Sprintf("  gateway    MCP %s  gRPC health %s  metrics http://%s/metrics\n", mcpURL, d.grpcAddr["gateway"], d.metricsAddr["gateway"]),
+		fmt.Sprintf("  console    pages https://%s  gRPC health %s  metrics http://%s/metrics\n", d.consoleAddr, d.grpcAddr["console"], d.metricsAddr["console"]),
 		"MCP clients: " + mcpURL + " with a bearer token from `toolcrib dev token`, trusting the dev CA .toolcrib/dev/ca.pem\n",
-		"toolcrib dev: TLS with the dev CA .toolcrib/dev/ca.pem and one certificate per service in .toolcrib/dev (made now: CA, registry, discovery, admission, lease, gateway, client); mTLS between the services\n",
+		"toolcrib dev: TLS with the dev CA .toolcrib/dev/ca.pem and one certificate per service in .toolcrib/dev (made now: CA, registry, discovery, admission, lease, gateway, console, client); mTLS between the services\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no line %q in:\n%s", want, got)

@@ -51,6 +51,12 @@ const (
 // devServices are the services with a dev certificate, in start order.
 var devServices = []string{"registry", "discovery", "admission", "lease", "gateway"}
 
+// devConsole has a dev certificate too (its listener serves TLS, and its
+// client certificate passes the other services' mTLS), but it is not among
+// devServices: its SPIFFE ID is no service identity, so its certificate
+// alone gives it no role; every call it makes carries its user's token.
+const devConsole = "console"
+
 // Lifetimes: a certificate is renewed once less than its renewal margin is
 // left, so a `dev up` never starts with one that expires while it runs for
 // a working week. The CA outlives every certificate it signs.
@@ -126,7 +132,7 @@ func ensureDevPKI(dir string, now time.Time) (devPKI, []string, error) {
 		}
 		made = append(made, "CA")
 	}
-	for _, name := range append(slices.Clone(devServices), devClientName) {
+	for _, name := range append(slices.Clone(devServices), devConsole, devClientName) {
 		uri, dns := devServiceIdentity(name), []string{"localhost"}
 		if name == devClientName {
 			uri, dns = "spiffe://"+devTrustDomain+"/"+devClientName, nil

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +50,7 @@ func TestDevPKIMadeKeptAndRenewed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "CA,registry,discovery,admission,lease,gateway,client"; strings.Join(made, ",") != want {
+	if want := "CA,registry,discovery,admission,lease,gateway,console,client"; strings.Join(made, ",") != want {
 		t.Fatalf("made %v; want %s", made, want)
 	}
 	ca, _, err := loadPair(p.CAFile, p.caKey)
@@ -58,7 +59,12 @@ func TestDevPKIMadeKeptAndRenewed(t *testing.T) {
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(ca)
-	for _, svc := range devServices {
+	// The console's certificate is made like a service's, but its SPIFFE
+	// ID is no service identity.
+	if slices.Contains(strings.Split(devIdentities(), ","), "spiffe://toolcrib.dev/toolcrib/console") {
+		t.Errorf("the console's certificate is a service identity: %v", devIdentities())
+	}
+	for _, svc := range append(slices.Clone(devServices), devConsole) {
 		cert, key := p.certFiles(svc)
 		leaf, k, err := loadPair(cert, key)
 		if err != nil {
@@ -106,7 +112,7 @@ func TestDevPKIMadeKeptAndRenewed(t *testing.T) {
 	}
 	// Within the renewal margin of the certificates, not of the CA.
 	if _, made, err := ensureDevPKI(dir, now.Add(devLeafLifetime-devLeafRenewal+time.Hour)); err != nil ||
-		strings.Join(made, ",") != "registry,discovery,admission,lease,gateway,client" {
+		strings.Join(made, ",") != "registry,discovery,admission,lease,gateway,console,client" {
 		t.Fatalf("close to the certificates' end made %v, %v", made, err)
 	}
 	if got := pkiFiles(t, dir); got["ca.pem"] != first["ca.pem"] || got["registry.pem"] == first["registry.pem"] {
@@ -114,7 +120,7 @@ func TestDevPKIMadeKeptAndRenewed(t *testing.T) {
 	}
 	// Within the CA's renewal margin: everything anew.
 	later := now.Add(devCALifetime - devCARenewal + time.Hour)
-	if _, made, err := ensureDevPKI(dir, later); err != nil || len(made) != 7 || made[0] != "CA" {
+	if _, made, err := ensureDevPKI(dir, later); err != nil || len(made) != 8 || made[0] != "CA" {
 		t.Fatalf("close to the CA's end made %v, %v", made, err)
 	}
 	// A valid certificate of another CA (a dev directory copied between

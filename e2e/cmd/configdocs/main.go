@@ -17,6 +17,7 @@ import (
 
 	"github.com/toolcrib/toolcrib/platform/config"
 	"github.com/toolcrib/toolcrib/services/admission"
+	"github.com/toolcrib/toolcrib/services/console"
 	"github.com/toolcrib/toolcrib/services/discovery"
 	"github.com/toolcrib/toolcrib/services/gateway"
 	"github.com/toolcrib/toolcrib/services/lease"
@@ -36,6 +37,7 @@ var services = []service{
 	{"admission", "Check and ListVisibleTools", admission.Flags},
 	{"lease", "execution leases", lease.Flags},
 	{"gateway", "the MCP gateway", gateway.Flags},
+	{"console", "the review console (HTML pages)", console.Flags},
 }
 
 func main() {

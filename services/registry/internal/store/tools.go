@@ -14,6 +14,7 @@ import (
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/services/registry/internal/contract"
 	"github.com/toolcrib/toolcrib/services/registry/internal/review"
+	"github.com/toolcrib/toolcrib/services/registry/reason"
 
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 )
@@ -409,7 +410,7 @@ func validateForVariants(c *registryv1.ToolContract, t *toolRow) apierror.Violat
 func (s *Store) ApproveTool(ctx context.Context, actor principal.Principal, view View, id, digest, comment string) (*registryv1.Tool, error) {
 	return s.changeTool(ctx, actor, view, id, registryv1.PolicyChangeCause_POLICY_CHANGE_CAUSE_TOOL_APPROVED, func(u *unit, t, visible *toolRow) ([]toolEvent, error) {
 		if t.Contract == nil {
-			return nil, &PreconditionError{Reason: "NO_CONTRACT", Message: fmt.Sprintf("tool %q has no published contract to approve", id)}
+			return nil, &PreconditionError{Reason: reason.NoContract, Message: fmt.Sprintf("tool %q has no published contract to approve", id)}
 		}
 		var target *variantRow
 		for _, v := range visible.Variants {
@@ -419,7 +420,7 @@ func (s *Store) ApproveTool(ctx context.Context, actor principal.Principal, view
 			}
 		}
 		if target == nil {
-			return nil, &PreconditionError{Reason: "APPROVAL_DIGEST_STALE",
+			return nil, &PreconditionError{Reason: reason.ApprovalDigestStale,
 				Message: fmt.Sprintf("%s is not the current approval digest of any variant of tool %q: its descriptor or contract "+
 					"changed since you looked; show the tool again and review what is current", digest, id)}
 		}
@@ -427,7 +428,7 @@ func (s *Store) ApproveTool(ctx context.Context, actor principal.Principal, view
 			return nil, nil
 		}
 		if v := contract.Validate("contract", t.Contract.Proto(), target.DescriptorRaw); len(v) > 0 {
-			return nil, &PreconditionError{Reason: "CONTRACT_INVALID",
+			return nil, &PreconditionError{Reason: reason.ContractInvalid,
 				Message: "the contract does not hold for this variant's descriptor; publish a corrected contract", Violations: v}
 		}
 		c, err := t.Contract.Marshal()
