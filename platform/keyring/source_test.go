@@ -102,4 +102,3 @@ func TestFileRefusesAMalformedKeyFile(t *testing.T) {
 		}
 	}
 }
-
