@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/toolcrib/toolcrib/platform/config"
+	"github.com/toolcrib/toolcrib/platform/keyring"
 	"github.com/toolcrib/toolcrib/revision/lease"
 	"github.com/toolcrib/toolcrib/services/lease/admissionview"
 )
@@ -60,9 +61,7 @@ type Config struct {
 func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 	s := config.NewSet("lease", lookup)
 	cfg.Common.Register(s, "lease", config.Defaults{ListenAddr: DefaultListenAddr, MetricsAddr: DefaultMetricsAddr, UsesRedis: true})
-	s.String(&cfg.KeyFile, "key-file", "", "", "signing-key file (JSON, mode 0600), created with a first key when absent; required")
-	s.Duration(&cfg.KeyRotateEvery, "key-rotate-every", "", 24*time.Hour, "age at which the signing key is replaced; 0 disables scheduled rotation")
-	s.Duration(&cfg.KeyCheckInterval, "key-check-interval", "", 30*time.Second, "how often keys are reloaded, rotated when due and expired ones destroyed")
+	cfg.keyFlags().Register(s, "", "leases")
 	s.Duration(&cfg.Skew, "lease-skew", "", lease.DefaultSkew, "clock-skew allowance of Verify on exp and on a proof's iat")
 	s.Duration(&cfg.ProofWindow, "proof-window", "", lease.DefaultProofWindow, "how old a holder proof may be")
 	s.String(&cfg.Issuer, "lease-issuer", "", "toolcrib-lease", "iss claim of leases")
@@ -80,6 +79,12 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 	return config.Parse(args, lookup, flags)
 }
 
+// keyFlags are the key-source options, shared with admission's receipt
+// keys.
+func (c *Config) keyFlags() keyring.Flags {
+	return keyring.Flags{File: &c.KeyFile, RotateEvery: &c.KeyRotateEvery, CheckInterval: &c.KeyCheckInterval}
+}
+
 // Usage returns the help text of the lease service's flags.
 func Usage() string { return config.Usage(flags) }
 
@@ -91,17 +96,7 @@ func Flags() []config.Flag { return config.Describe(flags) }
 func (c *Config) Validate() error {
 	errs := []error{c.Common.Validate()}
 	bad := config.Problems(&errs)
-	if c.KeyFile == "" {
-		bad("key-file", "required: the file the signing keys are kept in")
-	}
-	if c.KeyRotateEvery < 0 {
-		bad("key-rotate-every", "must not be negative")
-	} else if c.KeyRotateEvery > 0 && c.KeyRotateEvery < time.Minute {
-		bad("key-rotate-every", "at least 1m, so retired keys do not pile up faster than their leases expire")
-	}
-	if c.KeyCheckInterval <= 0 {
-		bad("key-check-interval", "must be positive")
-	}
+	c.keyFlags().Validate(bad, "")
 	if c.Skew <= 0 || c.Skew > lease.MaxSkew {
 		bad("lease-skew", "must be in (0, %s]", lease.MaxSkew)
 	}
