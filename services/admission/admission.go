@@ -103,7 +103,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		api := grpcapi.New(grpcapi.Options{
 			Signing: signing,
-			Heads: heads, Material: replica.NewMaterial(reg, disc, reg, 100_000), Pointers: disc, Cache: c,
+			Heads:   heads, Material: replica.NewMaterial(reg, disc, reg, 100_000), Pointers: disc, Cache: c,
 			Validator: args.NewValidator(10_000), Limits: lim, Receipts: w, Binder: disc, CacheTTL: cfg.CacheTTL,
 			Replica: fmt.Sprintf("%s:%d", host, os.Getpid()), Logger: d.Logger, Decided: m.Decided,
 			AuditRate: cfg.AuditRate, Incidents: incidents, Audited: m.Rechecked, Confirmers: d.Verifier,
