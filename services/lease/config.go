@@ -36,10 +36,11 @@ type Config struct {
 	ProofWindow time.Duration
 	// Issuer is the `iss` of leases.
 	Issuer string
-	// AdmissionAddr is admission's gRPC address, for Issue with an inline
-	// `check` and Issue by `receipt_id` (AdmissionService.GetReceipt, the
-	// caller's credential forwarded); empty refuses both unless Receipts is
-	// set.
+	// AdmissionAddr is admission's gRPC address, for Issue by
+	// `signed_receipt` (admission's receipt keys, GetSigningKeys, fetched
+	// and cached), with an inline `check`, and by `receipt_id`
+	// (AdmissionService.GetReceipt, the caller's credential forwarded);
+	// empty refuses them unless ReceiptKeys or Receipts is set.
 	AdmissionAddr string
 
 	// RegistryAddr and DiscoveryAddr are the services whose Watch streams
@@ -53,6 +54,10 @@ type Config struct {
 	// Receipts, when set, replaces admission's receipt lookup for Issue by
 	// `receipt_id` (tests); nil uses GetReceipt at AdmissionAddr. Not a flag.
 	Receipts admissionview.ReceiptSource
+	// ReceiptKeys, when set, replaces admission's GetSigningKeys as the
+	// source of the keys signed receipts are verified with (tests); nil
+	// uses AdmissionAddr. Not a flag.
+	ReceiptKeys admissionview.KeyFetcher
 	// Freshness is the Watch follower's view for Verify; nil skips the
 	// epoch and generation check (logged at start). Not a flag.
 	Freshness admissionview.Freshness
@@ -65,7 +70,7 @@ func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 	s.Duration(&cfg.Skew, "lease-skew", "", lease.DefaultSkew, "clock-skew allowance of Verify on exp and on a proof's iat")
 	s.Duration(&cfg.ProofWindow, "proof-window", "", lease.DefaultProofWindow, "how old a holder proof may be")
 	s.String(&cfg.Issuer, "lease-issuer", "", "toolcrib-lease", "iss claim of leases")
-	s.String(&cfg.AdmissionAddr, "admission-addr", "", "", "admission gRPC address for Issue (inline check, or receipt_id through GetReceipt); empty refuses both")
+	s.String(&cfg.AdmissionAddr, "admission-addr", "", "", "admission gRPC address for Issue: the keys signed receipts are verified with (GetSigningKeys, cached), an inline check, or a receipt_id through GetReceipt; empty refuses all three")
 	s.String(&cfg.RegistryAddr, "registry-addr", "", "127.0.0.1:7101", "registry gRPC address (Watch, GetPolicy); empty with --discovery-addr empty turns the epoch and generation check off")
 	s.String(&cfg.DiscoveryAddr, "discovery-addr", "", "127.0.0.1:7102", "discovery gRPC address (Watch, GetActiveSnapshot); a ROLLBACK or CLOSE seen there freezes issuance for the server")
 	s.Duration(&cfg.ValidityWindow, "validity-window", "", 5*time.Second, "newest heartbeat age of either Watch stream past which Verify answers STALE_POLICY")
