@@ -36,7 +36,7 @@ func TestExecutorKitRunsTheCallOnlyWithALease(t *testing.T) {
 		runs.Add(1)
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "reserved"}}}, nil, nil
 	})
-	if err := executor.Require(srv, executor.Options{ServerID: server, Audience: audience, Keys: lc.Keys, RefreshKeys: lc.Refresh, Verifier: lc}); err != nil {
+	if err := executor.Require(srv, executor.Options{ServerID: server, Audience: audience, Keys: lc.Keys, RefreshKeys: lc.Refresh, Redeemer: lc}); err != nil {
 		t.Fatal(err)
 	}
 	ct, st := mcp.NewInMemoryTransports()
