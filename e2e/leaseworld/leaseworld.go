@@ -357,6 +357,18 @@ func (w *World) Issue(t testing.TB, who, receipt string) (*leasev1.IssueResponse
 		HolderPublicKey: w.JWK, Audience: Audience})
 }
 
+// IssueSigned asks the lease service as who for a lease on a signed
+// receipt (CheckResponse.signed_receipt), for ShipmentArgs, bound to the
+// world's holder key.
+func (w *World) IssueSigned(t testing.TB, who, signed string) (*leasev1.IssueResponse, error) {
+	digest, err := lease.ArgumentDigest(ShipmentArgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w.Lease[who].Issue(ctxFor(t), &leasev1.IssueRequest{SignedReceipt: signed, ArgumentDigest: digest,
+		HolderPublicKey: w.JWK, Audience: Audience})
+}
+
 // Verify presents the lease as alice with a fresh holder proof.
 func (w *World) Verify(t testing.TB, iss *leasev1.IssueResponse) *leasev1.VerifyResponse {
 	t.Helper()
