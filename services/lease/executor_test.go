@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolcrib/toolcrib/revision/lease"
 	"github.com/toolcrib/toolcrib/revision/lease/executor"
+	"github.com/toolcrib/toolcrib/services/lease/internal/standing"
 	"github.com/toolcrib/toolcrib/services/lease/leaseclient"
 
 	leasev1 "github.com/toolcrib/toolcrib/gen/toolcrib/lease/v1"
@@ -100,10 +101,6 @@ func TestExecutorKitRunsTheCallOnlyWithALease(t *testing.T) {
 	}
 }
 
-// standingWindow is standing.DefaultWindow (an internal package of this
-// module's service, not importable from the external test package).
-const standingWindow = time.Second
-
 // kitServer is an MCP server with the executor kit in front of the tool
 // `reserve`, redeeming at the lease replica lc talks to, and a client
 // session to it; runs counts the tool's runs.
@@ -188,9 +185,8 @@ func TestExecutorKitAgainstTwoLeaseReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Replica 1's standing view answers only from a load at most its window
-	// (standing.DefaultWindow, 1 s) old, Postgres otherwise: past it, the
-	// revocation is known there.
-	time.Sleep(standingWindow + 500*time.Millisecond)
+	// old, Postgres otherwise: past it, the revocation is known there.
+	time.Sleep(standing.DefaultWindow + 500*time.Millisecond)
 	if got := call(1, revoked); got != "REVOKED" {
 		t.Fatalf("a revoked lease at the executor of replica 1: %s", got)
 	}
