@@ -252,7 +252,9 @@ func (s *Server) Issue(ctx context.Context, req *leasev1.IssueRequest) (*leasev1
 	}
 	switch {
 	case sources == 0:
-		v.Add("signed_receipt", "set signed_receipt, receipt_id or check")
+		v.Add("receipt_id", "set signed_receipt, receipt_id or check")
+	case sources > 1 && req.GetCheck() != nil:
+		v.Add("check", "set only one of signed_receipt, receipt_id and check")
 	case sources > 1:
 		v.Add("signed_receipt", "set only one of signed_receipt, receipt_id and check")
 	case req.GetReceiptId() != "":
