@@ -19,12 +19,19 @@ type Flags struct {
 	// CheckInterval is how often keys are reloaded (another replica's
 	// rotation), rotated when due and expired ones destroyed.
 	CheckInterval *time.Duration
+	// WithoutFile, when set, says in the help what an empty File means (the
+	// file is then optional); empty: File is required.
+	WithoutFile string
 }
 
 // Register adds the flags to s, named with prefix; what names the tokens
 // signed ("leases", "ALLOW receipts") in the help text.
 func (f Flags) Register(s *config.Set, prefix, what string) {
-	s.String(f.File, prefix+"key-file", "", "", "signing-key file for "+what+" (JSON, mode 0600), created with a first key when absent; required")
+	need := "required"
+	if f.WithoutFile != "" {
+		need = "empty: " + f.WithoutFile
+	}
+	s.String(f.File, prefix+"key-file", "", "", "signing-key file for "+what+" (JSON, mode 0600), created with a first key when absent; "+need)
 	s.Duration(f.RotateEvery, prefix+"key-rotate-every", "", 24*time.Hour, "age at which the signing key of "+what+" is replaced; 0 disables scheduled rotation")
 	s.Duration(f.CheckInterval, prefix+"key-check-interval", "", 30*time.Second, "how often the signing keys of "+what+" are reloaded, rotated when due and expired ones destroyed")
 }
@@ -32,7 +39,7 @@ func (f Flags) Register(s *config.Set, prefix, what string) {
 // Validate reports the problems of the flags' values to bad
 // ([config.Problems]).
 func (f Flags) Validate(bad func(flagName, format string, args ...any), prefix string) {
-	if *f.File == "" {
+	if *f.File == "" && f.WithoutFile == "" {
 		bad(prefix+"key-file", "required: the file the signing keys are kept in")
 	}
 	if *f.RotateEvery < 0 {

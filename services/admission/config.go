@@ -72,7 +72,7 @@ func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 	s.Duration(&cfg.ReceiptMissWait, "receipt-miss-wait", "", 0, "how long GetReceipt re-reads Postgres for a receipt not found (another replica's, not stored yet) before NOT_FOUND; 0 means 3 x receipt-interval")
 	s.Int(&cfg.ReceiptRecent, "receipt-recent", "", 100_000, "stored ALLOW receipts GetReceipt answers from memory (within the lookup window)")
 	s.Duration(&cfg.RunTTL, "run-ttl", "", time.Hour, "how long a run binds the generation it was checked against")
-	cfg.receiptKeyFlags().Register(s, "receipt-", "ALLOW receipts (empty: keys in memory, for a single replica only)")
+	cfg.receiptKeyFlags().Register(s, "receipt-", "ALLOW receipts")
 	s.Float64(&cfg.AuditRate, "audit-rate", "", 0.01, "share of cached ALLOWs re-decided from direct reads off the request path; a denial is reported to discovery's rollout guard (0 turns it off)")
 	return s
 }
@@ -80,7 +80,8 @@ func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 // receiptKeyFlags are the receipt-signing key options, the lease
 // service's key options under the prefix "receipt-".
 func (c *Config) receiptKeyFlags() keyring.Flags {
-	return keyring.Flags{File: &c.ReceiptKeyFile, RotateEvery: &c.ReceiptKeyRotateEvery, CheckInterval: &c.ReceiptKeyCheckInterval}
+	return keyring.Flags{File: &c.ReceiptKeyFile, RotateEvery: &c.ReceiptKeyRotateEvery, CheckInterval: &c.ReceiptKeyCheckInterval,
+		WithoutFile: "keys in memory, for a single replica only (replicas behind one address share one file)"}
 }
 
 // ParseConfig reads the configuration from args (flags) and lookup (the
@@ -139,11 +140,7 @@ func (c *Config) Validate() error {
 	if c.ReceiptRecent <= 0 {
 		bad("receipt-recent", "must be positive")
 	}
-	keyFile := c.ReceiptKeyFile
-	if keyFile == "" {
-		keyFile = "memory" // optional here: empty keeps the keys in memory
-	}
-	keyring.Flags{File: &keyFile, RotateEvery: &c.ReceiptKeyRotateEvery, CheckInterval: &c.ReceiptKeyCheckInterval}.Validate(bad, "receipt-")
+	c.receiptKeyFlags().Validate(bad, "receipt-")
 	if c.RunTTL <= 0 {
 		bad("run-ttl", "must be positive")
 	}
