@@ -27,30 +27,8 @@ func TestExecutorKitRunsTheCallOnlyWithALease(t *testing.T) {
 	h := newHolder(t)
 	lc := leaseclient.New(s.client(t, 0, s.auth.Service(t)), time.Second)
 
-	srv := mcp.NewServer(&mcp.Implementation{Name: "inventory", Version: "1.0.0"}, nil)
 	var runs atomic.Int32
-	type in struct {
-		SKU string `json:"sku"`
-		Qty int    `json:"qty"`
-	}
-	mcp.AddTool(srv, &mcp.Tool{Name: "reserve"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ in) (*mcp.CallToolResult, any, error) {
-		runs.Add(1)
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "reserved"}}}, nil, nil
-	})
-	if err := executor.Require(srv, executor.Options{ServerID: server, Audience: audience, Keys: lc.Keys, RefreshKeys: lc.Refresh, Redeemer: lc}); err != nil {
-		t.Fatal(err)
-	}
-	ct, st := mcp.NewInMemoryTransports()
-	ss, err := srv.Connect(ctxT(t), st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "host", Version: "1"}, nil).Connect(ctxT(t), ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := kitServer(t, lc, &runs)
 
 	args := json.RawMessage(`{"sku":"A-1","qty":2}`)
 	call := func(r *leasev1.IssueResponse, arguments json.RawMessage) *mcp.CallToolResult {
