@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/toolcrib/toolcrib/platform/config"
-	"github.com/toolcrib/toolcrib/platform/keyring"
 )
 
 // Default addresses (DESIGN §10).
@@ -47,7 +46,7 @@ type Config struct {
 	RunTTL time.Duration
 	// ReceiptKeyFile, ReceiptKeyRotateEvery and ReceiptKeyCheckInterval
 	// are the key source of the ALLOW receipts' signing keys: the lease
-	// service's key options (keyring.Flags) under the prefix "receipt-".
+	// service's key options (config.KeyFlags) under the prefix "receipt-".
 	// Replicas behind one address must share one key file; empty
 	// ReceiptKeyFile keeps the keys in memory (one replica only; logged).
 	ReceiptKeyFile                                 string
@@ -79,8 +78,8 @@ func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 
 // receiptKeyFlags are the receipt-signing key options, the lease
 // service's key options under the prefix "receipt-".
-func (c *Config) receiptKeyFlags() keyring.Flags {
-	return keyring.Flags{File: &c.ReceiptKeyFile, RotateEvery: &c.ReceiptKeyRotateEvery, CheckInterval: &c.ReceiptKeyCheckInterval,
+func (c *Config) receiptKeyFlags() config.KeyFlags {
+	return config.KeyFlags{File: &c.ReceiptKeyFile, RotateEvery: &c.ReceiptKeyRotateEvery, CheckInterval: &c.ReceiptKeyCheckInterval,
 		WithoutFile: "keys in memory, for a single replica only (replicas behind one address share one file)"}
 }
 

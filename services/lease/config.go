@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/toolcrib/toolcrib/platform/config"
-	"github.com/toolcrib/toolcrib/platform/keyring"
 	"github.com/toolcrib/toolcrib/revision/lease"
 	"github.com/toolcrib/toolcrib/services/lease/admissionview"
 )
@@ -86,8 +85,8 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 
 // keyFlags are the key-source options, shared with admission's receipt
 // keys.
-func (c *Config) keyFlags() keyring.Flags {
-	return keyring.Flags{File: &c.KeyFile, RotateEvery: &c.KeyRotateEvery, CheckInterval: &c.KeyCheckInterval}
+func (c *Config) keyFlags() config.KeyFlags {
+	return config.KeyFlags{File: &c.KeyFile, RotateEvery: &c.KeyRotateEvery, CheckInterval: &c.KeyCheckInterval}
 }
 
 // Usage returns the help text of the lease service's flags.

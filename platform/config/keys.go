@@ -1,15 +1,12 @@
-package keyring
+package config
 
-import (
-	"time"
+import "time"
 
-	"github.com/toolcrib/toolcrib/platform/config"
-)
-
-// Flags are the key-source options of a service that signs with a [Ring]:
-// the lease service's (no prefix: --key-file, ...) and admission's
-// (prefix "receipt-": --receipt-key-file, ...) are the same options.
-type Flags struct {
+// KeyFlags are the key-source options of a service that signs tokens with
+// a keyring.Ring: the lease service's (no prefix: --key-file, ...) and
+// admission's (prefix "receipt-": --receipt-key-file, ...) are the same
+// options.
+type KeyFlags struct {
 	// File is the key file (created with a first key when absent; mode
 	// 0600).
 	File *string
@@ -26,7 +23,7 @@ type Flags struct {
 
 // Register adds the flags to s, named with prefix; what names the tokens
 // signed ("leases", "ALLOW receipts") in the help text.
-func (f Flags) Register(s *config.Set, prefix, what string) {
+func (f KeyFlags) Register(s *Set, prefix, what string) {
 	need := "required"
 	if f.WithoutFile != "" {
 		need = "empty: " + f.WithoutFile
@@ -37,8 +34,8 @@ func (f Flags) Register(s *config.Set, prefix, what string) {
 }
 
 // Validate reports the problems of the flags' values to bad
-// ([config.Problems]).
-func (f Flags) Validate(bad func(flagName, format string, args ...any), prefix string) {
+// ([Problems]).
+func (f KeyFlags) Validate(bad func(flagName, format string, args ...any), prefix string) {
 	if *f.File == "" && f.WithoutFile == "" {
 		bad(prefix+"key-file", "required: the file the signing keys are kept in")
 	}
