@@ -19,7 +19,7 @@ import (
 
 var t0 = time.Date(2026, 12, 2, 10, 0, 0, 123_000_000, time.UTC)
 
-func newKey(t *testing.T) keyring.Key {
+func newKey(t testing.TB) keyring.Key {
 	t.Helper()
 	k, err := (&keyring.Memory{}).Create(context.Background(), t0)
 	if err != nil {
