@@ -15,6 +15,14 @@ import (
 // checked here — revocation, freeze, freshness — and the lease id is
 // consumed, exactly as Verify does after its signature checks ([accept]).
 func (s *Server) Redeem(ctx context.Context, req *leasev1.RedeemRequest) (*leasev1.RedeemResponse, error) {
+	resp, err := s.redeem(ctx, req)
+	if err == nil && s.opts.Metrics != nil {
+		s.opts.Metrics.Redeemed(lease.Failure(resp.GetFailure()))
+	}
+	return resp, err
+}
+
+func (s *Server) redeem(ctx context.Context, req *leasev1.RedeemRequest) (*leasev1.RedeemResponse, error) {
 	if _, err := principal.RequireService(ctx); err != nil {
 		return nil, err
 	}
