@@ -66,9 +66,9 @@ type LeaseServiceClient interface {
 	// lookup, so a receipt decided by any admission replica is usable at
 	// once. A signed receipt that does not verify — signed by a key admission
 	// does not publish, altered, malformed — is PERMISSION_DENIED
-	// `RECEIPT_INVALID`; one past its `valid_until` is PERMISSION_DENIED
-	// `DECISION_EXPIRED`, one of another principal `OTHER_PRINCIPAL`, as for
-	// a receipt looked up. When admission's keys cannot be fetched, Issue is
+	// `RECEIPT_INVALID`; one past its `valid_until` is FAILED_PRECONDITION
+	// `DECISION_EXPIRED` and one of another principal PERMISSION_DENIED
+	// `OTHER_PRINCIPAL`, as for a receipt looked up. When admission's keys cannot be fetched, Issue is
 	// UNAVAILABLE `ADMISSION_UNAVAILABLE`.
 	//
 	// One decision, one execution: a receipt (cited by `receipt_id` or
@@ -221,9 +221,9 @@ type LeaseServiceServer interface {
 	// lookup, so a receipt decided by any admission replica is usable at
 	// once. A signed receipt that does not verify — signed by a key admission
 	// does not publish, altered, malformed — is PERMISSION_DENIED
-	// `RECEIPT_INVALID`; one past its `valid_until` is PERMISSION_DENIED
-	// `DECISION_EXPIRED`, one of another principal `OTHER_PRINCIPAL`, as for
-	// a receipt looked up. When admission's keys cannot be fetched, Issue is
+	// `RECEIPT_INVALID`; one past its `valid_until` is FAILED_PRECONDITION
+	// `DECISION_EXPIRED` and one of another principal PERMISSION_DENIED
+	// `OTHER_PRINCIPAL`, as for a receipt looked up. When admission's keys cannot be fetched, Issue is
 	// UNAVAILABLE `ADMISSION_UNAVAILABLE`.
 	//
 	// One decision, one execution: a receipt (cited by `receipt_id` or
