@@ -274,7 +274,7 @@ func (w *World) startUpstream(t testing.TB, leaseAddr string, kit bool) string {
 		})
 	if kit {
 		lc := leaseclient.New(leasev1.NewLeaseServiceClient(servicetest.Dial(t, leaseAddr, w.St.Auth.Service(t))), 0)
-		if err := executor.Require(server, executor.Options{ServerID: ServerID, Audience: Audience, Keys: lc.Keys, RefreshKeys: lc.Refresh, Verifier: lc}); err != nil {
+		if err := executor.Require(server, executor.Options{ServerID: ServerID, Audience: Audience, Keys: lc.Keys, RefreshKeys: lc.Refresh, Redeemer: lc}); err != nil {
 			t.Fatal(err)
 		}
 	}

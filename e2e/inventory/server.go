@@ -139,9 +139,10 @@ func (h warnOnly) WithGroup(name string) slog.Handler { return warnOnly{h.Handle
 
 // LeaseOptions are the executor kit's options for a lease service on conn
 // (whose calls carry this executor's credential): keys from GetSigningKeys,
-// cached and refetched once for a newly rotated key, and Verify for single
-// use, revocation and freeze. Tool ids are `<serverID>.<tool name>`.
+// cached and refetched once for a newly rotated key, and Redeem (with the
+// executor's service identity) for single use, revocation, freeze and
+// freshness. Tool ids are `<serverID>.<tool name>`.
 func LeaseOptions(conn grpc.ClientConnInterface, serverID, audience string) *executor.Options {
 	lc := leaseclient.New(leasev1.NewLeaseServiceClient(conn), 0)
-	return &executor.Options{ServerID: serverID, Audience: audience, Keys: lc.Keys, RefreshKeys: lc.Refresh, Verifier: lc}
+	return &executor.Options{ServerID: serverID, Audience: audience, Keys: lc.Keys, RefreshKeys: lc.Refresh, Redeemer: lc}
 }

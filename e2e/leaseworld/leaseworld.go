@@ -358,12 +358,25 @@ func (w *World) Allow(t testing.TB, generation int64) *admissionv1.CheckResponse
 // Issue asks the lease service as who for a lease on receipt, for
 // ShipmentArgs, bound to the world's holder key.
 func (w *World) Issue(t testing.TB, who, receipt string) (*leasev1.IssueResponse, error) {
+	return w.issue(t, who, &leasev1.IssueRequest{ReceiptId: receipt})
+}
+
+// IssueSigned asks the lease service as who for a lease on a signed
+// receipt (CheckResponse.signed_receipt), for ShipmentArgs, bound to the
+// world's holder key.
+func (w *World) IssueSigned(t testing.TB, who, signed string) (*leasev1.IssueResponse, error) {
+	return w.issue(t, who, &leasev1.IssueRequest{SignedReceipt: signed})
+}
+
+// issue completes req (arguments, holder key, audience) and sends it as
+// who.
+func (w *World) issue(t testing.TB, who string, req *leasev1.IssueRequest) (*leasev1.IssueResponse, error) {
 	digest, err := lease.ArgumentDigest(ShipmentArgs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return w.Lease[who].Issue(ctxFor(t), &leasev1.IssueRequest{ReceiptId: receipt, ArgumentDigest: digest,
-		HolderPublicKey: w.JWK, Audience: Audience})
+	req.ArgumentDigest, req.HolderPublicKey, req.Audience = digest, w.JWK, Audience
+	return w.Lease[who].Issue(ctxFor(t), req)
 }
 
 // Verify presents the lease as alice with a fresh holder proof.

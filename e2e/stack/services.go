@@ -22,10 +22,12 @@ import (
 func noEnv(string) (string, bool) { return "", false }
 
 // AdmissionConfig is admission's default configuration against the
-// stack's registry and discovery.
+// stack's registry and discovery, with its receipt-signing keys in a new
+// key file (replicas started from one configuration share their keys, as
+// replicas behind one address must).
 func (s *Stack) AdmissionConfig(t testing.TB) admission.Config {
 	t.Helper()
-	c, err := admission.ParseConfig(nil, noEnv)
+	c, err := admission.ParseConfig([]string{"--receipt-key-file", filepath.Join(t.TempDir(), "receipt-keys.json")}, noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}

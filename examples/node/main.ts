@@ -150,8 +150,10 @@ async function main(): Promise<number> {
   const jwk = publicKey.export({ format: "jwk" });
   // RFC 7638 thumbprint: the required members in lexicographic order.
   const thumbprint = sha256(JSON.stringify({ crv: jwk.crv, kty: jwk.kty, x: jwk.x })).toString("base64url");
+  // The signed receipt is verified by the lease service itself (no lookup);
+  // an admission that signs no receipts is cited by receipt id instead.
   const issued = await leases.issue({
-    receiptId: check.receipt!.receiptId,
+    ...(check.signedReceipt ? { signedReceipt: check.signedReceipt } : { receiptId: check.receipt!.receiptId }),
     argumentDigest,
     holderPublicKey: new TextEncoder().encode(JSON.stringify(jwk)),
     audience: flags.audience,

@@ -163,9 +163,13 @@ def main():
     # RFC 7638 thumbprint: the required members, sorted, no whitespace.
     thumbprint = base64.urlsafe_b64encode(hashlib.sha256(
         json.dumps(public, sort_keys=True, separators=(",", ":")).encode()).digest()).rstrip(b"=").decode()
+    # The signed receipt is verified by the lease service itself (no lookup);
+    # an admission that signs no receipts is cited by receipt id instead.
+    cited = ({"signed_receipt": check.signed_receipt} if check.signed_receipt
+             else {"receipt_id": check.receipt.receipt_id})
     issued = leases.Issue(lease_pb2.IssueRequest(
-        receipt_id=check.receipt.receipt_id, argument_digest=argument_digest,
-        holder_public_key=json.dumps(public).encode(), audience=opts.audience), timeout=10, metadata=md)
+        argument_digest=argument_digest, holder_public_key=json.dumps(public).encode(),
+        audience=opts.audience, **cited), timeout=10, metadata=md)
     c = issued.claims
     print(f"lease {c.lease_id} for {c.tool_id} (generation {c.generation}, epoch {c.policy_epoch}) "
           f"audience {c.audience}")

@@ -359,12 +359,28 @@ func RequireAdminOrService(ctx context.Context) (Principal, error) {
 	return p, nil
 }
 
+// RequireService returns the principal if it is a toolcrib service (a
+// token of the service group, or a client certificate with a configured
+// SPIFFE service identity).
+func RequireService(ctx context.Context) (Principal, error) {
+	p, err := Require(ctx)
+	if err != nil {
+		return p, err
+	}
+	if !p.Service {
+		return p, apierror.PermissionDenied("this operation needs a toolcrib service identity")
+	}
+	return p, nil
+}
+
 // public reports whether a method needs no credential: health checks,
-// server reflection, and the lease service's public signing keys (JWKS).
+// server reflection, and the public signing keys (JWKS) of leases and of
+// admission's signed receipts.
 func public(fullMethod string) bool {
 	return strings.HasPrefix(fullMethod, "/grpc.health.v1.Health/") ||
 		strings.HasPrefix(fullMethod, "/grpc.reflection.") ||
-		fullMethod == "/toolcrib.lease.v1.LeaseService/GetSigningKeys"
+		fullMethod == "/toolcrib.lease.v1.LeaseService/GetSigningKeys" ||
+		fullMethod == "/toolcrib.admission.v1.AdmissionService/GetSigningKeys"
 }
 
 func (v *Verifier) authenticate(ctx context.Context, fullMethod string) (context.Context, error) {

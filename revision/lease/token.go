@@ -3,7 +3,6 @@ package lease
 import (
 	"crypto"
 	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
+
+	"github.com/toolcrib/toolcrib/platform/keyring"
 )
 
 // Token constants.
@@ -183,95 +184,35 @@ func Sign(key SigningKey, c Claims) (string, error) {
 	return signCompact(key.Signer, header, payload)
 }
 
-// signCompact returns the compact JWS of header and payload signed by s
-// (Ed25519), built as go-jose builds it: base64url without padding of the
-// header, a dot, of the payload, the signature over those, a dot, of the
-// signature.
+// signCompact is [keyring.SignCompact] with this package's error prefix.
 func signCompact(s crypto.Signer, header, payload []byte) (string, error) {
-	enc := base64.RawURLEncoding
-	b := make([]byte, 0, enc.EncodedLen(len(header))+enc.EncodedLen(len(payload))+enc.EncodedLen(ed25519.SignatureSize)+2)
-	b = enc.AppendEncode(b, header)
-	b = append(b, '.')
-	b = enc.AppendEncode(b, payload)
-	sig, err := s.Sign(rand.Reader, b, crypto.Hash(0))
+	tok, err := keyring.SignCompact(s, header, payload)
 	if err != nil {
-		return "", fmt.Errorf("lease: sign: %w", err)
+		return "", fmt.Errorf("lease: %w", err)
 	}
-	if len(sig) != ed25519.SignatureSize {
-		return "", fmt.Errorf("lease: sign: the signer returned %d bytes, not an Ed25519 signature", len(sig))
-	}
-	b = append(b, '.')
-	b = enc.AppendEncode(b, sig)
-	return string(b), nil
+	return tok, nil
 }
 
 // KeySet is the set of public keys leases may be signed with (the lease
 // service's JWKS), by key id.
-type KeySet struct {
-	keys map[string]ed25519.PublicKey
-}
+type KeySet = keyring.KeySet
 
-// ParseKeySet reads a JWKS. Every key must be an Ed25519 public key with a
-// unique, non-empty `kid`; a private key is refused.
+// ParseKeySet reads a JWKS ([keyring.ParseKeySet]). Every key must be an
+// Ed25519 public key with a unique, non-empty `kid`; a private key is
+// refused.
 func ParseKeySet(jwks []byte) (KeySet, error) {
-	var raw struct {
-		Keys []json.RawMessage `json:"keys"`
-	}
-	if err := json.Unmarshal(jwks, &raw); err != nil {
-		return KeySet{}, fmt.Errorf("lease: JWKS: %w", err)
-	}
-	ks := KeySet{keys: make(map[string]ed25519.PublicKey, len(raw.Keys))}
-	for i, k := range raw.Keys {
-		pub, kid, err := parsePublicJWK(k)
-		if err != nil {
-			return KeySet{}, fmt.Errorf("lease: JWKS key %d: %w", i, err)
-		}
-		if kid == "" {
-			return KeySet{}, fmt.Errorf("lease: JWKS key %d has no kid", i)
-		}
-		if _, dup := ks.keys[kid]; dup {
-			return KeySet{}, fmt.Errorf("lease: JWKS key id %q appears twice", kid)
-		}
-		ks.keys[kid] = pub
+	ks, err := keyring.ParseKeySet(jwks)
+	if err != nil {
+		return KeySet{}, fmt.Errorf("lease: %w", err)
 	}
 	return ks, nil
 }
 
 // NewKeySet returns a key set of the given public keys by id.
-func NewKeySet(keys map[string]ed25519.PublicKey) KeySet {
-	ks := KeySet{keys: make(map[string]ed25519.PublicKey, len(keys))}
-	for id, k := range keys {
-		ks.keys[id] = k
-	}
-	return ks
-}
-
-// Key returns the public key with the id.
-func (ks KeySet) Key(id string) (ed25519.PublicKey, bool) {
-	k, ok := ks.keys[id]
-	return k, ok
-}
-
-// Len is the number of keys.
-func (ks KeySet) Len() int { return len(ks.keys) }
+func NewKeySet(keys map[string]ed25519.PublicKey) KeySet { return keyring.NewKeySet(keys) }
 
 // MarshalJWKS returns keys as a JWKS document (sorted by id).
-func MarshalJWKS(keys map[string]ed25519.PublicKey) ([]byte, error) {
-	set := jose.JSONWebKeySet{}
-	for id, k := range keys {
-		set.Keys = append(set.Keys, jose.JSONWebKey{Key: k, KeyID: id, Algorithm: string(jose.EdDSA), Use: "sig"})
-	}
-	sortKeys(set.Keys)
-	return json.Marshal(set)
-}
-
-func sortKeys(keys []jose.JSONWebKey) {
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j].KeyID < keys[j-1].KeyID; j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
-		}
-	}
-}
+func MarshalJWKS(keys map[string]ed25519.PublicKey) ([]byte, error) { return keyring.MarshalJWKS(keys) }
 
 // ErrHolderKey is wrapped by every refusal of a holder key.
 var ErrHolderKey = errors.New("the holder key must be an Ed25519 public JWK (kty OKP, crv Ed25519, x; no d)")
@@ -299,56 +240,8 @@ func ParseHolderKey(jwk []byte) (HolderKey, error) {
 }
 
 // parsePublicJWK reads an Ed25519 public JWK strictly, returning its key
-// and `kid`.
-func parsePublicJWK(b []byte) (ed25519.PublicKey, string, error) {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return nil, "", errors.New("not a JSON object")
-	}
-	str := func(name string) (string, error) {
-		v, ok := raw[name]
-		if !ok {
-			return "", nil
-		}
-		var s string
-		if err := json.Unmarshal(v, &s); err != nil {
-			return "", fmt.Errorf("%s is not a string", name)
-		}
-		return s, nil
-	}
-	for _, private := range []string{"d", "p", "q", "dp", "dq", "qi", "k", "priv"} {
-		if _, ok := raw[private]; ok {
-			return nil, "", errors.New("a private key; give the public key only")
-		}
-	}
-	kty, err := str("kty")
-	if err != nil {
-		return nil, "", err
-	}
-	crv, err := str("crv")
-	if err != nil {
-		return nil, "", err
-	}
-	if kty != "OKP" || crv != "Ed25519" {
-		return nil, "", errors.New("not kty OKP with crv Ed25519")
-	}
-	if alg, err := str("alg"); err != nil || (alg != "" && alg != string(jose.EdDSA)) {
-		return nil, "", errors.New("alg must be EdDSA when given")
-	}
-	x, err := str("x")
-	if err != nil {
-		return nil, "", err
-	}
-	pub, err := base64.RawURLEncoding.DecodeString(x)
-	if err != nil || len(pub) != ed25519.PublicKeySize {
-		return nil, "", fmt.Errorf("x is not %d base64url bytes", ed25519.PublicKeySize)
-	}
-	kid, err := str("kid")
-	if err != nil {
-		return nil, "", err
-	}
-	return ed25519.PublicKey(pub), kid, nil
-}
+// and `kid` ([keyring.ParsePublicJWK]).
+func parsePublicJWK(b []byte) (ed25519.PublicKey, string, error) { return keyring.ParsePublicJWK(b) }
 
 // Thumbprint returns the RFC 7638 thumbprint of an Ed25519 public key:
 // base64url (no padding) of SHA-256 over `{"crv":"Ed25519","kty":"OKP","x":…}`.

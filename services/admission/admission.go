@@ -14,6 +14,7 @@ import (
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/incident"
+	"github.com/toolcrib/toolcrib/platform/keyring"
 	"github.com/toolcrib/toolcrib/platform/postgres"
 	"github.com/toolcrib/toolcrib/platform/rpcserver"
 	"github.com/toolcrib/toolcrib/platform/service"
@@ -91,8 +92,18 @@ func Run(ctx context.Context, cfg Config) error {
 		host, _ := os.Hostname()
 		m := metrics.New(d.Metrics, metrics.Sources{Heads: heads, Pending: w.Pending, ReceiptLookups: w.Lookups})
 		incidents := incident.New(incident.Client{C: dc}, d.Logger)
+		signing, err := receiptSigning(ctx, cfg)
+		if err != nil {
+			_ = dconn.Close()
+			_ = rconn.Close()
+			return service.Parts{}, err
+		}
+		if cfg.ReceiptKeyFile == "" {
+			d.Logger.WarnContext(ctx, "no --receipt-key-file: receipt signing keys live in memory; run a single replica, or give every replica one key file")
+		}
 		api := grpcapi.New(grpcapi.Options{
-			Heads: heads, Material: replica.NewMaterial(reg, disc, reg, 100_000), Pointers: disc, Cache: c,
+			Signing: signing,
+			Heads:   heads, Material: replica.NewMaterial(reg, disc, reg, 100_000), Pointers: disc, Cache: c,
 			Validator: args.NewValidator(10_000), Limits: lim, Receipts: w, Binder: disc, CacheTTL: cfg.CacheTTL,
 			Replica: fmt.Sprintf("%s:%d", host, os.Getpid()), Logger: d.Logger, Decided: m.Decided,
 			AuditRate: cfg.AuditRate, Incidents: incidents, Audited: m.Rechecked, Confirmers: d.Verifier,
@@ -107,6 +118,12 @@ func Run(ctx context.Context, cfg Config) error {
 				incidents.Run,
 				func(ctx context.Context) error {
 					metrics.Freshness(ctx, heads, d.Logger, 250*time.Millisecond)
+					return nil
+				},
+				func(ctx context.Context) error {
+					signing.Ring.Run(ctx, cfg.ReceiptKeyCheckInterval, func(err error) {
+						d.Logger.WarnContext(ctx, "receipt signing-key maintenance failed; will retry", "error", err)
+					})
 					return nil
 				},
 			},
@@ -124,6 +141,27 @@ func Run(ctx context.Context, cfg Config) error {
 			},
 		}, nil
 	})
+}
+
+// receiptSkew is the clock-skew allowance a retired receipt key is kept
+// published for beyond the longest receipt lifetime.
+const receiptSkew = 5 * time.Second
+
+// receiptSigning opens the ring ALLOW receipts are signed with: the key
+// file, or keys in memory without one. A signed receipt lives at most one
+// validity window (valid_until is never later than the replica's freshness
+// bound), so that is the ring's longest token lifetime.
+func receiptSigning(ctx context.Context, cfg Config) (*grpcapi.Signing, error) {
+	var src keyring.Source = &keyring.Memory{}
+	if cfg.ReceiptKeyFile != "" {
+		src = keyring.NewFile(cfg.ReceiptKeyFile)
+	}
+	ring, err := keyring.NewRing(ctx, src, keyring.Options{Lifetime: cfg.ValidityWindow, RotateEvery: cfg.ReceiptKeyRotateEvery,
+		Skew: receiptSkew, SignLag: cfg.ReceiptKeyCheckInterval})
+	if err != nil {
+		return nil, fmt.Errorf("receipt signing keys: %w", err)
+	}
+	return &grpcapi.Signing{Ring: ring, MaxLifetime: cfg.ValidityWindow}, nil
 }
 
 // Migrate runs admission's migrations and returns (`admission migrate`).

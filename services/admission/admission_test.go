@@ -40,8 +40,12 @@ func TestParseConfig(t *testing.T) {
 	if cfg, err := ParseConfig([]string{"--confirmer-group", "gateways"}, func(string) (string, bool) { return "", false }); err != nil || cfg.ConfirmerGroup != "gateways" {
 		t.Fatalf("--confirmer-group: %q %v", cfg.ConfirmerGroup, err)
 	}
-	_, err = ParseConfig([]string{"--validity-window", "0s", "--discovery-addr", "nope", "--max-argument-bytes", "99999999"}, func(string) (string, bool) { return "", false })
-	for _, want := range []string{"--validity-window", "--discovery-addr", "--max-argument-bytes"} {
+	if cfg.ReceiptKeyFile != "" || cfg.ReceiptKeyRotateEvery != 24*time.Hour || cfg.ReceiptKeyCheckInterval != 30*time.Second {
+		t.Fatalf("receipt key defaults: %q %v %v", cfg.ReceiptKeyFile, cfg.ReceiptKeyRotateEvery, cfg.ReceiptKeyCheckInterval)
+	}
+	_, err = ParseConfig([]string{"--validity-window", "0s", "--discovery-addr", "nope", "--max-argument-bytes", "99999999",
+		"--receipt-key-rotate-every", "10s", "--receipt-key-check-interval", "0s"}, func(string) (string, bool) { return "", false })
+	for _, want := range []string{"--validity-window", "--discovery-addr", "--max-argument-bytes", "--receipt-key-rotate-every", "--receipt-key-check-interval"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("want a problem with %s, got %v", want, err)
 		}

@@ -44,6 +44,13 @@ type Config struct {
 	ReceiptRecent int
 	// RunTTL is how long a run binds its generation (I11).
 	RunTTL time.Duration
+	// ReceiptKeyFile, ReceiptKeyRotateEvery and ReceiptKeyCheckInterval
+	// are the key source of the ALLOW receipts' signing keys: the lease
+	// service's key options (config.KeyFlags) under the prefix "receipt-".
+	// Replicas behind one address must share one key file; empty
+	// ReceiptKeyFile keeps the keys in memory (one replica only; logged).
+	ReceiptKeyFile                                 string
+	ReceiptKeyRotateEvery, ReceiptKeyCheckInterval time.Duration
 	// AuditRate is the share of ALLOWs answered from the decision cache
 	// that are re-decided from direct reads; one the re-check denies is
 	// reported to discovery's rollout guard. 0 turns the auditor off.
@@ -64,8 +71,16 @@ func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 	s.Duration(&cfg.ReceiptMissWait, "receipt-miss-wait", "", 0, "how long GetReceipt re-reads Postgres for a receipt not found (another replica's, not stored yet) before NOT_FOUND; 0 means 3 x receipt-interval")
 	s.Int(&cfg.ReceiptRecent, "receipt-recent", "", 100_000, "stored ALLOW receipts GetReceipt answers from memory (within the lookup window)")
 	s.Duration(&cfg.RunTTL, "run-ttl", "", time.Hour, "how long a run binds the generation it was checked against")
+	cfg.receiptKeyFlags().Register(s, "receipt-", "ALLOW receipts")
 	s.Float64(&cfg.AuditRate, "audit-rate", "", 0.01, "share of cached ALLOWs re-decided from direct reads off the request path; a denial is reported to discovery's rollout guard (0 turns it off)")
 	return s
+}
+
+// receiptKeyFlags are the receipt-signing key options, the lease
+// service's key options under the prefix "receipt-".
+func (c *Config) receiptKeyFlags() config.KeyFlags {
+	return config.KeyFlags{File: &c.ReceiptKeyFile, RotateEvery: &c.ReceiptKeyRotateEvery, CheckInterval: &c.ReceiptKeyCheckInterval,
+		WithoutFile: "keys in memory, for a single replica only (replicas behind one address share one file)"}
 }
 
 // ParseConfig reads the configuration from args (flags) and lookup (the
@@ -124,6 +139,7 @@ func (c *Config) Validate() error {
 	if c.ReceiptRecent <= 0 {
 		bad("receipt-recent", "must be positive")
 	}
+	c.receiptKeyFlags().Validate(bad, "receipt-")
 	if c.RunTTL <= 0 {
 		bad("run-ttl", "must be positive")
 	}

@@ -38,10 +38,11 @@ type Config struct {
 	ProofWindow time.Duration
 	// Issuer is the `iss` of leases.
 	Issuer string
-	// AdmissionAddr is admission's gRPC address, for Issue with an inline
-	// `check` and Issue by `receipt_id` (AdmissionService.GetReceipt, the
-	// caller's credential forwarded); empty refuses both unless Receipts is
-	// set.
+	// AdmissionAddr is admission's gRPC address, for Issue by
+	// `signed_receipt` (admission's receipt keys, GetSigningKeys, fetched
+	// and cached), with an inline `check`, and by `receipt_id`
+	// (AdmissionService.GetReceipt, the caller's credential forwarded);
+	// empty refuses them unless ReceiptKeys or Receipts is set.
 	AdmissionAddr string
 
 	// RegistryAddr and DiscoveryAddr are the services whose Watch streams
@@ -55,6 +56,10 @@ type Config struct {
 	// Receipts, when set, replaces admission's receipt lookup for Issue by
 	// `receipt_id` (tests); nil uses GetReceipt at AdmissionAddr. Not a flag.
 	Receipts admissionview.ReceiptSource
+	// ReceiptKeys, when set, replaces admission's GetSigningKeys as the
+	// source of the keys signed receipts are verified with (tests); nil
+	// uses AdmissionAddr. Not a flag.
+	ReceiptKeys admissionview.KeyFetcher
 	// Freshness is the Watch follower's view for Verify; nil skips the
 	// epoch and generation check (logged at start). Not a flag.
 	Freshness admissionview.Freshness
@@ -69,13 +74,11 @@ type Config struct {
 func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 	s := config.NewSet("lease", lookup)
 	cfg.Common.Register(s, "lease", config.Defaults{ListenAddr: DefaultListenAddr, MetricsAddr: DefaultMetricsAddr, UsesRedis: true})
-	s.String(&cfg.KeyFile, "key-file", "", "", "signing-key file (JSON, mode 0600), created with a first key when absent; required")
-	s.Duration(&cfg.KeyRotateEvery, "key-rotate-every", "", 24*time.Hour, "age at which the signing key is replaced; 0 disables scheduled rotation")
-	s.Duration(&cfg.KeyCheckInterval, "key-check-interval", "", 30*time.Second, "how often keys are reloaded, rotated when due and expired ones destroyed")
+	cfg.keyFlags().Register(s, "", "leases")
 	s.Duration(&cfg.Skew, "lease-skew", "", lease.DefaultSkew, "clock-skew allowance of Verify on exp and on a proof's iat")
 	s.Duration(&cfg.ProofWindow, "proof-window", "", lease.DefaultProofWindow, "how old a holder proof may be")
 	s.String(&cfg.Issuer, "lease-issuer", "", "toolcrib-lease", "iss claim of leases")
-	s.String(&cfg.AdmissionAddr, "admission-addr", "", "", "admission gRPC address for Issue (inline check, or receipt_id through GetReceipt); empty refuses both")
+	s.String(&cfg.AdmissionAddr, "admission-addr", "", "", "admission gRPC address for Issue: the keys signed receipts are verified with (GetSigningKeys, cached), an inline check, or a receipt_id through GetReceipt; empty refuses all three")
 	s.String(&cfg.RegistryAddr, "registry-addr", "", "127.0.0.1:7101", "registry gRPC address (Watch, GetPolicy); empty with --discovery-addr empty turns the epoch and generation check off")
 	s.String(&cfg.DiscoveryAddr, "discovery-addr", "", "127.0.0.1:7102", "discovery gRPC address (Watch, GetActiveSnapshot); a ROLLBACK or CLOSE seen there freezes issuance for the server")
 	s.Duration(&cfg.ValidityWindow, "validity-window", "", 5*time.Second, "newest heartbeat age of either Watch stream past which Verify answers STALE_POLICY")
@@ -89,6 +92,12 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 	return config.Parse(args, lookup, flags)
 }
 
+// keyFlags are the key-source options, shared with admission's receipt
+// keys.
+func (c *Config) keyFlags() config.KeyFlags {
+	return config.KeyFlags{File: &c.KeyFile, RotateEvery: &c.KeyRotateEvery, CheckInterval: &c.KeyCheckInterval}
+}
+
 // Usage returns the help text of the lease service's flags.
 func Usage() string { return config.Usage(flags) }
 
@@ -100,17 +109,7 @@ func Flags() []config.Flag { return config.Describe(flags) }
 func (c *Config) Validate() error {
 	errs := []error{c.Common.Validate()}
 	bad := config.Problems(&errs)
-	if c.KeyFile == "" {
-		bad("key-file", "required: the file the signing keys are kept in")
-	}
-	if c.KeyRotateEvery < 0 {
-		bad("key-rotate-every", "must not be negative")
-	} else if c.KeyRotateEvery > 0 && c.KeyRotateEvery < time.Minute {
-		bad("key-rotate-every", "at least 1m, so retired keys do not pile up faster than their leases expire")
-	}
-	if c.KeyCheckInterval <= 0 {
-		bad("key-check-interval", "must be positive")
-	}
+	c.keyFlags().Validate(bad, "")
 	if c.Skew <= 0 || c.Skew > lease.MaxSkew {
 		bad("lease-skew", "must be in (0, %s]", lease.MaxSkew)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/toolcrib/toolcrib/platform/keyring"
 	"github.com/toolcrib/toolcrib/platform/pgtest"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/revision/lease"
@@ -85,6 +87,37 @@ func (f *freshness) set(v admissionview.Verdict, err error) {
 	f.mu.Unlock()
 }
 
+// admissionKeys is the fake admission's published receipt keys: its
+// ring's key set, or an error while down; it counts the fetches.
+type admissionKeys struct {
+	ring    *keyring.Ring
+	mu      sync.Mutex
+	down    bool
+	fetches int
+}
+
+func (a *admissionKeys) Fetch(context.Context) (keyring.KeySet, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.fetches++
+	if a.down {
+		return keyring.KeySet{}, fmt.Errorf("%w: admission is down (test)", admissionview.ErrUnavailable)
+	}
+	return a.ring.KeySet(), nil
+}
+
+func (a *admissionKeys) setDown(down bool) {
+	a.mu.Lock()
+	a.down = down
+	a.mu.Unlock()
+}
+
+func (a *admissionKeys) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.fetches
+}
+
 // suite is one lease database, Redis prefix and key file, with replicas.
 type suite struct {
 	auth     *servicetest.Auth
@@ -92,12 +125,25 @@ type suite struct {
 	cfg      service.Config
 	receipts *receipts
 	fresh    *freshness
+	admKeys  *admissionKeys
 	addrs    []string
 }
 
 func newSuite(t *testing.T, replicas int) *suite {
 	t.Helper()
-	s := &suite{auth: servicetest.NewAuth(t), receipts: &receipts{m: map[string]admissionview.Decision{}}, fresh: &freshness{}}
+	return newSuiteWith(t, replicas, nil)
+}
+
+// newSuiteWith is newSuite with the configuration edited by edit (nil: as
+// newSuite) before the replicas start.
+func newSuiteWith(t *testing.T, replicas int, edit func(*service.Config)) *suite {
+	t.Helper()
+	ring, err := keyring.NewRing(context.Background(), &keyring.Memory{}, keyring.Options{Lifetime: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &suite{auth: servicetest.NewAuth(t), receipts: &receipts{m: map[string]admissionview.Decision{}}, fresh: &freshness{},
+		admKeys: &admissionKeys{ring: ring}}
 	s.pgURL = pgtest.NewDatabase(t, pgtest.Schema{Name: service.Schema, Sets: service.Migrations()})
 	s.cfg = service.Config{
 		Common:           s.auth.Common(t, s.pgURL, true, nil),
@@ -108,7 +154,11 @@ func newSuite(t *testing.T, replicas int) *suite {
 		ProofWindow:      10 * time.Second,
 		Issuer:           "toolcrib-lease",
 		Receipts:         s.receipts,
+		ReceiptKeys:      s.admKeys,
 		Freshness:        s.fresh,
+	}
+	if edit != nil {
+		edit(&s.cfg)
 	}
 	if err := s.cfg.Validate(); err != nil {
 		t.Fatal(err)

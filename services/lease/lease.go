@@ -84,6 +84,12 @@ func Run(ctx context.Context, cfg Config) error {
 			if opts.Receipts == nil {
 				opts.Receipts = admissionview.AdmissionReceipts{Client: ac}
 			}
+			if cfg.ReceiptKeys == nil {
+				opts.SignedReceipts = admissionview.NewSignedReceipts(admissionview.AdmissionKeys{Client: ac}, admissionview.SignedReceiptsOptions{})
+			}
+		}
+		if cfg.ReceiptKeys != nil {
+			opts.SignedReceipts = admissionview.NewSignedReceipts(cfg.ReceiptKeys, admissionview.SignedReceiptsOptions{})
 		}
 		if opts.Freshness == nil && cfg.RegistryAddr != "" {
 			view, dconn, closeView, err := followStreams(cfg, st, d, m.AutoFrozen)
@@ -119,6 +125,9 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		if opts.Receipts == nil {
 			d.Logger.WarnContext(ctx, "no receipt lookup wired: Issue by receipt_id is refused")
+		}
+		if opts.SignedReceipts == nil {
+			d.Logger.WarnContext(ctx, "no admission keys wired: Issue by signed_receipt is refused")
 		}
 		api := grpcapi.New(opts)
 		parts.Register = func(s *grpc.Server) {

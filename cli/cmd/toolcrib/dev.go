@@ -109,6 +109,10 @@ func launchables(pki *devPKI) ([]launchable, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admission: %w", err)
 	}
+	if acfg.ReceiptKeyFile == "" {
+		// Receipt keys survive a restart of `dev up`, beside the lease keys.
+		acfg.ReceiptKeyFile = devReceiptKeyFile
+	}
 	lcfg, err := devLeaseConfig(nil)
 	if err != nil {
 		return nil, fmt.Errorf("lease: %w", err)

@@ -11,6 +11,10 @@ import (
 // (created with a first key when absent, mode 0600).
 var devLeaseKeyFile = filepath.Join(devDir, "lease-keys.json")
 
+// devReceiptKeyFile is admission's receipt-signing key file under `dev up`
+// (unless TOOLCRIB_RECEIPT_KEY_FILE names another).
+var devReceiptKeyFile = filepath.Join(devDir, "receipt-keys.json")
+
 // devAdmissionAddr is admission's default address, where `dev up`'s lease
 // asks for receipts and inline Checks.
 const devAdmissionAddr = "127.0.0.1:7103"

@@ -366,7 +366,7 @@ func printVerify(e *env, resp *leasev1.VerifyResponse) error {
 
 // leaseIssueCommand is `toolcrib lease issue`.
 func leaseIssueCommand(e *env) *cobra.Command {
-	var receipt, args, keyFile, audience string
+	var receipt, signed, args, keyFile, audience string
 	var ttl int
 	var tokenOnly bool
 	return withFlags(&cobra.Command{
@@ -388,7 +388,7 @@ func leaseIssueCommand(e *env) *cobra.Command {
 			}
 			cctx, cancel := e.callCtx(ctx)
 			defer cancel()
-			resp, err := c.Issue(cctx, &leasev1.IssueRequest{ReceiptId: receipt, ArgumentDigest: digest,
+			resp, err := c.Issue(cctx, &leasev1.IssueRequest{ReceiptId: receipt, SignedReceipt: signed, ArgumentDigest: digest,
 				HolderPublicKey: lease.PublicJWK(priv.Public().(ed25519.PublicKey)), Audience: audience, TtlSeconds: int32(ttl)})
 			if err != nil {
 				return err
@@ -404,7 +404,8 @@ func leaseIssueCommand(e *env) *cobra.Command {
 			})
 		},
 	}, func(fs *pflag.FlagSet) {
-		fs.StringVar(&receipt, "receipt", "", "admission receipt id of an ALLOW (required)")
+		fs.StringVar(&receipt, "receipt", "", "admission receipt id of an ALLOW (this or --signed-receipt is required)")
+		fs.StringVar(&signed, "signed-receipt", "", "the ALLOW's signed receipt (CheckResponse.signed_receipt), verified by the lease service without a lookup")
 		fs.StringVar(&args, "args", "{}", "the call's arguments, JSON (must be the ones the receipt was decided for)")
 		fs.StringVar(&keyFile, "holder-key", filepath.Join(devDir, "holder-key.json"), "holder key file (toolcrib dev holder-key)")
 		fs.StringVar(&audience, "audience", "", "executor audience that will accept the lease (required)")

@@ -64,7 +64,7 @@ func TestLeaseCall(t *testing.T) {
 		return nil, reserved{SKU: a.SKU, Units: 3}, nil
 	})
 	lc := leaseclient.New(leasev1.NewLeaseServiceClient(servicetest.Dial(t, addr, auth.Service(t))), 0)
-	if err := executor.Require(server, executor.Options{ServerID: "inv", Audience: "exec.inv", Keys: lc.Keys, RefreshKeys: lc.Refresh, Verifier: lc}); err != nil {
+	if err := executor.Require(server, executor.Options{ServerID: "inv", Audience: "exec.inv", Keys: lc.Keys, RefreshKeys: lc.Refresh, Redeemer: lc}); err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true}))

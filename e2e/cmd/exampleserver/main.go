@@ -15,9 +15,9 @@
 // With -require-lease, every `tools/call` runs only with a toolcrib
 // execution lease and a fresh holder proof in its `_meta` (the executor kit,
 // github.com/toolcrib/toolcrib/revision/lease/executor): signatures are
-// checked offline against the lease service's GetSigningKeys, and Verify at
+// checked offline against the lease service's GetSigningKeys, and Redeem at
 // -lease-addr consumes the lease, so the same lease a second time is
-// refused. Verify is called with the token in -lease-token-file (read on
+// refused. Redeem is called with the token in -lease-token-file (read on
 // every call; `toolcrib dev up` writes the dev service token there), over
 // TLS trusting -lease-ca-file and presenting -lease-client-cert-file (the
 // dev CA and client certificate `toolcrib dev up` and `toolcrib dev certs`

@@ -15,7 +15,7 @@ import (
 const methodCallTool = "tools/call"
 
 // Unavailable is the failure name (in the refused result's text and
-// `_meta`) when the lease service's keys or Verify could not be had: the
+// `_meta`) when the lease service's keys, Redeem or Verify could not be had: the
 // call is refused, since nothing proves the lease is good.
 const Unavailable = "UNAVAILABLE"
 
@@ -55,6 +55,27 @@ func (f VerifierFunc) Verify(ctx context.Context, p Presentation) (lease.Failure
 	return f(ctx, p)
 }
 
+// Redeemer is the lease service's Redeem (a LeaseService client adapter):
+// what the kit calls after it verified the lease and proof itself.
+//
+// Redeem presents the verified claims c; the service checks revocation,
+// frozen issuance and freshness and consumes the lease id (single use
+// across every replica). It returns [lease.Accepted] when the call may run,
+// otherwise the failure and a detail for the caller. An error means no
+// answer (service unreachable, deadline, single use unconfirmable): the
+// executor then refuses the call.
+type Redeemer interface {
+	Redeem(ctx context.Context, c lease.Claims) (lease.Failure, string, error)
+}
+
+// RedeemerFunc adapts a function to [Redeemer].
+type RedeemerFunc func(ctx context.Context, c lease.Claims) (lease.Failure, string, error)
+
+// Redeem implements [Redeemer].
+func (f RedeemerFunc) Redeem(ctx context.Context, c lease.Claims) (lease.Failure, string, error) {
+	return f(ctx, c)
+}
+
 // Options configure [Require].
 type Options struct {
 	// ServerID is this server's id in toolcrib; a tool's id is
@@ -69,8 +90,14 @@ type Options struct {
 	// called once when a lease names a key Keys does not have (the lease
 	// service rotated since the last fetch), and the lease is checked again.
 	RefreshKeys func(ctx context.Context) (lease.KeySet, error)
-	// Verifier is called after the offline checks pass; nil means leases
-	// are single use within this process only.
+	// Redeemer is called after the offline checks pass, with the verified
+	// claims (LeaseService.Redeem: revocation, freeze, freshness, single use
+	// across replicas; no signature checked twice). It takes precedence
+	// over Verifier.
+	Redeemer Redeemer
+	// Verifier is called after the offline checks pass when Redeemer is
+	// nil (LeaseService.Verify checks both signatures again); both nil
+	// means leases are single use within this process only.
 	Verifier Verifier
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -171,7 +198,16 @@ func (g *guard) check(ctx context.Context, p *mcp.CallToolParamsRaw) (*lease.Cla
 	if !g.consume(claims, now) {
 		return nil, lease.AlreadyUsed.String(), "this lease was already used"
 	}
-	if g.opts.Verifier != nil {
+	switch {
+	case g.opts.Redeemer != nil:
+		f, detail, err := g.opts.Redeemer.Redeem(ctx, *claims)
+		if err != nil {
+			return nil, Unavailable, "the lease service could not redeem the lease"
+		}
+		if f != lease.Accepted {
+			return nil, f.String(), detail
+		}
+	case g.opts.Verifier != nil:
 		f, detail, err := g.opts.Verifier.Verify(ctx, pres)
 		if err != nil {
 			return nil, Unavailable, "the lease service could not verify the lease"

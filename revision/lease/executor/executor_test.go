@@ -39,11 +39,18 @@ type fixture struct {
 
 	mu       sync.Mutex
 	verified []executor.Presentation
+	redeemed []lease.Claims
 	answer   lease.Failure
 	verrr    error
 }
 
 func start(t *testing.T, withVerifier bool) *fixture {
+	t.Helper()
+	return startWith(t, withVerifier, false)
+}
+
+// startWith is start with a Redeemer as well when withRedeemer.
+func startWith(t *testing.T, withVerifier, withRedeemer bool) *fixture {
 	t.Helper()
 	f := &fixture{now: time.Now().Truncate(time.Second)}
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
@@ -70,6 +77,14 @@ func start(t *testing.T, withVerifier bool) *fixture {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.verified = append(f.verified, p)
+			return f.answer, "from the service", f.verrr
+		})
+	}
+	if withRedeemer {
+		opts.Redeemer = executor.RedeemerFunc(func(_ context.Context, c lease.Claims) (lease.Failure, string, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.redeemed = append(f.redeemed, c)
 			return f.answer, "from the service", f.verrr
 		})
 	}
@@ -274,5 +289,45 @@ func TestRequireNeedsServerAudienceAndKeys(t *testing.T) {
 	server := mcp.NewServer(&mcp.Implementation{Name: "x", Version: "1"}, nil)
 	if err := executor.Require(server, executor.Options{ServerID: "x"}); err == nil {
 		t.Fatal("Require accepted missing options")
+	}
+}
+
+// TestTheKitRedeemsTheClaimsItVerified: with a Redeemer (and a Verifier)
+// the kit calls Redeem — never Verify — once per call that passed the
+// offline checks, with exactly the verified claims; the service's refusal
+// and its silence are the call's refusal; a lease refused offline never
+// reaches the service.
+func TestTheKitRedeemsTheClaimsItVerified(t *testing.T) {
+	f := startWith(t, true, true)
+	c := f.issue(t, "l-1", "reserve", args)
+	if res := f.call(t, "reserve", c, f.holder, args); res.IsError {
+		t.Fatalf("refused: %s", res.Content[0].(*mcp.TextContent).Text)
+	}
+	f.mu.Lock()
+	redeemed, verified := append([]lease.Claims(nil), f.redeemed...), len(f.verified)
+	f.mu.Unlock()
+	if len(redeemed) != 1 || verified != 0 {
+		t.Fatalf("%d redeems and %d verifies, want 1 and 0", len(redeemed), verified)
+	}
+	if got := redeemed[0]; got.ID != c.ID || got.Subject != c.Subject || got.Tenant != c.Tenant || got.Generation != c.Generation ||
+		got.PolicyEpoch != c.PolicyEpoch || got.Tool != c.Tool || !got.ExpiresAt.Equal(c.ExpiresAt) {
+		t.Fatalf("redeemed %+v, verified %+v", got, c)
+	}
+	f.mu.Lock()
+	f.answer = lease.Revoked
+	f.mu.Unlock()
+	assertRefused(t, f.call(t, "reserve", f.issue(t, "l-2", "reserve", args), f.holder, args), "REVOKED")
+	f.mu.Lock()
+	f.answer, f.verrr = lease.Accepted, errors.New("lease service unreachable")
+	f.mu.Unlock()
+	assertRefused(t, f.call(t, "reserve", f.issue(t, "l-3", "reserve", args), f.holder, args), executor.Unavailable)
+	assertRefused(t, f.call(t, "cancel", f.issue(t, "l-4", "reserve", args), f.holder, args), "OTHER_TOOL")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.redeemed) != 3 {
+		t.Fatalf("%d redeems, want 3 (the lease for another tool never reaches the service)", len(f.redeemed))
+	}
+	if f.runs.Load() != 1 {
+		t.Fatalf("the tool ran %d times", f.runs.Load())
 	}
 }

@@ -48,6 +48,15 @@ type ReceiptSource interface {
 	Receipt(ctx context.Context, receiptID string) (Decision, error)
 }
 
+// ReceiptVerifier verifies a signed receipt locally ([SignedReceipts]).
+//
+// Verify returns the decision the signed receipt carries; an error
+// wrapping [ErrInvalidReceipt] when it does not verify, one wrapping
+// [ErrUnavailable] when admission's keys cannot be had.
+type ReceiptVerifier interface {
+	Verify(ctx context.Context, signed string) (Decision, error)
+}
+
 // Checker runs a Check now for the caller of Issue.
 //
 // Check asks admission to decide req for the principal whose credential

@@ -1,6 +1,8 @@
 // Package leaseclient connects the executor kit
 // (github.com/toolcrib/toolcrib/revision/lease/executor) to a lease
-// service: [Client.Verify] is its Verifier (LeaseService.Verify) and
+// service: [Client.Redeem] is its Redeemer (LeaseService.Redeem; the
+// connection must carry the executor's service identity),
+// [Client.Verify] its older Verifier (LeaseService.Verify) and
 // [Client.Keys] its key source (GetSigningKeys, cached).
 package leaseclient
 
@@ -9,6 +11,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolcrib/toolcrib/revision/lease"
 	"github.com/toolcrib/toolcrib/revision/lease/executor"
@@ -76,6 +80,24 @@ func (c *Client) keysOlderThan(ctx context.Context, age time.Duration) (lease.Ke
 		return c.keys, nil
 	}
 	return lease.KeySet{}, fmt.Errorf("leaseclient: signing keys: %w", err)
+}
+
+// Redeem implements executor.Redeemer with LeaseService.Redeem.
+func (c *Client) Redeem(ctx context.Context, claims lease.Claims) (lease.Failure, string, error) {
+	resp, err := c.api.Redeem(ctx, &leasev1.RedeemRequest{Claims: &leasev1.LeaseClaims{
+		LeaseId: claims.ID, Subject: claims.Subject, TenantId: claims.Tenant, ToolId: claims.Tool, ServerId: claims.Server,
+		DescriptorDigest: claims.DescriptorDigest, Generation: claims.Generation, PolicyEpoch: claims.PolicyEpoch,
+		ArgumentDigest: claims.ArgumentDigest, Audience: claims.Audience, HolderThumbprint: claims.HolderThumbprint,
+		IssuedAt: timestamppb.New(claims.IssuedAt), ExpiresAt: timestamppb.New(claims.ExpiresAt), ReceiptId: claims.Receipt,
+		AudienceClass: claims.AudienceClass,
+	}})
+	if err != nil {
+		return 0, "", err
+	}
+	if resp.GetValid() {
+		return lease.Accepted, "", nil
+	}
+	return lease.Failure(resp.GetFailure()), resp.GetDetail(), nil
 }
 
 // Verify implements executor.Verifier with LeaseService.Verify.

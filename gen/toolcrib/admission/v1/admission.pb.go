@@ -521,8 +521,18 @@ type CheckResponse struct {
 	CurrentDescriptorDigest string `protobuf:"bytes,7,opt,name=current_descriptor_digest,json=currentDescriptorDigest,proto3" json:"current_descriptor_digest,omitempty"`
 	// The tenant's current policy epoch.
 	CurrentPolicyEpoch int64 `protobuf:"varint,8,opt,name=current_policy_epoch,json=currentPolicyEpoch,proto3" json:"current_policy_epoch,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The receipt's decision fields signed by admission: a compact JWS
+	// (EdDSA, `typ` `receipt+jwt`, `kid` one of GetSigningKeys) whose claims
+	// are the receipt id (`jti`), tenant, subject (`sub`), tool, server,
+	// audience class, generation, descriptor digest, policy epoch, argument
+	// digest, mode, effect class, confirmer and shown digest, the decision
+	// time (`iat`) and `valid_until` (`exp`). Set only for an ALLOW
+	// (autonomous or user-confirmed); empty for a DENY. LeaseService.Issue
+	// takes it (IssueRequest.signed_receipt) and verifies it locally instead
+	// of looking the receipt up.
+	SignedReceipt string `protobuf:"bytes,9,opt,name=signed_receipt,json=signedReceipt,proto3" json:"signed_receipt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CheckResponse) Reset() {
@@ -609,6 +619,13 @@ func (x *CheckResponse) GetCurrentPolicyEpoch() int64 {
 		return x.CurrentPolicyEpoch
 	}
 	return 0
+}
+
+func (x *CheckResponse) GetSignedReceipt() string {
+	if x != nil {
+		return x.SignedReceipt
+	}
+	return ""
 }
 
 // ModelTool is what a model sees of a tool.
@@ -1392,6 +1409,99 @@ func (x *SummarizeDecisionsResponse) GetTruncated() bool {
 	return false
 }
 
+// GetSigningKeysRequest is the request of GetSigningKeys.
+type GetSigningKeysRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSigningKeysRequest) Reset() {
+	*x = GetSigningKeysRequest{}
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSigningKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSigningKeysRequest) ProtoMessage() {}
+
+func (x *GetSigningKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSigningKeysRequest.ProtoReflect.Descriptor instead.
+func (*GetSigningKeysRequest) Descriptor() ([]byte, []int) {
+	return file_toolcrib_admission_v1_admission_proto_rawDescGZIP(), []int{14}
+}
+
+// GetSigningKeysResponse is the response of GetSigningKeys.
+type GetSigningKeysResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The JWKS document (UTF-8 JSON) with every key a live signed receipt
+	// may be signed with.
+	Jwks []byte `protobuf:"bytes,1,opt,name=jwks,proto3" json:"jwks,omitempty"`
+	// Key id (`kid`) currently used for new receipts.
+	CurrentKeyId  string `protobuf:"bytes,2,opt,name=current_key_id,json=currentKeyId,proto3" json:"current_key_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSigningKeysResponse) Reset() {
+	*x = GetSigningKeysResponse{}
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSigningKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSigningKeysResponse) ProtoMessage() {}
+
+func (x *GetSigningKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSigningKeysResponse.ProtoReflect.Descriptor instead.
+func (*GetSigningKeysResponse) Descriptor() ([]byte, []int) {
+	return file_toolcrib_admission_v1_admission_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GetSigningKeysResponse) GetJwks() []byte {
+	if x != nil {
+		return x.Jwks
+	}
+	return nil
+}
+
+func (x *GetSigningKeysResponse) GetCurrentKeyId() string {
+	if x != nil {
+		return x.CurrentKeyId
+	}
+	return ""
+}
+
 var File_toolcrib_admission_v1_admission_proto protoreflect.FileDescriptor
 
 const file_toolcrib_admission_v1_admission_proto_rawDesc = "" +
@@ -1434,7 +1544,7 @@ const file_toolcrib_admission_v1_admission_proto_rawDesc = "" +
 	"\x04mode\x18\x06 \x01(\x0e2\x1b.toolcrib.admission.v1.ModeR\x04mode\x12\x15\n" +
 	"\x06run_id\x18\a \x01(\tR\x05runId\x12%\n" +
 	"\x0eaudience_class\x18\b \x01(\tR\raudienceClass\x12!\n" +
-	"\fshown_digest\x18\t \x01(\tR\vshownDigest\"\xb5\x03\n" +
+	"\fshown_digest\x18\t \x01(\tR\vshownDigest\"\xdc\x03\n" +
 	"\rCheckResponse\x12;\n" +
 	"\bdecision\x18\x01 \x01(\x0e2\x1f.toolcrib.admission.v1.DecisionR\bdecision\x12;\n" +
 	"\x06reason\x18\x02 \x01(\x0e2#.toolcrib.catalog.v1.DecisionReasonR\x06reason\x12\x16\n" +
@@ -1444,7 +1554,8 @@ const file_toolcrib_admission_v1_admission_proto_rawDesc = "" +
 	"validUntil\x12-\n" +
 	"\x12current_generation\x18\x06 \x01(\x03R\x11currentGeneration\x12:\n" +
 	"\x19current_descriptor_digest\x18\a \x01(\tR\x17currentDescriptorDigest\x120\n" +
-	"\x14current_policy_epoch\x18\b \x01(\x03R\x12currentPolicyEpoch\"d\n" +
+	"\x14current_policy_epoch\x18\b \x01(\x03R\x12currentPolicyEpoch\x12%\n" +
+	"\x0esigned_receipt\x18\t \x01(\tR\rsignedReceipt\"d\n" +
 	"\tModelTool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12!\n" +
@@ -1500,7 +1611,11 @@ const file_toolcrib_admission_v1_admission_proto_rawDesc = "" +
 	"\x1aSummarizeDecisionsResponse\x12\x16\n" +
 	"\x06checks\x18\x01 \x01(\x03R\x06checks\x128\n" +
 	"\x05tools\x18\x02 \x03(\v2\".toolcrib.admission.v1.ToolDenialsR\x05tools\x12\x1c\n" +
-	"\ttruncated\x18\x03 \x01(\bR\ttruncated*J\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\x17\n" +
+	"\x15GetSigningKeysRequest\"R\n" +
+	"\x16GetSigningKeysResponse\x12\x12\n" +
+	"\x04jwks\x18\x01 \x01(\fR\x04jwks\x12$\n" +
+	"\x0ecurrent_key_id\x18\x02 \x01(\tR\fcurrentKeyId*J\n" +
 	"\x04Mode\x12\x14\n" +
 	"\x10MODE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fMODE_AUTONOMOUS\x10\x01\x12\x17\n" +
@@ -1508,13 +1623,14 @@ const file_toolcrib_admission_v1_admission_proto_rawDesc = "" +
 	"\bDecision\x12\x18\n" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eDECISION_ALLOW\x10\x01\x12\x11\n" +
-	"\rDECISION_DENY\x10\x022\xb9\x03\n" +
+	"\rDECISION_DENY\x10\x022\xa8\x04\n" +
 	"\x10AdmissionService\x12R\n" +
 	"\x05Check\x12#.toolcrib.admission.v1.CheckRequest\x1a$.toolcrib.admission.v1.CheckResponse\x12s\n" +
 	"\x10ListVisibleTools\x12..toolcrib.admission.v1.ListVisibleToolsRequest\x1a/.toolcrib.admission.v1.ListVisibleToolsResponse\x12a\n" +
 	"\n" +
 	"GetReceipt\x12(.toolcrib.admission.v1.GetReceiptRequest\x1a).toolcrib.admission.v1.GetReceiptResponse\x12y\n" +
-	"\x12SummarizeDecisions\x120.toolcrib.admission.v1.SummarizeDecisionsRequest\x1a1.toolcrib.admission.v1.SummarizeDecisionsResponseB\xe5\x01\n" +
+	"\x12SummarizeDecisions\x120.toolcrib.admission.v1.SummarizeDecisionsRequest\x1a1.toolcrib.admission.v1.SummarizeDecisionsResponse\x12m\n" +
+	"\x0eGetSigningKeys\x12,.toolcrib.admission.v1.GetSigningKeysRequest\x1a-.toolcrib.admission.v1.GetSigningKeysResponseB\xe5\x01\n" +
 	"\x19com.toolcrib.admission.v1B\x0eAdmissionProtoP\x01ZBgithub.com/toolcrib/toolcrib/gen/toolcrib/admission/v1;admissionv1\xa2\x02\x03TAX\xaa\x02\x15Toolcrib.Admission.V1\xca\x02\x15Toolcrib\\Admission\\V1\xe2\x02!Toolcrib\\Admission\\V1\\GPBMetadata\xea\x02\x17Toolcrib::Admission::V1b\x06proto3"
 
 var (
@@ -1530,7 +1646,7 @@ func file_toolcrib_admission_v1_admission_proto_rawDescGZIP() []byte {
 }
 
 var file_toolcrib_admission_v1_admission_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolcrib_admission_v1_admission_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_toolcrib_admission_v1_admission_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_toolcrib_admission_v1_admission_proto_goTypes = []any{
 	(Mode)(0),                          // 0: toolcrib.admission.v1.Mode
 	(Decision)(0),                      // 1: toolcrib.admission.v1.Decision
@@ -1548,44 +1664,48 @@ var file_toolcrib_admission_v1_admission_proto_goTypes = []any{
 	(*SummarizeDecisionsRequest)(nil),  // 13: toolcrib.admission.v1.SummarizeDecisionsRequest
 	(*ToolDenials)(nil),                // 14: toolcrib.admission.v1.ToolDenials
 	(*SummarizeDecisionsResponse)(nil), // 15: toolcrib.admission.v1.SummarizeDecisionsResponse
-	(v1.DecisionReason)(0),             // 16: toolcrib.catalog.v1.DecisionReason
-	(*timestamppb.Timestamp)(nil),      // 17: google.protobuf.Timestamp
-	(v1.EffectClass)(0),                // 18: toolcrib.catalog.v1.EffectClass
-	(v1.DiscoveryState)(0),             // 19: toolcrib.catalog.v1.DiscoveryState
+	(*GetSigningKeysRequest)(nil),      // 16: toolcrib.admission.v1.GetSigningKeysRequest
+	(*GetSigningKeysResponse)(nil),     // 17: toolcrib.admission.v1.GetSigningKeysResponse
+	(v1.DecisionReason)(0),             // 18: toolcrib.catalog.v1.DecisionReason
+	(*timestamppb.Timestamp)(nil),      // 19: google.protobuf.Timestamp
+	(v1.EffectClass)(0),                // 20: toolcrib.catalog.v1.EffectClass
+	(v1.DiscoveryState)(0),             // 21: toolcrib.catalog.v1.DiscoveryState
 }
 var file_toolcrib_admission_v1_admission_proto_depIdxs = []int32{
 	1,  // 0: toolcrib.admission.v1.Receipt.decision:type_name -> toolcrib.admission.v1.Decision
-	16, // 1: toolcrib.admission.v1.Receipt.reason:type_name -> toolcrib.catalog.v1.DecisionReason
+	18, // 1: toolcrib.admission.v1.Receipt.reason:type_name -> toolcrib.catalog.v1.DecisionReason
 	0,  // 2: toolcrib.admission.v1.Receipt.mode:type_name -> toolcrib.admission.v1.Mode
-	17, // 3: toolcrib.admission.v1.Receipt.decided_at:type_name -> google.protobuf.Timestamp
-	18, // 4: toolcrib.admission.v1.Receipt.effect_class:type_name -> toolcrib.catalog.v1.EffectClass
-	17, // 5: toolcrib.admission.v1.Receipt.confirmed_at:type_name -> google.protobuf.Timestamp
+	19, // 3: toolcrib.admission.v1.Receipt.decided_at:type_name -> google.protobuf.Timestamp
+	20, // 4: toolcrib.admission.v1.Receipt.effect_class:type_name -> toolcrib.catalog.v1.EffectClass
+	19, // 5: toolcrib.admission.v1.Receipt.confirmed_at:type_name -> google.protobuf.Timestamp
 	0,  // 6: toolcrib.admission.v1.CheckRequest.mode:type_name -> toolcrib.admission.v1.Mode
 	1,  // 7: toolcrib.admission.v1.CheckResponse.decision:type_name -> toolcrib.admission.v1.Decision
-	16, // 8: toolcrib.admission.v1.CheckResponse.reason:type_name -> toolcrib.catalog.v1.DecisionReason
+	18, // 8: toolcrib.admission.v1.CheckResponse.reason:type_name -> toolcrib.catalog.v1.DecisionReason
 	2,  // 9: toolcrib.admission.v1.CheckResponse.receipt:type_name -> toolcrib.admission.v1.Receipt
-	17, // 10: toolcrib.admission.v1.CheckResponse.valid_until:type_name -> google.protobuf.Timestamp
-	18, // 11: toolcrib.admission.v1.RuntimeTool.effect_class:type_name -> toolcrib.catalog.v1.EffectClass
-	19, // 12: toolcrib.admission.v1.RuntimeTool.source_state:type_name -> toolcrib.catalog.v1.DiscoveryState
+	19, // 10: toolcrib.admission.v1.CheckResponse.valid_until:type_name -> google.protobuf.Timestamp
+	20, // 11: toolcrib.admission.v1.RuntimeTool.effect_class:type_name -> toolcrib.catalog.v1.EffectClass
+	21, // 12: toolcrib.admission.v1.RuntimeTool.source_state:type_name -> toolcrib.catalog.v1.DiscoveryState
 	5,  // 13: toolcrib.admission.v1.VisibleTool.model:type_name -> toolcrib.admission.v1.ModelTool
 	6,  // 14: toolcrib.admission.v1.VisibleTool.runtime:type_name -> toolcrib.admission.v1.RuntimeTool
-	18, // 15: toolcrib.admission.v1.ListVisibleToolsRequest.effect_classes:type_name -> toolcrib.catalog.v1.EffectClass
+	20, // 15: toolcrib.admission.v1.ListVisibleToolsRequest.effect_classes:type_name -> toolcrib.catalog.v1.EffectClass
 	7,  // 16: toolcrib.admission.v1.ListVisibleToolsResponse.tools:type_name -> toolcrib.admission.v1.VisibleTool
 	10, // 17: toolcrib.admission.v1.ListVisibleToolsResponse.servers:type_name -> toolcrib.admission.v1.VisibleServer
 	2,  // 18: toolcrib.admission.v1.GetReceiptResponse.receipt:type_name -> toolcrib.admission.v1.Receipt
-	17, // 19: toolcrib.admission.v1.GetReceiptResponse.valid_until:type_name -> google.protobuf.Timestamp
-	17, // 20: toolcrib.admission.v1.SummarizeDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	19, // 19: toolcrib.admission.v1.GetReceiptResponse.valid_until:type_name -> google.protobuf.Timestamp
+	19, // 20: toolcrib.admission.v1.SummarizeDecisionsRequest.since:type_name -> google.protobuf.Timestamp
 	14, // 21: toolcrib.admission.v1.SummarizeDecisionsResponse.tools:type_name -> toolcrib.admission.v1.ToolDenials
 	3,  // 22: toolcrib.admission.v1.AdmissionService.Check:input_type -> toolcrib.admission.v1.CheckRequest
 	8,  // 23: toolcrib.admission.v1.AdmissionService.ListVisibleTools:input_type -> toolcrib.admission.v1.ListVisibleToolsRequest
 	11, // 24: toolcrib.admission.v1.AdmissionService.GetReceipt:input_type -> toolcrib.admission.v1.GetReceiptRequest
 	13, // 25: toolcrib.admission.v1.AdmissionService.SummarizeDecisions:input_type -> toolcrib.admission.v1.SummarizeDecisionsRequest
-	4,  // 26: toolcrib.admission.v1.AdmissionService.Check:output_type -> toolcrib.admission.v1.CheckResponse
-	9,  // 27: toolcrib.admission.v1.AdmissionService.ListVisibleTools:output_type -> toolcrib.admission.v1.ListVisibleToolsResponse
-	12, // 28: toolcrib.admission.v1.AdmissionService.GetReceipt:output_type -> toolcrib.admission.v1.GetReceiptResponse
-	15, // 29: toolcrib.admission.v1.AdmissionService.SummarizeDecisions:output_type -> toolcrib.admission.v1.SummarizeDecisionsResponse
-	26, // [26:30] is the sub-list for method output_type
-	22, // [22:26] is the sub-list for method input_type
+	16, // 26: toolcrib.admission.v1.AdmissionService.GetSigningKeys:input_type -> toolcrib.admission.v1.GetSigningKeysRequest
+	4,  // 27: toolcrib.admission.v1.AdmissionService.Check:output_type -> toolcrib.admission.v1.CheckResponse
+	9,  // 28: toolcrib.admission.v1.AdmissionService.ListVisibleTools:output_type -> toolcrib.admission.v1.ListVisibleToolsResponse
+	12, // 29: toolcrib.admission.v1.AdmissionService.GetReceipt:output_type -> toolcrib.admission.v1.GetReceiptResponse
+	15, // 30: toolcrib.admission.v1.AdmissionService.SummarizeDecisions:output_type -> toolcrib.admission.v1.SummarizeDecisionsResponse
+	17, // 31: toolcrib.admission.v1.AdmissionService.GetSigningKeys:output_type -> toolcrib.admission.v1.GetSigningKeysResponse
+	27, // [27:32] is the sub-list for method output_type
+	22, // [22:27] is the sub-list for method input_type
 	22, // [22:22] is the sub-list for extension type_name
 	22, // [22:22] is the sub-list for extension extendee
 	0,  // [0:22] is the sub-list for field type_name
@@ -1602,7 +1722,7 @@ func file_toolcrib_admission_v1_admission_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolcrib_admission_v1_admission_proto_rawDesc), len(file_toolcrib_admission_v1_admission_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,6 +31,7 @@ const (
 	AdmissionService_ListVisibleTools_FullMethodName   = "/toolcrib.admission.v1.AdmissionService/ListVisibleTools"
 	AdmissionService_GetReceipt_FullMethodName         = "/toolcrib.admission.v1.AdmissionService/GetReceipt"
 	AdmissionService_SummarizeDecisions_FullMethodName = "/toolcrib.admission.v1.AdmissionService/SummarizeDecisions"
+	AdmissionService_GetSigningKeys_FullMethodName     = "/toolcrib.admission.v1.AdmissionService/GetSigningKeys"
 )
 
 // AdmissionServiceClient is the client API for AdmissionService service.
@@ -137,6 +138,11 @@ type AdmissionServiceClient interface {
 	// not counted yet. Platform admins and services only; anyone else is
 	// PERMISSION_DENIED.
 	SummarizeDecisions(ctx context.Context, in *SummarizeDecisionsRequest, opts ...grpc.CallOption) (*SummarizeDecisionsResponse, error)
+	// GetSigningKeys returns the public keys ALLOW receipts are signed with
+	// (CheckResponse.signed_receipt), as a JWKS: the current key and retired
+	// ones until every receipt they signed has expired. Public (no
+	// credential): the lease service fetches it to verify receipts locally.
+	GetSigningKeys(ctx context.Context, in *GetSigningKeysRequest, opts ...grpc.CallOption) (*GetSigningKeysResponse, error)
 }
 
 type admissionServiceClient struct {
@@ -181,6 +187,16 @@ func (c *admissionServiceClient) SummarizeDecisions(ctx context.Context, in *Sum
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SummarizeDecisionsResponse)
 	err := c.cc.Invoke(ctx, AdmissionService_SummarizeDecisions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *admissionServiceClient) GetSigningKeys(ctx context.Context, in *GetSigningKeysRequest, opts ...grpc.CallOption) (*GetSigningKeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetSigningKeysResponse)
+	err := c.cc.Invoke(ctx, AdmissionService_GetSigningKeys_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -291,6 +307,11 @@ type AdmissionServiceServer interface {
 	// not counted yet. Platform admins and services only; anyone else is
 	// PERMISSION_DENIED.
 	SummarizeDecisions(context.Context, *SummarizeDecisionsRequest) (*SummarizeDecisionsResponse, error)
+	// GetSigningKeys returns the public keys ALLOW receipts are signed with
+	// (CheckResponse.signed_receipt), as a JWKS: the current key and retired
+	// ones until every receipt they signed has expired. Public (no
+	// credential): the lease service fetches it to verify receipts locally.
+	GetSigningKeys(context.Context, *GetSigningKeysRequest) (*GetSigningKeysResponse, error)
 	mustEmbedUnimplementedAdmissionServiceServer()
 }
 
@@ -312,6 +333,9 @@ func (UnimplementedAdmissionServiceServer) GetReceipt(context.Context, *GetRecei
 }
 func (UnimplementedAdmissionServiceServer) SummarizeDecisions(context.Context, *SummarizeDecisionsRequest) (*SummarizeDecisionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SummarizeDecisions not implemented")
+}
+func (UnimplementedAdmissionServiceServer) GetSigningKeys(context.Context, *GetSigningKeysRequest) (*GetSigningKeysResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSigningKeys not implemented")
 }
 func (UnimplementedAdmissionServiceServer) mustEmbedUnimplementedAdmissionServiceServer() {}
 func (UnimplementedAdmissionServiceServer) testEmbeddedByValue()                          {}
@@ -406,6 +430,24 @@ func _AdmissionService_SummarizeDecisions_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdmissionService_GetSigningKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetSigningKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdmissionServiceServer).GetSigningKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdmissionService_GetSigningKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdmissionServiceServer).GetSigningKeys(ctx, req.(*GetSigningKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdmissionService_ServiceDesc is the grpc.ServiceDesc for AdmissionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -428,6 +470,10 @@ var AdmissionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SummarizeDecisions",
 			Handler:    _AdmissionService_SummarizeDecisions_Handler,
+		},
+		{
+			MethodName: "GetSigningKeys",
+			Handler:    _AdmissionService_GetSigningKeys_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

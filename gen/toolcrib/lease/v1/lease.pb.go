@@ -15,6 +15,8 @@
 // Authentication: Issue takes the principal's bearer token in the
 // `authorization` request metadata; Revoke and FreezeIssuance need a
 // platform-admin or service principal; Verify needs an executor principal;
+// Redeem needs a service principal (the executor's service identity: a
+// token of the service group or a SPIFFE client certificate);
 // GetSigningKeys is public; RotateSigningKey needs a platform admin.
 
 package leasev1
@@ -328,8 +330,8 @@ func (x *LeaseClaims) GetAudienceClass() string {
 	return ""
 }
 
-// IssueRequest is the request of Issue. Exactly one of `receipt_id` and
-// `check` is set.
+// IssueRequest is the request of Issue. Exactly one of `receipt_id`,
+// `signed_receipt` and `check` is set.
 type IssueRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// An ALLOW receipt of the same principal, at most a few seconds old, on
@@ -346,7 +348,11 @@ type IssueRequest struct {
 	// The executor that will accept the lease; required.
 	Audience string `protobuf:"bytes,5,opt,name=audience,proto3" json:"audience,omitempty"`
 	// Requested lifetime in seconds; 0 means the default; capped at 60.
-	TtlSeconds    int32 `protobuf:"varint,6,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
+	TtlSeconds int32 `protobuf:"varint,6,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
+	// An ALLOW receipt as admission signed it (CheckResponse.signed_receipt),
+	// verified locally (see Issue); at most a few kilobytes. Preferred over
+	// `receipt_id`, which costs a GetReceipt round trip.
+	SignedReceipt string `protobuf:"bytes,7,opt,name=signed_receipt,json=signedReceipt,proto3" json:"signed_receipt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -421,6 +427,13 @@ func (x *IssueRequest) GetTtlSeconds() int32 {
 		return x.TtlSeconds
 	}
 	return 0
+}
+
+func (x *IssueRequest) GetSignedReceipt() string {
+	if x != nil {
+		return x.SignedReceipt
+	}
+	return ""
 }
 
 // IssueResponse is the response of Issue.
@@ -644,6 +657,120 @@ func (x *VerifyResponse) GetDetail() string {
 	return ""
 }
 
+// RedeemRequest is the request of Redeem.
+type RedeemRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The claims of the lease as the executor verified them offline
+	// (signature, expiry, audience, tool, arguments, holder proof); required:
+	// `lease_id`, `subject`, `tenant_id`, `tool_id`, `server_id`,
+	// `descriptor_digest`, `generation`, `policy_epoch`, `issued_at` and
+	// `expires_at` (the revocation, freeze and freshness checks read them).
+	Claims        *LeaseClaims `protobuf:"bytes,1,opt,name=claims,proto3" json:"claims,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedeemRequest) Reset() {
+	*x = RedeemRequest{}
+	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedeemRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedeemRequest) ProtoMessage() {}
+
+func (x *RedeemRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedeemRequest.ProtoReflect.Descriptor instead.
+func (*RedeemRequest) Descriptor() ([]byte, []int) {
+	return file_toolcrib_lease_v1_lease_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RedeemRequest) GetClaims() *LeaseClaims {
+	if x != nil {
+		return x.Claims
+	}
+	return nil
+}
+
+// RedeemResponse is the response of Redeem.
+type RedeemResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True when the executor may run the call (the lease id is now used).
+	Valid bool `protobuf:"varint,1,opt,name=valid,proto3" json:"valid,omitempty"`
+	// Why not; UNSPECIFIED when valid.
+	Failure VerifyFailure `protobuf:"varint,2,opt,name=failure,proto3,enum=toolcrib.lease.v1.VerifyFailure" json:"failure,omitempty"`
+	// Human-readable detail; empty when valid.
+	Detail        string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedeemResponse) Reset() {
+	*x = RedeemResponse{}
+	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedeemResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedeemResponse) ProtoMessage() {}
+
+func (x *RedeemResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedeemResponse.ProtoReflect.Descriptor instead.
+func (*RedeemResponse) Descriptor() ([]byte, []int) {
+	return file_toolcrib_lease_v1_lease_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RedeemResponse) GetValid() bool {
+	if x != nil {
+		return x.Valid
+	}
+	return false
+}
+
+func (x *RedeemResponse) GetFailure() VerifyFailure {
+	if x != nil {
+		return x.Failure
+	}
+	return VerifyFailure_VERIFY_FAILURE_UNSPECIFIED
+}
+
+func (x *RedeemResponse) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 // RevokeRequest is the request of Revoke. Exactly one target is set.
 type RevokeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -664,7 +791,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[5]
+	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -676,7 +803,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[5]
+	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -689,7 +816,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_lease_v1_lease_proto_rawDescGZIP(), []int{5}
+	return file_toolcrib_lease_v1_lease_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RevokeRequest) GetTarget() isRevokeRequest_Target {
@@ -786,7 +913,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[6]
+	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -798,7 +925,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[6]
+	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -811,7 +938,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_lease_v1_lease_proto_rawDescGZIP(), []int{6}
+	return file_toolcrib_lease_v1_lease_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RevokeResponse) GetEffectiveAt() *timestamppb.Timestamp {
@@ -836,7 +963,7 @@ type FreezeIssuanceRequest struct {
 
 func (x *FreezeIssuanceRequest) Reset() {
 	*x = FreezeIssuanceRequest{}
-	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[7]
+	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +975,7 @@ func (x *FreezeIssuanceRequest) String() string {
 func (*FreezeIssuanceRequest) ProtoMessage() {}
 
 func (x *FreezeIssuanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[7]
+	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +988,7 @@ func (x *FreezeIssuanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeIssuanceRequest.ProtoReflect.Descriptor instead.
 func (*FreezeIssuanceRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_lease_v1_lease_proto_rawDescGZIP(), []int{7}
+	return file_toolcrib_lease_v1_lease_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FreezeIssuanceRequest) GetServerId() string {
@@ -898,7 +1025,7 @@ type FreezeIssuanceResponse struct {
 
 func (x *FreezeIssuanceResponse) Reset() {
 	*x = FreezeIssuanceResponse{}
-	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[8]
+	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +1037,7 @@ func (x *FreezeIssuanceResponse) String() string {
 func (*FreezeIssuanceResponse) ProtoMessage() {}
 
 func (x *FreezeIssuanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[8]
+	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +1050,7 @@ func (x *FreezeIssuanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeIssuanceResponse.ProtoReflect.Descriptor instead.
 func (*FreezeIssuanceResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_lease_v1_lease_proto_rawDescGZIP(), []int{8}
+	return file_toolcrib_lease_v1_lease_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FreezeIssuanceResponse) GetFrozen() bool {
@@ -949,7 +1076,7 @@ type GetSigningKeysRequest struct {
 
 func (x *GetSigningKeysRequest) Reset() {
 	*x = GetSigningKeysRequest{}
-	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[9]
+	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1088,7 @@ func (x *GetSigningKeysRequest) String() string {
 func (*GetSigningKeysRequest) ProtoMessage() {}
 
 func (x *GetSigningKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[9]
+	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1101,7 @@ func (x *GetSigningKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSigningKeysRequest.ProtoReflect.Descriptor instead.
 func (*GetSigningKeysRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_lease_v1_lease_proto_rawDescGZIP(), []int{9}
+	return file_toolcrib_lease_v1_lease_proto_rawDescGZIP(), []int{11}
 }
 
 // GetSigningKeysResponse is the response of GetSigningKeys.
@@ -991,7 +1118,7 @@ type GetSigningKeysResponse struct {
 
 func (x *GetSigningKeysResponse) Reset() {
 	*x = GetSigningKeysResponse{}
-	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[10]
+	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1003,7 +1130,7 @@ func (x *GetSigningKeysResponse) String() string {
 func (*GetSigningKeysResponse) ProtoMessage() {}
 
 func (x *GetSigningKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[10]
+	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,7 +1143,7 @@ func (x *GetSigningKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSigningKeysResponse.ProtoReflect.Descriptor instead.
 func (*GetSigningKeysResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_lease_v1_lease_proto_rawDescGZIP(), []int{10}
+	return file_toolcrib_lease_v1_lease_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetSigningKeysResponse) GetJwks() []byte {
@@ -1044,7 +1171,7 @@ type RotateSigningKeyRequest struct {
 
 func (x *RotateSigningKeyRequest) Reset() {
 	*x = RotateSigningKeyRequest{}
-	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[11]
+	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1056,7 +1183,7 @@ func (x *RotateSigningKeyRequest) String() string {
 func (*RotateSigningKeyRequest) ProtoMessage() {}
 
 func (x *RotateSigningKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[11]
+	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1069,7 +1196,7 @@ func (x *RotateSigningKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSigningKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateSigningKeyRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_lease_v1_lease_proto_rawDescGZIP(), []int{11}
+	return file_toolcrib_lease_v1_lease_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RotateSigningKeyRequest) GetReason() string {
@@ -1097,7 +1224,7 @@ type RotateSigningKeyResponse struct {
 
 func (x *RotateSigningKeyResponse) Reset() {
 	*x = RotateSigningKeyResponse{}
-	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[12]
+	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1236,7 @@ func (x *RotateSigningKeyResponse) String() string {
 func (*RotateSigningKeyResponse) ProtoMessage() {}
 
 func (x *RotateSigningKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[12]
+	mi := &file_toolcrib_lease_v1_lease_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1249,7 @@ func (x *RotateSigningKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSigningKeyResponse.ProtoReflect.Descriptor instead.
 func (*RotateSigningKeyResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_lease_v1_lease_proto_rawDescGZIP(), []int{12}
+	return file_toolcrib_lease_v1_lease_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RotateSigningKeyResponse) GetCurrentKeyId() string {
@@ -1178,7 +1305,7 @@ const file_toolcrib_lease_v1_lease_proto_rawDesc = "" +
 	"expires_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x1d\n" +
 	"\n" +
 	"receipt_id\x18\x0e \x01(\tR\treceiptId\x12%\n" +
-	"\x0eaudience_class\x18\x0f \x01(\tR\raudienceClass\"\xfa\x01\n" +
+	"\x0eaudience_class\x18\x0f \x01(\tR\raudienceClass\"\xa1\x02\n" +
 	"\fIssueRequest\x12\x1d\n" +
 	"\n" +
 	"receipt_id\x18\x01 \x01(\tR\treceiptId\x129\n" +
@@ -1187,7 +1314,8 @@ const file_toolcrib_lease_v1_lease_proto_rawDesc = "" +
 	"\x11holder_public_key\x18\x04 \x01(\fR\x0fholderPublicKey\x12\x1a\n" +
 	"\baudience\x18\x05 \x01(\tR\baudience\x12\x1f\n" +
 	"\vttl_seconds\x18\x06 \x01(\x05R\n" +
-	"ttlSeconds\"\x8f\x01\n" +
+	"ttlSeconds\x12%\n" +
+	"\x0esigned_receipt\x18\a \x01(\tR\rsignedReceipt\"\x8f\x01\n" +
 	"\rIssueResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x126\n" +
 	"\x06claims\x18\x02 \x01(\v2\x1e.toolcrib.lease.v1.LeaseClaimsR\x06claims\x120\n" +
@@ -1202,7 +1330,13 @@ const file_toolcrib_lease_v1_lease_proto_rawDesc = "" +
 	"\x05valid\x18\x01 \x01(\bR\x05valid\x12:\n" +
 	"\afailure\x18\x02 \x01(\x0e2 .toolcrib.lease.v1.VerifyFailureR\afailure\x126\n" +
 	"\x06claims\x18\x03 \x01(\v2\x1e.toolcrib.lease.v1.LeaseClaimsR\x06claims\x12\x16\n" +
-	"\x06detail\x18\x04 \x01(\tR\x06detail\"\xa7\x01\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\"G\n" +
+	"\rRedeemRequest\x126\n" +
+	"\x06claims\x18\x01 \x01(\v2\x1e.toolcrib.lease.v1.LeaseClaimsR\x06claims\"z\n" +
+	"\x0eRedeemResponse\x12\x14\n" +
+	"\x05valid\x18\x01 \x01(\bR\x05valid\x12:\n" +
+	"\afailure\x18\x02 \x01(\x0e2 .toolcrib.lease.v1.VerifyFailureR\afailure\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\"\xa7\x01\n" +
 	"\rRevokeRequest\x12\x1b\n" +
 	"\blease_id\x18\x01 \x01(\tH\x00R\aleaseId\x12\x19\n" +
 	"\atool_id\x18\x02 \x01(\tH\x00R\x06toolId\x12\x1d\n" +
@@ -1251,10 +1385,11 @@ const file_toolcrib_lease_v1_lease_proto_rawDesc = "" +
 	" VERIFY_FAILURE_PROOF_OTHER_LEASE\x10\x0e\x12'\n" +
 	"#VERIFY_FAILURE_PROOF_WRONG_AUDIENCE\x10\x0f\x12(\n" +
 	"$VERIFY_FAILURE_PROOF_OTHER_ARGUMENTS\x10\x10\x12\x1d\n" +
-	"\x19VERIFY_FAILURE_OTHER_TOOL\x10\x112\xb3\x04\n" +
+	"\x19VERIFY_FAILURE_OTHER_TOOL\x10\x112\x82\x05\n" +
 	"\fLeaseService\x12J\n" +
 	"\x05Issue\x12\x1f.toolcrib.lease.v1.IssueRequest\x1a .toolcrib.lease.v1.IssueResponse\x12M\n" +
 	"\x06Verify\x12 .toolcrib.lease.v1.VerifyRequest\x1a!.toolcrib.lease.v1.VerifyResponse\x12M\n" +
+	"\x06Redeem\x12 .toolcrib.lease.v1.RedeemRequest\x1a!.toolcrib.lease.v1.RedeemResponse\x12M\n" +
 	"\x06Revoke\x12 .toolcrib.lease.v1.RevokeRequest\x1a!.toolcrib.lease.v1.RevokeResponse\x12e\n" +
 	"\x0eFreezeIssuance\x12(.toolcrib.lease.v1.FreezeIssuanceRequest\x1a).toolcrib.lease.v1.FreezeIssuanceResponse\x12e\n" +
 	"\x0eGetSigningKeys\x12(.toolcrib.lease.v1.GetSigningKeysRequest\x1a).toolcrib.lease.v1.GetSigningKeysResponse\x12k\n" +
@@ -1275,7 +1410,7 @@ func file_toolcrib_lease_v1_lease_proto_rawDescGZIP() []byte {
 }
 
 var file_toolcrib_lease_v1_lease_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolcrib_lease_v1_lease_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_toolcrib_lease_v1_lease_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_toolcrib_lease_v1_lease_proto_goTypes = []any{
 	(VerifyFailure)(0),               // 0: toolcrib.lease.v1.VerifyFailure
 	(*LeaseClaims)(nil),              // 1: toolcrib.lease.v1.LeaseClaims
@@ -1283,45 +1418,51 @@ var file_toolcrib_lease_v1_lease_proto_goTypes = []any{
 	(*IssueResponse)(nil),            // 3: toolcrib.lease.v1.IssueResponse
 	(*VerifyRequest)(nil),            // 4: toolcrib.lease.v1.VerifyRequest
 	(*VerifyResponse)(nil),           // 5: toolcrib.lease.v1.VerifyResponse
-	(*RevokeRequest)(nil),            // 6: toolcrib.lease.v1.RevokeRequest
-	(*RevokeResponse)(nil),           // 7: toolcrib.lease.v1.RevokeResponse
-	(*FreezeIssuanceRequest)(nil),    // 8: toolcrib.lease.v1.FreezeIssuanceRequest
-	(*FreezeIssuanceResponse)(nil),   // 9: toolcrib.lease.v1.FreezeIssuanceResponse
-	(*GetSigningKeysRequest)(nil),    // 10: toolcrib.lease.v1.GetSigningKeysRequest
-	(*GetSigningKeysResponse)(nil),   // 11: toolcrib.lease.v1.GetSigningKeysResponse
-	(*RotateSigningKeyRequest)(nil),  // 12: toolcrib.lease.v1.RotateSigningKeyRequest
-	(*RotateSigningKeyResponse)(nil), // 13: toolcrib.lease.v1.RotateSigningKeyResponse
-	(*timestamppb.Timestamp)(nil),    // 14: google.protobuf.Timestamp
-	(*v1.CheckRequest)(nil),          // 15: toolcrib.admission.v1.CheckRequest
+	(*RedeemRequest)(nil),            // 6: toolcrib.lease.v1.RedeemRequest
+	(*RedeemResponse)(nil),           // 7: toolcrib.lease.v1.RedeemResponse
+	(*RevokeRequest)(nil),            // 8: toolcrib.lease.v1.RevokeRequest
+	(*RevokeResponse)(nil),           // 9: toolcrib.lease.v1.RevokeResponse
+	(*FreezeIssuanceRequest)(nil),    // 10: toolcrib.lease.v1.FreezeIssuanceRequest
+	(*FreezeIssuanceResponse)(nil),   // 11: toolcrib.lease.v1.FreezeIssuanceResponse
+	(*GetSigningKeysRequest)(nil),    // 12: toolcrib.lease.v1.GetSigningKeysRequest
+	(*GetSigningKeysResponse)(nil),   // 13: toolcrib.lease.v1.GetSigningKeysResponse
+	(*RotateSigningKeyRequest)(nil),  // 14: toolcrib.lease.v1.RotateSigningKeyRequest
+	(*RotateSigningKeyResponse)(nil), // 15: toolcrib.lease.v1.RotateSigningKeyResponse
+	(*timestamppb.Timestamp)(nil),    // 16: google.protobuf.Timestamp
+	(*v1.CheckRequest)(nil),          // 17: toolcrib.admission.v1.CheckRequest
 }
 var file_toolcrib_lease_v1_lease_proto_depIdxs = []int32{
-	14, // 0: toolcrib.lease.v1.LeaseClaims.issued_at:type_name -> google.protobuf.Timestamp
-	14, // 1: toolcrib.lease.v1.LeaseClaims.expires_at:type_name -> google.protobuf.Timestamp
-	15, // 2: toolcrib.lease.v1.IssueRequest.check:type_name -> toolcrib.admission.v1.CheckRequest
+	16, // 0: toolcrib.lease.v1.LeaseClaims.issued_at:type_name -> google.protobuf.Timestamp
+	16, // 1: toolcrib.lease.v1.LeaseClaims.expires_at:type_name -> google.protobuf.Timestamp
+	17, // 2: toolcrib.lease.v1.IssueRequest.check:type_name -> toolcrib.admission.v1.CheckRequest
 	1,  // 3: toolcrib.lease.v1.IssueResponse.claims:type_name -> toolcrib.lease.v1.LeaseClaims
 	0,  // 4: toolcrib.lease.v1.VerifyResponse.failure:type_name -> toolcrib.lease.v1.VerifyFailure
 	1,  // 5: toolcrib.lease.v1.VerifyResponse.claims:type_name -> toolcrib.lease.v1.LeaseClaims
-	14, // 6: toolcrib.lease.v1.RevokeResponse.effective_at:type_name -> google.protobuf.Timestamp
-	14, // 7: toolcrib.lease.v1.FreezeIssuanceResponse.changed_at:type_name -> google.protobuf.Timestamp
-	14, // 8: toolcrib.lease.v1.RotateSigningKeyResponse.rotated_at:type_name -> google.protobuf.Timestamp
-	14, // 9: toolcrib.lease.v1.RotateSigningKeyResponse.retired_published_until:type_name -> google.protobuf.Timestamp
-	2,  // 10: toolcrib.lease.v1.LeaseService.Issue:input_type -> toolcrib.lease.v1.IssueRequest
-	4,  // 11: toolcrib.lease.v1.LeaseService.Verify:input_type -> toolcrib.lease.v1.VerifyRequest
-	6,  // 12: toolcrib.lease.v1.LeaseService.Revoke:input_type -> toolcrib.lease.v1.RevokeRequest
-	8,  // 13: toolcrib.lease.v1.LeaseService.FreezeIssuance:input_type -> toolcrib.lease.v1.FreezeIssuanceRequest
-	10, // 14: toolcrib.lease.v1.LeaseService.GetSigningKeys:input_type -> toolcrib.lease.v1.GetSigningKeysRequest
-	12, // 15: toolcrib.lease.v1.LeaseService.RotateSigningKey:input_type -> toolcrib.lease.v1.RotateSigningKeyRequest
-	3,  // 16: toolcrib.lease.v1.LeaseService.Issue:output_type -> toolcrib.lease.v1.IssueResponse
-	5,  // 17: toolcrib.lease.v1.LeaseService.Verify:output_type -> toolcrib.lease.v1.VerifyResponse
-	7,  // 18: toolcrib.lease.v1.LeaseService.Revoke:output_type -> toolcrib.lease.v1.RevokeResponse
-	9,  // 19: toolcrib.lease.v1.LeaseService.FreezeIssuance:output_type -> toolcrib.lease.v1.FreezeIssuanceResponse
-	11, // 20: toolcrib.lease.v1.LeaseService.GetSigningKeys:output_type -> toolcrib.lease.v1.GetSigningKeysResponse
-	13, // 21: toolcrib.lease.v1.LeaseService.RotateSigningKey:output_type -> toolcrib.lease.v1.RotateSigningKeyResponse
-	16, // [16:22] is the sub-list for method output_type
-	10, // [10:16] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	1,  // 6: toolcrib.lease.v1.RedeemRequest.claims:type_name -> toolcrib.lease.v1.LeaseClaims
+	0,  // 7: toolcrib.lease.v1.RedeemResponse.failure:type_name -> toolcrib.lease.v1.VerifyFailure
+	16, // 8: toolcrib.lease.v1.RevokeResponse.effective_at:type_name -> google.protobuf.Timestamp
+	16, // 9: toolcrib.lease.v1.FreezeIssuanceResponse.changed_at:type_name -> google.protobuf.Timestamp
+	16, // 10: toolcrib.lease.v1.RotateSigningKeyResponse.rotated_at:type_name -> google.protobuf.Timestamp
+	16, // 11: toolcrib.lease.v1.RotateSigningKeyResponse.retired_published_until:type_name -> google.protobuf.Timestamp
+	2,  // 12: toolcrib.lease.v1.LeaseService.Issue:input_type -> toolcrib.lease.v1.IssueRequest
+	4,  // 13: toolcrib.lease.v1.LeaseService.Verify:input_type -> toolcrib.lease.v1.VerifyRequest
+	6,  // 14: toolcrib.lease.v1.LeaseService.Redeem:input_type -> toolcrib.lease.v1.RedeemRequest
+	8,  // 15: toolcrib.lease.v1.LeaseService.Revoke:input_type -> toolcrib.lease.v1.RevokeRequest
+	10, // 16: toolcrib.lease.v1.LeaseService.FreezeIssuance:input_type -> toolcrib.lease.v1.FreezeIssuanceRequest
+	12, // 17: toolcrib.lease.v1.LeaseService.GetSigningKeys:input_type -> toolcrib.lease.v1.GetSigningKeysRequest
+	14, // 18: toolcrib.lease.v1.LeaseService.RotateSigningKey:input_type -> toolcrib.lease.v1.RotateSigningKeyRequest
+	3,  // 19: toolcrib.lease.v1.LeaseService.Issue:output_type -> toolcrib.lease.v1.IssueResponse
+	5,  // 20: toolcrib.lease.v1.LeaseService.Verify:output_type -> toolcrib.lease.v1.VerifyResponse
+	7,  // 21: toolcrib.lease.v1.LeaseService.Redeem:output_type -> toolcrib.lease.v1.RedeemResponse
+	9,  // 22: toolcrib.lease.v1.LeaseService.Revoke:output_type -> toolcrib.lease.v1.RevokeResponse
+	11, // 23: toolcrib.lease.v1.LeaseService.FreezeIssuance:output_type -> toolcrib.lease.v1.FreezeIssuanceResponse
+	13, // 24: toolcrib.lease.v1.LeaseService.GetSigningKeys:output_type -> toolcrib.lease.v1.GetSigningKeysResponse
+	15, // 25: toolcrib.lease.v1.LeaseService.RotateSigningKey:output_type -> toolcrib.lease.v1.RotateSigningKeyResponse
+	19, // [19:26] is the sub-list for method output_type
+	12, // [12:19] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_toolcrib_lease_v1_lease_proto_init() }
@@ -1329,7 +1470,7 @@ func file_toolcrib_lease_v1_lease_proto_init() {
 	if File_toolcrib_lease_v1_lease_proto != nil {
 		return
 	}
-	file_toolcrib_lease_v1_lease_proto_msgTypes[5].OneofWrappers = []any{
+	file_toolcrib_lease_v1_lease_proto_msgTypes[7].OneofWrappers = []any{
 		(*RevokeRequest_LeaseId)(nil),
 		(*RevokeRequest_ToolId)(nil),
 		(*RevokeRequest_ServerId)(nil),
@@ -1341,7 +1482,7 @@ func file_toolcrib_lease_v1_lease_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolcrib_lease_v1_lease_proto_rawDesc), len(file_toolcrib_lease_v1_lease_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -15,6 +15,8 @@
 // Authentication: Issue takes the principal's bearer token in the
 // `authorization` request metadata; Revoke and FreezeIssuance need a
 // platform-admin or service principal; Verify needs an executor principal;
+// Redeem needs a service principal (the executor's service identity: a
+// token of the service group or a SPIFFE client certificate);
 // GetSigningKeys is public; RotateSigningKey needs a platform admin.
 
 package leasev1
@@ -34,6 +36,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	LeaseService_Issue_FullMethodName            = "/toolcrib.lease.v1.LeaseService/Issue"
 	LeaseService_Verify_FullMethodName           = "/toolcrib.lease.v1.LeaseService/Verify"
+	LeaseService_Redeem_FullMethodName           = "/toolcrib.lease.v1.LeaseService/Redeem"
 	LeaseService_Revoke_FullMethodName           = "/toolcrib.lease.v1.LeaseService/Revoke"
 	LeaseService_FreezeIssuance_FullMethodName   = "/toolcrib.lease.v1.LeaseService/FreezeIssuance"
 	LeaseService_GetSigningKeys_FullMethodName   = "/toolcrib.lease.v1.LeaseService/GetSigningKeys"
@@ -57,8 +60,19 @@ type LeaseServiceClient interface {
 	// to another principal, and (ErrorInfo reason `CONFIRMER_MISSING`) when
 	// it is a MODE_USER_CONFIRMED ALLOW whose receipt names no confirmer.
 	//
-	// One decision, one execution: a receipt (cited by `receipt_id`, or made
-	// by the inline `check`) is redeemed for at most one lease, across every
+	// A `signed_receipt` (CheckResponse.signed_receipt) is verified here
+	// against admission's published keys (AdmissionService.GetSigningKeys,
+	// cached, fetched again when a receipt names a key not yet seen): no
+	// lookup, so a receipt decided by any admission replica is usable at
+	// once. A signed receipt that does not verify — signed by a key admission
+	// does not publish, altered, malformed — is PERMISSION_DENIED
+	// `RECEIPT_INVALID`; one past its `valid_until` is FAILED_PRECONDITION
+	// `DECISION_EXPIRED` and one of another principal PERMISSION_DENIED
+	// `OTHER_PRINCIPAL`, as for a receipt looked up. When admission's keys cannot be fetched, Issue is
+	// UNAVAILABLE `ADMISSION_UNAVAILABLE`.
+	//
+	// One decision, one execution: a receipt (cited by `receipt_id` or
+	// `signed_receipt`, or made by the inline `check`) is redeemed for at most one lease, across every
 	// lease replica. A later Issue on it is FAILED_PRECONDITION
 	// `RECEIPT_ALREADY_USED` (Check again for a new receipt). The receipt is
 	// claimed only after every other check passed, so an Issue refused for
@@ -77,6 +91,19 @@ type LeaseServiceClient interface {
 	// Verify checks a lease and its holder proof for an executor and consumes
 	// it (single use). A failed check is an OK response with a reason.
 	Verify(ctx context.Context, in *VerifyRequest, opts ...grpc.CallOption) (*VerifyResponse, error)
+	// Redeem consumes a lease an executor has already verified offline
+	// (signature, expiry, audience, tool, arguments and holder proof, as the
+	// executor kit does with GetSigningKeys): the service checks only what
+	// the executor cannot know — revocation, frozen issuance, that the policy
+	// epoch and generation are still current or compatible — and consumes the
+	// lease id (single use, across every lease replica). No signature is
+	// checked again. Only a service principal may call it (PERMISSION_DENIED
+	// otherwise). A refusal is an OK response with a reason
+	// (ALREADY_USED, REVOKED, FROZEN, POLICY_CHANGED, STALE_CATALOG,
+	// EXPIRED); UNAVAILABLE `LEDGER_UNAVAILABLE` when single use cannot be
+	// confirmed and `STALE_POLICY` when freshness cannot be proved: the
+	// executor then does not run the call.
+	Redeem(ctx context.Context, in *RedeemRequest, opts ...grpc.CallOption) (*RedeemResponse, error)
 	// Revoke revokes leases by id, tool, server or tenant.
 	Revoke(ctx context.Context, in *RevokeRequest, opts ...grpc.CallOption) (*RevokeResponse, error)
 	// FreezeIssuance stops (or resumes) issuance of leases for one server (I10).
@@ -115,6 +142,16 @@ func (c *leaseServiceClient) Verify(ctx context.Context, in *VerifyRequest, opts
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(VerifyResponse)
 	err := c.cc.Invoke(ctx, LeaseService_Verify_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *leaseServiceClient) Redeem(ctx context.Context, in *RedeemRequest, opts ...grpc.CallOption) (*RedeemResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RedeemResponse)
+	err := c.cc.Invoke(ctx, LeaseService_Redeem_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -178,8 +215,19 @@ type LeaseServiceServer interface {
 	// to another principal, and (ErrorInfo reason `CONFIRMER_MISSING`) when
 	// it is a MODE_USER_CONFIRMED ALLOW whose receipt names no confirmer.
 	//
-	// One decision, one execution: a receipt (cited by `receipt_id`, or made
-	// by the inline `check`) is redeemed for at most one lease, across every
+	// A `signed_receipt` (CheckResponse.signed_receipt) is verified here
+	// against admission's published keys (AdmissionService.GetSigningKeys,
+	// cached, fetched again when a receipt names a key not yet seen): no
+	// lookup, so a receipt decided by any admission replica is usable at
+	// once. A signed receipt that does not verify — signed by a key admission
+	// does not publish, altered, malformed — is PERMISSION_DENIED
+	// `RECEIPT_INVALID`; one past its `valid_until` is FAILED_PRECONDITION
+	// `DECISION_EXPIRED` and one of another principal PERMISSION_DENIED
+	// `OTHER_PRINCIPAL`, as for a receipt looked up. When admission's keys cannot be fetched, Issue is
+	// UNAVAILABLE `ADMISSION_UNAVAILABLE`.
+	//
+	// One decision, one execution: a receipt (cited by `receipt_id` or
+	// `signed_receipt`, or made by the inline `check`) is redeemed for at most one lease, across every
 	// lease replica. A later Issue on it is FAILED_PRECONDITION
 	// `RECEIPT_ALREADY_USED` (Check again for a new receipt). The receipt is
 	// claimed only after every other check passed, so an Issue refused for
@@ -198,6 +246,19 @@ type LeaseServiceServer interface {
 	// Verify checks a lease and its holder proof for an executor and consumes
 	// it (single use). A failed check is an OK response with a reason.
 	Verify(context.Context, *VerifyRequest) (*VerifyResponse, error)
+	// Redeem consumes a lease an executor has already verified offline
+	// (signature, expiry, audience, tool, arguments and holder proof, as the
+	// executor kit does with GetSigningKeys): the service checks only what
+	// the executor cannot know — revocation, frozen issuance, that the policy
+	// epoch and generation are still current or compatible — and consumes the
+	// lease id (single use, across every lease replica). No signature is
+	// checked again. Only a service principal may call it (PERMISSION_DENIED
+	// otherwise). A refusal is an OK response with a reason
+	// (ALREADY_USED, REVOKED, FROZEN, POLICY_CHANGED, STALE_CATALOG,
+	// EXPIRED); UNAVAILABLE `LEDGER_UNAVAILABLE` when single use cannot be
+	// confirmed and `STALE_POLICY` when freshness cannot be proved: the
+	// executor then does not run the call.
+	Redeem(context.Context, *RedeemRequest) (*RedeemResponse, error)
 	// Revoke revokes leases by id, tool, server or tenant.
 	Revoke(context.Context, *RevokeRequest) (*RevokeResponse, error)
 	// FreezeIssuance stops (or resumes) issuance of leases for one server (I10).
@@ -227,6 +288,9 @@ func (UnimplementedLeaseServiceServer) Issue(context.Context, *IssueRequest) (*I
 }
 func (UnimplementedLeaseServiceServer) Verify(context.Context, *VerifyRequest) (*VerifyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Verify not implemented")
+}
+func (UnimplementedLeaseServiceServer) Redeem(context.Context, *RedeemRequest) (*RedeemResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Redeem not implemented")
 }
 func (UnimplementedLeaseServiceServer) Revoke(context.Context, *RevokeRequest) (*RevokeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Revoke not implemented")
@@ -293,6 +357,24 @@ func _LeaseService_Verify_Handler(srv interface{}, ctx context.Context, dec func
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(LeaseServiceServer).Verify(ctx, req.(*VerifyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LeaseService_Redeem_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RedeemRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LeaseServiceServer).Redeem(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LeaseService_Redeem_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LeaseServiceServer).Redeem(ctx, req.(*RedeemRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -383,6 +465,10 @@ var LeaseService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Verify",
 			Handler:    _LeaseService_Verify_Handler,
+		},
+		{
+			MethodName: "Redeem",
+			Handler:    _LeaseService_Redeem_Handler,
 		},
 		{
 			MethodName: "Revoke",

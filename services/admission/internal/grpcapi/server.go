@@ -64,6 +64,9 @@ type Options struct {
 	Confirmers Confirmers
 	// CacheTTL bounds a cached decision's lifetime.
 	CacheTTL time.Duration
+	// Signing signs every ALLOW receipt (CheckResponse.signed_receipt) and
+	// publishes its keys (GetSigningKeys); nil signs none.
+	Signing *Signing
 	// Replica names this replica in receipts (`host:pid`).
 	Replica string
 	Now     func() time.Time
@@ -283,6 +286,15 @@ func (s *Server) check(ctx context.Context, p principal.Principal, req *admissio
 	resp := &a.response
 	resp.Decision, resp.Reason, resp.Detail, resp.Receipt = rec.Decision, out.Reason, out.Detail, rec
 	resp.ValidUntil, resp.CurrentPolicyEpoch = &a.validUntil, rec.PolicyEpoch
+	if out.Allowed() && s.o.Signing != nil {
+		// Signed after the receipt was queued: a receipt the lease service
+		// may redeem is always one admission keeps (GetReceipt, audit).
+		signed, err := s.o.Signing.sign(rec, now, validUntil)
+		if err != nil {
+			return nil, err
+		}
+		resp.SignedReceipt = signed
+	}
 	if entry.ActiveDigest != "" {
 		resp.CurrentGeneration, resp.CurrentDescriptorDigest = rec.Generation, entry.ActiveDigest
 	}

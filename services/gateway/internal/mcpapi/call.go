@@ -210,9 +210,14 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 	}
 
 	audience := g.opts.LeaseAudiencePrefix + rt.GetServerId()
-	iss, err := g.opts.Lease.Issue(ctx, &leasev1.IssueRequest{
-		ReceiptId: receipt.GetReceiptId(), ArgumentDigest: argDigest, HolderPublicKey: g.holderJWK, Audience: audience,
-	}, withToken(tok))
+	ireq := &leasev1.IssueRequest{ArgumentDigest: argDigest, HolderPublicKey: g.holderJWK, Audience: audience}
+	if signed := chk.GetSignedReceipt(); signed != "" {
+		// Verified by the lease service locally: no GetReceipt round trip.
+		ireq.SignedReceipt = signed
+	} else {
+		ireq.ReceiptId = receipt.GetReceiptId() // an admission that signs no receipts
+	}
+	iss, err := g.opts.Lease.Issue(ctx, ireq, withToken(tok))
 	if err != nil {
 		if transient(err) {
 			return unavailable("lease", err), outcomeUnavailable, ReasonUnavailable

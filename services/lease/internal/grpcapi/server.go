@@ -15,6 +15,7 @@ import (
 	"github.com/toolcrib/toolcrib/platform/apierror"
 	"github.com/toolcrib/toolcrib/platform/canonical"
 	"github.com/toolcrib/toolcrib/platform/principal"
+	"github.com/toolcrib/toolcrib/platform/signedreceipt"
 	"github.com/toolcrib/toolcrib/revision/lease"
 	"github.com/toolcrib/toolcrib/services/lease/admissionview"
 	"github.com/toolcrib/toolcrib/services/lease/internal/issuance"
@@ -43,6 +44,9 @@ const (
 	// ReasonReceiptAlreadyUsed: Issue of a receipt a lease was already
 	// issued on (one decision, one execution): Check again.
 	ReasonReceiptAlreadyUsed = "RECEIPT_ALREADY_USED"
+	// ReasonReceiptInvalid: Issue of a signed receipt that does not verify
+	// against admission's published keys (another key, altered, malformed).
+	ReasonReceiptInvalid = "RECEIPT_INVALID"
 )
 
 // maxIDLen bounds every id and audience in a request.
@@ -66,6 +70,9 @@ type Options struct {
 	// Receipts looks up admission receipts; nil refuses Issue by receipt_id
 	// (FAILED_PRECONDITION ADMISSION_UNAVAILABLE).
 	Receipts admissionview.ReceiptSource
+	// SignedReceipts verifies Issue's `signed_receipt` locally; nil refuses
+	// it (FAILED_PRECONDITION ADMISSION_UNAVAILABLE).
+	SignedReceipts admissionview.ReceiptVerifier
 	// Checker runs an inline Check; nil refuses Issue with `check`.
 	Checker admissionview.Checker
 	// Freshness checks epoch and generation at Verify; nil skips that check
@@ -180,6 +187,9 @@ func translate(err error) error {
 		e := apierror.FailedPrecondition(ReasonIssuanceFrozen, "issuance of leases for this server is frozen")
 		e.Metadata = map[string]string{"server_id": frozen.Server}
 		return e
+	case errors.Is(err, admissionview.ErrInvalidReceipt):
+		return &apierror.Error{Code: codes.PermissionDenied, Reason: ReasonReceiptInvalid,
+			Message: "the signed receipt does not verify against admission's published keys"}
 	case errors.Is(err, admissionview.ErrNotFound):
 		return &apierror.Error{Code: codes.NotFound, Reason: ReasonReceiptNotFound, Message: "admission has no such receipt"}
 	case errors.Is(err, admissionview.ErrStale):
@@ -234,13 +244,23 @@ func (s *Server) Issue(ctx context.Context, req *leasev1.IssueRequest) (*leasev1
 		return nil, err
 	}
 	var v apierror.Violations
+	sources := 0
+	for _, set := range []bool{req.GetReceiptId() != "", req.GetSignedReceipt() != "", req.GetCheck() != nil} {
+		if set {
+			sources++
+		}
+	}
 	switch {
-	case req.GetReceiptId() == "" && req.GetCheck() == nil:
-		v.Add("receipt_id", "set receipt_id or check")
-	case req.GetReceiptId() != "" && req.GetCheck() != nil:
-		v.Add("check", "set only one of receipt_id and check")
+	case sources == 0:
+		v.Add("receipt_id", "set signed_receipt, receipt_id or check")
+	case sources > 1 && req.GetCheck() != nil:
+		v.Add("check", "set only one of signed_receipt, receipt_id and check")
+	case sources > 1:
+		v.Add("signed_receipt", "set only one of signed_receipt, receipt_id and check")
 	case req.GetReceiptId() != "":
 		checkID(&v, "receipt_id", req.GetReceiptId())
+	case len(req.GetSignedReceipt()) > signedreceipt.MaxTokenBytes:
+		v.Add("signed_receipt", "longer than %d bytes", signedreceipt.MaxTokenBytes)
 	}
 	if !canonical.ValidDigest(req.GetArgumentDigest()) {
 		v.Add("argument_digest", "must be sha256:<64 lowercase hex>")
@@ -341,6 +361,12 @@ func (s *Server) decide(ctx context.Context, req *leasev1.IssueRequest) (admissi
 		}
 		return s.opts.Checker.Check(ctx, req.GetCheck())
 	}
+	if req.GetSignedReceipt() != "" {
+		if s.opts.SignedReceipts == nil {
+			return admissionview.Decision{}, apierror.FailedPrecondition(ReasonAdmissionUnavailable, "this lease service has no admission keys to verify a signed receipt; send a check")
+		}
+		return s.opts.SignedReceipts.Verify(ctx, req.GetSignedReceipt())
+	}
 	if s.opts.Receipts == nil {
 		return admissionview.Decision{}, apierror.FailedPrecondition(ReasonAdmissionUnavailable, "this lease service has no receipt lookup; send a check")
 	}
@@ -381,33 +407,49 @@ func (s *Server) verify(ctx context.Context, req *leasev1.VerifyRequest) (*lease
 	if s.opts.Incidents != nil {
 		s.opts.Incidents.Observe(ctx, *c)
 	}
-	st, err := s.status(ctx, *c)
-	if err != nil {
+	f, detail, err := s.accept(ctx, *c, now)
+	switch {
+	case err != nil:
 		return nil, err
+	case f != lease.Accepted:
+		return refused(c, f, detail), nil
+	}
+	return &leasev1.VerifyResponse{Valid: true, Claims: claimsProto(*c)}, nil
+}
+
+// accept is what the service checks of a lease whose token and proof were
+// verified (here by Verify, or offline by the executor before Redeem):
+// revocation and freeze, then that its policy epoch and generation are
+// still current or compatible, then single use, consumed last so that a
+// refused presentation does not burn the lease. lease.Accepted when the
+// lease may run; an error when a check cannot be answered (fail closed).
+func (s *Server) accept(ctx context.Context, c lease.Claims, now time.Time) (lease.Failure, string, error) {
+	st, err := s.status(ctx, c)
+	if err != nil {
+		return 0, "", err
 	}
 	switch {
 	case st.Revoked:
-		return refused(c, lease.Revoked, "the lease, its tool, server or tenant was revoked"), nil
+		return lease.Revoked, "the lease, its tool, server or tenant was revoked", nil
 	case st.Frozen:
-		return refused(c, lease.Frozen, "issuance for the lease's server is frozen"), nil
+		return lease.Frozen, "issuance for the lease's server is frozen", nil
 	}
-	switch verdict, err := s.currency(ctx, *c); {
+	switch verdict, err := s.currency(ctx, c); {
 	case err != nil:
-		return nil, translate(err)
+		return 0, "", translate(err)
 	case verdict == admissionview.PolicyChanged:
-		return refused(c, lease.PolicyChanged, "the tenant's policy changed since the lease was issued"), nil
+		return lease.PolicyChanged, "the tenant's policy changed since the lease was issued", nil
 	case verdict == admissionview.StaleCatalog:
-		return refused(c, lease.StaleCatalog, "the lease's generation is no longer active or compatible"), nil
+		return lease.StaleCatalog, "the lease's generation is no longer active or compatible", nil
 	}
-	// Consumed last: a refused presentation does not burn the lease.
 	ttl := c.ExpiresAt.Add(s.opts.Skew).Sub(now)
 	switch err := s.opts.Ledger.Consume(ctx, c.ID, ttl); {
 	case errors.Is(err, ledger.ErrAlreadyUsed):
-		return refused(c, lease.AlreadyUsed, "the lease was already used"), nil
+		return lease.AlreadyUsed, "the lease was already used", nil
 	case err != nil:
-		return nil, translate(err)
+		return 0, "", translate(err)
 	}
-	return &leasev1.VerifyResponse{Valid: true, Claims: claimsProto(*c)}, nil
+	return lease.Accepted, "", nil
 }
 
 // status is whether c is revoked and its server frozen, from the standing

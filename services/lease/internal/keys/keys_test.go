@@ -2,11 +2,8 @@ package keys
 
 import (
 	"context"
-	"crypto/ed25519"
-	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,77 +24,6 @@ func (c *clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
 	c.mu.Unlock()
-}
-
-func sources(t *testing.T) map[string]func() Source {
-	return map[string]func() Source{
-		"File":   func() Source { return NewFile(filepath.Join(t.TempDir(), "lease-keys.json")) },
-		"Memory": func() Source { return &Memory{} },
-	}
-}
-
-// TestSourceContract is the Source contract; File and the Memory fake both
-// pass it.
-func TestSourceContract(t *testing.T) {
-	ctx := context.Background()
-	for name, open := range sources(t) {
-		t.Run(name, func(t *testing.T) {
-			src := open()
-			if ks, err := src.Keys(ctx); err != nil || len(ks) != 0 {
-				t.Fatalf("empty source: %v, %d keys", err, len(ks))
-			}
-			a, err := src.Create(ctx, t0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := src.Create(ctx, t0.Add(time.Second))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if a.ID == "" || a.ID == b.ID || !a.CreatedAt.Equal(t0) || !a.RetiredAt.IsZero() {
-				t.Fatalf("created %+v and %+v", a, b)
-			}
-			sig, err := a.Signer.Sign(nil, []byte("payload"), cryptoHash0)
-			if err != nil || !ed25519.Verify(a.Public, []byte("payload"), sig) {
-				t.Fatalf("the signer does not sign with the public key: %v", err)
-			}
-			if err := src.Retire(ctx, a.ID, t0.Add(time.Minute)); err != nil {
-				t.Fatal(err)
-			}
-			if err := src.Retire(ctx, a.ID, t0.Add(time.Hour)); err != nil {
-				t.Fatal(err)
-			}
-			ks, _ := src.Keys(ctx)
-			got := byID(ks)
-			if len(ks) != 2 || !got[a.ID].RetiredAt.Equal(t0.Add(time.Minute)) || !got[b.ID].RetiredAt.IsZero() {
-				t.Fatalf("after retire: %+v", ks)
-			}
-			if !got[a.ID].Public.Equal(a.Public) {
-				t.Fatal("a stored key changed")
-			}
-			if err := src.Destroy(ctx, a.ID); err != nil {
-				t.Fatal(err)
-			}
-			ks, _ = src.Keys(ctx)
-			if len(ks) != 1 || ks[0].ID != b.ID {
-				t.Fatalf("after destroy: %+v", ks)
-			}
-			if err := src.Retire(ctx, a.ID, t0); !errors.Is(err, ErrUnknownKey) {
-				t.Fatalf("Retire of a destroyed key = %v", err)
-			}
-			if err := src.Destroy(ctx, a.ID); !errors.Is(err, ErrUnknownKey) {
-				t.Fatalf("Destroy of a destroyed key = %v", err)
-			}
-		})
-	}
-}
-
-func byID(ks []Key) map[string]Key {
-	m := map[string]Key{}
-	for _, k := range ks {
-		m[k.ID] = k
-	}
-	return m
 }
 
 func TestFileIsPrivateAndSurvivesReopening(t *testing.T) {
@@ -123,31 +49,14 @@ func TestFileIsPrivateAndSurvivesReopening(t *testing.T) {
 	}
 }
 
-func TestFileRefusesAMalformedKeyFile(t *testing.T) {
-	dir := t.TempDir()
-	for name, body := range map[string]string{
-		"not JSON":     `keys`,
-		"short seed":   `{"keys":[{"kid":"a","seed":"AAAA","created_at":"2026-12-01T10:00:00Z"}]}`,
-		"no kid":       `{"keys":[{"seed":"` + strings.Repeat("A", 43) + `","created_at":"2026-12-01T10:00:00Z"}]}`,
-		"repeated kid": `{"keys":[{"kid":"a","seed":"` + strings.Repeat("A", 43) + `"},{"kid":"a","seed":"` + strings.Repeat("A", 43) + `"}]}`,
-	} {
-		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
-		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := NewFile(path).Keys(context.Background()); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
-	}
-}
-
 func TestRingRotatesOnScheduleAndKeepsOldKeysUntilTheirLeasesExpire(t *testing.T) {
 	ctx := context.Background()
 	for name, open := range sources(t) {
 		t.Run(name, func(t *testing.T) {
 			c := &clock{now: t0}
 			skew := 5 * time.Second
-			r, err := NewRing(ctx, open(), Options{RotateEvery: time.Hour, Skew: skew, Now: c.Now})
+			src := open()
+			r, err := NewRing(ctx, src, Options{RotateEvery: time.Hour, Skew: skew, Now: c.Now})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -201,7 +110,7 @@ func TestRingRotatesOnScheduleAndKeepsOldKeysUntilTheirLeasesExpire(t *testing.T
 			}
 			assertJWKSHas(t, r, first.ID, false)
 			assertJWKSHas(t, r, second.ID, true)
-			ks, _ := r.src.Keys(ctx)
+			ks, _ := src.Keys(ctx)
 			if _, ok := byID(ks)[first.ID]; ok {
 				t.Fatal("the source still holds the expired key")
 			}
@@ -337,4 +246,19 @@ func TestAReplicaSigningWithARetiredKeyStaysVerifiable(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertJWKSHas(t, a, old.ID, false)
+}
+
+func sources(t *testing.T) map[string]func() Source {
+	return map[string]func() Source{
+		"File":   func() Source { return NewFile(filepath.Join(t.TempDir(), "lease-keys.json")) },
+		"Memory": func() Source { return &Memory{} },
+	}
+}
+
+func byID(ks []Key) map[string]Key {
+	m := map[string]Key{}
+	for _, k := range ks {
+		m[k.ID] = k
+	}
+	return m
 }

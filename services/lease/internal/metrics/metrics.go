@@ -19,6 +19,7 @@ const ResultValid = "valid"
 type Metrics struct {
 	issued   prometheus.Counter
 	verified *prometheus.CounterVec
+	redeemed *prometheus.CounterVec
 	replays  prometheus.Counter
 	frozen   prometheus.Counter
 	incident prometheus.Counter
@@ -39,14 +40,16 @@ func New(reg prometheus.Registerer, src Sources) *Metrics {
 			Help: "Leases issued (execution receipt committed, token returned)."}),
 		verified: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolcrib_lease_verifications_total",
 			Help: "Verify answers by result: valid, or the one VerifyFailure (e.g. ALREADY_USED)."}, []string{"result"}),
+		redeemed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolcrib_lease_redemptions_total",
+			Help: "Redeem answers by result: valid, or the one VerifyFailure (e.g. ALREADY_USED)."}, []string{"result"}),
 		replays: prometheus.NewCounter(prometheus.CounterOpts{Name: "toolcrib_lease_replays_refused_total",
-			Help: "Verify calls refused because the lease was already used (single use)."}),
+			Help: "Verify and Redeem calls refused because the lease was already used (single use)."}),
 		frozen: prometheus.NewCounter(prometheus.CounterOpts{Name: "toolcrib_lease_auto_freezes_total",
 			Help: "Servers frozen automatically on a discovery ROLLBACK or CLOSE move."}),
 		incident: prometheus.NewCounter(prometheus.CounterOpts{Name: "toolcrib_lease_incidents_total",
 			Help: "Leases presented at Verify that were issued after a revocation of their subject's grant had committed (reported to discovery's rollout guard)."}),
 	}
-	reg.MustRegister(m.issued, m.verified, m.replays, m.frozen, m.incident)
+	reg.MustRegister(m.issued, m.verified, m.redeemed, m.replays, m.frozen, m.incident)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toolcrib_lease_frozen_servers",
 		Help: "Servers whose lease issuance is frozen now (-1 when the database cannot be read)."}, func() float64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -60,9 +63,11 @@ func New(reg prometheus.Registerer, src Sources) *Metrics {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toolcrib_lease_signing_key_age_seconds",
 		Help: "Age of the signing key new leases are signed with."}, func() float64 { return src.KeyAge().Seconds() }))
 	// Every result is exported from the start, at 0.
-	m.verified.WithLabelValues(ResultValid)
-	for _, f := range lease.Failures() {
-		m.verified.WithLabelValues(f.String())
+	for _, v := range []*prometheus.CounterVec{m.verified, m.redeemed} {
+		v.WithLabelValues(ResultValid)
+		for _, f := range lease.Failures() {
+			v.WithLabelValues(f.String())
+		}
 	}
 	return m
 }
@@ -71,12 +76,17 @@ func New(reg prometheus.Registerer, src Sources) *Metrics {
 func (m *Metrics) Issued() { m.issued.Inc() }
 
 // Verified counts one Verify answer; f is 0 for an accepted lease.
-func (m *Metrics) Verified(f lease.Failure) {
+func (m *Metrics) Verified(f lease.Failure) { m.count(m.verified, f) }
+
+// Redeemed counts one Redeem answer; f is 0 for an accepted lease.
+func (m *Metrics) Redeemed(f lease.Failure) { m.count(m.redeemed, f) }
+
+func (m *Metrics) count(v *prometheus.CounterVec, f lease.Failure) {
 	if f == 0 {
-		m.verified.WithLabelValues(ResultValid).Inc()
+		v.WithLabelValues(ResultValid).Inc()
 		return
 	}
-	m.verified.WithLabelValues(f.String()).Inc()
+	v.WithLabelValues(f.String()).Inc()
 	if f == lease.AlreadyUsed {
 		m.replays.Inc()
 	}

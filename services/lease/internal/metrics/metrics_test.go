@@ -28,14 +28,16 @@ func TestMetrics(t *testing.T) {
 	m.Verified(0)
 	m.Verified(lease.AlreadyUsed)
 	m.Verified(lease.Frozen)
+	m.Redeemed(0)
+	m.Redeemed(lease.AlreadyUsed)
 	m.AutoFrozen()
 	want := `
 # HELP toolcrib_lease_issued_total Leases issued (execution receipt committed, token returned).
 # TYPE toolcrib_lease_issued_total counter
 toolcrib_lease_issued_total 2
-# HELP toolcrib_lease_replays_refused_total Verify calls refused because the lease was already used (single use).
+# HELP toolcrib_lease_replays_refused_total Verify and Redeem calls refused because the lease was already used (single use).
 # TYPE toolcrib_lease_replays_refused_total counter
-toolcrib_lease_replays_refused_total 1
+toolcrib_lease_replays_refused_total 2
 # HELP toolcrib_lease_auto_freezes_total Servers frozen automatically on a discovery ROLLBACK or CLOSE move.
 # TYPE toolcrib_lease_auto_freezes_total counter
 toolcrib_lease_auto_freezes_total 1
@@ -54,6 +56,11 @@ toolcrib_lease_signing_key_age_seconds 90
 	for result, n := range map[string]float64{ResultValid: 1, "ALREADY_USED": 1, "FROZEN": 1, "BAD_SIGNATURE": 0} {
 		if got := testutil.ToFloat64(m.verified.WithLabelValues(result)); got != n {
 			t.Errorf("verifications{result=%s} = %v, want %v", result, got, n)
+		}
+	}
+	for result, n := range map[string]float64{ResultValid: 1, "ALREADY_USED": 1, "FROZEN": 0} {
+		if got := testutil.ToFloat64(m.redeemed.WithLabelValues(result)); got != n {
+			t.Errorf("redemptions{result=%s} = %v, want %v", result, got, n)
 		}
 	}
 	ferr = errors.New("database down")

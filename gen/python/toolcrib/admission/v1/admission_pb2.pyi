@@ -37,7 +37,7 @@ class CheckRequest(_message.Message):
     def __init__(self, tool_id: _Optional[str] = ..., generation: _Optional[int] = ..., descriptor_digest: _Optional[str] = ..., policy_epoch: _Optional[int] = ..., arguments: _Optional[bytes] = ..., mode: _Optional[_Union[Mode, str]] = ..., run_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., shown_digest: _Optional[str] = ...) -> None: ...
 
 class CheckResponse(_message.Message):
-    __slots__ = ["current_descriptor_digest", "current_generation", "current_policy_epoch", "decision", "detail", "reason", "receipt", "valid_until"]
+    __slots__ = ["current_descriptor_digest", "current_generation", "current_policy_epoch", "decision", "detail", "reason", "receipt", "signed_receipt", "valid_until"]
     CURRENT_DESCRIPTOR_DIGEST_FIELD_NUMBER: _ClassVar[int]
     CURRENT_GENERATION_FIELD_NUMBER: _ClassVar[int]
     CURRENT_POLICY_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -45,6 +45,7 @@ class CheckResponse(_message.Message):
     DETAIL_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     RECEIPT_FIELD_NUMBER: _ClassVar[int]
+    SIGNED_RECEIPT_FIELD_NUMBER: _ClassVar[int]
     VALID_UNTIL_FIELD_NUMBER: _ClassVar[int]
     current_descriptor_digest: str
     current_generation: int
@@ -53,8 +54,9 @@ class CheckResponse(_message.Message):
     detail: str
     reason: _catalog_pb2.DecisionReason
     receipt: Receipt
+    signed_receipt: str
     valid_until: _timestamp_pb2.Timestamp
-    def __init__(self, decision: _Optional[_Union[Decision, str]] = ..., reason: _Optional[_Union[_catalog_pb2.DecisionReason, str]] = ..., detail: _Optional[str] = ..., receipt: _Optional[_Union[Receipt, _Mapping]] = ..., valid_until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., current_generation: _Optional[int] = ..., current_descriptor_digest: _Optional[str] = ..., current_policy_epoch: _Optional[int] = ...) -> None: ...
+    def __init__(self, decision: _Optional[_Union[Decision, str]] = ..., reason: _Optional[_Union[_catalog_pb2.DecisionReason, str]] = ..., detail: _Optional[str] = ..., receipt: _Optional[_Union[Receipt, _Mapping]] = ..., valid_until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., current_generation: _Optional[int] = ..., current_descriptor_digest: _Optional[str] = ..., current_policy_epoch: _Optional[int] = ..., signed_receipt: _Optional[str] = ...) -> None: ...
 
 class GetReceiptRequest(_message.Message):
     __slots__ = ["receipt_id"]
@@ -69,6 +71,18 @@ class GetReceiptResponse(_message.Message):
     receipt: Receipt
     valid_until: _timestamp_pb2.Timestamp
     def __init__(self, receipt: _Optional[_Union[Receipt, _Mapping]] = ..., valid_until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class GetSigningKeysRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class GetSigningKeysResponse(_message.Message):
+    __slots__ = ["current_key_id", "jwks"]
+    CURRENT_KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    JWKS_FIELD_NUMBER: _ClassVar[int]
+    current_key_id: str
+    jwks: bytes
+    def __init__(self, jwks: _Optional[bytes] = ..., current_key_id: _Optional[str] = ...) -> None: ...
 
 class ListVisibleToolsRequest(_message.Message):
     __slots__ = ["effect_classes", "max_bytes", "max_tools", "query", "run_id"]

@@ -35,6 +35,11 @@ class AdmissionServiceStub(object):
                 request_serializer=toolcrib_dot_admission_dot_v1_dot_admission__pb2.SummarizeDecisionsRequest.SerializeToString,
                 response_deserializer=toolcrib_dot_admission_dot_v1_dot_admission__pb2.SummarizeDecisionsResponse.FromString,
                 )
+        self.GetSigningKeys = channel.unary_unary(
+                '/toolcrib.admission.v1.AdmissionService/GetSigningKeys',
+                request_serializer=toolcrib_dot_admission_dot_v1_dot_admission__pb2.GetSigningKeysRequest.SerializeToString,
+                response_deserializer=toolcrib_dot_admission_dot_v1_dot_admission__pb2.GetSigningKeysResponse.FromString,
+                )
 
 
 class AdmissionServiceServicer(object):
@@ -159,6 +164,16 @@ class AdmissionServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetSigningKeys(self, request, context):
+        """GetSigningKeys returns the public keys ALLOW receipts are signed with
+        (CheckResponse.signed_receipt), as a JWKS: the current key and retired
+        ones until every receipt they signed has expired. Public (no
+        credential): the lease service fetches it to verify receipts locally.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdmissionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -181,6 +196,11 @@ def add_AdmissionServiceServicer_to_server(servicer, server):
                     servicer.SummarizeDecisions,
                     request_deserializer=toolcrib_dot_admission_dot_v1_dot_admission__pb2.SummarizeDecisionsRequest.FromString,
                     response_serializer=toolcrib_dot_admission_dot_v1_dot_admission__pb2.SummarizeDecisionsResponse.SerializeToString,
+            ),
+            'GetSigningKeys': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSigningKeys,
+                    request_deserializer=toolcrib_dot_admission_dot_v1_dot_admission__pb2.GetSigningKeysRequest.FromString,
+                    response_serializer=toolcrib_dot_admission_dot_v1_dot_admission__pb2.GetSigningKeysResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -258,5 +278,22 @@ class AdmissionService(object):
         return grpc.experimental.unary_unary(request, target, '/toolcrib.admission.v1.AdmissionService/SummarizeDecisions',
             toolcrib_dot_admission_dot_v1_dot_admission__pb2.SummarizeDecisionsRequest.SerializeToString,
             toolcrib_dot_admission_dot_v1_dot_admission__pb2.SummarizeDecisionsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetSigningKeys(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolcrib.admission.v1.AdmissionService/GetSigningKeys',
+            toolcrib_dot_admission_dot_v1_dot_admission__pb2.GetSigningKeysRequest.SerializeToString,
+            toolcrib_dot_admission_dot_v1_dot_admission__pb2.GetSigningKeysResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

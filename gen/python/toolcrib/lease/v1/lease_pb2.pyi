@@ -57,20 +57,22 @@ class GetSigningKeysResponse(_message.Message):
     def __init__(self, jwks: _Optional[bytes] = ..., current_key_id: _Optional[str] = ...) -> None: ...
 
 class IssueRequest(_message.Message):
-    __slots__ = ["argument_digest", "audience", "check", "holder_public_key", "receipt_id", "ttl_seconds"]
+    __slots__ = ["argument_digest", "audience", "check", "holder_public_key", "receipt_id", "signed_receipt", "ttl_seconds"]
     ARGUMENT_DIGEST_FIELD_NUMBER: _ClassVar[int]
     AUDIENCE_FIELD_NUMBER: _ClassVar[int]
     CHECK_FIELD_NUMBER: _ClassVar[int]
     HOLDER_PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
     RECEIPT_ID_FIELD_NUMBER: _ClassVar[int]
+    SIGNED_RECEIPT_FIELD_NUMBER: _ClassVar[int]
     TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     argument_digest: str
     audience: str
     check: _admission_pb2.CheckRequest
     holder_public_key: bytes
     receipt_id: str
+    signed_receipt: str
     ttl_seconds: int
-    def __init__(self, receipt_id: _Optional[str] = ..., check: _Optional[_Union[_admission_pb2.CheckRequest, _Mapping]] = ..., argument_digest: _Optional[str] = ..., holder_public_key: _Optional[bytes] = ..., audience: _Optional[str] = ..., ttl_seconds: _Optional[int] = ...) -> None: ...
+    def __init__(self, receipt_id: _Optional[str] = ..., check: _Optional[_Union[_admission_pb2.CheckRequest, _Mapping]] = ..., argument_digest: _Optional[str] = ..., holder_public_key: _Optional[bytes] = ..., audience: _Optional[str] = ..., ttl_seconds: _Optional[int] = ..., signed_receipt: _Optional[str] = ...) -> None: ...
 
 class IssueResponse(_message.Message):
     __slots__ = ["claims", "execution_receipt_id", "token"]
@@ -115,6 +117,22 @@ class LeaseClaims(_message.Message):
     tenant_id: str
     tool_id: str
     def __init__(self, lease_id: _Optional[str] = ..., subject: _Optional[str] = ..., tenant_id: _Optional[str] = ..., tool_id: _Optional[str] = ..., server_id: _Optional[str] = ..., descriptor_digest: _Optional[str] = ..., generation: _Optional[int] = ..., policy_epoch: _Optional[int] = ..., argument_digest: _Optional[str] = ..., audience: _Optional[str] = ..., holder_thumbprint: _Optional[str] = ..., issued_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., receipt_id: _Optional[str] = ..., audience_class: _Optional[str] = ...) -> None: ...
+
+class RedeemRequest(_message.Message):
+    __slots__ = ["claims"]
+    CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    claims: LeaseClaims
+    def __init__(self, claims: _Optional[_Union[LeaseClaims, _Mapping]] = ...) -> None: ...
+
+class RedeemResponse(_message.Message):
+    __slots__ = ["detail", "failure", "valid"]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    VALID_FIELD_NUMBER: _ClassVar[int]
+    detail: str
+    failure: VerifyFailure
+    valid: bool
+    def __init__(self, valid: bool = ..., failure: _Optional[_Union[VerifyFailure, str]] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class RevokeRequest(_message.Message):
     __slots__ = ["lease_id", "reason", "server_id", "tenant_id", "tool_id"]

@@ -25,6 +25,11 @@ class LeaseServiceStub(object):
                 request_serializer=toolcrib_dot_lease_dot_v1_dot_lease__pb2.VerifyRequest.SerializeToString,
                 response_deserializer=toolcrib_dot_lease_dot_v1_dot_lease__pb2.VerifyResponse.FromString,
                 )
+        self.Redeem = channel.unary_unary(
+                '/toolcrib.lease.v1.LeaseService/Redeem',
+                request_serializer=toolcrib_dot_lease_dot_v1_dot_lease__pb2.RedeemRequest.SerializeToString,
+                response_deserializer=toolcrib_dot_lease_dot_v1_dot_lease__pb2.RedeemResponse.FromString,
+                )
         self.Revoke = channel.unary_unary(
                 '/toolcrib.lease.v1.LeaseService/Revoke',
                 request_serializer=toolcrib_dot_lease_dot_v1_dot_lease__pb2.RevokeRequest.SerializeToString,
@@ -63,8 +68,19 @@ class LeaseServiceServicer(object):
         to another principal, and (ErrorInfo reason `CONFIRMER_MISSING`) when
         it is a MODE_USER_CONFIRMED ALLOW whose receipt names no confirmer.
 
-        One decision, one execution: a receipt (cited by `receipt_id`, or made
-        by the inline `check`) is redeemed for at most one lease, across every
+        A `signed_receipt` (CheckResponse.signed_receipt) is verified here
+        against admission's published keys (AdmissionService.GetSigningKeys,
+        cached, fetched again when a receipt names a key not yet seen): no
+        lookup, so a receipt decided by any admission replica is usable at
+        once. A signed receipt that does not verify — signed by a key admission
+        does not publish, altered, malformed — is PERMISSION_DENIED
+        `RECEIPT_INVALID`; one past its `valid_until` is FAILED_PRECONDITION
+        `DECISION_EXPIRED` and one of another principal PERMISSION_DENIED
+        `OTHER_PRINCIPAL`, as for a receipt looked up. When admission's keys cannot be fetched, Issue is
+        UNAVAILABLE `ADMISSION_UNAVAILABLE`.
+
+        One decision, one execution: a receipt (cited by `receipt_id` or
+        `signed_receipt`, or made by the inline `check`) is redeemed for at most one lease, across every
         lease replica. A later Issue on it is FAILED_PRECONDITION
         `RECEIPT_ALREADY_USED` (Check again for a new receipt). The receipt is
         claimed only after every other check passed, so an Issue refused for
@@ -87,6 +103,24 @@ class LeaseServiceServicer(object):
     def Verify(self, request, context):
         """Verify checks a lease and its holder proof for an executor and consumes
         it (single use). A failed check is an OK response with a reason.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Redeem(self, request, context):
+        """Redeem consumes a lease an executor has already verified offline
+        (signature, expiry, audience, tool, arguments and holder proof, as the
+        executor kit does with GetSigningKeys): the service checks only what
+        the executor cannot know — revocation, frozen issuance, that the policy
+        epoch and generation are still current or compatible — and consumes the
+        lease id (single use, across every lease replica). No signature is
+        checked again. Only a service principal may call it (PERMISSION_DENIED
+        otherwise). A refusal is an OK response with a reason
+        (ALREADY_USED, REVOKED, FROZEN, POLICY_CHANGED, STALE_CATALOG,
+        EXPIRED); UNAVAILABLE `LEDGER_UNAVAILABLE` when single use cannot be
+        confirmed and `STALE_POLICY` when freshness cannot be proved: the
+        executor then does not run the call.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -138,6 +172,11 @@ def add_LeaseServiceServicer_to_server(servicer, server):
                     servicer.Verify,
                     request_deserializer=toolcrib_dot_lease_dot_v1_dot_lease__pb2.VerifyRequest.FromString,
                     response_serializer=toolcrib_dot_lease_dot_v1_dot_lease__pb2.VerifyResponse.SerializeToString,
+            ),
+            'Redeem': grpc.unary_unary_rpc_method_handler(
+                    servicer.Redeem,
+                    request_deserializer=toolcrib_dot_lease_dot_v1_dot_lease__pb2.RedeemRequest.FromString,
+                    response_serializer=toolcrib_dot_lease_dot_v1_dot_lease__pb2.RedeemResponse.SerializeToString,
             ),
             'Revoke': grpc.unary_unary_rpc_method_handler(
                     servicer.Revoke,
@@ -201,6 +240,23 @@ class LeaseService(object):
         return grpc.experimental.unary_unary(request, target, '/toolcrib.lease.v1.LeaseService/Verify',
             toolcrib_dot_lease_dot_v1_dot_lease__pb2.VerifyRequest.SerializeToString,
             toolcrib_dot_lease_dot_v1_dot_lease__pb2.VerifyResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Redeem(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolcrib.lease.v1.LeaseService/Redeem',
+            toolcrib_dot_lease_dot_v1_dot_lease__pb2.RedeemRequest.SerializeToString,
+            toolcrib_dot_lease_dot_v1_dot_lease__pb2.RedeemResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

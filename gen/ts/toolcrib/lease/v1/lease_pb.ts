@@ -13,6 +13,8 @@
 // Authentication: Issue takes the principal's bearer token in the
 // `authorization` request metadata; Revoke and FreezeIssuance need a
 // platform-admin or service principal; Verify needs an executor principal;
+// Redeem needs a service principal (the executor's service identity: a
+// token of the service group or a SPIFFE client certificate);
 // GetSigningKeys is public; RotateSigningKey needs a platform admin.
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
@@ -27,7 +29,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file toolcrib/lease/v1/lease.proto.
  */
 export const file_toolcrib_lease_v1_lease: GenFile = /*@__PURE__*/
-  fileDesc("Ch10b29sY3JpYi9sZWFzZS92MS9sZWFzZS5wcm90bxIRdG9vbGNyaWIubGVhc2UudjEi/QIKC0xlYXNlQ2xhaW1zEhAKCGxlYXNlX2lkGAEgASgJEg8KB3N1YmplY3QYAiABKAkSEQoJdGVuYW50X2lkGAMgASgJEg8KB3Rvb2xfaWQYBCABKAkSEQoJc2VydmVyX2lkGAUgASgJEhkKEWRlc2NyaXB0b3JfZGlnZXN0GAYgASgJEhIKCmdlbmVyYXRpb24YByABKAMSFAoMcG9saWN5X2Vwb2NoGAggASgDEhcKD2FyZ3VtZW50X2RpZ2VzdBgJIAEoCRIQCghhdWRpZW5jZRgKIAEoCRIZChFob2xkZXJfdGh1bWJwcmludBgLIAEoCRItCglpc3N1ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnJlY2VpcHRfaWQYDiABKAkSFgoOYXVkaWVuY2VfY2xhc3MYDyABKAkisQEKDElzc3VlUmVxdWVzdBISCgpyZWNlaXB0X2lkGAEgASgJEjIKBWNoZWNrGAIgASgLMiMudG9vbGNyaWIuYWRtaXNzaW9uLnYxLkNoZWNrUmVxdWVzdBIXCg9hcmd1bWVudF9kaWdlc3QYAyABKAkSGQoRaG9sZGVyX3B1YmxpY19rZXkYBCABKAwSEAoIYXVkaWVuY2UYBSABKAkSEwoLdHRsX3NlY29uZHMYBiABKAUibAoNSXNzdWVSZXNwb25zZRINCgV0b2tlbhgBIAEoCRIuCgZjbGFpbXMYAiABKAsyHi50b29sY3JpYi5sZWFzZS52MS5MZWFzZUNsYWltcxIcChRleGVjdXRpb25fcmVjZWlwdF9pZBgDIAEoCSJpCg1WZXJpZnlSZXF1ZXN0Eg0KBXRva2VuGAEgASgJEg0KBXByb29mGAIgASgJEhAKCGF1ZGllbmNlGAMgASgJEhcKD2FyZ3VtZW50X2RpZ2VzdBgEIAEoCRIPCgd0b29sX2lkGAUgASgJIpIBCg5WZXJpZnlSZXNwb25zZRINCgV2YWxpZBgBIAEoCBIxCgdmYWlsdXJlGAIgASgOMiAudG9vbGNyaWIubGVhc2UudjEuVmVyaWZ5RmFpbHVyZRIuCgZjbGFpbXMYAyABKAsyHi50b29sY3JpYi5sZWFzZS52MS5MZWFzZUNsYWltcxIOCgZkZXRhaWwYBCABKAkiegoNUmV2b2tlUmVxdWVzdBISCghsZWFzZV9pZBgBIAEoCUgAEhEKB3Rvb2xfaWQYAiABKAlIABITCglzZXJ2ZXJfaWQYAyABKAlIABITCgl0ZW5hbnRfaWQYBCABKAlIABIOCgZyZWFzb24YBSABKAlCCAoGdGFyZ2V0IkIKDlJldm9rZVJlc3BvbnNlEjAKDGVmZmVjdGl2ZV9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiSgoVRnJlZXplSXNzdWFuY2VSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIOCgZmcm96ZW4YAiABKAgSDgoGcmVhc29uGAMgASgJIlgKFkZyZWV6ZUlzc3VhbmNlUmVzcG9uc2USDgoGZnJvemVuGAEgASgIEi4KCmNoYW5nZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIhcKFUdldFNpZ25pbmdLZXlzUmVxdWVzdCI+ChZHZXRTaWduaW5nS2V5c1Jlc3BvbnNlEgwKBGp3a3MYASABKAwSFgoOY3VycmVudF9rZXlfaWQYAiABKAkiKQoXUm90YXRlU2lnbmluZ0tleVJlcXVlc3QSDgoGcmVhc29uGAEgASgJIrgBChhSb3RhdGVTaWduaW5nS2V5UmVzcG9uc2USFgoOY3VycmVudF9rZXlfaWQYASABKAkSFwoPcmV0aXJlZF9rZXlfaWRzGAIgAygJEi4KCnJvdGF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjsKF3JldGlyZWRfcHVibGlzaGVkX3VudGlsGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCrxBAoNVmVyaWZ5RmFpbHVyZRIeChpWRVJJRllfRkFJTFVSRV9VTlNQRUNJRklFRBAAEiAKHFZFUklGWV9GQUlMVVJFX0JBRF9TSUdOQVRVUkUQARIaChZWRVJJRllfRkFJTFVSRV9FWFBJUkVEEAISIQodVkVSSUZZX0ZBSUxVUkVfV1JPTkdfQVVESUVOQ0UQAxIcChhWRVJJRllfRkFJTFVSRV9CQURfUFJPT0YQBBIlCiFWRVJJRllfRkFJTFVSRV9BUkdVTUVOVFNfTUlTTUFUQ0gQBRIfChtWRVJJRllfRkFJTFVSRV9BTFJFQURZX1VTRUQQBhIaChZWRVJJRllfRkFJTFVSRV9SRVZPS0VEEAcSIQodVkVSSUZZX0ZBSUxVUkVfUE9MSUNZX0NIQU5HRUQQCBIgChxWRVJJRllfRkFJTFVSRV9TVEFMRV9DQVRBTE9HEAkSGQoVVkVSSUZZX0ZBSUxVUkVfRlJPWkVOEAoSHgoaVkVSSUZZX0ZBSUxVUkVfVU5LTk9XTl9LRVkQCxIlCiFWRVJJRllfRkFJTFVSRV9QUk9PRl9PVEhFUl9IT0xERVIQDBIeChpWRVJJRllfRkFJTFVSRV9QUk9PRl9TVEFMRRANEiQKIFZFUklGWV9GQUlMVVJFX1BST09GX09USEVSX0xFQVNFEA4SJwojVkVSSUZZX0ZBSUxVUkVfUFJPT0ZfV1JPTkdfQVVESUVOQ0UQDxIoCiRWRVJJRllfRkFJTFVSRV9QUk9PRl9PVEhFUl9BUkdVTUVOVFMQEBIdChlWRVJJRllfRkFJTFVSRV9PVEhFUl9UT09MEBEyswQKDExlYXNlU2VydmljZRJKCgVJc3N1ZRIfLnRvb2xjcmliLmxlYXNlLnYxLklzc3VlUmVxdWVzdBogLnRvb2xjcmliLmxlYXNlLnYxLklzc3VlUmVzcG9uc2USTQoGVmVyaWZ5EiAudG9vbGNyaWIubGVhc2UudjEuVmVyaWZ5UmVxdWVzdBohLnRvb2xjcmliLmxlYXNlLnYxLlZlcmlmeVJlc3BvbnNlEk0KBlJldm9rZRIgLnRvb2xjcmliLmxlYXNlLnYxLlJldm9rZVJlcXVlc3QaIS50b29sY3JpYi5sZWFzZS52MS5SZXZva2VSZXNwb25zZRJlCg5GcmVlemVJc3N1YW5jZRIoLnRvb2xjcmliLmxlYXNlLnYxLkZyZWV6ZUlzc3VhbmNlUmVxdWVzdBopLnRvb2xjcmliLmxlYXNlLnYxLkZyZWV6ZUlzc3VhbmNlUmVzcG9uc2USZQoOR2V0U2lnbmluZ0tleXMSKC50b29sY3JpYi5sZWFzZS52MS5HZXRTaWduaW5nS2V5c1JlcXVlc3QaKS50b29sY3JpYi5sZWFzZS52MS5HZXRTaWduaW5nS2V5c1Jlc3BvbnNlEmsKEFJvdGF0ZVNpZ25pbmdLZXkSKi50b29sY3JpYi5sZWFzZS52MS5Sb3RhdGVTaWduaW5nS2V5UmVxdWVzdBorLnRvb2xjcmliLmxlYXNlLnYxLlJvdGF0ZVNpZ25pbmdLZXlSZXNwb25zZULFAQoVY29tLnRvb2xjcmliLmxlYXNlLnYxQgpMZWFzZVByb3RvUAFaOmdpdGh1Yi5jb20vdG9vbGNyaWIvdG9vbGNyaWIvZ2VuL3Rvb2xjcmliL2xlYXNlL3YxO2xlYXNldjGiAgNUTFiqAhFUb29sY3JpYi5MZWFzZS5WMcoCEVRvb2xjcmliXExlYXNlXFYx4gIdVG9vbGNyaWJcTGVhc2VcVjFcR1BCTWV0YWRhdGHqAhNUb29sY3JpYjo6TGVhc2U6OlYxYgZwcm90bzM", [file_google_protobuf_timestamp, file_toolcrib_admission_v1_admission]);
+  fileDesc("Ch10b29sY3JpYi9sZWFzZS92MS9sZWFzZS5wcm90bxIRdG9vbGNyaWIubGVhc2UudjEi/QIKC0xlYXNlQ2xhaW1zEhAKCGxlYXNlX2lkGAEgASgJEg8KB3N1YmplY3QYAiABKAkSEQoJdGVuYW50X2lkGAMgASgJEg8KB3Rvb2xfaWQYBCABKAkSEQoJc2VydmVyX2lkGAUgASgJEhkKEWRlc2NyaXB0b3JfZGlnZXN0GAYgASgJEhIKCmdlbmVyYXRpb24YByABKAMSFAoMcG9saWN5X2Vwb2NoGAggASgDEhcKD2FyZ3VtZW50X2RpZ2VzdBgJIAEoCRIQCghhdWRpZW5jZRgKIAEoCRIZChFob2xkZXJfdGh1bWJwcmludBgLIAEoCRItCglpc3N1ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnJlY2VpcHRfaWQYDiABKAkSFgoOYXVkaWVuY2VfY2xhc3MYDyABKAkiyQEKDElzc3VlUmVxdWVzdBISCgpyZWNlaXB0X2lkGAEgASgJEjIKBWNoZWNrGAIgASgLMiMudG9vbGNyaWIuYWRtaXNzaW9uLnYxLkNoZWNrUmVxdWVzdBIXCg9hcmd1bWVudF9kaWdlc3QYAyABKAkSGQoRaG9sZGVyX3B1YmxpY19rZXkYBCABKAwSEAoIYXVkaWVuY2UYBSABKAkSEwoLdHRsX3NlY29uZHMYBiABKAUSFgoOc2lnbmVkX3JlY2VpcHQYByABKAkibAoNSXNzdWVSZXNwb25zZRINCgV0b2tlbhgBIAEoCRIuCgZjbGFpbXMYAiABKAsyHi50b29sY3JpYi5sZWFzZS52MS5MZWFzZUNsYWltcxIcChRleGVjdXRpb25fcmVjZWlwdF9pZBgDIAEoCSJpCg1WZXJpZnlSZXF1ZXN0Eg0KBXRva2VuGAEgASgJEg0KBXByb29mGAIgASgJEhAKCGF1ZGllbmNlGAMgASgJEhcKD2FyZ3VtZW50X2RpZ2VzdBgEIAEoCRIPCgd0b29sX2lkGAUgASgJIpIBCg5WZXJpZnlSZXNwb25zZRINCgV2YWxpZBgBIAEoCBIxCgdmYWlsdXJlGAIgASgOMiAudG9vbGNyaWIubGVhc2UudjEuVmVyaWZ5RmFpbHVyZRIuCgZjbGFpbXMYAyABKAsyHi50b29sY3JpYi5sZWFzZS52MS5MZWFzZUNsYWltcxIOCgZkZXRhaWwYBCABKAkiPwoNUmVkZWVtUmVxdWVzdBIuCgZjbGFpbXMYASABKAsyHi50b29sY3JpYi5sZWFzZS52MS5MZWFzZUNsYWltcyJiCg5SZWRlZW1SZXNwb25zZRINCgV2YWxpZBgBIAEoCBIxCgdmYWlsdXJlGAIgASgOMiAudG9vbGNyaWIubGVhc2UudjEuVmVyaWZ5RmFpbHVyZRIOCgZkZXRhaWwYAyABKAkiegoNUmV2b2tlUmVxdWVzdBISCghsZWFzZV9pZBgBIAEoCUgAEhEKB3Rvb2xfaWQYAiABKAlIABITCglzZXJ2ZXJfaWQYAyABKAlIABITCgl0ZW5hbnRfaWQYBCABKAlIABIOCgZyZWFzb24YBSABKAlCCAoGdGFyZ2V0IkIKDlJldm9rZVJlc3BvbnNlEjAKDGVmZmVjdGl2ZV9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiSgoVRnJlZXplSXNzdWFuY2VSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIOCgZmcm96ZW4YAiABKAgSDgoGcmVhc29uGAMgASgJIlgKFkZyZWV6ZUlzc3VhbmNlUmVzcG9uc2USDgoGZnJvemVuGAEgASgIEi4KCmNoYW5nZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIhcKFUdldFNpZ25pbmdLZXlzUmVxdWVzdCI+ChZHZXRTaWduaW5nS2V5c1Jlc3BvbnNlEgwKBGp3a3MYASABKAwSFgoOY3VycmVudF9rZXlfaWQYAiABKAkiKQoXUm90YXRlU2lnbmluZ0tleVJlcXVlc3QSDgoGcmVhc29uGAEgASgJIrgBChhSb3RhdGVTaWduaW5nS2V5UmVzcG9uc2USFgoOY3VycmVudF9rZXlfaWQYASABKAkSFwoPcmV0aXJlZF9rZXlfaWRzGAIgAygJEi4KCnJvdGF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjsKF3JldGlyZWRfcHVibGlzaGVkX3VudGlsGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCrxBAoNVmVyaWZ5RmFpbHVyZRIeChpWRVJJRllfRkFJTFVSRV9VTlNQRUNJRklFRBAAEiAKHFZFUklGWV9GQUlMVVJFX0JBRF9TSUdOQVRVUkUQARIaChZWRVJJRllfRkFJTFVSRV9FWFBJUkVEEAISIQodVkVSSUZZX0ZBSUxVUkVfV1JPTkdfQVVESUVOQ0UQAxIcChhWRVJJRllfRkFJTFVSRV9CQURfUFJPT0YQBBIlCiFWRVJJRllfRkFJTFVSRV9BUkdVTUVOVFNfTUlTTUFUQ0gQBRIfChtWRVJJRllfRkFJTFVSRV9BTFJFQURZX1VTRUQQBhIaChZWRVJJRllfRkFJTFVSRV9SRVZPS0VEEAcSIQodVkVSSUZZX0ZBSUxVUkVfUE9MSUNZX0NIQU5HRUQQCBIgChxWRVJJRllfRkFJTFVSRV9TVEFMRV9DQVRBTE9HEAkSGQoVVkVSSUZZX0ZBSUxVUkVfRlJPWkVOEAoSHgoaVkVSSUZZX0ZBSUxVUkVfVU5LTk9XTl9LRVkQCxIlCiFWRVJJRllfRkFJTFVSRV9QUk9PRl9PVEhFUl9IT0xERVIQDBIeChpWRVJJRllfRkFJTFVSRV9QUk9PRl9TVEFMRRANEiQKIFZFUklGWV9GQUlMVVJFX1BST09GX09USEVSX0xFQVNFEA4SJwojVkVSSUZZX0ZBSUxVUkVfUFJPT0ZfV1JPTkdfQVVESUVOQ0UQDxIoCiRWRVJJRllfRkFJTFVSRV9QUk9PRl9PVEhFUl9BUkdVTUVOVFMQEBIdChlWRVJJRllfRkFJTFVSRV9PVEhFUl9UT09MEBEyggUKDExlYXNlU2VydmljZRJKCgVJc3N1ZRIfLnRvb2xjcmliLmxlYXNlLnYxLklzc3VlUmVxdWVzdBogLnRvb2xjcmliLmxlYXNlLnYxLklzc3VlUmVzcG9uc2USTQoGVmVyaWZ5EiAudG9vbGNyaWIubGVhc2UudjEuVmVyaWZ5UmVxdWVzdBohLnRvb2xjcmliLmxlYXNlLnYxLlZlcmlmeVJlc3BvbnNlEk0KBlJlZGVlbRIgLnRvb2xjcmliLmxlYXNlLnYxLlJlZGVlbVJlcXVlc3QaIS50b29sY3JpYi5sZWFzZS52MS5SZWRlZW1SZXNwb25zZRJNCgZSZXZva2USIC50b29sY3JpYi5sZWFzZS52MS5SZXZva2VSZXF1ZXN0GiEudG9vbGNyaWIubGVhc2UudjEuUmV2b2tlUmVzcG9uc2USZQoORnJlZXplSXNzdWFuY2USKC50b29sY3JpYi5sZWFzZS52MS5GcmVlemVJc3N1YW5jZVJlcXVlc3QaKS50b29sY3JpYi5sZWFzZS52MS5GcmVlemVJc3N1YW5jZVJlc3BvbnNlEmUKDkdldFNpZ25pbmdLZXlzEigudG9vbGNyaWIubGVhc2UudjEuR2V0U2lnbmluZ0tleXNSZXF1ZXN0GikudG9vbGNyaWIubGVhc2UudjEuR2V0U2lnbmluZ0tleXNSZXNwb25zZRJrChBSb3RhdGVTaWduaW5nS2V5EioudG9vbGNyaWIubGVhc2UudjEuUm90YXRlU2lnbmluZ0tleVJlcXVlc3QaKy50b29sY3JpYi5sZWFzZS52MS5Sb3RhdGVTaWduaW5nS2V5UmVzcG9uc2VCxQEKFWNvbS50b29sY3JpYi5sZWFzZS52MUIKTGVhc2VQcm90b1ABWjpnaXRodWIuY29tL3Rvb2xjcmliL3Rvb2xjcmliL2dlbi90b29sY3JpYi9sZWFzZS92MTtsZWFzZXYxogIDVExYqgIRVG9vbGNyaWIuTGVhc2UuVjHKAhFUb29sY3JpYlxMZWFzZVxWMeICHVRvb2xjcmliXExlYXNlXFYxXEdQQk1ldGFkYXRh6gITVG9vbGNyaWI6OkxlYXNlOjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp, file_toolcrib_admission_v1_admission]);
 
 /**
  * LeaseClaims are the claims of a lease token.
@@ -151,8 +153,8 @@ export const LeaseClaimsSchema: GenMessage<LeaseClaims> = /*@__PURE__*/
   messageDesc(file_toolcrib_lease_v1_lease, 0);
 
 /**
- * IssueRequest is the request of Issue. Exactly one of `receipt_id` and
- * `check` is set.
+ * IssueRequest is the request of Issue. Exactly one of `receipt_id`,
+ * `signed_receipt` and `check` is set.
  *
  * @generated from message toolcrib.lease.v1.IssueRequest
  */
@@ -201,6 +203,15 @@ export type IssueRequest = Message<"toolcrib.lease.v1.IssueRequest"> & {
    * @generated from field: int32 ttl_seconds = 6;
    */
   ttlSeconds: number;
+
+  /**
+   * An ALLOW receipt as admission signed it (CheckResponse.signed_receipt),
+   * verified locally (see Issue); at most a few kilobytes. Preferred over
+   * `receipt_id`, which costs a GetReceipt round trip.
+   *
+   * @generated from field: string signed_receipt = 7;
+   */
+  signedReceipt: string;
 };
 
 /**
@@ -339,6 +350,66 @@ export const VerifyResponseSchema: GenMessage<VerifyResponse> = /*@__PURE__*/
   messageDesc(file_toolcrib_lease_v1_lease, 4);
 
 /**
+ * RedeemRequest is the request of Redeem.
+ *
+ * @generated from message toolcrib.lease.v1.RedeemRequest
+ */
+export type RedeemRequest = Message<"toolcrib.lease.v1.RedeemRequest"> & {
+  /**
+   * The claims of the lease as the executor verified them offline
+   * (signature, expiry, audience, tool, arguments, holder proof); required:
+   * `lease_id`, `subject`, `tenant_id`, `tool_id`, `server_id`,
+   * `descriptor_digest`, `generation`, `policy_epoch`, `issued_at` and
+   * `expires_at` (the revocation, freeze and freshness checks read them).
+   *
+   * @generated from field: toolcrib.lease.v1.LeaseClaims claims = 1;
+   */
+  claims?: LeaseClaims | undefined;
+};
+
+/**
+ * Describes the message toolcrib.lease.v1.RedeemRequest.
+ * Use `create(RedeemRequestSchema)` to create a new message.
+ */
+export const RedeemRequestSchema: GenMessage<RedeemRequest> = /*@__PURE__*/
+  messageDesc(file_toolcrib_lease_v1_lease, 5);
+
+/**
+ * RedeemResponse is the response of Redeem.
+ *
+ * @generated from message toolcrib.lease.v1.RedeemResponse
+ */
+export type RedeemResponse = Message<"toolcrib.lease.v1.RedeemResponse"> & {
+  /**
+   * True when the executor may run the call (the lease id is now used).
+   *
+   * @generated from field: bool valid = 1;
+   */
+  valid: boolean;
+
+  /**
+   * Why not; UNSPECIFIED when valid.
+   *
+   * @generated from field: toolcrib.lease.v1.VerifyFailure failure = 2;
+   */
+  failure: VerifyFailure;
+
+  /**
+   * Human-readable detail; empty when valid.
+   *
+   * @generated from field: string detail = 3;
+   */
+  detail: string;
+};
+
+/**
+ * Describes the message toolcrib.lease.v1.RedeemResponse.
+ * Use `create(RedeemResponseSchema)` to create a new message.
+ */
+export const RedeemResponseSchema: GenMessage<RedeemResponse> = /*@__PURE__*/
+  messageDesc(file_toolcrib_lease_v1_lease, 6);
+
+/**
  * RevokeRequest is the request of Revoke. Exactly one target is set.
  *
  * @generated from message toolcrib.lease.v1.RevokeRequest
@@ -396,7 +467,7 @@ export type RevokeRequest = Message<"toolcrib.lease.v1.RevokeRequest"> & {
  * Use `create(RevokeRequestSchema)` to create a new message.
  */
 export const RevokeRequestSchema: GenMessage<RevokeRequest> = /*@__PURE__*/
-  messageDesc(file_toolcrib_lease_v1_lease, 5);
+  messageDesc(file_toolcrib_lease_v1_lease, 7);
 
 /**
  * RevokeResponse is the response of Revoke.
@@ -418,7 +489,7 @@ export type RevokeResponse = Message<"toolcrib.lease.v1.RevokeResponse"> & {
  * Use `create(RevokeResponseSchema)` to create a new message.
  */
 export const RevokeResponseSchema: GenMessage<RevokeResponse> = /*@__PURE__*/
-  messageDesc(file_toolcrib_lease_v1_lease, 6);
+  messageDesc(file_toolcrib_lease_v1_lease, 8);
 
 /**
  * FreezeIssuanceRequest is the request of FreezeIssuance.
@@ -453,7 +524,7 @@ export type FreezeIssuanceRequest = Message<"toolcrib.lease.v1.FreezeIssuanceReq
  * Use `create(FreezeIssuanceRequestSchema)` to create a new message.
  */
 export const FreezeIssuanceRequestSchema: GenMessage<FreezeIssuanceRequest> = /*@__PURE__*/
-  messageDesc(file_toolcrib_lease_v1_lease, 7);
+  messageDesc(file_toolcrib_lease_v1_lease, 9);
 
 /**
  * FreezeIssuanceResponse is the response of FreezeIssuance.
@@ -481,7 +552,7 @@ export type FreezeIssuanceResponse = Message<"toolcrib.lease.v1.FreezeIssuanceRe
  * Use `create(FreezeIssuanceResponseSchema)` to create a new message.
  */
 export const FreezeIssuanceResponseSchema: GenMessage<FreezeIssuanceResponse> = /*@__PURE__*/
-  messageDesc(file_toolcrib_lease_v1_lease, 8);
+  messageDesc(file_toolcrib_lease_v1_lease, 10);
 
 /**
  * GetSigningKeysRequest is the request of GetSigningKeys.
@@ -496,7 +567,7 @@ export type GetSigningKeysRequest = Message<"toolcrib.lease.v1.GetSigningKeysReq
  * Use `create(GetSigningKeysRequestSchema)` to create a new message.
  */
 export const GetSigningKeysRequestSchema: GenMessage<GetSigningKeysRequest> = /*@__PURE__*/
-  messageDesc(file_toolcrib_lease_v1_lease, 9);
+  messageDesc(file_toolcrib_lease_v1_lease, 11);
 
 /**
  * GetSigningKeysResponse is the response of GetSigningKeys.
@@ -525,7 +596,7 @@ export type GetSigningKeysResponse = Message<"toolcrib.lease.v1.GetSigningKeysRe
  * Use `create(GetSigningKeysResponseSchema)` to create a new message.
  */
 export const GetSigningKeysResponseSchema: GenMessage<GetSigningKeysResponse> = /*@__PURE__*/
-  messageDesc(file_toolcrib_lease_v1_lease, 10);
+  messageDesc(file_toolcrib_lease_v1_lease, 12);
 
 /**
  * RotateSigningKeyRequest is the request of RotateSigningKey.
@@ -546,7 +617,7 @@ export type RotateSigningKeyRequest = Message<"toolcrib.lease.v1.RotateSigningKe
  * Use `create(RotateSigningKeyRequestSchema)` to create a new message.
  */
 export const RotateSigningKeyRequestSchema: GenMessage<RotateSigningKeyRequest> = /*@__PURE__*/
-  messageDesc(file_toolcrib_lease_v1_lease, 11);
+  messageDesc(file_toolcrib_lease_v1_lease, 13);
 
 /**
  * RotateSigningKeyResponse is the response of RotateSigningKey.
@@ -589,7 +660,7 @@ export type RotateSigningKeyResponse = Message<"toolcrib.lease.v1.RotateSigningK
  * Use `create(RotateSigningKeyResponseSchema)` to create a new message.
  */
 export const RotateSigningKeyResponseSchema: GenMessage<RotateSigningKeyResponse> = /*@__PURE__*/
-  messageDesc(file_toolcrib_lease_v1_lease, 12);
+  messageDesc(file_toolcrib_lease_v1_lease, 14);
 
 /**
  * VerifyFailure is the one reason a lease was not accepted.
@@ -753,8 +824,19 @@ export const LeaseService: GenService<{
    * to another principal, and (ErrorInfo reason `CONFIRMER_MISSING`) when
    * it is a MODE_USER_CONFIRMED ALLOW whose receipt names no confirmer.
    *
-   * One decision, one execution: a receipt (cited by `receipt_id`, or made
-   * by the inline `check`) is redeemed for at most one lease, across every
+   * A `signed_receipt` (CheckResponse.signed_receipt) is verified here
+   * against admission's published keys (AdmissionService.GetSigningKeys,
+   * cached, fetched again when a receipt names a key not yet seen): no
+   * lookup, so a receipt decided by any admission replica is usable at
+   * once. A signed receipt that does not verify — signed by a key admission
+   * does not publish, altered, malformed — is PERMISSION_DENIED
+   * `RECEIPT_INVALID`; one past its `valid_until` is FAILED_PRECONDITION
+   * `DECISION_EXPIRED` and one of another principal PERMISSION_DENIED
+   * `OTHER_PRINCIPAL`, as for a receipt looked up. When admission's keys cannot be fetched, Issue is
+   * UNAVAILABLE `ADMISSION_UNAVAILABLE`.
+   *
+   * One decision, one execution: a receipt (cited by `receipt_id` or
+   * `signed_receipt`, or made by the inline `check`) is redeemed for at most one lease, across every
    * lease replica. A later Issue on it is FAILED_PRECONDITION
    * `RECEIPT_ALREADY_USED` (Check again for a new receipt). The receipt is
    * claimed only after every other check passed, so an Issue refused for
@@ -787,6 +869,27 @@ export const LeaseService: GenService<{
     methodKind: "unary";
     input: typeof VerifyRequestSchema;
     output: typeof VerifyResponseSchema;
+  },
+  /**
+   * Redeem consumes a lease an executor has already verified offline
+   * (signature, expiry, audience, tool, arguments and holder proof, as the
+   * executor kit does with GetSigningKeys): the service checks only what
+   * the executor cannot know — revocation, frozen issuance, that the policy
+   * epoch and generation are still current or compatible — and consumes the
+   * lease id (single use, across every lease replica). No signature is
+   * checked again. Only a service principal may call it (PERMISSION_DENIED
+   * otherwise). A refusal is an OK response with a reason
+   * (ALREADY_USED, REVOKED, FROZEN, POLICY_CHANGED, STALE_CATALOG,
+   * EXPIRED); UNAVAILABLE `LEDGER_UNAVAILABLE` when single use cannot be
+   * confirmed and `STALE_POLICY` when freshness cannot be proved: the
+   * executor then does not run the call.
+   *
+   * @generated from rpc toolcrib.lease.v1.LeaseService.Redeem
+   */
+  redeem: {
+    methodKind: "unary";
+    input: typeof RedeemRequestSchema;
+    output: typeof RedeemResponseSchema;
   },
   /**
    * Revoke revokes leases by id, tool, server or tenant.

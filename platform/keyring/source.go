@@ -1,4 +1,4 @@
-package keys
+package keyring
 
 import (
 	"context"
@@ -20,13 +20,13 @@ type Key struct {
 	Signer crypto.Signer
 	// CreatedAt is when the key was made.
 	CreatedAt time.Time
-	// RetiredAt is when it stopped signing new leases; zero while it may
+	// RetiredAt is when it stopped signing new tokens; zero while it may
 	// still sign.
 	RetiredAt time.Time
 }
 
 // ErrUnknownKey is returned for a key id the source does not hold.
-var ErrUnknownKey = errors.New("keys: unknown key id")
+var ErrUnknownKey = errors.New("keyring: unknown key id")
 
 // Source holds signing keys. Every implementation passes the contract tests
 // of this package (sourceContract).

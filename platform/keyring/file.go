@@ -1,4 +1,4 @@
-package keys
+package keyring
 
 import (
 	"context"
@@ -47,20 +47,20 @@ func (f *File) read() ([]fileKey, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("keys: read %s: %w", f.path, err)
+		return nil, fmt.Errorf("keyring: read %s: %w", f.path, err)
 	}
 	var doc fileDoc
 	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("keys: %s is not a key file: %w", f.path, err)
+		return nil, fmt.Errorf("keyring: %s is not a key file: %w", f.path, err)
 	}
 	seen := map[string]bool{}
 	for i, k := range doc.Keys {
 		seed, err := base64.RawURLEncoding.DecodeString(k.Seed)
 		if err != nil || len(seed) != ed25519.SeedSize {
-			return nil, fmt.Errorf("keys: %s: key %d has no Ed25519 seed", f.path, i)
+			return nil, fmt.Errorf("keyring: %s: key %d has no Ed25519 seed", f.path, i)
 		}
 		if k.ID == "" || seen[k.ID] {
-			return nil, fmt.Errorf("keys: %s: key %d has an empty or repeated kid", f.path, i)
+			return nil, fmt.Errorf("keyring: %s: key %d has an empty or repeated kid", f.path, i)
 		}
 		seen[k.ID] = true
 	}
@@ -72,9 +72,9 @@ func (f *File) write(keys []fileKey) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(f.path), ".lease-keys-*")
+	tmp, err := os.CreateTemp(filepath.Dir(f.path), ".keys-*")
 	if err != nil {
-		return fmt.Errorf("keys: write %s: %w", f.path, err)
+		return fmt.Errorf("keyring: write %s: %w", f.path, err)
 	}
 	defer func() { _ = os.Remove(tmp.Name()) }()
 	if err := tmp.Chmod(0o600); err != nil {
@@ -83,7 +83,7 @@ func (f *File) write(keys []fileKey) error {
 	}
 	if _, err := tmp.Write(b); err != nil {
 		_ = tmp.Close()
-		return fmt.Errorf("keys: write %s: %w", f.path, err)
+		return fmt.Errorf("keyring: write %s: %w", f.path, err)
 	}
 	if err := tmp.Sync(); err != nil {
 		_ = tmp.Close()

@@ -1,0 +1,32 @@
+package signedreceipt
+
+import (
+	"testing"
+	"time"
+)
+
+// BenchmarkSign is what admission adds to each ALLOW.
+func BenchmarkSign(b *testing.B) {
+	k, r := newKey(b), allow()
+	for b.Loop() {
+		if _, err := Sign(k, r, t0.Add(5*time.Second)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkParse is what the lease service spends verifying one signed
+// receipt in Issue (instead of a GetReceipt round trip).
+func BenchmarkParse(b *testing.B) {
+	k := newKey(b)
+	tok, err := Sign(k, allow(), t0.Add(5*time.Second))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ks := keySet(k)
+	for b.Loop() {
+		if _, err := Parse(tok, ks); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

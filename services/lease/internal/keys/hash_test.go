@@ -1,5 +1,0 @@
-package keys
-
-import "crypto"
-
-const cryptoHash0 = crypto.Hash(0)
