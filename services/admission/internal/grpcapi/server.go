@@ -68,7 +68,10 @@ type Options struct {
 	// Replica names this replica in receipts (`host:pid`).
 	Replica string
 	Now     func() time.Time
-	Logger  *slog.Logger
+	// ConditionNow is the time grants' conditions read as `request.time`;
+	// nil reads Now's decision time.
+	ConditionNow func() time.Time
+	Logger       *slog.Logger
 	// Decided is called once per answered Check with its reason and the
 	// cache level (metrics); nil for none.
 	Decided func(decision.Reason, cache.Level)
@@ -268,8 +271,12 @@ func (s *Server) check(ctx context.Context, p principal.Principal, req *admissio
 			ac := s.argCheck(ctx, res, entry, r, parsed)
 			var cc decision.ConditionCheck
 			if ac.Problem == "" && res.conditional {
+				at := now
+				if s.o.ConditionNow != nil {
+					at = s.o.ConditionNow()
+				}
 				cc = decision.Conditions(res.policy.Grants, p.Subject, p.Groups, entry.Scope, res.class,
-					conditionInput(p, r, res, entry, parsed, now))
+					conditionInput(p, r, res, entry, parsed, at))
 			}
 			out = decision.Final(out, ac, cc)
 			if out.Allowed() {
