@@ -81,3 +81,20 @@ func TestOnlyConditional(t *testing.T) {
 		t.Fatal("the class only through a conditional grant is conditional")
 	}
 }
+
+// BenchmarkConditions is the per-call work the conditions add to a cached
+// Check admitted by a conditional grant (the benchmark world's grant).
+func BenchmarkConditions(b *testing.B) {
+	grants := []Grant{
+		GrantOf("alice", "", []string{"shipment:read"}, []string{"demo-a.readers"}, ""),
+		GrantOf("", "conditional-readers", []string{"shipment:read"}, []string{"demo-a.readers"},
+			`args.shipment_id.startsWith("S-") && principal.tenant == "demo-a" && request.mode == "AUTONOMOUS"`),
+	}
+	in := &condition.Input{Principal: condition.Principal{Subject: "carl", Tenant: "demo-a", Groups: []string{"conditional-readers"}},
+		Args: map[string]any{"shipment_id": "S-1042"}, Request: condition.Request{Mode: "AUTONOMOUS", Time: time.Unix(0, 0)}}
+	for b.Loop() {
+		if c := Conditions(grants, "carl", in.Principal.Groups, "shipment:read", "demo-a.readers", in); c.Admitting == "" {
+			b.Fatal(c)
+		}
+	}
+}
