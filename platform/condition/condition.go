@@ -1,6 +1,7 @@
 package condition
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/checker"
 	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/interpreter"
 )
 
@@ -18,11 +20,25 @@ import (
 const (
 	// MaxBytes is the longest condition text.
 	MaxBytes = 4096
-	// CostBudget bounds both the cost CEL estimates for the worst case when
-	// the condition is written and the cost an evaluation may actually
-	// spend (CEL cost units: roughly one per operation, plus one per 10
-	// bytes a string function reads).
+	// CostBudget bounds the cost CEL estimates for the worst case when the
+	// condition is written (CEL cost units: roughly one per operation, plus
+	// one per 10 bytes a string function reads), with every size bounded
+	// by the arguments cap.
 	CostBudget = 1_000_000
+	// EvalTimeout bounds one evaluation of a condition whose estimate
+	// allows more than guardedCost (a comprehension over the arguments);
+	// past it the evaluation is interrupted and fails closed. CEL's own
+	// runtime cost tracking is not used: in cel-go v0.32 it makes a
+	// comprehension quadratic in the list's length (16,000 elements: 0.5 s
+	// against 3.5 ms untracked), which a caller choosing the arguments
+	// could use to slow every Check.
+	EvalTimeout = 50 * time.Millisecond
+	// guardedCost is the estimated cost above which an evaluation runs
+	// under EvalTimeout: a comprehension over a list of the arguments'
+	// size. Below it (comparisons, string functions, `in` over a list: at
+	// most linear in the arguments, which their caps bound) it needs no
+	// timer.
+	guardedCost = 100_000
 	// maxValueSize is the size the cost estimate assumes for a string, list
 	// or map whose size is not known when the condition is written: the
 	// arguments size cap (64 KiB) bounds every one of them.
@@ -101,6 +117,8 @@ type Expr struct {
 	src       string
 	prg       cel.Program
 	readsArgs bool
+	// guarded: evaluate under EvalTimeout.
+	guarded bool
 }
 
 // Source returns the condition's text.
@@ -133,12 +151,11 @@ func Compile(src string) (*Expr, *Error) {
 	if err != nil || est.Max > CostBudget {
 		return nil, &Error{Line: 1, Column: 1, Message: ProblemCost}
 	}
-	prg, err := env.Program(ast, cel.CostLimit(CostBudget), cel.InterruptCheckFrequency(100),
-		cel.EvalOptions(cel.OptOptimize))
+	prg, err := env.Program(ast, cel.InterruptCheckFrequency(64), cel.EvalOptions(cel.OptOptimize))
 	if err != nil {
 		return nil, &Error{Line: 1, Column: 1, Message: bound(err.Error())}
 	}
-	return &Expr{src: src, prg: prg, readsArgs: strings.Contains(src, VarArgs)}, nil
+	return &Expr{src: src, prg: prg, readsArgs: strings.Contains(src, VarArgs), guarded: est.Max > guardedCost}, nil
 }
 
 // estimator bounds every size CEL cannot know when the condition is
@@ -249,7 +266,7 @@ func nonNil(s []string) []string {
 // Eval problems; constants, bounded, never the values read.
 var (
 	// ErrEval is an evaluation that failed: a missing argument key, a type
-	// mismatch at run time, the runtime cost limit. The caller fails closed.
+	// mismatch at run time, [EvalTimeout]. The caller fails closed.
 	ErrEval = errors.New("the condition could not be evaluated")
 	// ErrNotBool is a result that is not a bool (cannot happen for an
 	// expression [Compile] accepted; kept as a guard).
@@ -259,7 +276,17 @@ var (
 // Eval evaluates x on in. An error is [ErrEval] or [ErrNotBool], wrapping
 // nothing that could carry the inputs.
 func (x *Expr) Eval(in *Input) (bool, error) {
-	out, _, err := x.prg.Eval(&activation{in: in})
+	var (
+		out ref.Val
+		err error
+	)
+	if x.guarded {
+		ctx, cancel := context.WithTimeout(context.Background(), EvalTimeout)
+		out, _, err = x.prg.ContextEval(ctx, &activation{in: in})
+		cancel()
+	} else {
+		out, _, err = x.prg.Eval(&activation{in: in})
+	}
 	if err != nil {
 		return false, ErrEval
 	}

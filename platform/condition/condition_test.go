@@ -97,18 +97,37 @@ func TestExamples(t *testing.T) {
 	}
 }
 
-func TestRuntimeCostLimitFailsClosed(t *testing.T) {
-	// Estimated within the budget for strings of up to 64 KiB; a caller
-	// that bypassed the arguments caps with 32 MiB hits the runtime limit
-	// and the answer is an error, never true.
-	x, cerr := Compile(`args.s.contains("b") && args.s.contains("b") && args.s.contains("b")`)
+// A comprehension over the arguments runs under EvalTimeout: a caller
+// that bypassed the arguments caps with five million elements is
+// interrupted and the answer is an error, never true; 4,096 elements (the
+// cap on values) are decided in a few milliseconds.
+func TestEvalTimeoutFailsClosed(t *testing.T) {
+	x, cerr := Compile(`args.l.exists(a, a == "b")`)
 	if cerr != nil {
 		t.Fatal(cerr)
 	}
-	s := strings.Repeat("a", 32<<20) + "b"
-	got, err := x.Eval(&Input{Args: map[string]any{"s": s}})
+	if !x.guarded {
+		t.Fatal("a comprehension over the arguments is not guarded")
+	}
+	list := func(n int) []any {
+		l := make([]any, n)
+		for i := range l {
+			l[i] = "a"
+		}
+		l[n-1] = "b"
+		return l
+	}
+	start := time.Now()
+	got, err := x.Eval(&Input{Args: map[string]any{"l": list(4096)}})
+	if !got || err != nil {
+		t.Fatalf("4,096 elements: %v, %v after %v", got, err, time.Since(start))
+	}
+	got, err = x.Eval(&Input{Args: map[string]any{"l": list(5_000_000)}})
 	if got || !errors.Is(err, ErrEval) {
-		t.Fatalf("got %v, %v", got, err)
+		t.Fatalf("five million elements: %v, %v", got, err)
+	}
+	if y, _ := Compile(AmountExample); y.guarded {
+		t.Fatal("a condition without a comprehension needs no timer")
 	}
 }
 
