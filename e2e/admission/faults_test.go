@@ -59,9 +59,9 @@ func checkTool(ctx context.Context, c admissionv1.AdmissionServiceClient, tool s
 // epoch the same four are ALLOW, ALLOW, NOT_FOUND and FORBIDDEN.
 func TestLatePlannerAfterTwoGenerationsAndThreeEpochs(t *testing.T) {
 	ctx := ctxFor(t)
-	changed := extraTool{"cancel_shipment", "Cancel a shipment that has not left.", scope}
-	removed := extraTool{"reserve_slot", "Reserve a loading slot.", scope}
-	revoked := extraTool{"audit_log", "Read the audit log of a shipment.", "audit:read"}
+	changed := extraTool{name: "cancel_shipment", description: "Cancel a shipment that has not left.", scope: scope}
+	removed := extraTool{name: "reserve_slot", description: "Reserve a loading slot.", scope: scope}
+	revoked := extraTool{name: "audit_log", description: "Read the audit log of a shipment.", scope: "audit:read"}
 	w := newWorldWith(t, worldOptions{tools: []extraTool{changed, removed, revoked}})
 	id := func(e extraTool) string { return serverID + "." + e.name }
 	rep := w.startReplica(t, 5*time.Second)
@@ -79,7 +79,7 @@ func TestLatePlannerAfterTwoGenerationsAndThreeEpochs(t *testing.T) {
 
 	// N+1: one tool's description changes (the owner approves the new
 	// descriptor), one is removed at the source.
-	if _, err := w.srv.Apply(fixture.Upsert(extraTool{changed.name, "Cancel a shipment and refund it.", scope}.raw()), fixture.Remove(removed.name)); err != nil {
+	if _, err := w.srv.Apply(fixture.Upsert(extraTool{name: changed.name, description: "Cancel a shipment and refund it.", scope: scope}.raw()), fixture.Remove(removed.name)); err != nil {
 		t.Fatal(err)
 	}
 	next := w.scan(t, n+1)
@@ -89,7 +89,7 @@ func TestLatePlannerAfterTwoGenerationsAndThreeEpochs(t *testing.T) {
 	w.digests[id(changed)] = next[id(changed)]
 	w.approveVariant(t, id(changed), next[id(changed)])
 	// N+2: a new tool; the others unchanged.
-	if _, err := w.srv.Apply(fixture.Upsert(extraTool{"label", "Print a label.", scope}.raw())); err != nil {
+	if _, err := w.srv.Apply(fixture.Upsert(extraTool{name: "label", description: "Print a label.", scope: scope}.raw())); err != nil {
 		t.Fatal(err)
 	}
 	last := w.scan(t, n+2)

@@ -93,11 +93,19 @@ type worldOptions struct {
 
 type extraTool struct {
 	name, description, scope string
+	// schema is the input schema (JSON); empty: a required shipment_id.
+	schema string
+	// effect is the contract's effect; UNSPECIFIED publishes READ_ONLY.
+	effect catalogv1.EffectClass
 }
 
 func (e extraTool) raw() fixture.Tool {
+	schema := e.schema
+	if schema == "" {
+		schema = `{"type":"object","properties":{"shipment_id":{"type":"string"}},"required":["shipment_id"]}`
+	}
 	return fixture.MustRawTool(`{"name":"` + e.name + `","description":"` + e.description + `",
-"inputSchema":{"type":"object","properties":{"shipment_id":{"type":"string"}},"required":["shipment_id"]}}`)
+"inputSchema":` + schema + `}`)
 }
 
 // newWorldWith is newWorld with more tools, discovery configuration or a
@@ -195,7 +203,7 @@ func newWorldWith(t *testing.T, o worldOptions) *world {
 	}
 	w.reviewAndEnable(t, toolID, scope)
 	for _, e := range o.tools {
-		w.reviewAndEnable(t, serverID+"."+e.name, e.scope)
+		w.reviewAndEnableAs(t, serverID+"."+e.name, e.scope, e.effect)
 	}
 	return w
 }
@@ -205,6 +213,16 @@ func newWorldWith(t *testing.T, o worldOptions) *world {
 // with scope, approves and enables it.
 func (w *world) reviewAndEnable(t *testing.T, id, scope string) {
 	t.Helper()
+	w.reviewAndEnableAs(t, id, scope, catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY)
+}
+
+// reviewAndEnableAs is reviewAndEnable with the contract's effect
+// (UNSPECIFIED: READ_ONLY).
+func (w *world) reviewAndEnableAs(t *testing.T, id, scope string, effect catalogv1.EffectClass) {
+	t.Helper()
+	if effect == catalogv1.EffectClass_EFFECT_CLASS_UNSPECIFIED {
+		effect = catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY
+	}
 	ctx := ctxFor(t)
 	reg := w.st.Registry
 	digest := w.digests[id]
@@ -222,7 +240,7 @@ func (w *world) reviewAndEnable(t *testing.T, id, scope string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	pub, err := reg.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: &registryv1.ToolContract{
-		ToolId: id, Effect: catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY, Scope: scope,
+		ToolId: id, Effect: effect, Scope: scope,
 		Authorization: registryv1.Authorization_AUTHORIZATION_CALLER_AND_TENANT,
 		AllowedFields: []string{"shipment_id", "status"},
 	}})
@@ -339,18 +357,18 @@ func (w *world) startReplicaWith(t *testing.T, window time.Duration, redisPrefix
 
 // client returns an AdmissionService client of the replica presenting a
 // user token of (subject, tenant).
-func (w *world) client(t *testing.T, r *replica, subject, tenant string) admissionv1.AdmissionServiceClient {
+func (w *world) client(t *testing.T, r *replica, subject, tenant string, groups ...string) admissionv1.AdmissionServiceClient {
 	t.Helper()
-	return admissionv1.NewAdmissionServiceClient(servicetest.Dial(t, r.addr, w.st.Auth.User(t, subject, tenant)))
+	return admissionv1.NewAdmissionServiceClient(servicetest.Dial(t, r.addr, w.st.Auth.User(t, subject, tenant, groups...)))
 }
 
 // confirmedClient is [world.client] whose every call also carries the
 // token of a confirmer of the platform tenant (principal.ConfirmerToken):
 // its MODE_USER_CONFIRMED Checks are asserted by a confirmer.
-func (w *world) confirmedClient(t *testing.T, r *replica, subject, tenant string) admissionv1.AdmissionServiceClient {
+func (w *world) confirmedClient(t *testing.T, r *replica, subject, tenant string, groups ...string) admissionv1.AdmissionServiceClient {
 	t.Helper()
 	conn, err := grpc.NewClient(r.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithPerRPCCredentials(principal.BearerToken(w.st.Auth.User(t, subject, tenant))),
+		grpc.WithPerRPCCredentials(principal.BearerToken(w.st.Auth.User(t, subject, tenant, groups...))),
 		grpc.WithPerRPCCredentials(principal.ConfirmerToken(w.st.Auth.Confirmer(t))))
 	if err != nil {
 		t.Fatal(err)

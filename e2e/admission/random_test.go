@@ -198,7 +198,27 @@ func (g *gen) grant(tenant string) oracle.Grant {
 	if len(gr.Classes) == 0 {
 		gr.Classes = []string{tenant + ".readers"}
 	}
+	if chance(g.r, 0.35) {
+		gr.Condition = g.condition()
+	}
 	return gr
+}
+
+// condition draws a condition of the family the oracle models (issue 25).
+func (g *gen) condition() oracle.Cond {
+	switch g.r.IntN(6) {
+	case 0:
+		return oracle.Cond{Kind: oracle.CondRun}
+	case 1:
+		return oracle.Cond{Kind: oracle.CondUnitsAtMost, N: g.r.IntN(20)}
+	case 2:
+		return oracle.Cond{Kind: oracle.CondGroup, Name: pick(g.r, rGroups)}
+	case 3:
+		return oracle.Cond{Kind: oracle.CondSubject, Name: pick(g.r, rSubjects)}
+	case 4:
+		return oracle.Cond{Kind: oracle.CondReadOnly}
+	}
+	return oracle.Cond{Kind: oracle.CondFalse}
 }
 
 // digestsOf lists every digest a tool has in any generation of s.
@@ -260,7 +280,7 @@ func clonePolicy(p *oracle.Policy) *oracle.Policy {
 	out := &oracle.Policy{Classes: map[string][]string{}, Tools: map[string]oracle.ToolReview{}}
 	for _, gr := range p.Grants {
 		out.Grants = append(out.Grants, oracle.Grant{Subject: gr.Subject, Group: gr.Group,
-			Scopes: slices.Clone(gr.Scopes), Classes: slices.Clone(gr.Classes)})
+			Scopes: slices.Clone(gr.Scopes), Classes: slices.Clone(gr.Classes), Condition: gr.Condition})
 	}
 	for c, s := range p.Classes {
 		out.Classes[c] = slices.Clone(s)
@@ -278,7 +298,15 @@ func (g *gen) nextPolicy(s *oracle.State, tenant string, prev *oracle.Policy) *o
 	p := clonePolicy(prev)
 	srv := pick(g.r, rServers)
 	id := pick(g.r, toolIDs(srv))
-	switch g.r.IntN(6) {
+	switch g.r.IntN(7) {
+	case 6: // a grant's condition set, changed or removed
+		if len(p.Grants) > 0 {
+			gr := &p.Grants[g.r.IntN(len(p.Grants))]
+			gr.Condition = oracle.Cond{}
+			if chance(g.r, 0.7) {
+				gr.Condition = g.condition()
+			}
+		}
 	case 0:
 		if len(p.Grants) > 0 {
 			i := g.r.IntN(len(p.Grants))
@@ -683,7 +711,8 @@ func fillWorld(w *admissiontest.World, s *oracle.State, rev int64) {
 		for e, p := range t.Policies {
 			wp := &admissiontest.WorldPolicy{Classes: p.Classes, Tools: map[string]admissiontest.WorldReview{}}
 			for _, gr := range p.Grants {
-				wp.Grants = append(wp.Grants, admissiontest.WorldGrant{Subject: gr.Subject, Group: gr.Group, Scopes: gr.Scopes, Classes: gr.Classes})
+				wp.Grants = append(wp.Grants, admissiontest.WorldGrant{Subject: gr.Subject, Group: gr.Group, Scopes: gr.Scopes, Classes: gr.Classes,
+					Condition: gr.Condition.CEL()})
 			}
 			for id, rv := range p.Tools {
 				wr := admissiontest.WorldReview{Enabled: rv.Enabled, Trust: rv.Trust, Approved: map[string]admissiontest.WorldContract{}}

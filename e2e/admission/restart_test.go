@@ -57,7 +57,7 @@ func TestReplicaResumesAfterRestartWithoutGap(t *testing.T) {
 		Scopes: []string{scope}, AudienceClasses: []string{classA}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.srv.Apply(fixture.Upsert(extraTool{"label", "Print a label.", scope}.raw())); err != nil {
+	if _, err := w.srv.Apply(fixture.Upsert(extraTool{name: "label", description: "Print a label.", scope: scope}.raw())); err != nil {
 		t.Fatal(err)
 	}
 	w.scan(t, w.generation+1)

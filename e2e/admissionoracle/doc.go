@@ -51,12 +51,15 @@
 //     contract's scope; POLICY_REVOKED when the grants at the plan's older,
 //     still readable epoch held it through the same class), 12.
 //     UNVERSIONED_SOURCE (autonomous, side effects, unversioned pointer),
-//  13. CONFIRMATION_REQUIRED (autonomous and WRITE/DESTRUCTIVE/UNSPECIFIED
+//  13. ARGUMENTS_INVALID (the arguments fail the pinned input schema),
+//  14. CONDITION_UNMET (issue 25: a grant counts when it has no condition
+//     or its condition holds for this call ([Cond]); the counted grants
+//     lack the contract's scope or the class read through), 15.
+//     CONFIRMATION_REQUIRED (autonomous and WRITE/DESTRUCTIVE/UNSPECIFIED
 //     by default, always with CONFIRMATION_ALWAYS, never with
 //     CONFIRMATION_AUTONOMOUS_ALLOWED; and whatever the contract says when
 //     the call has side effects and the server's trust level is neither
-//     FIRST_PARTY nor PARTNER), 14. ARGUMENTS_INVALID (the arguments
-//     fail the pinned input schema), 15. ALLOW.
+//     FIRST_PARTY nor PARTNER), 16. ALLOW.
 //
 // The order of SERVER_CLOSED before INCOMPLETE_DISCOVERY in the list of
 // DESIGN §7 cannot both apply: a closed server has a pointer.

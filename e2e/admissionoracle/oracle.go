@@ -25,6 +25,9 @@ type Grant struct {
 	Subject, Group string
 	Scopes         []string
 	Classes        []string
+	// Condition is the grant's condition (a member of the family [Cond]
+	// models); the zero value is none.
+	Condition Cond
 }
 
 // Contract is an approved contract's part a decision reads.
@@ -277,12 +280,19 @@ func arguments(raw []byte, lim Limits) (map[string]any, bool) {
 	return m, ok
 }
 
-// access is the classes and scopes the principal holds under grants.
+// access is the classes and scopes the principal holds under grants,
+// every grant counted whatever its condition.
 func access(grants []Grant, subject string, groups []string) (classes, scopes map[string]bool) {
+	return counted(grants, subject, groups, func(Grant) bool { return true })
+}
+
+// counted is the classes and scopes of the principal's grants for which
+// counts holds.
+func counted(grants []Grant, subject string, groups []string, counts func(Grant) bool) (classes, scopes map[string]bool) {
 	classes, scopes = map[string]bool{}, map[string]bool{}
 	for _, g := range grants {
 		mine := (g.Subject != "" && g.Subject == subject) || (g.Group != "" && slices.Contains(groups, g.Group))
-		if !mine {
+		if !mine || !counts(g) {
 			continue
 		}
 		for _, c := range g.Classes {
@@ -382,15 +392,21 @@ func Decide(s *State, r Request) Reason {
 	if autonomous && ptr.Unversioned && contract.Effect != catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY {
 		return catalogv1.DecisionReason_DECISION_REASON_UNVERSIONED_SOURCE
 	}
+	if !valid(active.Schema, args) {
+		return catalogv1.DecisionReason_DECISION_REASON_ARGUMENTS_INVALID
+	}
+	// Conditions: a grant counts when it has none or its condition holds
+	// for this call; the counted grants must still give scope and class.
+	cc, cs := counted(cur.Grants, r.Subject, r.Groups, func(g Grant) bool { return g.Condition.Holds(r, args, contract) })
+	if !cc[class] || !cs[contract.Scope] {
+		return catalogv1.DecisionReason_DECISION_REASON_CONDITION_UNMET
+	}
 	if autonomous && needsConfirmation(contract) {
 		return catalogv1.DecisionReason_DECISION_REASON_CONFIRMATION_REQUIRED
 	}
 	if autonomous && contract.Effect != catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY &&
 		review.Trust != registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY && review.Trust != registryv1.TrustLevel_TRUST_LEVEL_PARTNER {
 		return catalogv1.DecisionReason_DECISION_REASON_CONFIRMATION_REQUIRED
-	}
-	if !valid(active.Schema, args) {
-		return catalogv1.DecisionReason_DECISION_REASON_ARGUMENTS_INVALID
 	}
 	return catalogv1.DecisionReason_DECISION_REASON_ALLOW
 }

@@ -102,7 +102,28 @@ func TestOracleReadsDesignSection7(t *testing.T) {
 		{"confirmation always, even read-only", func(s *State) {
 			s.Tenants["demo-a"].Policies[5].Tools["logistics.shipment_status"].Approved[digestA] = Contract{Effect: catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY,
 				Scope: "shipment:read", Confirmation: registryv1.Confirmation_CONFIRMATION_ALWAYS}
-		}, func(r *Request) { r.Arguments = []byte(`{}`) }, catalogv1.DecisionReason_DECISION_REASON_CONFIRMATION_REQUIRED},
+		}, nil, catalogv1.DecisionReason_DECISION_REASON_CONFIRMATION_REQUIRED},
+		{"invalid arguments before confirmation (issue 25)", func(s *State) {
+			s.Tenants["demo-a"].Policies[5].Tools["logistics.shipment_status"].Approved[digestA] = Contract{Effect: catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY,
+				Scope: "shipment:read", Confirmation: registryv1.Confirmation_CONFIRMATION_ALWAYS}
+		}, func(r *Request) { r.Arguments = []byte(`{}`) }, catalogv1.DecisionReason_DECISION_REASON_ARGUMENTS_INVALID},
+		{"unmet condition before confirmation", func(s *State) {
+			p := s.Tenants["demo-a"].Policies[5]
+			p.Tools["logistics.shipment_status"].Approved[digestA] = Contract{Scope: "shipment:read"}
+			for i := range p.Grants {
+				p.Grants[i].Condition = Cond{Kind: CondRun}
+			}
+		}, nil, catalogv1.DecisionReason_DECISION_REASON_CONDITION_UNMET},
+		{"condition met", func(s *State) {
+			p := s.Tenants["demo-a"].Policies[5]
+			for i := range p.Grants {
+				p.Grants[i].Condition = Cond{Kind: CondRun}
+			}
+		}, func(r *Request) { r.RunID = "run-1" }, catalogv1.DecisionReason_DECISION_REASON_ALLOW},
+		{"condition on another principal's grant does not bind", func(s *State) {
+			p := s.Tenants["demo-a"].Policies[5]
+			p.Grants = append(p.Grants, Grant{Subject: "mallory", Scopes: []string{"shipment:read"}, Classes: []string{"demo-a.readers"}, Condition: Cond{Kind: CondFalse}})
+		}, nil, catalogv1.DecisionReason_DECISION_REASON_ALLOW},
 		{"user confirmed", func(s *State) {
 			s.Tenants["demo-a"].Policies[5].Tools["logistics.shipment_status"].Approved[digestA] = Contract{Scope: "shipment:read"}
 		}, func(r *Request) { r.Mode, r.Confirmer = admissionv1.Mode_MODE_USER_CONFIRMED, PlatformConfirmer }, catalogv1.DecisionReason_DECISION_REASON_ALLOW},

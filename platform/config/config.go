@@ -228,6 +228,10 @@ type Common struct {
 	// elsewhere, where nobody is a confirmer (the lease service forwards
 	// an inline check's confirmer to admission and decides nothing of it).
 	ConfirmerGroup string
+	// ConditionClaims is the comma-separated allow-list of token claims a
+	// grant's condition may read (`principal.claims`); registered with
+	// ConfirmerGroup (admission decides both), empty elsewhere.
+	ConditionClaims string
 	// DependencyCheckInterval is how often Postgres and Redis are pinged to
 	// keep the health status true.
 	DependencyCheckInterval time.Duration
@@ -313,6 +317,7 @@ func (c *Common) Register(s *Set, service string, d Defaults) {
 	s.String(&c.ServiceGroup, "service-group", "", "toolcrib-services", "group whose members of the platform tenant are toolcrib services")
 	if d.Confirms {
 		s.String(&c.ConfirmerGroup, "confirmer-group", "", DefaultConfirmerGroup, "group whose members of the platform tenant are confirmers: only they may assert that a user confirmed a call (MODE_USER_CONFIRMED); the admin and service groups do not")
+		s.String(&c.ConditionClaims, "condition-claims", "", "", "comma-separated token claims a grant's condition may read as principal.claims (string values of at most 256 bytes; others are absent); empty: none")
 	}
 	s.Duration(&c.DependencyCheckInterval, "dependency-check-interval", "", 2*time.Second, "how often Postgres and Redis are checked for the health status")
 	s.String(&c.ServiceTokenFile, "service-token-file", "", ".toolcrib/dev/service-token", "file with the bearer token this service presents to other toolcrib services")

@@ -43,7 +43,15 @@ type Principal struct {
 	Confirmer bool
 	// ExpiresAt is the token's expiry.
 	ExpiresAt time.Time
+	// Claims are the token's claims named in VerifierConfig.ConditionClaims
+	// whose value is a string of at most [MaxConditionClaimBytes] bytes (a
+	// grant's condition reads them as `principal.claims`); nil when none.
+	Claims map[string]string
 }
+
+// MaxConditionClaimBytes bounds a claim value kept in [Principal].Claims;
+// a longer value is left out (absent, never cut).
+const MaxConditionClaimBytes = 256
 
 // InGroup reports whether the principal is a member of group.
 func (p Principal) InGroup(group string) bool { return slices.Contains(p.Groups, group) }
@@ -124,6 +132,10 @@ type VerifierConfig struct {
 	MaxLifetime time.Duration
 	// Leeway tolerates clock skew on exp/nbf/iat; 0 means 30s.
 	Leeway time.Duration
+	// ConditionClaims are the token claims a grant's condition may read
+	// (`principal.claims`), as the operator allow-listed them; empty keeps
+	// none. Only string values are kept.
+	ConditionClaims []string
 	// ServiceIdentities are SPIFFE IDs whose verified client certificate
 	// identifies a toolcrib service on a call without a bearer token
 	// (peer.go).
@@ -309,7 +321,30 @@ func (v *Verifier) verify(token string) (Principal, error) {
 	p.Admin = platform && v.cfg.AdminGroup != "" && p.InGroup(v.cfg.AdminGroup)
 	p.Service = platform && v.cfg.ServiceGroup != "" && p.InGroup(v.cfg.ServiceGroup)
 	p.Confirmer = platform && v.cfg.ConfirmerGroup != "" && p.InGroup(v.cfg.ConfirmerGroup)
+	if len(v.cfg.ConditionClaims) > 0 {
+		// The signature verified above: reading the payload again is safe.
+		var raw map[string]any
+		if err := tok.UnsafeClaimsWithoutVerification(&raw); err == nil {
+			p.Claims = conditionClaims(raw, v.cfg.ConditionClaims)
+		}
+	}
 	return p, nil
+}
+
+// conditionClaims keeps the allow-listed string claims of raw.
+func conditionClaims(raw map[string]any, allow []string) map[string]string {
+	var out map[string]string
+	for _, name := range allow {
+		s, ok := raw[name].(string)
+		if !ok || len(s) > MaxConditionClaimBytes {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(allow))
+		}
+		out[name] = s
+	}
+	return out
 }
 
 type ctxKey struct{}

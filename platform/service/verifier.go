@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/toolcrib/toolcrib/platform/config"
 	"github.com/toolcrib/toolcrib/platform/principal"
@@ -21,7 +22,7 @@ func NewVerifier(ctx context.Context, c config.Common, logger *slog.Logger) (*pr
 	cfg := principal.VerifierConfig{
 		Issuer: c.AuthIssuer, Audience: c.AuthAudience, PlatformTenant: c.AuthPlatformTenant,
 		AdminGroup: c.AdminGroup, ServiceGroup: c.ServiceGroup, ConfirmerGroup: c.ConfirmerGroup, MaxLifetime: c.AuthMaxTokenLifetime,
-		ServiceIdentities: identities,
+		ServiceIdentities: identities, ConditionClaims: splitList(c.ConditionClaims),
 	}
 	d, ok, err := c.Discovery()
 	if err != nil {
@@ -32,4 +33,15 @@ func NewVerifier(ctx context.Context, c config.Common, logger *slog.Logger) (*pr
 		return principal.NewOIDCVerifier(ctx, cfg, d)
 	}
 	return principal.LoadVerifier(c.AuthJWKS, cfg)
+}
+
+// splitList splits a comma-separated flag value, dropping empty entries.
+func splitList(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -107,6 +107,7 @@ func Run(ctx context.Context, cfg Config) error {
 			Validator: args.NewValidator(10_000), Limits: lim, Receipts: w, Binder: disc, CacheTTL: cfg.CacheTTL,
 			Replica: fmt.Sprintf("%s:%d", host, os.Getpid()), Logger: d.Logger, Decided: m.Decided,
 			AuditRate: cfg.AuditRate, Incidents: incidents, Audited: m.Rechecked, Confirmers: d.Verifier,
+			ConditionNow: cfg.ConditionClock,
 		})
 		return service.Parts{
 			Register: func(s *grpc.Server) { admissionv1.RegisterAdmissionServiceServer(s, api) },

@@ -55,6 +55,10 @@ type Config struct {
 	// that are re-decided from direct reads; one the re-check denies is
 	// reported to discovery's rollout guard. 0 turns the auditor off.
 	AuditRate float64
+	// ConditionClock is the time a grant's condition reads as
+	// `request.time`; nil reads the decision time. Not a flag: tests set
+	// it to decide a time window at any hour without sleeping to it.
+	ConditionClock func() time.Time
 }
 
 func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {

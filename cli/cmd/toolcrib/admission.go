@@ -137,6 +137,9 @@ func printCheck(w io.Writer, resp *admissionv1.CheckResponse) {
 		fmt.Fprintf(w, "  confirmed at\t%s\n", when(r.GetConfirmedAt()))
 		fmt.Fprintf(w, "  shown digest\t%s\n", orDash(r.GetShownDigest()))
 	}
+	if r.GetAdmittingGrant() != "" {
+		fmt.Fprintf(w, "  admitted by\tthe condition of grant %s\n", safeText(r.GetAdmittingGrant()))
+	}
 	fmt.Fprintf(w, "  run\t%s\n", orDash(safeText(r.GetRunId())))
 	fmt.Fprintf(w, "  decided at\t%s\n", when(r.GetDecidedAt()))
 	fmt.Fprintf(w, "  replica\t%s\n", orDash(r.GetReplica()))

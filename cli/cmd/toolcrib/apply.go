@@ -23,6 +23,7 @@ import (
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/condition"
 	"github.com/toolcrib/toolcrib/platform/ids"
 	"github.com/toolcrib/toolcrib/platform/principal"
 )
@@ -86,6 +87,9 @@ type grantEntry struct {
 	Group           string   `yaml:"group,omitempty"`
 	Scopes          []string `yaml:"scopes,omitempty"`
 	AudienceClasses []string `yaml:"audience_classes,omitempty"`
+	// Condition is the grant's CEL condition; empty for none (apply then
+	// clears one the registry holds).
+	Condition string `yaml:"condition,omitempty"`
 }
 
 // contractEntry is a tool's contract, whether it is enabled (unset leaves
@@ -388,6 +392,11 @@ func check(f *registryFile, st *state, prune bool) (*desired, error) {
 		if len(g.Scopes) == 0 && len(g.AudienceClasses) == 0 {
 			bad.add("%s: no scopes and no audience classes (leave the grant out, with --prune, to revoke it)", at)
 		}
+		if g.Condition != "" {
+			if _, cerr := condition.Compile(g.Condition); cerr != nil {
+				bad.add("%s.condition: %s", at, cerr.Error())
+			}
+		}
 		for j, c := range g.AudienceClasses {
 			if classes[c] != g.Tenant {
 				bad.add("%s.audience_classes[%d]: %q is not an audience class of tenant %q", at, j, c, g.Tenant)
@@ -395,7 +404,7 @@ func check(f *registryFile, st *state, prune bool) (*desired, error) {
 		}
 		if !dup("grant", grantID(g.Tenant, g.Subject, g.Group)) {
 			d.grants = append(d.grants, &registryv1.Grant{TenantId: g.Tenant, Subject: g.Subject, Group: g.Group,
-				Scopes: sortedSet(g.Scopes), AudienceClasses: sortedSet(g.AudienceClasses)})
+				Scopes: sortedSet(g.Scopes), AudienceClasses: sortedSet(g.AudienceClasses), Condition: g.Condition})
 		}
 	}
 	for i, c := range f.Contracts {

@@ -218,11 +218,37 @@ func grantSteps(p *plan, cur, want *registryv1.Grant) {
 	if cur == nil {
 		sign = "+"
 	}
+	// A condition change rides on the step that adds scopes, so a grant is
+	// never, even for a moment, wider than the file says (new scopes
+	// without their condition); alone otherwise.
+	condChanged := want.GetCondition() != cur.GetCondition()
+	condReq := func(r *registryv1.GrantScopesRequest) {
+		if condChanged {
+			r.Condition, r.ClearCondition = want.GetCondition(), want.GetCondition() == ""
+		}
+	}
+	condNote := ""
+	if condChanged {
+		condNote = ", set condition"
+		if want.GetCondition() == "" {
+			condNote = ", clear condition"
+		}
+	}
 	if len(addScopes)+len(addClasses) > 0 {
-		p.add(fmt.Sprintf("%s grant %s: add scopes [%s] classes [%s]", sign, id, strings.Join(addScopes, ","), strings.Join(addClasses, ",")),
+		p.add(fmt.Sprintf("%s grant %s: add scopes [%s] classes [%s]%s", sign, id, strings.Join(addScopes, ","), strings.Join(addClasses, ","), condNote),
 			func(ctx context.Context, c registryv1.RegistryServiceClient) error {
-				_, err := c.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: want.GetTenantId(), Subject: want.GetSubject(),
-					Group: want.GetGroup(), Scopes: addScopes, AudienceClasses: addClasses})
+				r := &registryv1.GrantScopesRequest{TenantId: want.GetTenantId(), Subject: want.GetSubject(),
+					Group: want.GetGroup(), Scopes: addScopes, AudienceClasses: addClasses}
+				condReq(r)
+				_, err := c.GrantScopes(ctx, r)
+				return err
+			})
+	} else if condChanged {
+		p.add(fmt.Sprintf("~ grant %s:%s", id, strings.TrimPrefix(condNote, ",")),
+			func(ctx context.Context, c registryv1.RegistryServiceClient) error {
+				r := &registryv1.GrantScopesRequest{TenantId: want.GetTenantId(), Subject: want.GetSubject(), Group: want.GetGroup()}
+				condReq(r)
+				_, err := c.GrantScopes(ctx, r)
 				return err
 			})
 	}
@@ -541,7 +567,7 @@ func exportFile(st *state) *registryFile {
 	for _, t := range f.Tenants {
 		for _, g := range st.tenants[t.ID].GetGrants() {
 			f.Grants = append(f.Grants, grantEntry{Tenant: g.GetTenantId(), Subject: g.GetSubject(), Group: g.GetGroup(),
-				Scopes: g.GetScopes(), AudienceClasses: g.GetAudienceClasses()})
+				Scopes: g.GetScopes(), AudienceClasses: g.GetAudienceClasses(), Condition: g.GetCondition()})
 		}
 	}
 	for _, id := range st.order.tools {

@@ -134,6 +134,9 @@ func printServer(w io.Writer, s *registryv1.Server) {
 type grantRequest struct {
 	subject, group  string
 	scopes, classes listFlag
+	// condition and clearCondition: `grant` only.
+	condition      string
+	clearCondition bool
 }
 
 func (g *grantRequest) flags(fs *pflag.FlagSet) {
@@ -152,16 +155,21 @@ func printGrant(w io.Writer, g *registryv1.Grant, epoch int64) {
 	fmt.Fprintf(w, "grant to\t%s\n", who)
 	fmt.Fprintf(w, "scopes\t%s\n", orDash(strings.Join(g.GetScopes(), ", ")))
 	fmt.Fprintf(w, "audience classes\t%s\n", orDash(strings.Join(g.GetAudienceClasses(), ", ")))
+	fmt.Fprintf(w, "condition\t%s\n", orDash(g.GetCondition()))
 	fmt.Fprintf(w, "policy epoch\t%d\n", epoch)
 }
 
 // grantScopesCommand is `toolcrib grant`.
 func grantScopesCommand(e *env) *cobra.Command {
 	g := &grantRequest{}
-	return grantCommand(e, g, "grant", "grant a subject or group of a tenant scopes and audience classes (admin); bumps the tenant's policy epoch",
+	cmd := grantCommand(e, g, "grant", "grant a subject or group of a tenant scopes and audience classes (admin); bumps the tenant's policy epoch",
 		func(ctx context.Context, c registryv1.RegistryServiceClient, tenant string) (grantResponse, error) {
-			return c.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: tenant, Subject: g.subject, Group: g.group, Scopes: g.scopes, AudienceClasses: g.classes})
+			return c.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: tenant, Subject: g.subject, Group: g.group, Scopes: g.scopes,
+				AudienceClasses: g.classes, Condition: g.condition, ClearCondition: g.clearCondition})
 		})
+	cmd.Flags().StringVar(&g.condition, "condition", "", "a CEL condition the grant counts under, replacing any it had (docs/concepts/conditions.md), e.g. 'request.run_id != \"\"'")
+	cmd.Flags().BoolVar(&g.clearCondition, "clear-condition", false, "remove the grant's condition")
+	return cmd
 }
 
 // revokeScopesCommand is `toolcrib revoke`.
@@ -510,14 +518,14 @@ func policyShowCommand(e *env) *cobra.Command {
 			p := resp.GetPolicy()
 			return e.output(resp, func(w *tabwriter.Writer) {
 				fmt.Fprintf(w, "tenant\t%s\npolicy epoch\t%d\nregistry revision\t%d\n\n", p.GetTenantId(), p.GetPolicyEpoch(), resp.GetRevision())
-				fmt.Fprintln(w, "GRANT TO\tSCOPES\tAUDIENCE CLASSES\tUPDATED")
+				fmt.Fprintln(w, "GRANT TO\tSCOPES\tAUDIENCE CLASSES\tCONDITION\tUPDATED")
 				for _, g := range p.GetGrants() {
 					who := g.GetSubject()
 					if g.GetGroup() != "" {
 						who = "group:" + g.GetGroup()
 					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", who, orDash(strings.Join(g.GetScopes(), ",")),
-						orDash(strings.Join(g.GetAudienceClasses(), ",")), when(g.GetUpdatedAt()))
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", who, orDash(strings.Join(g.GetScopes(), ",")),
+						orDash(strings.Join(g.GetAudienceClasses(), ",")), orDash(oneLine(g.GetCondition())), when(g.GetUpdatedAt()))
 				}
 				fmt.Fprintln(w, "\nAUDIENCE CLASS\tSERVERS\tVERSION")
 				for _, ac := range p.GetAudienceClasses() {
@@ -657,5 +665,5 @@ func audienceGroup(e *env) *cobra.Command {
 
 // policyGroup is `toolcrib policy …`.
 func policyGroup(e *env) *cobra.Command {
-	return group("policy", "a tenant's policy: epoch, grants and audience classes", policyShowCommand(e))
+	return group("policy", "a tenant's policy: epoch, grants and audience classes", policyShowCommand(e), policyTestCommand(e))
 }

@@ -61,6 +61,13 @@ const (
 	StatusTool = "logistics.shipment_status"
 	CancelTool = "logistics.cancel_shipment"
 	DraftTool  = "logistics.draft_label"
+	// ConditionalGroup holds shipment:read on Class only under
+	// ConditionalGrant; ConditionalUser is in it and holds nothing else.
+	ConditionalGroup = "conditional-readers"
+	ConditionalUser  = "carl"
+	// ConditionalGrant reads the arguments, the principal and the request
+	// like the issue's examples.
+	ConditionalGrant = `args.shipment_id.startsWith("S-") && principal.tenant == "demo-a" && request.mode == "AUTONOMOUS"`
 )
 
 // Digests of the world's descriptors.
@@ -235,7 +242,11 @@ func (w *world) wait(ctx context.Context) error {
 }
 
 var policy = replica.Policy{Tenant: Tenant, Epoch: Epoch,
-	Grants:  []decision.Grant{{Subject: User, Scopes: []string{"shipment:read", "shipment:write"}, Classes: []string{Class}}},
+	Grants: []decision.Grant{{Subject: User, Scopes: []string{"shipment:read", "shipment:write"}, Classes: []string{Class}},
+		// The conditional group's grant (the conditional benchmark line):
+		// the same scope and class under a condition over the arguments,
+		// the principal and the request.
+		decision.GrantOf("", ConditionalGroup, []string{"shipment:read"}, []string{Class}, ConditionalGrant)},
 	Classes: map[string][]string{Class: {Server}}}
 
 func (w *world) Current(ctx context.Context, tenant string) (replica.Policy, error) {

@@ -11,6 +11,7 @@ import (
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/changelog"
+	"github.com/toolcrib/toolcrib/platform/condition"
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/services/admission/internal/args"
 	"github.com/toolcrib/toolcrib/services/admission/internal/decision"
@@ -43,6 +44,8 @@ type WorldTenant struct {
 type WorldGrant struct {
 	Subject, Group  string
 	Scopes, Classes []string
+	// Condition is the grant's CEL condition; empty for none.
+	Condition string
 }
 
 // WorldContract is an approved contract.
@@ -112,8 +115,7 @@ func (w *World) freshness() changelog.Freshness {
 func policyOf(tenant string, epoch int64, p *WorldPolicy) replica.Policy {
 	out := replica.Policy{Tenant: tenant, Epoch: epoch, Classes: map[string][]string{}}
 	for _, g := range p.Grants {
-		out.Grants = append(out.Grants, decision.Grant{Subject: g.Subject, Group: g.Group,
-			Scopes: slices.Clone(g.Scopes), Classes: slices.Clone(g.Classes)})
+		out.Grants = append(out.Grants, decision.GrantOf(g.Subject, g.Group, slices.Clone(g.Scopes), slices.Clone(g.Classes), g.Condition))
 	}
 	for c, s := range p.Classes {
 		out.Classes[c] = slices.Clone(s)
@@ -297,9 +299,22 @@ func (d *Decider) DecideConfirmed(w *World, now time.Time, p principal.Principal
 		}
 	}
 	pre := decision.Prelim(f)
-	if !pre.Allowed() {
+	if !decision.Completes(pre.Reason) {
 		return pre.Reason, pre.Detail
 	}
-	o := decision.Final(pre, d.v.Check(schemaDigest, func() ([]byte, error) { return schema, nil }, parsed.Value))
+	ac := d.v.Check(schemaDigest, func() ([]byte, error) { return schema, nil }, parsed.Value)
+	var cc decision.ConditionCheck
+	if ac.Problem == "" {
+		c := f.Review.Approved
+		in := &condition.Input{
+			Principal: condition.Principal{Subject: p.Subject, Tenant: p.Tenant, Groups: p.Groups, Claims: p.Claims},
+			Tool: condition.Tool{ID: r.ToolID, Server: server, Effect: decision.EffectName(c.Effect), Scopes: []string{c.Scope},
+				ApprovalDigest: c.ApprovalDigest},
+			Args:    parsed.Value,
+			Request: condition.Request{Mode: decision.ModeName(r.Mode), RunID: r.RunID, Time: now},
+		}
+		cc = decision.Conditions(cur.Grants, p.Subject, p.Groups, c.Scope, f.Class, in)
+	}
+	o := decision.Final(pre, ac, cc)
 	return o.Reason, o.Detail
 }

@@ -199,9 +199,13 @@ type Receipt struct {
 	// `sha256:<hex>` of what the user was shown and confirmed, as the
 	// confirmer stated it (CheckRequest.shown_digest); empty when
 	// `confirmer` is empty or the confirmer stated none.
-	ShownDigest   string `protobuf:"bytes,20,opt,name=shown_digest,json=shownDigest,proto3" json:"shown_digest,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ShownDigest string `protobuf:"bytes,20,opt,name=shown_digest,json=shownDigest,proto3" json:"shown_digest,omitempty"`
+	// The grant whose condition admitted the call, `subject:<sub>` or
+	// `group:<group>` (registry.proto Grant.condition); empty when a grant
+	// without a condition gave the scope and class, and on every denial.
+	AdmittingGrant string `protobuf:"bytes,30,opt,name=admitting_grant,json=admittingGrant,proto3" json:"admitting_grant,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Receipt) Reset() {
@@ -370,6 +374,13 @@ func (x *Receipt) GetConfirmedAt() *timestamppb.Timestamp {
 func (x *Receipt) GetShownDigest() string {
 	if x != nil {
 		return x.ShownDigest
+	}
+	return ""
+}
+
+func (x *Receipt) GetAdmittingGrant() string {
+	if x != nil {
+		return x.AdmittingGrant
 	}
 	return ""
 }
@@ -713,8 +724,14 @@ type RuntimeTool struct {
 	SourceState v1.DiscoveryState `protobuf:"varint,7,opt,name=source_state,json=sourceState,proto3,enum=toolcrib.catalog.v1.DiscoveryState" json:"source_state,omitempty"`
 	// Whether an AUTONOMOUS call would need confirmation.
 	ConfirmationRequired bool `protobuf:"varint,8,opt,name=confirmation_required,json=confirmationRequired,proto3" json:"confirmation_required,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// Whether every grant that gives the principal this tool carries a
+	// condition (registry.proto Grant.condition): the tool is listed because
+	// some condition may hold, but it reads the arguments and the request,
+	// which a listing cannot know, so Check may still answer
+	// CONDITION_UNMET. False when a grant without a condition gives it.
+	Conditional   bool `protobuf:"varint,20,opt,name=conditional,proto3" json:"conditional,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RuntimeTool) Reset() {
@@ -799,6 +816,13 @@ func (x *RuntimeTool) GetSourceState() v1.DiscoveryState {
 func (x *RuntimeTool) GetConfirmationRequired() bool {
 	if x != nil {
 		return x.ConfirmationRequired
+	}
+	return false
+}
+
+func (x *RuntimeTool) GetConditional() bool {
+	if x != nil {
+		return x.Conditional
 	}
 	return false
 }
@@ -1506,7 +1530,7 @@ var File_toolcrib_admission_v1_admission_proto protoreflect.FileDescriptor
 
 const file_toolcrib_admission_v1_admission_proto_rawDesc = "" +
 	"\n" +
-	"%toolcrib/admission/v1/admission.proto\x12\x15toolcrib.admission.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!toolcrib/catalog/v1/catalog.proto\"\xb1\x06\n" +
+	"%toolcrib/admission/v1/admission.proto\x12\x15toolcrib.admission.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!toolcrib/catalog/v1/catalog.proto\"\xda\x06\n" +
 	"\aReceipt\x12\x1d\n" +
 	"\n" +
 	"receipt_id\x18\x01 \x01(\tR\treceiptId\x12;\n" +
@@ -1532,7 +1556,8 @@ const file_toolcrib_admission_v1_admission_proto_rawDesc = "" +
 	"\feffect_class\x18\x11 \x01(\x0e2 .toolcrib.catalog.v1.EffectClassR\veffectClass\x12\x1c\n" +
 	"\tconfirmer\x18\x12 \x01(\tR\tconfirmer\x12=\n" +
 	"\fconfirmed_at\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\vconfirmedAt\x12!\n" +
-	"\fshown_digest\x18\x14 \x01(\tR\vshownDigest\"\xc7\x02\n" +
+	"\fshown_digest\x18\x14 \x01(\tR\vshownDigest\x12'\n" +
+	"\x0fadmitting_grant\x18\x1e \x01(\tR\x0eadmittingGrant\"\xc7\x02\n" +
 	"\fCheckRequest\x12\x17\n" +
 	"\atool_id\x18\x01 \x01(\tR\x06toolId\x12\x1e\n" +
 	"\n" +
@@ -1559,7 +1584,7 @@ const file_toolcrib_admission_v1_admission_proto_rawDesc = "" +
 	"\tModelTool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12!\n" +
-	"\finput_schema\x18\x03 \x01(\fR\vinputSchema\"\xf9\x02\n" +
+	"\finput_schema\x18\x03 \x01(\fR\vinputSchema\"\x9b\x03\n" +
 	"\vRuntimeTool\x12\x17\n" +
 	"\atool_id\x18\x01 \x01(\tR\x06toolId\x12\x1b\n" +
 	"\tserver_id\x18\x02 \x01(\tR\bserverId\x12%\n" +
@@ -1570,7 +1595,8 @@ const file_toolcrib_admission_v1_admission_proto_rawDesc = "" +
 	"\x11descriptor_digest\x18\x05 \x01(\tR\x10descriptorDigest\x12C\n" +
 	"\feffect_class\x18\x06 \x01(\x0e2 .toolcrib.catalog.v1.EffectClassR\veffectClass\x12F\n" +
 	"\fsource_state\x18\a \x01(\x0e2#.toolcrib.catalog.v1.DiscoveryStateR\vsourceState\x123\n" +
-	"\x15confirmation_required\x18\b \x01(\bR\x14confirmationRequired\"\x83\x01\n" +
+	"\x15confirmation_required\x18\b \x01(\bR\x14confirmationRequired\x12 \n" +
+	"\vconditional\x18\x14 \x01(\bR\vconditional\"\x83\x01\n" +
 	"\vVisibleTool\x126\n" +
 	"\x05model\x18\x01 \x01(\v2 .toolcrib.admission.v1.ModelToolR\x05model\x12<\n" +
 	"\aruntime\x18\x02 \x01(\v2\".toolcrib.admission.v1.RuntimeToolR\aruntime\"\xc9\x01\n" +

@@ -228,6 +228,12 @@ const (
 	// The server is closed: rolled back with no fresh generation able to prove
 	// current authorization (I10).
 	DecisionReason_DECISION_REASON_SERVER_CLOSED DecisionReason = 15
+	// Every grant that gives the principal the tool's scope and audience
+	// class carries a condition (registry.proto Grant.condition), and none of
+	// them holds for this call, or evaluating one failed (fail closed). The
+	// detail names the grant (`subject:<sub>` or `group:<group>`), never the
+	// values the condition read.
+	DecisionReason_DECISION_REASON_CONDITION_UNMET DecisionReason = 16
 )
 
 // Enum value maps for DecisionReason.
@@ -249,6 +255,7 @@ var (
 		13: "DECISION_REASON_ARGUMENTS_INVALID",
 		14: "DECISION_REASON_CONFIRMATION_REQUIRED",
 		15: "DECISION_REASON_SERVER_CLOSED",
+		16: "DECISION_REASON_CONDITION_UNMET",
 	}
 	DecisionReason_value = map[string]int32{
 		"DECISION_REASON_UNSPECIFIED":           0,
@@ -267,6 +274,7 @@ var (
 		"DECISION_REASON_ARGUMENTS_INVALID":     13,
 		"DECISION_REASON_CONFIRMATION_REQUIRED": 14,
 		"DECISION_REASON_SERVER_CLOSED":         15,
+		"DECISION_REASON_CONDITION_UNMET":       16,
 	}
 )
 
@@ -1115,7 +1123,7 @@ const file_toolcrib_catalog_v1_catalog_proto_rawDesc = "" +
 	"'DISCOVERY_STATE_UNVERSIONED_OBSERVATION\x10\x05\x12\x1e\n" +
 	"\x1aDISCOVERY_STATE_INCOMPLETE\x10\x06\x12\x1f\n" +
 	"\x1bDISCOVERY_STATE_QUARANTINED\x10\a\x12\x1b\n" +
-	"\x17DISCOVERY_STATE_RETIRED\x10\b*\xbd\x04\n" +
+	"\x17DISCOVERY_STATE_RETIRED\x10\b*\xe2\x04\n" +
 	"\x0eDecisionReason\x12\x1f\n" +
 	"\x1bDECISION_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DECISION_REASON_ALLOW\x10\x01\x12!\n" +
@@ -1133,7 +1141,8 @@ const file_toolcrib_catalog_v1_catalog_proto_rawDesc = "" +
 	"\x19DECISION_REASON_FORBIDDEN\x10\f\x12%\n" +
 	"!DECISION_REASON_ARGUMENTS_INVALID\x10\r\x12)\n" +
 	"%DECISION_REASON_CONFIRMATION_REQUIRED\x10\x0e\x12!\n" +
-	"\x1dDECISION_REASON_SERVER_CLOSED\x10\x0f*\x93\x01\n" +
+	"\x1dDECISION_REASON_SERVER_CLOSED\x10\x0f\x12#\n" +
+	"\x1fDECISION_REASON_CONDITION_UNMET\x10\x10*\x93\x01\n" +
 	"\vPointerMove\x12\x1c\n" +
 	"\x18POINTER_MOVE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15POINTER_MOVE_ACTIVATE\x10\x01\x12\x19\n" +

@@ -1950,7 +1950,14 @@ type Grant struct {
 	// Audience classes the subject or group reads tools as, sorted.
 	AudienceClasses []string `protobuf:"bytes,5,rep,name=audience_classes,json=audienceClasses,proto3" json:"audience_classes,omitempty"`
 	// When the grant last changed.
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// A CEL expression that must be true for the grant to count in a Check
+	// (docs/concepts/conditions.md); empty for none (the grant always
+	// counts). It reads `principal` (subject, tenant, groups, claims),
+	// `tool` (id, server, effect, scopes, approval_digest), `args` (the
+	// validated arguments) and `request` (mode, run_id, time), and returns a
+	// bool. Type-checked and cost-estimated when written.
+	Condition     string `protobuf:"bytes,7,opt,name=condition,proto3" json:"condition,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2025,6 +2032,13 @@ func (x *Grant) GetUpdatedAt() *timestamppb.Timestamp {
 		return x.UpdatedAt
 	}
 	return nil
+}
+
+func (x *Grant) GetCondition() string {
+	if x != nil {
+		return x.Condition
+	}
+	return ""
 }
 
 // Policy is everything admission needs about one tenant at one epoch.
@@ -4804,10 +4818,20 @@ type GrantScopesRequest struct {
 	// Scopes to add; may be empty when audience classes are given.
 	Scopes []string `protobuf:"bytes,4,rep,name=scopes,proto3" json:"scopes,omitempty"`
 	// Audience classes of the tenant to add; may be empty when scopes are
-	// given.
+	// given, or when `condition` or `clear_condition` is.
 	AudienceClasses []string `protobuf:"bytes,5,rep,name=audience_classes,json=audienceClasses,proto3" json:"audience_classes,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// A CEL condition to set on the grant, replacing any it had
+	// (Grant.condition); empty keeps the grant's condition as it is.
+	// INVALID_ARGUMENT with a field violation on `condition` giving the
+	// line and column of the error when it does not parse, references an
+	// unknown variable or field, does not return a bool, or its estimated
+	// cost exceeds the budget. At most 4096 bytes.
+	Condition string `protobuf:"bytes,6,opt,name=condition,proto3" json:"condition,omitempty"`
+	// Removes the grant's condition (the grant then always counts). Not
+	// with `condition`.
+	ClearCondition bool `protobuf:"varint,7,opt,name=clear_condition,json=clearCondition,proto3" json:"clear_condition,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GrantScopesRequest) Reset() {
@@ -4873,6 +4897,20 @@ func (x *GrantScopesRequest) GetAudienceClasses() []string {
 		return x.AudienceClasses
 	}
 	return nil
+}
+
+func (x *GrantScopesRequest) GetCondition() string {
+	if x != nil {
+		return x.Condition
+	}
+	return ""
+}
+
+func (x *GrantScopesRequest) GetClearCondition() bool {
+	if x != nil {
+		return x.ClearCondition
+	}
+	return false
 }
 
 // GrantScopesResponse is the response of GrantScopes.
@@ -5714,7 +5752,7 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\x06detail\x18\b \x01(\tR\x06detail\x12>\n" +
 	"\bcontract\x18\t \x01(\v2\".toolcrib.registry.v1.ToolContractR\bcontract\x12%\n" +
 	"\x0eaudience_class\x18\n" +
-	" \x01(\tR\raudienceClass\"\xd2\x01\n" +
+	" \x01(\tR\raudienceClass\"\xf0\x01\n" +
 	"\x05Grant\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x18\n" +
 	"\asubject\x18\x02 \x01(\tR\asubject\x12\x14\n" +
@@ -5722,7 +5760,8 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\x06scopes\x18\x04 \x03(\tR\x06scopes\x12)\n" +
 	"\x10audience_classes\x18\x05 \x03(\tR\x0faudienceClasses\x129\n" +
 	"\n" +
-	"updated_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\x98\x02\n" +
+	"updated_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1c\n" +
+	"\tcondition\x18\a \x01(\tR\tcondition\"\x98\x02\n" +
 	"\x06Policy\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12!\n" +
 	"\fpolicy_epoch\x18\x02 \x01(\x03R\vpolicyEpoch\x123\n" +
@@ -5898,13 +5937,15 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\x11current_at_source\x18\x0e \x01(\bR\x0fcurrentAtSource\x12A\n" +
 	"\vtrust_level\x18\x0f \x01(\x0e2 .toolcrib.registry.v1.TrustLevelR\n" +
 	"trustLevel\x12\x1a\n" +
-	"\brevision\x18\x10 \x01(\x03R\brevision\"\xa4\x01\n" +
+	"\brevision\x18\x10 \x01(\x03R\brevision\"\xeb\x01\n" +
 	"\x12GrantScopesRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x18\n" +
 	"\asubject\x18\x02 \x01(\tR\asubject\x12\x14\n" +
 	"\x05group\x18\x03 \x01(\tR\x05group\x12\x16\n" +
 	"\x06scopes\x18\x04 \x03(\tR\x06scopes\x12)\n" +
-	"\x10audience_classes\x18\x05 \x03(\tR\x0faudienceClasses\"k\n" +
+	"\x10audience_classes\x18\x05 \x03(\tR\x0faudienceClasses\x12\x1c\n" +
+	"\tcondition\x18\x06 \x01(\tR\tcondition\x12'\n" +
+	"\x0fclear_condition\x18\a \x01(\bR\x0eclearCondition\"k\n" +
 	"\x13GrantScopesResponse\x121\n" +
 	"\x05grant\x18\x01 \x01(\v2\x1b.toolcrib.registry.v1.GrantR\x05grant\x12!\n" +
 	"\fpolicy_epoch\x18\x02 \x01(\x03R\vpolicyEpoch\"\xa5\x01\n" +

@@ -111,6 +111,12 @@ type Entry struct {
 	ActiveDigest      string                `json:"a,omitempty"`
 	InputSchemaDigest string                `json:"i,omitempty"`
 	Effect            catalogv1.EffectClass `json:"e,omitempty"`
+	// Scope and ApprovalDigest are the approved contract's scope and the
+	// approval digest in force: what the grants' conditions read of the
+	// tool after the cache (they are evaluated on every call, never
+	// cached).
+	Scope          string `json:"sc,omitempty"`
+	ApprovalDigest string `json:"ad,omitempty"`
 	// ExpiresAt bounds the entry: the earliest of the cache lifetime and
 	// the pointer's fresh_until.
 	ExpiresAt time.Time `json:"x"`

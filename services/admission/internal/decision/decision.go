@@ -10,6 +10,7 @@ import (
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/condition"
 	"github.com/toolcrib/toolcrib/platform/ids"
 )
 
@@ -34,6 +35,7 @@ const (
 	ArgumentsInvalid     = catalogv1.DecisionReason_DECISION_REASON_ARGUMENTS_INVALID
 	ConfirmationRequired = catalogv1.DecisionReason_DECISION_REASON_CONFIRMATION_REQUIRED
 	ServerClosed         = catalogv1.DecisionReason_DECISION_REASON_SERVER_CLOSED
+	ConditionUnmet       = catalogv1.DecisionReason_DECISION_REASON_CONDITION_UNMET
 )
 
 // Order is the documented precedence (DESIGN §7, admission.proto): when
@@ -49,10 +51,14 @@ const (
 // shadow) right after the reachability rule, and CANARY is FORBIDDEN
 // (detail starting "canary:") right after the scope rank — POLICY_REVOKED
 // when the stage at the plan's epoch would have admitted the call.
+//
+// ARGUMENTS_INVALID and CONDITION_UNMET come before CONFIRMATION_REQUIRED
+// (issue 25): a person is never asked to confirm a call that would then be
+// refused.
 var Order = []Reason{
 	InvalidInput, Forbidden, Forbidden, StalePolicy, NotFound, NotFound, ServerClosed, IncompleteDiscovery,
 	StaleCatalog, Disabled, Unreviewed, StaleSchema, Forbidden, Forbidden, UnversionedSource,
-	ConfirmationRequired, ArgumentsInvalid, Allow,
+	ArgumentsInvalid, ConditionUnmet, ConfirmationRequired, Allow,
 }
 
 // Limits on request fields (I12: bad input is refused whole). The id
@@ -127,6 +133,29 @@ type Grant struct {
 	Subject, Group string
 	Scopes         []string
 	Classes        []string
+	// ConditionText is the grant's CEL condition as stored; empty for none.
+	// Condition is it compiled (once, when the policy is loaded); nil with
+	// a non-empty ConditionText is a condition this replica cannot compile,
+	// which never holds (fail closed).
+	ConditionText string
+	Condition     *condition.Expr
+}
+
+// Conditional reports whether the grant carries a condition.
+func (g Grant) Conditional() bool { return g.ConditionText != "" }
+
+// Name names the grant in a detail and a receipt: `subject:<sub>` or
+// `group:<group>` (identifiers the registry bounded when written).
+func (g Grant) Name() string {
+	if g.Group != "" {
+		return "group:" + g.Group
+	}
+	return "subject:" + g.Subject
+}
+
+// Names reports whether the grant names subject or one of groups.
+func (g Grant) Names(subject string, groups []string) bool {
+	return (g.Subject != "" && g.Subject == subject) || (g.Group != "" && slices.Contains(groups, g.Group))
 }
 
 // Access is what one principal holds at one epoch: the union of the grants
@@ -140,7 +169,7 @@ type Access struct {
 func Effective(grants []Grant, subject string, groups []string) Access {
 	var a Access
 	for _, g := range grants {
-		if (g.Subject != "" && g.Subject == subject) || (g.Group != "" && slices.Contains(groups, g.Group)) {
+		if g.Names(subject, groups) {
 			a.Scopes = append(a.Scopes, g.Scopes...)
 			a.Classes = append(a.Classes, g.Classes...)
 		}
@@ -188,6 +217,9 @@ type Contract struct {
 	Effect       catalogv1.EffectClass
 	Scope        string
 	Confirmation registryv1.Confirmation
+	// ApprovalDigest is the approval digest in force (a condition reads it
+	// as `tool.approval_digest`).
+	ApprovalDigest string
 }
 
 // Review is the registry's answer for the tool's descriptor in the active
@@ -255,6 +287,9 @@ type Facts struct {
 	// Arguments is the argument check's result (see package args); only
 	// read by [Final].
 	Arguments ArgumentCheck
+	// Conditions is the conditions' result ([Conditions]); only read by
+	// [Final].
+	Conditions ConditionCheck
 }
 
 // ArgumentCheck is the outcome of validating the arguments.
@@ -279,13 +314,17 @@ func deny(r Reason, format string, args ...any) Outcome {
 	return Outcome{Reason: r, Detail: fmt.Sprintf(format, args...)}
 }
 
-// Decide makes the whole decision: [Prelim], then the argument check.
-func Decide(f Facts) Outcome { return Final(Prelim(f), f.Arguments) }
+// Decide makes the whole decision: [Prelim], then the argument check and
+// the conditions.
+func Decide(f Facts) Outcome { return Final(Prelim(f), f.Arguments, f.Conditions) }
 
 // Final completes a preliminary decision (from [Prelim] or the decision
-// cache) with the argument check, which runs on every call.
-func Final(pre Outcome, args ArgumentCheck) Outcome {
-	if !pre.Allowed() {
+// cache) with the argument check and the grants' conditions, which run on
+// every call. A preliminary CONFIRMATION_REQUIRED is completed like an
+// ALLOW: the arguments and the conditions come before it in [Order], so a
+// person is never asked to confirm a call that would then be refused.
+func Final(pre Outcome, args ArgumentCheck, cond ConditionCheck) Outcome {
+	if !Completes(pre.Reason) {
 		return pre
 	}
 	if args.Problem != "" {
@@ -295,8 +334,18 @@ func Final(pre Outcome, args ArgumentCheck) Outcome {
 		}
 		return deny(ArgumentsInvalid, "arguments at %s: %s", ptr, args.Problem)
 	}
+	if cond.Unmet != "" {
+		if cond.Failed {
+			return deny(ConditionUnmet, "the condition of grant %s could not be evaluated (fail closed)", cond.Unmet)
+		}
+		return deny(ConditionUnmet, "the condition of grant %s is not met", cond.Unmet)
+	}
 	return pre
 }
+
+// Completes reports whether a preliminary reason is completed by [Final]
+// (the argument check and the conditions): ALLOW and CONFIRMATION_REQUIRED.
+func Completes(r Reason) bool { return r == Allow || r == ConfirmationRequired }
 
 // NeedsConfirmation reports whether an autonomous call of a tool with this
 // effect class and confirmation policy needs a user's confirmation.

@@ -90,12 +90,13 @@ var causes = []cause{
 			f.Review.Approved.Effect = catalogv1.EffectClass_EFFECT_CLASS_RESERVATION
 		}
 	}, ""},
+	{ArgumentsInvalid, "arguments", func(f *Facts) { f.Arguments = ArgumentCheck{Problem: "missing property", Pointer: "/id"} }, ""},
+	{ConditionUnmet, "condition unmet", func(f *Facts) { f.Conditions = ConditionCheck{Unmet: "group:readers"} }, "group:readers"},
 	{ConfirmationRequired, "confirmation", func(f *Facts) {
 		if f.Review.Approved != nil {
 			f.Review.Approved.Confirmation = registryv1.Confirmation_CONFIRMATION_ALWAYS
 		}
 	}, ""},
-	{ArgumentsInvalid, "arguments", func(f *Facts) { f.Arguments = ArgumentCheck{Problem: "missing property", Pointer: "/id"} }, ""},
 }
 
 func clone(f Facts) Facts {
@@ -302,7 +303,7 @@ func TestArgumentsDetailNamesThePointer(t *testing.T) {
 		t.Fatalf("%v %q", o.Reason, o.Detail)
 	}
 	// A preliminary denial is not turned into ARGUMENTS_INVALID.
-	if got := Final(Outcome{Reason: Disabled}, f.Arguments).Reason; got != Disabled {
+	if got := Final(Outcome{Reason: Disabled}, f.Arguments, ConditionCheck{Unmet: "group:x"}).Reason; got != Disabled {
 		t.Fatalf("Final over a denial: %v", got)
 	}
 }
@@ -414,14 +415,15 @@ func TestTrustLevel(t *testing.T) {
 			t.Errorf("%v/%v: the detail %q does not name the trust level as the cause", tc.trust, tc.effect, out.Detail)
 		}
 	}
-	// Its place in the order: an unversioned source answers first, invalid
-	// arguments after.
+	// Its place in the order: an unversioned source answers first, then
+	// invalid arguments (issue 25: never ask to confirm a call that would
+	// be refused).
 	f := clone(allowFacts())
 	f.Review.Trust = third
 	f.Review.Approved.Effect, f.Review.Approved.Confirmation = catalogv1.EffectClass_EFFECT_CLASS_WRITE, free
 	f.Arguments = ArgumentCheck{Problem: "missing property", Pointer: "/id"}
-	if got := Decide(f).Reason; got != ConfirmationRequired {
-		t.Errorf("third party with invalid arguments: %v, want CONFIRMATION_REQUIRED", got)
+	if got := Decide(f).Reason; got != ArgumentsInvalid {
+		t.Errorf("third party with invalid arguments: %v, want ARGUMENTS_INVALID", got)
 	}
 	f.Pointer.Unversioned = true
 	if got := Decide(f).Reason; got != UnversionedSource {

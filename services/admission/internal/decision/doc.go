@@ -12,11 +12,16 @@
 //	UNREVIEWED → STALE_SCHEMA → FORBIDDEN / POLICY_REVOKED →
 //	FORBIDDEN (rollout stage CANARY: no run id, a run outside the share,
 //	an effect class outside the canary's) → UNVERSIONED_SOURCE →
-//	CONFIRMATION_REQUIRED → ARGUMENTS_INVALID → ALLOW
+//	ARGUMENTS_INVALID → CONDITION_UNMET → CONFIRMATION_REQUIRED → ALLOW
 //
 // The rollout stage ([Rollout]) comes from the policy at the epoch decided
 // at, like the grants; a run's place in a canary is [CanaryBucket].
 // [Decide] makes the whole decision; [Prelim] makes it without the argument
-// check, which is what the decision cache may hold (the argument check runs
-// on every call, after the cache: [Final]).
+// check and the grants' conditions, which is what the decision cache may
+// hold: Prelim counts every grant, conditional or not, so its inputs are
+// the cache key's (the principal's scope-set digest covers the union of
+// its grants). The argument check and the conditions ([Conditions]) run
+// on every call, after the cache: [Final]. A preliminary
+// CONFIRMATION_REQUIRED goes through them too, so a person is never asked
+// to confirm a call that would then be refused.
 package decision

@@ -16,6 +16,7 @@ import (
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	"github.com/toolcrib/toolcrib/platform/apierror"
 	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/condition"
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/services/admission/internal/args"
 	"github.com/toolcrib/toolcrib/services/admission/internal/cache"
@@ -70,7 +71,10 @@ type Options struct {
 	// Replica names this replica in receipts (`host:pid`).
 	Replica string
 	Now     func() time.Time
-	Logger  *slog.Logger
+	// ConditionNow is the time grants' conditions read as `request.time`;
+	// nil reads Now's decision time.
+	ConditionNow func() time.Time
+	Logger       *slog.Logger
 	// Decided is called once per answered Check with its reason and the
 	// cache level (metrics); nil for none.
 	Decided func(decision.Reason, cache.Level)
@@ -110,6 +114,9 @@ type view struct {
 	access decision.Access
 	// digest is cache.ScopeSetDigest(access, nil).
 	digest string
+	// conditional is true when a grant naming the principal carries a
+	// condition: only then are conditions evaluated on a Check.
+	conditional bool
 }
 
 // New returns the service.
@@ -180,6 +187,9 @@ type resolved struct {
 	hasPtr bool
 	// rollout is the stage of (server, class) at epoch; nil for FULL.
 	rollout *decision.Rollout
+	// conditional is the view's: a grant naming the principal carries a
+	// condition.
+	conditional bool
 }
 
 // pointer returns the pointer the request resolved to; nil for none.
@@ -258,8 +268,23 @@ func (s *Server) check(ctx context.Context, p principal.Principal, req *admissio
 			validUntil = earliest(validUntil, ptr.FreshUntil)
 		}
 		validUntil = earliest(validUntil, entry.ExpiresAt)
-		if out.Allowed() {
-			out = decision.Final(out, s.argCheck(ctx, res, entry, r, parsed))
+		if decision.Completes(out.Reason) {
+			// The argument check and then the conditions run on every call,
+			// after the cache and before a confirmation is asked for.
+			ac := s.argCheck(ctx, res, entry, r, parsed)
+			var cc decision.ConditionCheck
+			if ac.Problem == "" && res.conditional {
+				at := now
+				if s.o.ConditionNow != nil {
+					at = s.o.ConditionNow()
+				}
+				cc = decision.Conditions(res.policy.Grants, p.Subject, p.Groups, entry.Scope, res.class,
+					conditionInput(p, r, res, entry, parsed, at))
+			}
+			out = decision.Final(out, ac, cc)
+			if out.Allowed() {
+				rec.AdmittingGrant = cc.Admitting
+			}
 		}
 	}
 	rec.Decision = admissionv1.Decision_DECISION_DENY
@@ -386,6 +411,11 @@ func (s *Server) viewOf(ctx context.Context, p principal.Principal, epoch int64)
 	}
 	a := decision.Effective(pol.Grants, p.Subject, p.Groups)
 	v := &view{policy: pol, access: a, digest: cache.ScopeSetDigest(a, nil)}
+	for _, g := range pol.Grants {
+		if g.Conditional() && g.Names(p.Subject, p.Groups) {
+			v.conditional = true
+		}
+	}
 	if pol.Epoch == epoch {
 		s.views.Add(k, v)
 	}
@@ -407,6 +437,7 @@ func (s *Server) resolve(ctx context.Context, p principal.Principal, r decision.
 		return res, err
 	}
 	res.policy, res.epoch, res.access, res.digest = v.policy, v.policy.Epoch, v.access, v.digest
+	res.conditional = v.conditional
 	server := decision.ServerOf(r.ToolID)
 	// The first class of the access that reads the server, preferring one
 	// whose rollout stage serves it: a server in SHADOW for one class and
@@ -553,6 +584,7 @@ func (s *Server) prelim(ctx context.Context, p principal.Principal, r decision.R
 	}
 	if f.Review.Approved != nil {
 		e.Effect = f.Review.Approved.Effect
+		e.Scope, e.ApprovalDigest = f.Review.Approved.Scope, f.Review.Approved.ApprovalDigest
 	}
 	return e, nil
 }
@@ -573,4 +605,25 @@ func (s *Server) argCheck(ctx context.Context, res resolved, e cache.Entry, r de
 		}
 		return t.InputSchema, nil
 	}, parsed.Value)
+}
+
+// conditionInput is what a grant's condition reads for this call: the
+// verified principal (never a request field), the tool from the approved
+// contract, the parsed arguments and the request at the decision time.
+func conditionInput(p principal.Principal, r decision.Request, res resolved, e cache.Entry, parsed args.Parsed, now time.Time) *condition.Input {
+	var scopes []string
+	if e.Scope != "" {
+		scopes = []string{e.Scope}
+	}
+	server := e.ServerID
+	if server == "" {
+		server = decision.ServerOf(r.ToolID)
+	}
+	return &condition.Input{
+		Principal: condition.Principal{Subject: p.Subject, Tenant: p.Tenant, Groups: p.Groups, Claims: p.Claims},
+		Tool: condition.Tool{ID: r.ToolID, Server: server, Effect: decision.EffectName(e.Effect), Scopes: scopes,
+			ApprovalDigest: e.ApprovalDigest},
+		Args:    parsed.Value,
+		Request: condition.Request{Mode: decision.ModeName(r.Mode), RunID: r.RunID, Time: now},
+	}
 }

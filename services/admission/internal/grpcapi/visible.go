@@ -101,6 +101,9 @@ func (s *Server) visibleSet(ctx context.Context, p principal.Principal, run stri
 	}
 	epoch = pol.Epoch
 	access := decision.Effective(pol.Grants, p.Subject, p.Groups)
+	// plain is the access the grants without a condition give: a tool it
+	// does not cover is listed as conditional.
+	plain := decision.Effective(decision.Unconditional(pol.Grants), p.Subject, p.Groups)
 	now := s.o.Now()
 	type src struct {
 		class   string
@@ -110,7 +113,8 @@ func (s *Server) visibleSet(ctx context.Context, p principal.Principal, run stri
 	}
 	var srcs []src
 	var key strings.Builder
-	key.WriteString(strconv.Itoa(len(p.Tenant)) + ":" + p.Tenant + "|" + strconv.FormatInt(epoch, 10) + "|" + cache.ScopeSetDigest(access, nil))
+	key.WriteString(strconv.Itoa(len(p.Tenant)) + ":" + p.Tenant + "|" + strconv.FormatInt(epoch, 10) + "|" + cache.ScopeSetDigest(access, nil) +
+		"|" + cache.ScopeSetDigest(plain, nil))
 	for _, c := range access.Classes {
 		servers := slices.Clone(pol.Classes[c])
 		slices.Sort(servers)
@@ -190,6 +194,7 @@ func (s *Server) visibleSet(ctx context.Context, p principal.Principal, run stri
 				InputSchema: t.InputSchema, AudienceClass: sr.class, Generation: sr.ptr.Generation,
 				DescriptorDigest: t.DescriptorDigest, Effect: rv.Approved.Effect, SourceState: state,
 				ConfirmationRequired: decision.ConfirmationNeeded(*rv.Approved, rv.Trust),
+				Conditional:          !plain.HasScope(rv.Approved.Scope) || !plain.HasClass(sr.class),
 			})
 		}
 	}

@@ -24,6 +24,9 @@ type Tool struct {
 	Effect                                     catalogv1.EffectClass
 	SourceState                                catalogv1.DiscoveryState
 	ConfirmationRequired                       bool
+	// Conditional: only grants with a condition give the tool
+	// (RuntimeTool.conditional).
+	Conditional bool
 }
 
 // Filters narrow one request.
@@ -150,6 +153,11 @@ func Build(tools []Tool) *Set {
 			t.DescriptorDigest, t.Effect.String(), t.SourceState.String(), strconv.FormatBool(t.ConfirmationRequired)} {
 			h.Write([]byte(strconv.Itoa(len(f)) + ":" + f))
 		}
+		if t.Conditional {
+			// Written only when set, so every digest of a set without
+			// conditions is what it was before conditions existed.
+			h.Write([]byte("11:conditional"))
+		}
 		h.Write([]byte{'\n'})
 	}
 	for f := range total {
@@ -246,7 +254,7 @@ func view(d doc) *admissionv1.VisibleTool {
 		Runtime: &admissionv1.RuntimeTool{
 			ToolId: t.ToolID, ServerId: t.ServerID, AudienceClass: t.AudienceClass, Generation: t.Generation,
 			DescriptorDigest: t.DescriptorDigest, EffectClass: t.Effect, SourceState: t.SourceState,
-			ConfirmationRequired: t.ConfirmationRequired,
+			ConfirmationRequired: t.ConfirmationRequired, Conditional: t.Conditional,
 		},
 	}
 }

@@ -50,8 +50,7 @@ func (r *Registry) ctx(ctx context.Context) (context.Context, context.CancelFunc
 func PolicyFromProto(p *registryv1.Policy) replica.Policy {
 	out := replica.Policy{Tenant: p.GetTenantId(), Epoch: p.GetPolicyEpoch(), Classes: map[string][]string{}}
 	for _, g := range p.GetGrants() {
-		out.Grants = append(out.Grants, decision.Grant{Subject: g.GetSubject(), Group: g.GetGroup(),
-			Scopes: g.GetScopes(), Classes: g.GetAudienceClasses()})
+		out.Grants = append(out.Grants, decision.GrantOf(g.GetSubject(), g.GetGroup(), g.GetScopes(), g.GetAudienceClasses(), g.GetCondition()))
 	}
 	for _, c := range p.GetAudienceClasses() {
 		for _, s := range c.GetServers() {
@@ -151,7 +150,8 @@ func (r *Registry) Review(ctx context.Context, tenant string, _ int64, class, to
 	}
 	rv := decision.Review{Known: true, Enabled: resp.GetEnabled(), Trust: resp.GetTrustLevel()}
 	if c := resp.GetContract(); resp.GetApproved() && c != nil {
-		rv.Approved = &decision.Contract{Effect: c.GetEffect(), Scope: c.GetScope(), Confirmation: c.GetConfirmation()}
+		rv.Approved = &decision.Contract{Effect: c.GetEffect(), Scope: c.GetScope(), Confirmation: c.GetConfirmation(),
+			ApprovalDigest: resp.GetApprovalDigest()}
 	}
 	return rv, nil
 }

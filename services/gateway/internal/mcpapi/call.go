@@ -91,6 +91,9 @@ var whatToDo = map[catalogv1.DecisionReason]string{
 	catalogv1.DecisionReason_DECISION_REASON_ARGUMENTS_INVALID:     "fix the arguments to match the tool's input schema",
 	catalogv1.DecisionReason_DECISION_REASON_CONFIRMATION_REQUIRED: "the user must confirm this call",
 	catalogv1.DecisionReason_DECISION_REASON_SERVER_CLOSED:         "the server is closed: no current catalog proves authorization; try again later",
+	// Decided before a confirmation is asked for, so the user is never
+	// asked to confirm a call a condition refuses.
+	catalogv1.DecisionReason_DECISION_REASON_CONDITION_UNMET: "a condition on your grant does not allow this call (its arguments, run or time); change the call or ask your tenant's admin",
 }
 
 // reasonName is an admission reason without its enum prefix.

@@ -526,7 +526,7 @@ func (s *Server) GrantScopes(ctx context.Context, req *registryv1.GrantScopesReq
 	if _, err := principal.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	g, err := grantChange(req.GetTenantId(), req.GetSubject(), req.GetGroup(), req.GetScopes(), req.GetAudienceClasses())
+	g, err := grantChangeWithCondition(req)
 	if err != nil {
 		return nil, err
 	}
@@ -542,7 +542,7 @@ func (s *Server) RevokeScopes(ctx context.Context, req *registryv1.RevokeScopesR
 	if _, err := principal.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	g, err := grantChange(req.GetTenantId(), req.GetSubject(), req.GetGroup(), req.GetScopes(), req.GetAudienceClasses())
+	g, err := grantChange(req.GetTenantId(), req.GetSubject(), req.GetGroup(), req.GetScopes(), req.GetAudienceClasses(), false)
 	if err != nil {
 		return nil, err
 	}

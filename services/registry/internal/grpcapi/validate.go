@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolcrib/toolcrib/platform/apierror"
 	"github.com/toolcrib/toolcrib/platform/canonical"
+	"github.com/toolcrib/toolcrib/platform/condition"
 	"github.com/toolcrib/toolcrib/platform/egress"
 	"github.com/toolcrib/toolcrib/platform/ids"
 	"github.com/toolcrib/toolcrib/platform/principal"
@@ -247,7 +248,7 @@ func validateAudienceClass(v *apierror.Violations, a *registryv1.AudienceClass, 
 }
 
 // grantChange validates a grant or revoke request.
-func grantChange(tenant, subject, group string, scopes, classes []string) (store.GrantChange, error) {
+func grantChange(tenant, subject, group string, scopes, classes []string, conditionOnly bool) (store.GrantChange, error) {
 	var v apierror.Violations
 	checkTenantID(&v, "tenant_id", tenant)
 	switch {
@@ -263,7 +264,7 @@ func grantChange(tenant, subject, group string, scopes, classes []string) (store
 			v.Add("group", "give the group name without the %q prefix", ownerGroupPref)
 		}
 	}
-	if len(scopes) == 0 && len(classes) == 0 {
+	if len(scopes) == 0 && len(classes) == 0 && !conditionOnly {
 		v.Add("scopes", "give at least one scope or audience class")
 	}
 	if len(scopes) > maxList || len(classes) > maxList {
@@ -285,6 +286,34 @@ func grantChange(tenant, subject, group string, scopes, classes []string) (store
 		return store.GrantChange{}, err
 	}
 	return store.GrantChange{TenantID: tenant, Subject: subject, Group: group, Scopes: scopes, AudienceClasses: classes}, nil
+}
+
+// grantChangeWithCondition validates a GrantScopes request: the grant
+// change, and the condition compiled (platform/condition) so a condition
+// that does not parse, type-check or fit the cost budget is refused with
+// its position before anything is written. A request may carry only a
+// condition (or clear_condition), for a grant that exists.
+func grantChangeWithCondition(req *registryv1.GrantScopesRequest) (store.GrantChange, error) {
+	setCond := req.GetCondition() != "" || req.GetClearCondition()
+	scopes, classes := req.GetScopes(), req.GetAudienceClasses()
+	var v apierror.Violations
+	if req.GetCondition() != "" && req.GetClearCondition() {
+		v.Add("clear_condition", "give condition or clear_condition, not both")
+	}
+	if req.GetCondition() != "" {
+		if _, cerr := condition.Compile(req.GetCondition()); cerr != nil {
+			v.Add("condition", "%s", cerr.Error())
+		}
+	}
+	if err := v.Err(); err != nil {
+		return store.GrantChange{}, err
+	}
+	g, err := grantChange(req.GetTenantId(), req.GetSubject(), req.GetGroup(), scopes, classes, setCond)
+	if err != nil {
+		return store.GrantChange{}, err
+	}
+	g.SetCondition, g.Condition = setCond, req.GetCondition()
+	return g, nil
 }
 
 // page validates a page size and token.

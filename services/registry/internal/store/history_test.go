@@ -58,6 +58,11 @@ func TestPolicyHistoryAgreesWithEveryPastPolicy(t *testing.T) {
 			if len(g.Scopes)+len(g.AudienceClasses) == 0 {
 				g.Scopes = scopes[:1]
 			}
+			// A condition set, changed or cleared with the change (issue
+			// 25): the history keeps the one in force at each epoch.
+			if c := rng.IntN(4); c < 3 {
+				g.SetCondition, g.Condition = true, []string{"", `request.run_id != ""`, "false"}[c]
+			}
 			_, _, err = s.Grant(ctx, g)
 		case op < 4:
 			_, _, err = s.Revoke(ctx, g)

@@ -53,6 +53,11 @@ type GrantChange struct {
 	// Scopes and AudienceClasses to add or remove.
 	Scopes          []string
 	AudienceClasses []string
+	// SetCondition replaces the grant's condition with Condition (empty
+	// clears it); only for [Store.Grant]. The caller has compiled
+	// Condition (platform/condition); the store keeps the text.
+	SetCondition bool
+	Condition    string
 }
 
 func (g GrantChange) id() string {
@@ -66,8 +71,16 @@ func (g GrantChange) id() string {
 // needed, and bumps the tenant's epoch in the same transaction. Audience
 // classes must belong to the tenant ([InvalidError] otherwise); an unknown
 // tenant is a [NotFoundError].
+//
+// With SetCondition the grant's condition is replaced in the same
+// transaction (so the epoch bump covers it); a condition alone on a grant
+// that does not exist is a [NotFoundError] (a grant with no scope and no
+// class does not exist).
 func (s *Store) Grant(ctx context.Context, g GrantChange) (*registryv1.Grant, int64, error) {
 	return s.changeGrant(ctx, g, registryv1.PolicyChangeCause_POLICY_CHANGE_CAUSE_GRANT, func(scopes, classes []string, exists bool) ([]string, []string, error) {
+		if !exists && len(g.Scopes) == 0 && len(g.AudienceClasses) == 0 {
+			return nil, nil, &NotFoundError{Kind: "grant", ID: g.id()}
+		}
 		return union(scopes, g.Scopes), union(classes, g.AudienceClasses), nil
 	})
 }
@@ -103,9 +116,12 @@ func (s *Store) changeGrant(ctx context.Context, g GrantChange, cause registryv1
 				return err
 			}
 		}
-		var scopes, classes []string
-		err = u.tx.QueryRow(ctx, `SELECT scopes, audience_classes FROM grants WHERE tenant_id = $1 AND subject = $2 AND grp = $3`,
-			g.TenantID, g.Subject, g.Group).Scan(&scopes, &classes)
+		var (
+			scopes, classes []string
+			cond            string
+		)
+		err = u.tx.QueryRow(ctx, `SELECT scopes, audience_classes, condition FROM grants WHERE tenant_id = $1 AND subject = $2 AND grp = $3`,
+			g.TenantID, g.Subject, g.Group).Scan(&scopes, &classes, &cond)
 		exists := err == nil
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
@@ -114,7 +130,10 @@ func (s *Store) changeGrant(ctx context.Context, g GrantChange, cause registryv1
 		if err != nil {
 			return err
 		}
-		grant := &registryv1.Grant{TenantId: g.TenantID, Subject: g.Subject, Group: g.Group, Scopes: scopes, AudienceClasses: classes}
+		if g.SetCondition {
+			cond = g.Condition
+		}
+		grant := &registryv1.Grant{TenantId: g.TenantID, Subject: g.Subject, Group: g.Group, Scopes: scopes, AudienceClasses: classes, Condition: cond}
 		var at time.Time
 		if len(scopes) == 0 && len(classes) == 0 {
 			if _, err := u.tx.Exec(ctx, `DELETE FROM grants WHERE tenant_id = $1 AND subject = $2 AND grp = $3`,
@@ -124,10 +143,10 @@ func (s *Store) changeGrant(ctx context.Context, g GrantChange, cause registryv1
 			if err := u.tx.QueryRow(ctx, "SELECT now()").Scan(&at); err != nil {
 				return err
 			}
-		} else if err := u.tx.QueryRow(ctx, `INSERT INTO grants (tenant_id, subject, grp, scopes, audience_classes)
-VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant_id, subject, grp)
-DO UPDATE SET scopes = EXCLUDED.scopes, audience_classes = EXCLUDED.audience_classes, updated_at = now()
-RETURNING updated_at`, g.TenantID, g.Subject, g.Group, nonNil(scopes), nonNil(classes)).Scan(&at); err != nil {
+		} else if err := u.tx.QueryRow(ctx, `INSERT INTO grants (tenant_id, subject, grp, scopes, audience_classes, condition)
+VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (tenant_id, subject, grp)
+DO UPDATE SET scopes = EXCLUDED.scopes, audience_classes = EXCLUDED.audience_classes, condition = EXCLUDED.condition, updated_at = now()
+RETURNING updated_at`, g.TenantID, g.Subject, g.Group, nonNil(scopes), nonNil(classes), cond).Scan(&at); err != nil {
 			return fmt.Errorf("write grant: %w", err)
 		}
 		grant.UpdatedAt = ts(at)
@@ -152,9 +171,9 @@ WHERE tenant_id = $1 AND subject = $2 AND grp = $3 AND to_epoch IS NULL`, g.GetT
 	if len(g.GetScopes()) == 0 && len(g.GetAudienceClasses()) == 0 {
 		return nil
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO grant_history (tenant_id, subject, grp, scopes, audience_classes, updated_at, from_epoch)
-VALUES ($1, $2, $3, $4, $5, $6, $7)`, g.GetTenantId(), g.GetSubject(), g.GetGroup(), nonNil(g.GetScopes()), nonNil(g.GetAudienceClasses()),
-		g.GetUpdatedAt().AsTime(), epoch); err != nil {
+	if _, err := tx.Exec(ctx, `INSERT INTO grant_history (tenant_id, subject, grp, scopes, audience_classes, updated_at, from_epoch, condition)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, g.GetTenantId(), g.GetSubject(), g.GetGroup(), nonNil(g.GetScopes()), nonNil(g.GetAudienceClasses()),
+		g.GetUpdatedAt().AsTime(), epoch, g.GetCondition()); err != nil {
 		return fmt.Errorf("write grant version: %w", err)
 	}
 	return nil
@@ -198,7 +217,7 @@ func (s *Store) GetPolicy(ctx context.Context, tenant string) (*registryv1.Polic
 		if err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT tenant_id, subject, grp, scopes, audience_classes, updated_at FROM grants
+		rows, err := tx.Query(ctx, `SELECT tenant_id, subject, grp, scopes, audience_classes, updated_at, condition FROM grants
 WHERE tenant_id = $1 ORDER BY subject, grp`, tenant)
 		if err != nil {
 			return err
@@ -206,7 +225,7 @@ WHERE tenant_id = $1 ORDER BY subject, grp`, tenant)
 		p.Grants, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*registryv1.Grant, error) {
 			var g registryv1.Grant
 			var at time.Time
-			err := r.Scan(&g.TenantId, &g.Subject, &g.Group, &g.Scopes, &g.AudienceClasses, &at)
+			err := r.Scan(&g.TenantId, &g.Subject, &g.Group, &g.Scopes, &g.AudienceClasses, &at, &g.Condition)
 			g.UpdatedAt = ts(at)
 			return &g, err
 		})
@@ -255,7 +274,7 @@ func (s *Store) GetPolicyAt(ctx context.Context, tenant string, epoch int64) (*r
 		case epoch < since:
 			return &EpochError{Reason: ReasonEpochBeforeHistory, Tenant: tenant, Epoch: epoch, Current: current, Since: since}
 		}
-		rows, err := tx.Query(ctx, `SELECT tenant_id, subject, grp, scopes, audience_classes, updated_at FROM grant_history
+		rows, err := tx.Query(ctx, `SELECT tenant_id, subject, grp, scopes, audience_classes, updated_at, condition FROM grant_history
 WHERE tenant_id = $1 AND from_epoch <= $2 AND (to_epoch IS NULL OR to_epoch > $2) ORDER BY subject, grp`, tenant, epoch)
 		if err != nil {
 			return err
@@ -263,7 +282,7 @@ WHERE tenant_id = $1 AND from_epoch <= $2 AND (to_epoch IS NULL OR to_epoch > $2
 		p.Grants, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*registryv1.Grant, error) {
 			var g registryv1.Grant
 			var at time.Time
-			err := r.Scan(&g.TenantId, &g.Subject, &g.Group, &g.Scopes, &g.AudienceClasses, &at)
+			err := r.Scan(&g.TenantId, &g.Subject, &g.Group, &g.Scopes, &g.AudienceClasses, &at, &g.Condition)
 			g.UpdatedAt = ts(at)
 			return &g, err
 		})

@@ -125,7 +125,8 @@ class ModelTool(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., input_schema: _Optional[bytes] = ...) -> None: ...
 
 class Receipt(_message.Message):
-    __slots__ = ["argument_digest", "audience_class", "confirmed_at", "confirmer", "decided_at", "decision", "descriptor_digest", "effect_class", "generation", "mode", "policy_epoch", "reason", "receipt_id", "replica", "run_id", "server_id", "shown_digest", "subject", "tenant_id", "tool_id"]
+    __slots__ = ["admitting_grant", "argument_digest", "audience_class", "confirmed_at", "confirmer", "decided_at", "decision", "descriptor_digest", "effect_class", "generation", "mode", "policy_epoch", "reason", "receipt_id", "replica", "run_id", "server_id", "shown_digest", "subject", "tenant_id", "tool_id"]
+    ADMITTING_GRANT_FIELD_NUMBER: _ClassVar[int]
     ARGUMENT_DIGEST_FIELD_NUMBER: _ClassVar[int]
     AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]
     CONFIRMED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -146,6 +147,7 @@ class Receipt(_message.Message):
     SUBJECT_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     TOOL_ID_FIELD_NUMBER: _ClassVar[int]
+    admitting_grant: str
     argument_digest: str
     audience_class: str
     confirmed_at: _timestamp_pb2.Timestamp
@@ -166,11 +168,12 @@ class Receipt(_message.Message):
     subject: str
     tenant_id: str
     tool_id: str
-    def __init__(self, receipt_id: _Optional[str] = ..., decision: _Optional[_Union[Decision, str]] = ..., reason: _Optional[_Union[_catalog_pb2.DecisionReason, str]] = ..., tenant_id: _Optional[str] = ..., subject: _Optional[str] = ..., tool_id: _Optional[str] = ..., server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., generation: _Optional[int] = ..., descriptor_digest: _Optional[str] = ..., policy_epoch: _Optional[int] = ..., argument_digest: _Optional[str] = ..., mode: _Optional[_Union[Mode, str]] = ..., run_id: _Optional[str] = ..., decided_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., replica: _Optional[str] = ..., effect_class: _Optional[_Union[_catalog_pb2.EffectClass, str]] = ..., confirmer: _Optional[str] = ..., confirmed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., shown_digest: _Optional[str] = ...) -> None: ...
+    def __init__(self, receipt_id: _Optional[str] = ..., decision: _Optional[_Union[Decision, str]] = ..., reason: _Optional[_Union[_catalog_pb2.DecisionReason, str]] = ..., tenant_id: _Optional[str] = ..., subject: _Optional[str] = ..., tool_id: _Optional[str] = ..., server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., generation: _Optional[int] = ..., descriptor_digest: _Optional[str] = ..., policy_epoch: _Optional[int] = ..., argument_digest: _Optional[str] = ..., mode: _Optional[_Union[Mode, str]] = ..., run_id: _Optional[str] = ..., decided_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., replica: _Optional[str] = ..., effect_class: _Optional[_Union[_catalog_pb2.EffectClass, str]] = ..., confirmer: _Optional[str] = ..., confirmed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., shown_digest: _Optional[str] = ..., admitting_grant: _Optional[str] = ...) -> None: ...
 
 class RuntimeTool(_message.Message):
-    __slots__ = ["audience_class", "confirmation_required", "descriptor_digest", "effect_class", "generation", "server_id", "source_state", "tool_id"]
+    __slots__ = ["audience_class", "conditional", "confirmation_required", "descriptor_digest", "effect_class", "generation", "server_id", "source_state", "tool_id"]
     AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONAL_FIELD_NUMBER: _ClassVar[int]
     CONFIRMATION_REQUIRED_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTOR_DIGEST_FIELD_NUMBER: _ClassVar[int]
     EFFECT_CLASS_FIELD_NUMBER: _ClassVar[int]
@@ -179,6 +182,7 @@ class RuntimeTool(_message.Message):
     SOURCE_STATE_FIELD_NUMBER: _ClassVar[int]
     TOOL_ID_FIELD_NUMBER: _ClassVar[int]
     audience_class: str
+    conditional: bool
     confirmation_required: bool
     descriptor_digest: str
     effect_class: _catalog_pb2.EffectClass
@@ -186,7 +190,7 @@ class RuntimeTool(_message.Message):
     server_id: str
     source_state: _catalog_pb2.DiscoveryState
     tool_id: str
-    def __init__(self, tool_id: _Optional[str] = ..., server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., generation: _Optional[int] = ..., descriptor_digest: _Optional[str] = ..., effect_class: _Optional[_Union[_catalog_pb2.EffectClass, str]] = ..., source_state: _Optional[_Union[_catalog_pb2.DiscoveryState, str]] = ..., confirmation_required: bool = ...) -> None: ...
+    def __init__(self, tool_id: _Optional[str] = ..., server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., generation: _Optional[int] = ..., descriptor_digest: _Optional[str] = ..., effect_class: _Optional[_Union[_catalog_pb2.EffectClass, str]] = ..., source_state: _Optional[_Union[_catalog_pb2.DiscoveryState, str]] = ..., confirmation_required: bool = ..., conditional: bool = ...) -> None: ...
 
 class SummarizeDecisionsRequest(_message.Message):
     __slots__ = ["audience_class", "generation", "server_id", "since"]

@@ -104,12 +104,19 @@ class AdmissionServiceServicer(object):
         run and the effect class, and its grants the scope and class.
         13. UNVERSIONED_SOURCE: an autonomous call of a tool with side effects
         (any effect but READ_ONLY) from an unversioned source (I3).
-        14. CONFIRMATION_REQUIRED: an autonomous call the contract's effect and
-        confirmation policy reserve for USER_CONFIRMED (WRITE, DESTRUCTIVE
-        and UNSPECIFIED by default).
-        15. ARGUMENTS_INVALID: the arguments fail the pinned input schema; the
+        14. ARGUMENTS_INVALID: the arguments fail the pinned input schema; the
         detail names the JSON pointer of the first violation.
-        16. ALLOW.
+        15. CONDITION_UNMET: every grant that gives the principal the tool's
+        scope and class carries a CEL condition (registry.proto
+        Grant.condition) and none is true for this call, or evaluating it
+        failed (fail closed); the detail names the grant, never the values
+        the condition read. A grant without a condition needs none.
+        16. CONFIRMATION_REQUIRED: an autonomous call the contract's effect and
+        confirmation policy reserve for USER_CONFIRMED (WRITE, DESTRUCTIVE
+        and UNSPECIFIED by default). It comes after the argument check and
+        the conditions, so a person is never asked to confirm a call that
+        would then be refused.
+        17. ALLOW.
 
         The `authorization` token is always the principal decided for (the
         user). In MODE_USER_CONFIRMED the request must also carry the metadata

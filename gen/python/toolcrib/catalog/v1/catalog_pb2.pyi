@@ -7,6 +7,7 @@ from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Map
 
 DECISION_REASON_ALLOW: DecisionReason
 DECISION_REASON_ARGUMENTS_INVALID: DecisionReason
+DECISION_REASON_CONDITION_UNMET: DecisionReason
 DECISION_REASON_CONFIRMATION_REQUIRED: DecisionReason
 DECISION_REASON_DISABLED: DecisionReason
 DECISION_REASON_FORBIDDEN: DecisionReason

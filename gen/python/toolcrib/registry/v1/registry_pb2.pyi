@@ -331,34 +331,40 @@ class GetToolReviewResponse(_message.Message):
     def __init__(self, tool_id: _Optional[str] = ..., server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., tenant_id: _Optional[str] = ..., policy_epoch: _Optional[int] = ..., approved: bool = ..., review_state: _Optional[_Union[ReviewState, str]] = ..., enabled: bool = ..., disabled_reason: _Optional[str] = ..., approval_digest: _Optional[str] = ..., contract: _Optional[_Union[ToolContract, _Mapping]] = ..., contract_version: _Optional[int] = ..., approval: _Optional[_Union[ApprovedVersion, _Mapping]] = ..., current_at_source: bool = ..., trust_level: _Optional[_Union[TrustLevel, str]] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class Grant(_message.Message):
-    __slots__ = ["audience_classes", "group", "scopes", "subject", "tenant_id", "updated_at"]
+    __slots__ = ["audience_classes", "condition", "group", "scopes", "subject", "tenant_id", "updated_at"]
     AUDIENCE_CLASSES_FIELD_NUMBER: _ClassVar[int]
+    CONDITION_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
     SCOPES_FIELD_NUMBER: _ClassVar[int]
     SUBJECT_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     audience_classes: _containers.RepeatedScalarFieldContainer[str]
+    condition: str
     group: str
     scopes: _containers.RepeatedScalarFieldContainer[str]
     subject: str
     tenant_id: str
     updated_at: _timestamp_pb2.Timestamp
-    def __init__(self, tenant_id: _Optional[str] = ..., subject: _Optional[str] = ..., group: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., audience_classes: _Optional[_Iterable[str]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, tenant_id: _Optional[str] = ..., subject: _Optional[str] = ..., group: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., audience_classes: _Optional[_Iterable[str]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., condition: _Optional[str] = ...) -> None: ...
 
 class GrantScopesRequest(_message.Message):
-    __slots__ = ["audience_classes", "group", "scopes", "subject", "tenant_id"]
+    __slots__ = ["audience_classes", "clear_condition", "condition", "group", "scopes", "subject", "tenant_id"]
     AUDIENCE_CLASSES_FIELD_NUMBER: _ClassVar[int]
+    CLEAR_CONDITION_FIELD_NUMBER: _ClassVar[int]
+    CONDITION_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
     SCOPES_FIELD_NUMBER: _ClassVar[int]
     SUBJECT_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     audience_classes: _containers.RepeatedScalarFieldContainer[str]
+    clear_condition: bool
+    condition: str
     group: str
     scopes: _containers.RepeatedScalarFieldContainer[str]
     subject: str
     tenant_id: str
-    def __init__(self, tenant_id: _Optional[str] = ..., subject: _Optional[str] = ..., group: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., audience_classes: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, tenant_id: _Optional[str] = ..., subject: _Optional[str] = ..., group: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., audience_classes: _Optional[_Iterable[str]] = ..., condition: _Optional[str] = ..., clear_condition: bool = ...) -> None: ...
 
 class GrantScopesResponse(_message.Message):
     __slots__ = ["grant", "policy_epoch"]
