@@ -103,9 +103,13 @@ type RegistryServiceClient interface {
 	// RegisterServer adds an MCP server. Admin only. ALREADY_EXISTS when the id
 	// is taken; INVALID_ARGUMENT with field violations for a bad record.
 	RegisterServer(ctx context.Context, in *RegisterServerRequest, opts ...grpc.CallOption) (*RegisterServerResponse, error)
-	// GetServer returns one server. NOT_FOUND when unknown.
+	// GetServer returns one server. NOT_FOUND when unknown, and when the
+	// caller may not read it: a tenant's users read the servers their
+	// tenant's audience classes cover and the servers their tenant owns;
+	// platform admins and services read every server.
 	GetServer(ctx context.Context, in *GetServerRequest, opts ...grpc.CallOption) (*GetServerResponse, error)
-	// ListServers returns servers ordered by id.
+	// ListServers returns the servers the caller may read (as for GetServer)
+	// ordered by id.
 	ListServers(ctx context.Context, in *ListServersRequest, opts ...grpc.CallOption) (*ListServersResponse, error)
 	// UpdateServer replaces a server's mutable fields. Admin only; ABORTED when
 	// `expected_version` is not the stored version (optimistic concurrency).
@@ -555,9 +559,13 @@ type RegistryServiceServer interface {
 	// RegisterServer adds an MCP server. Admin only. ALREADY_EXISTS when the id
 	// is taken; INVALID_ARGUMENT with field violations for a bad record.
 	RegisterServer(context.Context, *RegisterServerRequest) (*RegisterServerResponse, error)
-	// GetServer returns one server. NOT_FOUND when unknown.
+	// GetServer returns one server. NOT_FOUND when unknown, and when the
+	// caller may not read it: a tenant's users read the servers their
+	// tenant's audience classes cover and the servers their tenant owns;
+	// platform admins and services read every server.
 	GetServer(context.Context, *GetServerRequest) (*GetServerResponse, error)
-	// ListServers returns servers ordered by id.
+	// ListServers returns the servers the caller may read (as for GetServer)
+	// ordered by id.
 	ListServers(context.Context, *ListServersRequest) (*ListServersResponse, error)
 	// UpdateServer replaces a server's mutable fields. Admin only; ABORTED when
 	// `expected_version` is not the stored version (optimistic concurrency).

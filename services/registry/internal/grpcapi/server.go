@@ -146,7 +146,8 @@ func normalizeServer(in *registryv1.Server) *registryv1.Server {
 
 // GetServer implements RegistryService.GetServer.
 func (s *Server) GetServer(ctx context.Context, req *registryv1.GetServerRequest) (*registryv1.GetServerResponse, error) {
-	if _, err := principal.Require(ctx); err != nil {
+	caller, err := principal.Require(ctx)
+	if err != nil {
 		return nil, err
 	}
 	var v apierror.Violations
@@ -154,7 +155,7 @@ func (s *Server) GetServer(ctx context.Context, req *registryv1.GetServerRequest
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	srv, err := s.store.GetServer(ctx, req.GetServerId())
+	srv, err := s.store.GetServer(ctx, viewOf(caller), req.GetServerId())
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -163,7 +164,8 @@ func (s *Server) GetServer(ctx context.Context, req *registryv1.GetServerRequest
 
 // ListServers implements RegistryService.ListServers.
 func (s *Server) ListServers(ctx context.Context, req *registryv1.ListServersRequest) (*registryv1.ListServersResponse, error) {
-	if _, err := principal.Require(ctx); err != nil {
+	caller, err := principal.Require(ctx)
+	if err != nil {
 		return nil, err
 	}
 	var v apierror.Violations
@@ -171,7 +173,7 @@ func (s *Server) ListServers(ctx context.Context, req *registryv1.ListServersReq
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	servers, hasMore, rev, err := s.store.ListServers(ctx, p)
+	servers, hasMore, rev, err := s.store.ListServers(ctx, viewOf(caller), p)
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -488,7 +490,7 @@ func (s *Server) ListTools(ctx context.Context, req *registryv1.ListToolsRequest
 	return resp, nil
 }
 
-// viewOf is what p may see of tools: everything for platform admins and
+// viewOf is what p may see of tools and servers: everything for platform admins and
 // services, its own tenant's audience classes' variants otherwise.
 func viewOf(p principal.Principal) store.View {
 	return store.View{All: p.Admin || p.Service, Tenant: p.Tenant}

@@ -85,20 +85,39 @@ ON CONFLICT (server_id) DO NOTHING RETURNING `+serverCols, serverArgs(srv)...))
 }
 
 // GetServer returns one server; [NotFoundError] when unknown.
-func (s *Store) GetServer(ctx context.Context, id string) (*registryv1.Server, error) {
-	srv, err := scanServer(s.pool.QueryRow(ctx, "SELECT "+serverCols+" FROM servers WHERE server_id = $1", id))
+func (s *Store) GetServer(ctx context.Context, view View, id string) (*registryv1.Server, error) {
+	tenant, all := view.serverScope()
+	srv, err := scanServer(s.pool.QueryRow(ctx, "SELECT "+serverCols+" FROM servers WHERE server_id = $1 AND ("+serverSeen+")", id, all, tenant))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, &NotFoundError{Kind: "server", ID: id}
 	}
 	return srv, err
 }
 
-// ListServers returns servers ordered by id after page.After, whether more
-// follow, and the log revision the list was read at.
-func (s *Store) ListServers(ctx context.Context, page Page) (servers []*registryv1.Server, hasMore bool, rev int64, err error) {
+// serverSeen is the SQL predicate of the servers a [View] may read ($2:
+// it sees everything, $3: its tenant): a server that one of the tenant's
+// audience classes covers, or one the tenant owns (`<tenant>/...`).
+// Another tenant's server is not even confirmed to exist.
+const serverSeen = `$2 OR server_id IN (SELECT s.server_id FROM audience_servers s
+JOIN audience_classes c ON c.name = s.class_name WHERE c.tenant_id = $3)
+OR ($3 <> '' AND split_part(owner, '/', 1) = $3)`
+
+// serverScope is the view as serverSeen's parameters.
+func (v View) serverScope() (tenant string, all bool) {
+	if v.All {
+		return "", true
+	}
+	return v.Tenant, false
+}
+
+// ListServers returns the servers view may read (see serverSeen) ordered
+// by id after page.After, whether more follow, and the log revision the
+// list was read at.
+func (s *Store) ListServers(ctx context.Context, view View, page Page) (servers []*registryv1.Server, hasMore bool, rev int64, err error) {
+	tenant, all := view.serverScope()
 	err = s.read(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, "SELECT "+serverCols+" FROM servers WHERE server_id > $1 ORDER BY server_id LIMIT $2",
-			page.After, page.Limit+1)
+		rows, err := tx.Query(ctx, "SELECT "+serverCols+" FROM servers WHERE server_id > $1 AND ("+serverSeen+") ORDER BY server_id LIMIT $4",
+			page.After, all, tenant, page.Limit+1)
 		if err != nil {
 			return err
 		}

@@ -155,14 +155,18 @@ class RegistryServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def GetServer(self, request, context):
-        """GetServer returns one server. NOT_FOUND when unknown.
+        """GetServer returns one server. NOT_FOUND when unknown, and when the
+        caller may not read it: a tenant's users read the servers their
+        tenant's audience classes cover and the servers their tenant owns;
+        platform admins and services read every server.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListServers(self, request, context):
-        """ListServers returns servers ordered by id.
+        """ListServers returns the servers the caller may read (as for GetServer)
+        ordered by id.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -3350,7 +3350,10 @@ export const RegistryService: GenService<{
     output: typeof RegisterServerResponseSchema;
   },
   /**
-   * GetServer returns one server. NOT_FOUND when unknown.
+   * GetServer returns one server. NOT_FOUND when unknown, and when the
+   * caller may not read it: a tenant's users read the servers their
+   * tenant's audience classes cover and the servers their tenant owns;
+   * platform admins and services read every server.
    *
    * @generated from rpc toolcrib.registry.v1.RegistryService.GetServer
    */
@@ -3360,7 +3363,8 @@ export const RegistryService: GenService<{
     output: typeof GetServerResponseSchema;
   },
   /**
-   * ListServers returns servers ordered by id.
+   * ListServers returns the servers the caller may read (as for GetServer)
+   * ordered by id.
    *
    * @generated from rpc toolcrib.registry.v1.RegistryService.ListServers
    */
