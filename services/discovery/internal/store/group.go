@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -106,6 +107,21 @@ func (g *grouper) loop() {
 	}
 }
 
+// run is the item's work; a panic in it becomes its error (the queue
+// recovered panics of a scan's commit when it ran in the scan's goroutine;
+// here it must not take the other commits of the group down).
+func (it *groupItem) run(ctx context.Context, tx pgx.Tx) (c *pendingChange, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c, err = nil, fmt.Errorf("%w: %v", errCommitPanicked, r)
+		}
+	}()
+	return it.work(ctx, tx)
+}
+
+// errCommitPanicked wraps a panic of a commit's work.
+var errCommitPanicked = errors.New("store: the commit panicked")
+
 // runGroup is one group transaction.
 func (s *Store) runGroup(items []*groupItem) {
 	defer func() {
@@ -115,6 +131,7 @@ func (s *Store) runGroup(items []*groupItem) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
 	defer cancel()
+	deadline, _ := ctx.Deadline()
 	var ok []*groupItem
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		ok = ok[:0]
@@ -123,9 +140,13 @@ func (s *Store) runGroup(items []*groupItem) {
 				it.err = err
 				continue
 			}
+			// The work sees its caller's values (the queue job's client)
+			// but the group's deadline, never its caller's cancellation.
+			wctx, wcancel := context.WithDeadline(context.WithoutCancel(it.ctx), deadline)
+			defer wcancel()
 			if len(items) == 1 {
 				// Alone: the transaction is the commit's.
-				c, err := it.work(ctx, tx)
+				c, err := it.run(wctx, tx)
 				if err != nil {
 					it.err = err
 					return err
@@ -134,9 +155,9 @@ func (s *Store) runGroup(items []*groupItem) {
 				continue
 			}
 			var c *pendingChange
-			if err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
+			if err := pgx.BeginFunc(wctx, tx, func(sp pgx.Tx) error {
 				var err error
-				c, err = it.work(ctx, sp)
+				c, err = it.run(wctx, sp)
 				return err
 			}); err != nil {
 				it.err = err
