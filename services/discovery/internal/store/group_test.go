@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -120,4 +121,48 @@ func TestGroupCommitKeepsEachCommitOnItsOwn(t *testing.T) {
 		t.Fatalf("%d winners committed in %d transactions: no group formed", len(won), txs)
 	}
 	t.Logf("%d commits in %d transactions", len(won), txs)
+}
+
+// A commit whose caller's part panics fails alone: the others of its group
+// commit, and the process does not go down with it.
+func TestGroupCommitSurvivesAPanickingCommit(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	const n = 16
+	runs := make([]string, n)
+	for i := range runs {
+		runs[i] = f.run(t, fmt.Sprintf("srv%02d", i), "a.readers")
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			server := fmt.Sprintf("srv%02d", i)
+			c := store.Commit{RunID: runs[i], Snapshot: snapshot(server, "a.readers", "r1", 3, time.Hour), State: eligible,
+				Run: store.RunEnd{SourceRevision: "r1", ToolCount: 3, Pages: []crawl.Page{{Index: 0, ToolCount: 3, Digest: "sha256:x", ReceivedAt: time.Now()}}}}
+			if i == 5 {
+				c.InTx = func(context.Context, pgx.Tx) error { panic("the caller's part broke") }
+			}
+			_, errs[i] = f.st.Commit(ctx, c)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if (err != nil) != (i == 5) {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+	}
+	if !strings.Contains(errs[5].Error(), "panicked") {
+		t.Fatalf("the panicking commit ended %v", errs[5])
+	}
+	if _, err := f.st.ActivePointer(ctx, "srv05", "a.readers"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the panicking commit left a pointer: %v", err)
+	}
+	head, err := f.log.Head(ctx)
+	if err != nil || head != n-1 {
+		t.Fatalf("head %d %v, want %d", head, err, n-1)
+	}
 }
