@@ -110,8 +110,17 @@ func registerParallel(ctx context.Context, t *testing.T, st *stack.Stack, ids, u
 	if t.Failed() {
 		t.FailNow()
 	}
-	putClass(ctx, t, st, ids)
+	for from := 0; from < len(ids); from += classServers {
+		putClass(ctx, t, st, classOf(from), ids[from:min(from+classServers, len(ids))])
+	}
 }
+
+// classServers is the most servers one audience class binds (the
+// registry's limit); the fleet is spread over classes of that size.
+const classServers = 1000
+
+// classOf is the audience class of the i-th server.
+func classOf(i int) string { return fmt.Sprintf("%s-%d", class, i/classServers) }
 
 // crawlOrdered is [crawl] that also checks, on the Watch stream it waits
 // on, that revisions arrive gap-free and in order while several processes
@@ -125,15 +134,15 @@ func crawlOrdered(ctx context.Context, t *testing.T, st *stack.Stack, ids []stri
 		t.Fatal(err)
 	}
 	want := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		want[id] = true
+	for i, id := range ids {
+		want[id+" "+classOf(i)] = true
 	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Go(func() {
 			for i := w; i < len(ids); i += 8 {
-				if _, err := st.Discovery.TriggerScan(ctx, &discoveryv1.TriggerScanRequest{ServerId: ids[i], AudienceClass: class}); err != nil {
+				if _, err := st.Discovery.TriggerScan(ctx, &discoveryv1.TriggerScanRequest{ServerId: ids[i], AudienceClass: classOf(i)}); err != nil {
 					t.Error(err)
 					return
 				}
@@ -154,8 +163,8 @@ func crawlOrdered(ctx context.Context, t *testing.T, st *stack.Stack, ids []stri
 			t.Fatalf("watch: revision %d after %d: a gap or a reorder", c.GetRevision(), last)
 		}
 		last = c.GetRevision()
-		if p := c.GetPointer(); p.GetState() == discoveryv1.PointerState_POINTER_STATE_ACTIVE && p.GetAudienceClass() == class {
-			delete(want, p.GetServerId())
+		if p := c.GetPointer(); p.GetState() == discoveryv1.PointerState_POINTER_STATE_ACTIVE {
+			delete(want, p.GetServerId()+" "+p.GetAudienceClass())
 		}
 	}
 	took := time.Since(start)

@@ -61,7 +61,7 @@ func startStack(t *testing.T) *stack.Stack {
 func register(ctx context.Context, t *testing.T, st *stack.Stack, ids, urls []string) {
 	t.Helper()
 	registerServers(ctx, t, st, ids, urls)
-	putClass(ctx, t, st, ids)
+	putClass(ctx, t, st, class, ids)
 }
 
 // registerServers adds the tenant (again: it is idempotent) and the
@@ -86,15 +86,15 @@ func registerServers(ctx context.Context, t *testing.T, st *stack.Stack, ids, ur
 	}
 }
 
-// putClass adds the audience class covering the servers.
-func putClass(ctx context.Context, t *testing.T, st *stack.Stack, ids []string) {
+// putClass adds an audience class covering the servers.
+func putClass(ctx context.Context, t *testing.T, st *stack.Stack, name string, ids []string) {
 	t.Helper()
 	bindings := make([]*registryv1.AudienceServer, len(ids))
 	for i, id := range ids {
 		bindings[i] = &registryv1.AudienceServer{ServerId: id}
 	}
 	if _, err := st.Registry.PutAudienceClass(ctx, &registryv1.PutAudienceClassRequest{AudienceClass: &registryv1.AudienceClass{
-		Name: class, TenantId: tenant, Servers: bindings}}); err != nil {
+		Name: name, TenantId: tenant, Servers: bindings}}); err != nil {
 		t.Fatal(err)
 	}
 }
