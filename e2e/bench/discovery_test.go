@@ -60,10 +60,18 @@ func startStack(t *testing.T) *stack.Stack {
 // register adds the servers and one audience class covering them all.
 func register(ctx context.Context, t *testing.T, st *stack.Stack, ids, urls []string) {
 	t.Helper()
+	registerServers(ctx, t, st, ids, urls)
+	putClass(ctx, t, st, class, ids)
+}
+
+// registerServers adds the tenant (again: it is idempotent) and the
+// servers.
+func registerServers(ctx context.Context, t *testing.T, st *stack.Stack, ids, urls []string) {
+	t.Helper()
 	if _, err := st.Registry.PutTenant(ctx, &registryv1.PutTenantRequest{Tenant: &registryv1.Tenant{TenantId: tenant}}); err != nil {
-		t.Fatal(err)
+		t.Error(err)
+		return
 	}
-	bindings := make([]*registryv1.AudienceServer, len(ids))
 	for i, id := range ids {
 		if _, err := st.Registry.RegisterServer(ctx, &registryv1.RegisterServerRequest{Server: &registryv1.Server{
 			ServerId: id, Owner: tenant + "/group:bench",
@@ -72,12 +80,21 @@ func register(ctx context.Context, t *testing.T, st *stack.Stack, ids, urls []st
 			RevisionSource: registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED,
 			ScanInterval:   durationpb.New(24 * time.Hour),
 		}}); err != nil {
-			t.Fatal(err)
+			t.Error(err)
+			return
 		}
+	}
+}
+
+// putClass adds an audience class covering the servers.
+func putClass(ctx context.Context, t *testing.T, st *stack.Stack, name string, ids []string) {
+	t.Helper()
+	bindings := make([]*registryv1.AudienceServer, len(ids))
+	for i, id := range ids {
 		bindings[i] = &registryv1.AudienceServer{ServerId: id}
 	}
 	if _, err := st.Registry.PutAudienceClass(ctx, &registryv1.PutAudienceClassRequest{AudienceClass: &registryv1.AudienceClass{
-		Name: class, TenantId: tenant, Servers: bindings}}); err != nil {
+		Name: name, TenantId: tenant, Servers: bindings}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -273,6 +290,9 @@ func TestDiscoveryScale(t *testing.T) {
 		report(fmt.Sprintf("servers=1 tools=%d second_commit compared_static=%d compared_previous=%d changed=%d", tools,
 			len(static), tools, c.GetAgainstPrevious().GetChangedCount()), took2, floorTook)
 	})
+	if os.Getenv("TOOLCRIB_BENCH_SCALEOUT") != "0" {
+		t.Run("8000 servers", scaleOut)
+	}
 }
 
 // pagesOf counts the tools/list pages the fleet served.

@@ -18,7 +18,7 @@ import (
 	"github.com/toolcrib/toolcrib/platform/postgres"
 )
 
-func newLog(t *testing.T) (*changelog.Log, *pgxpool.Pool) {
+func newLog(t testing.TB) (*changelog.Log, *pgxpool.Pool) {
 	t.Helper()
 	url := pgtest.NewDatabase(t, pgtest.Schema{Name: "cl", Sets: []postgres.Set{changelog.Migrations()}})
 	pool, err := postgres.Open(context.Background(), url, "cl")

@@ -230,11 +230,9 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 		if err != nil {
 			return nil, err
 		}
-		if msg, err := jsonrpc.DecodeMessage(body); err == nil {
-			if r, ok := msg.(*jsonrpc.Request); ok {
-				rt.tap.outgoing(r)
-				listen = r.Method == methodSubscriptionsListen
-			}
+		if r, ok := outgoingRequest(body); ok {
+			rt.tap.outgoing(r)
+			listen = r.Method == methodSubscriptionsListen
 		}
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.ContentLength = int64(len(body))
@@ -254,6 +252,27 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 	return resp, nil
 }
 
+// outgoingRequest reads the method and id of a request the session's own
+// client wrote (never a peer's message: those go through
+// jsonrpc.DecodeMessage). The go-sdk's decoder allocates a 32 KiB buffer per
+// message, which for these few-hundred-byte requests was most of the
+// garbage a fleet crawl made; encoding/json reads them in place. Batches
+// and responses are not requests (false).
+func outgoingRequest(body []byte) (*jsonrpc.Request, bool) {
+	var w struct {
+		Method *string `json:"method"`
+		ID     any     `json:"id"`
+	}
+	if err := json.Unmarshal(body, &w); err != nil || w.Method == nil {
+		return nil, false
+	}
+	id, err := jsonrpc.MakeID(w.ID)
+	if err != nil {
+		return nil, false
+	}
+	return &jsonrpc.Request{Method: *w.Method, ID: id}, true
+}
+
 // tapBody shows a response body to the tap before the SDK reads it, and
 // hands the SDK the body with the crawl's own tools/list results replaced by
 // [stubResult]. An application/json body is one message (or batch) and is
@@ -264,12 +283,12 @@ type tapBody struct {
 	rc    io.ReadCloser
 	tap   *tap
 	sse   bool
-	in    []byte // bytes read, not yet a whole message / line
-	event []byte // SSE: raw lines of the current event
-	data  []byte // SSE: data of the current event
-	out   []byte // ready for the SDK
-	eof   error  // the underlying body's end (io.EOF or an error)
-	scr   []byte
+	in    []byte  // bytes read, not yet a whole message / line
+	event []byte  // SSE: raw lines of the current event
+	data  []byte  // SSE: data of the current event
+	out   []byte  // ready for the SDK
+	eof   error   // the underlying body's end (io.EOF or an error)
+	scr   *[]byte // read buffer from scratchPool, until eof
 	meter depthMeter
 	// listen: the body is a subscriptions/listen stream; its end closes
 	// tap.listenEnded.
@@ -282,12 +301,12 @@ func (b *tapBody) Read(p []byte) (int, error) {
 			return 0, b.eof
 		}
 		if b.scr == nil {
-			b.scr = make([]byte, 32<<10)
+			b.scr = scratchPool.Get().(*[]byte)
 		}
-		n, err := b.rc.Read(b.scr)
+		n, err := b.rc.Read(*b.scr)
 		if n > 0 {
-			if ferr := b.feed(b.scr[:n]); ferr != nil {
-				b.eof = ferr
+			if ferr := b.feed((*b.scr)[:n]); ferr != nil {
+				b.end(ferr)
 				return 0, ferr
 			}
 		}
@@ -301,7 +320,7 @@ func (b *tapBody) Read(p []byte) (int, error) {
 				b.out = append(b.out, b.in...)
 				b.in, b.event = nil, nil
 			}
-			b.eof = err
+			b.end(err)
 			if b.listen {
 				b.tap.listenOnce.Do(func() { close(b.tap.listenEnded) })
 			}
@@ -310,6 +329,22 @@ func (b *tapBody) Read(p []byte) (int, error) {
 	n := copy(p, b.out)
 	b.out = b.out[n:]
 	return n, nil
+}
+
+// scratchPool holds the read buffers of tapped bodies: every page of every
+// scan is one response body, and a fresh 32 KiB buffer each was a good part
+// of a fleet crawl's garbage.
+var scratchPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// end records the body's end and gives the read buffer back (only Read
+// uses it, and Read never reads again after the end; feed copies what it
+// keeps).
+func (b *tapBody) end(err error) {
+	b.eof = err
+	if b.scr != nil {
+		scratchPool.Put(b.scr)
+		b.scr = nil
+	}
 }
 
 func (b *tapBody) Close() error { return b.rc.Close() }

@@ -34,6 +34,11 @@ type Child struct {
 	Fallback string
 	// EnvPrefixes is the child's --secret-env-prefixes (comma-separated).
 	EnvPrefixes string
+	// Workers is how many scans the child runs at once; 0 means 2.
+	Workers int
+	// NoLinger closes each MCP session right after its commit (--linger 0),
+	// as a benchmark's workers do.
+	NoLinger bool
 }
 
 // RunChild, when this process was started by [StartChild], runs discovery
@@ -63,6 +68,12 @@ func RunChild() bool {
 	cfg.AdmissionAddr = "" // no admission in these tests: the guard acts on incidents only
 	cfg.Listening = func(addr string) { fmt.Println(addr) }
 	cfg.NoAutoScans, cfg.Workers, cfg.Migrate = true, 2, true
+	if c.Workers > 0 {
+		cfg.Workers = c.Workers
+	}
+	if c.NoLinger {
+		cfg.Linger = 0
+	}
 	cfg.ScanTimeout, cfg.RescueAfter = 5*time.Minute, 6*time.Minute
 	cfg.DependencyCheckInterval = 100 * time.Millisecond
 	// Test MCP servers listen on loopback; the secrets are the parent's.

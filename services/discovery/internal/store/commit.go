@@ -94,12 +94,12 @@ type Committed struct {
 func (s *Store) Commit(ctx context.Context, c Commit) (*Committed, error) {
 	var out *Committed
 	var ended *EndedRun
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	ch, err := s.group.commit(ctx, func(ctx context.Context, tx pgx.Tx) (*pendingChange, error) {
 		// 1. The CAS; now is the transaction's time, used for every
 		// timestamp the commit writes.
 		gen, now, err := casPointer(ctx, tx, c)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		// 2. The immutable snapshot, its tools and its lifecycle row, and 3.
 		// the previous generation retired; the same round trip reads what
@@ -109,28 +109,30 @@ func (s *Store) Commit(ctx context.Context, c Commit) (*Committed, error) {
 		var ref reference
 		digest, err := writeSnapshot(ctx, tx, c, gen, now, &ref)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := writeComparison(ctx, tx, compareCommit(c, gen, &ref, now)); err != nil {
-			return err
+			return nil, err
 		}
 		// 4. The run's end, and the caller's part (the queue job).
 		if ended, err = finishRun(ctx, tx, c.RunID, committedRun(c, gen)); err != nil {
-			return err
+			return nil, err
 		}
 		if c.InTx != nil {
 			if err := c.InTx(ctx, tx); err != nil {
-				return err
+				return nil, err
 			}
 		}
-		// 5. Change log and receipt, last: from the append to the commit
-		// every other commit waits (see [changelog.Log.Append]).
-		out, err = s.appendActivate(ctx, tx, c, gen, digest, now)
-		return err
+		// 5. Change log and receipt, last, with the group's (see group.go):
+		// from the append to the commit every other commit waits.
+		var ch *pendingChange
+		out, ch = activateChange(c, gen, digest, now)
+		return ch, nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	out.Pointer.Revision = ch.rev
 	s.ended(ended)
 	s.moved(out)
 	return out, nil
@@ -219,8 +221,8 @@ func committedRun(c Commit, gen int64) RunEnd {
 	return run
 }
 
-// appendActivate appends the ACTIVATE change and its catalog receipt.
-func (s *Store) appendActivate(ctx context.Context, tx pgx.Tx, c Commit, gen int64, digest string, now time.Time) (*Committed, error) {
+// activateChange is the ACTIVATE change and its catalog receipt.
+func activateChange(c Commit, gen int64, digest string, now time.Time) (*Committed, *pendingChange) {
 	snap := c.Snapshot
 	server, aud, expires := snap.GetServerId(), snap.GetAudienceClass(), snap.GetExpiresAt().AsTime()
 	ptr := &discoveryv1.ActivePointer{
@@ -235,12 +237,7 @@ func (s *Store) appendActivate(ctx context.Context, tx pgx.Tx, c Commit, gen int
 		SnapshotDigest: digest, PolicyEpoch: snap.GetPolicyEpoch(), AcceptedAt: timestamppb.New(now), RunId: c.RunID,
 		Move: catalogv1.PointerMove_POINTER_MOVE_ACTIVATE,
 	}
-	rev, err := s.appendChange(ctx, tx, ptr, rcpt, "")
-	if err != nil {
-		return nil, err
-	}
-	ptr.Revision = rev
-	return &Committed{Pointer: ptr, Receipt: rcpt}, nil
+	return &Committed{Pointer: ptr, Receipt: rcpt}, &pendingChange{ptr: ptr, rcpt: rcpt}
 }
 
 func nonNil(s []string) []string {
@@ -295,7 +292,7 @@ func (r *toolRows) Err() error { return nil }
 func (s *Store) Refresh(ctx context.Context, runID string, serverID, audienceClass string, exp Expected, freshUntil time.Time, policyEpoch int64, run RunEnd, tools func() []comparison.Tool, inTx func(context.Context, pgx.Tx) error) (*Committed, error) {
 	var out *Committed
 	var ended *EndedRun
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	ch, err := s.group.commit(ctx, func(ctx context.Context, tx pgx.Tx) (*pendingChange, error) {
 		var now time.Time
 		var staticVersion *int64
 		var entries []byte
@@ -308,7 +305,7 @@ FROM (SELECT 1) one LEFT JOIN static_tool_lists l ON l.server_id = $1 AND l.audi
 LEFT JOIN LATERAL (SELECT 1 AS x FROM run_comparisons r WHERE r.server_id = $1 AND r.audience_class = $2
   AND r.generation = $3 AND r.static_version = l.version LIMIT 1) c ON true`,
 			serverID, audienceClass, exp.Generation).Scan(&now, &staticVersion, &entries, &compared); err != nil {
-			return err
+			return nil, err
 		}
 		ptr := &discoveryv1.ActivePointer{ServerId: serverID, AudienceClass: audienceClass, State: discoveryv1.PointerState_POINTER_STATE_ACTIVE}
 		var movedAt, fresh time.Time
@@ -322,34 +319,34 @@ FROM p JOIN snapshots s ON s.server_id = $1 AND s.audience_class = $2 AND s.gene
 			serverID, audienceClass, exp.Generation, exp.Revision, freshUntil).
 			Scan(&ptr.TenantId, &ptr.Generation, &movedAt, &fresh, &snapState, &ptr.SourceRevision, &ptr.PageRoot, &digest)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrCASConflict
+			return nil, ErrCASConflict
 		}
 		if err != nil {
-			return fmt.Errorf("store: refresh CAS: %w", err)
+			return nil, fmt.Errorf("store: refresh CAS: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE generations SET fresh_until = greatest(fresh_until, $4)
 WHERE server_id = $1 AND audience_class = $2 AND generation = $3`, serverID, audienceClass, exp.Generation, freshUntil); err != nil {
-			return fmt.Errorf("store: refresh generation: %w", err)
+			return nil, fmt.Errorf("store: refresh generation: %w", err)
 		}
 		ptr.MovedAt, ptr.FreshUntil, ptr.SnapshotState = timestamppb.New(movedAt), timestamppb.New(fresh), stateValue(snapState)
 		if staticVersion != nil && !compared && tools != nil {
 			var static []comparison.Entry
 			if err := json.Unmarshal(entries, &static); err != nil {
-				return err
+				return nil, err
 			}
 			if err := refreshComparison(ctx, tx, runID, serverID, audienceClass, ptr.TenantId, exp.Generation, *staticVersion,
 				comparison.AgainstStatic(static, tools()), now); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		run.ConfirmedGeneration = exp.Generation
 		run.Reason = discoveryv1.RunReason_RUN_REASON_UNCHANGED
 		if ended, err = finishRun(ctx, tx, runID, run); err != nil {
-			return err
+			return nil, err
 		}
 		if inTx != nil {
 			if err := inTx(ctx, tx); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		rcpt := &catalogv1.CatalogReceipt{
@@ -358,17 +355,13 @@ WHERE server_id = $1 AND audience_class = $2 AND generation = $3`, serverID, aud
 			SnapshotDigest: digest, PolicyEpoch: policyEpoch, AcceptedAt: timestamppb.New(now), RunId: runID,
 			Move: catalogv1.PointerMove_POINTER_MOVE_REFRESH,
 		}
-		rev, err := s.appendChange(ctx, tx, ptr, rcpt, "")
-		if err != nil {
-			return err
-		}
-		ptr.Revision = rev
 		out = &Committed{Pointer: ptr, Receipt: rcpt}
-		return nil
+		return &pendingChange{ptr: ptr, rcpt: rcpt}, nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	out.Pointer.Revision = ch.rev
 	s.ended(ended)
 	s.moved(out)
 	return out, nil

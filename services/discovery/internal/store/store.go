@@ -57,11 +57,15 @@ type Store struct {
 	log  *changelog.Log
 	now  func() time.Time
 	obs  Observer // nil: nobody listens
+	// group forms the group transactions of scan commits (see group.go).
+	group *grouper
 }
 
 // New returns a store on pool, appending pointer changes to log.
 func New(pool *pgxpool.Pool, log *changelog.Log) *Store {
-	return &Store{pool: pool, log: log, now: time.Now}
+	s := &Store{pool: pool, log: log, now: time.Now}
+	s.group = &grouper{s: s}
+	return s
 }
 
 // Pool is the store's pool.
@@ -123,19 +127,32 @@ func ts(t time.Time) *timestamppb.Timestamp {
 // appendChange appends a pointer change to the log in tx, and stamps the
 // pointer row and the receipt with its revision.
 func (s *Store) appendChange(ctx context.Context, tx pgx.Tx, ptr *discoveryv1.ActivePointer, rcpt *catalogv1.CatalogReceipt, reason string) (int64, error) {
-	payload, err := proto.Marshal(&discoveryv1.PointerChange{Pointer: ptr, Receipt: rcpt})
-	if err != nil {
-		return 0, err
-	}
 	// From the append to the end of tx every other commit waits on the log's
 	// counter row, so the append, the pointer's stamp and the receipt go in
 	// one round trip (the two read the new revision from the counter).
 	var (
 		rev int64
-		at  time.Time
 		b   pgx.Batch
 	)
-	s.log.QueueAppend(&b, ChangeKind, payload, []string{ptr.GetTenantId()}, &rev, &at)
+	if err := s.queueChange(&b, ptr, rcpt, reason, &rev); err != nil {
+		return 0, err
+	}
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+		return 0, fmt.Errorf("store: append the pointer change: %w", err)
+	}
+	return rev, nil
+}
+
+// queueChange queues on b the append of a pointer change, the pointer
+// row's stamp and the receipt (both read the new revision from the
+// counter); rev receives the revision when b is sent.
+func (s *Store) queueChange(b *pgx.Batch, ptr *discoveryv1.ActivePointer, rcpt *catalogv1.CatalogReceipt, reason string, rev *int64) error {
+	payload, err := proto.Marshal(&discoveryv1.PointerChange{Pointer: ptr, Receipt: rcpt})
+	if err != nil {
+		return err
+	}
+	var at time.Time
+	s.log.QueueAppend(b, ChangeKind, payload, []string{ptr.GetTenantId()}, rev, &at)
 	b.Queue(`UPDATE pointers SET revision = (`+changelog.HeadQuery+`) WHERE server_id = $1 AND audience_class = $2`,
 		ptr.GetServerId(), ptr.GetAudienceClass())
 	b.Queue(`INSERT INTO receipts (receipt_id, server_id, audience_class, generation, previous_generation,
@@ -144,10 +161,7 @@ VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,(`+changelog.HeadQuery+`))`,
 		rcpt.GetReceiptId(), rcpt.GetServerId(), rcpt.GetAudienceClass(), rcpt.GetGeneration(), rcpt.GetPreviousGeneration(),
 		rcpt.GetSourceRevision(), rcpt.GetPageRoot(), rcpt.GetSnapshotDigest(), rcpt.GetPolicyEpoch(), rcpt.GetAcceptedAt().AsTime(),
 		rcpt.GetRunId(), moveName(rcpt.GetMove()), reason)
-	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-		return 0, fmt.Errorf("store: append the pointer change: %w", err)
-	}
-	return rev, nil
+	return nil
 }
 
 // DecodeChange decodes a change-log entry written by the store, filling in

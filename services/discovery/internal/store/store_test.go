@@ -35,7 +35,7 @@ type fixture struct {
 	log  *changelog.Log
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	url := pgtest.NewDatabase(t, pgtest.Schema{Name: store.Schema, Sets: store.Sets()})
 	pool, err := postgres.Open(context.Background(), url, store.Schema)
@@ -47,7 +47,7 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{st: store.New(pool, log), pool: pool, log: log}
 }
 
-func (f *fixture) run(t *testing.T, server, aud string) string {
+func (f *fixture) run(t testing.TB, server, aud string) string {
 	t.Helper()
 	id, err := f.st.StartRun(context.Background(), store.NewRun{ScanID: "1", Attempt: 1, ServerID: server, AudienceClass: aud,
 		TenantID: "tenant-a", Trigger: discoveryv1.ScanTrigger_SCAN_TRIGGER_MANUAL, Worker: "test:1"})

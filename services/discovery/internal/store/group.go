@@ -1,0 +1,202 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
+)
+
+// Group commit. Every commit appends to the change log, and from its append
+// to the end of its transaction (the WAL flush included) every other commit
+// waits on the log's counter row: one row caps the whole fleet at one flush
+// per commit (BenchmarkCommitsThroughCounterRow in package changelog:
+// a few hundred commits per second, against thousands when each commit
+// writes only rows of its own). So scan commits that are waiting at the same
+// time share one transaction: each does its work in a savepoint of its own
+// (a lost CAS or a failed statement rolls back only that commit), then the
+// changes of those that succeeded are appended together, in one round
+// trip, and the transaction commits once. Revisions stay gapless and in
+// commit order (they are taken in one transaction, consecutively), every
+// commit is still atomic (its savepoint and its append commit together or
+// not at all), and the counter row is held for one append round trip and one
+// flush per group instead of per commit.
+
+const (
+	// maxGroup is the most commits one transaction carries.
+	maxGroup = 32
+	// maxGroups is how many group transactions one process runs at once
+	// (each holds a pooled connection; the next group forms while one
+	// flushes).
+	maxGroups = 4
+	// groupTimeout bounds one group transaction; it runs on a context of
+	// its own so that one scan's cancellation never aborts the others.
+	groupTimeout = time.Minute
+)
+
+// pendingChange is the change one commit appends once the commits of its
+// group did their work; rev receives its revision.
+type pendingChange struct {
+	ptr    *discoveryv1.ActivePointer
+	rcpt   *catalogv1.CatalogReceipt
+	reason string
+	rev    int64
+}
+
+// commitWork does one commit's work in tx and returns the change to append.
+// An error rolls back that commit alone.
+type commitWork func(ctx context.Context, tx pgx.Tx) (*pendingChange, error)
+
+type groupItem struct {
+	ctx    context.Context
+	work   commitWork
+	change *pendingChange
+	err    error
+	done   chan struct{}
+}
+
+// grouper forms the groups of one store.
+type grouper struct {
+	s       *Store
+	mu      sync.Mutex
+	queue   []*groupItem
+	running int
+}
+
+// commit runs work in the next group transaction and returns its change
+// with its revision once that transaction committed. A context that ends
+// before the group starts the work gives its error; once started, the
+// work's outcome is awaited (a commit never ends unknown to its caller).
+func (g *grouper) commit(ctx context.Context, work commitWork) (*pendingChange, error) {
+	it := &groupItem{ctx: ctx, work: work, done: make(chan struct{})}
+	g.mu.Lock()
+	g.queue = append(g.queue, it)
+	start := g.running < maxGroups
+	if start {
+		g.running++
+	}
+	g.mu.Unlock()
+	if start {
+		go g.loop()
+	}
+	<-it.done
+	return it.change, it.err
+}
+
+// loop runs groups while commits wait.
+func (g *grouper) loop() {
+	for {
+		g.mu.Lock()
+		if len(g.queue) == 0 {
+			g.running--
+			g.mu.Unlock()
+			return
+		}
+		n := min(len(g.queue), maxGroup)
+		items := make([]*groupItem, n)
+		copy(items, g.queue)
+		g.queue = append(g.queue[:0], g.queue[n:]...)
+		g.mu.Unlock()
+		g.s.runGroup(items)
+	}
+}
+
+// run is the item's work; a panic in it becomes its error (the queue
+// recovered panics of a scan's commit when it ran in the scan's goroutine;
+// here it must not take the other commits of the group down).
+func (it *groupItem) run(ctx context.Context, tx pgx.Tx) (c *pendingChange, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c, err = nil, fmt.Errorf("%w: %v", errCommitPanicked, r)
+		}
+	}()
+	return it.work(ctx, tx)
+}
+
+// errCommitPanicked wraps a panic of a commit's work.
+var errCommitPanicked = errors.New("store: the commit panicked")
+
+// runGroup is one group transaction.
+func (s *Store) runGroup(items []*groupItem) {
+	defer func() {
+		for _, it := range items {
+			close(it.done)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	var ok []*groupItem
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		ok = ok[:0]
+		for _, it := range items {
+			if err := it.ctx.Err(); err != nil {
+				it.err = err
+				continue
+			}
+			// The work sees its caller's values (the queue job's client)
+			// but the group's deadline, never its caller's cancellation.
+			wctx, wcancel := context.WithDeadline(context.WithoutCancel(it.ctx), deadline)
+			defer wcancel()
+			if len(items) == 1 {
+				// Alone: the transaction is the commit's.
+				c, err := it.run(wctx, tx)
+				if err != nil {
+					it.err = err
+					return err
+				}
+				it.change, ok = c, append(ok, it)
+				continue
+			}
+			var c *pendingChange
+			if err := pgx.BeginFunc(wctx, tx, func(sp pgx.Tx) error {
+				var err error
+				c, err = it.run(wctx, sp)
+				return err
+			}); err != nil {
+				it.err = err
+				continue
+			}
+			it.change, ok = c, append(ok, it)
+		}
+		changes := make([]*pendingChange, 0, len(ok))
+		for _, it := range ok {
+			if it.change != nil {
+				changes = append(changes, it.change)
+			}
+		}
+		return s.appendChanges(ctx, tx, changes)
+	})
+	if err != nil {
+		for _, it := range items {
+			if it.err == nil {
+				it.change, it.err = nil, err
+			}
+		}
+	}
+}
+
+// appendChanges appends the changes in order, in one round trip, as the
+// last statements of tx: from here to the commit every other writer of the
+// log waits on its counter row.
+func (s *Store) appendChanges(ctx context.Context, tx pgx.Tx, changes []*pendingChange) error {
+	if len(changes) == 0 {
+		return nil
+	}
+	var b pgx.Batch
+	for _, c := range changes {
+		if err := s.queueChange(&b, c.ptr, c.rcpt, c.reason, &c.rev); err != nil {
+			return err
+		}
+	}
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+		return fmt.Errorf("store: append the pointer changes: %w", err)
+	}
+	return nil
+}
