@@ -319,11 +319,42 @@ func TestGateway(t *testing.T) {
 			!proto.Equal(rc.GetConfirmedAt(), rc.GetDecidedAt()) || !canonical.ValidDigest(rc.GetShownDigest()) || rc.GetSubject() != "alice" {
 			t.Fatalf("receipt %q of the confirmed call: %v %v", rid, rc, err)
 		}
-		// A client that cannot be asked is told so; nothing runs.
-		old := gatewayworld.ConnectAt(t, w.GatewayURL, alice, &mcp.ClientOptions{ElicitationHandler: accept.handle}, "2025-11-25")
+		// Clients of 2025-06-18 and 2025-11-25 hold a session: they are
+		// asked by elicitation/create within the call, and the call runs
+		// once when the user accepts, never when the user declines.
+		for i, v := range []string{"2025-06-18", "2025-11-25"} {
+			oldAccept, oldDecline := &elicitation{accept: true}, &elicitation{accept: false}
+			before := len(callsOf(w, "cancel_shipment"))
+			od := gatewayworld.ConnectAt(t, w.GatewayURL, alice, &mcp.ClientOptions{ElicitationHandler: oldDecline.handle}, v)
+			if od.ID() == "" {
+				t.Fatalf("%s: the gateway gave no session", v)
+			}
+			res = call(t, od, "cancel_shipment", map[string]any{"shipment_id": "S-10"})
+			if !res.IsError || reason(res) != "USER_DECLINED" || len(oldDecline.asked()) != 1 || len(callsOf(w, "cancel_shipment")) != before {
+				t.Fatalf("%s declined: %v %q %q, asked %q", v, res.IsError, reason(res), text(res), oldDecline.asked())
+			}
+			oa := gatewayworld.ConnectAt(t, w.GatewayURL, alice, &mcp.ClientOptions{ElicitationHandler: oldAccept.handle}, v)
+			id := fmt.Sprintf("S-1%d", i+1)
+			res = call(t, oa, "cancel_shipment", map[string]any{"shipment_id": id})
+			if res.IsError || text(res) != "cancelled "+id || len(callsOf(w, "cancel_shipment")) != before+1 {
+				t.Fatalf("%s accepted: %q, upstream ran %d", v, text(res), len(callsOf(w, "cancel_shipment"))-before)
+			}
+			if asked := oldAccept.asked(); len(asked) != 1 || !strings.Contains(asked[0], "cancel_shipment") || !strings.Contains(asked[0], "WRITE") || !strings.Contains(asked[0], `"`+id+`"`) {
+				t.Fatalf("%s: confirmation messages %q", v, asked)
+			}
+			rid, _ := res.Meta["dev.toolcrib/receipt"].(string)
+			got, err := adm.GetReceipt(ctxFor(t), &admissionv1.GetReceiptRequest{ReceiptId: rid})
+			if rc := got.GetReceipt(); err != nil || rc.GetMode() != admissionv1.Mode_MODE_USER_CONFIRMED || rc.GetConfirmer() != "test-confirmer" || !canonical.ValidDigest(rc.GetShownDigest()) {
+				t.Fatalf("%s: receipt %q of the confirmed call: %v %v", v, rid, rc, err)
+			}
+		}
+		// A client that declared no elicitation cannot be asked: it is
+		// told so, and nothing runs.
+		before := len(callsOf(w, "cancel_shipment"))
+		old := gatewayworld.ConnectAt(t, w.GatewayURL, alice, nil, "2025-11-25")
 		res = call(t, old, "cancel_shipment", map[string]any{"shipment_id": "S-10"})
-		if !res.IsError || reason(res) != "CONFIRMATION_UNANSWERABLE" || len(callsOf(w, "cancel_shipment")) != 1 {
-			t.Fatalf("2025-11-25 client: %v %q %q", res.IsError, reason(res), text(res))
+		if !res.IsError || reason(res) != "CONFIRMATION_UNANSWERABLE" || len(callsOf(w, "cancel_shipment")) != before {
+			t.Fatalf("2025-11-25 client without elicitation: %v %q %q", res.IsError, reason(res), text(res))
 		}
 	})
 

@@ -172,12 +172,20 @@ const RunIDHeader = "Toolcrib-Run-Id"
 // replica; past it the least recently used one without listeners goes.
 const maxRunsPerPrincipal = 64
 
-// Handler is the MCP endpoint (streamable HTTP, stateless). It must be
-// wrapped by [bearer.Require]. A request with a malformed [RunIDHeader] is
-// refused 400 before it reaches MCP, and so is a JSON-RPC batch (one
-// JSON-RPC error, on every protocol version).
+// Handler is the MCP endpoint (streamable HTTP): stateless for 2026-07-28
+// and later, with sessions (Mcp-Session-Id) for a client that initializes
+// at an older version ([route]). It must be wrapped by [bearer.Require]: a
+// session belongs to the principal that opened it (tenant and subject of
+// its token, [bearer.Require]'s user id), and a request of another
+// principal naming it is refused 403 by the SDK's session check. A
+// session idle for the idle timeout is closed. A request with a malformed
+// [RunIDHeader] is refused 400 before it reaches MCP, and so is a JSON-RPC
+// batch (one JSON-RPC error, on every protocol version).
 func (g *Gateway) Handler() http.Handler {
-	h := mcp.NewStreamableHTTPHandler(g.serverFor, &mcp.StreamableHTTPOptions{Stateless: true, Logger: g.sdkLog})
+	h := route(
+		mcp.NewStreamableHTTPHandler(g.serverFor, &mcp.StreamableHTTPOptions{Stateless: true, Logger: g.sdkLog}),
+		mcp.NewStreamableHTTPHandler(g.serverFor, &mcp.StreamableHTTPOptions{Logger: g.sdkLog, SessionTimeout: g.opts.IdleTimeout}),
+	)
 	return refuseBatches(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if vs := r.Header.Values(RunIDHeader); len(vs) > 1 || len(vs) == 1 && !ids.ValidRunID(vs[0]) {
 			http.Error(w, RunIDHeader+": one run id of "+ids.RunIDSyntax, http.StatusBadRequest)
