@@ -22,6 +22,7 @@ package gatewayworld
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"encoding/json"
 	"io"
 	"net"
@@ -63,6 +64,10 @@ const (
 	// ExportBytes is the size of export_log's result.
 	ExportBytes = 5 << 20
 )
+
+// PingProgress is how many progress notifications ping sends when its
+// caller gives a progress token.
+const PingProgress = 3
 
 // Call is one call the upstream ran: the tool and the lease it ran under,
 // as the executor kit verified it.
@@ -229,6 +234,12 @@ func (w *World) startUpstream(t testing.TB, leaseAddr string, kit bool) string {
 				Pad int `json:"pad"`
 			}
 			_ = jsonUnmarshal(req.Params.Arguments, &in)
+			// Given a progress token, it reports [PingProgress] steps first.
+			if pt := req.Params.GetProgressToken(); pt != nil {
+				for i := range PingProgress {
+					_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: pt, Progress: float64(i + 1), Total: PingProgress, Message: fmt.Sprintf("step %d", i+1)})
+				}
+			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: Pong(in.Pad)}}}, nil
 		})
 	catalog.AddTool(&mcp.Tool{Name: "slow_report", Description: "Compile a report slowly.", InputSchema: map[string]any{"type": "object"}},

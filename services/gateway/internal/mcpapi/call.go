@@ -258,7 +258,7 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 		gt := "toolcrib-" + rand.Text()
 		params.SetProgressToken(gt)
 		g.progressMu.Lock()
-		g.progress[gt] = progressSink{ss: req.Session, token: pt}
+		g.progress[gt] = progressSink{ss: req.Session, token: pt, ctx: ctx}
 		g.progressMu.Unlock()
 		defer func() {
 			g.progressMu.Lock()

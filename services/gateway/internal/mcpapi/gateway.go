@@ -97,24 +97,32 @@ type Gateway struct {
 }
 
 // progressSink is where an upstream's progress for one call goes: the
-// calling client's session and its own token.
+// calling client's session, its own token, and the call's request
+// context.
 type progressSink struct {
 	ss    *mcp.ServerSession
 	token any
+	// ctx is the context of the client's tools/call: the SDK sends a
+	// notification made under it on that call's response stream, the only
+	// stream a stateless request has (under any other context it is
+	// dropped, or lands on a standalone stream the client may not hold).
+	ctx context.Context
 }
 
 // RelayProgress forwards an upstream's progress notification to the client
-// whose call it belongs to (by the token the gateway gave the call); others
-// are dropped.
-func (g *Gateway) RelayProgress(ctx context.Context, p *mcp.ProgressNotificationParams) {
+// whose call it belongs to (by the token the gateway gave the call), on
+// that call's response stream; others are dropped. The pool calls it
+// before the upstream's answer to the call is read
+// ([sessionpool.New]), so none is lost to the answer overtaking it.
+func (g *Gateway) RelayProgress(_ context.Context, p *mcp.ProgressNotificationParams) {
 	tok, _ := p.ProgressToken.(string)
 	g.progressMu.Lock()
 	sink, ok := g.progress[tok]
 	g.progressMu.Unlock()
-	if !ok || sink.ss == nil {
+	if !ok || sink.ss == nil || sink.ctx.Err() != nil {
 		return
 	}
-	_ = sink.ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: sink.token, Progress: p.Progress, Total: p.Total, Message: bounded(p.Message, 1024)})
+	_ = sink.ss.NotifyProgress(sink.ctx, &mcp.ProgressNotificationParams{ProgressToken: sink.token, Progress: p.Progress, Total: p.Total, Message: bounded(p.Message, 1024)})
 }
 
 // New returns a gateway.

@@ -83,8 +83,13 @@ type Pool struct {
 	// from [MessageBytesFor].
 	MaxMessageBytes int
 
-	client *mcp.Client
-	http   *http.Client
+	// client speaks to HTTP upstreams: their progress reaches onProgress
+	// through [progressTap]; stdioClient to stdio servers, whose progress
+	// the SDK's handler relays.
+	client      *mcp.Client
+	stdioClient *mcp.Client
+	onProgress  func(context.Context, *mcp.ProgressNotificationParams)
+	http        *http.Client
 
 	mu       sync.Mutex
 	sessions map[key]*entry
@@ -119,15 +124,18 @@ func New(policy egress.Policy, logger *slog.Logger, onProgress func(context.Cont
 	if logger == nil {
 		logger = slog.Default()
 	}
+	impl := &mcp.Implementation{Name: "toolcrib-gateway", Version: "1.0.0"}
 	return &Pool{
-		client: mcp.NewClient(&mcp.Implementation{Name: "toolcrib-gateway", Version: "1.0.0"}, &mcp.ClientOptions{Logger: logger,
+		client: mcp.NewClient(impl, &mcp.ClientOptions{Logger: logger}),
+		stdioClient: mcp.NewClient(impl, &mcp.ClientOptions{Logger: logger,
 			ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
 				if onProgress != nil && req.Params != nil {
 					onProgress(ctx, req.Params)
 				}
 			}}),
-		http:     &http.Client{Transport: tr},
-		sessions: map[key]*entry{},
+		onProgress: onProgress,
+		http:       &http.Client{Transport: tr},
+		sessions:   map[key]*entry{},
 	}
 }
 
@@ -196,14 +204,20 @@ func (p *Pool) connect(ctx context.Context, t Target) (*mcp.ClientSession, error
 		if maxEvent <= 0 {
 			maxEvent = -1 // the SDK's "no cap", whatever its default becomes
 		}
-		tr = &mcp.StreamableClientTransport{Endpoint: t.URL, HTTPClient: &http.Client{Transport: limitJSON{base: hc.Transport, max: p.MaxMessageBytes}},
+		tr = &mcp.StreamableClientTransport{Endpoint: t.URL, HTTPClient: &http.Client{Transport: limitJSON{base: hc.Transport, max: p.MaxMessageBytes, onProgress: p.onProgress}},
 			DisableStandaloneSSE: true, MaxRetries: -1, MaxEventSize: maxEvent}
 	}
-	// The session outlives this call: connect under a context that the
-	// caller's cancellation does not end, bounded on its own.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	// The session outlives this call: connect under a context of its own,
+	// neither ended by the caller's cancellation nor carrying the caller's
+	// request values (the SDK would tie what the upstream sends later to
+	// the first caller's request), bounded on its own.
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cs, err := p.client.Connect(cctx, tr, nil)
+	client := p.client
+	if t.URL == "" {
+		client = p.stdioClient
+	}
+	cs, err := client.Connect(cctx, tr, nil)
 	if err != nil {
 		if re := egress.Refused(err); re != nil {
 			return nil, fmt.Errorf("upstream: %s", re.Description())
@@ -264,10 +278,12 @@ func tooLarge(err error) bool {
 }
 
 // limitJSON bounds the body of a JSON answer (the SDK reads it whole); an
-// SSE answer is bounded per event by the SDK.
+// SSE answer is bounded per event by the SDK, and passes through
+// [progressTap] when onProgress is set.
 type limitJSON struct {
-	base http.RoundTripper
-	max  int
+	base       http.RoundTripper
+	max        int
+	onProgress func(context.Context, *mcp.ProgressNotificationParams)
 }
 
 func (l limitJSON) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -276,8 +292,17 @@ func (l limitJSON) RoundTrip(r *http.Request) (*http.Response, error) {
 		base = http.DefaultTransport
 	}
 	resp, err := base.RoundTrip(r)
-	if err != nil || l.max <= 0 || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+	if err != nil {
 		return resp, err
+	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		if l.onProgress != nil {
+			resp.Body = &progressTap{rc: resp.Body, onProgress: l.onProgress}
+		}
+		return resp, nil
+	}
+	if l.max <= 0 {
+		return resp, nil
 	}
 	resp.Body = &limitedBody{rc: resp.Body, left: int64(l.max)}
 	return resp, nil
