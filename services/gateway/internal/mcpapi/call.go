@@ -266,7 +266,17 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 			g.progressMu.Unlock()
 		}()
 	}
-	up, err := g.opts.Upstream.Call(uctx, ep.Target(), params)
+	target := ep.Target()
+	var up *mcp.CallToolResult
+	if rl := g.relayOf(st, req.Session); rl != nil {
+		// A session's calls go over its own upstream session: what the
+		// upstream sends back during the call reaches this client only.
+		end := rl.begin(ctx, target.Identity(), rt.GetServerId(), shown.model.Name)
+		up, err = g.opts.Upstream.CallFor(uctx, target, params, rl)
+		end()
+	} else {
+		up, err = g.opts.Upstream.Call(uctx, target, params)
+	}
 	if errors.Is(err, directory.ErrIdentity) {
 		return identityDenial(), outcomeDenied, ReasonUpstreamIdentity
 	}

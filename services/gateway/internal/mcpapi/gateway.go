@@ -94,6 +94,9 @@ type Gateway struct {
 
 	progressMu sync.Mutex
 	progress   map[string]progressSink // the gateway's progress token -> the calling client's
+
+	relayMu sync.Mutex
+	relays  map[*mcp.ServerSession]*relay // sessions' relays, until the session ends
 }
 
 // progressSink is where an upstream's progress for one call goes: the
@@ -137,6 +140,7 @@ func New(opts Options) *Gateway {
 		principals: map[string]*state{},
 		draining:   make(chan struct{}),
 		progress:   map[string]progressSink{},
+		relays:     map[*mcp.ServerSession]*relay{},
 	}
 }
 
@@ -258,6 +262,9 @@ func (g *Gateway) stateOf(p principal.Principal, runID string) *state {
 			Resources:   &mcp.ResourceCapabilities{},
 			Prompts:     &mcp.PromptCapabilities{},
 			Completions: &mcp.CompletionCapabilities{},
+			// Upstreams' log messages, relayed to a session at the level
+			// its client set (logging/setLevel; none before it does).
+			Logging: &mcp.LoggingCapabilities{},
 		},
 		CompletionHandler: func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 			return g.complete(ctx, st, req)
