@@ -3,6 +3,8 @@ package gateway_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -82,5 +84,181 @@ func TestGatewayRelaysProgress(t *testing.T) {
 		if n := len(other.all()); n != 0 {
 			t.Fatalf("%s: another client got %d notifications", v, n)
 		}
+	}
+}
+
+// relayClient is a 2025-11-25 client of the gateway recording what the
+// gateway relays to it.
+type relayClient struct {
+	mu      sync.Mutex
+	asked   []string
+	logs    []*mcp.LoggingMessageParams
+	block   bool          // its elicitation handler waits for its context to end
+	blocked chan struct{} // closed when a blocked handler's context ended
+}
+
+func (c *relayClient) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	c.mu.Lock()
+	c.asked = append(c.asked, req.Params.Message)
+	c.mu.Unlock()
+	if c.block {
+		select {
+		case <-ctx.Done():
+			close(c.blocked)
+			return nil, ctx.Err()
+		case <-time.After(10 * time.Second): // never withdrawn
+			return &mcp.ElicitResult{Action: "cancel"}, nil
+		}
+	}
+	return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"dock": "D7"}}, nil
+}
+
+func (c *relayClient) log(_ context.Context, req *mcp.LoggingMessageRequest) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.logs = append(c.logs, req.Params)
+}
+
+func (c *relayClient) snapshot() ([]string, []*mcp.LoggingMessageParams) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.asked), slices.Clone(c.logs)
+}
+
+// lastPing is what the upstream's last ping got from its client.
+func lastPing(t *testing.T, w *gatewayworld.World) map[string]any {
+	t.Helper()
+	pings := callsOf(w, "ping")
+	if len(pings) == 0 {
+		t.Fatal("the upstream ran no ping")
+	}
+	return pings[len(pings)-1].Args
+}
+
+// TestGatewayRelaysToSession: in front of a go-sdk server with its
+// default, stateful handler, a 2025-11-25 client's call reaches the
+// upstream over the client's own upstream session, which declares the
+// client's capabilities: the upstream's elicitation/create reaches the
+// client shown as from its server and tool and the answer goes back; its
+// roots/list gets the client's roots; its log messages arrive at the level
+// the client set (info: not debug); its sampling request is refused. A
+// client that declared nothing is asked nothing and gets no log messages
+// before it sets a level. The upstream dropping its sessions costs no
+// call (the gateway initializes anew). A client cancelling its call ends
+// the upstream's call at once, though the upstream's question to it is
+// open.
+func TestGatewayRelaysToSession(t *testing.T) {
+	w := gatewayworld.Start(t, gatewayworld.Options{StatefulUpstream: true})
+	alice := w.Token(t, "alice", gatewayworld.TenantA)
+
+	rc := &relayClient{}
+	opts := &mcp.ClientOptions{ElicitationHandler: rc.elicit, LoggingMessageHandler: rc.log}
+	client := mcp.NewClient(&mcp.Implementation{Name: "relay-test", Version: "1"}, opts)
+	client.AddRoots(&mcp.Root{URI: "file:///work/alice", Name: "work"})
+	cs, err := client.Connect(ctxFor(t), &mcp.StreamableClientTransport{Endpoint: w.GatewayURL, HTTPClient: gatewayworld.HTTPClient(alice), DisableStandaloneSSE: true},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if err := cs.SetLoggingLevel(ctxFor(t), &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		if round == 1 {
+			w.DropUpstreamSessions()
+		}
+		if res := call(t, cs, "ping", nil); res.IsError || text(res) != "pong" {
+			t.Fatalf("round %d: ping: %q", round, text(res))
+		}
+		got := lastPing(t, w)
+		if got["elicit"] != "accept D7" || got["roots"] != "file:///work/alice" || got["sampling"] != "refused" {
+			t.Fatalf("round %d: the upstream got %v", round, got)
+		}
+		// The client SDK hands notifications to a goroutine of their own.
+		var asked []string
+		var logs []*mcp.LoggingMessageParams
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if asked, logs = rc.snapshot(); len(logs) >= round+1 {
+				break
+			}
+		}
+		if len(asked) != round+1 || !strings.Contains(asked[round], gatewayworld.PingQuestion) ||
+			!strings.Contains(asked[round], "server "+gatewayworld.ServerID) || !strings.Contains(asked[round], "tool ping") {
+			t.Fatalf("round %d: asked %q", round, asked)
+		}
+		var infos int
+		for _, l := range logs {
+			if l.Data == gatewayworld.PingDebug || l.Level == "debug" {
+				t.Fatalf("round %d: a debug message under level info: %+v", round, l)
+			}
+			if l.Data == gatewayworld.PingInfo && strings.Contains(l.Logger, "server "+gatewayworld.ServerID) && strings.Contains(l.Logger, "tool ping") {
+				infos++
+			}
+		}
+		if infos != round+1 {
+			t.Fatalf("round %d: %d info messages of ping in %+v", round, infos, logs)
+		}
+	}
+
+	// A client that declared nothing: the upstream sees no elicitation or
+	// roots capability, and no message reaches it without a level.
+	bare := &relayClient{}
+	bs := gatewayworld.ConnectAt(t, w.GatewayURL, alice, &mcp.ClientOptions{LoggingMessageHandler: bare.log, Capabilities: &mcp.ClientCapabilities{}}, "2025-11-25")
+	if res := call(t, bs, "ping", nil); res.IsError {
+		t.Fatalf("bare ping: %q", text(res))
+	}
+	if got := lastPing(t, w); got["elicit"] != nil || got["roots"] != nil || got["sampling"] != "refused" {
+		t.Fatalf("a client that declared nothing: the upstream got %v", got)
+	}
+	if asked, logs := bare.snapshot(); len(asked) != 0 || len(logs) != 0 {
+		t.Fatalf("a client that declared nothing was asked %q and sent %d log messages", asked, len(logs))
+	}
+	if asked, _ := rc.snapshot(); len(asked) != 2 {
+		t.Fatalf("another client's call asked alice's first client: %q", asked)
+	}
+
+	// Cancellation: the client gives up while the upstream's question is
+	// open; the upstream's call and the relayed question both end.
+	blocker := &relayClient{block: true, blocked: make(chan struct{})}
+	ks, err := mcp.NewClient(&mcp.Implementation{Name: "blocker", Version: "1"}, &mcp.ClientOptions{ElicitationHandler: blocker.elicit}).Connect(ctxFor(t),
+		&mcp.StreamableClientTransport{Endpoint: w.GatewayURL, HTTPClient: gatewayworld.HTTPClient(alice)}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ks.Close()
+	cctx, cancel := context.WithCancel(ctxFor(t))
+	errc := make(chan error, 1)
+	before := len(callsOf(w, "ping"))
+	go func() {
+		_, err := ks.CallTool(cctx, &mcp.CallToolParams{Name: "ping", Arguments: map[string]any{}})
+		errc <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if asked, _ := blocker.snapshot(); len(asked) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the blocked client was never asked")
+		}
+	}
+	cancel()
+	cancelledAt := time.Now()
+	if err := <-errc; err == nil {
+		t.Fatal("the cancelled call returned no error")
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(callsOf(w, "ping")) == before; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the upstream's call did not end")
+		}
+	}
+	// The upstream's question ends at once (the gateway answers it with
+	// an error as the call ends, or its own call is cancelled first),
+	// long before the blocked client would answer.
+	if got := lastPing(t, w); got["elicit"] != "cancelled" && got["elicit"] != "error" {
+		t.Fatalf("the upstream's question after the client cancelled: %v", got)
+	}
+	if took := time.Since(cancelledAt); took > 5*time.Second {
+		t.Fatalf("the upstream's call ended %v after the client cancelled", took)
 	}
 }
