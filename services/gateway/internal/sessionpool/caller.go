@@ -33,11 +33,11 @@ type Caller interface {
 // relayed are the server-to-client methods a caller's upstream session
 // passes to [Caller.Handle].
 var relayed = map[string]bool{
-	"elicitation/create":              true,
-	"sampling/createMessage":          true,
-	"roots/list":                      true,
-	"notifications/message":           true,
-	"notifications/resources/updated": true,
+	"elicitation/create":                 true,
+	"sampling/createMessage":             true,
+	"roots/list":                         true,
+	"notifications/message":              true,
+	"notifications/resources/updated":    true,
 	"notifications/elicitation/complete": true,
 }
 
