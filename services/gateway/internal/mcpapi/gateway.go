@@ -73,6 +73,13 @@ type Options struct {
 	// without asking the user.
 	Confirmer credentials.PerRPCCredentials
 
+	// PeerURL is the URL this replica's peers reach its MCP endpoint at
+	// (the listener, not the balancer); empty: its sessions are served
+	// only by itself. PeerTransport carries forwarded requests (nil: the
+	// default transport).
+	PeerURL       string
+	PeerTransport http.RoundTripper
+
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
 }
@@ -97,6 +104,9 @@ type Gateway struct {
 
 	relayMu sync.Mutex
 	relays  map[*mcp.ServerSession]*relay // sessions' relays, until the session ends
+
+	replicaID string // prefix of the session ids this replica holds
+	peers     peers
 }
 
 // progressSink is where an upstream's progress for one call goes: the
@@ -141,6 +151,8 @@ func New(opts Options) *Gateway {
 		draining:   make(chan struct{}),
 		progress:   map[string]progressSink{},
 		relays:     map[*mcp.ServerSession]*relay{},
+		replicaID:  newReplicaID(),
+		peers:      peers{byID: map[string]peer{}},
 	}
 }
 
@@ -190,13 +202,19 @@ const maxRunsPerPrincipal = 64
 // session belongs to the principal that opened it (tenant and subject of
 // its token, [bearer.Require]'s user id), and a request of another
 // principal naming it is refused 403 by the SDK's session check. A
-// session idle for the idle timeout is closed. A request with a malformed
+// session idle for the idle timeout is closed; a request for a session
+// another replica holds is passed to it ([Gateway.forward]). A request with a malformed
 // [RunIDHeader] is refused 400 before it reaches MCP, and so is a JSON-RPC
 // batch (one JSON-RPC error, on every protocol version).
 func (g *Gateway) Handler() http.Handler {
+	stateful := mcp.NewStreamableHTTPHandler(g.serverFor, &mcp.StreamableHTTPOptions{Logger: g.sdkLog, SessionTimeout: g.opts.IdleTimeout})
 	h := route(
 		mcp.NewStreamableHTTPHandler(g.serverFor, &mcp.StreamableHTTPOptions{Stateless: true, Logger: g.sdkLog}),
-		mcp.NewStreamableHTTPHandler(g.serverFor, &mcp.StreamableHTTPOptions{Logger: g.sdkLog, SessionTimeout: g.opts.IdleTimeout}),
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !g.forward(w, r) {
+				stateful.ServeHTTP(w, r)
+			}
+		}),
 	)
 	return refuseBatches(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if vs := r.Header.Values(RunIDHeader); len(vs) > 1 || len(vs) == 1 && !ids.ValidRunID(vs[0]) {
@@ -271,7 +289,8 @@ func (g *Gateway) stateOf(p principal.Principal, runID string) *state {
 		},
 		Instructions: "Tools here are the ones toolcrib lets you call now. A denied call is a tool error naming the reason and what to do; " +
 			"large results are stored as resources (toolcrib-artifact://…) readable with resources/read.",
-		Logger: g.sdkLog,
+		Logger:       g.sdkLog,
+		GetSessionID: g.newSessionID,
 	})
 	st.server.AddReceivingMiddleware(g.middleware(st))
 	g.principals[k] = st
