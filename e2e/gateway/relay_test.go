@@ -262,3 +262,72 @@ func TestGatewayRelaysToSession(t *testing.T) {
 		t.Fatalf("the upstream's call ended %v after the client cancelled", took)
 	}
 }
+
+// TestGatewayRelaysResourceUpdates: a 2025-11-25 client subscribes to an
+// upstream resource through the gateway (resources/subscribe reaches the
+// server over the client's own upstream session); the server's
+// notifications/resources/updated reaches it, and not a client of the
+// same principal that did not subscribe, and reaches a subscriber once
+// although two sessions of the principal subscribed; after
+// resources/unsubscribe no more.
+func TestGatewayRelaysResourceUpdates(t *testing.T) {
+	w := gatewayworld.Start(t, gatewayworld.Options{StatefulUpstream: true})
+	alice := w.Token(t, "alice", gatewayworld.TenantA)
+	var mu sync.Mutex
+	got := map[string]int{}
+	handler := func(name string) func(context.Context, *mcp.ResourceUpdatedNotificationRequest) {
+		return func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			if req.Params.URI == gatewayworld.ResourceURI {
+				got[name]++
+			}
+		}
+	}
+	count := func(name string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return got[name]
+	}
+	sub := gatewayworld.ConnectAt(t, w.GatewayURL, alice, &mcp.ClientOptions{ResourceUpdatedHandler: handler("subscriber")}, "2025-11-25")
+	other := gatewayworld.ConnectAt(t, w.GatewayURL, alice, &mcp.ClientOptions{ResourceUpdatedHandler: handler("other")}, "2025-11-25")
+	if _, err := other.ListResources(ctxFor(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Subscribe(ctxFor(t), &mcp.SubscribeParams{URI: gatewayworld.ResourceURI}); err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	// The update reaches a subscriber on its standalone stream, which sub
+	// does not open; live does, and subscribes too: the one change
+	// reaches it once, although two sessions of alice subscribed.
+	lc, err := mcp.NewClient(&mcp.Implementation{Name: "live", Version: "1"}, &mcp.ClientOptions{ResourceUpdatedHandler: handler("live")}).Connect(ctxFor(t),
+		&mcp.StreamableClientTransport{Endpoint: w.GatewayURL, HTTPClient: gatewayworld.HTTPClient(alice)}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	if err := lc.Subscribe(ctxFor(t), &mcp.SubscribeParams{URI: gatewayworld.ResourceURI}); err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	if err := w.UpdateResource(ctxFor(t), gatewayworld.ResourceURI); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); count("live") == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the subscriber got no update")
+		}
+	}
+	if err := lc.Unsubscribe(ctxFor(t), &mcp.UnsubscribeParams{URI: gatewayworld.ResourceURI}); err != nil {
+		t.Fatalf("unsubscribe: %v", err)
+	}
+	if err := w.UpdateResource(ctxFor(t), gatewayworld.ResourceURI); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := count("live"); n != 1 {
+		t.Fatalf("%d updates, want 1 (none after unsubscribe)", n)
+	}
+	if n := count("other"); n != 0 {
+		t.Fatalf("a client that did not subscribe got %d updates", n)
+	}
+}

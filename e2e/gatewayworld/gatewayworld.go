@@ -147,6 +147,12 @@ const (
 	PingQuestion = "Which dock should the pallet go to?"
 )
 
+// UpdateResource has the upstream announce that uri changed, to the
+// sessions subscribed to it (a stateful upstream).
+func (w *World) UpdateResource(ctx context.Context, uri string) error {
+	return w.upstream.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
+}
+
 // DropUpstreamSessions ends every session the upstream holds, as a server
 // restart or a session timeout would: a client must initialize anew.
 func (w *World) DropUpstreamSessions() {
@@ -205,9 +211,16 @@ var shipmentInSchema = map[string]any{"type": "object", "properties": map[string
 // against the real lease service.
 func (w *World) startUpstream(t testing.TB, leaseAddr string, kit bool) string {
 	t.Helper()
-	server := mcp.NewServer(&mcp.Implementation{Name: "inventory", Version: "1.0.0"}, &mcp.ServerOptions{
+	opts := &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true},
-			Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{}, Logging: &mcp.LoggingCapabilities{}}})
+			Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{}, Logging: &mcp.LoggingCapabilities{}}}
+	if w.stateful {
+		// Subscriptions are recorded by the SDK ([World.UpdateResource]).
+		opts.Capabilities.Resources.Subscribe = true
+		opts.SubscribeHandler = func(context.Context, *mcp.SubscribeRequest) error { return nil }
+		opts.UnsubscribeHandler = func(context.Context, *mcp.UnsubscribeRequest) error { return nil }
+	}
+	server := mcp.NewServer(&mcp.Implementation{Name: "inventory", Version: "1.0.0"}, opts)
 	server.AddPrompt(&mcp.Prompt{Name: PromptName, Description: "Summarize one shipment for a customer.",
 		Arguments: []*mcp.PromptArgument{{Name: "shipment_id", Required: true}}},
 		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {

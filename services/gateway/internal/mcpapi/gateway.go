@@ -175,6 +175,7 @@ type state struct {
 	prompts   map[string]promptRef   // the last prompts/list, by name as listed
 	resources map[string]resourceRef // the last upstream resources listed, by URI as listed
 	templates []templateRef          // the last upstream resource templates listed
+	watchers  map[string][]*relay    // sessions subscribed to an upstream resource, by URI as listed
 
 	regMu      sync.Mutex            // serializes changes of the server's tools
 	registered map[string]*shownTool // tools registered on server, by name
@@ -273,16 +274,22 @@ func (g *Gateway) stateOf(p principal.Principal, runID string) *state {
 	if runID != "" {
 		g.evictRunsOf(pk)
 	}
-	st := &state{key: k, pkey: pk, runID: runID, p: p, shown: map[string]*shownTool{}, registered: map[string]*shownTool{}, lastUsed: time.Now()}
+	st := &state{key: k, pkey: pk, runID: runID, p: p, shown: map[string]*shownTool{}, registered: map[string]*shownTool{}, watchers: map[string][]*relay{}, lastUsed: time.Now()}
 	st.server = mcp.NewServer(&mcp.Implementation{Name: "toolcrib-gateway", Title: "toolcrib MCP gateway", Version: "1.0.0"}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:       &mcp.ToolCapabilities{ListChanged: true},
-			Resources:   &mcp.ResourceCapabilities{},
+			Resources:   &mcp.ResourceCapabilities{Subscribe: true},
 			Prompts:     &mcp.PromptCapabilities{},
 			Completions: &mcp.CompletionCapabilities{},
 			// Upstreams' log messages, relayed to a session at the level
 			// its client set (logging/setLevel; none before it does).
 			Logging: &mcp.LoggingCapabilities{},
+		},
+		SubscribeHandler: func(ctx context.Context, req *mcp.SubscribeRequest) error {
+			return g.subscribe(ctx, st, req.Session, req.GetExtra(), req.Params.URI, true)
+		},
+		UnsubscribeHandler: func(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+			return g.subscribe(ctx, st, req.Session, req.GetExtra(), req.Params.URI, false)
 		},
 		CompletionHandler: func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 			return g.complete(ctx, st, req)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -38,6 +40,68 @@ type relay struct {
 
 	mu       sync.Mutex
 	inFlight map[string][]*relayCall // by target identity, oldest first
+	watched  map[string]string       // target identity \x00 upstream URI -> the URI as the client knows it
+}
+
+// maxWatched bounds one session's resource subscriptions.
+const maxWatched = 1024
+
+// watch records a subscription of the client to listed, the upstream's
+// uri on target.
+func (r *relay) watch(target, uri, listed string) {
+	r.mu.Lock()
+	if len(r.watched) >= maxWatched {
+		r.mu.Unlock()
+		return
+	}
+	r.watched[target+"\x00"+uri] = listed
+	r.mu.Unlock()
+	r.st.mu.Lock()
+	if !slices.Contains(r.st.watchers[listed], r) {
+		r.st.watchers[listed] = append(r.st.watchers[listed], r)
+	}
+	r.st.mu.Unlock()
+}
+
+func (r *relay) unwatch(target, uri string) {
+	r.mu.Lock()
+	listed, ok := r.watched[target+"\x00"+uri]
+	delete(r.watched, target+"\x00"+uri)
+	r.mu.Unlock()
+	if ok {
+		r.st.unwatch(listed, r)
+	}
+}
+
+// unwatch removes r from the watchers of listed.
+func (st *state) unwatch(listed string, r *relay) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.watchers[listed] = slices.DeleteFunc(st.watchers[listed], func(x *relay) bool { return x == r })
+	if len(st.watchers[listed]) == 0 {
+		delete(st.watchers, listed)
+	}
+}
+
+// forwards reports whether r is the one relay of its principal that
+// passes on updates of listed: every session subscribed to it has its own
+// upstream subscription, so the server announces one change once per
+// session, and the SDK sends each announcement to every subscribed
+// session of the principal; one relay passing them on keeps it to one.
+func (r *relay) forwards(listed string) bool {
+	r.st.mu.Lock()
+	defer r.st.mu.Unlock()
+	w := r.st.watchers[listed]
+	return len(w) > 0 && w[0] == r
+}
+
+// watchedAs is the URI the client subscribed to for the upstream's uri on
+// target, if it did.
+func (r *relay) watchedAs(target, uri string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	listed, ok := r.watched[target+"\x00"+uri]
+	return listed, ok
 }
 
 // relayCall is one call in flight on a caller's upstream session.
@@ -58,11 +122,17 @@ func (g *Gateway) relayOf(st *state, ss *mcp.ServerSession) *relay {
 	if r := g.relays[ss]; r != nil {
 		return r
 	}
-	r := &relay{g: g, st: st, ss: ss, key: "session:" + ss.ID(), done: make(chan struct{}), inFlight: map[string][]*relayCall{}}
+	r := &relay{g: g, st: st, ss: ss, key: "session:" + ss.ID(), done: make(chan struct{}), inFlight: map[string][]*relayCall{}, watched: map[string]string{}}
 	g.relays[ss] = r
 	go func() {
 		_ = ss.Wait()
 		close(r.done)
+		r.mu.Lock()
+		listed := slices.Collect(maps.Values(r.watched))
+		r.mu.Unlock()
+		for _, l := range listed {
+			st.unwatch(l, r)
+		}
 		g.relayMu.Lock()
 		delete(g.relays, ss)
 		g.relayMu.Unlock()
@@ -143,8 +213,13 @@ func (r *relay) Handle(ctx context.Context, t sessionpool.Target, method string,
 		_ = r.ss.Log(r.notifyCtx(call), &out)
 		return nil, nil
 	case "notifications/resources/updated":
+		// Only for a resource this client subscribed to, under the URI it
+		// knows; the SDK sends it to the principal's sessions subscribed
+		// to that URI.
 		if p, ok := req.GetParams().(*mcp.ResourceUpdatedNotificationParams); ok && p != nil {
-			_ = r.st.server.ResourceUpdated(r.notifyCtx(call), &mcp.ResourceUpdatedNotificationParams{URI: p.URI})
+			if listed, ok := r.watchedAs(t.Identity(), p.URI); ok && r.forwards(listed) {
+				_ = r.st.server.ResourceUpdated(r.notifyCtx(call), &mcp.ResourceUpdatedNotificationParams{URI: listed})
+			}
 		}
 		return nil, nil
 	case "notifications/elicitation/complete":
