@@ -34,3 +34,25 @@ func TestProgressTap(t *testing.T) {
 		t.Fatalf("progress %+v", got)
 	}
 }
+
+// BenchmarkProgressTap: what the tap adds to reading a small SSE answer
+// (the benchmark's ping).
+func BenchmarkProgressTap(b *testing.B) {
+	answer := "event: message\nid: 1\ndata: " + `{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"pong"}],"_meta":{}}}` + "\n\n"
+	buf := make([]byte, 4096)
+	for _, tapped := range []bool{false, true} {
+		b.Run(map[bool]string{false: "plain", true: "tapped"}[tapped], func(b *testing.B) {
+			for b.Loop() {
+				var r io.Reader = strings.NewReader(answer)
+				if tapped {
+					r = &progressTap{rc: io.NopCloser(r), onProgress: func(context.Context, *mcp.ProgressNotificationParams) {}}
+				}
+				for {
+					if _, err := r.Read(buf); err != nil {
+						break
+					}
+				}
+			}
+		})
+	}
+}
