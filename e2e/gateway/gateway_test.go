@@ -321,11 +321,42 @@ func TestGateway(t *testing.T) {
 			!proto.Equal(rc.GetConfirmedAt(), rc.GetDecidedAt()) || !canonical.ValidDigest(rc.GetShownDigest()) || rc.GetSubject() != "alice" {
 			t.Fatalf("receipt %q of the confirmed call: %v %v", rid, rc, err)
 		}
-		// A client that cannot be asked is told so; nothing runs.
-		old := gatewayworld.ConnectAt(t, w.GatewayURL, alice, &mcp.ClientOptions{ElicitationHandler: accept.handle}, "2025-11-25")
+		// Clients of 2025-06-18 and 2025-11-25 hold a session: they are
+		// asked by elicitation/create within the call, and the call runs
+		// once when the user accepts, never when the user declines.
+		for i, v := range []string{"2025-06-18", "2025-11-25"} {
+			oldAccept, oldDecline := &elicitation{accept: true}, &elicitation{accept: false}
+			before := len(callsOf(w, "cancel_shipment"))
+			od := gatewayworld.ConnectAt(t, w.GatewayURL, alice, &mcp.ClientOptions{ElicitationHandler: oldDecline.handle}, v)
+			if od.ID() == "" {
+				t.Fatalf("%s: the gateway gave no session", v)
+			}
+			res = call(t, od, "cancel_shipment", map[string]any{"shipment_id": "S-10"})
+			if !res.IsError || reason(res) != "USER_DECLINED" || len(oldDecline.asked()) != 1 || len(callsOf(w, "cancel_shipment")) != before {
+				t.Fatalf("%s declined: %v %q %q, asked %q", v, res.IsError, reason(res), text(res), oldDecline.asked())
+			}
+			oa := gatewayworld.ConnectAt(t, w.GatewayURL, alice, &mcp.ClientOptions{ElicitationHandler: oldAccept.handle}, v)
+			id := fmt.Sprintf("S-1%d", i+1)
+			res = call(t, oa, "cancel_shipment", map[string]any{"shipment_id": id})
+			if res.IsError || text(res) != "cancelled "+id || len(callsOf(w, "cancel_shipment")) != before+1 {
+				t.Fatalf("%s accepted: %q, upstream ran %d", v, text(res), len(callsOf(w, "cancel_shipment"))-before)
+			}
+			if asked := oldAccept.asked(); len(asked) != 1 || !strings.Contains(asked[0], "cancel_shipment") || !strings.Contains(asked[0], "WRITE") || !strings.Contains(asked[0], `"`+id+`"`) {
+				t.Fatalf("%s: confirmation messages %q", v, asked)
+			}
+			rid, _ := res.Meta["dev.toolcrib/receipt"].(string)
+			got, err := adm.GetReceipt(ctxFor(t), &admissionv1.GetReceiptRequest{ReceiptId: rid})
+			if rc := got.GetReceipt(); err != nil || rc.GetMode() != admissionv1.Mode_MODE_USER_CONFIRMED || rc.GetConfirmer() != "test-confirmer" || !canonical.ValidDigest(rc.GetShownDigest()) {
+				t.Fatalf("%s: receipt %q of the confirmed call: %v %v", v, rid, rc, err)
+			}
+		}
+		// A client that declared no elicitation cannot be asked: it is
+		// told so, and nothing runs.
+		before := len(callsOf(w, "cancel_shipment"))
+		old := gatewayworld.ConnectAt(t, w.GatewayURL, alice, nil, "2025-11-25")
 		res = call(t, old, "cancel_shipment", map[string]any{"shipment_id": "S-10"})
-		if !res.IsError || reason(res) != "CONFIRMATION_UNANSWERABLE" || len(callsOf(w, "cancel_shipment")) != 1 {
-			t.Fatalf("2025-11-25 client: %v %q %q", res.IsError, reason(res), text(res))
+		if !res.IsError || reason(res) != "CONFIRMATION_UNANSWERABLE" || len(callsOf(w, "cancel_shipment")) != before {
+			t.Fatalf("2025-11-25 client without elicitation: %v %q %q", res.IsError, reason(res), text(res))
 		}
 	})
 
@@ -664,10 +695,13 @@ func TestGatewayFindTools(t *testing.T) {
 	}
 }
 
-// TestGatewayTypeScriptClient: the TypeScript MCP SDK (from npm, e2e/ts)
-// is refused without a token, lists the visible set over every page, gets
-// a projected read result, and is told it cannot be asked to confirm a
-// write (its newest protocol is 2025-11-25): nothing runs.
+// TestGatewayTypeScriptClient: the TypeScript MCP SDK (from npm, e2e/ts,
+// protocol 2025-11-25) is refused without a token, lists the visible set
+// over every page, gets a projected read result; without the elicitation
+// capability it is told it cannot be asked to confirm a write (nothing
+// runs); with it, it is asked by elicitation/create, a decline refuses
+// (USER_DECLINED) and an accept runs the write once; another principal
+// presenting its session id is refused.
 func TestGatewayTypeScriptClient(t *testing.T) {
 	if _, err := os.Stat("../ts/node_modules/@modelcontextprotocol/sdk"); err != nil {
 		if os.Getenv("CI") != "" {
@@ -682,7 +716,8 @@ func TestGatewayTypeScriptClient(t *testing.T) {
 	w := gatewayworld.Start(t, gatewayworld.Options{Gateway: func(c *gateway.Config) { c.PageSize = 2 }})
 	cmd := exec.CommandContext(ctxFor(t), node, "client.mjs")
 	cmd.Dir = "../ts"
-	cmd.Env = append(os.Environ(), "GATEWAY_URL="+w.GatewayURL, "GATEWAY_TOKEN="+w.Token(t, "alice", gatewayworld.TenantA))
+	cmd.Env = append(os.Environ(), "GATEWAY_URL="+w.GatewayURL, "GATEWAY_TOKEN="+w.Token(t, "alice", gatewayworld.TenantA),
+		"GATEWAY_OTHER_TOKEN="+w.Token(t, "bob", gatewayworld.TenantB))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdout, err := cmd.Output()
@@ -702,6 +737,19 @@ func TestGatewayTypeScriptClient(t *testing.T) {
 			IsError bool   `json:"isError"`
 			Reason  string `json:"reason"`
 		} `json:"write"`
+		SessionID string `json:"sessionId"`
+		Declined  struct {
+			IsError bool     `json:"isError"`
+			Reason  string   `json:"reason"`
+			Asked   []string `json:"asked"`
+		} `json:"declined"`
+		Confirmed struct {
+			IsError bool     `json:"isError"`
+			Text    string   `json:"text"`
+			Reason  string   `json:"reason"`
+			Asked   []string `json:"asked"`
+		} `json:"confirmed"`
+		Stolen string `json:"stolen"`
 	}
 	if err := json.Unmarshal(stdout, &out); err != nil {
 		t.Fatalf("%v: %s", err, stdout)
@@ -715,11 +763,27 @@ func TestGatewayTypeScriptClient(t *testing.T) {
 	if out.Read.IsError || out.Read.Structured["shipment_id"] != "S-TS" || out.Read.Structured["internal_cost"] != nil || strings.Contains(out.Read.Text, "internal_cost") {
 		t.Fatalf("read %+v", out.Read)
 	}
-	if !out.Write.IsError || out.Write.Reason != "CONFIRMATION_UNANSWERABLE" || len(callsOf(w, "cancel_shipment")) != 0 {
+	if !out.Write.IsError || out.Write.Reason != "CONFIRMATION_UNANSWERABLE" {
 		t.Fatalf("write %+v", out.Write)
 	}
 	if c := callsOf(w, "shipment_status"); len(c) != 1 || c[0].Claims.Subject != "alice" {
 		t.Fatalf("upstream calls %+v", c)
+	}
+	if out.SessionID == "" {
+		t.Fatal("the gateway gave the 2025-11-25 client no session")
+	}
+	if !out.Declined.IsError || out.Declined.Reason != "USER_DECLINED" || len(out.Declined.Asked) != 1 {
+		t.Fatalf("declined %+v", out.Declined)
+	}
+	if out.Confirmed.IsError || out.Confirmed.Text != "cancelled S-TS-OK" || len(out.Confirmed.Asked) != 1 ||
+		!strings.Contains(out.Confirmed.Asked[0], "cancel_shipment") || !strings.Contains(out.Confirmed.Asked[0], "WRITE") || !strings.Contains(out.Confirmed.Asked[0], `"S-TS-OK"`) {
+		t.Fatalf("confirmed %+v", out.Confirmed)
+	}
+	if c := callsOf(w, "cancel_shipment"); len(c) != 1 || c[0].Args["shipment_id"] != "S-TS-OK" || c[0].Claims.Subject != "alice" {
+		t.Fatalf("cancel_shipment ran %+v", c)
+	}
+	if !strings.Contains(out.Stolen, "session user mismatch") || strings.Contains(out.Stolen, "served") {
+		t.Fatalf("bob presenting alice's session: %q", out.Stolen)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -64,6 +65,10 @@ const (
 	ExportBytes = 5 << 20
 )
 
+// PingProgress is how many progress notifications ping sends when its
+// caller gives a progress token.
+const PingProgress = 3
+
 // Call is one call the upstream ran: the tool and the lease it ran under,
 // as the executor kit verified it.
 type Call struct {
@@ -85,6 +90,9 @@ type World struct {
 	// Proxy holds the proxies of a Proxied world: "admission", "lease",
 	// "upstream".
 	Proxy map[string]*servicetest.Proxy
+
+	upstream *mcp.Server
+	stateful bool
 
 	// What gateway replicas share.
 	gatewayDB, redisPrefix, cursorKeyFile string
@@ -120,6 +128,37 @@ type Options struct {
 	// client may call it directly (the benchmark's direct arm calls the
 	// same server and tool as the gateway does).
 	NoExecutorKit bool
+	// StatefulUpstream serves the upstream with the go-sdk's default,
+	// stateful handler (sessions), and ping then speaks back to its client
+	// ([PingRelay]).
+	StatefulUpstream bool
+}
+
+// PingRelay is what ping does on a stateful upstream, beside answering
+// pong: it logs [PingInfo] at info and [PingDebug] at debug, asks the
+// client [PingQuestion] by elicitation when the client declared it, lists
+// its roots when it declared them, and asks for a sampling (which the
+// gateway refuses). It records what it got as the call's Args: "elicit"
+// (the action and the dock answered, or "error"), "roots" (the URIs),
+// "sampling" ("refused" or "answered").
+const (
+	PingInfo     = "ping info"
+	PingDebug    = "ping debug"
+	PingQuestion = "Which dock should the pallet go to?"
+)
+
+// UpdateResource has the upstream announce that uri changed, to the
+// sessions subscribed to it (a stateful upstream).
+func (w *World) UpdateResource(ctx context.Context, uri string) error {
+	return w.upstream.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
+}
+
+// DropUpstreamSessions ends every session the upstream holds, as a server
+// restart or a session timeout would: a client must initialize anew.
+func (w *World) DropUpstreamSessions() {
+	for ss := range w.upstream.Sessions() {
+		_ = ss.Close()
+	}
 }
 
 // Calls returns the calls the upstream ran so far.
@@ -172,9 +211,16 @@ var shipmentInSchema = map[string]any{"type": "object", "properties": map[string
 // against the real lease service.
 func (w *World) startUpstream(t testing.TB, leaseAddr string, kit bool) string {
 	t.Helper()
-	server := mcp.NewServer(&mcp.Implementation{Name: "inventory", Version: "1.0.0"}, &mcp.ServerOptions{
+	opts := &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true},
-			Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{}}})
+			Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{}, Logging: &mcp.LoggingCapabilities{}}}
+	if w.stateful {
+		// Subscriptions are recorded by the SDK ([World.UpdateResource]).
+		opts.Capabilities.Resources.Subscribe = true
+		opts.SubscribeHandler = func(context.Context, *mcp.SubscribeRequest) error { return nil }
+		opts.UnsubscribeHandler = func(context.Context, *mcp.UnsubscribeRequest) error { return nil }
+	}
+	server := mcp.NewServer(&mcp.Implementation{Name: "inventory", Version: "1.0.0"}, opts)
 	server.AddPrompt(&mcp.Prompt{Name: PromptName, Description: "Summarize one shipment for a customer.",
 		Arguments: []*mcp.PromptArgument{{Name: "shipment_id", Required: true}}},
 		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
@@ -229,6 +275,15 @@ func (w *World) startUpstream(t testing.TB, leaseAddr string, kit bool) string {
 				Pad int `json:"pad"`
 			}
 			_ = jsonUnmarshal(req.Params.Arguments, &in)
+			// Given a progress token, it reports [PingProgress] steps first.
+			if pt := req.Params.GetProgressToken(); pt != nil {
+				for i := range PingProgress {
+					_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: pt, Progress: float64(i + 1), Total: PingProgress, Message: fmt.Sprintf("step %d", i+1)})
+				}
+			}
+			if w.stateful {
+				w.record(ctx, "ping", pingRelay(ctx, req.Session))
+			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: Pong(in.Pad)}}}, nil
 		})
 	catalog.AddTool(&mcp.Tool{Name: "slow_report", Description: "Compile a report slowly.", InputSchema: map[string]any{"type": "object"}},
@@ -283,7 +338,8 @@ func (w *World) startUpstream(t testing.TB, leaseAddr string, kit bool) string {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true})
+	w.upstream = server
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: !w.stateful})
 	mux.Handle("/mcp", http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			body, _ := io.ReadAll(r.Body)
@@ -300,6 +356,47 @@ func (w *World) startUpstream(t testing.TB, leaseAddr string, kit bool) string {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return "http://" + ln.Addr().String() + "/mcp"
+}
+
+// pingRelay is ping's [PingRelay] part.
+func pingRelay(ctx context.Context, ss *mcp.ServerSession) map[string]any {
+	got := map[string]any{}
+	_ = ss.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "ping", Data: PingInfo})
+	_ = ss.Log(ctx, &mcp.LoggingMessageParams{Level: "debug", Logger: "ping", Data: PingDebug})
+	caps := &mcp.ClientCapabilities{}
+	if ip := ss.InitializeParams(); ip != nil && ip.Capabilities != nil {
+		caps = ip.Capabilities
+	}
+	if caps.Elicitation != nil {
+		res, err := ss.Elicit(ctx, &mcp.ElicitParams{Message: PingQuestion, RequestedSchema: map[string]any{"type": "object",
+			"properties": map[string]any{"dock": map[string]any{"type": "string"}}}})
+		switch {
+		case err != nil && ctx.Err() != nil:
+			got["elicit"] = "cancelled"
+		case err != nil:
+			got["elicit"] = "error"
+		default:
+			dock, _ := res.Content["dock"].(string)
+			got["elicit"] = res.Action + " " + dock
+		}
+	}
+	if caps.RootsV2 != nil || caps.Roots.ListChanged {
+		if res, err := ss.ListRoots(ctx, nil); err == nil {
+			var uris []string
+			for _, r := range res.Roots {
+				uris = append(uris, r.URI)
+			}
+			got["roots"] = strings.Join(uris, ",")
+		} else {
+			got["roots"] = "error"
+		}
+	}
+	if _, err := ss.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}}); err != nil {
+		got["sampling"] = "refused"
+	} else {
+		got["sampling"] = "answered"
+	}
+	return got
 }
 
 func jsonUnmarshal(raw json.RawMessage, v any) error {
@@ -402,6 +499,7 @@ func Start(t testing.TB, opts Options) *World {
 			t.Fatal(err)
 		}
 	}
+	w.stateful = opts.StatefulUpstream
 	w.UpstreamURL = w.startUpstream(t, w.LeaseAddr, !opts.NoExecutorKit)
 	registered := w.UpstreamURL
 	gatewayAdmission, gatewayLease := w.AdmissionAddr, w.LeaseAddr

@@ -44,6 +44,12 @@ type Config struct {
 	// resource of the protected-resource metadata); empty means
 	// http://<MCPListen>/mcp.
 	PublicURL string
+	// PeerURL is the URL the other replicas reach this replica's MCP
+	// endpoint at, directly (not through the balancer): they pass it the
+	// requests of the sessions it holds. Empty means
+	// http(s)://<the listener's address>/mcp, right when the listener has a
+	// specific address the peers can dial.
+	PeerURL string
 	// AuthorizationServer is the operator's OAuth issuer URL named in the
 	// protected-resource metadata; empty names none.
 	AuthorizationServer string
@@ -142,6 +148,7 @@ func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 	cfg.Common.Register(s, "gateway", config.Defaults{ListenAddr: DefaultListenAddr, MetricsAddr: DefaultMetricsAddr, UsesRedis: true})
 	s.String(&cfg.MCPListen, "mcp-listen", "TOOLCRIB_GATEWAY_MCP_LISTEN", DefaultMCPListen, "MCP endpoint address (streamable HTTP, path /mcp); TLS with --tls-cert-file, without client certificates (MCP clients present bearer tokens)")
 	s.String(&cfg.PublicURL, "public-url", "", "", "the MCP endpoint's URL as clients reach it; empty means http(s)://<mcp-listen>/mcp")
+	s.String(&cfg.PeerURL, "peer-url", "", "", "the MCP endpoint's URL as the other gateway replicas reach this one directly (not through the balancer), advertised in Redis: a replica passes a session's requests to the replica holding it; empty means http(s)://<the listener's address>/mcp")
 	s.String(&cfg.AuthorizationServer, "authorization-server", "", "", "OAuth issuer URL named in the protected-resource metadata, before the OpenID providers the services trust (--auth-discovery, --auth-issuers-file), which it names too; empty adds none")
 	s.String(&cfg.AdmissionAddr, "admission-addr", "", "127.0.0.1:7103", "admission gRPC address (ListVisibleTools, Check; the client's token)")
 	s.String(&cfg.LeaseAddr, "lease-addr", "", "127.0.0.1:7104", "lease gRPC address (Issue; the client's token)")
@@ -197,6 +204,11 @@ func (c *Config) Validate() error {
 	if c.PublicURL != "" {
 		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			bad("public-url", "must be an http(s) URL")
+		}
+	}
+	if c.PeerURL != "" {
+		if u, err := url.Parse(c.PeerURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("peer-url", "must be an http(s) URL")
 		}
 	}
 	if c.AuthorizationServer != "" {

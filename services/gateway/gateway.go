@@ -111,6 +111,14 @@ func Run(ctx context.Context, cfg Config) error {
 			closeConns()
 			return service.Parts{}, fmt.Errorf("listen %s: %w", cfg.MCPListen, err)
 		}
+		peerURL := cfg.PeerURL
+		if peerURL == "" {
+			scheme := "http://"
+			if d.ServerTLS != nil {
+				scheme = "https://"
+			}
+			peerURL = scheme + lis.Addr().String() + MCPPath
+		}
 		var gw *mcpapi.Gateway
 		pool := sessionpool.New(egressPolicy, d.Logger, func(ctx context.Context, p *mcp.ProgressNotificationParams) { gw.RelayProgress(ctx, p) })
 		pool.CredentialEnv = cfg.StdioCredentialEnv
@@ -132,6 +140,7 @@ func Run(ctx context.Context, cfg Config) error {
 			ResultBudget: cfg.ResultBudget, PreviewBytes: cfg.PreviewBytes, MaxArtifactBytes: cfg.MaxArtifactBytes,
 			Retention: cfg.ArtifactRetention, ArtifactQuota: artifact.Quota{Bytes: int64(cfg.ArtifactQuotaBytes), Count: int64(cfg.ArtifactQuotaCount)},
 			FindTools: cfg.FindTools, Metrics: m, Logger: d.Logger, Confirmer: confirmer,
+			PeerURL: peerURL,
 		})
 		endpoint := cfg.mcpURL(lis.Addr().String())
 		metadataURL := strings.TrimSuffix(endpoint, MCPPath) + MetadataPath
@@ -191,7 +200,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return service.Parts{
 			Register: func(*grpc.Server) {},
 			Loops: []func(context.Context) error{
-				serve, gw.Run,
+				serve, gw.Run, gw.Advertise,
 				func(ctx context.Context) error { return gw.SweepArtifacts(ctx, sweepEvery) },
 			},
 			Close: func() {

@@ -168,25 +168,44 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 	if err != nil {
 		return unavailable("admission", err), outcomeUnavailable, ReasonUnavailable
 	}
-	if chk.GetDecision() != admissionv1.Decision_DECISION_ALLOW {
+	if chk.GetDecision() != admissionv1.Decision_DECISION_ALLOW && confirmable(chk.GetReason()) && mode == admissionv1.Mode_MODE_AUTONOMOUS && canAsk {
 		r := chk.GetReason()
-		if r == catalogv1.DecisionReason_DECISION_REASON_CONFIRMATION_REQUIRED && mode == admissionv1.Mode_MODE_AUTONOMOUS && canAsk {
-			if !supportsInputRequests(req.Session) {
-				return denial(ReasonConfirmationUnanswerable, "this call needs the user's confirmation, and the client cannot be asked on this endpoint",
-					"connect with MCP protocol version 2026-07-28 or later, whose input-required results carry the confirmation"), outcomeDenied, ReasonConfirmationUnanswerable
-			}
-			if g.opts.Confirmer == nil {
-				// Asking would be for nothing: admission honours a
-				// confirmation only from a confirmer.
-				return denial(ReasonConfirmationUnanswerable, "this call needs the user's confirmation, and this gateway has no confirmer token to assert one",
-					"ask the operator to configure the gateway's --confirmer-token-file"), outcomeDenied, ReasonConfirmationUnanswerable
-			}
+		elicit := canElicit(req.Session)
+		if !elicit && !supportsInputRequests(req.Session) {
+			return denial(ReasonConfirmationUnanswerable, "this call needs the user's confirmation, and the client cannot be asked: it declared no elicitation capability on a session",
+				"connect with a client that handles elicitation (MCP 2025-06-18 or 2025-11-25 with a session), or with MCP 2026-07-28 or later, whose input-required results carry the confirmation"), outcomeDenied, ReasonConfirmationUnanswerable
+		}
+		if g.opts.Confirmer == nil {
+			// Asking would be for nothing: admission honours a
+			// confirmation only from a confirmer.
+			return denial(ReasonConfirmationUnanswerable, "this call needs the user's confirmation, and this gateway has no confirmer token to assert one",
+				"ask the operator to configure the gateway's --confirmer-token-file"), outcomeDenied, ReasonConfirmationUnanswerable
+		}
+		if !elicit {
 			res, err := g.askConfirmation(ctx, st, shown, args, argDigest)
 			if err != nil {
 				return unavailable("redis", err), outcomeUnavailable, ReasonUnavailable
 			}
 			return res, outcomeConfirm, reasonName(r)
 		}
+		// A client with a session is asked now, by elicitation/create over
+		// its session, and the call goes on in this request.
+		digest, why, detail := g.elicitConfirmation(ctx, req.Session, shown, args, argDigest)
+		if why != "" {
+			return denial(why, detail, "call the tool again to be asked anew"), outcomeDenied, why
+		}
+		mode, shownDigest = admissionv1.Mode_MODE_USER_CONFIRMED, digest
+		chk, err = g.opts.Admission.Check(ctx, &admissionv1.CheckRequest{
+			ToolId: rt.GetToolId(), Generation: rt.GetGeneration(), DescriptorDigest: rt.GetDescriptorDigest(),
+			PolicyEpoch: shown.epoch, Arguments: args, Mode: mode, AudienceClass: rt.GetAudienceClass(), RunId: st.runID,
+			ShownDigest: shownDigest,
+		}, grpc.PerRPCCredentials(principal.Beside(principal.BearerToken(tok), g.opts.Confirmer)))
+		if err != nil {
+			return unavailable("admission", err), outcomeUnavailable, ReasonUnavailable
+		}
+	}
+	if chk.GetDecision() != admissionv1.Decision_DECISION_ALLOW {
+		r := chk.GetReason()
 		res := denial(reasonName(r), bounded(chk.GetDetail(), 512), whatToDo[r])
 		res.Meta[MetaReceipt] = chk.GetReceipt().GetReceiptId()
 		return res, outcomeDenied, reasonName(r)
@@ -247,7 +266,7 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 		gt := "toolcrib-" + rand.Text()
 		params.SetProgressToken(gt)
 		g.progressMu.Lock()
-		g.progress[gt] = progressSink{ss: req.Session, token: pt}
+		g.progress[gt] = progressSink{ss: req.Session, token: pt, ctx: ctx}
 		g.progressMu.Unlock()
 		defer func() {
 			g.progressMu.Lock()
@@ -255,7 +274,17 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 			g.progressMu.Unlock()
 		}()
 	}
-	up, err := g.opts.Upstream.Call(uctx, ep.Target(), params)
+	target := ep.Target()
+	var up *mcp.CallToolResult
+	if rl := g.relayOf(st, req.Session); rl != nil {
+		// A session's calls go over its own upstream session: what the
+		// upstream sends back during the call reaches this client only.
+		end := rl.begin(ctx, target.Identity(), rt.GetServerId(), shown.model.Name)
+		up, err = g.opts.Upstream.CallFor(uctx, target, params, rl)
+		end()
+	} else {
+		up, err = g.opts.Upstream.Call(uctx, target, params)
+	}
 	if errors.Is(err, directory.ErrIdentity) {
 		return identityDenial(), outcomeDenied, ReasonUpstreamIdentity
 	}
@@ -295,6 +324,14 @@ func (st *state) shownTool(name string) *shownTool {
 	}
 	c := *t
 	return &c
+}
+
+// confirmable reports whether a denial for reason r is one a user's
+// confirmation lifts: CONFIRMATION_REQUIRED, and UNVERSIONED_SOURCE (a
+// side-effect tool of a server without catalog revisions may run when the
+// user confirms the call, never autonomously: I3).
+func confirmable(r catalogv1.DecisionReason) bool {
+	return r == catalogv1.DecisionReason_DECISION_REASON_CONFIRMATION_REQUIRED || r == catalogv1.DecisionReason_DECISION_REASON_UNVERSIONED_SOURCE
 }
 
 // supportsInputRequests: the client negotiated 2026-07-28 or later, whose

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
@@ -41,20 +42,7 @@ func (g *Gateway) confirmKey(nonce string) string {
 // [shownDigest]): the gateway states it when it asserts the confirmation,
 // and admission records it in the receipt.
 func (g *Gateway) askConfirmation(ctx context.Context, st *state, shown *shownTool, args []byte, argDigest string) (*mcp.CallToolResult, error) {
-	rt := shown.rt
-	msg := fmt.Sprintf("Allow the tool %s (%s, effect %s) to run with these arguments?\n%s",
-		shown.model.Name, rt.GetToolId(), effectName(rt.GetEffectClass()), bounded(string(args), maxArgsShown))
-	ask := &mcp.ElicitParams{
-		Mode:    "form",
-		Message: msg,
-		RequestedSchema: map[string]any{
-			"type": "object",
-			"properties": map[string]any{
-				"confirm": map[string]any{"type": "boolean", "title": "Run " + shown.model.Name, "description": "Run this call once, with exactly these arguments."},
-			},
-			"required": []string{"confirm"},
-		},
-	}
+	ask := confirmationAsk(shown, args)
 	digest, err := shownDigest(ask, argDigest)
 	if err != nil {
 		return nil, err
@@ -67,6 +55,60 @@ func (g *Gateway) askConfirmation(ctx context.Context, st *state, shown *shownTo
 		InputRequests: mcp.InputRequestMap{confirmInput: ask},
 		RequestState:  nonce,
 	}, nil
+}
+
+// confirmationAsk is the elicitation that asks the user to confirm one
+// call: the tool's name, id and effect class, and the arguments (cut at
+// [maxArgsShown] bytes), with one boolean to accept.
+func confirmationAsk(shown *shownTool, args []byte) *mcp.ElicitParams {
+	rt := shown.rt
+	msg := fmt.Sprintf("Allow the tool %s (%s, effect %s) to run with these arguments?\n%s",
+		shown.model.Name, rt.GetToolId(), effectName(rt.GetEffectClass()), bounded(string(args), maxArgsShown))
+	return &mcp.ElicitParams{
+		Mode:    "form",
+		Message: msg,
+		RequestedSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"confirm": map[string]any{"type": "boolean", "title": "Run " + shown.model.Name, "description": "Run this call once, with exactly these arguments."},
+			},
+			"required": []string{"confirm"},
+		},
+	}
+}
+
+// elicitConfirmation asks the client of ss (a session whose client
+// declared elicitation) to confirm the call by elicitation/create, within
+// the call's request. It returns the digest of what the user was shown
+// when the user accepted with confirm = true; else the reason
+// (USER_DECLINED for decline, cancel or confirm = false; UNAVAILABLE when
+// the client did not answer) and a detail.
+func (g *Gateway) elicitConfirmation(ctx context.Context, ss *mcp.ServerSession, shown *shownTool, args []byte, argDigest string) (digest, why, detail string) {
+	ask := confirmationAsk(shown, args)
+	digest, err := shownDigest(ask, argDigest)
+	if err != nil {
+		return "", ReasonUnavailable, "the confirmation could not be prepared; nothing was run"
+	}
+	ectx, cancel := context.WithTimeout(ctx, g.confirmWait())
+	defer cancel()
+	res, err := ss.Elicit(ectx, ask)
+	if err != nil {
+		return "", ReasonUnavailable, fmt.Sprintf("the client did not answer the confirmation (%s); nothing was run", grpcCode(err))
+	}
+	if res.Action != "accept" || !accepted(res.Content["confirm"]) {
+		return "", ReasonUserDeclined, "the user did not confirm the call"
+	}
+	return digest, "", ""
+}
+
+// confirmWait is how long the gateway waits for the user's answer to a
+// confirmation asked over a session: the confirmation TTL (the time a
+// 2026-07-28 client has to answer one).
+func (g *Gateway) confirmWait() time.Duration {
+	if g.opts.ConfirmTTL > 0 {
+		return g.opts.ConfirmTTL
+	}
+	return 5 * time.Minute
 }
 
 // shownDigest is the digest of what a confirmation shows the user: the

@@ -73,6 +73,13 @@ type Options struct {
 	// without asking the user.
 	Confirmer credentials.PerRPCCredentials
 
+	// PeerURL is the URL this replica's peers reach its MCP endpoint at
+	// (the listener, not the balancer); empty: its sessions are served
+	// only by itself. PeerTransport carries forwarded requests (nil: the
+	// default transport).
+	PeerURL       string
+	PeerTransport http.RoundTripper
+
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
 }
@@ -94,27 +101,41 @@ type Gateway struct {
 
 	progressMu sync.Mutex
 	progress   map[string]progressSink // the gateway's progress token -> the calling client's
+
+	relayMu sync.Mutex
+	relays  map[*mcp.ServerSession]*relay // sessions' relays, until the session ends
+
+	replicaID string // prefix of the session ids this replica holds
+	peers     peers
 }
 
 // progressSink is where an upstream's progress for one call goes: the
-// calling client's session and its own token.
+// calling client's session, its own token, and the call's request
+// context.
 type progressSink struct {
 	ss    *mcp.ServerSession
 	token any
+	// ctx is the context of the client's tools/call: the SDK sends a
+	// notification made under it on that call's response stream, the only
+	// stream a stateless request has (under any other context it is
+	// dropped, or lands on a standalone stream the client may not hold).
+	ctx context.Context
 }
 
 // RelayProgress forwards an upstream's progress notification to the client
-// whose call it belongs to (by the token the gateway gave the call); others
-// are dropped.
-func (g *Gateway) RelayProgress(ctx context.Context, p *mcp.ProgressNotificationParams) {
+// whose call it belongs to (by the token the gateway gave the call), on
+// that call's response stream; others are dropped. The pool calls it
+// before the upstream's answer to the call is read
+// ([sessionpool.New]), so none is lost to the answer overtaking it.
+func (g *Gateway) RelayProgress(_ context.Context, p *mcp.ProgressNotificationParams) {
 	tok, _ := p.ProgressToken.(string)
 	g.progressMu.Lock()
 	sink, ok := g.progress[tok]
 	g.progressMu.Unlock()
-	if !ok || sink.ss == nil {
+	if !ok || sink.ss == nil || sink.ctx.Err() != nil {
 		return
 	}
-	_ = sink.ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: sink.token, Progress: p.Progress, Total: p.Total, Message: bounded(p.Message, 1024)})
+	_ = sink.ss.NotifyProgress(sink.ctx, &mcp.ProgressNotificationParams{ProgressToken: sink.token, Progress: p.Progress, Total: p.Total, Message: bounded(p.Message, 1024)})
 }
 
 // New returns a gateway.
@@ -129,6 +150,9 @@ func New(opts Options) *Gateway {
 		principals: map[string]*state{},
 		draining:   make(chan struct{}),
 		progress:   map[string]progressSink{},
+		relays:     map[*mcp.ServerSession]*relay{},
+		replicaID:  newReplicaID(),
+		peers:      peers{byID: map[string]peer{}},
 	}
 }
 
@@ -151,6 +175,7 @@ type state struct {
 	prompts   map[string]promptRef   // the last prompts/list, by name as listed
 	resources map[string]resourceRef // the last upstream resources listed, by URI as listed
 	templates []templateRef          // the last upstream resource templates listed
+	watchers  map[string][]*relay    // sessions subscribed to an upstream resource, by URI as listed
 
 	regMu      sync.Mutex            // serializes changes of the server's tools
 	registered map[string]*shownTool // tools registered on server, by name
@@ -172,12 +197,26 @@ const RunIDHeader = "Toolcrib-Run-Id"
 // replica; past it the least recently used one without listeners goes.
 const maxRunsPerPrincipal = 64
 
-// Handler is the MCP endpoint (streamable HTTP, stateless). It must be
-// wrapped by [bearer.Require]. A request with a malformed [RunIDHeader] is
-// refused 400 before it reaches MCP, and so is a JSON-RPC batch (one
-// JSON-RPC error, on every protocol version).
+// Handler is the MCP endpoint (streamable HTTP): stateless for 2026-07-28
+// and later, with sessions (Mcp-Session-Id) for a client that initializes
+// at an older version ([route]). It must be wrapped by [bearer.Require]: a
+// session belongs to the principal that opened it (tenant and subject of
+// its token, [bearer.Require]'s user id), and a request of another
+// principal naming it is refused 403 by the SDK's session check. A
+// session idle for the idle timeout is closed; a request for a session
+// another replica holds is passed to it ([Gateway.forward]). A request with a malformed
+// [RunIDHeader] is refused 400 before it reaches MCP, and so is a JSON-RPC
+// batch (one JSON-RPC error, on every protocol version).
 func (g *Gateway) Handler() http.Handler {
-	h := mcp.NewStreamableHTTPHandler(g.serverFor, &mcp.StreamableHTTPOptions{Stateless: true, Logger: g.sdkLog})
+	stateful := mcp.NewStreamableHTTPHandler(g.serverFor, &mcp.StreamableHTTPOptions{Logger: g.sdkLog, SessionTimeout: g.opts.IdleTimeout})
+	h := route(
+		mcp.NewStreamableHTTPHandler(g.serverFor, &mcp.StreamableHTTPOptions{Stateless: true, Logger: g.sdkLog}),
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !g.forward(w, r) {
+				stateful.ServeHTTP(w, r)
+			}
+		}),
+	)
 	return refuseBatches(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if vs := r.Header.Values(RunIDHeader); len(vs) > 1 || len(vs) == 1 && !ids.ValidRunID(vs[0]) {
 			http.Error(w, RunIDHeader+": one run id of "+ids.RunIDSyntax, http.StatusBadRequest)
@@ -235,20 +274,30 @@ func (g *Gateway) stateOf(p principal.Principal, runID string) *state {
 	if runID != "" {
 		g.evictRunsOf(pk)
 	}
-	st := &state{key: k, pkey: pk, runID: runID, p: p, shown: map[string]*shownTool{}, registered: map[string]*shownTool{}, lastUsed: time.Now()}
+	st := &state{key: k, pkey: pk, runID: runID, p: p, shown: map[string]*shownTool{}, registered: map[string]*shownTool{}, watchers: map[string][]*relay{}, lastUsed: time.Now()}
 	st.server = mcp.NewServer(&mcp.Implementation{Name: "toolcrib-gateway", Title: "toolcrib MCP gateway", Version: "1.0.0"}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:       &mcp.ToolCapabilities{ListChanged: true},
-			Resources:   &mcp.ResourceCapabilities{},
+			Resources:   &mcp.ResourceCapabilities{Subscribe: true},
 			Prompts:     &mcp.PromptCapabilities{},
 			Completions: &mcp.CompletionCapabilities{},
+			// Upstreams' log messages, relayed to a session at the level
+			// its client set (logging/setLevel; none before it does).
+			Logging: &mcp.LoggingCapabilities{},
+		},
+		SubscribeHandler: func(ctx context.Context, req *mcp.SubscribeRequest) error {
+			return g.subscribe(ctx, st, req.Session, req.GetExtra(), req.Params.URI, true)
+		},
+		UnsubscribeHandler: func(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+			return g.subscribe(ctx, st, req.Session, req.GetExtra(), req.Params.URI, false)
 		},
 		CompletionHandler: func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 			return g.complete(ctx, st, req)
 		},
 		Instructions: "Tools here are the ones toolcrib lets you call now. A denied call is a tool error naming the reason and what to do; " +
 			"large results are stored as resources (toolcrib-artifact://…) readable with resources/read.",
-		Logger: g.sdkLog,
+		Logger:       g.sdkLog,
+		GetSessionID: g.newSessionID,
 	})
 	st.server.AddReceivingMiddleware(g.middleware(st))
 	g.principals[k] = st

@@ -83,8 +83,14 @@ type Pool struct {
 	// from [MessageBytesFor].
 	MaxMessageBytes int
 
-	client *mcp.Client
-	http   *http.Client
+	// client speaks to HTTP upstreams: their progress reaches onProgress
+	// through [progressTap]; stdioClient to stdio servers, whose progress
+	// the SDK's handler relays.
+	client      *mcp.Client
+	stdioClient *mcp.Client
+	onProgress  func(context.Context, *mcp.ProgressNotificationParams)
+	http        *http.Client
+	logger      *slog.Logger
 
 	mu       sync.Mutex
 	sessions map[key]*entry
@@ -93,6 +99,7 @@ type Pool struct {
 type key struct {
 	identity string
 	cred     [32]byte
+	caller   string // the caller's key for a caller's own session, else empty
 }
 
 func keyOf(t Target) key {
@@ -119,15 +126,19 @@ func New(policy egress.Policy, logger *slog.Logger, onProgress func(context.Cont
 	if logger == nil {
 		logger = slog.Default()
 	}
+	impl := &mcp.Implementation{Name: "toolcrib-gateway", Version: "1.0.0"}
 	return &Pool{
-		client: mcp.NewClient(&mcp.Implementation{Name: "toolcrib-gateway", Version: "1.0.0"}, &mcp.ClientOptions{Logger: logger,
+		client: mcp.NewClient(impl, &mcp.ClientOptions{Logger: logger}),
+		stdioClient: mcp.NewClient(impl, &mcp.ClientOptions{Logger: logger,
 			ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
 				if onProgress != nil && req.Params != nil {
 					onProgress(ctx, req.Params)
 				}
 			}}),
-		http:     &http.Client{Transport: tr},
-		sessions: map[key]*entry{},
+		onProgress: onProgress,
+		logger:     logger,
+		http:       &http.Client{Transport: tr},
+		sessions:   map[key]*entry{},
 	}
 }
 
@@ -146,14 +157,18 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // server: starting its process, which then serves every call until it
 // exits or the pool closes).
 func (p *Pool) Session(ctx context.Context, t Target) (*mcp.ClientSession, error) {
-	k := keyOf(t)
+	return p.sessionOn(ctx, keyOf(t), func() (*mcp.ClientSession, error) { return p.connect(t) })
+}
+
+// sessionOn returns the session under k, made by connect on first use.
+func (p *Pool) sessionOn(ctx context.Context, k key, connect func() (*mcp.ClientSession, error)) (*mcp.ClientSession, error) {
 	p.mu.Lock()
 	e := p.sessions[k]
 	if e == nil {
 		e = &entry{ready: make(chan struct{})}
 		p.sessions[k] = e
 		p.mu.Unlock()
-		e.cs, e.err = p.connect(ctx, t)
+		e.cs, e.err = connect()
 		close(e.ready)
 		if e.err != nil {
 			p.drop(k, e)
@@ -169,7 +184,22 @@ func (p *Pool) Session(ctx context.Context, t Target) (*mcp.ClientSession, error
 	}
 }
 
-func (p *Pool) connect(ctx context.Context, t Target) (*mcp.ClientSession, error) {
+// connect opens the shared session to t: over HTTP without the standalone
+// stream (what an upstream sends there belongs to no one caller).
+func (p *Pool) connect(t Target) (*mcp.ClientSession, error) {
+	client := p.client
+	if t.URL == "" {
+		client = p.stdioClient
+	}
+	return p.connectWith(client, t, false)
+}
+
+// connectWith opens a session to t as client; standalone opens the HTTP
+// standalone stream for what the server sends outside a request. The
+// client negotiates the newest protocol the server speaks: 2026-07-28 by
+// server/discover, else initialize at 2025-11-25, which the server may
+// answer with an older version it speaks (2025-06-18).
+func (p *Pool) connectWith(client *mcp.Client, t Target, standalone bool) (*mcp.ClientSession, error) {
 	var tr mcp.Transport
 	if t.URL == "" {
 		if t.Command == "" {
@@ -196,14 +226,16 @@ func (p *Pool) connect(ctx context.Context, t Target) (*mcp.ClientSession, error
 		if maxEvent <= 0 {
 			maxEvent = -1 // the SDK's "no cap", whatever its default becomes
 		}
-		tr = &mcp.StreamableClientTransport{Endpoint: t.URL, HTTPClient: &http.Client{Transport: limitJSON{base: hc.Transport, max: p.MaxMessageBytes}},
-			DisableStandaloneSSE: true, MaxRetries: -1, MaxEventSize: maxEvent}
+		tr = &mcp.StreamableClientTransport{Endpoint: t.URL, HTTPClient: &http.Client{Transport: limitJSON{base: hc.Transport, max: p.MaxMessageBytes, onProgress: p.onProgress}},
+			DisableStandaloneSSE: !standalone, MaxRetries: -1, MaxEventSize: maxEvent}
 	}
-	// The session outlives this call: connect under a context that the
-	// caller's cancellation does not end, bounded on its own.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	// The session outlives this call: connect under a context of its own,
+	// neither ended by the caller's cancellation nor carrying the caller's
+	// request values (the SDK would tie what the upstream sends later to
+	// the first caller's request), bounded on its own.
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cs, err := p.client.Connect(cctx, tr, nil)
+	cs, err := client.Connect(cctx, tr, nil)
 	if err != nil {
 		if re := egress.Refused(err); re != nil {
 			return nil, fmt.Errorf("upstream: %s", re.Description())
@@ -223,9 +255,24 @@ func (p *Pool) drop(k key, e *entry) {
 
 // Call calls a tool on the session to t. A transport failure drops the
 // session (a stdio server that exited is started again by the next call);
-// the call itself is not retried (its lease is single use).
+// the call itself is not retried (its lease is single use), except when
+// the server answered that it no longer knows the session (HTTP 404 to a
+// session id): the request was refused before any tool ran, and the call
+// is made once more on a new session.
 func (p *Pool) Call(ctx context.Context, t Target, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	cs, err := p.Session(ctx, t)
+	return p.callOn(ctx, keyOf(t), t, params, func() (*mcp.ClientSession, error) { return p.connect(t) })
+}
+
+func (p *Pool) callOn(ctx context.Context, k key, t Target, params *mcp.CallToolParams, connect func() (*mcp.ClientSession, error)) (*mcp.CallToolResult, error) {
+	res, err := p.callOnce(ctx, k, params, connect)
+	if errors.Is(err, mcp.ErrSessionMissing) {
+		res, err = p.callOnce(ctx, k, params, connect)
+	}
+	return res, err
+}
+
+func (p *Pool) callOnce(ctx context.Context, k key, params *mcp.CallToolParams, connect func() (*mcp.ClientSession, error)) (*mcp.CallToolResult, error) {
+	cs, err := p.sessionOn(ctx, k, connect)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +283,6 @@ func (p *Pool) Call(ctx context.Context, t Target, params *mcp.CallToolParams) (
 	if err != nil {
 		var rpcErr *jsonrpc.Error
 		if !errors.As(err, &rpcErr) {
-			k := keyOf(t)
 			p.mu.Lock()
 			if e := p.sessions[k]; e != nil && e.cs == cs {
 				delete(p.sessions, k)
@@ -264,10 +310,12 @@ func tooLarge(err error) bool {
 }
 
 // limitJSON bounds the body of a JSON answer (the SDK reads it whole); an
-// SSE answer is bounded per event by the SDK.
+// SSE answer is bounded per event by the SDK, and passes through
+// [progressTap] when onProgress is set.
 type limitJSON struct {
-	base http.RoundTripper
-	max  int
+	base       http.RoundTripper
+	max        int
+	onProgress func(context.Context, *mcp.ProgressNotificationParams)
 }
 
 func (l limitJSON) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -276,8 +324,17 @@ func (l limitJSON) RoundTrip(r *http.Request) (*http.Response, error) {
 		base = http.DefaultTransport
 	}
 	resp, err := base.RoundTrip(r)
-	if err != nil || l.max <= 0 || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+	if err != nil {
 		return resp, err
+	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		if l.onProgress != nil {
+			resp.Body = &progressTap{rc: resp.Body, onProgress: l.onProgress}
+		}
+		return resp, nil
+	}
+	if l.max <= 0 {
+		return resp, nil
 	}
 	resp.Body = &limitedBody{rc: resp.Body, left: int64(l.max)}
 	return resp, nil

@@ -1,0 +1,127 @@
+package sessionpool
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Caller is a client session of the gateway that an upstream may speak
+// back to: what the upstream sends during a call made for it (elicitation,
+// sampling, roots, log messages, resource updates) goes to Handle, never to
+// another caller. A caller has its own upstream session per HTTP target
+// ([Pool.CallFor]), which declares the caller's capabilities upstream.
+type Caller interface {
+	// Key names the caller's session on this gateway replica.
+	Key() string
+	// Capabilities are what the upstream session declares: the caller's
+	// own elicitation and roots capabilities (nil: none); the gateway
+	// decides which it relays.
+	Capabilities() *mcp.ClientCapabilities
+	// Done is closed when the caller's session ends; its upstream sessions
+	// are closed then.
+	Done() <-chan struct{}
+	// Handle answers a request or notification the upstream at t sent on
+	// the caller's upstream session (method names as in MCP). It is called
+	// for every server-to-client message but progress (which goes to the
+	// pool's onProgress, in order).
+	Handle(ctx context.Context, t Target, method string, req mcp.Request) (mcp.Result, error)
+}
+
+// relayed are the server-to-client methods a caller's upstream session
+// passes to [Caller.Handle].
+var relayed = map[string]bool{
+	"elicitation/create":                 true,
+	"sampling/createMessage":             true,
+	"roots/list":                         true,
+	"notifications/message":              true,
+	"notifications/resources/updated":    true,
+	"notifications/elicitation/complete": true,
+}
+
+// CallFor calls a tool on caller's own session to t (an HTTP target;
+// without a caller, or for a stdio server, the shared session of
+// [Pool.Call]). The session is opened on first use with the caller's
+// capabilities and its standalone stream, asks the upstream to send every
+// log message (the caller's level is applied by the gateway), and is
+// closed when the caller's session ends.
+func (p *Pool) CallFor(ctx context.Context, t Target, params *mcp.CallToolParams, caller Caller) (*mcp.CallToolResult, error) {
+	if caller == nil || t.URL == "" {
+		return p.Call(ctx, t, params)
+	}
+	k := keyOf(t)
+	k.caller = caller.Key()
+	return p.callOn(ctx, k, t, params, func() (*mcp.ClientSession, error) { return p.connectFor(t, caller) })
+}
+
+// SessionFor returns caller's own session to t (see [Pool.CallFor]),
+// opening it on first use.
+func (p *Pool) SessionFor(ctx context.Context, t Target, caller Caller) (*mcp.ClientSession, error) {
+	if caller == nil || t.URL == "" {
+		return p.Session(ctx, t)
+	}
+	k := keyOf(t)
+	k.caller = caller.Key()
+	return p.sessionOn(ctx, k, func() (*mcp.ClientSession, error) { return p.connectFor(t, caller) })
+}
+
+func (p *Pool) connectFor(t Target, caller Caller) (*mcp.ClientSession, error) {
+	select {
+	case <-caller.Done():
+		return nil, errors.New("upstream: the caller's session has ended")
+	default:
+	}
+	caps := &mcp.ClientCapabilities{}
+	if c := caller.Capabilities(); c != nil {
+		caps.Elicitation = c.Elicitation
+		if c.RootsV2 != nil || c.Roots.ListChanged {
+			caps.RootsV2 = &mcp.RootCapabilities{}
+		}
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "toolcrib-gateway", Version: "1.0.0"}, &mcp.ClientOptions{Logger: p.logger, Capabilities: caps})
+	client.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if relayed[method] {
+				return caller.Handle(ctx, t, method, req)
+			}
+			return next(ctx, method, req)
+		}
+	})
+	cs, err := p.connectWith(client, t, true)
+	if err != nil {
+		return nil, err
+	}
+	if r := cs.InitializeResult(); r != nil && r.Capabilities != nil && r.Capabilities.Logging != nil {
+		// The gateway filters by each caller's level; the upstream sends
+		// everything (a go-sdk server sends nothing until a level is set).
+		lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := cs.SetLoggingLevel(lctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+			p.logger.Debug("upstream refused logging/setLevel", "error", err)
+		}
+		cancel()
+	}
+	k := keyOf(t)
+	k.caller = caller.Key()
+	go func() {
+		select {
+		case <-caller.Done():
+		case <-closed(cs):
+		}
+		p.mu.Lock()
+		if e := p.sessions[k]; e != nil && e.cs == cs {
+			delete(p.sessions, k)
+		}
+		p.mu.Unlock()
+		_ = cs.Close()
+	}()
+	return cs, nil
+}
+
+// closed is closed when cs ends.
+func closed(cs *mcp.ClientSession) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() { _ = cs.Wait(); close(ch) }()
+	return ch
+}
