@@ -148,7 +148,7 @@ conformance: ## the official MCP conformance suite (server scenarios, npm) again
 	@log=$$(mktemp); \
 	  if ! (cd e2e && TOOLCRIB_CONFORMANCE=1 go test -count=1 -run '^TestConformance$$' -v -timeout 15m ./conformance/) > $$log 2>&1; then \
 	    cat $$log; rm -f $$log; exit 1; fi; \
-	  sed -n '/=== SUMMARY ===/,/Total:/p' $$log | head -40; rm -f $$log
+	  sed -n '/=== SUMMARY ===/,/Total:/p' $$log | head -80; rm -f $$log
 
 # The fault suites in full: every test of e2e/faults with FAULT_ROUNDS
 # randomized rounds and the pointer-CAS linearizability check, then every

@@ -188,8 +188,16 @@ func TestConformance(t *testing.T) {
 	host := w.St.Auth.User(t, "conformance-host", tenant, "hosts")
 	proxied := tokenProxy(t, strings.TrimSuffix(w.GatewayURL, "/mcp"), host) + "/mcp"
 
-	results := t.TempDir()
-	cmd := exec.CommandContext(ctx, node, suite, "server", "--url", proxied, "--expected-failures", filepath.Join(here, "expected-failures.yml"))
+	// TOOLCRIB_CONFORMANCE_RESULTS keeps each scenario's checks (JSON) in
+	// that folder, to read why a scenario failed.
+	results := os.Getenv("TOOLCRIB_CONFORMANCE_RESULTS")
+	if results == "" {
+		results = t.TempDir()
+	} else if err := os.MkdirAll(results, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, node, suite, "server", "--suite", "all", "--url", proxied,
+		"--expected-failures", filepath.Join(here, "expected-failures.yml"), "-o", results)
 	cmd.Dir = results // the suite writes results/ under its working directory
 	out, err := cmd.CombinedOutput()
 	summary := string(out)
