@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/toolcrib/toolcrib/e2e/gatewayworld"
+	"github.com/toolcrib/toolcrib/services/gateway"
 )
 
 // sessionPost sends one JSON-RPC message to the gateway with token and, when set,
@@ -85,5 +86,48 @@ func TestGatewaySessionBelongsToItsPrincipal(t *testing.T) {
 	}
 	if code, _, _ := sessionPost(t, w.GatewayURL, alice, "never-given-"+strings.Repeat("x", 20), list); code != http.StatusNotFound {
 		t.Fatalf("an unknown session: %d", code)
+	}
+}
+
+// TestGatewaySessionsPerPrincipalAreBounded: one principal holds at most
+// --max-sessions-per-principal open sessions (here 2): the next initialize
+// is refused 429 with Retry-After and opens nothing; another principal is
+// not held back by it; ending one session (DELETE) makes room again.
+func TestGatewaySessionsPerPrincipalAreBounded(t *testing.T) {
+	w := gatewayworld.Start(t, gatewayworld.Options{Gateway: func(c *gateway.Config) { c.MaxSessionsPerPrincipal = 2 }})
+	alice := w.Token(t, "alice", gatewayworld.TenantA)
+	var sids []string
+	for range 2 {
+		code, sid, body := sessionPost(t, w.GatewayURL, alice, "", initialize2025)
+		if code != http.StatusOK || sid == "" {
+			t.Fatalf("initialize within the bound: %d %q %s", code, sid, body)
+		}
+		sids = append(sids, sid)
+	}
+	code, sid, body := sessionPost(t, w.GatewayURL, alice, "", initialize2025)
+	if code != http.StatusTooManyRequests || sid != "" || !strings.Contains(body, "2 open MCP sessions") {
+		t.Fatalf("a third session of alice: %d %q %s", code, sid, body)
+	}
+	// Her fresh token is the same principal: still refused.
+	if code, _, _ := sessionPost(t, w.GatewayURL, w.Token(t, "alice", gatewayworld.TenantA), "", initialize2025); code != http.StatusTooManyRequests {
+		t.Fatalf("alice with a fresh token: %d", code)
+	}
+	if code, sid, body := sessionPost(t, w.GatewayURL, w.Token(t, "carol", gatewayworld.TenantA), "", initialize2025); code != http.StatusOK || sid == "" {
+		t.Fatalf("carol is held back by alice's sessions: %d %s", code, body)
+	}
+	req, _ := http.NewRequestWithContext(ctxFor(t), http.MethodDelete, w.GatewayURL, nil)
+	req.Header.Set("Authorization", "Bearer "+alice)
+	req.Header.Set("Mcp-Session-Id", sids[0])
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("DELETE of her session: %d", resp.StatusCode)
+	}
+	if code, sid, body := sessionPost(t, w.GatewayURL, alice, "", initialize2025); code != http.StatusOK || sid == "" {
+		t.Fatalf("alice after ending one: %d %s", code, body)
 	}
 }

@@ -78,6 +78,10 @@ type Config struct {
 	// IdleTimeout is how long a principal's state (its last listing) is
 	// kept after its last request.
 	IdleTimeout time.Duration
+	// MaxSessionsPerPrincipal bounds the open MCP sessions (2025-11-25 and
+	// older clients) of one principal on one replica; an initialize past it
+	// is refused 429 until one ends or idles out.
+	MaxSessionsPerPrincipal int
 
 	// StdioCredentialEnv is the variable a stdio server gets the audience
 	// class's credential in (as discovery's --stdio-credential-env).
@@ -159,6 +163,7 @@ func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 	s.Duration(&cfg.ListTTL, "list-ttl", "", time.Second, "ttlMs hint of tools/list results (cacheScope private); list_changed tells listeners sooner")
 	s.Duration(&cfg.WatchInterval, "watch-interval", "", time.Second, "how often a listening principal's visible set is re-read for list_changed")
 	s.Duration(&cfg.IdleTimeout, "idle-timeout", "", 10*time.Minute, "how long a principal's last listing is kept after its last request")
+	s.Int(&cfg.MaxSessionsPerPrincipal, "max-sessions-per-principal", "", 32, "open MCP sessions (clients initializing at 2025-11-25 or older) one principal may hold on one replica; an initialize past it is refused 429 until a session ends (DELETE) or idles out (--idle-timeout)")
 	s.String(&cfg.LeaseAudiencePrefix, "lease-audience-prefix", "", "executor.", "prefix of the server id forming a lease's executor audience")
 	s.String(&cfg.StdioCredentialEnv, "stdio-credential-env", "", "TOOLCRIB_UPSTREAM_TOKEN", "environment variable a stdio server gets its upstream credential in (the gateway starts registered stdio servers itself, as discovery does)")
 	s.Duration(&cfg.DefaultDeadline, "default-deadline", "", 30*time.Second, "upstream deadline when the contract sets no deadline_ms")
@@ -224,6 +229,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PageSize < 1 || c.PageSize > 1000 {
 		bad("page-size", "must be in [1, 1000]")
+	}
+	if c.MaxSessionsPerPrincipal < 1 || c.MaxSessionsPerPrincipal > 10000 {
+		bad("max-sessions-per-principal", "must be in [1, 10000]")
 	}
 	if c.ListTTL < 0 {
 		bad("list-ttl", "must not be negative")

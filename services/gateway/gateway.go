@@ -135,7 +135,7 @@ func Run(ctx context.Context, cfg Config) error {
 			Lease:     leasev1.NewLeaseServiceClient(lconn),
 			Directory: directory.New(registryv1.NewRegistryServiceClient(rconn), discoveryv1.NewDiscoveryServiceClient(dconn), secrets, nil),
 			Upstream:  pool, Artifacts: artifact.New(d.Pool), Redis: d.Redis, Cursors: codec, Holder: holder,
-			PageSize: cfg.PageSize, ListTTL: cfg.ListTTL, WatchInterval: cfg.WatchInterval, IdleTimeout: cfg.IdleTimeout,
+			PageSize: cfg.PageSize, ListTTL: cfg.ListTTL, WatchInterval: cfg.WatchInterval, IdleTimeout: cfg.IdleTimeout, MaxSessionsPerPrincipal: cfg.MaxSessionsPerPrincipal,
 			LeaseAudiencePrefix: cfg.LeaseAudiencePrefix, DefaultDeadline: cfg.DefaultDeadline, ConfirmTTL: cfg.ConfirmTTL,
 			ResultBudget: cfg.ResultBudget, PreviewBytes: cfg.PreviewBytes, MaxArtifactBytes: cfg.MaxArtifactBytes,
 			Retention: cfg.ArtifactRetention, ArtifactQuota: artifact.Quota{Bytes: int64(cfg.ArtifactQuotaBytes), Count: int64(cfg.ArtifactQuotaCount)},

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -48,17 +49,20 @@ type Options struct {
 	// Holder is the gateway's lease holder key.
 	Holder ed25519.PrivateKey
 
-	PageSize            int
-	ListTTL             time.Duration
-	WatchInterval       time.Duration
-	IdleTimeout         time.Duration
-	LeaseAudiencePrefix string
-	DefaultDeadline     time.Duration
-	ConfirmTTL          time.Duration
-	ResultBudget        int
-	PreviewBytes        int
-	MaxArtifactBytes    int
-	Retention           time.Duration
+	PageSize      int
+	ListTTL       time.Duration
+	WatchInterval time.Duration
+	IdleTimeout   time.Duration
+	// MaxSessionsPerPrincipal bounds one principal's open sessions on this
+	// replica ([Gateway.sessionsFull]); 0 means no bound.
+	MaxSessionsPerPrincipal int
+	LeaseAudiencePrefix     string
+	DefaultDeadline         time.Duration
+	ConfirmTTL              time.Duration
+	ResultBudget            int
+	PreviewBytes            int
+	MaxArtifactBytes        int
+	Retention               time.Duration
 	// ArtifactQuota bounds each tenant's unexpired artifacts.
 	ArtifactQuota artifact.Quota
 
@@ -212,9 +216,17 @@ func (g *Gateway) Handler() http.Handler {
 	h := route(
 		mcp.NewStreamableHTTPHandler(g.serverFor, &mcp.StreamableHTTPOptions{Stateless: true, Logger: g.sdkLog}),
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !g.forward(w, r) {
-				stateful.ServeHTTP(w, r)
+			if g.forward(w, r) {
+				return
 			}
+			// A POST without a session here is an initialize ([route]):
+			// it opens a session, bounded per principal.
+			if r.Method == http.MethodPost && r.Header.Get(sessionHeader) == "" && g.sessionsFull(r) {
+				w.Header().Set("Retry-After", "60")
+				http.Error(w, fmt.Sprintf("this principal holds %d open MCP sessions on this gateway, the most it may; end one (DELETE with its Mcp-Session-Id) or let one idle out", g.opts.MaxSessionsPerPrincipal), http.StatusTooManyRequests)
+				return
+			}
+			stateful.ServeHTTP(w, r)
 		}),
 	)
 	return refuseBatches(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -224,6 +236,38 @@ func (g *Gateway) Handler() http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	}))
+}
+
+// sessionsFull reports whether the principal of r holds
+// MaxSessionsPerPrincipal open sessions on this replica (every run of it
+// counted): one token must not hold unbounded sessions, each with its own
+// upstream sessions and streams.
+func (g *Gateway) sessionsFull(r *http.Request) bool {
+	if g.opts.MaxSessionsPerPrincipal <= 0 {
+		return false
+	}
+	p, _, ok := bearer.FromContext(r.Context())
+	if !ok {
+		return false
+	}
+	pk := principalKey(p)
+	g.mu.Lock()
+	var servers []*mcp.Server
+	for _, st := range g.principals {
+		if st.pkey == pk {
+			servers = append(servers, st.server)
+		}
+	}
+	g.mu.Unlock()
+	n := 0
+	for _, s := range servers {
+		for ss := range s.Sessions() {
+			if ss.ID() != "" {
+				n++
+			}
+		}
+	}
+	return n >= g.opts.MaxSessionsPerPrincipal
 }
 
 func principalKey(p principal.Principal) string {
