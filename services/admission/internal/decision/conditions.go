@@ -55,7 +55,14 @@ func (g Grant) Candidate() condition.Candidate {
 // class only through grants with a condition: a listed tool is then marked
 // conditional (the condition may read arguments a listing cannot know).
 func OnlyConditional(grants []Grant, subject string, groups []string, scope, class string) bool {
-	plain := Effective(Unconditional(grants), subject, groups)
+	return Effective(Unconditional(grants), subject, groups).Conditional(scope, class)
+}
+
+// Conditional reports, for plain the access the principal's grants without
+// a condition give, whether scope on class comes only from grants with one
+// (the rule of [OnlyConditional], for a caller that computed plain once
+// for many tools).
+func (plain Access) Conditional(scope, class string) bool {
 	return !plain.HasScope(scope) || !plain.HasClass(class)
 }
 

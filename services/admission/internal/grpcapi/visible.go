@@ -194,7 +194,7 @@ func (s *Server) visibleSet(ctx context.Context, p principal.Principal, run stri
 				InputSchema: t.InputSchema, AudienceClass: sr.class, Generation: sr.ptr.Generation,
 				DescriptorDigest: t.DescriptorDigest, Effect: rv.Approved.Effect, SourceState: state,
 				ConfirmationRequired: decision.ConfirmationNeeded(*rv.Approved, rv.Trust),
-				Conditional:          !plain.HasScope(rv.Approved.Scope) || !plain.HasClass(sr.class),
+				Conditional:          plain.Conditional(rv.Approved.Scope, sr.class),
 			})
 		}
 	}
