@@ -567,6 +567,20 @@ func TestConsoleReviewInChromium(t *testing.T) {
 		decision = b.text("#decision")
 		return strings.Contains(decision, "ALLOW")
 	})
+	// The tool page counts that ALLOW under recent decisions (once the
+	// receipt batch is stored), from bob's own tenant only.
+	var allowed string
+	servicetest.Eventually(t, 10*time.Second, "the ALLOW counted on the tool page", func() bool {
+		b.open("/tools/" + toolID)
+		if !b.exists("#count-ALLOW") {
+			return false
+		}
+		allowed = b.text("#count-ALLOW")
+		return true
+	})
+	if scope := b.text("#decision-scope"); allowed != "1" || !strings.Contains(scope, "your tenant's only") {
+		t.Fatalf("recent decisions: ALLOW %q, %q; table %q", allowed, scope, b.text("#decision-counts"))
+	}
 	b.check("tool")
 	b.open("/servers")
 	if s := b.text("main"); !strings.Contains(s, serverID) || !strings.Contains(s, "SNAPSHOT_PROVEN") && !strings.Contains(s, "ELIGIBLE") {

@@ -200,6 +200,18 @@ type checkResult struct {
 	Class, Decision, Reason, Detail, Receipt string
 }
 
+// decisionCounts is the tool page's "recent decisions": admission's
+// CountDecisions with the user's token (its own tenant's receipts, every
+// tenant's for a platform admin).
+type decisionCounts struct {
+	Window     string
+	Reasons    []*admissionv1.ReasonCount
+	Total      int64
+	AllTenants bool
+	// Note says why there are no counts (admission refused or is down).
+	Note string
+}
+
 func (s *Server) tool(q *req) {
 	id, ok := s.toolID(q)
 	if !ok {
@@ -251,6 +263,16 @@ func (s *Server) showTool(q *req, id string, code int, check *checkResult) {
 		}
 		classes = append(classes, cv)
 	}
+	counts := decisionCounts{Window: "24 h"}
+	c, err := s.o.Admission.CountDecisions(q.ctx, &admissionv1.CountDecisionsRequest{ToolId: t.GetToolId(), Since: since}, q.call)
+	switch {
+	case err == nil:
+		counts.Reasons, counts.Total, counts.AllTenants = c.GetReasons(), c.GetTotal(), c.GetAllTenants()
+	case status.Code(err) == codes.PermissionDenied:
+		counts.Note = "Admission refused your token."
+	default:
+		counts.Note = "Admission did not answer."
+	}
 	history := resp.GetHistory()
 	if len(history) > 50 {
 		history = history[len(history)-50:]
@@ -258,7 +280,7 @@ func (s *Server) showTool(q *req, id string, code int, check *checkResult) {
 	history = slices.Clone(history)
 	slices.Reverse(history)
 	pg := q.page(id, "queue", map[string]any{"Tool": t, "Classes": classes, "History": history,
-		"CanManage": canManage(q, t.GetOwner()), "Check": check})
+		"CanManage": canManage(q, t.GetOwner()), "Check": check, "Counts": counts})
 	pg.Notice = notices[q.r.URL.Query().Get("done")]
 	s.render(q.w, q.r, code, "tool", pg)
 }
