@@ -29,6 +29,7 @@ var notices = map[string]string{
 	"rolledback": "Rolled back to the last approved version.",
 	"rescan":     "Scan queued.",
 	"pointer":    "Pointer moved back.",
+	"closed":     "Closed: admission answers SERVER_CLOSED for the server's tools in that class, and lease issuance for the server is frozen until an operator resumes it.",
 	"revoked":    "Revoked: the tenant's policy epoch moved.",
 }
 
@@ -328,12 +329,18 @@ type serverView struct {
 	Server      *registryv1.Server
 	Runs        []*discoveryv1.Run
 	Generations []classGenerations
+	// CanClose: the user may close the server's pointers (a platform admin
+	// or the server's owner); discovery decides again on the POST.
+	CanClose bool
 }
 
 type classGenerations struct {
 	Class       string
 	Active      int64
 	Generations []*discoveryv1.Generation
+	// Pointer is the pointer's state (ACTIVE, CLOSED); unspecified when
+	// discovery did not say.
+	Pointer discoveryv1.PointerState
 }
 
 func (s *Server) servers(q *req) {
@@ -361,7 +368,7 @@ func (s *Server) servers(q *req) {
 		if !q.p.Admin && !q.p.Service && !covered[srv.GetServerId()] && !ownerTenant(srv.GetOwner(), q.p.Tenant) {
 			continue
 		}
-		sv := serverView{Server: srv}
+		sv := serverView{Server: srv, CanClose: canManage(q, srv.GetOwner())}
 		runs, err := s.o.Discovery.ListRuns(q.ctx, &discoveryv1.ListRunsRequest{ServerId: srv.GetServerId(), PageSize: 10}, q.call)
 		if err == nil {
 			sv.Runs = runs.GetRuns()
@@ -382,6 +389,10 @@ func (s *Server) servers(q *req) {
 				if g.GetActive() {
 					cg.Active = g.GetGeneration()
 				}
+			}
+			if a, err := s.o.Discovery.GetActiveSnapshot(q.ctx, &discoveryv1.GetActiveSnapshotRequest{ServerId: srv.GetServerId(),
+				AudienceClass: r.GetAudienceClass()}, q.call); err == nil {
+				cg.Pointer = a.GetPointer().GetState()
 			}
 			sv.Generations = append(sv.Generations, cg)
 		}
@@ -437,6 +448,29 @@ func (s *Server) rollbackServer(q *req) {
 		return
 	}
 	http.Redirect(q.w, q.r, "/servers?done=pointer", http.StatusSeeOther)
+}
+
+// closeServer closes the pointer of one (server, class) with the user's
+// token: discovery decides whether the user may (a platform admin or the
+// server's owner) and refuses a stale expected generation.
+func (s *Server) closeServer(q *req) {
+	id, ok := s.serverID(q)
+	if !ok {
+		return
+	}
+	gen, err := strconv.ParseInt(q.r.PostForm.Get("expected_generation"), 10, 64)
+	class := q.r.PostForm.Get("class")
+	reason := bounded(q.r.PostForm.Get("reason"), 200)
+	if err != nil || gen < 1 || !ids.ValidClass(class) || reason == "" {
+		s.fail(q.w, q.r, http.StatusBadRequest, ReasonBadForm, "Closing needs the audience class, the expected generation and a reason.")
+		return
+	}
+	if _, err := s.o.Discovery.ClosePointer(q.ctx, &discoveryv1.ClosePointerRequest{ServerId: id, AudienceClass: class,
+		ExpectedGeneration: gen, Reason: reason}, q.call); err != nil {
+		s.refuse(q, err)
+		return
+	}
+	http.Redirect(q.w, q.r, "/servers?done=closed", http.StatusSeeOther)
 }
 
 func (s *Server) tenant(q *req) {
