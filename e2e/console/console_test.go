@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -567,6 +568,20 @@ func TestConsoleReviewInChromium(t *testing.T) {
 		decision = b.text("#decision")
 		return strings.Contains(decision, "ALLOW")
 	})
+	// The tool page counts that ALLOW under recent decisions (once the
+	// receipt batch is stored), from bob's own tenant only.
+	var allowed string
+	servicetest.Eventually(t, 10*time.Second, "the ALLOW counted on the tool page", func() bool {
+		b.open("/tools/" + toolID)
+		if !b.exists("#count-ALLOW") {
+			return false
+		}
+		allowed = b.text("#count-ALLOW")
+		return true
+	})
+	if scope := b.text("#decision-scope"); allowed != "1" || !strings.Contains(scope, "your tenant's only") {
+		t.Fatalf("recent decisions: ALLOW %q, %q; table %q", allowed, scope, b.text("#decision-counts"))
+	}
 	b.check("tool")
 	b.open("/servers")
 	if s := b.text("main"); !strings.Contains(s, serverID) || !strings.Contains(s, "SNAPSHOT_PROVEN") && !strings.Contains(s, "ELIGIBLE") {
@@ -578,6 +593,37 @@ func TestConsoleReviewInChromium(t *testing.T) {
 		t.Errorf("tenant page: %q", s)
 	}
 	b.check("tenant")
+
+	// bob owns the server: he closes its pointer for tenant-a's class from
+	// the servers page (a POST without the CSRF token is refused first);
+	// the page shows it CLOSED and admission answers SERVER_CLOSED.
+	b.open("/servers")
+	closeForm := `form.close[action="/servers/` + serverID + `/close"]`
+	if !b.exists(closeForm) {
+		t.Fatalf("bob, the owner, has no close button: %q", b.text("main"))
+	}
+	var expected string
+	b.run("expected generation", chromedp.Value(closeForm+` input[name="expected_generation"]`, &expected, chromedp.ByQuery))
+	if code, r := post(t, w.base, "/servers/"+serverID+"/close", cookie, url.Values{"class": {classA}, "expected_generation": {expected},
+		"reason": {"no csrf"}}, ""); code != http.StatusForbidden || r != console.ReasonCSRF {
+		t.Fatalf("close POST without a CSRF token: %d %q", code, r)
+	}
+	b.run("close reason", chromedp.SetValue(closeForm+` input[name="reason"]`, "the upstream leaks data", chromedp.ByQuery))
+	b.press(closeForm + " button")
+	if got := b.text(`[id="pointer-` + serverID + `-` + classA + `"]`); !strings.Contains(got, "CLOSED") || b.exists(closeForm) {
+		t.Fatalf("after closing: %q (%q)", got, b.text("main"))
+	}
+	ptr, err := w.st.Discovery.GetActiveSnapshot(ctx, &discoveryv1.GetActiveSnapshotRequest{ServerId: serverID, AudienceClass: classA})
+	if err != nil || ptr.GetPointer().GetState() != discoveryv1.PointerState_POINTER_STATE_CLOSED || strconv.FormatInt(ptr.GetPointer().GetGeneration(), 10) != expected {
+		t.Fatalf("discovery's pointer after the close: %v %v", ptr.GetPointer(), err)
+	}
+	b.open("/tools/" + toolID)
+	servicetest.Eventually(t, 30*time.Second, "SERVER_CLOSED from admission on the tool page", func() bool {
+		b.run("check", chromedp.SetValue("#check-args", `{"shipment_id":"SHP-1"}`, chromedp.ByQuery))
+		b.press("#check")
+		decision = b.text("#decision")
+		return strings.Contains(decision, "SERVER_CLOSED")
+	})
 
 	// Sign-out ends the session: its cookie is refused afterwards.
 	b.press(`form[action="/signout"] button`)
@@ -602,6 +648,15 @@ func TestConsoleReviewInChromium(t *testing.T) {
 	dc, dcsrf := d.session()
 	if code, r := post(t, w.base, "/tools/"+toolID+"/approve", dc, url.Values{"approval_digest": {third}, "csrf": {dcsrf}}, ""); code != http.StatusForbidden || r != "PERMISSION_DENIED" {
 		t.Fatalf("dave's approve POST: %d %q", code, r)
+	}
+	// Nor close the server: no button, and discovery refuses the POST.
+	d.open("/servers")
+	if d.exists(`form.close`) {
+		t.Fatal("dave is offered the close button")
+	}
+	if code, r := post(t, w.base, "/servers/"+serverID+"/close", dc, url.Values{"class": {classA}, "expected_generation": {"4"},
+		"reason": {"not mine"}, "csrf": {dcsrf}}, ""); code != http.StatusForbidden || r != "PERMISSION_DENIED" {
+		t.Fatalf("dave's close POST: %d %q", code, r)
 	}
 
 	// carol (tenant-b) sees none of it: an empty queue, no server, and the

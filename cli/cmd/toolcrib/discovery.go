@@ -464,6 +464,52 @@ func rollbackCommand(e *env) *cobra.Command {
 	})
 }
 
+// closeCommand is `toolcrib discovery close`.
+func closeCommand(e *env) *cobra.Command {
+	var expected int64
+	var reason string
+	return withFlags(&cobra.Command{
+		Use:   "close <server-id> <audience-class>",
+		Short: "close the active pointer (admission answers SERVER_CLOSED; lease issuance for the server freezes)",
+		Long: "close moves the active pointer of (server, audience class) to CLOSED by compare-and-swap from --expected,\n" +
+			"as a rollback that finds no fresh generation does: admission answers SERVER_CLOSED for its tools and the\n" +
+			"lease service freezes issuance for the server until `toolcrib lease freeze --resume`. A platform admin or\n" +
+			"the server's owner (for its own tenant's class) may close. A new generation from a later scan reopens it.",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if err := needArgs(args, 2, "<server-id> <audience-class>"); err != nil {
+				return err
+			}
+			if expected < 1 {
+				return errors.New("--expected is required: the generation you see active now")
+			}
+			if reason == "" {
+				return errors.New("--reason is required: it is recorded with the move")
+			}
+			c, err := e.discoveryClient()
+			if err != nil {
+				return err
+			}
+			cctx, cancel := e.callCtx(ctx)
+			defer cancel()
+			resp, err := c.ClosePointer(cctx, &discoveryv1.ClosePointerRequest{ServerId: args[0], AudienceClass: args[1],
+				ExpectedGeneration: expected, Reason: reason})
+			if err != nil {
+				return err
+			}
+			return e.output(resp, func(w *tabwriter.Writer) {
+				p, r := resp.GetPointer(), resp.GetReceipt()
+				fmt.Fprintf(w, "pointer:\t%s/%s now %s at generation %d\n", p.GetServerId(), p.GetAudienceClass(),
+					short(p.GetState()), p.GetGeneration())
+				fmt.Fprintf(w, "receipt:\t%s %s at %s\n", short(r.GetMove()), r.GetReceiptId(), when(r.GetAcceptedAt()))
+			})
+		},
+	}, func(fs *pflag.FlagSet) {
+		fs.Int64Var(&expected, "expected", 0, "the generation you see active now (required; compare-and-swap)")
+		fs.StringVar(&reason, "reason", "", "why (required), recorded with the move")
+	})
+}
+
 // discoveryWatchCommand is `toolcrib discovery watch`.
 func discoveryWatchCommand(e *env) *cobra.Command {
 	var from int64
@@ -666,5 +712,5 @@ func runDetail(w *tabwriter.Writer, r *discoveryv1.Run) {
 // discoveryGroup is `toolcrib discovery …`.
 func discoveryGroup(e *env) *cobra.Command {
 	return group("discovery", "scans, runs, snapshots, generations and the active pointer",
-		scanCommand(e), runsCommand(e), runCommand(e), snapshotCommand(e), generationsCommand(e), rollbackCommand(e), discoveryWatchCommand(e))
+		scanCommand(e), runsCommand(e), runCommand(e), snapshotCommand(e), generationsCommand(e), rollbackCommand(e), closeCommand(e), discoveryWatchCommand(e))
 }

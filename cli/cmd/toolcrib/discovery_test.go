@@ -130,13 +130,24 @@ func TestDiscoveryCommands(t *testing.T) {
 		"ACTIVE at generation 1 (was 2)", "ROLLBACK")
 	contains(cli("discovery", "snapshot", "inventory", "tenant-a.readers"), "generation 1")
 
+	// close: --reason and --expected are required; a stale --expected is
+	// refused with the pointer untouched; then the pointer is CLOSED.
+	if _, errOut, code := d.run(t.Context(), "discovery", "close", "--expected", "1", "inventory", "tenant-a.readers"); code == 0 || !strings.Contains(errOut, "--reason is required") {
+		t.Fatalf("close without --reason: exit %d %s", code, errOut)
+	}
+	if _, errOut, code := d.run(t.Context(), "discovery", "close", "--expected", "2", "--reason", "stale", "inventory", "tenant-a.readers"); code != 1 || !strings.Contains(errOut, "Aborted: the pointer is not at expected_generation") {
+		t.Fatalf("close with a stale --expected: exit %d %s", code, errOut)
+	}
+	contains(cli("discovery", "close", "--expected", "1", "--reason", "cli close", "inventory", "tenant-a.readers"),
+		"CLOSED at generation 1", "CLOSE")
+
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
 	var out, errOut bytes.Buffer
 	if err := run(ctx, []string{"--discovery", addr, "--token", admin, "discovery", "watch"}, &out, &errOut); err != nil {
 		t.Fatalf("watch: %v %s", err, errOut.String())
 	}
-	contains(out.String(), "ACTIVATE", "ROLLBACK", "inventory/tenant-a.readers")
+	contains(out.String(), "ACTIVATE", "ROLLBACK", "CLOSE", "inventory/tenant-a.readers")
 
 	var bad bytes.Buffer
 	if err := run(t.Context(), []string{"--discovery", addr, "--token", admin, "discovery", "rollback", "inventory", "tenant-a.readers"}, &bad, &bad); err == nil {

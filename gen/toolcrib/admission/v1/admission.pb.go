@@ -1433,6 +1433,183 @@ func (x *SummarizeDecisionsResponse) GetTruncated() bool {
 	return false
 }
 
+// CountDecisionsRequest is the request of CountDecisions.
+type CountDecisionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tool id (`<server>.<name>`, the grammar of Check's `tool_id`); required.
+	ToolId string `protobuf:"bytes,1,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
+	// Count receipts decided at or after this; required, not in the future
+	// and at most 7 days back.
+	Since         *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CountDecisionsRequest) Reset() {
+	*x = CountDecisionsRequest{}
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CountDecisionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CountDecisionsRequest) ProtoMessage() {}
+
+func (x *CountDecisionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CountDecisionsRequest.ProtoReflect.Descriptor instead.
+func (*CountDecisionsRequest) Descriptor() ([]byte, []int) {
+	return file_toolcrib_admission_v1_admission_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CountDecisionsRequest) GetToolId() string {
+	if x != nil {
+		return x.ToolId
+	}
+	return ""
+}
+
+func (x *CountDecisionsRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+// ReasonCount is the number of receipts with one decision reason.
+type ReasonCount struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reason.
+	Reason v1.DecisionReason `protobuf:"varint,1,opt,name=reason,proto3,enum=toolcrib.catalog.v1.DecisionReason" json:"reason,omitempty"`
+	// Receipts with that reason; at least 1.
+	Count         int64 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReasonCount) Reset() {
+	*x = ReasonCount{}
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReasonCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReasonCount) ProtoMessage() {}
+
+func (x *ReasonCount) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReasonCount.ProtoReflect.Descriptor instead.
+func (*ReasonCount) Descriptor() ([]byte, []int) {
+	return file_toolcrib_admission_v1_admission_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ReasonCount) GetReason() v1.DecisionReason {
+	if x != nil {
+		return x.Reason
+	}
+	return v1.DecisionReason(0)
+}
+
+func (x *ReasonCount) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+// CountDecisionsResponse is the response of CountDecisions.
+type CountDecisionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Per reason with at least one receipt, in the enum's order; empty when
+	// no receipt was counted.
+	Reasons []*ReasonCount `protobuf:"bytes,1,rep,name=reasons,proto3" json:"reasons,omitempty"`
+	// Receipts counted (the sum of `reasons`).
+	Total int64 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	// True when the counts cover every tenant (a platform admin or a
+	// service); false when only the caller's tenant's receipts were counted.
+	AllTenants    bool `protobuf:"varint,3,opt,name=all_tenants,json=allTenants,proto3" json:"all_tenants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CountDecisionsResponse) Reset() {
+	*x = CountDecisionsResponse{}
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CountDecisionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CountDecisionsResponse) ProtoMessage() {}
+
+func (x *CountDecisionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CountDecisionsResponse.ProtoReflect.Descriptor instead.
+func (*CountDecisionsResponse) Descriptor() ([]byte, []int) {
+	return file_toolcrib_admission_v1_admission_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *CountDecisionsResponse) GetReasons() []*ReasonCount {
+	if x != nil {
+		return x.Reasons
+	}
+	return nil
+}
+
+func (x *CountDecisionsResponse) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *CountDecisionsResponse) GetAllTenants() bool {
+	if x != nil {
+		return x.AllTenants
+	}
+	return false
+}
+
 // GetSigningKeysRequest is the request of GetSigningKeys.
 type GetSigningKeysRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1442,7 +1619,7 @@ type GetSigningKeysRequest struct {
 
 func (x *GetSigningKeysRequest) Reset() {
 	*x = GetSigningKeysRequest{}
-	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[14]
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1454,7 +1631,7 @@ func (x *GetSigningKeysRequest) String() string {
 func (*GetSigningKeysRequest) ProtoMessage() {}
 
 func (x *GetSigningKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[14]
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1467,7 +1644,7 @@ func (x *GetSigningKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSigningKeysRequest.ProtoReflect.Descriptor instead.
 func (*GetSigningKeysRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_admission_v1_admission_proto_rawDescGZIP(), []int{14}
+	return file_toolcrib_admission_v1_admission_proto_rawDescGZIP(), []int{17}
 }
 
 // GetSigningKeysResponse is the response of GetSigningKeys.
@@ -1484,7 +1661,7 @@ type GetSigningKeysResponse struct {
 
 func (x *GetSigningKeysResponse) Reset() {
 	*x = GetSigningKeysResponse{}
-	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[15]
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1496,7 +1673,7 @@ func (x *GetSigningKeysResponse) String() string {
 func (*GetSigningKeysResponse) ProtoMessage() {}
 
 func (x *GetSigningKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[15]
+	mi := &file_toolcrib_admission_v1_admission_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1509,7 +1686,7 @@ func (x *GetSigningKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSigningKeysResponse.ProtoReflect.Descriptor instead.
 func (*GetSigningKeysResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_admission_v1_admission_proto_rawDescGZIP(), []int{15}
+	return file_toolcrib_admission_v1_admission_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetSigningKeysResponse) GetJwks() []byte {
@@ -1637,7 +1814,18 @@ const file_toolcrib_admission_v1_admission_proto_rawDesc = "" +
 	"\x1aSummarizeDecisionsResponse\x12\x16\n" +
 	"\x06checks\x18\x01 \x01(\x03R\x06checks\x128\n" +
 	"\x05tools\x18\x02 \x03(\v2\".toolcrib.admission.v1.ToolDenialsR\x05tools\x12\x1c\n" +
-	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\x17\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"b\n" +
+	"\x15CountDecisionsRequest\x12\x17\n" +
+	"\atool_id\x18\x01 \x01(\tR\x06toolId\x120\n" +
+	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"`\n" +
+	"\vReasonCount\x12;\n" +
+	"\x06reason\x18\x01 \x01(\x0e2#.toolcrib.catalog.v1.DecisionReasonR\x06reason\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"\x8d\x01\n" +
+	"\x16CountDecisionsResponse\x12<\n" +
+	"\areasons\x18\x01 \x03(\v2\".toolcrib.admission.v1.ReasonCountR\areasons\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x03R\x05total\x12\x1f\n" +
+	"\vall_tenants\x18\x03 \x01(\bR\n" +
+	"allTenants\"\x17\n" +
 	"\x15GetSigningKeysRequest\"R\n" +
 	"\x16GetSigningKeysResponse\x12\x12\n" +
 	"\x04jwks\x18\x01 \x01(\fR\x04jwks\x12$\n" +
@@ -1649,13 +1837,14 @@ const file_toolcrib_admission_v1_admission_proto_rawDesc = "" +
 	"\bDecision\x12\x18\n" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eDECISION_ALLOW\x10\x01\x12\x11\n" +
-	"\rDECISION_DENY\x10\x022\xa8\x04\n" +
+	"\rDECISION_DENY\x10\x022\x97\x05\n" +
 	"\x10AdmissionService\x12R\n" +
 	"\x05Check\x12#.toolcrib.admission.v1.CheckRequest\x1a$.toolcrib.admission.v1.CheckResponse\x12s\n" +
 	"\x10ListVisibleTools\x12..toolcrib.admission.v1.ListVisibleToolsRequest\x1a/.toolcrib.admission.v1.ListVisibleToolsResponse\x12a\n" +
 	"\n" +
 	"GetReceipt\x12(.toolcrib.admission.v1.GetReceiptRequest\x1a).toolcrib.admission.v1.GetReceiptResponse\x12y\n" +
 	"\x12SummarizeDecisions\x120.toolcrib.admission.v1.SummarizeDecisionsRequest\x1a1.toolcrib.admission.v1.SummarizeDecisionsResponse\x12m\n" +
+	"\x0eCountDecisions\x12,.toolcrib.admission.v1.CountDecisionsRequest\x1a-.toolcrib.admission.v1.CountDecisionsResponse\x12m\n" +
 	"\x0eGetSigningKeys\x12,.toolcrib.admission.v1.GetSigningKeysRequest\x1a-.toolcrib.admission.v1.GetSigningKeysResponseB\xe5\x01\n" +
 	"\x19com.toolcrib.admission.v1B\x0eAdmissionProtoP\x01ZBgithub.com/toolcrib/toolcrib/gen/toolcrib/admission/v1;admissionv1\xa2\x02\x03TAX\xaa\x02\x15Toolcrib.Admission.V1\xca\x02\x15Toolcrib\\Admission\\V1\xe2\x02!Toolcrib\\Admission\\V1\\GPBMetadata\xea\x02\x17Toolcrib::Admission::V1b\x06proto3"
 
@@ -1672,7 +1861,7 @@ func file_toolcrib_admission_v1_admission_proto_rawDescGZIP() []byte {
 }
 
 var file_toolcrib_admission_v1_admission_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolcrib_admission_v1_admission_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_toolcrib_admission_v1_admission_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_toolcrib_admission_v1_admission_proto_goTypes = []any{
 	(Mode)(0),                          // 0: toolcrib.admission.v1.Mode
 	(Decision)(0),                      // 1: toolcrib.admission.v1.Decision
@@ -1690,51 +1879,59 @@ var file_toolcrib_admission_v1_admission_proto_goTypes = []any{
 	(*SummarizeDecisionsRequest)(nil),  // 13: toolcrib.admission.v1.SummarizeDecisionsRequest
 	(*ToolDenials)(nil),                // 14: toolcrib.admission.v1.ToolDenials
 	(*SummarizeDecisionsResponse)(nil), // 15: toolcrib.admission.v1.SummarizeDecisionsResponse
-	(*GetSigningKeysRequest)(nil),      // 16: toolcrib.admission.v1.GetSigningKeysRequest
-	(*GetSigningKeysResponse)(nil),     // 17: toolcrib.admission.v1.GetSigningKeysResponse
-	(v1.DecisionReason)(0),             // 18: toolcrib.catalog.v1.DecisionReason
-	(*timestamppb.Timestamp)(nil),      // 19: google.protobuf.Timestamp
-	(v1.EffectClass)(0),                // 20: toolcrib.catalog.v1.EffectClass
-	(v1.DiscoveryState)(0),             // 21: toolcrib.catalog.v1.DiscoveryState
+	(*CountDecisionsRequest)(nil),      // 16: toolcrib.admission.v1.CountDecisionsRequest
+	(*ReasonCount)(nil),                // 17: toolcrib.admission.v1.ReasonCount
+	(*CountDecisionsResponse)(nil),     // 18: toolcrib.admission.v1.CountDecisionsResponse
+	(*GetSigningKeysRequest)(nil),      // 19: toolcrib.admission.v1.GetSigningKeysRequest
+	(*GetSigningKeysResponse)(nil),     // 20: toolcrib.admission.v1.GetSigningKeysResponse
+	(v1.DecisionReason)(0),             // 21: toolcrib.catalog.v1.DecisionReason
+	(*timestamppb.Timestamp)(nil),      // 22: google.protobuf.Timestamp
+	(v1.EffectClass)(0),                // 23: toolcrib.catalog.v1.EffectClass
+	(v1.DiscoveryState)(0),             // 24: toolcrib.catalog.v1.DiscoveryState
 }
 var file_toolcrib_admission_v1_admission_proto_depIdxs = []int32{
 	1,  // 0: toolcrib.admission.v1.Receipt.decision:type_name -> toolcrib.admission.v1.Decision
-	18, // 1: toolcrib.admission.v1.Receipt.reason:type_name -> toolcrib.catalog.v1.DecisionReason
+	21, // 1: toolcrib.admission.v1.Receipt.reason:type_name -> toolcrib.catalog.v1.DecisionReason
 	0,  // 2: toolcrib.admission.v1.Receipt.mode:type_name -> toolcrib.admission.v1.Mode
-	19, // 3: toolcrib.admission.v1.Receipt.decided_at:type_name -> google.protobuf.Timestamp
-	20, // 4: toolcrib.admission.v1.Receipt.effect_class:type_name -> toolcrib.catalog.v1.EffectClass
-	19, // 5: toolcrib.admission.v1.Receipt.confirmed_at:type_name -> google.protobuf.Timestamp
+	22, // 3: toolcrib.admission.v1.Receipt.decided_at:type_name -> google.protobuf.Timestamp
+	23, // 4: toolcrib.admission.v1.Receipt.effect_class:type_name -> toolcrib.catalog.v1.EffectClass
+	22, // 5: toolcrib.admission.v1.Receipt.confirmed_at:type_name -> google.protobuf.Timestamp
 	0,  // 6: toolcrib.admission.v1.CheckRequest.mode:type_name -> toolcrib.admission.v1.Mode
 	1,  // 7: toolcrib.admission.v1.CheckResponse.decision:type_name -> toolcrib.admission.v1.Decision
-	18, // 8: toolcrib.admission.v1.CheckResponse.reason:type_name -> toolcrib.catalog.v1.DecisionReason
+	21, // 8: toolcrib.admission.v1.CheckResponse.reason:type_name -> toolcrib.catalog.v1.DecisionReason
 	2,  // 9: toolcrib.admission.v1.CheckResponse.receipt:type_name -> toolcrib.admission.v1.Receipt
-	19, // 10: toolcrib.admission.v1.CheckResponse.valid_until:type_name -> google.protobuf.Timestamp
-	20, // 11: toolcrib.admission.v1.RuntimeTool.effect_class:type_name -> toolcrib.catalog.v1.EffectClass
-	21, // 12: toolcrib.admission.v1.RuntimeTool.source_state:type_name -> toolcrib.catalog.v1.DiscoveryState
+	22, // 10: toolcrib.admission.v1.CheckResponse.valid_until:type_name -> google.protobuf.Timestamp
+	23, // 11: toolcrib.admission.v1.RuntimeTool.effect_class:type_name -> toolcrib.catalog.v1.EffectClass
+	24, // 12: toolcrib.admission.v1.RuntimeTool.source_state:type_name -> toolcrib.catalog.v1.DiscoveryState
 	5,  // 13: toolcrib.admission.v1.VisibleTool.model:type_name -> toolcrib.admission.v1.ModelTool
 	6,  // 14: toolcrib.admission.v1.VisibleTool.runtime:type_name -> toolcrib.admission.v1.RuntimeTool
-	20, // 15: toolcrib.admission.v1.ListVisibleToolsRequest.effect_classes:type_name -> toolcrib.catalog.v1.EffectClass
+	23, // 15: toolcrib.admission.v1.ListVisibleToolsRequest.effect_classes:type_name -> toolcrib.catalog.v1.EffectClass
 	7,  // 16: toolcrib.admission.v1.ListVisibleToolsResponse.tools:type_name -> toolcrib.admission.v1.VisibleTool
 	10, // 17: toolcrib.admission.v1.ListVisibleToolsResponse.servers:type_name -> toolcrib.admission.v1.VisibleServer
 	2,  // 18: toolcrib.admission.v1.GetReceiptResponse.receipt:type_name -> toolcrib.admission.v1.Receipt
-	19, // 19: toolcrib.admission.v1.GetReceiptResponse.valid_until:type_name -> google.protobuf.Timestamp
-	19, // 20: toolcrib.admission.v1.SummarizeDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	22, // 19: toolcrib.admission.v1.GetReceiptResponse.valid_until:type_name -> google.protobuf.Timestamp
+	22, // 20: toolcrib.admission.v1.SummarizeDecisionsRequest.since:type_name -> google.protobuf.Timestamp
 	14, // 21: toolcrib.admission.v1.SummarizeDecisionsResponse.tools:type_name -> toolcrib.admission.v1.ToolDenials
-	3,  // 22: toolcrib.admission.v1.AdmissionService.Check:input_type -> toolcrib.admission.v1.CheckRequest
-	8,  // 23: toolcrib.admission.v1.AdmissionService.ListVisibleTools:input_type -> toolcrib.admission.v1.ListVisibleToolsRequest
-	11, // 24: toolcrib.admission.v1.AdmissionService.GetReceipt:input_type -> toolcrib.admission.v1.GetReceiptRequest
-	13, // 25: toolcrib.admission.v1.AdmissionService.SummarizeDecisions:input_type -> toolcrib.admission.v1.SummarizeDecisionsRequest
-	16, // 26: toolcrib.admission.v1.AdmissionService.GetSigningKeys:input_type -> toolcrib.admission.v1.GetSigningKeysRequest
-	4,  // 27: toolcrib.admission.v1.AdmissionService.Check:output_type -> toolcrib.admission.v1.CheckResponse
-	9,  // 28: toolcrib.admission.v1.AdmissionService.ListVisibleTools:output_type -> toolcrib.admission.v1.ListVisibleToolsResponse
-	12, // 29: toolcrib.admission.v1.AdmissionService.GetReceipt:output_type -> toolcrib.admission.v1.GetReceiptResponse
-	15, // 30: toolcrib.admission.v1.AdmissionService.SummarizeDecisions:output_type -> toolcrib.admission.v1.SummarizeDecisionsResponse
-	17, // 31: toolcrib.admission.v1.AdmissionService.GetSigningKeys:output_type -> toolcrib.admission.v1.GetSigningKeysResponse
-	27, // [27:32] is the sub-list for method output_type
-	22, // [22:27] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	22, // 22: toolcrib.admission.v1.CountDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	21, // 23: toolcrib.admission.v1.ReasonCount.reason:type_name -> toolcrib.catalog.v1.DecisionReason
+	17, // 24: toolcrib.admission.v1.CountDecisionsResponse.reasons:type_name -> toolcrib.admission.v1.ReasonCount
+	3,  // 25: toolcrib.admission.v1.AdmissionService.Check:input_type -> toolcrib.admission.v1.CheckRequest
+	8,  // 26: toolcrib.admission.v1.AdmissionService.ListVisibleTools:input_type -> toolcrib.admission.v1.ListVisibleToolsRequest
+	11, // 27: toolcrib.admission.v1.AdmissionService.GetReceipt:input_type -> toolcrib.admission.v1.GetReceiptRequest
+	13, // 28: toolcrib.admission.v1.AdmissionService.SummarizeDecisions:input_type -> toolcrib.admission.v1.SummarizeDecisionsRequest
+	16, // 29: toolcrib.admission.v1.AdmissionService.CountDecisions:input_type -> toolcrib.admission.v1.CountDecisionsRequest
+	19, // 30: toolcrib.admission.v1.AdmissionService.GetSigningKeys:input_type -> toolcrib.admission.v1.GetSigningKeysRequest
+	4,  // 31: toolcrib.admission.v1.AdmissionService.Check:output_type -> toolcrib.admission.v1.CheckResponse
+	9,  // 32: toolcrib.admission.v1.AdmissionService.ListVisibleTools:output_type -> toolcrib.admission.v1.ListVisibleToolsResponse
+	12, // 33: toolcrib.admission.v1.AdmissionService.GetReceipt:output_type -> toolcrib.admission.v1.GetReceiptResponse
+	15, // 34: toolcrib.admission.v1.AdmissionService.SummarizeDecisions:output_type -> toolcrib.admission.v1.SummarizeDecisionsResponse
+	18, // 35: toolcrib.admission.v1.AdmissionService.CountDecisions:output_type -> toolcrib.admission.v1.CountDecisionsResponse
+	20, // 36: toolcrib.admission.v1.AdmissionService.GetSigningKeys:output_type -> toolcrib.admission.v1.GetSigningKeysResponse
+	31, // [31:37] is the sub-list for method output_type
+	25, // [25:31] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_toolcrib_admission_v1_admission_proto_init() }
@@ -1748,7 +1945,7 @@ func file_toolcrib_admission_v1_admission_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolcrib_admission_v1_admission_proto_rawDesc), len(file_toolcrib_admission_v1_admission_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,6 +31,7 @@ const (
 	AdmissionService_ListVisibleTools_FullMethodName   = "/toolcrib.admission.v1.AdmissionService/ListVisibleTools"
 	AdmissionService_GetReceipt_FullMethodName         = "/toolcrib.admission.v1.AdmissionService/GetReceipt"
 	AdmissionService_SummarizeDecisions_FullMethodName = "/toolcrib.admission.v1.AdmissionService/SummarizeDecisions"
+	AdmissionService_CountDecisions_FullMethodName     = "/toolcrib.admission.v1.AdmissionService/CountDecisions"
 	AdmissionService_GetSigningKeys_FullMethodName     = "/toolcrib.admission.v1.AdmissionService/GetSigningKeys"
 )
 
@@ -145,6 +146,16 @@ type AdmissionServiceClient interface {
 	// not counted yet. Platform admins and services only; anyone else is
 	// PERMISSION_DENIED.
 	SummarizeDecisions(ctx context.Context, in *SummarizeDecisionsRequest, opts ...grpc.CallOption) (*SummarizeDecisionsResponse, error)
+	// CountDecisions counts the stored receipts of one tool decided at or
+	// after `since`, per decision reason (the console's "recent decisions").
+	// It is scoped to the caller: a platform admin or a service counts every
+	// tenant's receipts; anyone else only its own tenant's, so another
+	// tenant's calls of the same tool id are never counted nor confirmed.
+	// The window is bounded: `since` may be at most 7 days back and not in
+	// the future. Like SummarizeDecisions it reads Postgres, so receipts still
+	// queued on a replica (at most one `--receipt-interval`) are not counted
+	// yet. Bad input is INVALID_ARGUMENT with field violations.
+	CountDecisions(ctx context.Context, in *CountDecisionsRequest, opts ...grpc.CallOption) (*CountDecisionsResponse, error)
 	// GetSigningKeys returns the public keys ALLOW receipts are signed with
 	// (CheckResponse.signed_receipt), as a JWKS: the current key and retired
 	// ones until every receipt they signed has expired. Public (no
@@ -194,6 +205,16 @@ func (c *admissionServiceClient) SummarizeDecisions(ctx context.Context, in *Sum
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SummarizeDecisionsResponse)
 	err := c.cc.Invoke(ctx, AdmissionService_SummarizeDecisions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *admissionServiceClient) CountDecisions(ctx context.Context, in *CountDecisionsRequest, opts ...grpc.CallOption) (*CountDecisionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CountDecisionsResponse)
+	err := c.cc.Invoke(ctx, AdmissionService_CountDecisions_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -321,6 +342,16 @@ type AdmissionServiceServer interface {
 	// not counted yet. Platform admins and services only; anyone else is
 	// PERMISSION_DENIED.
 	SummarizeDecisions(context.Context, *SummarizeDecisionsRequest) (*SummarizeDecisionsResponse, error)
+	// CountDecisions counts the stored receipts of one tool decided at or
+	// after `since`, per decision reason (the console's "recent decisions").
+	// It is scoped to the caller: a platform admin or a service counts every
+	// tenant's receipts; anyone else only its own tenant's, so another
+	// tenant's calls of the same tool id are never counted nor confirmed.
+	// The window is bounded: `since` may be at most 7 days back and not in
+	// the future. Like SummarizeDecisions it reads Postgres, so receipts still
+	// queued on a replica (at most one `--receipt-interval`) are not counted
+	// yet. Bad input is INVALID_ARGUMENT with field violations.
+	CountDecisions(context.Context, *CountDecisionsRequest) (*CountDecisionsResponse, error)
 	// GetSigningKeys returns the public keys ALLOW receipts are signed with
 	// (CheckResponse.signed_receipt), as a JWKS: the current key and retired
 	// ones until every receipt they signed has expired. Public (no
@@ -347,6 +378,9 @@ func (UnimplementedAdmissionServiceServer) GetReceipt(context.Context, *GetRecei
 }
 func (UnimplementedAdmissionServiceServer) SummarizeDecisions(context.Context, *SummarizeDecisionsRequest) (*SummarizeDecisionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SummarizeDecisions not implemented")
+}
+func (UnimplementedAdmissionServiceServer) CountDecisions(context.Context, *CountDecisionsRequest) (*CountDecisionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CountDecisions not implemented")
 }
 func (UnimplementedAdmissionServiceServer) GetSigningKeys(context.Context, *GetSigningKeysRequest) (*GetSigningKeysResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetSigningKeys not implemented")
@@ -444,6 +478,24 @@ func _AdmissionService_SummarizeDecisions_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdmissionService_CountDecisions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CountDecisionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdmissionServiceServer).CountDecisions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdmissionService_CountDecisions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdmissionServiceServer).CountDecisions(ctx, req.(*CountDecisionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AdmissionService_GetSigningKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetSigningKeysRequest)
 	if err := dec(in); err != nil {
@@ -484,6 +536,10 @@ var AdmissionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SummarizeDecisions",
 			Handler:    _AdmissionService_SummarizeDecisions_Handler,
+		},
+		{
+			MethodName: "CountDecisions",
+			Handler:    _AdmissionService_CountDecisions_Handler,
 		},
 		{
 			MethodName: "GetSigningKeys",

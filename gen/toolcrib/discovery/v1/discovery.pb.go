@@ -11,7 +11,8 @@
 // Authentication: every RPC takes a bearer token in the `authorization`
 // request metadata. TriggerScan, Rollback and BindGeneration need a
 // platform-admin or service principal; SetStaticToolList a platform admin
-// or the server's owner; reads need any verified principal, and show a
+// or the server's owner; ClosePointer a platform admin, a service or the
+// server's owner; reads need any verified principal, and show a
 // tenant principal only its own tenant's data.
 
 package discoveryv1
@@ -2197,6 +2198,135 @@ func (x *RollbackResponse) GetReceipt() *v1.CatalogReceipt {
 	return nil
 }
 
+// ClosePointerRequest is the request of ClosePointer.
+type ClosePointerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server id; required.
+	ServerId string `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// Audience class; required.
+	AudienceClass string `protobuf:"bytes,2,opt,name=audience_class,json=audienceClass,proto3" json:"audience_class,omitempty"`
+	// The generation the caller sees active; required (CAS).
+	ExpectedGeneration int64 `protobuf:"varint,3,opt,name=expected_generation,json=expectedGeneration,proto3" json:"expected_generation,omitempty"`
+	// Why; required, at most 1000 bytes of UTF-8 text without control
+	// characters; recorded in the change log with the move.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClosePointerRequest) Reset() {
+	*x = ClosePointerRequest{}
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClosePointerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClosePointerRequest) ProtoMessage() {}
+
+func (x *ClosePointerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClosePointerRequest.ProtoReflect.Descriptor instead.
+func (*ClosePointerRequest) Descriptor() ([]byte, []int) {
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ClosePointerRequest) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *ClosePointerRequest) GetAudienceClass() string {
+	if x != nil {
+		return x.AudienceClass
+	}
+	return ""
+}
+
+func (x *ClosePointerRequest) GetExpectedGeneration() int64 {
+	if x != nil {
+		return x.ExpectedGeneration
+	}
+	return 0
+}
+
+func (x *ClosePointerRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ClosePointerResponse is the response of ClosePointer.
+type ClosePointerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The pointer after the move (state CLOSED, at the closed generation).
+	Pointer *ActivePointer `protobuf:"bytes,1,opt,name=pointer,proto3" json:"pointer,omitempty"`
+	// The receipt written with the move (move CLOSE).
+	Receipt       *v1.CatalogReceipt `protobuf:"bytes,2,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClosePointerResponse) Reset() {
+	*x = ClosePointerResponse{}
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClosePointerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClosePointerResponse) ProtoMessage() {}
+
+func (x *ClosePointerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClosePointerResponse.ProtoReflect.Descriptor instead.
+func (*ClosePointerResponse) Descriptor() ([]byte, []int) {
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ClosePointerResponse) GetPointer() *ActivePointer {
+	if x != nil {
+		return x.Pointer
+	}
+	return nil
+}
+
+func (x *ClosePointerResponse) GetReceipt() *v1.CatalogReceipt {
+	if x != nil {
+		return x.Receipt
+	}
+	return nil
+}
+
 // BindGenerationRequest is the request of BindGeneration.
 type BindGenerationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2216,7 +2346,7 @@ type BindGenerationRequest struct {
 
 func (x *BindGenerationRequest) Reset() {
 	*x = BindGenerationRequest{}
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[20]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2228,7 +2358,7 @@ func (x *BindGenerationRequest) String() string {
 func (*BindGenerationRequest) ProtoMessage() {}
 
 func (x *BindGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[20]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2241,7 +2371,7 @@ func (x *BindGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BindGenerationRequest.ProtoReflect.Descriptor instead.
 func (*BindGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{20}
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *BindGenerationRequest) GetServerId() string {
@@ -2290,7 +2420,7 @@ type BindGenerationResponse struct {
 
 func (x *BindGenerationResponse) Reset() {
 	*x = BindGenerationResponse{}
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[21]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2302,7 +2432,7 @@ func (x *BindGenerationResponse) String() string {
 func (*BindGenerationResponse) ProtoMessage() {}
 
 func (x *BindGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[21]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2315,7 +2445,7 @@ func (x *BindGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BindGenerationResponse.ProtoReflect.Descriptor instead.
 func (*BindGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{21}
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BindGenerationResponse) GetBoundUntil() *timestamppb.Timestamp {
@@ -2337,7 +2467,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[22]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2349,7 +2479,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[22]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2362,7 +2492,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{22}
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WatchRequest) GetFromRevision() int64 {
@@ -2387,7 +2517,7 @@ type PointerChange struct {
 
 func (x *PointerChange) Reset() {
 	*x = PointerChange{}
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[23]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2399,7 +2529,7 @@ func (x *PointerChange) String() string {
 func (*PointerChange) ProtoMessage() {}
 
 func (x *PointerChange) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[23]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2412,7 +2542,7 @@ func (x *PointerChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PointerChange.ProtoReflect.Descriptor instead.
 func (*PointerChange) Descriptor() ([]byte, []int) {
-	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{23}
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PointerChange) GetRevision() int64 {
@@ -2452,7 +2582,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[24]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2464,7 +2594,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[24]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2477,7 +2607,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{24}
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WatchResponse) GetEvent() isWatchResponse_Event {
@@ -2546,7 +2676,7 @@ type StaticTool struct {
 
 func (x *StaticTool) Reset() {
 	*x = StaticTool{}
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[25]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2558,7 +2688,7 @@ func (x *StaticTool) String() string {
 func (*StaticTool) ProtoMessage() {}
 
 func (x *StaticTool) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[25]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2571,7 +2701,7 @@ func (x *StaticTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StaticTool.ProtoReflect.Descriptor instead.
 func (*StaticTool) Descriptor() ([]byte, []int) {
-	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{25}
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StaticTool) GetName() string {
@@ -2628,7 +2758,7 @@ type StaticToolList struct {
 
 func (x *StaticToolList) Reset() {
 	*x = StaticToolList{}
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[26]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2640,7 +2770,7 @@ func (x *StaticToolList) String() string {
 func (*StaticToolList) ProtoMessage() {}
 
 func (x *StaticToolList) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[26]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2653,7 +2783,7 @@ func (x *StaticToolList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StaticToolList.ProtoReflect.Descriptor instead.
 func (*StaticToolList) Descriptor() ([]byte, []int) {
-	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{26}
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StaticToolList) GetServerId() string {
@@ -2734,7 +2864,7 @@ type SetStaticToolListRequest struct {
 
 func (x *SetStaticToolListRequest) Reset() {
 	*x = SetStaticToolListRequest{}
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[27]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2746,7 +2876,7 @@ func (x *SetStaticToolListRequest) String() string {
 func (*SetStaticToolListRequest) ProtoMessage() {}
 
 func (x *SetStaticToolListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[27]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2759,7 +2889,7 @@ func (x *SetStaticToolListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetStaticToolListRequest.ProtoReflect.Descriptor instead.
 func (*SetStaticToolListRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{27}
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SetStaticToolListRequest) GetServerId() string {
@@ -2808,7 +2938,7 @@ type SetStaticToolListResponse struct {
 
 func (x *SetStaticToolListResponse) Reset() {
 	*x = SetStaticToolListResponse{}
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[28]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2820,7 +2950,7 @@ func (x *SetStaticToolListResponse) String() string {
 func (*SetStaticToolListResponse) ProtoMessage() {}
 
 func (x *SetStaticToolListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[28]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2833,7 +2963,7 @@ func (x *SetStaticToolListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetStaticToolListResponse.ProtoReflect.Descriptor instead.
 func (*SetStaticToolListResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{28}
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SetStaticToolListResponse) GetList() *StaticToolList {
@@ -2856,7 +2986,7 @@ type GetStaticToolListRequest struct {
 
 func (x *GetStaticToolListRequest) Reset() {
 	*x = GetStaticToolListRequest{}
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[29]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2868,7 +2998,7 @@ func (x *GetStaticToolListRequest) String() string {
 func (*GetStaticToolListRequest) ProtoMessage() {}
 
 func (x *GetStaticToolListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[29]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2881,7 +3011,7 @@ func (x *GetStaticToolListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStaticToolListRequest.ProtoReflect.Descriptor instead.
 func (*GetStaticToolListRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{29}
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetStaticToolListRequest) GetServerId() string {
@@ -2909,7 +3039,7 @@ type GetStaticToolListResponse struct {
 
 func (x *GetStaticToolListResponse) Reset() {
 	*x = GetStaticToolListResponse{}
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[30]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2921,7 +3051,7 @@ func (x *GetStaticToolListResponse) String() string {
 func (*GetStaticToolListResponse) ProtoMessage() {}
 
 func (x *GetStaticToolListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[30]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2934,7 +3064,7 @@ func (x *GetStaticToolListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStaticToolListResponse.ProtoReflect.Descriptor instead.
 func (*GetStaticToolListResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{30}
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetStaticToolListResponse) GetList() *StaticToolList {
@@ -2963,7 +3093,7 @@ type ToolChange struct {
 
 func (x *ToolChange) Reset() {
 	*x = ToolChange{}
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[31]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2975,7 +3105,7 @@ func (x *ToolChange) String() string {
 func (*ToolChange) ProtoMessage() {}
 
 func (x *ToolChange) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[31]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2988,7 +3118,7 @@ func (x *ToolChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolChange.ProtoReflect.Descriptor instead.
 func (*ToolChange) Descriptor() ([]byte, []int) {
-	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{31}
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ToolChange) GetName() string {
@@ -3046,7 +3176,7 @@ type ToolDiff struct {
 
 func (x *ToolDiff) Reset() {
 	*x = ToolDiff{}
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[32]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3058,7 +3188,7 @@ func (x *ToolDiff) String() string {
 func (*ToolDiff) ProtoMessage() {}
 
 func (x *ToolDiff) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[32]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3071,7 +3201,7 @@ func (x *ToolDiff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolDiff.ProtoReflect.Descriptor instead.
 func (*ToolDiff) Descriptor() ([]byte, []int) {
-	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{32}
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ToolDiff) GetMissing() []string {
@@ -3166,7 +3296,7 @@ type RunComparison struct {
 
 func (x *RunComparison) Reset() {
 	*x = RunComparison{}
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[33]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3178,7 +3308,7 @@ func (x *RunComparison) String() string {
 func (*RunComparison) ProtoMessage() {}
 
 func (x *RunComparison) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[33]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3191,7 +3321,7 @@ func (x *RunComparison) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunComparison.ProtoReflect.Descriptor instead.
 func (*RunComparison) Descriptor() ([]byte, []int) {
-	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{33}
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RunComparison) GetRunId() string {
@@ -3284,7 +3414,7 @@ type GetRunComparisonRequest struct {
 
 func (x *GetRunComparisonRequest) Reset() {
 	*x = GetRunComparisonRequest{}
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[34]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3296,7 +3426,7 @@ func (x *GetRunComparisonRequest) String() string {
 func (*GetRunComparisonRequest) ProtoMessage() {}
 
 func (x *GetRunComparisonRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[34]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3309,7 +3439,7 @@ func (x *GetRunComparisonRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunComparisonRequest.ProtoReflect.Descriptor instead.
 func (*GetRunComparisonRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{34}
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetRunComparisonRequest) GetRunId() string {
@@ -3355,7 +3485,7 @@ type GetRunComparisonResponse struct {
 
 func (x *GetRunComparisonResponse) Reset() {
 	*x = GetRunComparisonResponse{}
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[35]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3367,7 +3497,7 @@ func (x *GetRunComparisonResponse) String() string {
 func (*GetRunComparisonResponse) ProtoMessage() {}
 
 func (x *GetRunComparisonResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[35]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3380,7 +3510,7 @@ func (x *GetRunComparisonResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunComparisonResponse.ProtoReflect.Descriptor instead.
 func (*GetRunComparisonResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{35}
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetRunComparisonResponse) GetComparison() *RunComparison {
@@ -3428,7 +3558,7 @@ type Incident struct {
 
 func (x *Incident) Reset() {
 	*x = Incident{}
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[36]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3440,7 +3570,7 @@ func (x *Incident) String() string {
 func (*Incident) ProtoMessage() {}
 
 func (x *Incident) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[36]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3453,7 +3583,7 @@ func (x *Incident) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Incident.ProtoReflect.Descriptor instead.
 func (*Incident) Descriptor() ([]byte, []int) {
-	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{36}
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Incident) GetEventId() string {
@@ -3559,7 +3689,7 @@ type ReportIncidentRequest struct {
 
 func (x *ReportIncidentRequest) Reset() {
 	*x = ReportIncidentRequest{}
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[37]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3571,7 +3701,7 @@ func (x *ReportIncidentRequest) String() string {
 func (*ReportIncidentRequest) ProtoMessage() {}
 
 func (x *ReportIncidentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[37]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3584,7 +3714,7 @@ func (x *ReportIncidentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportIncidentRequest.ProtoReflect.Descriptor instead.
 func (*ReportIncidentRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{37}
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReportIncidentRequest) GetEventId() string {
@@ -3656,7 +3786,7 @@ type ReportIncidentResponse struct {
 
 func (x *ReportIncidentResponse) Reset() {
 	*x = ReportIncidentResponse{}
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[38]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3668,7 +3798,7 @@ func (x *ReportIncidentResponse) String() string {
 func (*ReportIncidentResponse) ProtoMessage() {}
 
 func (x *ReportIncidentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[38]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3681,7 +3811,7 @@ func (x *ReportIncidentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportIncidentResponse.ProtoReflect.Descriptor instead.
 func (*ReportIncidentResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{38}
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ReportIncidentResponse) GetIncident() *Incident {
@@ -3748,7 +3878,7 @@ type GuardAction struct {
 
 func (x *GuardAction) Reset() {
 	*x = GuardAction{}
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[39]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3760,7 +3890,7 @@ func (x *GuardAction) String() string {
 func (*GuardAction) ProtoMessage() {}
 
 func (x *GuardAction) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[39]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3773,7 +3903,7 @@ func (x *GuardAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GuardAction.ProtoReflect.Descriptor instead.
 func (*GuardAction) Descriptor() ([]byte, []int) {
-	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{39}
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GuardAction) GetActionId() int64 {
@@ -3928,7 +4058,7 @@ type ListGuardActionsRequest struct {
 
 func (x *ListGuardActionsRequest) Reset() {
 	*x = ListGuardActionsRequest{}
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[40]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3940,7 +4070,7 @@ func (x *ListGuardActionsRequest) String() string {
 func (*ListGuardActionsRequest) ProtoMessage() {}
 
 func (x *ListGuardActionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[40]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3953,7 +4083,7 @@ func (x *ListGuardActionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGuardActionsRequest.ProtoReflect.Descriptor instead.
 func (*ListGuardActionsRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{40}
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListGuardActionsRequest) GetServerId() string {
@@ -4004,7 +4134,7 @@ type ListGuardActionsResponse struct {
 
 func (x *ListGuardActionsResponse) Reset() {
 	*x = ListGuardActionsResponse{}
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[41]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4016,7 +4146,7 @@ func (x *ListGuardActionsResponse) String() string {
 func (*ListGuardActionsResponse) ProtoMessage() {}
 
 func (x *ListGuardActionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[41]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4029,7 +4159,7 @@ func (x *ListGuardActionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGuardActionsResponse.ProtoReflect.Descriptor instead.
 func (*ListGuardActionsResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{41}
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListGuardActionsResponse) GetActions() []*GuardAction {
@@ -4061,7 +4191,7 @@ type ResumeGuardRequest struct {
 
 func (x *ResumeGuardRequest) Reset() {
 	*x = ResumeGuardRequest{}
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[42]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4073,7 +4203,7 @@ func (x *ResumeGuardRequest) String() string {
 func (*ResumeGuardRequest) ProtoMessage() {}
 
 func (x *ResumeGuardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[42]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4086,7 +4216,7 @@ func (x *ResumeGuardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeGuardRequest.ProtoReflect.Descriptor instead.
 func (*ResumeGuardRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{42}
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ResumeGuardRequest) GetServerId() string {
@@ -4121,7 +4251,7 @@ type ResumeGuardResponse struct {
 
 func (x *ResumeGuardResponse) Reset() {
 	*x = ResumeGuardResponse{}
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[43]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4133,7 +4263,7 @@ func (x *ResumeGuardResponse) String() string {
 func (*ResumeGuardResponse) ProtoMessage() {}
 
 func (x *ResumeGuardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[43]
+	mi := &file_toolcrib_discovery_v1_discovery_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4146,7 +4276,7 @@ func (x *ResumeGuardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeGuardResponse.ProtoReflect.Descriptor instead.
 func (*ResumeGuardResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{43}
+	return file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ResumeGuardResponse) GetResumed() []*GuardAction {
@@ -4319,6 +4449,14 @@ const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
 	"\rto_generation\x18\x04 \x01(\x03R\ftoGeneration\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\"\x91\x01\n" +
 	"\x10RollbackResponse\x12>\n" +
+	"\apointer\x18\x01 \x01(\v2$.toolcrib.discovery.v1.ActivePointerR\apointer\x12=\n" +
+	"\areceipt\x18\x02 \x01(\v2#.toolcrib.catalog.v1.CatalogReceiptR\areceipt\"\xa2\x01\n" +
+	"\x13ClosePointerRequest\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12%\n" +
+	"\x0eaudience_class\x18\x02 \x01(\tR\raudienceClass\x12/\n" +
+	"\x13expected_generation\x18\x03 \x01(\x03R\x12expectedGeneration\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x95\x01\n" +
+	"\x14ClosePointerResponse\x12>\n" +
 	"\apointer\x18\x01 \x01(\v2$.toolcrib.discovery.v1.ActivePointerR\apointer\x12=\n" +
 	"\areceipt\x18\x02 \x01(\v2#.toolcrib.catalog.v1.CatalogReceiptR\areceipt\"\xcf\x01\n" +
 	"\x15BindGenerationRequest\x12\x1b\n" +
@@ -4541,7 +4679,7 @@ const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
 	"\tGuardRule\x12\x1a\n" +
 	"\x16GUARD_RULE_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cGUARD_RULE_MISSING_TOOL_RATE\x10\x01\x12!\n" +
-	"\x1dGUARD_RULE_UNAUTHORIZED_EVENT\x10\x022\xcd\f\n" +
+	"\x1dGUARD_RULE_UNAUTHORIZED_EVENT\x10\x022\xb6\r\n" +
 	"\x10DiscoveryService\x12d\n" +
 	"\vTriggerScan\x12).toolcrib.discovery.v1.TriggerScanRequest\x1a*.toolcrib.discovery.v1.TriggerScanResponse\x12U\n" +
 	"\x06GetRun\x12$.toolcrib.discovery.v1.GetRunRequest\x1a%.toolcrib.discovery.v1.GetRunResponse\x12[\n" +
@@ -4549,7 +4687,8 @@ const file_toolcrib_discovery_v1_discovery_proto_rawDesc = "" +
 	"\x11GetActiveSnapshot\x12/.toolcrib.discovery.v1.GetActiveSnapshotRequest\x1a0.toolcrib.discovery.v1.GetActiveSnapshotResponse\x12d\n" +
 	"\vGetSnapshot\x12).toolcrib.discovery.v1.GetSnapshotRequest\x1a*.toolcrib.discovery.v1.GetSnapshotResponse\x12p\n" +
 	"\x0fListGenerations\x12-.toolcrib.discovery.v1.ListGenerationsRequest\x1a..toolcrib.discovery.v1.ListGenerationsResponse\x12[\n" +
-	"\bRollback\x12&.toolcrib.discovery.v1.RollbackRequest\x1a'.toolcrib.discovery.v1.RollbackResponse\x12m\n" +
+	"\bRollback\x12&.toolcrib.discovery.v1.RollbackRequest\x1a'.toolcrib.discovery.v1.RollbackResponse\x12g\n" +
+	"\fClosePointer\x12*.toolcrib.discovery.v1.ClosePointerRequest\x1a+.toolcrib.discovery.v1.ClosePointerResponse\x12m\n" +
 	"\x0eBindGeneration\x12,.toolcrib.discovery.v1.BindGenerationRequest\x1a-.toolcrib.discovery.v1.BindGenerationResponse\x12v\n" +
 	"\x11SetStaticToolList\x12/.toolcrib.discovery.v1.SetStaticToolListRequest\x1a0.toolcrib.discovery.v1.SetStaticToolListResponse\x12v\n" +
 	"\x11GetStaticToolList\x12/.toolcrib.discovery.v1.GetStaticToolListRequest\x1a0.toolcrib.discovery.v1.GetStaticToolListResponse\x12s\n" +
@@ -4573,7 +4712,7 @@ func file_toolcrib_discovery_v1_discovery_proto_rawDescGZIP() []byte {
 }
 
 var file_toolcrib_discovery_v1_discovery_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_toolcrib_discovery_v1_discovery_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_toolcrib_discovery_v1_discovery_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_toolcrib_discovery_v1_discovery_proto_goTypes = []any{
 	(RunReason)(0),                    // 0: toolcrib.discovery.v1.RunReason
 	(ScanTrigger)(0),                  // 1: toolcrib.discovery.v1.ScanTrigger
@@ -4600,129 +4739,135 @@ var file_toolcrib_discovery_v1_discovery_proto_goTypes = []any{
 	(*ListGenerationsResponse)(nil),   // 22: toolcrib.discovery.v1.ListGenerationsResponse
 	(*RollbackRequest)(nil),           // 23: toolcrib.discovery.v1.RollbackRequest
 	(*RollbackResponse)(nil),          // 24: toolcrib.discovery.v1.RollbackResponse
-	(*BindGenerationRequest)(nil),     // 25: toolcrib.discovery.v1.BindGenerationRequest
-	(*BindGenerationResponse)(nil),    // 26: toolcrib.discovery.v1.BindGenerationResponse
-	(*WatchRequest)(nil),              // 27: toolcrib.discovery.v1.WatchRequest
-	(*PointerChange)(nil),             // 28: toolcrib.discovery.v1.PointerChange
-	(*WatchResponse)(nil),             // 29: toolcrib.discovery.v1.WatchResponse
-	(*StaticTool)(nil),                // 30: toolcrib.discovery.v1.StaticTool
-	(*StaticToolList)(nil),            // 31: toolcrib.discovery.v1.StaticToolList
-	(*SetStaticToolListRequest)(nil),  // 32: toolcrib.discovery.v1.SetStaticToolListRequest
-	(*SetStaticToolListResponse)(nil), // 33: toolcrib.discovery.v1.SetStaticToolListResponse
-	(*GetStaticToolListRequest)(nil),  // 34: toolcrib.discovery.v1.GetStaticToolListRequest
-	(*GetStaticToolListResponse)(nil), // 35: toolcrib.discovery.v1.GetStaticToolListResponse
-	(*ToolChange)(nil),                // 36: toolcrib.discovery.v1.ToolChange
-	(*ToolDiff)(nil),                  // 37: toolcrib.discovery.v1.ToolDiff
-	(*RunComparison)(nil),             // 38: toolcrib.discovery.v1.RunComparison
-	(*GetRunComparisonRequest)(nil),   // 39: toolcrib.discovery.v1.GetRunComparisonRequest
-	(*GetRunComparisonResponse)(nil),  // 40: toolcrib.discovery.v1.GetRunComparisonResponse
-	(*Incident)(nil),                  // 41: toolcrib.discovery.v1.Incident
-	(*ReportIncidentRequest)(nil),     // 42: toolcrib.discovery.v1.ReportIncidentRequest
-	(*ReportIncidentResponse)(nil),    // 43: toolcrib.discovery.v1.ReportIncidentResponse
-	(*GuardAction)(nil),               // 44: toolcrib.discovery.v1.GuardAction
-	(*ListGuardActionsRequest)(nil),   // 45: toolcrib.discovery.v1.ListGuardActionsRequest
-	(*ListGuardActionsResponse)(nil),  // 46: toolcrib.discovery.v1.ListGuardActionsResponse
-	(*ResumeGuardRequest)(nil),        // 47: toolcrib.discovery.v1.ResumeGuardRequest
-	(*ResumeGuardResponse)(nil),       // 48: toolcrib.discovery.v1.ResumeGuardResponse
-	(*timestamppb.Timestamp)(nil),     // 49: google.protobuf.Timestamp
-	(v1.DiscoveryState)(0),            // 50: toolcrib.catalog.v1.DiscoveryState
-	(*v1.Snapshot)(nil),               // 51: toolcrib.catalog.v1.Snapshot
-	(*v1.CatalogReceipt)(nil),         // 52: toolcrib.catalog.v1.CatalogReceipt
-	(*v1.Heartbeat)(nil),              // 53: toolcrib.catalog.v1.Heartbeat
-	(v1.PointerMove)(0),               // 54: toolcrib.catalog.v1.PointerMove
+	(*ClosePointerRequest)(nil),       // 25: toolcrib.discovery.v1.ClosePointerRequest
+	(*ClosePointerResponse)(nil),      // 26: toolcrib.discovery.v1.ClosePointerResponse
+	(*BindGenerationRequest)(nil),     // 27: toolcrib.discovery.v1.BindGenerationRequest
+	(*BindGenerationResponse)(nil),    // 28: toolcrib.discovery.v1.BindGenerationResponse
+	(*WatchRequest)(nil),              // 29: toolcrib.discovery.v1.WatchRequest
+	(*PointerChange)(nil),             // 30: toolcrib.discovery.v1.PointerChange
+	(*WatchResponse)(nil),             // 31: toolcrib.discovery.v1.WatchResponse
+	(*StaticTool)(nil),                // 32: toolcrib.discovery.v1.StaticTool
+	(*StaticToolList)(nil),            // 33: toolcrib.discovery.v1.StaticToolList
+	(*SetStaticToolListRequest)(nil),  // 34: toolcrib.discovery.v1.SetStaticToolListRequest
+	(*SetStaticToolListResponse)(nil), // 35: toolcrib.discovery.v1.SetStaticToolListResponse
+	(*GetStaticToolListRequest)(nil),  // 36: toolcrib.discovery.v1.GetStaticToolListRequest
+	(*GetStaticToolListResponse)(nil), // 37: toolcrib.discovery.v1.GetStaticToolListResponse
+	(*ToolChange)(nil),                // 38: toolcrib.discovery.v1.ToolChange
+	(*ToolDiff)(nil),                  // 39: toolcrib.discovery.v1.ToolDiff
+	(*RunComparison)(nil),             // 40: toolcrib.discovery.v1.RunComparison
+	(*GetRunComparisonRequest)(nil),   // 41: toolcrib.discovery.v1.GetRunComparisonRequest
+	(*GetRunComparisonResponse)(nil),  // 42: toolcrib.discovery.v1.GetRunComparisonResponse
+	(*Incident)(nil),                  // 43: toolcrib.discovery.v1.Incident
+	(*ReportIncidentRequest)(nil),     // 44: toolcrib.discovery.v1.ReportIncidentRequest
+	(*ReportIncidentResponse)(nil),    // 45: toolcrib.discovery.v1.ReportIncidentResponse
+	(*GuardAction)(nil),               // 46: toolcrib.discovery.v1.GuardAction
+	(*ListGuardActionsRequest)(nil),   // 47: toolcrib.discovery.v1.ListGuardActionsRequest
+	(*ListGuardActionsResponse)(nil),  // 48: toolcrib.discovery.v1.ListGuardActionsResponse
+	(*ResumeGuardRequest)(nil),        // 49: toolcrib.discovery.v1.ResumeGuardRequest
+	(*ResumeGuardResponse)(nil),       // 50: toolcrib.discovery.v1.ResumeGuardResponse
+	(*timestamppb.Timestamp)(nil),     // 51: google.protobuf.Timestamp
+	(v1.DiscoveryState)(0),            // 52: toolcrib.catalog.v1.DiscoveryState
+	(*v1.Snapshot)(nil),               // 53: toolcrib.catalog.v1.Snapshot
+	(*v1.CatalogReceipt)(nil),         // 54: toolcrib.catalog.v1.CatalogReceipt
+	(*v1.Heartbeat)(nil),              // 55: toolcrib.catalog.v1.Heartbeat
+	(v1.PointerMove)(0),               // 56: toolcrib.catalog.v1.PointerMove
 }
 var file_toolcrib_discovery_v1_discovery_proto_depIdxs = []int32{
-	49, // 0: toolcrib.discovery.v1.Page.received_at:type_name -> google.protobuf.Timestamp
-	50, // 1: toolcrib.discovery.v1.Run.state:type_name -> toolcrib.catalog.v1.DiscoveryState
+	51, // 0: toolcrib.discovery.v1.Page.received_at:type_name -> google.protobuf.Timestamp
+	52, // 1: toolcrib.discovery.v1.Run.state:type_name -> toolcrib.catalog.v1.DiscoveryState
 	0,  // 2: toolcrib.discovery.v1.Run.reason:type_name -> toolcrib.discovery.v1.RunReason
 	1,  // 3: toolcrib.discovery.v1.Run.trigger:type_name -> toolcrib.discovery.v1.ScanTrigger
-	49, // 4: toolcrib.discovery.v1.Run.started_at:type_name -> google.protobuf.Timestamp
-	49, // 5: toolcrib.discovery.v1.Run.finished_at:type_name -> google.protobuf.Timestamp
+	51, // 4: toolcrib.discovery.v1.Run.started_at:type_name -> google.protobuf.Timestamp
+	51, // 5: toolcrib.discovery.v1.Run.finished_at:type_name -> google.protobuf.Timestamp
 	5,  // 6: toolcrib.discovery.v1.Run.pages:type_name -> toolcrib.discovery.v1.Page
 	6,  // 7: toolcrib.discovery.v1.Run.flags:type_name -> toolcrib.discovery.v1.RunFlag
-	38, // 8: toolcrib.discovery.v1.Run.comparison:type_name -> toolcrib.discovery.v1.RunComparison
+	40, // 8: toolcrib.discovery.v1.Run.comparison:type_name -> toolcrib.discovery.v1.RunComparison
 	2,  // 9: toolcrib.discovery.v1.ActivePointer.state:type_name -> toolcrib.discovery.v1.PointerState
-	50, // 10: toolcrib.discovery.v1.ActivePointer.snapshot_state:type_name -> toolcrib.catalog.v1.DiscoveryState
-	49, // 11: toolcrib.discovery.v1.ActivePointer.moved_at:type_name -> google.protobuf.Timestamp
-	49, // 12: toolcrib.discovery.v1.ActivePointer.fresh_until:type_name -> google.protobuf.Timestamp
-	50, // 13: toolcrib.discovery.v1.Generation.state:type_name -> toolcrib.catalog.v1.DiscoveryState
-	49, // 14: toolcrib.discovery.v1.Generation.committed_at:type_name -> google.protobuf.Timestamp
-	49, // 15: toolcrib.discovery.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
-	49, // 16: toolcrib.discovery.v1.Generation.bound_until:type_name -> google.protobuf.Timestamp
+	52, // 10: toolcrib.discovery.v1.ActivePointer.snapshot_state:type_name -> toolcrib.catalog.v1.DiscoveryState
+	51, // 11: toolcrib.discovery.v1.ActivePointer.moved_at:type_name -> google.protobuf.Timestamp
+	51, // 12: toolcrib.discovery.v1.ActivePointer.fresh_until:type_name -> google.protobuf.Timestamp
+	52, // 13: toolcrib.discovery.v1.Generation.state:type_name -> toolcrib.catalog.v1.DiscoveryState
+	51, // 14: toolcrib.discovery.v1.Generation.committed_at:type_name -> google.protobuf.Timestamp
+	51, // 15: toolcrib.discovery.v1.Generation.expires_at:type_name -> google.protobuf.Timestamp
+	51, // 16: toolcrib.discovery.v1.Generation.bound_until:type_name -> google.protobuf.Timestamp
 	10, // 17: toolcrib.discovery.v1.TriggerScanResponse.scans:type_name -> toolcrib.discovery.v1.ScanTicket
 	7,  // 18: toolcrib.discovery.v1.GetRunResponse.run:type_name -> toolcrib.discovery.v1.Run
-	50, // 19: toolcrib.discovery.v1.ListRunsRequest.states:type_name -> toolcrib.catalog.v1.DiscoveryState
+	52, // 19: toolcrib.discovery.v1.ListRunsRequest.states:type_name -> toolcrib.catalog.v1.DiscoveryState
 	7,  // 20: toolcrib.discovery.v1.ListRunsResponse.runs:type_name -> toolcrib.discovery.v1.Run
 	8,  // 21: toolcrib.discovery.v1.GetActiveSnapshotResponse.pointer:type_name -> toolcrib.discovery.v1.ActivePointer
-	51, // 22: toolcrib.discovery.v1.GetActiveSnapshotResponse.snapshot:type_name -> toolcrib.catalog.v1.Snapshot
-	51, // 23: toolcrib.discovery.v1.GetSnapshotResponse.snapshot:type_name -> toolcrib.catalog.v1.Snapshot
+	53, // 22: toolcrib.discovery.v1.GetActiveSnapshotResponse.snapshot:type_name -> toolcrib.catalog.v1.Snapshot
+	53, // 23: toolcrib.discovery.v1.GetSnapshotResponse.snapshot:type_name -> toolcrib.catalog.v1.Snapshot
 	9,  // 24: toolcrib.discovery.v1.ListGenerationsResponse.generations:type_name -> toolcrib.discovery.v1.Generation
 	8,  // 25: toolcrib.discovery.v1.RollbackResponse.pointer:type_name -> toolcrib.discovery.v1.ActivePointer
-	52, // 26: toolcrib.discovery.v1.RollbackResponse.receipt:type_name -> toolcrib.catalog.v1.CatalogReceipt
-	49, // 27: toolcrib.discovery.v1.BindGenerationRequest.bound_until:type_name -> google.protobuf.Timestamp
-	49, // 28: toolcrib.discovery.v1.BindGenerationResponse.bound_until:type_name -> google.protobuf.Timestamp
-	8,  // 29: toolcrib.discovery.v1.PointerChange.pointer:type_name -> toolcrib.discovery.v1.ActivePointer
-	52, // 30: toolcrib.discovery.v1.PointerChange.receipt:type_name -> toolcrib.catalog.v1.CatalogReceipt
-	28, // 31: toolcrib.discovery.v1.WatchResponse.change:type_name -> toolcrib.discovery.v1.PointerChange
-	53, // 32: toolcrib.discovery.v1.WatchResponse.heartbeat:type_name -> toolcrib.catalog.v1.Heartbeat
-	30, // 33: toolcrib.discovery.v1.StaticToolList.tools:type_name -> toolcrib.discovery.v1.StaticTool
-	49, // 34: toolcrib.discovery.v1.StaticToolList.set_at:type_name -> google.protobuf.Timestamp
-	30, // 35: toolcrib.discovery.v1.SetStaticToolListRequest.tools:type_name -> toolcrib.discovery.v1.StaticTool
-	31, // 36: toolcrib.discovery.v1.SetStaticToolListResponse.list:type_name -> toolcrib.discovery.v1.StaticToolList
-	31, // 37: toolcrib.discovery.v1.GetStaticToolListResponse.list:type_name -> toolcrib.discovery.v1.StaticToolList
-	36, // 38: toolcrib.discovery.v1.ToolDiff.changed:type_name -> toolcrib.discovery.v1.ToolChange
-	37, // 39: toolcrib.discovery.v1.RunComparison.against_static:type_name -> toolcrib.discovery.v1.ToolDiff
-	37, // 40: toolcrib.discovery.v1.RunComparison.against_previous:type_name -> toolcrib.discovery.v1.ToolDiff
-	49, // 41: toolcrib.discovery.v1.RunComparison.compared_at:type_name -> google.protobuf.Timestamp
-	38, // 42: toolcrib.discovery.v1.GetRunComparisonResponse.comparison:type_name -> toolcrib.discovery.v1.RunComparison
-	3,  // 43: toolcrib.discovery.v1.Incident.kind:type_name -> toolcrib.discovery.v1.IncidentKind
-	49, // 44: toolcrib.discovery.v1.Incident.observed_at:type_name -> google.protobuf.Timestamp
-	49, // 45: toolcrib.discovery.v1.Incident.reported_at:type_name -> google.protobuf.Timestamp
-	3,  // 46: toolcrib.discovery.v1.ReportIncidentRequest.kind:type_name -> toolcrib.discovery.v1.IncidentKind
-	49, // 47: toolcrib.discovery.v1.ReportIncidentRequest.observed_at:type_name -> google.protobuf.Timestamp
-	41, // 48: toolcrib.discovery.v1.ReportIncidentResponse.incident:type_name -> toolcrib.discovery.v1.Incident
-	4,  // 49: toolcrib.discovery.v1.GuardAction.rule:type_name -> toolcrib.discovery.v1.GuardRule
-	54, // 50: toolcrib.discovery.v1.GuardAction.move:type_name -> toolcrib.catalog.v1.PointerMove
-	49, // 51: toolcrib.discovery.v1.GuardAction.window_start:type_name -> google.protobuf.Timestamp
-	49, // 52: toolcrib.discovery.v1.GuardAction.decided_at:type_name -> google.protobuf.Timestamp
-	49, // 53: toolcrib.discovery.v1.GuardAction.resumed_at:type_name -> google.protobuf.Timestamp
-	44, // 54: toolcrib.discovery.v1.ListGuardActionsResponse.actions:type_name -> toolcrib.discovery.v1.GuardAction
-	44, // 55: toolcrib.discovery.v1.ResumeGuardResponse.resumed:type_name -> toolcrib.discovery.v1.GuardAction
-	11, // 56: toolcrib.discovery.v1.DiscoveryService.TriggerScan:input_type -> toolcrib.discovery.v1.TriggerScanRequest
-	13, // 57: toolcrib.discovery.v1.DiscoveryService.GetRun:input_type -> toolcrib.discovery.v1.GetRunRequest
-	15, // 58: toolcrib.discovery.v1.DiscoveryService.ListRuns:input_type -> toolcrib.discovery.v1.ListRunsRequest
-	17, // 59: toolcrib.discovery.v1.DiscoveryService.GetActiveSnapshot:input_type -> toolcrib.discovery.v1.GetActiveSnapshotRequest
-	19, // 60: toolcrib.discovery.v1.DiscoveryService.GetSnapshot:input_type -> toolcrib.discovery.v1.GetSnapshotRequest
-	21, // 61: toolcrib.discovery.v1.DiscoveryService.ListGenerations:input_type -> toolcrib.discovery.v1.ListGenerationsRequest
-	23, // 62: toolcrib.discovery.v1.DiscoveryService.Rollback:input_type -> toolcrib.discovery.v1.RollbackRequest
-	25, // 63: toolcrib.discovery.v1.DiscoveryService.BindGeneration:input_type -> toolcrib.discovery.v1.BindGenerationRequest
-	32, // 64: toolcrib.discovery.v1.DiscoveryService.SetStaticToolList:input_type -> toolcrib.discovery.v1.SetStaticToolListRequest
-	34, // 65: toolcrib.discovery.v1.DiscoveryService.GetStaticToolList:input_type -> toolcrib.discovery.v1.GetStaticToolListRequest
-	39, // 66: toolcrib.discovery.v1.DiscoveryService.GetRunComparison:input_type -> toolcrib.discovery.v1.GetRunComparisonRequest
-	42, // 67: toolcrib.discovery.v1.DiscoveryService.ReportIncident:input_type -> toolcrib.discovery.v1.ReportIncidentRequest
-	45, // 68: toolcrib.discovery.v1.DiscoveryService.ListGuardActions:input_type -> toolcrib.discovery.v1.ListGuardActionsRequest
-	47, // 69: toolcrib.discovery.v1.DiscoveryService.ResumeGuard:input_type -> toolcrib.discovery.v1.ResumeGuardRequest
-	27, // 70: toolcrib.discovery.v1.DiscoveryService.Watch:input_type -> toolcrib.discovery.v1.WatchRequest
-	12, // 71: toolcrib.discovery.v1.DiscoveryService.TriggerScan:output_type -> toolcrib.discovery.v1.TriggerScanResponse
-	14, // 72: toolcrib.discovery.v1.DiscoveryService.GetRun:output_type -> toolcrib.discovery.v1.GetRunResponse
-	16, // 73: toolcrib.discovery.v1.DiscoveryService.ListRuns:output_type -> toolcrib.discovery.v1.ListRunsResponse
-	18, // 74: toolcrib.discovery.v1.DiscoveryService.GetActiveSnapshot:output_type -> toolcrib.discovery.v1.GetActiveSnapshotResponse
-	20, // 75: toolcrib.discovery.v1.DiscoveryService.GetSnapshot:output_type -> toolcrib.discovery.v1.GetSnapshotResponse
-	22, // 76: toolcrib.discovery.v1.DiscoveryService.ListGenerations:output_type -> toolcrib.discovery.v1.ListGenerationsResponse
-	24, // 77: toolcrib.discovery.v1.DiscoveryService.Rollback:output_type -> toolcrib.discovery.v1.RollbackResponse
-	26, // 78: toolcrib.discovery.v1.DiscoveryService.BindGeneration:output_type -> toolcrib.discovery.v1.BindGenerationResponse
-	33, // 79: toolcrib.discovery.v1.DiscoveryService.SetStaticToolList:output_type -> toolcrib.discovery.v1.SetStaticToolListResponse
-	35, // 80: toolcrib.discovery.v1.DiscoveryService.GetStaticToolList:output_type -> toolcrib.discovery.v1.GetStaticToolListResponse
-	40, // 81: toolcrib.discovery.v1.DiscoveryService.GetRunComparison:output_type -> toolcrib.discovery.v1.GetRunComparisonResponse
-	43, // 82: toolcrib.discovery.v1.DiscoveryService.ReportIncident:output_type -> toolcrib.discovery.v1.ReportIncidentResponse
-	46, // 83: toolcrib.discovery.v1.DiscoveryService.ListGuardActions:output_type -> toolcrib.discovery.v1.ListGuardActionsResponse
-	48, // 84: toolcrib.discovery.v1.DiscoveryService.ResumeGuard:output_type -> toolcrib.discovery.v1.ResumeGuardResponse
-	29, // 85: toolcrib.discovery.v1.DiscoveryService.Watch:output_type -> toolcrib.discovery.v1.WatchResponse
-	71, // [71:86] is the sub-list for method output_type
-	56, // [56:71] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	54, // 26: toolcrib.discovery.v1.RollbackResponse.receipt:type_name -> toolcrib.catalog.v1.CatalogReceipt
+	8,  // 27: toolcrib.discovery.v1.ClosePointerResponse.pointer:type_name -> toolcrib.discovery.v1.ActivePointer
+	54, // 28: toolcrib.discovery.v1.ClosePointerResponse.receipt:type_name -> toolcrib.catalog.v1.CatalogReceipt
+	51, // 29: toolcrib.discovery.v1.BindGenerationRequest.bound_until:type_name -> google.protobuf.Timestamp
+	51, // 30: toolcrib.discovery.v1.BindGenerationResponse.bound_until:type_name -> google.protobuf.Timestamp
+	8,  // 31: toolcrib.discovery.v1.PointerChange.pointer:type_name -> toolcrib.discovery.v1.ActivePointer
+	54, // 32: toolcrib.discovery.v1.PointerChange.receipt:type_name -> toolcrib.catalog.v1.CatalogReceipt
+	30, // 33: toolcrib.discovery.v1.WatchResponse.change:type_name -> toolcrib.discovery.v1.PointerChange
+	55, // 34: toolcrib.discovery.v1.WatchResponse.heartbeat:type_name -> toolcrib.catalog.v1.Heartbeat
+	32, // 35: toolcrib.discovery.v1.StaticToolList.tools:type_name -> toolcrib.discovery.v1.StaticTool
+	51, // 36: toolcrib.discovery.v1.StaticToolList.set_at:type_name -> google.protobuf.Timestamp
+	32, // 37: toolcrib.discovery.v1.SetStaticToolListRequest.tools:type_name -> toolcrib.discovery.v1.StaticTool
+	33, // 38: toolcrib.discovery.v1.SetStaticToolListResponse.list:type_name -> toolcrib.discovery.v1.StaticToolList
+	33, // 39: toolcrib.discovery.v1.GetStaticToolListResponse.list:type_name -> toolcrib.discovery.v1.StaticToolList
+	38, // 40: toolcrib.discovery.v1.ToolDiff.changed:type_name -> toolcrib.discovery.v1.ToolChange
+	39, // 41: toolcrib.discovery.v1.RunComparison.against_static:type_name -> toolcrib.discovery.v1.ToolDiff
+	39, // 42: toolcrib.discovery.v1.RunComparison.against_previous:type_name -> toolcrib.discovery.v1.ToolDiff
+	51, // 43: toolcrib.discovery.v1.RunComparison.compared_at:type_name -> google.protobuf.Timestamp
+	40, // 44: toolcrib.discovery.v1.GetRunComparisonResponse.comparison:type_name -> toolcrib.discovery.v1.RunComparison
+	3,  // 45: toolcrib.discovery.v1.Incident.kind:type_name -> toolcrib.discovery.v1.IncidentKind
+	51, // 46: toolcrib.discovery.v1.Incident.observed_at:type_name -> google.protobuf.Timestamp
+	51, // 47: toolcrib.discovery.v1.Incident.reported_at:type_name -> google.protobuf.Timestamp
+	3,  // 48: toolcrib.discovery.v1.ReportIncidentRequest.kind:type_name -> toolcrib.discovery.v1.IncidentKind
+	51, // 49: toolcrib.discovery.v1.ReportIncidentRequest.observed_at:type_name -> google.protobuf.Timestamp
+	43, // 50: toolcrib.discovery.v1.ReportIncidentResponse.incident:type_name -> toolcrib.discovery.v1.Incident
+	4,  // 51: toolcrib.discovery.v1.GuardAction.rule:type_name -> toolcrib.discovery.v1.GuardRule
+	56, // 52: toolcrib.discovery.v1.GuardAction.move:type_name -> toolcrib.catalog.v1.PointerMove
+	51, // 53: toolcrib.discovery.v1.GuardAction.window_start:type_name -> google.protobuf.Timestamp
+	51, // 54: toolcrib.discovery.v1.GuardAction.decided_at:type_name -> google.protobuf.Timestamp
+	51, // 55: toolcrib.discovery.v1.GuardAction.resumed_at:type_name -> google.protobuf.Timestamp
+	46, // 56: toolcrib.discovery.v1.ListGuardActionsResponse.actions:type_name -> toolcrib.discovery.v1.GuardAction
+	46, // 57: toolcrib.discovery.v1.ResumeGuardResponse.resumed:type_name -> toolcrib.discovery.v1.GuardAction
+	11, // 58: toolcrib.discovery.v1.DiscoveryService.TriggerScan:input_type -> toolcrib.discovery.v1.TriggerScanRequest
+	13, // 59: toolcrib.discovery.v1.DiscoveryService.GetRun:input_type -> toolcrib.discovery.v1.GetRunRequest
+	15, // 60: toolcrib.discovery.v1.DiscoveryService.ListRuns:input_type -> toolcrib.discovery.v1.ListRunsRequest
+	17, // 61: toolcrib.discovery.v1.DiscoveryService.GetActiveSnapshot:input_type -> toolcrib.discovery.v1.GetActiveSnapshotRequest
+	19, // 62: toolcrib.discovery.v1.DiscoveryService.GetSnapshot:input_type -> toolcrib.discovery.v1.GetSnapshotRequest
+	21, // 63: toolcrib.discovery.v1.DiscoveryService.ListGenerations:input_type -> toolcrib.discovery.v1.ListGenerationsRequest
+	23, // 64: toolcrib.discovery.v1.DiscoveryService.Rollback:input_type -> toolcrib.discovery.v1.RollbackRequest
+	25, // 65: toolcrib.discovery.v1.DiscoveryService.ClosePointer:input_type -> toolcrib.discovery.v1.ClosePointerRequest
+	27, // 66: toolcrib.discovery.v1.DiscoveryService.BindGeneration:input_type -> toolcrib.discovery.v1.BindGenerationRequest
+	34, // 67: toolcrib.discovery.v1.DiscoveryService.SetStaticToolList:input_type -> toolcrib.discovery.v1.SetStaticToolListRequest
+	36, // 68: toolcrib.discovery.v1.DiscoveryService.GetStaticToolList:input_type -> toolcrib.discovery.v1.GetStaticToolListRequest
+	41, // 69: toolcrib.discovery.v1.DiscoveryService.GetRunComparison:input_type -> toolcrib.discovery.v1.GetRunComparisonRequest
+	44, // 70: toolcrib.discovery.v1.DiscoveryService.ReportIncident:input_type -> toolcrib.discovery.v1.ReportIncidentRequest
+	47, // 71: toolcrib.discovery.v1.DiscoveryService.ListGuardActions:input_type -> toolcrib.discovery.v1.ListGuardActionsRequest
+	49, // 72: toolcrib.discovery.v1.DiscoveryService.ResumeGuard:input_type -> toolcrib.discovery.v1.ResumeGuardRequest
+	29, // 73: toolcrib.discovery.v1.DiscoveryService.Watch:input_type -> toolcrib.discovery.v1.WatchRequest
+	12, // 74: toolcrib.discovery.v1.DiscoveryService.TriggerScan:output_type -> toolcrib.discovery.v1.TriggerScanResponse
+	14, // 75: toolcrib.discovery.v1.DiscoveryService.GetRun:output_type -> toolcrib.discovery.v1.GetRunResponse
+	16, // 76: toolcrib.discovery.v1.DiscoveryService.ListRuns:output_type -> toolcrib.discovery.v1.ListRunsResponse
+	18, // 77: toolcrib.discovery.v1.DiscoveryService.GetActiveSnapshot:output_type -> toolcrib.discovery.v1.GetActiveSnapshotResponse
+	20, // 78: toolcrib.discovery.v1.DiscoveryService.GetSnapshot:output_type -> toolcrib.discovery.v1.GetSnapshotResponse
+	22, // 79: toolcrib.discovery.v1.DiscoveryService.ListGenerations:output_type -> toolcrib.discovery.v1.ListGenerationsResponse
+	24, // 80: toolcrib.discovery.v1.DiscoveryService.Rollback:output_type -> toolcrib.discovery.v1.RollbackResponse
+	26, // 81: toolcrib.discovery.v1.DiscoveryService.ClosePointer:output_type -> toolcrib.discovery.v1.ClosePointerResponse
+	28, // 82: toolcrib.discovery.v1.DiscoveryService.BindGeneration:output_type -> toolcrib.discovery.v1.BindGenerationResponse
+	35, // 83: toolcrib.discovery.v1.DiscoveryService.SetStaticToolList:output_type -> toolcrib.discovery.v1.SetStaticToolListResponse
+	37, // 84: toolcrib.discovery.v1.DiscoveryService.GetStaticToolList:output_type -> toolcrib.discovery.v1.GetStaticToolListResponse
+	42, // 85: toolcrib.discovery.v1.DiscoveryService.GetRunComparison:output_type -> toolcrib.discovery.v1.GetRunComparisonResponse
+	45, // 86: toolcrib.discovery.v1.DiscoveryService.ReportIncident:output_type -> toolcrib.discovery.v1.ReportIncidentResponse
+	48, // 87: toolcrib.discovery.v1.DiscoveryService.ListGuardActions:output_type -> toolcrib.discovery.v1.ListGuardActionsResponse
+	50, // 88: toolcrib.discovery.v1.DiscoveryService.ResumeGuard:output_type -> toolcrib.discovery.v1.ResumeGuardResponse
+	31, // 89: toolcrib.discovery.v1.DiscoveryService.Watch:output_type -> toolcrib.discovery.v1.WatchResponse
+	74, // [74:90] is the sub-list for method output_type
+	58, // [58:74] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_toolcrib_discovery_v1_discovery_proto_init() }
@@ -4730,7 +4875,7 @@ func file_toolcrib_discovery_v1_discovery_proto_init() {
 	if File_toolcrib_discovery_v1_discovery_proto != nil {
 		return
 	}
-	file_toolcrib_discovery_v1_discovery_proto_msgTypes[24].OneofWrappers = []any{
+	file_toolcrib_discovery_v1_discovery_proto_msgTypes[26].OneofWrappers = []any{
 		(*WatchResponse_Change)(nil),
 		(*WatchResponse_Heartbeat)(nil),
 	}
@@ -4740,7 +4885,7 @@ func file_toolcrib_discovery_v1_discovery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolcrib_discovery_v1_discovery_proto_rawDesc), len(file_toolcrib_discovery_v1_discovery_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   44,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

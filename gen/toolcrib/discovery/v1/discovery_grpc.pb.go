@@ -11,7 +11,8 @@
 // Authentication: every RPC takes a bearer token in the `authorization`
 // request metadata. TriggerScan, Rollback and BindGeneration need a
 // platform-admin or service principal; SetStaticToolList a platform admin
-// or the server's owner; reads need any verified principal, and show a
+// or the server's owner; ClosePointer a platform admin, a service or the
+// server's owner; reads need any verified principal, and show a
 // tenant principal only its own tenant's data.
 
 package discoveryv1
@@ -36,6 +37,7 @@ const (
 	DiscoveryService_GetSnapshot_FullMethodName       = "/toolcrib.discovery.v1.DiscoveryService/GetSnapshot"
 	DiscoveryService_ListGenerations_FullMethodName   = "/toolcrib.discovery.v1.DiscoveryService/ListGenerations"
 	DiscoveryService_Rollback_FullMethodName          = "/toolcrib.discovery.v1.DiscoveryService/Rollback"
+	DiscoveryService_ClosePointer_FullMethodName      = "/toolcrib.discovery.v1.DiscoveryService/ClosePointer"
 	DiscoveryService_BindGeneration_FullMethodName    = "/toolcrib.discovery.v1.DiscoveryService/BindGeneration"
 	DiscoveryService_SetStaticToolList_FullMethodName = "/toolcrib.discovery.v1.DiscoveryService/SetStaticToolList"
 	DiscoveryService_GetStaticToolList_FullMethodName = "/toolcrib.discovery.v1.DiscoveryService/GetStaticToolList"
@@ -79,6 +81,19 @@ type DiscoveryServiceClient interface {
 	// SERVER_CLOSED. ABORTED when the pointer is no longer at
 	// `expected_generation`.
 	Rollback(ctx context.Context, in *RollbackRequest, opts ...grpc.CallOption) (*RollbackResponse, error)
+	// ClosePointer closes the active pointer of a (server, audience class)
+	// by compare-and-swap from `expected_generation`: a CLOSE move, by the
+	// same path as a Rollback that finds no fresh generation (the current
+	// generation is retired; receipt and change-log entry, with the reason,
+	// in one transaction), so admission answers SERVER_CLOSED and the lease
+	// service freezes issuance for the server. It needs a platform admin, a
+	// service, or the server's owner for its own tenant's class; another
+	// tenant's class is NOT_FOUND as if it did not exist; a non-owner is
+	// PERMISSION_DENIED. ABORTED `POINTER_MOVED` when the pointer is no
+	// longer at `expected_generation`; FAILED_PRECONDITION `POINTER_CLOSED`
+	// when it is already closed. A new generation committed by a later scan
+	// makes it ACTIVE again.
+	ClosePointer(ctx context.Context, in *ClosePointerRequest, opts ...grpc.CallOption) (*ClosePointerResponse, error)
 	// BindGeneration records that a live run (an agent plan) uses a generation
 	// until a time; a bound generation is never deleted before then (I11).
 	// Admission and lease call it.
@@ -229,6 +244,16 @@ func (c *discoveryServiceClient) Rollback(ctx context.Context, in *RollbackReque
 	return out, nil
 }
 
+func (c *discoveryServiceClient) ClosePointer(ctx context.Context, in *ClosePointerRequest, opts ...grpc.CallOption) (*ClosePointerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClosePointerResponse)
+	err := c.cc.Invoke(ctx, DiscoveryService_ClosePointer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *discoveryServiceClient) BindGeneration(ctx context.Context, in *BindGenerationRequest, opts ...grpc.CallOption) (*BindGenerationResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(BindGenerationResponse)
@@ -351,6 +376,19 @@ type DiscoveryServiceServer interface {
 	// SERVER_CLOSED. ABORTED when the pointer is no longer at
 	// `expected_generation`.
 	Rollback(context.Context, *RollbackRequest) (*RollbackResponse, error)
+	// ClosePointer closes the active pointer of a (server, audience class)
+	// by compare-and-swap from `expected_generation`: a CLOSE move, by the
+	// same path as a Rollback that finds no fresh generation (the current
+	// generation is retired; receipt and change-log entry, with the reason,
+	// in one transaction), so admission answers SERVER_CLOSED and the lease
+	// service freezes issuance for the server. It needs a platform admin, a
+	// service, or the server's owner for its own tenant's class; another
+	// tenant's class is NOT_FOUND as if it did not exist; a non-owner is
+	// PERMISSION_DENIED. ABORTED `POINTER_MOVED` when the pointer is no
+	// longer at `expected_generation`; FAILED_PRECONDITION `POINTER_CLOSED`
+	// when it is already closed. A new generation committed by a later scan
+	// makes it ACTIVE again.
+	ClosePointer(context.Context, *ClosePointerRequest) (*ClosePointerResponse, error)
 	// BindGeneration records that a live run (an agent plan) uses a generation
 	// until a time; a bound generation is never deleted before then (I11).
 	// Admission and lease call it.
@@ -451,6 +489,9 @@ func (UnimplementedDiscoveryServiceServer) ListGenerations(context.Context, *Lis
 }
 func (UnimplementedDiscoveryServiceServer) Rollback(context.Context, *RollbackRequest) (*RollbackResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Rollback not implemented")
+}
+func (UnimplementedDiscoveryServiceServer) ClosePointer(context.Context, *ClosePointerRequest) (*ClosePointerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ClosePointer not implemented")
 }
 func (UnimplementedDiscoveryServiceServer) BindGeneration(context.Context, *BindGenerationRequest) (*BindGenerationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method BindGeneration not implemented")
@@ -619,6 +660,24 @@ func _DiscoveryService_Rollback_Handler(srv interface{}, ctx context.Context, de
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(DiscoveryServiceServer).Rollback(ctx, req.(*RollbackRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DiscoveryService_ClosePointer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClosePointerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DiscoveryServiceServer).ClosePointer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DiscoveryService_ClosePointer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DiscoveryServiceServer).ClosePointer(ctx, req.(*ClosePointerRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -794,6 +853,10 @@ var DiscoveryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Rollback",
 			Handler:    _DiscoveryService_Rollback_Handler,
+		},
+		{
+			MethodName: "ClosePointer",
+			Handler:    _DiscoveryService_ClosePointer_Handler,
 		},
 		{
 			MethodName: "BindGeneration",

@@ -591,3 +591,36 @@ GROUP BY tool_id ORDER BY count(*) DESC, tool_id LIMIT $7`, server, class, gener
 	}
 	return s, nil
 }
+
+// ReasonCount is the number of receipts with one decision reason.
+type ReasonCount struct {
+	Reason catalogv1.DecisionReason
+	Count  int64
+}
+
+// CountByReason counts, from Postgres only, the receipts of tool decided
+// at or after since, per reason in the enum's order (reasons without a
+// receipt are left out): every tenant's receipts when allTenants, else
+// only tenant's (an empty tenant then counts nothing). Receipts still
+// queued on a replica are not counted yet.
+func (w *Writer) CountByReason(ctx context.Context, tool, tenant string, allTenants bool, since time.Time) ([]ReasonCount, error) {
+	q := `SELECT reason, count(*) FROM receipts WHERE tool_id = $1 AND tenant_id = $2 AND decided_at >= $3
+GROUP BY reason ORDER BY reason`
+	params := []any{tool, tenant, since}
+	if allTenants {
+		q = `SELECT reason, count(*) FROM receipts WHERE tool_id = $1 AND decided_at >= $2
+GROUP BY reason ORDER BY reason`
+		params = []any{tool, since}
+	}
+	rows, err := w.pool.Query(ctx, q, params...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (ReasonCount, error) {
+		var reason int16
+		var c ReasonCount
+		err := r.Scan(&reason, &c.Count)
+		c.Reason = catalogv1.DecisionReason(reason)
+		return c, err
+	})
+}

@@ -29,6 +29,7 @@ var notices = map[string]string{
 	"rolledback": "Rolled back to the last approved version.",
 	"rescan":     "Scan queued.",
 	"pointer":    "Pointer moved back.",
+	"closed":     "Closed: admission answers SERVER_CLOSED for the server's tools in that class, and lease issuance for the server is frozen until an operator resumes it.",
 	"revoked":    "Revoked: the tenant's policy epoch moved.",
 }
 
@@ -200,6 +201,18 @@ type checkResult struct {
 	Class, Decision, Reason, Detail, Receipt string
 }
 
+// decisionCounts is the tool page's "recent decisions": admission's
+// CountDecisions with the user's token (its own tenant's receipts, every
+// tenant's for a platform admin).
+type decisionCounts struct {
+	Window     string
+	Reasons    []*admissionv1.ReasonCount
+	Total      int64
+	AllTenants bool
+	// Note says why there are no counts (admission refused or is down).
+	Note string
+}
+
 func (s *Server) tool(q *req) {
 	id, ok := s.toolID(q)
 	if !ok {
@@ -251,6 +264,16 @@ func (s *Server) showTool(q *req, id string, code int, check *checkResult) {
 		}
 		classes = append(classes, cv)
 	}
+	counts := decisionCounts{Window: "24 h"}
+	c, err := s.o.Admission.CountDecisions(q.ctx, &admissionv1.CountDecisionsRequest{ToolId: t.GetToolId(), Since: since}, q.call)
+	switch {
+	case err == nil:
+		counts.Reasons, counts.Total, counts.AllTenants = c.GetReasons(), c.GetTotal(), c.GetAllTenants()
+	case status.Code(err) == codes.PermissionDenied:
+		counts.Note = "Admission refused your token."
+	default:
+		counts.Note = "Admission did not answer."
+	}
 	history := resp.GetHistory()
 	if len(history) > 50 {
 		history = history[len(history)-50:]
@@ -258,7 +281,7 @@ func (s *Server) showTool(q *req, id string, code int, check *checkResult) {
 	history = slices.Clone(history)
 	slices.Reverse(history)
 	pg := q.page(id, "queue", map[string]any{"Tool": t, "Classes": classes, "History": history,
-		"CanManage": canManage(q, t.GetOwner()), "Check": check})
+		"CanManage": canManage(q, t.GetOwner()), "Check": check, "Counts": counts})
 	pg.Notice = notices[q.r.URL.Query().Get("done")]
 	s.render(q.w, q.r, code, "tool", pg)
 }
@@ -306,12 +329,18 @@ type serverView struct {
 	Server      *registryv1.Server
 	Runs        []*discoveryv1.Run
 	Generations []classGenerations
+	// CanClose: the user may close the server's pointers (a platform admin
+	// or the server's owner); discovery decides again on the POST.
+	CanClose bool
 }
 
 type classGenerations struct {
 	Class       string
 	Active      int64
 	Generations []*discoveryv1.Generation
+	// Pointer is the pointer's state (ACTIVE, CLOSED); unspecified when
+	// discovery did not say.
+	Pointer discoveryv1.PointerState
 }
 
 func (s *Server) servers(q *req) {
@@ -339,7 +368,7 @@ func (s *Server) servers(q *req) {
 		if !q.p.Admin && !q.p.Service && !covered[srv.GetServerId()] && !ownerTenant(srv.GetOwner(), q.p.Tenant) {
 			continue
 		}
-		sv := serverView{Server: srv}
+		sv := serverView{Server: srv, CanClose: canManage(q, srv.GetOwner())}
 		runs, err := s.o.Discovery.ListRuns(q.ctx, &discoveryv1.ListRunsRequest{ServerId: srv.GetServerId(), PageSize: 10}, q.call)
 		if err == nil {
 			sv.Runs = runs.GetRuns()
@@ -360,6 +389,10 @@ func (s *Server) servers(q *req) {
 				if g.GetActive() {
 					cg.Active = g.GetGeneration()
 				}
+			}
+			if a, err := s.o.Discovery.GetActiveSnapshot(q.ctx, &discoveryv1.GetActiveSnapshotRequest{ServerId: srv.GetServerId(),
+				AudienceClass: r.GetAudienceClass()}, q.call); err == nil {
+				cg.Pointer = a.GetPointer().GetState()
 			}
 			sv.Generations = append(sv.Generations, cg)
 		}
@@ -415,6 +448,29 @@ func (s *Server) rollbackServer(q *req) {
 		return
 	}
 	http.Redirect(q.w, q.r, "/servers?done=pointer", http.StatusSeeOther)
+}
+
+// closeServer closes the pointer of one (server, class) with the user's
+// token: discovery decides whether the user may (a platform admin or the
+// server's owner) and refuses a stale expected generation.
+func (s *Server) closeServer(q *req) {
+	id, ok := s.serverID(q)
+	if !ok {
+		return
+	}
+	gen, err := strconv.ParseInt(q.r.PostForm.Get("expected_generation"), 10, 64)
+	class := q.r.PostForm.Get("class")
+	reason := bounded(q.r.PostForm.Get("reason"), 200)
+	if err != nil || gen < 1 || !ids.ValidClass(class) || reason == "" {
+		s.fail(q.w, q.r, http.StatusBadRequest, ReasonBadForm, "Closing needs the audience class, the expected generation and a reason.")
+		return
+	}
+	if _, err := s.o.Discovery.ClosePointer(q.ctx, &discoveryv1.ClosePointerRequest{ServerId: id, AudienceClass: class,
+		ExpectedGeneration: gen, Reason: reason}, q.call); err != nil {
+		s.refuse(q, err)
+		return
+	}
+	http.Redirect(q.w, q.r, "/servers?done=closed", http.StatusSeeOther)
 }
 
 func (s *Server) tenant(q *req) {

@@ -64,7 +64,7 @@ var funcs = template.FuncMap{
 func enumName(v fmt.Stringer) string {
 	s := v.String()
 	for _, p := range []string{"REVIEW_STATE_", "DISCOVERY_STATE_", "EFFECT_CLASS_", "AUTHORIZATION_", "CONFIRMATION_",
-		"STAGE_", "DECISION_", "REASON_", "RUN_REASON_", "GUARD_RULE_", "POINTER_STATE_", "TRUST_LEVEL_", "REVISION_SOURCE_", "POINTER_MOVE_", "FAULT_"} {
+		"STAGE_", "DECISION_REASON_", "DECISION_", "REASON_", "RUN_REASON_", "GUARD_RULE_", "POINTER_STATE_", "TRUST_LEVEL_", "REVISION_SOURCE_", "POINTER_MOVE_", "FAULT_"} {
 		if strings.HasPrefix(s, p) {
 			return strings.TrimPrefix(s, p)
 		}

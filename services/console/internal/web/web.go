@@ -138,6 +138,7 @@ func New(o Options) (*Server, error) {
 	s.mux.HandleFunc("GET /servers", s.user(s.servers))
 	s.mux.HandleFunc("POST /servers/{id}/rescan", s.user(s.rescan))
 	s.mux.HandleFunc("POST /servers/{id}/rollback", s.user(s.rollbackServer))
+	s.mux.HandleFunc("POST /servers/{id}/close", s.user(s.closeServer))
 	s.mux.HandleFunc("GET /tenant", s.user(s.tenant))
 	s.mux.HandleFunc("POST /tenant/revoke", s.user(s.revoke))
 	return s, nil

@@ -37,9 +37,37 @@ func (s *Store) Rollback(ctx context.Context, serverID, audienceClass string, ex
 	return out, nil
 }
 
+// Close closes the pointer by CAS from expected (a CLOSE move: admission
+// answers SERVER_CLOSED, the lease service freezes issuance for the
+// server), by the same path as a [Store.Rollback] that finds no fresh
+// generation: the current generation is retired, and receipt and
+// change-log entry (with reason) are written in the same transaction.
+//
+// Errors: [ErrNotFound] (no pointer), [ErrCASConflict] (the pointer is not
+// at expected), [ErrClosed] (the pointer is already closed).
+func (s *Store) Close(ctx context.Context, serverID, audienceClass string, expected int64, reason string) (*Committed, error) {
+	var out *Committed
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		out, err = s.moveBackTx(ctx, tx, serverID, audienceClass, expected, 0, true, reason)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.moved(out)
+	return out, nil
+}
+
 // rollbackTx is [Store.Rollback] in tx; the caller calls s.moved after the
 // commit.
 func (s *Store) rollbackTx(ctx context.Context, tx pgx.Tx, serverID, audienceClass string, expected, to int64, reason string) (*Committed, error) {
+	return s.moveBackTx(ctx, tx, serverID, audienceClass, expected, to, false, reason)
+}
+
+// moveBackTx is a rollback (closeOnly false) or a close (closeOnly true:
+// no target is looked for, the pointer is CLOSED) in tx.
+func (s *Store) moveBackTx(ctx context.Context, tx pgx.Tx, serverID, audienceClass string, expected, to int64, closeOnly bool, reason string) (*Committed, error) {
 	var out *Committed
 	err := func() error {
 		var now time.Time
@@ -77,7 +105,11 @@ WHERE g.server_id = $1 AND g.audience_class = $2 AND g.generation < $3`
 			q += ` AND g.fresh_until > $4 ORDER BY g.generation DESC LIMIT 1`
 			args = append(args, now)
 		}
-		err = tx.QueryRow(ctx, q, args...).Scan(&target, &fresh, &snapState, &srcRev, &root, &digest, &epoch)
+		if closeOnly {
+			err = pgx.ErrNoRows // nothing to move back to: close
+		} else {
+			err = tx.QueryRow(ctx, q, args...).Scan(&target, &fresh, &snapState, &srcRev, &root, &digest, &epoch)
+		}
 		switch {
 		case errors.Is(err, pgx.ErrNoRows) && to > 0:
 			return &NotFoundError{Kind: KindGeneration, ID: GenerationID(serverID, audienceClass, to)}

@@ -58,6 +58,24 @@ class CheckResponse(_message.Message):
     valid_until: _timestamp_pb2.Timestamp
     def __init__(self, decision: _Optional[_Union[Decision, str]] = ..., reason: _Optional[_Union[_catalog_pb2.DecisionReason, str]] = ..., detail: _Optional[str] = ..., receipt: _Optional[_Union[Receipt, _Mapping]] = ..., valid_until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., current_generation: _Optional[int] = ..., current_descriptor_digest: _Optional[str] = ..., current_policy_epoch: _Optional[int] = ..., signed_receipt: _Optional[str] = ...) -> None: ...
 
+class CountDecisionsRequest(_message.Message):
+    __slots__ = ["since", "tool_id"]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_ID_FIELD_NUMBER: _ClassVar[int]
+    since: _timestamp_pb2.Timestamp
+    tool_id: str
+    def __init__(self, tool_id: _Optional[str] = ..., since: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class CountDecisionsResponse(_message.Message):
+    __slots__ = ["all_tenants", "reasons", "total"]
+    ALL_TENANTS_FIELD_NUMBER: _ClassVar[int]
+    REASONS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    all_tenants: bool
+    reasons: _containers.RepeatedCompositeFieldContainer[ReasonCount]
+    total: int
+    def __init__(self, reasons: _Optional[_Iterable[_Union[ReasonCount, _Mapping]]] = ..., total: _Optional[int] = ..., all_tenants: bool = ...) -> None: ...
+
 class GetReceiptRequest(_message.Message):
     __slots__ = ["receipt_id"]
     RECEIPT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -123,6 +141,14 @@ class ModelTool(_message.Message):
     input_schema: bytes
     name: str
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., input_schema: _Optional[bytes] = ...) -> None: ...
+
+class ReasonCount(_message.Message):
+    __slots__ = ["count", "reason"]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    reason: _catalog_pb2.DecisionReason
+    def __init__(self, reason: _Optional[_Union[_catalog_pb2.DecisionReason, str]] = ..., count: _Optional[int] = ...) -> None: ...
 
 class Receipt(_message.Message):
     __slots__ = ["admitting_grant", "argument_digest", "audience_class", "confirmed_at", "confirmer", "decided_at", "decision", "descriptor_digest", "effect_class", "generation", "mode", "policy_epoch", "reason", "receipt_id", "replica", "run_id", "server_id", "shown_digest", "subject", "tenant_id", "tool_id"]

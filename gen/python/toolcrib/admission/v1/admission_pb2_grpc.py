@@ -35,6 +35,11 @@ class AdmissionServiceStub(object):
                 request_serializer=toolcrib_dot_admission_dot_v1_dot_admission__pb2.SummarizeDecisionsRequest.SerializeToString,
                 response_deserializer=toolcrib_dot_admission_dot_v1_dot_admission__pb2.SummarizeDecisionsResponse.FromString,
                 )
+        self.CountDecisions = channel.unary_unary(
+                '/toolcrib.admission.v1.AdmissionService/CountDecisions',
+                request_serializer=toolcrib_dot_admission_dot_v1_dot_admission__pb2.CountDecisionsRequest.SerializeToString,
+                response_deserializer=toolcrib_dot_admission_dot_v1_dot_admission__pb2.CountDecisionsResponse.FromString,
+                )
         self.GetSigningKeys = channel.unary_unary(
                 '/toolcrib.admission.v1.AdmissionService/GetSigningKeys',
                 request_serializer=toolcrib_dot_admission_dot_v1_dot_admission__pb2.GetSigningKeysRequest.SerializeToString,
@@ -171,6 +176,21 @@ class AdmissionServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CountDecisions(self, request, context):
+        """CountDecisions counts the stored receipts of one tool decided at or
+        after `since`, per decision reason (the console's "recent decisions").
+        It is scoped to the caller: a platform admin or a service counts every
+        tenant's receipts; anyone else only its own tenant's, so another
+        tenant's calls of the same tool id are never counted nor confirmed.
+        The window is bounded: `since` may be at most 7 days back and not in
+        the future. Like SummarizeDecisions it reads Postgres, so receipts still
+        queued on a replica (at most one `--receipt-interval`) are not counted
+        yet. Bad input is INVALID_ARGUMENT with field violations.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetSigningKeys(self, request, context):
         """GetSigningKeys returns the public keys ALLOW receipts are signed with
         (CheckResponse.signed_receipt), as a JWKS: the current key and retired
@@ -203,6 +223,11 @@ def add_AdmissionServiceServicer_to_server(servicer, server):
                     servicer.SummarizeDecisions,
                     request_deserializer=toolcrib_dot_admission_dot_v1_dot_admission__pb2.SummarizeDecisionsRequest.FromString,
                     response_serializer=toolcrib_dot_admission_dot_v1_dot_admission__pb2.SummarizeDecisionsResponse.SerializeToString,
+            ),
+            'CountDecisions': grpc.unary_unary_rpc_method_handler(
+                    servicer.CountDecisions,
+                    request_deserializer=toolcrib_dot_admission_dot_v1_dot_admission__pb2.CountDecisionsRequest.FromString,
+                    response_serializer=toolcrib_dot_admission_dot_v1_dot_admission__pb2.CountDecisionsResponse.SerializeToString,
             ),
             'GetSigningKeys': grpc.unary_unary_rpc_method_handler(
                     servicer.GetSigningKeys,
@@ -285,6 +310,23 @@ class AdmissionService(object):
         return grpc.experimental.unary_unary(request, target, '/toolcrib.admission.v1.AdmissionService/SummarizeDecisions',
             toolcrib_dot_admission_dot_v1_dot_admission__pb2.SummarizeDecisionsRequest.SerializeToString,
             toolcrib_dot_admission_dot_v1_dot_admission__pb2.SummarizeDecisionsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CountDecisions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolcrib.admission.v1.AdmissionService/CountDecisions',
+            toolcrib_dot_admission_dot_v1_dot_admission__pb2.CountDecisionsRequest.SerializeToString,
+            toolcrib_dot_admission_dot_v1_dot_admission__pb2.CountDecisionsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

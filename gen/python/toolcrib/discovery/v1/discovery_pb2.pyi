@@ -101,6 +101,26 @@ class BindGenerationResponse(_message.Message):
     bound_until: _timestamp_pb2.Timestamp
     def __init__(self, bound_until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
+class ClosePointerRequest(_message.Message):
+    __slots__ = ["audience_class", "expected_generation", "reason", "server_id"]
+    AUDIENCE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    audience_class: str
+    expected_generation: int
+    reason: str
+    server_id: str
+    def __init__(self, server_id: _Optional[str] = ..., audience_class: _Optional[str] = ..., expected_generation: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ClosePointerResponse(_message.Message):
+    __slots__ = ["pointer", "receipt"]
+    POINTER_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_FIELD_NUMBER: _ClassVar[int]
+    pointer: ActivePointer
+    receipt: _catalog_pb2.CatalogReceipt
+    def __init__(self, pointer: _Optional[_Union[ActivePointer, _Mapping]] = ..., receipt: _Optional[_Union[_catalog_pb2.CatalogReceipt, _Mapping]] = ...) -> None: ...
+
 class Generation(_message.Message):
     __slots__ = ["active", "bound_until", "committed_at", "expires_at", "generation", "page_root", "run_id", "source_revision", "state", "tool_count"]
     ACTIVE_FIELD_NUMBER: _ClassVar[int]

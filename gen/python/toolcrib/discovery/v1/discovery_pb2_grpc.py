@@ -51,6 +51,11 @@ class DiscoveryServiceStub(object):
                 request_serializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.RollbackRequest.SerializeToString,
                 response_deserializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.RollbackResponse.FromString,
                 )
+        self.ClosePointer = channel.unary_unary(
+                '/toolcrib.discovery.v1.DiscoveryService/ClosePointer',
+                request_serializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.ClosePointerRequest.SerializeToString,
+                response_deserializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.ClosePointerResponse.FromString,
+                )
         self.BindGeneration = channel.unary_unary(
                 '/toolcrib.discovery.v1.DiscoveryService/BindGeneration',
                 request_serializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.BindGenerationRequest.SerializeToString,
@@ -154,6 +159,24 @@ class DiscoveryServiceServicer(object):
         (I10). When none is fresh the pointer is closed and admission answers
         SERVER_CLOSED. ABORTED when the pointer is no longer at
         `expected_generation`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ClosePointer(self, request, context):
+        """ClosePointer closes the active pointer of a (server, audience class)
+        by compare-and-swap from `expected_generation`: a CLOSE move, by the
+        same path as a Rollback that finds no fresh generation (the current
+        generation is retired; receipt and change-log entry, with the reason,
+        in one transaction), so admission answers SERVER_CLOSED and the lease
+        service freezes issuance for the server. It needs a platform admin, a
+        service, or the server's owner for its own tenant's class; another
+        tenant's class is NOT_FOUND as if it did not exist; a non-owner is
+        PERMISSION_DENIED. ABORTED `POINTER_MOVED` when the pointer is no
+        longer at `expected_generation`; FAILED_PRECONDITION `POINTER_CLOSED`
+        when it is already closed. A new generation committed by a later scan
+        makes it ACTIVE again.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -306,6 +329,11 @@ def add_DiscoveryServiceServicer_to_server(servicer, server):
                     servicer.Rollback,
                     request_deserializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.RollbackRequest.FromString,
                     response_serializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.RollbackResponse.SerializeToString,
+            ),
+            'ClosePointer': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClosePointer,
+                    request_deserializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.ClosePointerRequest.FromString,
+                    response_serializer=toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.ClosePointerResponse.SerializeToString,
             ),
             'BindGeneration': grpc.unary_unary_rpc_method_handler(
                     servicer.BindGeneration,
@@ -475,6 +503,23 @@ class DiscoveryService(object):
         return grpc.experimental.unary_unary(request, target, '/toolcrib.discovery.v1.DiscoveryService/Rollback',
             toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.RollbackRequest.SerializeToString,
             toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.RollbackResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ClosePointer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolcrib.discovery.v1.DiscoveryService/ClosePointer',
+            toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.ClosePointerRequest.SerializeToString,
+            toolcrib_dot_discovery_dot_v1_dot_discovery__pb2.ClosePointerResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
