@@ -454,7 +454,7 @@ func rollbackCommand(e *env) *cobra.Command {
 				fmt.Fprintf(w, "pointer:\t%s/%s now %s at generation %d (was %d)\n", p.GetServerId(), p.GetAudienceClass(),
 					short(p.GetState()), p.GetGeneration(), r.GetPreviousGeneration())
 				fmt.Fprintf(w, "receipt:\t%s %s at %s\n", short(r.GetMove()), r.GetReceiptId(), when(r.GetAcceptedAt()))
-				fmt.Fprintf(w, "note:\tlease issuance is not frozen by discovery; freeze it with the lease service\n")
+				fmt.Fprintf(w, "note:\tthe lease service freezes issuance for this server on the move; resume it with toolcrib lease freeze --resume once the server is trusted again\n")
 			})
 		},
 	}, func(fs *pflag.FlagSet) {
