@@ -29,6 +29,7 @@ import (
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
+	"github.com/toolcrib/toolcrib/platform/condition"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/services/console"
 	"github.com/toolcrib/toolcrib/services/discovery"
@@ -134,6 +135,10 @@ func startWorld(t *testing.T, ctx context.Context) *world {
 		Name: classA, TenantId: tenantA, Servers: []*registryv1.AudienceServer{{ServerId: serverID}}}}))
 	must(reg.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: tenantA, Group: "readers",
 		Scopes: []string{"inventory:read"}, AudienceClasses: []string{classA}}))
+	// A conditional grant: the tenant page shows its condition (as text,
+	// escaped: it has quotes and an ampersand pair).
+	must(reg.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: tenantA, Group: "auditors",
+		Scopes: []string{"inventory:read"}, AudienceClasses: []string{classA}, Condition: condition.RunExample + ` && request.mode == "AUTONOMOUS"`}))
 	scan := func(minGen int64) {
 		t.Helper()
 		must(st.Discovery.TriggerScan(ctx, &discoveryv1.TriggerScanRequest{ServerId: serverID, AudienceClass: classA}))
@@ -589,7 +594,8 @@ func TestConsoleReviewInChromium(t *testing.T) {
 	}
 	b.check("servers")
 	b.open("/tenant")
-	if s := b.text("main"); !strings.Contains(s, "group readers") || !strings.Contains(s, "inventory:read") {
+	if s := b.text("main"); !strings.Contains(s, "group readers") || !strings.Contains(s, "inventory:read") ||
+		!strings.Contains(s, "group auditors") || !strings.Contains(s, condition.RunExample+` && request.mode == "AUTONOMOUS"`) {
 		t.Errorf("tenant page: %q", s)
 	}
 	b.check("tenant")
