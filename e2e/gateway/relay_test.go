@@ -247,20 +247,24 @@ func TestGatewayRelaysToSession(t *testing.T) {
 	if err := <-errc; err == nil {
 		t.Fatal("the cancelled call returned no error")
 	}
-	for deadline := time.Now().Add(10 * time.Second); len(callsOf(w, "ping")) == before; time.Sleep(10 * time.Millisecond) {
+	// MCP's cancellation is a best-effort notification on both hops
+	// (client → gateway, gateway → upstream), each sent off the caller's
+	// path with a 5 s bound in the go-sdk; CI under -race saw one run need
+	// more than 10 s, so the wait is 30 s (a passing run is not slower).
+	for deadline := time.Now().Add(30 * time.Second); len(callsOf(w, "ping")) == before; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the upstream's call did not end")
+			t.Fatalf("the upstream's call did not end within 30 s of the client's cancel at %s", cancelledAt.Format(time.RFC3339Nano))
 		}
 	}
-	// The upstream's question ends at once (the gateway answers it with
-	// an error as the call ends, or its own call is cancelled first),
-	// long before the blocked client would answer.
+	// The upstream's question ended without the client's answer (the
+	// gateway answers it with an error as the call ends, or its own call is
+	// cancelled first); the blocked client never answers.
 	if got := lastPing(t, w); got["elicit"] != "cancelled" && got["elicit"] != "error" {
 		t.Fatalf("the upstream's question after the client cancelled: %v", got)
 	}
-	if took := time.Since(cancelledAt); took > 5*time.Second {
-		t.Fatalf("the upstream's call ended %v after the client cancelled", took)
-	}
+	// (No bound on how soon: the blocked client never answers, so the call
+	// ending at all is the cancellation reaching the upstream; a time bound
+	// here would be a timed test.)
 }
 
 // TestGatewayRelaysResourceUpdates: a 2025-11-25 client subscribes to an
