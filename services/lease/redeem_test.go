@@ -1,6 +1,7 @@
 package lease_test
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -183,4 +184,27 @@ func equalStrings(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// TestRedeemRefusesAMegabyteOfClaims: a megabyte lease id or subject is
+// INVALID_ARGUMENT naming the field, its value never echoed, and nothing is
+// consumed (the real lease still redeems once).
+func TestRedeemRefusesAMegabyteOfClaims(t *testing.T) {
+	s := newSuite(t, 1)
+	resp := s.issue(t, newHolder(t))
+	big := strings.Repeat("x", 1<<20)
+	for field, edit := range map[string]func(c *leasev1.LeaseClaims){
+		"claims.lease_id": func(c *leasev1.LeaseClaims) { c.LeaseId = big },
+		"claims.subject":  func(c *leasev1.LeaseClaims) { c.Subject = big },
+	} {
+		c := proto.Clone(resp.GetClaims()).(*leasev1.LeaseClaims)
+		edit(c)
+		_, err := s.executor(t, 0).Redeem(ctxT(t), &leasev1.RedeemRequest{Claims: c})
+		if got := fieldViolations(err); !slices.Contains(got, field) || len(err.Error()) > 4096 {
+			t.Fatalf("a megabyte %s: violations %v, error of %d bytes", field, got, len(err.Error()))
+		}
+	}
+	if got := redeem(t, s.executor(t, 0), resp.GetClaims()); got != "OK valid" {
+		t.Fatalf("the real lease after the refusals = %s", got)
+	}
 }
