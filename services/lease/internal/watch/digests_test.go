@@ -59,3 +59,31 @@ func TestDigestSetsAreABoundedLRU(t *testing.T) {
 		t.Fatalf("reads: hot %d (want 1), first %d (want 2: dropped past the bound)", disc.reads["hot"], disc.reads["first"])
 	}
 }
+
+// TestANewerGenerationIsReadNotAssumedStale: a binding to a generation
+// newer than the followed pointer (admission's stream delivered it first)
+// reads the pointer from discovery for that verdict instead of calling it
+// stale, and does not keep the read (the stream stays the only writer); a
+// binding at or below the followed generation, or to a closed pointer, is
+// answered without a read.
+func TestANewerGenerationIsReadNotAssumedStale(t *testing.T) {
+	disc := &activeSnapshots{reads: map[string]int{}}
+	v := New(Options{Discovery: disc})
+	ctx := context.Background()
+	k := pair{"inventory", "acme.readers"}
+	v.pointers[k] = pointer{generation: 0}
+	p, err := v.pointerFor(ctx, k, 1)
+	if err != nil || p.generation != 1 || disc.reads["inventory"] != 1 {
+		t.Fatalf("generation 1 over a followed 0: %+v %v, %d reads", p, err, disc.reads["inventory"])
+	}
+	if v.pointers[k].generation != 0 {
+		t.Fatalf("the read was kept: %+v", v.pointers[k])
+	}
+	if p, err := v.pointerFor(ctx, k, 0); err != nil || p.generation != 0 || disc.reads["inventory"] != 1 {
+		t.Fatalf("the followed generation: %+v %v, %d reads", p, err, disc.reads["inventory"])
+	}
+	v.pointers[k] = pointer{generation: 0, closed: true}
+	if p, err := v.pointerFor(ctx, k, 1); err != nil || !p.closed || disc.reads["inventory"] != 1 {
+		t.Fatalf("a closed pointer: %+v %v, %d reads", p, err, disc.reads["inventory"])
+	}
+}

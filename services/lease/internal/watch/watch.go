@@ -278,7 +278,7 @@ func (v *View) Check(ctx context.Context, b admissionview.Binding) (admissionvie
 		return admissionview.PolicyChanged, nil
 	}
 	k := pair{b.Server, b.AudienceClass}
-	p, err := v.pointerOf(ctx, k)
+	p, err := v.pointerFor(ctx, k, b.Generation)
 	if err != nil {
 		return 0, err
 	}
@@ -317,6 +317,29 @@ func (v *View) epochOf(ctx context.Context, tenant string) (int64, error) {
 	return v.epochs[tenant], nil
 }
 
+// pointerFor returns the followed pointer of k, or, when generation is
+// newer than it (admission decided on a generation this follower's stream
+// has not delivered yet: the two services follow discovery on their own
+// streams), the pointer read once from discovery for this verdict. The
+// read is not kept, so a rollback the stream delivers meanwhile is never
+// overwritten by it.
+func (v *View) pointerFor(ctx context.Context, k pair, generation int64) (pointer, error) {
+	p, err := v.pointerOf(ctx, k)
+	if err != nil || generation <= p.generation || p.closed {
+		return p, err
+	}
+	return v.readPointer(ctx, k)
+}
+
+func (v *View) readPointer(ctx context.Context, k pair) (pointer, error) {
+	resp, err := v.o.Discovery.GetActiveSnapshot(ctx, &discoveryv1.GetActiveSnapshotRequest{
+		ServerId: k.server, AudienceClass: k.class, ToolsPageSize: 1})
+	if err != nil {
+		return pointer{}, fmt.Errorf("%w: reading the active pointer: %w", admissionview.ErrStale, err)
+	}
+	return pointerOf(resp.GetPointer()), nil
+}
+
 func (v *View) pointerOf(ctx context.Context, k pair) (pointer, error) {
 	v.mu.RLock()
 	p, ok := v.pointers[k]
@@ -324,12 +347,10 @@ func (v *View) pointerOf(ctx context.Context, k pair) (pointer, error) {
 	if ok {
 		return p, nil
 	}
-	resp, err := v.o.Discovery.GetActiveSnapshot(ctx, &discoveryv1.GetActiveSnapshotRequest{
-		ServerId: k.server, AudienceClass: k.class, ToolsPageSize: 1})
+	p, err := v.readPointer(ctx, k)
 	if err != nil {
-		return pointer{}, fmt.Errorf("%w: reading the active pointer: %w", admissionview.ErrStale, err)
+		return pointer{}, err
 	}
-	p = pointerOf(resp.GetPointer())
 	v.mu.Lock()
 	if cur, ok := v.pointers[k]; ok { // the stream delivered it meanwhile
 		p = cur
