@@ -80,6 +80,10 @@ type Deps struct {
 	// ServerTLS is the listeners' TLS material, for a service's own extra
 	// listener (the gateway's MCP port); nil when plaintext.
 	ServerTLS *tlsconfig.Server
+	// ClientTLS is the outgoing TLS material (--tls-ca-file, the client
+	// pair), for a service's own HTTPS client to its peers (the gateway's
+	// replicas); nil when no client TLS is configured.
+	ClientTLS *tlsconfig.Client
 	// Metrics is the Prometheus registry served at /metrics (with the gRPC
 	// and Go runtime metrics); the service registers its own metrics on it.
 	Metrics *prometheus.Registry
@@ -146,7 +150,7 @@ func Run(ctx context.Context, spec Spec, c config.Common, setup func(ctx context
 	defer pool.Close()
 	checks := []rpcserver.Check{{Name: "postgres", Func: pool.Ping}}
 	d := &Deps{Pool: pool, Verifier: verifier, Logger: logger, Metrics: prometheus.NewRegistry(),
-		Transport: clientTLS.TransportCredentials(), ServerTLS: serverTLS}
+		Transport: clientTLS.TransportCredentials(), ServerTLS: serverTLS, ClientTLS: clientTLS}
 	if c.ServiceTokenFile != "" {
 		d.ServiceToken = &principal.FileToken{Path: c.ServiceTokenFile}
 	}

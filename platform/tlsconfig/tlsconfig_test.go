@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -481,5 +482,51 @@ func TestClientCARotatedAwayRefusesResumedSessions(t *testing.T) {
 	resumed, err := dial()
 	if err == nil || !strings.Contains(err.Error(), "tls:") {
 		t.Fatalf("after the client CA was rotated away: resumed=%v err=%v; want a TLS refusal", resumed, err)
+	}
+}
+
+// TestHTTPSDialVerifiesThePeerAgainstThePrivateCA: an HTTPS client whose
+// dial is Client.DialTLSContext (the gateway forwarding to the replica
+// holding a session) reaches a server with a certificate of the configured
+// CA, presenting its client certificate; a client trusting another CA is
+// refused, whatever the system roots hold.
+func TestHTTPSDialVerifiesThePeerAgainstThePrivateCA(t *testing.T) {
+	p := newPKI(t)
+	srvTLS, err := tlsconfig.NewServer(tlsconfig.Options{CertFile: p.certFile, KeyFile: p.keyFile, ClientCAFile: p.caFile}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+			http.Error(w, "no client certificate", http.StatusForbidden)
+			return
+		}
+		_, _ = io.WriteString(w, r.TLS.PeerCertificates[0].Subject.CommonName)
+	}), TLSConfig: srvTLS.Config(true, "http/1.1"), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.ServeTLS(lis, "", "") }()
+	t.Cleanup(func() { _ = srv.Close() })
+	get := func(c *tlsconfig.Client) (string, error) {
+		tr := &http.Transport{DialTLSContext: c.DialTLSContext}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("https://" + lis.Addr().String() + "/")
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return string(b), err
+	}
+	got, err := get(newClient(t, tlsconfig.Options{CAFile: p.caFile, ClientCertFile: p.clientCert, ClientKeyFile: p.clientKey}))
+	if err != nil || got != "client" {
+		t.Fatalf("peer with the private CA: %q %v", got, err)
+	}
+	other := tlstest.NewCA(t, "other CA").WriteCA(t, t.TempDir(), "other")
+	if _, err := get(newClient(t, tlsconfig.Options{CAFile: other, ClientCertFile: p.clientCert, ClientKeyFile: p.clientKey})); err == nil ||
+		!strings.Contains(err.Error(), "certificate signed by unknown authority") {
+		t.Fatalf("peer verified against another CA: %v", err)
 	}
 }

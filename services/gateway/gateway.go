@@ -140,7 +140,7 @@ func Run(ctx context.Context, cfg Config) error {
 			ResultBudget: cfg.ResultBudget, PreviewBytes: cfg.PreviewBytes, MaxArtifactBytes: cfg.MaxArtifactBytes,
 			Retention: cfg.ArtifactRetention, ArtifactQuota: artifact.Quota{Bytes: int64(cfg.ArtifactQuotaBytes), Count: int64(cfg.ArtifactQuotaCount)},
 			FindTools: cfg.FindTools, Metrics: m, Logger: d.Logger, Confirmer: confirmer,
-			PeerURL: peerURL,
+			PeerURL: peerURL, PeerTransport: peerTransport(d.ClientTLS),
 		})
 		endpoint := cfg.mcpURL(lis.Addr().String())
 		metadataURL := strings.TrimSuffix(endpoint, MCPPath) + MetadataPath
@@ -246,4 +246,20 @@ func cursorKey(path string) ([]byte, error) {
 // Migrate runs the gateway's migrations and returns (`gateway migrate`).
 func Migrate(ctx context.Context, cfg Config) error {
 	return service.Migrate(ctx, spec(), cfg.Common)
+}
+
+// peerTransport carries requests forwarded to the replica holding a
+// session: with client TLS configured it verifies the peer against
+// --tls-ca-file (a private CA, as the other toolcrib services are) and
+// presents the client pair; never through an ambient HTTP proxy (forwarded
+// requests carry the client's bearer token). nil without client TLS: the
+// gateway's default (system roots).
+func peerTransport(c *tlsconfig.Client) http.RoundTripper {
+	if c == nil {
+		return nil
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	tr.DialTLSContext = c.DialTLSContext
+	return tr
 }
