@@ -24,6 +24,7 @@ import (
 	"github.com/toolcrib/toolcrib/platform/postgres"
 	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/service"
+	"github.com/toolcrib/toolcrib/platform/tlsconfig"
 	"github.com/toolcrib/toolcrib/revision"
 	"github.com/toolcrib/toolcrib/services/gateway/internal/artifact"
 	"github.com/toolcrib/toolcrib/services/gateway/internal/bearer"
