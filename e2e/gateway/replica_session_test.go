@@ -39,6 +39,13 @@ func newRoundRobin(t *testing.T, urls ...string) (*roundRobin, string) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		i := int(rr.next.Add(1)-1) % len(rr.backends)
 		rr.served[i].Add(1)
+		// The backend's answer (an SSE stream) may start before the
+		// proxy's copy of the request body has read its end; without
+		// full duplex the HTTP/1 server closes the body then, the copy
+		// fails and the backend connection is torn down mid-stream.
+		if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+			t.Errorf("full duplex: %v", err)
+		}
 		rr.backends[i].ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)

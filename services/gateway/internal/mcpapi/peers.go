@@ -110,6 +110,17 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request) bool {
 	}
 	r = r.Clone(r.Context())
 	r.Header.Set(forwardedHeader, g.replicaID)
+	// The holder's answer (an SSE stream) may start before the proxy's
+	// copy of the request body has read its end: without full duplex the
+	// HTTP/1 server closes the body when the answer's headers go out, the
+	// copy fails and the stream to the holder is torn down ("request
+	// terminated without response" at the client, about one run in ten of
+	// TestGatewaySessionAcrossReplicas). HTTP/2 is full duplex already.
+	if r.ProtoMajor == 1 {
+		if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+			g.opts.Logger.WarnContext(r.Context(), "forwarding a session's request without full duplex", "error", err)
+		}
+	}
 	proxy.ServeHTTP(w, r)
 	return true
 }
