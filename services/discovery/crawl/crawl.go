@@ -261,6 +261,10 @@ type Session struct {
 	refused atomic.Pointer[egress.RefusedError]
 }
 
+// errScanAnswersNothing answers a server's elicitation or sampling request
+// during a scan.
+var errScanAnswersNothing = errors.New("toolcrib discovery only lists tools; it answers no elicitation or sampling request")
+
 // Open connects to the target and initializes a session. A returned fault
 // says why not; the session is then nil.
 func Open(ctx context.Context, t Target, o Options) (*Session, *Fault) {
@@ -274,8 +278,21 @@ func Open(ctx context.Context, t Target, o Options) (*Session, *Fault) {
 	}
 	client := mcp.NewClient(clientInfo, &mcp.ClientOptions{
 		Logger: o.Logger,
-		// No roots, sampling or elicitation: discovery only lists tools.
-		Capabilities: &mcp.ClientCapabilities{},
+		// Elicitation, sampling and (empty) roots are declared so that a
+		// server offering some tools only to clients able to answer them
+		// (server-everything's elicitation and sampling tools) lists
+		// those too: the gateway calls them for a client that declared
+		// the same (issue 23). Discovery only lists tools: a question or
+		// a sampling request sent during a scan is refused.
+		Capabilities: &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{},
+			Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}},
+			Sampling:    &mcp.SamplingCapabilities{}},
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return nil, errScanAnswersNothing
+		},
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return nil, errScanAnswersNothing
+		},
 		// The tap counts list_changed in wire order; the handler only makes
 		// the SDK subscribe to it under 2026-07-28 (subscriptions/listen).
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {},

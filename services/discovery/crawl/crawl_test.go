@@ -9,10 +9,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -795,5 +798,67 @@ func TestListeningSessionPingsAndHears(t *testing.T) {
 				t.Fatal("the end of the listen stream went unnoticed")
 			}
 		})
+	}
+}
+
+// TestToolsForCapableClientsAreListed: a server that lists some tools only
+// to clients declaring elicitation or sampling (as server-everything does)
+// lists them to discovery, so the gateway can offer them to a client that
+// declared the same; an elicitation or sampling request the server sends
+// during the listing is refused and the scan completes.
+func TestToolsForCapableClientsAreListed(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "capable", Version: "v1"}, nil)
+	for _, name := range []string{"plain", "ask_user", "summarize"} {
+		s.AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{}, nil
+			})
+	}
+	var asked, sampled atomic.Value
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			lr, ok := res.(*mcp.ListToolsResult)
+			if method != "tools/list" || !ok || err != nil {
+				return res, err
+			}
+			ss := req.GetSession().(*mcp.ServerSession)
+			caps := ss.InitializeParams().Capabilities
+			var kept []*mcp.Tool
+			for _, tool := range lr.Tools {
+				if tool.Name == "ask_user" && (caps == nil || caps.Elicitation == nil) ||
+					tool.Name == "summarize" && (caps == nil || caps.Sampling == nil) {
+					continue
+				}
+				kept = append(kept, tool)
+			}
+			_, eerr := ss.Elicit(ctx, &mcp.ElicitParams{Message: "who are you?", RequestedSchema: &jsonschema.Schema{Type: "object"}})
+			asked.Store(fmt.Sprint(eerr))
+			_, serr := ss.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 1, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}})
+			sampled.Store(fmt.Sprint(serr))
+			return &mcp.ListToolsResult{Tools: kept, NextCursor: lr.NextCursor}, nil
+		}
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	r := crawl.Crawl(ctx(t), crawl.Target{URL: srv.URL}, crawl.Options{ProtocolVersion: "2025-11-25"})
+	want(t, r, unversioned, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
+	var names []string
+	for _, tool := range r.Tools {
+		var d struct{ Name string }
+		if err := json.Unmarshal(tool.Raw, &d); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, d.Name)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"ask_user", "plain", "summarize"}) {
+		t.Fatalf("listed %v", names)
+	}
+	for what, v := range map[string]*atomic.Value{"elicitation": &asked, "sampling": &sampled} {
+		if got, _ := v.Load().(string); !strings.Contains(got, "answers no elicitation or sampling request") {
+			t.Fatalf("the server's %s request during the scan: %q", what, got)
+		}
 	}
 }
