@@ -156,6 +156,37 @@ func TestConformance(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	w := fronted(t, ctx)
+	host := w.St.Auth.User(t, "conformance-host", tenant, "hosts")
+	proxied := tokenProxy(t, strings.TrimSuffix(w.GatewayURL, "/mcp"), host) + "/mcp"
+
+	// TOOLCRIB_CONFORMANCE_RESULTS keeps each scenario's checks (JSON) in
+	// that folder, to read why a scenario failed.
+	results := os.Getenv("TOOLCRIB_CONFORMANCE_RESULTS")
+	if results == "" {
+		results = t.TempDir()
+	} else if err := os.MkdirAll(results, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, node, suite, "server", "--suite", "all", "--url", proxied,
+		"--expected-failures", filepath.Join(here, "expected-failures.yml"), "-o", results)
+	cmd.Dir = results // the suite writes results/ under its working directory
+	out, err := cmd.CombinedOutput()
+	summary := string(out)
+	if i := strings.Index(summary, "=== SUMMARY ==="); i >= 0 {
+		summary = summary[i:]
+	}
+	t.Logf("conformance through the gateway:\n%s", summary)
+	if err != nil {
+		t.Fatalf("the conformance suite failed (an unlisted failure or a stale expected failure): %v\n%s", err, out)
+	}
+}
+
+// fronted starts the toolcrib services and the gateway fronting the go-sdk's
+// conformance server, every tool of which is approved READ_ONLY and
+// enabled for the group hosts of tenant-c.
+func fronted(t *testing.T, ctx context.Context) *gatewayworld.World {
+	t.Helper()
 	upstream := everythingServer(t)
 	w := gatewayworld.StartServices(t)
 	reg := w.St.Registry
@@ -185,27 +216,5 @@ func TestConformance(t *testing.T) {
 	n := approveAll(t, ctx, reg)
 	t.Logf("%d tools approved and enabled", n)
 	w.StartGateway(t, w.AdmissionAddr, w.LeaseAddr, nil)
-	host := w.St.Auth.User(t, "conformance-host", tenant, "hosts")
-	proxied := tokenProxy(t, strings.TrimSuffix(w.GatewayURL, "/mcp"), host) + "/mcp"
-
-	// TOOLCRIB_CONFORMANCE_RESULTS keeps each scenario's checks (JSON) in
-	// that folder, to read why a scenario failed.
-	results := os.Getenv("TOOLCRIB_CONFORMANCE_RESULTS")
-	if results == "" {
-		results = t.TempDir()
-	} else if err := os.MkdirAll(results, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, node, suite, "server", "--suite", "all", "--url", proxied,
-		"--expected-failures", filepath.Join(here, "expected-failures.yml"), "-o", results)
-	cmd.Dir = results // the suite writes results/ under its working directory
-	out, err := cmd.CombinedOutput()
-	summary := string(out)
-	if i := strings.Index(summary, "=== SUMMARY ==="); i >= 0 {
-		summary = summary[i:]
-	}
-	t.Logf("conformance through the gateway:\n%s", summary)
-	if err != nil {
-		t.Fatalf("the conformance suite failed (an unlisted failure or a stale expected failure): %v\n%s", err, out)
-	}
+	return w
 }

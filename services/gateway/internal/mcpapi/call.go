@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -73,6 +74,7 @@ const (
 	outcomeRefused     = "refused"
 	outcomeUnavailable = "unavailable"
 	outcomeConfirm     = "confirm"
+	outcomeInput       = "input_required" // the upstream asked the client for input
 )
 
 // whatToDo is the advice given with each admission reason.
@@ -103,21 +105,32 @@ func reasonName(r catalogv1.DecisionReason) string {
 
 // call runs the pipeline for one tools/call. canAsk is false for a tool
 // the principal was shown but that is no longer visible: its answer is a
-// denial or a plain result, never an input request. It never returns a
-// JSON-RPC error: every failure is a tool result with isError.
-func (g *Gateway) call(ctx context.Context, st *state, req *mcp.CallToolRequest, canAsk bool) *mcp.CallToolResult {
+// denial or a plain result, never a confirmation request. Every failure
+// is a tool result with isError, except the JSON-RPC errors of an
+// input-required round ([round]).
+func (g *Gateway) call(ctx context.Context, st *state, req *mcp.CallToolRequest, canAsk bool) (*mcp.CallToolResult, error) {
 	start := time.Now()
-	res, outcome, reason := g.run(ctx, st, req, canAsk)
+	var rd round
+	res, outcome, reason := g.run(ctx, st, req, canAsk, &rd)
 	g.opts.Metrics.Call(outcome, reason, time.Since(start))
-	if outcome != outcomeOK && outcome != outcomeConfirm {
+	if rd.err != nil {
+		return nil, rd.err
+	}
+	if outcome != outcomeOK && outcome != outcomeConfirm && outcome != outcomeInput {
 		p := st.p
 		g.opts.Logger.InfoContext(ctx, "tool call not run", "tenant", p.Tenant, "subject", p.Subject,
 			"tool", bounded(req.Params.Name, 128), "outcome", outcome, "reason", reason)
 	}
-	return res
+	return res, nil
 }
 
-func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, canAsk bool) (*mcp.CallToolResult, string, string) {
+// round is what one tools/call carries of a multi-round call (MCP
+// 2026-07-28): err is the JSON-RPC error its answer is instead of a
+// result (a request state the gateway did not issue for this call; an
+// upstream's error passed through, [passedError]).
+type round struct{ err *jsonrpc.Error }
+
+func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, canAsk bool, rd *round) (*mcp.CallToolResult, string, string) {
 	_, tok, ok := bearer.From(req.GetExtra().TokenInfo)
 	if !ok {
 		return denial(ReasonUnavailable, "no verified bearer token reached the gateway", ""), outcomeUnavailable, ReasonUnavailable
@@ -148,7 +161,30 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 	mode := admissionv1.Mode_MODE_AUTONOMOUS
 	callOpts := []grpc.CallOption{withToken(tok)}
 	var shownDigest string
-	if req.Params.RequestState != "" || len(req.Params.InputResponses) > 0 {
+	// What goes upstream of the client's answers: its input responses and
+	// the upstream's own state, unwrapped from the gateway's.
+	var upResponses mcp.InputResponseMap
+	var upState string
+	if rs := req.Params.RequestState; isUpstreamState(rs) {
+		rec, err := g.openUpstreamState(ctx, rs, binding(st, rt, argDigest))
+		if err != nil {
+			rd.err = err.(*jsonrpc.Error)
+			return nil, outcomeRefused, reasonStateInvalid
+		}
+		upResponses, upState, shownDigest = req.Params.InputResponses, rec.State, rec.Shown
+		if shownDigest != "" {
+			// Confirmed before its first round: the same call, re-checked
+			// as confirmed with what the user was shown.
+			mode = admissionv1.Mode_MODE_USER_CONFIRMED
+			if g.opts.Confirmer != nil {
+				callOpts = []grpc.CallOption{grpc.PerRPCCredentials(principal.Beside(principal.BearerToken(tok), g.opts.Confirmer))}
+			}
+		}
+	} else if rs == "" {
+		// A first round: input responses the client sent unasked are the
+		// upstream's to judge.
+		upResponses = req.Params.InputResponses
+	} else {
 		why, detail, digest := g.confirmed(ctx, st, rt, argDigest, req.Params)
 		if why != "" {
 			return denial(why, detail, "call the tool again to be asked anew"), outcomeDenied, why
@@ -259,7 +295,8 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 	uctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
 	params := &mcp.CallToolParams{Name: desc.Name, Arguments: json.RawMessage(args),
-		Meta: mcp.Meta{lease.MetaLease: iss.GetToken(), lease.MetaProof: proof}}
+		Meta:           mcp.Meta{lease.MetaLease: iss.GetToken(), lease.MetaProof: proof},
+		InputResponses: upResponses, RequestState: upState}
 	if pt := req.Params.GetProgressToken(); pt != nil {
 		// The upstream's progress reaches the caller under the caller's own
 		// token; the upstream sees only a token of the gateway's.
@@ -279,14 +316,26 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 	if rl := g.relayOf(st, req.Session); rl != nil {
 		// A session's calls go over its own upstream session: what the
 		// upstream sends back during the call reaches this client only.
+		// A stateless (2026-07-28) upstream logs for a request only at the
+		// level its _meta names: it sends every message, and the relay
+		// passes on those at or above the level the client set
+		// (logging/setLevel; none before it sets one).
+		params.Meta[mcp.MetaKeyLogLevel] = "debug"
 		end := rl.begin(ctx, target.Identity(), rt.GetServerId(), shown.model.Name)
 		up, err = g.opts.Upstream.CallFor(uctx, target, params, rl)
 		end()
 	} else {
+		// Stateless: the upstream learns the client's capabilities from the
+		// request (those an input request can use).
+		params.Meta[mcp.MetaKeyClientCapabilities] = forwardedCapabilities(req.ClientCapabilities())
 		up, err = g.opts.Upstream.Call(uctx, target, params)
 	}
 	if errors.Is(err, directory.ErrIdentity) {
 		return identityDenial(), outcomeDenied, ReasonUpstreamIdentity
+	}
+	if jerr := passedError(err, upResponses != nil || upState != ""); jerr != nil {
+		rd.err = jerr
+		return nil, outcomeRefused, reasonUpstreamError
 	}
 	if err != nil {
 		if errors.Is(uctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
@@ -298,6 +347,21 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 				"call the tool with arguments that select less"), outcomeRefused, ReasonResultTooLarge
 		}
 		return unavailable("the tool's server", err), outcomeUnavailable, ReasonUnavailable
+	}
+	if up.NeedsInput() {
+		// The upstream asks the client for input: passed through, its state
+		// kept by the gateway and bound to this call.
+		reqs, sealed, err := g.inputPassThrough(ctx, req.Session, "server "+rt.GetServerId()+", tool "+shown.model.Name, up.InputRequests,
+			upstreamRecord{Binding: binding(st, rt, argDigest), State: up.RequestState, Shown: shownDigest})
+		if errors.Is(err, errSamplingRefused) {
+			return denial(ReasonSamplingRefused, "the tool asked for sampling (the client's model), which is not allowed through the gateway", ""), outcomeRefused, ReasonSamplingRefused
+		}
+		if err != nil {
+			rd.err = err.(*jsonrpc.Error)
+			return nil, outcomeUnavailable, ReasonUnavailable
+		}
+		return &mcp.CallToolResult{InputRequests: reqs, RequestState: sealed,
+			Meta: mcp.Meta{MetaReceipt: receipt.GetReceiptId(), MetaExecutionReceipt: iss.GetExecutionReceiptId()}}, outcomeInput, reasonInputRequired
 	}
 	res, outcome, reason := g.applyPolicy(ctx, st, rt.GetToolId(), receipt.GetReceiptId(), review, desc, up)
 	res.Meta[MetaReceipt] = receipt.GetReceiptId()

@@ -212,7 +212,12 @@ const maxRunsPerPrincipal = 64
 // [RunIDHeader] is refused 400 before it reaches MCP, and so is a JSON-RPC
 // batch (one JSON-RPC error, on every protocol version).
 func (g *Gateway) Handler() http.Handler {
-	stateful := mcp.NewStreamableHTTPHandler(g.serverFor, &mcp.StreamableHTTPOptions{Logger: g.sdkLog, SessionTimeout: g.opts.IdleTimeout})
+	// A session's POST SSE streams start with a priming event (an id, empty
+	// data, and the retry field: [withSSERetry]) from which a client whose
+	// stream broke resumes (MCP 2025-11-25, SEP-1699); the events are kept
+	// in memory (bounded) on the replica that holds the session.
+	stateful := withSSERetry(mcp.NewStreamableHTTPHandler(g.serverFor, &mcp.StreamableHTTPOptions{Logger: g.sdkLog, SessionTimeout: g.opts.IdleTimeout,
+		EventStore: mcp.NewMemoryEventStore(nil)}))
 	h := route(
 		mcp.NewStreamableHTTPHandler(g.serverFor, &mcp.StreamableHTTPOptions{Stateless: true, Logger: g.sdkLog}),
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -415,7 +420,7 @@ func (g *Gateway) answer(st *state, next mcp.MethodHandler) mcp.MethodHandler {
 					}
 				}
 				if !st.isRegistered(r.Params.Name) {
-					return g.call(ctx, st, r, false), nil
+					return g.call(ctx, st, r, false)
 				}
 			}
 		case "resources/list":

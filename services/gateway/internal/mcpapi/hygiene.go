@@ -2,10 +2,13 @@ package mcpapi
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // batchRefusal is the one answer to a POST whose body is a JSON-RPC batch
@@ -96,3 +99,55 @@ func loopbackOrigin(origin string) bool {
 	}
 	return false
 }
+
+// sseRetry is the reconnection delay the gateway asks of a client whose
+// POST SSE stream ends before its answer (MCP 2025-11-25, SEP-1699).
+const sseRetry = 2 * time.Second
+
+// primeEvent starts the priming event the SDK writes first on a POST SSE
+// stream of a session with an event store (an id and empty data; the
+// client resumes from it with Last-Event-ID).
+const primeEvent = "event: prime\n"
+
+// withSSERetry adds the retry field (sseRetry) to the priming event of a
+// session's POST SSE streams, as SEP-1699 asks: the SDK sends one only in
+// the close event of a stream a handler ends early, so a client whose
+// stream breaks for another reason would not know when to reconnect.
+// Everything else is written unchanged.
+func withSSERetry(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			h.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(&retryWriter{ResponseWriter: w}, r)
+	})
+}
+
+// retryWriter rewrites the first write of an SSE response when it is the
+// priming event.
+type retryWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (rw *retryWriter) Write(b []byte) (int, error) {
+	if rw.wrote {
+		return rw.ResponseWriter.Write(b)
+	}
+	rw.wrote = true
+	if !strings.HasPrefix(rw.Header().Get("Content-Type"), "text/event-stream") || !bytes.HasPrefix(b, []byte(primeEvent)) {
+		return rw.ResponseWriter.Write(b)
+	}
+	out := make([]byte, 0, len(b)+32)
+	out = append(out, primeEvent...)
+	out = append(out, "retry: "+strconv.FormatInt(sseRetry.Milliseconds(), 10)+"\n"...)
+	out = append(out, b[len(primeEvent):]...)
+	if _, err := rw.ResponseWriter.Write(out); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// Unwrap lets http.ResponseController reach the writer's Flush.
+func (rw *retryWriter) Unwrap() http.ResponseWriter { return rw.ResponseWriter }

@@ -120,3 +120,42 @@ func TestTypedResult(t *testing.T) {
 		}
 	}
 }
+
+// The priming event of a POST SSE stream gets the retry field; other
+// events, JSON answers and GET streams are written unchanged, and flushing
+// still reaches the connection.
+func TestSSERetryOnPrimingEvent(t *testing.T) {
+	prime := "event: prime\nid: 0_1\ndata: \n\n"
+	msg := "event: message\nid: 0_2\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n"
+	for _, c := range []struct {
+		name, method, ctype string
+		writes              []string
+		want                string
+	}{
+		{"post sse", http.MethodPost, "text/event-stream", []string{prime, msg}, "event: prime\nretry: 2000\nid: 0_1\ndata: \n\n" + msg},
+		{"post sse without priming", http.MethodPost, "text/event-stream", []string{msg}, msg},
+		{"priming not first", http.MethodPost, "text/event-stream", []string{msg, prime}, msg + prime},
+		{"post json", http.MethodPost, "application/json", []string{prime}, prime},
+		{"get stream", http.MethodGet, "text/event-stream", []string{prime}, prime},
+	} {
+		h := withSSERetry(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", c.ctype)
+			for _, s := range c.writes {
+				if n, err := w.Write([]byte(s)); err != nil || n != len(s) {
+					t.Errorf("%s: wrote %d of %d: %v", c.name, n, len(s), err)
+				}
+				if err := http.NewResponseController(w).Flush(); err != nil {
+					t.Errorf("%s: flush: %v", c.name, err)
+				}
+			}
+		}))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(c.method, "/mcp", nil))
+		if got := rec.Body.String(); got != c.want {
+			t.Errorf("%s:\n%q\nwant\n%q", c.name, got, c.want)
+		}
+		if !rec.Flushed {
+			t.Errorf("%s: not flushed", c.name)
+		}
+	}
+}

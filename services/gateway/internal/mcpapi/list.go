@@ -128,7 +128,7 @@ func (g *Gateway) register(st *state, set *visibleSet) {
 			continue
 		}
 		st.server.AddTool(t.model, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return g.call(ctx, st, req, true), nil
+			return g.call(ctx, st, req, true)
 		})
 	}
 	st.registered = maps.Clone(want)

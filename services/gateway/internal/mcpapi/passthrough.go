@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -152,11 +153,51 @@ func (g *Gateway) getPrompt(ctx context.Context, st *state, req *mcp.GetPromptRe
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unknown prompt " + quoteBounded(req.Params.Name)}
 		}
 	}
+	bind := passBinding(st, "prompt", ref.src, ref.name)
+	rs, upState, err := g.roundIn(ctx, req.Params.RequestState, req.Params.InputResponses, bind)
+	if err != nil {
+		return nil, err
+	}
 	cs, err := g.session(ctx, ref.src)
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the prompt's server did not answer"}
 	}
-	return cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: ref.name, Arguments: req.Params.Arguments})
+	params := &mcp.GetPromptParams{Name: ref.name, Arguments: req.Params.Arguments, InputResponses: rs, RequestState: upState,
+		Meta: mcp.Meta{mcp.MetaKeyClientCapabilities: forwardedCapabilities(req.ClientCapabilities())}}
+	res, err := cs.GetPrompt(ctx, params)
+	if jerr := passedError(err, rs != nil || upState != ""); jerr != nil {
+		return nil, jerr
+	}
+	if err != nil || !res.NeedsInput() {
+		return res, err
+	}
+	reqs, sealed, err := g.inputPassThrough(ctx, req.Session, "server "+ref.src.server+", prompt "+ref.name, res.InputRequests, upstreamRecord{Binding: bind, State: res.RequestState})
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.GetPromptResult{InputRequests: reqs, RequestState: sealed}, nil
+}
+
+// passBinding is what an upstream state of a prompt or resource read is
+// bound to: the principal and run, the kind, the (server, class) and the
+// upstream's name or URI.
+func passBinding(st *state, kind string, src source, name string) string {
+	return strings.Join([]string{st.key, kind, src.server, src.class, name}, "\x00")
+}
+
+// roundIn is what goes upstream of a prompts/get or resources/read that
+// answers an input-required result: the client's input responses and the
+// upstream's state unwrapped from the gateway's (none on a first round).
+// A state the gateway did not issue for this request is a JSON-RPC error.
+func (g *Gateway) roundIn(ctx context.Context, state string, responses mcp.InputResponseMap, bind string) (mcp.InputResponseMap, string, error) {
+	if state == "" {
+		return responses, "", nil
+	}
+	rec, err := g.openUpstreamState(ctx, state, bind)
+	if err != nil {
+		return nil, "", err
+	}
+	return responses, rec.State, nil
 }
 
 // upstreamResources lists the upstreams' resources for the principal and
@@ -242,13 +283,29 @@ func (g *Gateway) readUpstream(ctx context.Context, st *state, req *mcp.ReadReso
 			ref = resourceRef{src: src, uri: uri}
 		}
 	}
+	bind := passBinding(st, "resource", ref.src, ref.uri)
+	rs, upState, err := g.roundIn(ctx, req.Params.RequestState, req.Params.InputResponses, bind)
+	if err != nil {
+		return nil, err
+	}
 	cs, err := g.session(ctx, ref.src)
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the resource's server did not answer"}
 	}
-	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: ref.uri})
+	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: ref.uri, InputResponses: rs, RequestState: upState,
+		Meta: mcp.Meta{mcp.MetaKeyClientCapabilities: forwardedCapabilities(req.ClientCapabilities())}})
+	if jerr := passedError(err, rs != nil || upState != ""); jerr != nil {
+		return nil, jerr
+	}
 	if err != nil {
 		return nil, err
+	}
+	if res.NeedsInput() {
+		reqs, sealed, err := g.inputPassThrough(ctx, req.Session, "server "+ref.src.server+", resource "+ref.uri, res.InputRequests, upstreamRecord{Binding: bind, State: res.RequestState})
+		if err != nil {
+			return nil, err
+		}
+		return &mcp.ReadResourceResult{InputRequests: reqs, RequestState: sealed}, nil
 	}
 	out := *res
 	out.Contents = make([]*mcp.ResourceContents, 0, len(res.Contents))

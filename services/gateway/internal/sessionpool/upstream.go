@@ -127,9 +127,13 @@ func New(policy egress.Policy, logger *slog.Logger, onProgress func(context.Cont
 		logger = slog.Default()
 	}
 	impl := &mcp.Implementation{Name: "toolcrib-gateway", Version: "1.0.0"}
+	// The shared sessions serve stateless callers: an upstream's
+	// input-required result (2026-07-28) goes back to the caller, who
+	// answers it in its retry, never fulfilled by the pool.
+	mrtr := &mcp.MultiRoundTripOptions{Disabled: true}
 	return &Pool{
-		client: mcp.NewClient(impl, &mcp.ClientOptions{Logger: logger}),
-		stdioClient: mcp.NewClient(impl, &mcp.ClientOptions{Logger: logger,
+		client: mcp.NewClient(impl, &mcp.ClientOptions{Logger: logger, MultiRoundTrip: mrtr}),
+		stdioClient: mcp.NewClient(impl, &mcp.ClientOptions{Logger: logger, MultiRoundTrip: mrtr,
 			ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
 				if onProgress != nil && req.Params != nil {
 					onProgress(ctx, req.Params)
