@@ -1,10 +1,12 @@
 // Package admissiontest starts the real AdmissionService for tests and
 // benchmarks outside the admission module: the gRPC API, the decision cache
 // (L1, and Redis as L2 when asked), the argument validator and the receipt
-// writer on a fresh Postgres database, served by platform/rpcserver with
-// real token verification and the grpc.health.v1 service. Only the registry
-// and discovery behind the replica are replaced, by an in-memory world
-// that answers the replica's reads (the heads are kept fresh).
+// writer on a fresh Postgres database, ALLOW receipts signed with keys in
+// memory (as cmd/admission without --receipt-key-file), served by
+// platform/rpcserver with real token verification and the grpc.health.v1
+// service. Only the registry and discovery behind the replica are
+// replaced, by an in-memory world that answers the replica's reads (the
+// heads are kept fresh).
 //
 // The world is seed 004's: tenant demo-a, audience class demo-a.readers
 // reading server logistics at generation 7, policy epoch 5, and user alice
@@ -34,6 +36,7 @@ import (
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/changelog"
+	"github.com/toolcrib/toolcrib/platform/keyring"
 	"github.com/toolcrib/toolcrib/platform/pgtest"
 	"github.com/toolcrib/toolcrib/platform/postgres"
 	"github.com/toolcrib/toolcrib/platform/principal"
@@ -158,7 +161,13 @@ func start(t testing.TB, o Options, src sources, freshness func() changelog.Fres
 	}
 	c := cache.New(copts)
 	rw := receipts.New(pool, receipts.Options{})
-	api := grpcapi.New(grpcapi.Options{Heads: heads, Material: replica.NewMaterial(src, src, src, 1000), Pointers: src, Cache: c,
+	// ALLOWs are signed as cmd/admission signs them without a key file
+	// (keys in memory), so a benchmark measures the signing too.
+	ring, err := keyring.NewRing(context.Background(), &keyring.Memory{}, keyring.Options{Lifetime: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := grpcapi.New(grpcapi.Options{Signing: &grpcapi.Signing{Ring: ring, MaxLifetime: 5 * time.Second}, Heads: heads, Material: replica.NewMaterial(src, src, src, 1000), Pointers: src, Cache: c,
 		Validator: args.NewValidator(100), Limits: args.DefaultLimits, Receipts: rw, Replica: "admissiontest:1", Confirmers: v})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -106,7 +106,9 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // so all see the same background load; the target is check_qps ≥ 0.9 ×
 // floor_qps and check_p99 ≤ 1.5 × the floor's p99. Then Checks that miss L1 (answered
 // from Redis) beside a bare Redis GET and a bare Postgres SELECT at 16 in
-// flight. It reports; it never fails on time (a call that errors fails it).
+// flight. Beside the floor, the signed floor ([signedFloorMethod]): the
+// floor plus the one Ed25519 signature every ALLOW needs. It reports; it
+// never fails on time (a call that errors fails it).
 // TOOLCRIB_BENCH_PROFILE=dir writes the CPU profile of the paired arms at
 // 16 in flight (client and server are this process; the Check's share is
 // under _AdmissionService_Check_Handler).
@@ -141,14 +143,19 @@ func TestBenchAdmission(t *testing.T) {
 	if err != nil || first.GetDecision() != admissionv1.Decision_DECISION_ALLOW {
 		t.Fatalf("the first Check: %v %v %s", err, first.GetReason(), first.GetDetail())
 	}
-	floor.resp.Store(first)
-	floorCall := floor.call(conn, req)
-	if err := floorCall(context.Background(), 0); err != nil {
+	if err := floor.set(first); err != nil {
 		t.Fatalf("the floor: %v", err)
+	}
+	floorCall, signedCall := floor.call(conn, req), floor.signedCall(conn, req)
+	for _, call := range []func(context.Context, int) error{floorCall, signedCall} {
+		if err := call(context.Background(), 0); err != nil {
+			t.Fatalf("the floor: %v", err)
+		}
 	}
 	for _, n := range []int{1, 16, 64} {
 		load(n, d/5, check) // warm-up of every arm
 		load(n, d/5, floorCall)
+		load(n, d/5, signedCall)
 		load(n, d/5, health)
 		profile := n == 16 && os.Getenv("TOOLCRIB_BENCH_PROFILE") != ""
 		if profile {
@@ -161,20 +168,21 @@ func TestBenchAdmission(t *testing.T) {
 			}
 			defer f.Close()
 		}
-		arms := interleaved(n, d, check, floorCall, health)
+		arms := interleaved(n, d, check, floorCall, signedCall, health)
 		if profile {
 			pprof.StopCPUProfile()
 		}
-		ca, fa, ha := arms[0], arms[1], arms[2]
-		if ca.errors > 0 || fa.errors > 0 || ha.errors > 0 {
-			t.Fatalf("in_flight=%d: %d Check, %d floor and %d health calls failed", n, ca.errors, fa.errors, ha.errors)
+		ca, fa, sa, ha := arms[0], arms[1], arms[2], arms[3]
+		if ca.errors > 0 || fa.errors > 0 || sa.errors > 0 || ha.errors > 0 {
+			t.Fatalf("in_flight=%d: %d Check, %d floor, %d signed floor and %d health calls failed", n, ca.errors, fa.errors, sa.errors, ha.errors)
 		}
-		fmt.Printf("admission: in_flight=%d check_qps=%.0f floor_qps=%.0f health_qps=%.0f ratio_to_floor=%.2f check_p99_ms=%.3f floor_p99_ms=%.3f health_p99_ms=%.3f p99_to_floor=%.2f\n",
-			n, ca.qps, fa.qps, ha.qps, ca.qps/fa.qps, ms(ca.p99), ms(fa.p99), ms(ha.p99), float64(ca.p99)/float64(fa.p99))
+		fmt.Printf("admission: in_flight=%d check_qps=%.0f floor_qps=%.0f health_qps=%.0f ratio_to_floor=%.2f check_p99_ms=%.3f floor_p99_ms=%.3f health_p99_ms=%.3f p99_to_floor=%.2f signed_floor_qps=%.0f ratio_to_signed_floor=%.2f signed_floor_p99_ms=%.3f p99_to_signed_floor=%.2f\n",
+			n, ca.qps, fa.qps, ha.qps, ca.qps/fa.qps, ms(ca.p99), ms(fa.p99), ms(ha.p99), float64(ca.p99)/float64(fa.p99),
+			sa.qps, ca.qps/sa.qps, ms(sa.p99), float64(ca.p99)/float64(sa.p99))
 	}
-	fmt.Println(cpuSplit(t, a, d, check, floorCall))
-	fmt.Printf("  (%s per arm per concurrency, arms interleaved in tenths; floor = the same server answering a %d-byte CheckResponse through the same interceptors with no work; cpu = per call, this process (client and server) and the Postgres backends of the receipts database; target ratio_to_floor >= 0.9, p99_to_floor <= 1.5; %s)\n",
-		d, proto.Size(first), time.Now().UTC().Format(time.RFC3339))
+	fmt.Println(cpuSplit(t, a, d, check, floorCall, signedCall))
+	fmt.Printf("  (%s per arm per concurrency, arms interleaved in tenths; floor = the same server answering a %d-byte CheckResponse through the same interceptors with no work; signed floor = the floor plus one Ed25519 signature over a %d-byte signing input (the size of the signed receipt's), the least the rules (every ALLOW signed) allow; cpu = per call, this process (client and server) and the Postgres backends of the receipts database; target ratio_to_floor >= 0.9, p99_to_floor <= 1.5; %s)\n",
+		d, proto.Size(first), len(*floor.input.Load()), time.Now().UTC().Format(time.RFC3339))
 	l1Miss(t, d)
 }
 

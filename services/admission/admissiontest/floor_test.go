@@ -2,6 +2,9 @@ package admissiontest
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -26,18 +29,55 @@ import (
 // verification), decodes the same CheckRequest and answers a CheckResponse
 // of the same size, with no work between the two. It exists only in this
 // test binary.
+//
+// signedFloorMethod is the floor the rules set for an ALLOW: the same
+// handler plus one Ed25519 signature over a signing input of the size of
+// the signed receipt the real Check returned (DESIGN §7: every ALLOW
+// receipt is signed), and nothing else.
 const (
-	floorService = "toolcrib.bench.v1.CheckFloor"
-	floorMethod  = "/" + floorService + "/Check"
+	floorService      = "toolcrib.bench.v1.CheckFloor"
+	floorMethod       = "/" + floorService + "/Check"
+	signedFloorMethod = "/" + floorService + "/SignedCheck"
 )
 
 // checkFloor answers every request with resp, a CheckResponse the real
 // Check answered for the same request (set before the first call).
 type checkFloor struct {
 	resp atomic.Pointer[admissionv1.CheckResponse]
+	// key and input are what the signed floor signs on every call: a
+	// fresh key and the signing input of resp's signed receipt.
+	key   ed25519.PrivateKey
+	input atomic.Pointer[[]byte]
+}
+
+// set makes the floors answer resp.
+func (f *checkFloor) set(resp *admissionv1.CheckResponse) error {
+	tok := resp.GetSignedReceipt()
+	dot := strings.LastIndexByte(tok, '.')
+	if dot < 0 {
+		return fmt.Errorf("the response carries no signed receipt (%q)", tok)
+	}
+	if f.key == nil {
+		_, key, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			return err
+		}
+		f.key = key
+	}
+	in := []byte(tok[:dot])
+	f.input.Store(&in)
+	f.resp.Store(resp)
+	return nil
 }
 
 func (f *checkFloor) check(context.Context, *admissionv1.CheckRequest) (*admissionv1.CheckResponse, error) {
+	return f.resp.Load(), nil
+}
+
+func (f *checkFloor) signedCheck(context.Context, *admissionv1.CheckRequest) (*admissionv1.CheckResponse, error) {
+	if sig := ed25519.Sign(f.key, *f.input.Load()); len(sig) != ed25519.SignatureSize {
+		return nil, errors.New("no signature")
+	}
 	return f.resp.Load(), nil
 }
 
@@ -45,40 +85,55 @@ func (f *checkFloor) check(context.Context, *admissionv1.CheckRequest) (*admissi
 // request decoded by the server, then the interceptor chain, then the
 // handler.
 func (f *checkFloor) register(s *grpc.Server) {
-	s.RegisterService(&grpc.ServiceDesc{
-		ServiceName: floorService,
-		HandlerType: (*any)(nil),
-		Methods: []grpc.MethodDesc{{MethodName: "Check", Handler: func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+	method := func(name, full string, handle func(*checkFloor, context.Context, *admissionv1.CheckRequest) (*admissionv1.CheckResponse, error)) grpc.MethodDesc {
+		return grpc.MethodDesc{MethodName: name, Handler: func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
 			in := new(admissionv1.CheckRequest)
 			if err := dec(in); err != nil {
 				return nil, err
 			}
 			h := func(ctx context.Context, req any) (any, error) {
-				return srv.(*checkFloor).check(ctx, req.(*admissionv1.CheckRequest))
+				return handle(srv.(*checkFloor), ctx, req.(*admissionv1.CheckRequest))
 			}
 			if interceptor == nil {
 				return h(ctx, in)
 			}
-			return interceptor(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: floorMethod}, h)
-		}}},
+			return interceptor(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: full}, h)
+		}}
+	}
+	s.RegisterService(&grpc.ServiceDesc{
+		ServiceName: floorService,
+		HandlerType: (*any)(nil),
+		Methods: []grpc.MethodDesc{
+			method("Check", floorMethod, (*checkFloor).check),
+			method("SignedCheck", signedFloorMethod, (*checkFloor).signedCheck),
+		},
 	}, f)
 }
 
-// call is the client side: the same connection, request and response type
-// as a Check.
+// call is the client side of the floor: the same connection, request and
+// response type as a Check.
 func (f *checkFloor) call(conn grpc.ClientConnInterface, req *admissionv1.CheckRequest) func(ctx context.Context, _ int) error {
+	return invoke(conn, floorMethod, req)
+}
+
+// signedCall is the client side of the signed floor.
+func (f *checkFloor) signedCall(conn grpc.ClientConnInterface, req *admissionv1.CheckRequest) func(ctx context.Context, _ int) error {
+	return invoke(conn, signedFloorMethod, req)
+}
+
+func invoke(conn grpc.ClientConnInterface, method string, req *admissionv1.CheckRequest) func(ctx context.Context, _ int) error {
 	return func(ctx context.Context, _ int) error {
-		return conn.Invoke(ctx, floorMethod, req, new(admissionv1.CheckResponse))
+		return conn.Invoke(ctx, method, req, new(admissionv1.CheckResponse))
 	}
 }
 
-// cpuSplit measures where a Check's CPU goes beyond its floor's, at 16
-// in flight, the two arms alternating: this process's CPU per call (client
-// and server; the client's share is the same in both arms) and the CPU per
-// Check of the Postgres backends serving the receipts database (the
-// receipt each ALLOW writes; the floor writes none). It returns the line
-// to print.
-func cpuSplit(t *testing.T, a *Service, d time.Duration, check, floor func(ctx context.Context, i int) error) string {
+// cpuSplit measures where a Check's CPU goes beyond its floors', at 16
+// in flight, the three arms (Check, floor, signed floor) alternating: this
+// process's CPU per call (client and server; the client's share is the
+// same in every arm) and the CPU per Check of the Postgres backends
+// serving the receipts database (the receipt each Check writes; the floors
+// write none). It returns the line to print.
+func cpuSplit(t *testing.T, a *Service, d time.Duration, check, floor, signedFloor func(ctx context.Context, i int) error) string {
 	t.Helper()
 	ctx := context.Background()
 	pool, err := postgres.Open(ctx, a.PostgresURL, "admission")
@@ -86,10 +141,10 @@ func cpuSplit(t *testing.T, a *Service, d time.Duration, check, floor func(ctx c
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	var self, pg [2]time.Duration
-	var calls [2]int
+	var self, pg [3]time.Duration
+	var calls [3]int
 	for range 5 {
-		for i, call := range []func(ctx context.Context, i int) error{check, floor} {
+		for i, call := range []func(ctx context.Context, i int) error{check, floor, signedFloor} {
 			pids := backends(t, pool)
 			pg0, s0 := pidsCPU(pids), selfCPU(t)
 			lat, _, errs := sample(16, d/10, call)
@@ -104,8 +159,8 @@ func cpuSplit(t *testing.T, a *Service, d time.Duration, check, floor func(ctx c
 	us := func(x time.Duration, n int) float64 { return float64(x.Microseconds()) / float64(n) }
 	// The receipts of a Check slice are written in batches that may fall in
 	// the next floor slice: all the backends' time is the Checks'.
-	return fmt.Sprintf("admission: cpu in_flight=16 check_process_us=%.1f floor_process_us=%.1f check_receipts_pg_us=%.1f",
-		us(self[0], calls[0]), us(self[1], calls[1]), us(pg[0]+pg[1], calls[0]))
+	return fmt.Sprintf("admission: cpu in_flight=16 check_process_us=%.1f floor_process_us=%.1f signed_floor_process_us=%.1f check_receipts_pg_us=%.1f",
+		us(self[0], calls[0]), us(self[1], calls[1]), us(self[2], calls[2]), us(pg[0]+pg[1]+pg[2], calls[0]))
 }
 
 // backends are the process ids of the Postgres backends connected to

@@ -2,6 +2,7 @@ package grpcapi
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
@@ -22,6 +23,10 @@ type Signing struct {
 	// signed as decision time + MaxLifetime, so a retired key outlives
 	// every receipt it signed.
 	MaxLifetime time.Duration
+
+	// signer signs with the ring's current key; replaced when the ring
+	// rotates (a new key id).
+	signer atomic.Pointer[signedreceipt.Signer]
 }
 
 // sign returns the signed receipt of rec, valid until validUntil.
@@ -33,7 +38,14 @@ func (s *Signing) sign(rec *admissionv1.Receipt, decidedAt, validUntil time.Time
 	if err != nil {
 		return "", err
 	}
-	return signedreceipt.Sign(k, rec, validUntil)
+	sg := s.signer.Load()
+	if sg == nil || sg.KeyID() != k.ID {
+		if sg, err = signedreceipt.NewSigner(k); err != nil {
+			return "", err
+		}
+		s.signer.Store(sg)
+	}
+	return sg.Sign(rec, validUntil)
 }
 
 // GetSigningKeys implements AdmissionService.GetSigningKeys.

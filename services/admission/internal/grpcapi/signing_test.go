@@ -2,6 +2,9 @@ package grpcapi
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,5 +54,55 @@ func TestAnAllowIsSignedAndADenyIsNot(t *testing.T) {
 	deny.DescriptorDigest = digB
 	if resp := check(t, r.client(t, "alice", "demo-a"), deny); resp.GetDecision() != admissionv1.Decision_DECISION_DENY || resp.GetSignedReceipt() != "" {
 		t.Fatalf("a DENY (%v) carries a signed receipt %q", resp.GetReason(), resp.GetSignedReceipt())
+	}
+}
+
+// TestAfterARotationAllowsAreSignedWithTheNewKey: the signer kept between
+// Checks follows the ring's current key.
+func TestAfterARotationAllowsAreSignedWithTheNewKey(t *testing.T) {
+	ctx := context.Background()
+	ring, err := keyring.NewRing(ctx, &keyring.Memory{}, keyring.Options{Lifetime: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRigWith(t, world(), nil, func(o *Options) { o.Signing = &Signing{Ring: ring, MaxLifetime: 5 * time.Second} })
+	c := r.client(t, "alice", "demo-a")
+	kidOf := func() string {
+		t.Helper()
+		resp := check(t, c, okReq())
+		doc, _, err := ring.JWKS()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ks, err := keyring.ParseKeySet(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := signedreceipt.Parse(resp.GetSignedReceipt(), ks); err != nil {
+			t.Fatalf("the signed receipt does not verify: %v", err)
+		}
+		h, err := base64.RawURLEncoding.DecodeString(strings.Split(resp.GetSignedReceipt(), ".")[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var head struct{ Kid string }
+		if err := json.Unmarshal(h, &head); err != nil {
+			t.Fatal(err)
+		}
+		return head.Kid
+	}
+	before, _ := ring.Current()
+	if got := kidOf(); got != before.ID {
+		t.Fatalf("signed with %q, the current key is %q", got, before.ID)
+	}
+	rot, err := ring.Rotate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rot.Current.ID == before.ID {
+		t.Fatal("the rotation kept the key")
+	}
+	if got := kidOf(); got != rot.Current.ID {
+		t.Fatalf("after the rotation signed with %q, want the new key %q", got, rot.Current.ID)
 	}
 }
