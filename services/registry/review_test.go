@@ -401,12 +401,13 @@ func TestPublishAllowSampling(t *testing.T) {
 	}
 
 	// Another tenant's principal, even one in a group named like the
-	// owners', cannot turn sampling on, nor read the review.
+	// owners', cannot turn sampling on (to it the tool does not exist), nor
+	// read the review of this tenant's class.
 	stranger := r.Client(t, r.Auth.User(t, "mallory", "tenant-b", owners))
 	c := contractFor(toolID)
 	c.AllowSampling = true
 	_, err = stranger.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: c})
-	wantCode(t, err, codes.PermissionDenied, "PERMISSION_DENIED")
+	wantCode(t, err, codes.NotFound, "")
 	_, err = stranger.GetToolReview(ctx, &registryv1.GetToolReviewRequest{ToolId: toolID, DescriptorDigest: digest, AudienceClass: class})
 	wantCode(t, err, codes.PermissionDenied, "")
 	if rv := review(t, admin, class, digest); !rv.GetApproved() || rv.GetContract().GetAllowSampling() || rv.GetApprovalDigest() != without {
