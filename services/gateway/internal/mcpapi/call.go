@@ -279,7 +279,7 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 	if rl := g.relayOf(st, req.Session); rl != nil {
 		// A session's calls go over its own upstream session: what the
 		// upstream sends back during the call reaches this client only.
-		end := rl.begin(ctx, target.Identity(), rt.GetServerId(), shown.model.Name)
+		end := rl.begin(ctx, target.Identity(), rt.GetServerId(), shown.model.Name, review.AllowsSampling())
 		up, err = g.opts.Upstream.CallFor(uctx, target, params, rl)
 		end()
 	} else {
