@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -96,6 +97,37 @@ func TestGatewayRelaysSamplingOnlyWhereTheContractAllows(t *testing.T) {
 	}
 	if asked.IncludeContext != "" {
 		t.Fatalf("includeContext %q reached the client: it would put what the client has from other servers into this upstream's completion", asked.IncludeContext)
+	}
+
+	// Offering the model tools: refused to a client that declared sampling
+	// without tools, relayed to one that declared them.
+	if res := call(t, cs, gatewayworld.DraftReply, map[string]any{"tools": true}); res.IsError {
+		t.Fatalf("draft_reply with tools: %q", text(res))
+	}
+	if got, _ := lastOf(t, w, gatewayworld.DraftReply)["sampling"].(string); !strings.HasPrefix(got, "refused: ") || !strings.Contains(got, "sampling with tools") {
+		t.Fatalf("tools offered to a client that declared sampling without them: the upstream got %q", got)
+	}
+	if n := s.count(); n != 1 {
+		t.Fatalf("the client's sampling handler was called %d times, want still 1", n)
+	}
+	var withTools []string
+	var wmu sync.Mutex
+	ts := gatewayworld.ConnectAt(t, w.GatewayURL, alice, &mcp.ClientOptions{CreateMessageWithToolsHandler: func(_ context.Context, req *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
+		wmu.Lock()
+		defer wmu.Unlock()
+		for _, tool := range req.Params.Tools {
+			withTools = append(withTools, tool.Name)
+		}
+		return &mcp.CreateMessageWithToolsResult{Role: "assistant", Model: "test-model", Content: []mcp.Content{&mcp.TextContent{Text: samplerAnswer}}}, nil
+	}}, "2025-11-25")
+	if res := call(t, ts, gatewayworld.DraftReply, map[string]any{"tools": true}); res.IsError {
+		t.Fatalf("draft_reply with tools: %q", text(res))
+	}
+	wmu.Lock()
+	offered := slices.Clone(withTools)
+	wmu.Unlock()
+	if got := lastOf(t, w, gatewayworld.DraftReply)["sampling"]; got != "answered: "+samplerAnswer || !slices.Equal(offered, []string{gatewayworld.DraftTool}) {
+		t.Fatalf("tools offered to a client that declared them: the upstream got %q, the client was offered %q", got, offered)
 	}
 
 	// A client that declared no sampling: refused, never asked, even where

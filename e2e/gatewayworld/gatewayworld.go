@@ -151,11 +151,13 @@ const (
 // DraftReply is a tool of a stateful world's upstream whose approved
 // contract allows sampling (shipment:read, READ_ONLY): it asks its client
 // for a sampling of DraftPrompt (with includeContext "allServers", which
-// the gateway drops) and records what it got as the call's Args:
+// the gateway drops), offering the model the tool DraftTool when its
+// argument `tools` is true, and records what it got as the call's Args:
 // "sampling" is "answered: <the text>" or "refused: <the JSON-RPC error>".
 const (
 	DraftReply  = "draft_reply"
 	DraftPrompt = "Write one sentence telling the customer shipment S-1 is in transit."
+	DraftTool   = "lookup_shipment"
 )
 
 // UpdateResource has the upstream announce that uri changed, to the
@@ -298,17 +300,29 @@ func (w *World) startUpstream(t testing.TB, leaseAddr string, kit bool) string {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: Pong(in.Pad)}}}, nil
 		})
 	if w.stateful {
-		catalog.AddTool(&mcp.Tool{Name: DraftReply, Description: "Draft a reply to a customer with the client's model.", InputSchema: map[string]any{"type": "object"}},
+		catalog.AddTool(&mcp.Tool{Name: DraftReply, Description: "Draft a reply to a customer with the client's model.",
+			InputSchema: map[string]any{"type": "object", "properties": map[string]any{"tools": map[string]any{"type": "boolean"}}}},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 64, IncludeContext: "allServers",
-					Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: DraftPrompt}}}})
+				var in struct {
+					Tools bool `json:"tools"`
+				}
+				_ = jsonUnmarshal(req.Params.Arguments, &in)
+				p := &mcp.CreateMessageWithToolsParams{MaxTokens: 64, IncludeContext: "allServers",
+					Messages: []*mcp.SamplingMessageV2{{Role: "user", Content: []mcp.Content{&mcp.TextContent{Text: DraftPrompt}}}}}
+				if in.Tools {
+					p.Tools = []*mcp.Tool{{Name: DraftTool, InputSchema: map[string]any{"type": "object"}}}
+				}
+				res, err := req.Session.CreateMessageWithTools(ctx, p)
 				got := "refused: "
 				if err != nil {
 					got += err.Error()
-				} else if tc, ok := res.Content.(*mcp.TextContent); ok {
-					got = "answered: " + tc.Text
 				} else {
-					got = "answered without text"
+					got = fmt.Sprintf("answered with %d contents", len(res.Content))
+					if len(res.Content) == 1 {
+						if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+							got = "answered: " + tc.Text
+						}
+					}
 				}
 				w.record(ctx, DraftReply, map[string]any{"sampling": got})
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: got}}}, nil
