@@ -78,8 +78,18 @@ func everythingServer(t *testing.T) string {
 	return "http://" + addr
 }
 
+// samplingTools are the conformance server's tools whose input-required
+// results ask the client for a sampling: their contracts allow sampling
+// (as an owner would approve for such a tool), every other tool's do not.
+var samplingTools = map[string]bool{
+	"test_input_required_result_sampling":        true,
+	"test_input_required_result_multiple_inputs": true,
+	"test_input_required_result_capabilities":    true,
+}
+
 // approveAll publishes a READ_ONLY contract for every tool of the server
-// the registry learned, approves and enables it.
+// the registry learned (allowing sampling for [samplingTools]), approves
+// and enables it.
 func approveAll(t *testing.T, ctx context.Context, reg registryv1.RegistryServiceClient) int {
 	t.Helper()
 	var ids []string
@@ -98,7 +108,8 @@ func approveAll(t *testing.T, ctx context.Context, reg registryv1.RegistryServic
 	for _, id := range ids {
 		pub, err := reg.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: &registryv1.ToolContract{
 			ToolId: id, Effect: catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY, Scope: scope, DeadlineMs: 20000,
-			Authorization: registryv1.Authorization_AUTHORIZATION_CALLER_AND_TENANT}})
+			Authorization: registryv1.Authorization_AUTHORIZATION_CALLER_AND_TENANT,
+			AllowSampling: samplingTools[strings.TrimPrefix(id, serverID+".")]}})
 		if err != nil {
 			t.Fatalf("publish %s: %v", id, err)
 		}

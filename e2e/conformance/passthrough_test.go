@@ -141,11 +141,11 @@ func TestGatewayPassesInputRequiredResults(t *testing.T) {
 // An upstream's MissingRequiredClientCapability error (-32021) reaches the
 // client as that JSON-RPC error, naming the capability. The upstream
 // learns of the client's capabilities only those an input request may use
-// through the gateway: elicitation and roots, never sampling (no reviewed
-// contract allows it), so a client that declares sampling still gets
-// -32021 from a tool that needs it, and an upstream that asks for sampling
-// anyway is refused SAMPLING_NOT_ALLOWED. An upstream's elicitation is
-// shown as from its server and tool.
+// through the gateway: elicitation and roots, and sampling only for a tool
+// whose approved contract allows it ([samplingTools]), so a client that
+// declares sampling still gets -32021 from test_missing_capability, whose
+// contract does not. An upstream's elicitation is shown as from its server
+// and tool, a sampling request names them in `_meta`.
 func TestGatewayPassesClientCapabilities(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -171,21 +171,45 @@ func TestGatewayPassesClientCapabilities(t *testing.T) {
 	missing(all)
 
 	res, err := all.CallTool(ctx, &mcp.CallToolParams{Name: "test_input_required_result_capabilities", Arguments: map[string]any{}})
-	if err != nil || !res.NeedsInput() || len(res.InputRequests) != 1 {
+	if err != nil || !res.NeedsInput() || len(res.InputRequests) != 2 {
 		t.Fatalf("capability-aware input requests: %+v %v", res, err)
 	}
 	e, ok := res.InputRequests["user_name"].(*mcp.ElicitParams)
 	if !ok || e.Message != "[server "+serverID+", tool test_input_required_result_capabilities] What is your name?" {
 		t.Fatalf("input requests %+v", res.InputRequests)
 	}
+	wantSampling(t, res.InputRequests["greeting"], "test_input_required_result_capabilities")
 	res, err = none.CallTool(ctx, &mcp.CallToolParams{Name: "test_input_required_result_capabilities", Arguments: map[string]any{}})
 	if err != nil || res.NeedsInput() || !strings.Contains(resultText(res), "No declared client capability") {
 		t.Fatalf("a client that declared nothing: %+v %v", res, err)
 	}
 
 	res, err = all.CallTool(ctx, &mcp.CallToolParams{Name: "test_input_required_result_sampling", Arguments: map[string]any{}})
-	if err != nil || res.NeedsInput() || !res.IsError || res.Meta["dev.toolcrib/reason"] != "SAMPLING_NOT_ALLOWED" {
-		t.Fatalf("an upstream asking for sampling: %+v %v", res, err)
+	if err != nil || !res.NeedsInput() || len(res.InputRequests) != 1 {
+		t.Fatalf("an upstream asking for sampling, its contract allowing it: %+v %v", res, err)
+	}
+	for _, ir := range res.InputRequests {
+		wantSampling(t, ir, "test_input_required_result_sampling")
+	}
+}
+
+// wantSampling checks that ir is a sampling request passed as from tool of
+// the conformance server, includeContext dropped.
+func wantSampling(t *testing.T, ir mcp.InputRequest, tool string) {
+	t.Helper()
+	var meta mcp.Meta
+	var include string
+	switch p := ir.(type) {
+	case *mcp.CreateMessageParams:
+		meta, include = p.Meta, p.IncludeContext
+	case *mcp.CreateMessageWithToolsParams:
+		meta, include = p.Meta, p.IncludeContext
+	default:
+		t.Fatalf("not a sampling request: %T", ir)
+	}
+	b, _ := json.Marshal(meta["dev.toolcrib/relayed-from"])
+	if string(b) != `{"server":"`+serverID+`","tool":"`+tool+`"}` || include != "" {
+		t.Fatalf("sampling request passed with relayed-from %s, includeContext %q", b, include)
 	}
 }
 

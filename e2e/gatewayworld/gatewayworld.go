@@ -130,7 +130,8 @@ type Options struct {
 	NoExecutorKit bool
 	// StatefulUpstream serves the upstream with the go-sdk's default,
 	// stateful handler (sessions), and ping then speaks back to its client
-	// ([PingRelay]).
+	// ([PingRelay]); the upstream then also has draft_reply
+	// ([DraftReply]), whose approved contract allows sampling.
 	StatefulUpstream bool
 }
 
@@ -145,6 +146,18 @@ const (
 	PingInfo     = "ping info"
 	PingDebug    = "ping debug"
 	PingQuestion = "Which dock should the pallet go to?"
+)
+
+// DraftReply is a tool of a stateful world's upstream whose approved
+// contract allows sampling (shipment:read, READ_ONLY): it asks its client
+// for a sampling of DraftPrompt (with includeContext "allServers", which
+// the gateway drops), offering the model the tool DraftTool when its
+// argument `tools` is true, and records what it got as the call's Args:
+// "sampling" is "answered: <the text>" or "refused: <the JSON-RPC error>".
+const (
+	DraftReply  = "draft_reply"
+	DraftPrompt = "Write one sentence telling the customer shipment S-1 is in transit."
+	DraftTool   = "lookup_shipment"
 )
 
 // UpdateResource has the upstream announce that uri changed, to the
@@ -286,6 +299,35 @@ func (w *World) startUpstream(t testing.TB, leaseAddr string, kit bool) string {
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: Pong(in.Pad)}}}, nil
 		})
+	if w.stateful {
+		catalog.AddTool(&mcp.Tool{Name: DraftReply, Description: "Draft a reply to a customer with the client's model.",
+			InputSchema: map[string]any{"type": "object", "properties": map[string]any{"tools": map[string]any{"type": "boolean"}}}},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				var in struct {
+					Tools bool `json:"tools"`
+				}
+				_ = jsonUnmarshal(req.Params.Arguments, &in)
+				p := &mcp.CreateMessageWithToolsParams{MaxTokens: 64, IncludeContext: "allServers",
+					Messages: []*mcp.SamplingMessageV2{{Role: "user", Content: []mcp.Content{&mcp.TextContent{Text: DraftPrompt}}}}}
+				if in.Tools {
+					p.Tools = []*mcp.Tool{{Name: DraftTool, InputSchema: map[string]any{"type": "object"}}}
+				}
+				res, err := req.Session.CreateMessageWithTools(ctx, p)
+				got := "refused: "
+				if err != nil {
+					got += err.Error()
+				} else {
+					got = fmt.Sprintf("answered with %d contents", len(res.Content))
+					if len(res.Content) == 1 {
+						if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+							got = "answered: " + tc.Text
+						}
+					}
+				}
+				w.record(ctx, DraftReply, map[string]any{"sampling": got})
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: got}}}, nil
+			})
+	}
 	catalog.AddTool(&mcp.Tool{Name: "slow_report", Description: "Compile a report slowly.", InputSchema: map[string]any{"type": "object"}},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			w.record(ctx, "slow_report", nil)
@@ -540,14 +582,15 @@ func Start(t testing.TB, opts Options) *World {
 		return err == nil
 	})
 	read, write := catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY, catalogv1.EffectClass_EFFECT_CLASS_WRITE
-	for _, c := range []struct {
+	type contractRow = struct {
 		tool     string
 		effect   catalogv1.EffectClass
 		scope    string
 		allowed  []string
 		evidence []string
 		approve  bool
-	}{
+	}
+	rows := []contractRow{
 		{"shipment_status", read, "shipment:read", []string{"shipment_id", "status", "updated_at"}, []string{"shipment_id", "updated_at"}, true},
 		{"cancel_shipment", write, "shipment:write", nil, nil, true},
 		{"export_log", read, "shipment:read", nil, nil, true},
@@ -556,11 +599,16 @@ func Start(t testing.TB, opts Options) *World {
 		{"shipment_note", read, "archive:read", []string{"note"}, nil, true},
 		{"archive_export", read, "archive:read", nil, nil, true},
 		{"secret_report", read, "shipment:read", nil, nil, false},
-	} {
+	}
+	if w.stateful {
+		rows = append(rows, contractRow{DraftReply, read, "shipment:read", nil, nil, true})
+	}
+	for _, c := range rows {
 		pub, err := reg.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: &registryv1.ToolContract{
 			ToolId: ServerID + "." + c.tool, Effect: c.effect, Scope: c.scope, DeadlineMs: deadline(c.tool),
 			Authorization: registryv1.Authorization_AUTHORIZATION_CALLER_AND_TENANT,
 			AllowedFields: c.allowed, RequiredEvidence: c.evidence, ResultBudgetBytes: resultBudget(c.tool),
+			AllowSampling: c.tool == DraftReply,
 		}})
 		if err != nil {
 			t.Fatalf("publish %s: %v", c.tool, err)

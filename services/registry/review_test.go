@@ -373,3 +373,79 @@ func TestPublishResultBudget(t *testing.T) {
 		t.Fatalf("GetToolReview budget %d, want 1024", got)
 	}
 }
+
+// allow_sampling is part of the approval digest when set: a contract that
+// now allows sampling has a new digest, which the approval of the old one
+// does not cover (the tool is unreviewed and GetToolReview, which the
+// gateway reads, says not approved until it is approved itself); turning
+// it off again gives back the old digest, which stays approved. It is
+// stored and returned on the contract, the approval and GetToolReview. A
+// principal of another tenant can neither publish it nor read the review;
+// the tool's owner of this tenant can.
+func TestPublishAllowSampling(t *testing.T) {
+	t.Parallel()
+	r, ctx, admin := startWithTool(t, "Query the current status of a shipment.")
+
+	pub, err := admin.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: contractFor(toolID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	without := pub.GetTool().GetApprovalDigest()
+	if _, err := admin.ApproveTool(ctx, &registryv1.ApproveToolRequest{ToolId: toolID, ApprovalDigest: without}); err != nil {
+		t.Fatal(err)
+	}
+	tool, _ := getTool(t, admin, toolID)
+	digest := tool.GetDescriptorDigest()
+	if rv := review(t, admin, class, digest); !rv.GetApproved() || rv.GetContract().GetAllowSampling() {
+		t.Fatalf("approved contract without sampling: approved %v, allow_sampling %v", rv.GetApproved(), rv.GetContract().GetAllowSampling())
+	}
+
+	// Another tenant's principal, even one in a group named like the
+	// owners', cannot turn sampling on (to it the tool does not exist), nor
+	// read the review of this tenant's class.
+	stranger := r.Client(t, r.Auth.User(t, "mallory", "tenant-b", owners))
+	c := contractFor(toolID)
+	c.AllowSampling = true
+	_, err = stranger.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: c})
+	wantCode(t, err, codes.NotFound, "")
+	_, err = stranger.GetToolReview(ctx, &registryv1.GetToolReviewRequest{ToolId: toolID, DescriptorDigest: digest, AudienceClass: class})
+	wantCode(t, err, codes.PermissionDenied, "")
+	if rv := review(t, admin, class, digest); !rv.GetApproved() || rv.GetContract().GetAllowSampling() || rv.GetApprovalDigest() != without {
+		t.Fatalf("a refused publish changed the review: %v", rv)
+	}
+
+	owner := r.Client(t, r.Auth.User(t, "lee", tenant, owners))
+	pub, err = owner.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	with := pub.GetTool().GetApprovalDigest()
+	if with == without || pub.GetTool().GetReviewState() != registryv1.ReviewState_REVIEW_STATE_UNREVIEWED {
+		t.Fatalf("allowing sampling: digest %s (was %s), state %v", with, without, pub.GetTool().GetReviewState())
+	}
+	rv := review(t, admin, class, digest)
+	if rv.GetApproved() || !rv.GetContract().GetAllowSampling() || rv.GetApprovalDigest() != with {
+		t.Fatalf("the approval of the digest without sampling covers the one with it: %v", rv)
+	}
+	_, err = owner.ApproveTool(ctx, &registryv1.ApproveToolRequest{ToolId: toolID, ApprovalDigest: without})
+	wantCode(t, err, codes.FailedPrecondition, "APPROVAL_DIGEST_STALE")
+	if _, err := owner.ApproveTool(ctx, &registryv1.ApproveToolRequest{ToolId: toolID, ApprovalDigest: with}); err != nil {
+		t.Fatal(err)
+	}
+	tool, _ = getTool(t, admin, toolID)
+	if !tool.GetContract().GetAllowSampling() || !tool.GetApprovals()[0].GetContract().GetAllowSampling() || tool.GetApprovals()[0].GetApprovalDigest() != with {
+		t.Fatalf("stored: contract %v, approval %v", tool.GetContract(), tool.GetApprovals()[0])
+	}
+	if rv := review(t, admin, class, digest); !rv.GetApproved() || !rv.GetContract().GetAllowSampling() {
+		t.Fatalf("approved contract with sampling: %v", rv)
+	}
+
+	// Off again: the digest without sampling, approved before.
+	pub, err = owner.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: contractFor(toolID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := pub.GetTool().GetApprovalDigest(); d != without || pub.GetTool().GetReviewState() != registryv1.ReviewState_REVIEW_STATE_APPROVED {
+		t.Fatalf("sampling off: digest %s (want %s), state %v", d, without, pub.GetTool().GetReviewState())
+	}
+}

@@ -579,7 +579,8 @@ func exportFile(st *state) *registryFile {
 		enabled := t.GetEnabled()
 		ce := contractEntry{Enabled: &enabled, contractFile: contractFile{ToolID: id, Effect: effectName(c.GetEffect()), Scope: c.GetScope(),
 			Authorization: enumName(c.GetAuthorization().String(), "AUTHORIZATION_"), DeadlineMS: c.GetDeadlineMs(),
-			AllowedFields: c.GetAllowedFields(), RequiredEvidence: c.GetRequiredEvidence(), ResultBudgetBytes: c.GetResultBudgetBytes()}}
+			AllowedFields: c.GetAllowedFields(), RequiredEvidence: c.GetRequiredEvidence(), ResultBudgetBytes: c.GetResultBudgetBytes(),
+			AllowSampling: c.GetAllowSampling()}}
 		if c.GetConfirmation() != registryv1.Confirmation_CONFIRMATION_UNSPECIFIED {
 			ce.Confirmation = enumName(c.GetConfirmation().String(), "CONFIRMATION_")
 		}

@@ -51,6 +51,7 @@ const contractEntryYAML = `contracts:
     allowed_fields: [shipment_id, status, updated_at]
     required_evidence: [shipment_id, updated_at]
     result_budget_bytes: 4096
+    allow_sampling: true
 `
 
 func writeFile(t *testing.T, name, content string) string {
@@ -165,7 +166,7 @@ func TestApplyDiffExport(t *testing.T) {
 
 	// export writes today's state; applied, it changes nothing.
 	exported := mustCLI(t, r, admin, "export")
-	wantLines(t, exported, `(?m)^version: 1$`, `result_budget_bytes: 4096`, `approved:\n\s+- `+digest, `stage: canary`, `percent: 5`, `secret_ref: env:LOGISTICS_TOKEN`)
+	wantLines(t, exported, `(?m)^version: 1$`, `result_budget_bytes: 4096`, `allow_sampling: true`, `approved:\n\s+- `+digest, `stage: canary`, `percent: 5`, `secret_ref: env:LOGISTICS_TOKEN`)
 	wantNoChanges(t, r, admin, writeFile(t, "exported.yaml", exported))
 
 	// --prune: the file drops the grant; diff without --prune leaves it,

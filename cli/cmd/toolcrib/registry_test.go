@@ -90,7 +90,7 @@ required_evidence: [shipment_id, updated_at]
 		t.Fatal(err)
 	}
 	out = mustCLI(t, r, admin, "contract", "publish", "--file", contractYAML, "logistics.shipment_status")
-	wantLines(t, out, `review state\s+unreviewed`, `contract\s+v1: effect read-only, scope shipment:read`, `result budget gateway default`,
+	wantLines(t, out, `review state\s+unreviewed`, `contract\s+v1: effect read-only, scope shipment:read`, `result budget gateway default, sampling refused`,
 		`toolcrib tool approve logistics.shipment_status sha256:`)
 	first := digestRe.FindStringSubmatch(out)[1]
 

@@ -36,6 +36,7 @@ type contractFile struct {
 	AllowedFields     []string `yaml:"allowed_fields,omitempty"`
 	RequiredEvidence  []string `yaml:"required_evidence,omitempty"`
 	ResultBudgetBytes int64    `yaml:"result_budget_bytes,omitempty"`
+	AllowSampling     bool     `yaml:"allow_sampling,omitempty"`
 	DownstreamMapping struct {
 		Destination string `yaml:"destination,omitempty"`
 		Operation   string `yaml:"operation,omitempty"`
@@ -83,6 +84,7 @@ func (f contractFile) toProto(tool string) (*registryv1.ToolContract, error) {
 		ToolId: tool, Effect: catalogv1.EffectClass(effect), Scope: f.Scope, Authorization: registryv1.Authorization(auth),
 		DeadlineMs: f.DeadlineMS, Confirmation: registryv1.Confirmation(conf),
 		AllowedFields: f.AllowedFields, RequiredEvidence: f.RequiredEvidence, ResultBudgetBytes: f.ResultBudgetBytes,
+		AllowSampling: f.AllowSampling,
 		DownstreamMapping: &registryv1.DownstreamMapping{Destination: f.DownstreamMapping.Destination,
 			Operation: f.DownstreamMapping.Operation, Identity: f.DownstreamMapping.Identity},
 		DataPolicy: &registryv1.DataPolicy{Classification: f.DataPolicy.Classification,
@@ -119,6 +121,17 @@ func (o overrides) num64(fs *pflag.FlagSet, name, usage string, apply func(*cont
 			return fmt.Errorf("not a number: %q", v)
 		}
 		o[name] = func(f *contractFile) { apply(f, n) }
+		return nil
+	})
+}
+
+func (o overrides) boolean(fs *pflag.FlagSet, name, usage string, apply func(*contractFile, bool)) {
+	fs.BoolFunc(name, usage, func(v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("not true or false: %q", v)
+		}
+		o[name] = func(f *contractFile) { apply(f, b) }
 		return nil
 	})
 }
@@ -183,7 +196,7 @@ func contractCommand(e *env) *cobra.Command {
 // per contract field, recorded in set to override the file's value.
 func contractFlags(fs *pflag.FlagSet, file *string, set overrides) {
 	fs.StringVar(file, "file", "", "contract file, YAML or JSON, with the keys of the flags below (tool_id, effect, scope, "+
-		"authorization, deadline_ms, confirmation, allowed_fields, required_evidence, result_budget_bytes, downstream_mapping{destination, "+
+		"authorization, deadline_ms, confirmation, allowed_fields, required_evidence, result_budget_bytes, allow_sampling, downstream_mapping{destination, "+
 		"operation, identity}, data_policy{classification, personal_data, retention_days})")
 	set.str(fs, "effect", "effect class: read-only, reservation, write or destructive", func(f *contractFile, v string) { f.Effect = v })
 	set.str(fs, "scope", "scope a caller must hold, e.g. shipment:read", func(f *contractFile, v string) { f.Scope = v })
@@ -199,6 +212,9 @@ func contractFlags(fs *pflag.FlagSet, file *string, set overrides) {
 		func(f *contractFile, v []string) { f.RequiredEvidence = v })
 	set.num64(fs, "result-budget", "largest result in bytes given to the model inline, 1024 to 67108864; larger ones go to the "+
 		"gateway's artifact store; 0 for the gateway's default", func(f *contractFile, v int64) { f.ResultBudgetBytes = v })
+	set.boolean(fs, "allow-sampling", "let the tool's server ask the calling client for a sampling (sampling/createMessage, "+
+		"an LLM completion on the client's model) during a call through the gateway; off by default; part of the approval digest",
+		func(f *contractFile, v bool) { f.AllowSampling = v })
 	set.str(fs, "destination", "downstream system, e.g. shipments-api",
 		func(f *contractFile, v string) { f.DownstreamMapping.Destination = v })
 	set.str(fs, "operation", "downstream operation, e.g. 'GET /shipments/{id}'",
@@ -212,6 +228,15 @@ func contractFlags(fs *pflag.FlagSet, file *string, set overrides) {
 	})
 	set.num(fs, "retention-days", "how long results may be kept, in days",
 		func(f *contractFile, v int32) { f.DataPolicy.RetentionDays = v })
+}
+
+// samplingText says whether a contract lets its tool's server ask the
+// client for a sampling through the gateway.
+func samplingText(allowed bool) string {
+	if allowed {
+		return "allowed"
+	}
+	return "refused"
 }
 
 // toolResponse is a response carrying the tool after a review action.
@@ -274,7 +299,7 @@ func printTool(w io.Writer, t *registryv1.Tool) {
 		fmt.Fprintf(w, "contract\tv%d: effect %s, scope %s, authorization %s, deadline %s\n", t.GetContractVersion(),
 			effectName(c.GetEffect()), c.GetScope(), enumName(c.GetAuthorization().String(), "AUTHORIZATION_"), deadlineText(c.GetDeadlineMs()))
 		fmt.Fprintf(w, "\tallowed fields %s, required evidence %s\n", allowedFieldsText(c.GetAllowedFields()), requiredEvidenceText(c.GetRequiredEvidence()))
-		fmt.Fprintf(w, "\tresult budget %s\n", resultBudgetText(c.GetResultBudgetBytes()))
+		fmt.Fprintf(w, "\tresult budget %s, sampling %s\n", resultBudgetText(c.GetResultBudgetBytes()), samplingText(c.GetAllowSampling()))
 		if dm := c.GetDownstreamMapping(); dm.GetDestination() != "" || dm.GetOperation() != "" || dm.GetIdentity() != "" {
 			fmt.Fprintf(w, "\tdownstream %s %s as %s\n", orDash(dm.GetDestination()), orDash(dm.GetOperation()), orDash(dm.GetIdentity()))
 		}

@@ -1256,8 +1256,17 @@ type ToolContract struct {
 	// (`--result-budget-bytes`); otherwise between 1024 and 67108864 (64 MiB).
 	// Part of the contract, so of the approval digest when set.
 	ResultBudgetBytes int64 `protobuf:"varint,11,opt,name=result_budget_bytes,json=resultBudgetBytes,proto3" json:"result_budget_bytes,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Whether the tool's server may ask the calling client for a sampling
+	// (`sampling/createMessage`, an LLM completion on the client's model and
+	// account) during a call of this tool through the gateway. False (the
+	// default) refuses every such request; true relays it to a client that
+	// declared the sampling capability, shown as coming from the server and
+	// tool, and its answer back. The gateway honours it only while the
+	// contract carrying it is approved at the called descriptor digest. Part
+	// of the contract, so of the approval digest when set.
+	AllowSampling bool `protobuf:"varint,12,opt,name=allow_sampling,json=allowSampling,proto3" json:"allow_sampling,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolContract) Reset() {
@@ -1365,6 +1374,13 @@ func (x *ToolContract) GetResultBudgetBytes() int64 {
 		return x.ResultBudgetBytes
 	}
 	return 0
+}
+
+func (x *ToolContract) GetAllowSampling() bool {
+	if x != nil {
+		return x.AllowSampling
+	}
+	return false
 }
 
 // ToolVariant is what one audience class sees of a tool at the source, and
@@ -1500,11 +1516,12 @@ type ApprovedVersion struct {
 	// "personal_data":…,"retention_days":…},"deadline_ms":…,
 	// "downstream_mapping":{"destination":…,"identity":…,"operation":…},
 	// "effect":"EFFECT_CLASS_…","required_evidence":[…],
-	// "result_budget_bytes":…,"scope":…,"tool_id":…},
-	// "descriptor_digest":"sha256:…"}`. Enums are their full names, lists
-	// are sorted, every member is always present except
-	// `result_budget_bytes`, which is absent when 0 (so contracts without a
-	// budget keep the digests they had before the field existed).
+	// "result_budget_bytes":…,"allow_sampling":true,"scope":…,"tool_id":…},
+	// "descriptor_digest":"sha256:…"}` (members in RFC 8785 order). Enums are
+	// their full names, lists are sorted, every member is always present
+	// except `result_budget_bytes`, absent when 0, and `allow_sampling`,
+	// absent when false (so contracts without them keep the digests they had
+	// before the fields existed).
 	ApprovalDigest string `protobuf:"bytes,1,opt,name=approval_digest,json=approvalDigest,proto3" json:"approval_digest,omitempty"`
 	// The descriptor digest approved.
 	DescriptorDigest string `protobuf:"bytes,2,opt,name=descriptor_digest,json=descriptorDigest,proto3" json:"descriptor_digest,omitempty"`
@@ -5682,7 +5699,7 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"DataPolicy\x12&\n" +
 	"\x0eclassification\x18\x01 \x01(\tR\x0eclassification\x12#\n" +
 	"\rpersonal_data\x18\x02 \x01(\bR\fpersonalData\x12%\n" +
-	"\x0eretention_days\x18\x03 \x01(\x05R\rretentionDays\"\xca\x04\n" +
+	"\x0eretention_days\x18\x03 \x01(\x05R\rretentionDays\"\xf1\x04\n" +
 	"\fToolContract\x12\x17\n" +
 	"\atool_id\x18\x01 \x01(\tR\x06toolId\x128\n" +
 	"\x06effect\x18\x02 \x01(\x0e2 .toolcrib.catalog.v1.EffectClassR\x06effect\x12\x14\n" +
@@ -5697,7 +5714,8 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\x11required_evidence\x18\t \x03(\tR\x10requiredEvidence\x12F\n" +
 	"\fconfirmation\x18\n" +
 	" \x01(\x0e2\".toolcrib.registry.v1.ConfirmationR\fconfirmation\x12.\n" +
-	"\x13result_budget_bytes\x18\v \x01(\x03R\x11resultBudgetBytes\"\x9b\x03\n" +
+	"\x13result_budget_bytes\x18\v \x01(\x03R\x11resultBudgetBytes\x12%\n" +
+	"\x0eallow_sampling\x18\f \x01(\bR\rallowSampling\"\x9b\x03\n" +
 	"\vToolVariant\x12%\n" +
 	"\x0eaudience_class\x18\x01 \x01(\tR\raudienceClass\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12+\n" +

@@ -248,6 +248,12 @@ func contractRows(approved, cur *registryv1.ToolContract) []contractRow {
 		row("downstream mapping", func(c *registryv1.ToolContract) string { return protoText(c.GetDownstreamMapping()) }),
 		row("data policy", func(c *registryv1.ToolContract) string { return protoText(c.GetDataPolicy()) }),
 		row("result budget", func(c *registryv1.ToolContract) string { return fmt.Sprintf("%d bytes", c.GetResultBudgetBytes()) }),
+		row("sampling", func(c *registryv1.ToolContract) string {
+			if c.GetAllowSampling() {
+				return "allowed: the server may ask the caller's model through the gateway"
+			}
+			return "refused"
+		}),
 	}
 }
 

@@ -42,6 +42,17 @@ type Descriptor struct {
 type Review struct {
 	Contract    *registryv1.ToolContract
 	PolicyEpoch int64
+	// Approved: Contract is approved at that digest (it may be newer than
+	// the approval admission allowed the call under, if published since).
+	Approved bool
+}
+
+// AllowsSampling reports whether the tool's server may ask the calling
+// client for a sampling during a call: the contract allows it and that
+// contract is the approved one at the digest (a contract published since
+// the call was allowed, not yet reviewed, grants nothing).
+func (r Review) AllowsSampling() bool {
+	return r.Approved && r.Contract.GetAllowSampling()
 }
 
 // Endpoint is where and how the gateway reaches one server for one
@@ -210,7 +221,7 @@ func (d *Directory) Review(ctx context.Context, tool, class, digest string, atLe
 	if err != nil {
 		return Review{}, fmt.Errorf("contract: registry GetToolReview: %w", err)
 	}
-	r = Review{Contract: resp.GetContract(), PolicyEpoch: resp.GetPolicyEpoch()}
+	r = Review{Contract: resp.GetContract(), PolicyEpoch: resp.GetPolicyEpoch(), Approved: resp.GetApproved()}
 	d.mu.Lock()
 	if old, ok := d.reviews.Peek(k); !ok || old.PolicyEpoch <= r.PolicyEpoch {
 		d.reviews.Add(k, r)

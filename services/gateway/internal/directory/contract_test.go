@@ -8,6 +8,7 @@ import (
 
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
+	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/secretref"
 )
 
@@ -56,5 +57,41 @@ func TestSnapshotCacheIsABoundedLRU(t *testing.T) {
 	get(first)
 	if disc.reads[first] != 2 {
 		t.Fatalf("the least recently used generation was read %d times, want 2 (forgotten past the bound)", disc.reads[first])
+	}
+}
+
+// reviews is a registry answering GetToolReview with one contract and
+// approval state per descriptor digest.
+type reviews struct {
+	registryv1.RegistryServiceClient
+	by map[string]*registryv1.GetToolReviewResponse
+}
+
+func (r *reviews) GetToolReview(_ context.Context, req *registryv1.GetToolReviewRequest, _ ...grpc.CallOption) (*registryv1.GetToolReviewResponse, error) {
+	return r.by[req.GetDescriptorDigest()], nil
+}
+
+// TestReviewAllowsSamplingOnlyWhenApproved: a contract allowing sampling
+// grants it only while that contract is approved at the digest; one
+// published since (unreviewed) grants nothing, and neither does an
+// approved contract that does not allow it.
+func TestReviewAllowsSamplingOnlyWhenApproved(t *testing.T) {
+	allow := &registryv1.ToolContract{AllowSampling: true}
+	reg := &reviews{by: map[string]*registryv1.GetToolReviewResponse{
+		"sha256:approved-allows":   {Contract: allow, Approved: true, PolicyEpoch: 1},
+		"sha256:unreviewed-allows": {Contract: allow, Approved: false, PolicyEpoch: 1},
+		"sha256:approved-refuses":  {Contract: &registryv1.ToolContract{}, Approved: true, PolicyEpoch: 1},
+		"sha256:no-contract":       {PolicyEpoch: 1},
+	}}
+	d := New(reg, nil, secretref.Policy{}, nil)
+	for digest, want := range map[string]bool{"sha256:approved-allows": true, "sha256:unreviewed-allows": false,
+		"sha256:approved-refuses": false, "sha256:no-contract": false} {
+		r, err := d.Review(context.Background(), "srv.t", "tenant.readers", digest, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.AllowsSampling(); got != want {
+			t.Errorf("%s: AllowsSampling %v, want %v", digest, got, want)
+		}
 	}
 }

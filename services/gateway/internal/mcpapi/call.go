@@ -321,13 +321,13 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 		// passes on those at or above the level the client set
 		// (logging/setLevel; none before it sets one).
 		params.Meta[mcp.MetaKeyLogLevel] = "debug"
-		end := rl.begin(ctx, target.Identity(), rt.GetServerId(), shown.model.Name)
+		end := rl.begin(ctx, target.Identity(), rt.GetServerId(), shown.model.Name, review.AllowsSampling())
 		up, err = g.opts.Upstream.CallFor(uctx, target, params, rl)
 		end()
 	} else {
 		// Stateless: the upstream learns the client's capabilities from the
 		// request (those an input request can use).
-		params.Meta[mcp.MetaKeyClientCapabilities] = forwardedCapabilities(req.ClientCapabilities())
+		params.Meta[mcp.MetaKeyClientCapabilities] = forwardedCapabilities(req.ClientCapabilities(), review.AllowsSampling())
 		up, err = g.opts.Upstream.Call(uctx, target, params)
 	}
 	if errors.Is(err, directory.ErrIdentity) {
@@ -349,12 +349,20 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 		return unavailable("the tool's server", err), outcomeUnavailable, ReasonUnavailable
 	}
 	if up.NeedsInput() {
+		var sampling *samplingGrant
+		if review.AllowsSampling() {
+			var declared *mcp.SamplingCapabilities
+			if c := req.ClientCapabilities(); c != nil {
+				declared = c.Sampling
+			}
+			sampling = &samplingGrant{declared: declared, server: rt.GetServerId(), tool: shown.model.Name}
+		}
 		// The upstream asks the client for input: passed through, its state
 		// kept by the gateway and bound to this call.
 		reqs, sealed, err := g.inputPassThrough(ctx, req.Session, "server "+rt.GetServerId()+", tool "+shown.model.Name, up.InputRequests,
-			upstreamRecord{Binding: binding(st, rt, argDigest), State: up.RequestState, Shown: shownDigest})
+			upstreamRecord{Binding: binding(st, rt, argDigest), State: up.RequestState, Shown: shownDigest}, sampling)
 		if errors.Is(err, errSamplingRefused) {
-			return denial(ReasonSamplingRefused, "the tool asked for sampling (the client's model), which is not allowed through the gateway", ""), outcomeRefused, ReasonSamplingRefused
+			return denial(ReasonSamplingRefused, "the tool asked for sampling (the client's model), which its reviewed contract or this client's capabilities do not allow through the gateway", ""), outcomeRefused, ReasonSamplingRefused
 		}
 		if err != nil {
 			rd.err = err.(*jsonrpc.Error)

@@ -142,11 +142,11 @@ func passedError(err error, answering bool) *jsonrpc.Error {
 // forwardedCapabilities is the `_meta` client-capabilities object the
 // gateway sends upstream for a stateless call: the capabilities the
 // calling client declared that an upstream's input request may use
-// through the gateway (elicitation, roots), nothing else. A capability the
-// client did not declare is never claimed to the upstream, and sampling is
-// never claimed: no reviewed contract allows sampling through the gateway
-// (the session relay refuses sampling/createMessage the same way).
-func forwardedCapabilities(caps *mcp.ClientCapabilities) map[string]any {
+// through the gateway (elicitation, roots; sampling only when sampling is
+// true: the called tool's contract, approved at the called digest, allows
+// it), nothing else. A capability the client did not declare is never
+// claimed to the upstream.
+func forwardedCapabilities(caps *mcp.ClientCapabilities, sampling bool) map[string]any {
 	out := map[string]any{}
 	if caps == nil {
 		return out
@@ -159,15 +159,67 @@ func forwardedCapabilities(caps *mcp.ClientCapabilities) map[string]any {
 	} else if caps.Roots.ListChanged {
 		out["roots"] = map[string]any{"listChanged": true}
 	}
+	if sampling && caps.Sampling != nil {
+		out["sampling"] = caps.Sampling
+	}
 	return out
 }
 
-// errSamplingRefused: an upstream's input requests include sampling,
-// which no reviewed contract allows through the gateway.
-var errSamplingRefused = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "the server asked the client for sampling (sampling/createMessage), which is not allowed through the gateway"}
+// samplingGrant lets an upstream's input requests ask the client for a
+// sampling: given only for a tools/call whose tool's approved contract
+// allows sampling ([directory.Review.AllowsSampling]), with what the
+// client declared.
+type samplingGrant struct {
+	// declared is the client's sampling capability (nil: none declared).
+	declared *mcp.SamplingCapabilities
+	// server and tool name the request's origin ([MetaRelayedFrom]).
+	server, tool string
+}
+
+// passSampling is an upstream's sampling input request as the client gets
+// it, the way the session relay passes one ([relay.sample]): refused
+// without a grant, without the client's sampling capability, or offering
+// tools to a client that did not declare sampling with tools; else with
+// includeContext dropped and `_meta` naming the server and tool.
+func passSampling(grant *samplingGrant, ir mcp.InputRequest) (mcp.InputRequest, error) {
+	if grant == nil || grant.declared == nil {
+		return nil, errSamplingRefused
+	}
+	from := map[string]string{"server": grant.server, "tool": grant.tool}
+	strip := func(m mcp.Meta) mcp.Meta {
+		out := mcp.Meta{}
+		for k, v := range m {
+			if k != "progressToken" && k != MetaRelayedFrom {
+				out[k] = v
+			}
+		}
+		out[MetaRelayedFrom] = from
+		return out
+	}
+	switch p := ir.(type) {
+	case *mcp.CreateMessageParams:
+		c := *p
+		c.IncludeContext, c.Meta = "", strip(p.Meta)
+		return &c, nil
+	case *mcp.CreateMessageWithToolsParams:
+		if (len(p.Tools) > 0 || p.ToolChoice != nil) && grant.declared.Tools == nil {
+			return nil, errSamplingRefused
+		}
+		c := *p
+		c.IncludeContext, c.Meta = "", strip(p.Meta)
+		return &c, nil
+	}
+	return nil, errSamplingRefused
+}
+
+// errSamplingRefused: an upstream's input requests include a sampling the
+// gateway does not pass: the tool's reviewed contract does not allow it,
+// or the client did not declare it (with tools, when tools are offered).
+var errSamplingRefused = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "the server asked the client for sampling (sampling/createMessage), which is not allowed through the gateway for this request"}
 
 // ReasonSamplingRefused: the tool's server asked the client for sampling
-// in an input-required result; not allowed through the gateway.
+// in an input-required result, which the gateway does not pass
+// ([errSamplingRefused]).
 const ReasonSamplingRefused = "SAMPLING_NOT_ALLOWED"
 
 // maxInputMessage bounds an upstream elicitation's message shown to the
@@ -180,15 +232,16 @@ const maxInputMessage = 4096
 // resource: "server X, tool Y"), and the gateway's state in place of the
 // upstream's. A client that cannot answer input requests (before
 // 2026-07-28, whose session's calls the upstream asks by server-to-client
-// requests instead) never gets one, and neither does any client a request
-// for sampling ([errSamplingRefused]).
-func (g *Gateway) inputPassThrough(ctx context.Context, ss *mcp.ServerSession, origin string, reqs mcp.InputRequestMap, rec upstreamRecord) (mcp.InputRequestMap, string, error) {
-	return g.passInputs(ctx, supportsInputRequests(ss), origin, reqs, rec)
+// requests instead) never gets one, and a request for sampling passes only
+// with a grant ([passSampling]; nil for prompts and resources, which have
+// no contract), else the whole answer is refused ([errSamplingRefused]).
+func (g *Gateway) inputPassThrough(ctx context.Context, ss *mcp.ServerSession, origin string, reqs mcp.InputRequestMap, rec upstreamRecord, sampling *samplingGrant) (mcp.InputRequestMap, string, error) {
+	return g.passInputs(ctx, supportsInputRequests(ss), origin, reqs, rec, sampling)
 }
 
 // passInputs is [Gateway.inputPassThrough] for a client that can (canTake)
 // or cannot take input requests.
-func (g *Gateway) passInputs(ctx context.Context, canTake bool, origin string, reqs mcp.InputRequestMap, rec upstreamRecord) (mcp.InputRequestMap, string, error) {
+func (g *Gateway) passInputs(ctx context.Context, canTake bool, origin string, reqs mcp.InputRequestMap, rec upstreamRecord, sampling *samplingGrant) (mcp.InputRequestMap, string, error) {
 	if !canTake {
 		return nil, "", &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server asked for input this client cannot be asked for (input requests need MCP 2026-07-28 or later)"}
 	}
@@ -196,7 +249,11 @@ func (g *Gateway) passInputs(ctx context.Context, canTake bool, origin string, r
 	for id, ir := range reqs {
 		switch p := ir.(type) {
 		case *mcp.CreateMessageParams, *mcp.CreateMessageWithToolsParams:
-			return nil, "", errSamplingRefused
+			passed, err := passSampling(sampling, ir)
+			if err != nil {
+				return nil, "", err
+			}
+			out[id] = passed
 		case *mcp.ElicitParams:
 			c := *p
 			c.Message = "[" + bounded(origin, 512) + "] " + bounded(p.Message, maxInputMessage)

@@ -163,16 +163,19 @@ func TestPassedError(t *testing.T) {
 // is claimed to the upstream.
 func TestForwardedCapabilities(t *testing.T) {
 	for _, c := range []struct {
-		name string
-		caps *mcp.ClientCapabilities
-		want string
+		name     string
+		caps     *mcp.ClientCapabilities
+		sampling bool
+		want     string
 	}{
-		{"none", nil, `{}`},
-		{"sampling is never claimed", &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}}, `{}`},
-		{"elicitation and roots", &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}, RootsV2: &mcp.RootCapabilities{}}, `{"elicitation":{},"roots":{}}`},
-		{"experimental is not forwarded", &mcp.ClientCapabilities{Experimental: map[string]any{"x": map[string]any{}}}, `{}`},
+		{"none", nil, true, `{}`},
+		{"sampling is not claimed for a tool whose contract does not allow it", &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}}, false, `{}`},
+		{"sampling is claimed for a tool whose contract allows it", &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}}, true, `{"sampling":{}}`},
+		{"sampling is never claimed for a client that did not declare it", &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}, true, `{"elicitation":{}}`},
+		{"elicitation and roots", &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}, RootsV2: &mcp.RootCapabilities{}}, false, `{"elicitation":{},"roots":{}}`},
+		{"experimental is not forwarded", &mcp.ClientCapabilities{Experimental: map[string]any{"x": map[string]any{}}}, true, `{}`},
 	} {
-		b, err := json.Marshal(forwardedCapabilities(c.caps))
+		b, err := json.Marshal(forwardedCapabilities(c.caps, c.sampling))
 		if err != nil || string(b) != c.want {
 			t.Errorf("%s: %s, want %s (%v)", c.name, b, c.want, err)
 		}
@@ -191,7 +194,7 @@ func TestInputPassThrough(t *testing.T) {
 		"name":  &mcp.ElicitParams{Message: "What is your name?"},
 		"long":  &mcp.ElicitParams{Message: strings.Repeat("m", 100000)},
 		"roots": &mcp.ListRootsParams{},
-	}, rec)
+	}, rec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,15 +210,51 @@ func TestInputPassThrough(t *testing.T) {
 	if got, err := g.openUpstreamState(ctx, sealed, "b"); err != nil || got.State != "upstream-state" {
 		t.Fatalf("%+v %v", got, err)
 	}
-	if _, _, err := g.inputPassThrough(ctx, nil, "o", mcp.InputRequestMap{"e": &mcp.ElicitParams{}}, rec); err == nil {
+	if _, _, err := g.inputPassThrough(ctx, nil, "o", mcp.InputRequestMap{"e": &mcp.ElicitParams{}}, rec, nil); err == nil {
 		t.Error("a client without input requests (no 2026-07-28 session) was given one")
 	}
 	for name, ir := range map[string]mcp.InputRequest{
 		"sampling":            &mcp.CreateMessageParams{MaxTokens: 10},
 		"sampling with tools": &mcp.CreateMessageWithToolsParams{MaxTokens: 10},
 	} {
-		if _, _, err := g.passInputs(ctx, true, "o", mcp.InputRequestMap{"e": &mcp.ElicitParams{}, "s": ir}, rec); !errors.Is(err, errSamplingRefused) {
-			t.Errorf("%s: %v", name, err)
+		if _, _, err := g.passInputs(ctx, true, "o", mcp.InputRequestMap{"e": &mcp.ElicitParams{}, "s": ir}, rec, nil); !errors.Is(err, errSamplingRefused) {
+			t.Errorf("%s without a grant: %v", name, err)
 		}
+		undeclared := &samplingGrant{server: "inventory", tool: "draft"}
+		if _, _, err := g.passInputs(ctx, true, "o", mcp.InputRequestMap{"s": ir}, rec, undeclared); !errors.Is(err, errSamplingRefused) {
+			t.Errorf("%s to a client that did not declare sampling: %v", name, err)
+		}
+	}
+}
+
+// TestSamplingInputPassesOnlyWithAGrant: a tool whose approved contract
+// allows sampling passes an upstream's sampling input request to a client
+// that declared sampling, with includeContext dropped and its origin in
+// `_meta` (an origin the upstream wrote itself is replaced); one offering
+// tools needs the client's sampling-with-tools capability.
+func TestSamplingInputPassesOnlyWithAGrant(t *testing.T) {
+	ctx := context.Background()
+	g := stateGateway(t, redisclient.Open(redistest.Addr(), redistest.NewPrefix(t)))
+	rec := upstreamRecord{Binding: "b", State: "s"}
+	grant := &samplingGrant{declared: &mcp.SamplingCapabilities{}, server: "inventory", tool: "draft"}
+	reqs, _, err := g.passInputs(ctx, true, "server inventory, tool draft", mcp.InputRequestMap{
+		"s": &mcp.CreateMessageParams{MaxTokens: 10, IncludeContext: "allServers",
+			Meta: mcp.Meta{MetaRelayedFrom: "forged", "x": 1}},
+	}, rec, grant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := reqs["s"].(*mcp.CreateMessageParams)
+	from, _ := got.Meta[MetaRelayedFrom].(map[string]string)
+	if got.IncludeContext != "" || from["server"] != "inventory" || from["tool"] != "draft" || got.Meta["x"] != 1 {
+		t.Fatalf("passed %+v", got)
+	}
+	withTools := &mcp.CreateMessageWithToolsParams{MaxTokens: 10, Tools: []*mcp.Tool{{Name: "t"}}}
+	if _, _, err := g.passInputs(ctx, true, "o", mcp.InputRequestMap{"s": withTools}, rec, grant); !errors.Is(err, errSamplingRefused) {
+		t.Errorf("tools offered to a client without sampling with tools: %v", err)
+	}
+	grant.declared.Tools = &mcp.SamplingToolsCapabilities{}
+	if reqs, _, err := g.passInputs(ctx, true, "o", mcp.InputRequestMap{"s": withTools}, rec, grant); err != nil || len(reqs["s"].(*mcp.CreateMessageWithToolsParams).Tools) != 1 {
+		t.Errorf("tools offered to a client with sampling with tools: %v", err)
 	}
 }

@@ -163,7 +163,7 @@ func (g *Gateway) getPrompt(ctx context.Context, st *state, req *mcp.GetPromptRe
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the prompt's server did not answer"}
 	}
 	params := &mcp.GetPromptParams{Name: ref.name, Arguments: req.Params.Arguments, InputResponses: rs, RequestState: upState,
-		Meta: mcp.Meta{mcp.MetaKeyClientCapabilities: forwardedCapabilities(req.ClientCapabilities())}}
+		Meta: mcp.Meta{mcp.MetaKeyClientCapabilities: forwardedCapabilities(req.ClientCapabilities(), false)}}
 	res, err := cs.GetPrompt(ctx, params)
 	if jerr := passedError(err, rs != nil || upState != ""); jerr != nil {
 		return nil, jerr
@@ -171,7 +171,7 @@ func (g *Gateway) getPrompt(ctx context.Context, st *state, req *mcp.GetPromptRe
 	if err != nil || !res.NeedsInput() {
 		return res, err
 	}
-	reqs, sealed, err := g.inputPassThrough(ctx, req.Session, "server "+ref.src.server+", prompt "+ref.name, res.InputRequests, upstreamRecord{Binding: bind, State: res.RequestState})
+	reqs, sealed, err := g.inputPassThrough(ctx, req.Session, "server "+ref.src.server+", prompt "+ref.name, res.InputRequests, upstreamRecord{Binding: bind, State: res.RequestState}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +293,7 @@ func (g *Gateway) readUpstream(ctx context.Context, st *state, req *mcp.ReadReso
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the resource's server did not answer"}
 	}
 	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: ref.uri, InputResponses: rs, RequestState: upState,
-		Meta: mcp.Meta{mcp.MetaKeyClientCapabilities: forwardedCapabilities(req.ClientCapabilities())}})
+		Meta: mcp.Meta{mcp.MetaKeyClientCapabilities: forwardedCapabilities(req.ClientCapabilities(), false)}})
 	if jerr := passedError(err, rs != nil || upState != ""); jerr != nil {
 		return nil, jerr
 	}
@@ -301,7 +301,7 @@ func (g *Gateway) readUpstream(ctx context.Context, st *state, req *mcp.ReadReso
 		return nil, err
 	}
 	if res.NeedsInput() {
-		reqs, sealed, err := g.inputPassThrough(ctx, req.Session, "server "+ref.src.server+", resource "+ref.uri, res.InputRequests, upstreamRecord{Binding: bind, State: res.RequestState})
+		reqs, sealed, err := g.inputPassThrough(ctx, req.Session, "server "+ref.src.server+", resource "+ref.uri, res.InputRequests, upstreamRecord{Binding: bind, State: res.RequestState}, nil)
 		if err != nil {
 			return nil, err
 		}

@@ -21,8 +21,12 @@ const (
 	// client made to it (the gateway relays requests only within one).
 	relayNoCall = "the gateway relays a request to the client only during a call the client made to this server"
 	// relaySamplingRefused: the tool's reviewed contract does not allow
-	// sampling through the gateway.
+	// sampling through the gateway (allow_sampling unset, or the contract
+	// setting it not approved at the called digest).
 	relaySamplingRefused = "sampling/createMessage is not allowed through the gateway for this tool"
+	// relaySamplingTools: the upstream offered tools in a sampling request
+	// to a client that did not declare sampling with tools.
+	relaySamplingTools = "the client did not declare sampling with tools"
 	// relayNotDeclared: the client did not declare the capability.
 	relayNotDeclared = "the client did not declare this capability"
 )
@@ -42,6 +46,12 @@ type relay struct {
 	inFlight map[string][]*relayCall // by target identity, oldest first
 	watched  map[string]string       // target identity \x00 upstream URI -> the URI as the client knows it
 }
+
+// MetaRelayedFrom is the `_meta` key of a sampling/createMessage the
+// gateway relays to its client: {"server": <server id>, "tool": <the
+// tool's name as the client knows it>}, the call the upstream asked
+// during. The gateway sets it (an upstream's own value is replaced).
+const MetaRelayedFrom = "dev.toolcrib/relayed-from"
 
 // maxWatched bounds one session's resource subscriptions.
 const maxWatched = 1024
@@ -109,6 +119,9 @@ type relayCall struct {
 	ctx      context.Context // the client's tools/call request
 	serverID string
 	tool     string // the tool's name as the client knows it
+	// sampling: the tool's contract, approved at the called digest, allows
+	// the upstream to ask the client for a sampling.
+	sampling bool
 }
 
 // relayOf returns ss's relay, made on first use; nil for a session that
@@ -143,15 +156,17 @@ func (g *Gateway) relayOf(st *state, ss *mcp.ServerSession) *relay {
 func (r *relay) Key() string           { return r.key }
 func (r *relay) Done() <-chan struct{} { return r.done }
 
-// Capabilities are the client's elicitation and roots capabilities, as it
-// declared them at initialize. Sampling is never declared upstream.
+// Capabilities are the client's elicitation, sampling and roots
+// capabilities, as it declared them at initialize. Sampling is declared
+// for the whole upstream session (one per client session and server), and
+// relayed only during calls of tools whose contract allows it ([relay.Handle]).
 func (r *relay) Capabilities() *mcp.ClientCapabilities {
 	ip := r.ss.InitializeParams()
 	if ip == nil || ip.Capabilities == nil {
 		return nil
 	}
 	c := ip.Capabilities
-	out := &mcp.ClientCapabilities{Elicitation: c.Elicitation}
+	out := &mcp.ClientCapabilities{Elicitation: c.Elicitation, Sampling: c.Sampling}
 	if c.RootsV2 != nil {
 		out.RootsV2 = c.RootsV2
 	} else if c.Roots.ListChanged {
@@ -161,8 +176,10 @@ func (r *relay) Capabilities() *mcp.ClientCapabilities {
 }
 
 // begin records a call in flight to target; the returned func ends it.
-func (r *relay) begin(ctx context.Context, target, serverID, tool string) func() {
-	c := &relayCall{ctx: ctx, serverID: serverID, tool: tool}
+// sampling is whether the tool's approved contract allows the upstream to
+// ask the client for a sampling during the call.
+func (r *relay) begin(ctx context.Context, target, serverID, tool string, sampling bool) func() {
+	c := &relayCall{ctx: ctx, serverID: serverID, tool: tool, sampling: sampling}
 	r.mu.Lock()
 	r.inFlight[target] = append(r.inFlight[target], c)
 	r.mu.Unlock()
@@ -257,9 +274,48 @@ func (r *relay) Handle(ctx context.Context, t sessionpool.Target, method string,
 		}
 		return res, nil
 	case "sampling/createMessage":
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: relaySamplingRefused}
+		return r.sample(cctx, call, req)
 	}
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not relayed"}
+}
+
+// sample relays an upstream's sampling/createMessage during call to the
+// client: only when the tool's approved contract allows it and the client
+// declared sampling (with tools, if the request offers tools). The request
+// goes as the upstream sent it but for two changes: includeContext is
+// dropped (a client honouring "thisServer" or "allServers" would put what
+// it has from the gateway's other servers and tools into a completion this
+// upstream reads; MCP lets a client ignore the field), and `_meta` names
+// the server and tool it comes from ([MetaRelayedFrom]).
+func (r *relay) sample(ctx context.Context, call *relayCall, req mcp.Request) (mcp.Result, error) {
+	if !call.sampling {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: relaySamplingRefused}
+	}
+	var declared *mcp.SamplingCapabilities
+	if ip := r.ss.InitializeParams(); ip != nil && ip.Capabilities != nil {
+		declared = ip.Capabilities.Sampling
+	}
+	p, ok := req.GetParams().(*mcp.CreateMessageWithToolsParams)
+	if !ok || p == nil || declared == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: relayNotDeclared}
+	}
+	if (len(p.Tools) > 0 || p.ToolChoice != nil) && declared.Tools == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: relaySamplingTools}
+	}
+	out := *p
+	out.IncludeContext = ""
+	out.Meta = mcp.Meta{}
+	for k, v := range p.Meta {
+		if k != "progressToken" && k != MetaRelayedFrom {
+			out.Meta[k] = v
+		}
+	}
+	out.Meta[MetaRelayedFrom] = map[string]string{"server": call.serverID, "tool": call.tool}
+	res, err := r.ss.CreateMessageWithTools(ctx, &out)
+	if err != nil {
+		return nil, relayErr(err)
+	}
+	return res, nil
 }
 
 // origin names where a relayed message comes from: the server and the

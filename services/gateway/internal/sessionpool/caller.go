@@ -17,8 +17,8 @@ type Caller interface {
 	// Key names the caller's session on this gateway replica.
 	Key() string
 	// Capabilities are what the upstream session declares: the caller's
-	// own elicitation and roots capabilities (nil: none); the gateway
-	// decides which it relays.
+	// own elicitation, sampling and roots capabilities (nil: none); the
+	// gateway decides which requests it relays.
 	Capabilities() *mcp.ClientCapabilities
 	// Done is closed when the caller's session ends; its upstream sessions
 	// are closed then.
@@ -76,6 +76,7 @@ func (p *Pool) connectFor(t Target, caller Caller) (*mcp.ClientSession, error) {
 	caps := &mcp.ClientCapabilities{}
 	if c := caller.Capabilities(); c != nil {
 		caps.Elicitation = c.Elicitation
+		caps.Sampling = c.Sampling
 		if c.RootsV2 != nil || c.Roots.ListChanged {
 			caps.RootsV2 = &mcp.RootCapabilities{}
 		}

@@ -29,16 +29,20 @@ import (
 //	  "effect": "EFFECT_CLASS_READ_ONLY",
 //	  "required_evidence": ["shipment_id"],              sorted; [] for none
 //	  "result_budget_bytes": 4096,                       absent when 0
+//	  "allow_sampling": true,                            absent when false
 //	  "scope": "shipment:read",
 //	  "tool_id": "logistics.shipment_status"
 //	}
 //
 // Enums are written as their full proto names. An empty classification is
-// stored as `internal`, which the API defines it to mean. The one member
-// that may be absent is result_budget_bytes, omitted when 0: it came after
-// the first approvals, and a contract without a budget keeps the digest it
-// had; a contract with one has a new digest, as for any contract change. Changing this
-// shape changes every approval digest: never do it without a migration.
+// stored as `internal`, which the API defines it to mean. The members that
+// may be absent are result_budget_bytes, omitted when 0, and
+// allow_sampling, omitted when false: they came after the first approvals,
+// and a contract that does not set them keeps the digest it had; a
+// contract that sets one has a new digest, as for any contract change (an
+// approval of the old digest does not cover a contract that now allows
+// sampling). Changing this shape changes every approval digest: never do
+// it without a migration.
 type Doc struct {
 	ToolID            string     `json:"tool_id"`
 	Effect            string     `json:"effect"`
@@ -51,6 +55,7 @@ type Doc struct {
 	RequiredEvidence  []string   `json:"required_evidence"`
 	Confirmation      string     `json:"confirmation"`
 	ResultBudgetBytes int64      `json:"result_budget_bytes,omitempty"`
+	AllowSampling     bool       `json:"allow_sampling,omitempty"`
 }
 
 // Downstream is the JSON form of [registryv1.DownstreamMapping].
@@ -94,6 +99,7 @@ func FromProto(c *registryv1.ToolContract) Doc {
 		RequiredEvidence:  sortedSet(c.GetRequiredEvidence()),
 		Confirmation:      c.GetConfirmation().String(),
 		ResultBudgetBytes: c.GetResultBudgetBytes(),
+		AllowSampling:     c.GetAllowSampling(),
 	}
 	if d.DataPolicy.Classification == "" {
 		d.DataPolicy.Classification = DefaultClassification
@@ -129,6 +135,7 @@ func (d Doc) Proto() *registryv1.ToolContract {
 		RequiredEvidence:  append([]string(nil), d.RequiredEvidence...),
 		Confirmation:      registryv1.Confirmation(registryv1.Confirmation_value[d.Confirmation]),
 		ResultBudgetBytes: d.ResultBudgetBytes,
+		AllowSampling:     d.AllowSampling,
 	}
 }
 

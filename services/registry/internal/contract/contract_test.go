@@ -81,6 +81,7 @@ func TestApprovalDigestBindsContent(t *testing.T) {
 		"confirmation": func(c *registryv1.ToolContract) { c.Confirmation = registryv1.Confirmation_CONFIRMATION_ALWAYS },
 		"auth":         func(c *registryv1.ToolContract) { c.Authorization = registryv1.Authorization_AUTHORIZATION_SERVICE },
 		"budget":       func(c *registryv1.ToolContract) { c.ResultBudgetBytes = 4096 },
+		"sampling":     func(c *registryv1.ToolContract) { c.AllowSampling = true },
 	}
 	for name, change := range changes {
 		c := shipmentStatus()
@@ -115,6 +116,46 @@ func TestApprovalDigestResultBudget(t *testing.T) {
 	back, err := Unmarshal(b)
 	if err != nil || back.Proto().GetResultBudgetBytes() != 4096 {
 		t.Fatalf("stored budget did not round-trip: %v %d", err, back.Proto().GetResultBudgetBytes())
+	}
+}
+
+// Allowing sampling is in the digested JSON when set and absent when
+// false, so a contract that never sets it keeps the golden digest above
+// (the one approvals had before the field), and one that sets it has a
+// digest no earlier approval covers.
+func TestApprovalDigestAllowSampling(t *testing.T) {
+	c := shipmentStatus()
+	c.AllowSampling = true
+	got, err := canonical.Marshal(approvalInput{DescriptorDigest: descriptorDigest, Contract: FromProto(c)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(got), `{"contract":{"allow_sampling":true,"allowed_fields":[`) {
+		t.Fatalf("canonical approval input lacks allow_sampling in its place: %s", got)
+	}
+	off := shipmentStatus()
+	off.AllowSampling = false
+	got, _ = canonical.Marshal(approvalInput{DescriptorDigest: descriptorDigest, Contract: FromProto(off)})
+	if strings.Contains(string(got), "allow_sampling") {
+		t.Fatalf("a contract that does not allow sampling carries the member: %s", got)
+	}
+	const golden = "sha256:d5e3f70cb7916b282831a230217eb714706786ffb00b953804747409f5fe088e"
+	if d, _ := ApprovalDigest(descriptorDigest, FromProto(off)); d != golden {
+		t.Fatalf("a contract without sampling changed its digest: %s", d)
+	}
+	if d, _ := ApprovalDigest(descriptorDigest, FromProto(c)); d == golden {
+		t.Fatal("allowing sampling kept the digest of the contract without it")
+	}
+	b, _ := FromProto(c).Marshal()
+	back, err := Unmarshal(b)
+	if err != nil || !back.Proto().GetAllowSampling() {
+		t.Fatalf("stored allow_sampling did not round-trip: %v %v", err, back.Proto().GetAllowSampling())
+	}
+	// A contract stored before the field existed reads as not allowing it.
+	old, err := Unmarshal([]byte(`{"tool_id":"a.b","effect":"EFFECT_CLASS_READ_ONLY","scope":"s:r","authorization":"AUTHORIZATION_CALLER",` +
+		`"deadline_ms":0,"downstream_mapping":{},"data_policy":{"classification":"internal"},"allowed_fields":[],"required_evidence":[],"confirmation":"CONFIRMATION_UNSPECIFIED"}`))
+	if err != nil || old.AllowSampling {
+		t.Fatalf("an old stored contract: %v allow_sampling=%v", err, old.AllowSampling)
 	}
 }
 

@@ -729,8 +729,9 @@ class Tool(_message.Message):
     def __init__(self, tool_id: _Optional[str] = ..., server_id: _Optional[str] = ..., name: _Optional[str] = ..., owner: _Optional[str] = ..., review_state: _Optional[_Union[ReviewState, str]] = ..., enabled: bool = ..., descriptor_digest: _Optional[str] = ..., descriptor_raw: _Optional[bytes] = ..., present_at_source: bool = ..., contract: _Optional[_Union[ToolContract, _Mapping]] = ..., contract_version: _Optional[int] = ..., approval_digest: _Optional[str] = ..., approvals: _Optional[_Iterable[_Union[ApprovedVersion, _Mapping]]] = ..., version: _Optional[int] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., disabled_reason: _Optional[str] = ..., variants: _Optional[_Iterable[_Union[ToolVariant, _Mapping]]] = ...) -> None: ...
 
 class ToolContract(_message.Message):
-    __slots__ = ["allowed_fields", "authorization", "confirmation", "data_policy", "deadline_ms", "downstream_mapping", "effect", "required_evidence", "result_budget_bytes", "scope", "tool_id"]
+    __slots__ = ["allow_sampling", "allowed_fields", "authorization", "confirmation", "data_policy", "deadline_ms", "downstream_mapping", "effect", "required_evidence", "result_budget_bytes", "scope", "tool_id"]
     ALLOWED_FIELDS_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_SAMPLING_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
     CONFIRMATION_FIELD_NUMBER: _ClassVar[int]
     DATA_POLICY_FIELD_NUMBER: _ClassVar[int]
@@ -741,6 +742,7 @@ class ToolContract(_message.Message):
     RESULT_BUDGET_BYTES_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     TOOL_ID_FIELD_NUMBER: _ClassVar[int]
+    allow_sampling: bool
     allowed_fields: _containers.RepeatedScalarFieldContainer[str]
     authorization: Authorization
     confirmation: Confirmation
@@ -752,7 +754,7 @@ class ToolContract(_message.Message):
     result_budget_bytes: int
     scope: str
     tool_id: str
-    def __init__(self, tool_id: _Optional[str] = ..., effect: _Optional[_Union[_catalog_pb2.EffectClass, str]] = ..., scope: _Optional[str] = ..., authorization: _Optional[_Union[Authorization, str]] = ..., deadline_ms: _Optional[int] = ..., downstream_mapping: _Optional[_Union[DownstreamMapping, _Mapping]] = ..., data_policy: _Optional[_Union[DataPolicy, _Mapping]] = ..., allowed_fields: _Optional[_Iterable[str]] = ..., required_evidence: _Optional[_Iterable[str]] = ..., confirmation: _Optional[_Union[Confirmation, str]] = ..., result_budget_bytes: _Optional[int] = ...) -> None: ...
+    def __init__(self, tool_id: _Optional[str] = ..., effect: _Optional[_Union[_catalog_pb2.EffectClass, str]] = ..., scope: _Optional[str] = ..., authorization: _Optional[_Union[Authorization, str]] = ..., deadline_ms: _Optional[int] = ..., downstream_mapping: _Optional[_Union[DownstreamMapping, _Mapping]] = ..., data_policy: _Optional[_Union[DataPolicy, _Mapping]] = ..., allowed_fields: _Optional[_Iterable[str]] = ..., required_evidence: _Optional[_Iterable[str]] = ..., confirmation: _Optional[_Union[Confirmation, str]] = ..., result_budget_bytes: _Optional[int] = ..., allow_sampling: bool = ...) -> None: ...
 
 class ToolEvent(_message.Message):
     __slots__ = ["actor", "approval_digest", "at", "audience_class", "contract", "contract_version", "descriptor_digest", "detail", "kind", "revision"]
