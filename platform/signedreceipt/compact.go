@@ -3,6 +3,7 @@ package signedreceipt
 import (
 	"bytes"
 	"encoding/base64"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -96,7 +97,7 @@ func splitCompact(compact string) (jws compactJWS, ok bool) {
 
 // claimNames are the JSON names of [wireClaims], the only spellings of
 // them a receipt may use.
-var claimNames = []string{"jti", "sub", "tenant", "decision", "reason", "tool", "server", "class", "gen", "dd",
+var claimNames = [...]string{"jti", "sub", "tenant", "decision", "reason", "tool", "server", "class", "gen", "dd",
 	"epoch", "arg", "mode", "effect", "run", "replica", "confirmer", "shown", "iat_ms", "iat", "exp"}
 
 // strictMembers reports whether the JSON object obj (valid JSON: it has
@@ -112,7 +113,10 @@ func strictMembers(obj []byte) bool {
 	if i >= len(obj) || obj[i] != '{' {
 		return false
 	}
-	seen := make(map[string]struct{}, len(claimNames))
+	var (
+		seen  [len(claimNames)]bool
+		other []string // the names of other members
+	)
 	i = skipSpace(obj, i+1)
 	if i < len(obj) && obj[i] == '}' {
 		return true
@@ -127,11 +131,18 @@ func strictMembers(obj []byte) bool {
 			// An escaped name could spell a claim another way.
 			return false
 		}
-		name := string(raw)
-		if _, dup := seen[name]; dup || !canonicalName(name) {
+		switch c, ok := memberName(raw); {
+		case !ok:
 			return false
+		case c >= 0 && seen[c]:
+			return false
+		case c >= 0:
+			seen[c] = true
+		case slices.Contains(other, string(raw)):
+			return false
+		default:
+			other = append(other, string(raw))
 		}
-		seen[name] = struct{}{}
 		i = skipSpace(obj, end)
 		if i >= len(obj) || obj[i] != ':' {
 			return false
@@ -155,23 +166,24 @@ func strictMembers(obj []byte) bool {
 	return false
 }
 
-// canonicalName is false for a name encoding/json would match to a claim
-// it does not spell exactly.
-func canonicalName(name string) bool {
-	if !utf8.ValidString(name) {
-		return false
-	}
-	for _, c := range claimNames {
-		if name == c {
-			return true
+// memberName returns the index in [claimNames] of the member name raw (-1
+// for a name of no claim); ok is false for a name encoding/json would match
+// to a claim it does not spell exactly, and for one that is not UTF-8.
+func memberName(raw []byte) (claim int, ok bool) {
+	for i, c := range claimNames {
+		if string(raw) == c {
+			return i, true
 		}
 	}
+	if !utf8.Valid(raw) {
+		return 0, false
+	}
 	for _, c := range claimNames {
-		if strings.EqualFold(name, c) {
-			return false
+		if bytes.EqualFold(raw, []byte(c)) {
+			return 0, false
 		}
 	}
-	return true
+	return -1, true
 }
 
 func skipSpace(b []byte, i int) int {
