@@ -23,8 +23,8 @@ const (
 const maxKeyIDBytes = 256
 
 // b64 is unpadded base64url that refuses non-canonical input (stray bits
-// in the last character, padding, line breaks), so each token has one
-// encoding and the bytes signed are the bytes sent.
+// in the last character, padding; line breaks, which it would skip, are
+// refused by [splitCompact]), so each token has one encoding.
 var b64 = base64.RawURLEncoding.Strict()
 
 // validKeyID reports whether id may appear in a header as it is: non-empty,
@@ -64,6 +64,11 @@ type compactJWS struct {
 // that is not canonical unpadded base64url, another header, a signature
 // that is not 64 bytes.
 func splitCompact(compact string) (jws compactJWS, ok bool) {
+	// The base64 decoder skips CR and LF even when strict: refused here, so
+	// a segment has one spelling and the bytes verified are the ones meant.
+	if strings.ContainsAny(compact, "\r\n") {
+		return jws, false
+	}
 	h, rest, found := strings.Cut(compact, ".")
 	if !found {
 		return jws, false

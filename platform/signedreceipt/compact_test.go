@@ -2,6 +2,7 @@ package signedreceipt
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -155,6 +156,25 @@ func TestParseRefusesNonCanonicalEncodings(t *testing.T) {
 				t.Fatalf("Parse = %v, want %v", err, ErrBadSignature)
 			}
 		})
+	}
+}
+
+// TestParseRefusesALineBreakEvenWhenSigned: the base64 decoder skips CR
+// and LF, so a signer that signed a segment with a line break in it would
+// otherwise have its token accepted in a second spelling.
+func TestParseRefusesALineBreakEvenWhenSigned(t *testing.T) {
+	k := newKey(t)
+	tok, _, _ := genuine(t, k)
+	parts := strings.Split(tok, ".")
+	for _, brk := range []string{"\n", "\r", "\r\n"} {
+		input := parts[0] + "." + parts[1][:10] + brk + parts[1][10:]
+		sig, err := k.Signer.Sign(nil, []byte(input), crypto.Hash(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Parse(input+"."+base64.RawURLEncoding.EncodeToString(sig), keySet(k)); !errors.Is(err, ErrBadSignature) {
+			t.Fatalf("a signed token with %q in its payload = %v", brk, err)
+		}
 	}
 }
 
