@@ -4,7 +4,6 @@ import (
 	"crypto"
 	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,8 +11,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/go-jose/go-jose/v4"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	"github.com/toolcrib/toolcrib/platform/keyring"
@@ -48,8 +45,6 @@ type signBuffers struct {
 // unusually large receipt is dropped instead of pinned.
 const maxPooledBuffer = 16 << 10
 
-var b64 = base64.RawURLEncoding
-
 // NewSigner returns a signer for key, which must be Ed25519 with a key id
 // (as [Sign] requires).
 func NewSigner(key keyring.Key) (*Signer, error) {
@@ -59,10 +54,10 @@ func NewSigner(key keyring.Key) (*Signer, error) {
 	if _, ok := publicOf(key.Signer); !ok {
 		return nil, errors.New("signed receipt: the signing key must be Ed25519 with a key id")
 	}
-	h, err := json.Marshal(header{Alg: string(jose.EdDSA), Kid: key.ID, Typ: TokenType})
-	if err != nil {
-		return nil, err
+	if !validKeyID(key.ID) {
+		return nil, errors.New("signed receipt: the key id must be printable ASCII without quotes or backslashes, at most 256 bytes")
 	}
+	h := appendHeader(make([]byte, 0, len(headerPrefix)+len(key.ID)+len(headerSuffix)), key.ID)
 	s := &Signer{id: key.ID, signer: key.Signer, head: b64.EncodeToString(h) + "."}
 	switch p := key.Signer.(type) {
 	case ed25519.PrivateKey:

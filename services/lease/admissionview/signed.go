@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/status"
@@ -71,10 +72,16 @@ type SignedReceipts struct {
 	maxAge     time.Duration
 	now        func() time.Time
 
-	mu        sync.Mutex // held while fetching: one fetch at a time
-	keys      keyring.KeySet
-	have      bool
-	fetchedAt time.Time
+	// cached is the key set last fetched and when; read without a lock on
+	// every Verify, replaced under mu.
+	cached atomic.Pointer[fetchedKeys]
+	mu     sync.Mutex // held while fetching: one fetch at a time
+}
+
+// fetchedKeys is one fetched key set.
+type fetchedKeys struct {
+	keys keyring.KeySet
+	at   time.Time
 }
 
 // SignedReceiptsOptions configure [NewSignedReceipts]; zero values are the
@@ -130,20 +137,38 @@ func (s *SignedReceipts) Verify(ctx context.Context, signed string) (Decision, e
 // an unknown key, or with no set, is the error (the receipt can be neither
 // accepted nor called forged).
 func (s *SignedReceipts) keySet(ctx context.Context, unknown bool) (keyring.KeySet, error) {
+	if ks, ok := s.usable(s.cached.Load(), unknown); ok {
+		return ks, nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
-	age := now.Sub(s.fetchedAt)
-	if s.have && age < s.maxAge && (!unknown || age < s.refreshGap) {
-		return s.keys, nil
+	// Another call may have fetched while this one waited.
+	have := s.cached.Load()
+	if ks, ok := s.usable(have, unknown); ok {
+		return ks, nil
 	}
+	now := s.now()
 	ks, err := s.fetch.Fetch(ctx)
 	if err != nil {
-		if s.have && !unknown {
-			return s.keys, nil
+		if have != nil && !unknown {
+			return have.keys, nil
 		}
 		return keyring.KeySet{}, err
 	}
-	s.keys, s.have, s.fetchedAt = ks, true, now
+	s.cached.Store(&fetchedKeys{keys: ks, at: now})
 	return ks, nil
+}
+
+// usable returns the keys of f when they may be used without a fetch: f is
+// younger than maxAge and, for a receipt naming a key f lacks (unknown),
+// younger than refreshGap.
+func (s *SignedReceipts) usable(f *fetchedKeys, unknown bool) (keyring.KeySet, bool) {
+	if f == nil {
+		return keyring.KeySet{}, false
+	}
+	age := s.now().Sub(f.at)
+	if age < s.maxAge && (!unknown || age < s.refreshGap) {
+		return f.keys, true
+	}
+	return keyring.KeySet{}, false
 }

@@ -321,11 +321,22 @@ func (s *Server) Issue(ctx context.Context, req *leasev1.IssueRequest) (*leasev1
 	// server, a moved policy) never burns it: only its own principal, for
 	// the arguments it was decided for, can use it up. Past the claim the
 	// receipt is spent even if signing or recording fails (no lease is
-	// returned then; the caller Checks again): fail closed.
-	if err := s.claim(ctx, r.GetReceiptId(), d.ValidUntil.Add(s.opts.Skew).Sub(now)); err != nil {
-		return nil, err
+	// returned then; the caller Checks again): fail closed. The lease is
+	// signed while the claim is in flight (a signature is pure work and
+	// hands nothing out): only a claimed receipt's lease is recorded and
+	// returned.
+	signed := make(chan signature, 1)
+	go func() {
+		var sig signature
+		sig.token, sig.kid, sig.err = s.opts.Ring.Sign(claims)
+		signed <- sig
+	}()
+	claimErr := s.claim(ctx, r.GetReceiptId(), d.ValidUntil.Add(s.opts.Skew).Sub(now))
+	sig := <-signed
+	if claimErr != nil {
+		return nil, claimErr
 	}
-	token, kid, err := s.opts.Ring.Sign(claims)
+	token, kid, err := sig.token, sig.kid, sig.err
 	if err != nil {
 		return nil, err
 	}
@@ -337,6 +348,12 @@ func (s *Server) Issue(ctx context.Context, req *leasev1.IssueRequest) (*leasev1
 		s.opts.Metrics.Issued()
 	}
 	return &leasev1.IssueResponse{Token: token, Claims: claimsProto(claims), ExecutionReceiptId: receiptID}, nil
+}
+
+// signature is a lease token signed by the key with id kid, or why not.
+type signature struct {
+	token, kid string
+	err        error
 }
 
 // claim redeems the receipt with the id for this Issue (at most once across
