@@ -198,8 +198,18 @@ VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20)`
 WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND retired_at IS NULL`, server, aud, prev, now)
 	}
 	ref.queue(&b, server, aud, c.Expected.Generation)
+	tools := snap.GetTools()
+	small := len(tools) <= inlineRows
+	if small && len(tools) > 0 {
+		if err := queueTools(&b, server, aud, gen, tools); err != nil {
+			return "", err
+		}
+	}
 	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 		return "", fmt.Errorf("store: snapshot: %w", err)
+	}
+	if small {
+		return digest, nil
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"snapshot_tools"},
 		[]string{"server_id", "audience_class", "generation", "ordinal", "name", "tool_id", "descriptor_digest",
@@ -208,6 +218,41 @@ WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND retired_at 
 		return "", fmt.Errorf("store: snapshot tools: %w", err)
 	}
 	return digest, nil
+}
+
+// inlineRows is the most rows a commit writes with one INSERT from arrays
+// in a round trip it makes anyway (a snapshot's tools in its batch, a run's
+// pages in its end); larger sets go by COPY, which costs round trips of its
+// own (a fleet's commits are mostly of a handful of tools and pages) but
+// encodes many rows more cheaply.
+const inlineRows = 256
+
+// queueTools queues the INSERT of a snapshot's tools (at most
+// [inlineRows]) from one array per column. flags is text[] per tool, and
+// Postgres arrays must be rectangular, so each tool's flags travel as a
+// JSON array.
+func queueTools(b *pgx.Batch, server, aud string, gen int64, tools []*catalogv1.ToolDescriptor) error {
+	n := len(tools)
+	ordinal := make([]int32, n)
+	name, id, desc, input, output, dialect, flags := make([]string, n), make([]string, n), make([]string, n),
+		make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	raw := make([][]byte, n)
+	for i, t := range tools {
+		fj, err := json.Marshal(nonNil(t.GetFlags()))
+		if err != nil {
+			return fmt.Errorf("store: snapshot tool flags: %w", err)
+		}
+		ordinal[i], name[i], id[i], desc[i] = int32(i), t.GetName(), t.GetToolId(), t.GetDescriptorDigest()
+		input[i], output[i], dialect[i], flags[i], raw[i] = t.GetInputSchemaDigest(), t.GetOutputSchemaDigest(), t.GetSchemaDialect(), string(fj), t.GetRaw()
+	}
+	b.Queue(`INSERT INTO snapshot_tools (server_id, audience_class, generation, ordinal, name, tool_id, descriptor_digest,
+input_schema_digest, output_schema_digest, schema_dialect, flags, raw)
+SELECT $1, $2, $3, t.ordinal, t.name, t.tool_id, t.descriptor_digest, t.input_schema_digest, t.output_schema_digest,
+t.schema_dialect, ARRAY(SELECT f FROM jsonb_array_elements_text(t.flags::jsonb) WITH ORDINALITY AS e(f, i) ORDER BY i), t.raw
+FROM unnest($4::integer[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::bytea[])
+  AS t(ordinal, name, tool_id, descriptor_digest, input_schema_digest, output_schema_digest, schema_dialect, flags, raw)`,
+		server, aud, gen, ordinal, name, id, desc, input, output, dialect, flags, raw)
+	return nil
 }
 
 // committedRun is the run's end record of a commit at generation gen.

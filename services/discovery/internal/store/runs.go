@@ -176,20 +176,18 @@ func finishRun(ctx context.Context, tx pgx.Tx, runID string, e RunEnd) (*EndedRu
 	ended := &EndedRun{RunID: runID, State: e.State, Reason: e.Reason, Pages: len(e.Pages), Tools: e.ToolCount,
 		Generation: max(e.Generation, e.ConfirmedGeneration)}
 	var secs float64
-	err = tx.QueryRow(ctx, `UPDATE runs SET state = $2, reason = $3, detail = $4, finished_at = now(),
-tenant_id = CASE WHEN $5 = '' THEN tenant_id ELSE $5 END,
-protocol_version = CASE WHEN $6 = '' THEN protocol_version ELSE $6 END,
-source_revision = $7, closing_revision = $8, page_root = $9, page_count = $10, tool_count = $11, bytes = $12,
-policy_epoch = CASE WHEN $13 = 0 THEN policy_epoch ELSE $13 END, generation = $14, confirmed_generation = $15,
-identity_digest = CASE WHEN $16 = '' THEN identity_digest ELSE $16 END,
-trust_config_digest = CASE WHEN $17 = '' THEN trust_config_digest ELSE $17 END,
-cache_scope = $18, flags = $19
-WHERE run_id = $1 AND finished_at IS NULL
-RETURNING server_id, audience_class, extract(epoch FROM finished_at - started_at)::float8`,
-		runID, stateName(e.State), reasonName(e.Reason), e.Detail, e.TenantID, e.ProtocolVersion,
+	args := []any{runID, stateName(e.State), reasonName(e.Reason), e.Detail, e.TenantID, e.ProtocolVersion,
 		e.SourceRevision, e.ClosingRevision, e.PageRoot, len(e.Pages), e.ToolCount, e.Bytes,
-		e.PolicyEpoch, e.Generation, e.ConfirmedGeneration, e.IdentityDigest, e.TrustConfigDigest, e.CacheScope, fj).
-		Scan(&ended.ServerID, &ended.AudienceClass, &secs)
+		e.PolicyEpoch, e.Generation, e.ConfirmedGeneration, e.IdentityDigest, e.TrustConfigDigest, e.CacheScope, fj}
+	// A run of few pages writes them in the same statement, only when the
+	// update matched (an unfinished run); more go by COPY below.
+	inline := len(e.Pages) > 0 && len(e.Pages) <= inlineRows
+	sql := finishRunSQL
+	if inline {
+		sql = finishRunPagesSQL
+		args = append(args, pageColumns(e.Pages)...)
+	}
+	err = tx.QueryRow(ctx, sql, args...).Scan(&ended.ServerID, &ended.AudienceClass, &secs)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -197,7 +195,7 @@ RETURNING server_id, audience_class, extract(epoch FROM finished_at - started_at
 		return nil, fmt.Errorf("store: finish run: %w", err)
 	}
 	ended.Took = time.Duration(secs * float64(time.Second))
-	if len(e.Pages) == 0 {
+	if len(e.Pages) == 0 || inline {
 		return ended, nil
 	}
 	rows := make([][]any, len(e.Pages))
@@ -210,4 +208,39 @@ RETURNING server_id, audience_class, extract(epoch FROM finished_at - started_at
 		return nil, fmt.Errorf("store: run pages: %w", err)
 	}
 	return ended, nil
+}
+
+// finishRunSQL ends an unfinished run ($1) with the record $2–$19.
+const finishRunSQL = `UPDATE runs SET state = $2, reason = $3, detail = $4, finished_at = now(),
+tenant_id = CASE WHEN $5 = '' THEN tenant_id ELSE $5 END,
+protocol_version = CASE WHEN $6 = '' THEN protocol_version ELSE $6 END,
+source_revision = $7, closing_revision = $8, page_root = $9, page_count = $10, tool_count = $11, bytes = $12,
+policy_epoch = CASE WHEN $13 = 0 THEN policy_epoch ELSE $13 END, generation = $14, confirmed_generation = $15,
+identity_digest = CASE WHEN $16 = '' THEN identity_digest ELSE $16 END,
+trust_config_digest = CASE WHEN $17 = '' THEN trust_config_digest ELSE $17 END,
+cache_scope = $18, flags = $19
+WHERE run_id = $1 AND finished_at IS NULL
+RETURNING server_id, audience_class, extract(epoch FROM finished_at - started_at)::float8`
+
+// finishRunPagesSQL is [finishRunSQL] that also writes the run's pages
+// ($20–$28, one array per column) when the update matched.
+const finishRunPagesSQL = `WITH ended AS (` + finishRunSQL + `),
+pages AS (INSERT INTO run_pages (run_id, idx, cursor_in, cursor_out, has_next, revision, tool_count, page_digest, bytes, received_at)
+SELECT $1, p.* FROM unnest($20::integer[], $21::text[], $22::text[], $23::boolean[], $24::text[], $25::integer[], $26::text[],
+  $27::bigint[], $28::timestamptz[]) AS p
+WHERE EXISTS (SELECT 1 FROM ended))
+SELECT * FROM ended`
+
+// pageColumns is the pages as one array per run_pages column (after
+// run_id), in the order of [finishRunPagesSQL].
+func pageColumns(pages []crawl.Page) []any {
+	n := len(pages)
+	idx, tools := make([]int32, n), make([]int32, n)
+	in, out, rev, digest := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	next, size, at := make([]bool, n), make([]int64, n), make([]time.Time, n)
+	for i, p := range pages {
+		idx[i], in[i], out[i], next[i], rev[i] = int32(p.Index), p.CursorIn, p.CursorOut, p.HasNext, p.Revision
+		tools[i], digest[i], size[i], at[i] = int32(p.ToolCount), p.Digest, p.Bytes, p.ReceivedAt
+	}
+	return []any{idx, in, out, next, rev, tools, digest, size, at}
 }
