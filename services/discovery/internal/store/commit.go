@@ -37,27 +37,40 @@ type ScanView struct {
 	IdentityDigest    string
 	TrustConfigDigest string
 	SnapshotState     catalogv1.DiscoveryState
+	// Listening says the pair is in listen_pairs (see [Store.SetListening]).
+	Listening bool
 }
 
-// View returns the scan view of a pointer (the zero view when none exists).
-func (s *Store) View(ctx context.Context, serverID, audienceClass string) (ScanView, error) {
+// viewSQL reads the [ScanView] of ($1, $2): one row, whether the pointer
+// exists or not.
+const viewSQL = `SELECT p.generation, p.revision, p.state, s.source_revision, s.page_root, s.identity_digest,
+s.trust_config_digest, s.state,
+EXISTS (SELECT 1 FROM listen_pairs l WHERE l.server_id = $1 AND l.audience_class = $2)
+FROM (SELECT 1) one LEFT JOIN (pointers p JOIN snapshots s USING (server_id, audience_class, generation))
+  ON p.server_id = $1 AND p.audience_class = $2`
+
+// scanView reads a row of [viewSQL].
+func scanView(row pgx.Row) (ScanView, error) {
 	var v ScanView
-	var state, snapState string
-	err := s.pool.QueryRow(ctx, `SELECT p.generation, p.revision, p.state, s.source_revision, s.page_root, s.identity_digest,
-s.trust_config_digest, s.state
-FROM pointers p JOIN snapshots s USING (server_id, audience_class, generation)
-WHERE p.server_id = $1 AND p.audience_class = $2`, serverID, audienceClass).
-		Scan(&v.Expected.Generation, &v.Expected.Revision, &state, &v.SourceRevision, &v.PageRoot, &v.IdentityDigest,
-			&v.TrustConfigDigest, &snapState)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return ScanView{}, nil
+	var gen, rev *int64
+	var state, source, root, identity, trust, snapState *string
+	if err := row.Scan(&gen, &rev, &state, &source, &root, &identity, &trust, &snapState, &v.Listening); err != nil {
+		return ScanView{}, fmt.Errorf("store: pointer view: %w", err)
 	}
-	if err != nil {
-		return v, fmt.Errorf("store: pointer view: %w", err)
+	if gen == nil {
+		return v, nil
 	}
-	v.Active = state == "ACTIVE"
-	v.SnapshotState = stateValue(snapState)
+	v.Expected = Expected{Generation: *gen, Revision: *rev}
+	v.Active = *state == "ACTIVE"
+	v.SourceRevision, v.PageRoot, v.IdentityDigest, v.TrustConfigDigest = *source, *root, *identity, *trust
+	v.SnapshotState = stateValue(*snapState)
 	return v, nil
+}
+
+// View returns the scan view of a pointer (the zero view, but for
+// Listening, when none exists).
+func (s *Store) View(ctx context.Context, serverID, audienceClass string) (ScanView, error) {
+	return scanView(s.pool.QueryRow(ctx, viewSQL, serverID, audienceClass))
 }
 
 // Commit is one candidate offered to the pointer CAS.

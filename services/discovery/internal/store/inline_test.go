@@ -111,3 +111,37 @@ func TestCommitOfAnEndedRunWritesNoPages(t *testing.T) {
 		}
 	}
 }
+
+// StartScan starts the run and reads the pair's pointer view in one round
+// trip: the same view View reads, the listening flag included, whether
+// the pointer exists or not; a run it finds unfinished is lost.
+func TestStartScanReadsThePointerWithTheRun(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	nr := store.NewRun{ScanID: "1", Attempt: 1, ServerID: "srv", AudienceClass: "a.readers", Worker: "test:1", MarkLost: true}
+	first, v, err := f.st.StartScan(ctx, nr)
+	if err != nil || v != (store.ScanView{}) {
+		t.Fatalf("no pointer yet: view %+v (%v)", v, err)
+	}
+	if err := f.st.SetListening(ctx, "srv", "a.readers", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, v, err := f.st.StartScan(ctx, nr); err != nil || !v.Listening || v.Expected != (store.Expected{}) {
+		t.Fatalf("listed pair without a pointer: view %+v (%v)", v, err)
+	}
+	if r, err := f.st.GetRun(ctx, first, false); err != nil || r.State != catalogv1.DiscoveryState_DISCOVERY_STATE_INCOMPLETE {
+		t.Fatalf("the unfinished first run was not marked lost: %v (%v)", r.GetState(), err)
+	}
+	if _, err := f.commit(t, "srv", "a.readers", "r1", store.Expected{}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.SetListening(ctx, "srv", "a.readers", false); err != nil {
+		t.Fatal(err)
+	}
+	_, v, err = f.st.StartScan(ctx, nr)
+	want, werr := f.st.View(ctx, "srv", "a.readers")
+	if err != nil || werr != nil || v != want || !v.Active || v.Expected.Generation != 1 || v.SourceRevision != "r1" || v.Listening ||
+		v.SnapshotState != eligible {
+		t.Fatalf("after a commit: StartScan read %+v, View %+v (%v, %v)", v, want, err, werr)
+	}
+}

@@ -37,17 +37,7 @@ type NewRun struct {
 // StartRun records a run in DISCOVERING and returns its id.
 func (s *Store) StartRun(ctx context.Context, r NewRun) (string, error) {
 	id := newUUID()
-	rows, err := s.pool.Query(ctx, `WITH lost AS (
-  UPDATE runs SET state = 'INCOMPLETE', reason = 'WORKER_LOST', finished_at = now(), detail = `+lostDetail+`
-  WHERE $9 AND server_id = $4 AND audience_class = $5 AND finished_at IS NULL
-  RETURNING `+lostColumns+`),
-started AS (
-  INSERT INTO runs (run_id, scan_id, attempt, server_id, audience_class, tenant_id, state, trigger, worker,
-    suppressed_notifications, notification_delay_ms)
-  VALUES ($1,$2,$3,$4,$5,$6,'DISCOVERING',$7,$8,$10,$11))
-SELECT * FROM lost`,
-		id, r.ScanID, max(r.Attempt, 1), r.ServerID, r.AudienceClass, r.TenantID, triggerName(r.Trigger), r.Worker, r.MarkLost,
-		max(r.SuppressedNotifications, 0), max(r.NotificationDelay.Milliseconds(), 0))
+	rows, err := s.pool.Query(ctx, startRunSQL, startRunArgs(id, r)...)
 	if err != nil {
 		return "", fmt.Errorf("store: start run: %w", err)
 	}
@@ -57,6 +47,48 @@ SELECT * FROM lost`,
 	}
 	s.ended(lost...)
 	return id, nil
+}
+
+// StartScan is [Store.StartRun] and [Store.View] of the run's pair in one
+// round trip: a scan holding the pair's lock reads where the pointer is
+// (its CAS expectation) as it starts its run.
+func (s *Store) StartScan(ctx context.Context, r NewRun) (string, ScanView, error) {
+	id := newUUID()
+	var lost []*EndedRun
+	var view ScanView
+	var b pgx.Batch
+	b.Queue(startRunSQL, startRunArgs(id, r)...).Query(func(rows pgx.Rows) error {
+		var err error
+		lost, err = collectLost(rows)
+		return err
+	})
+	b.Queue(viewSQL, r.ServerID, r.AudienceClass).QueryRow(func(row pgx.Row) error {
+		var err error
+		view, err = scanView(row)
+		return err
+	})
+	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
+		return "", ScanView{}, fmt.Errorf("store: start scan: %w", err)
+	}
+	s.ended(lost...)
+	return id, view, nil
+}
+
+// startRunSQL inserts a run in DISCOVERING and, when $9, first ends every
+// unfinished run of the pair as WORKER_LOST, returning those.
+const startRunSQL = `WITH lost AS (
+  UPDATE runs SET state = 'INCOMPLETE', reason = 'WORKER_LOST', finished_at = now(), detail = ` + lostDetail + `
+  WHERE $9 AND server_id = $4 AND audience_class = $5 AND finished_at IS NULL
+  RETURNING ` + lostColumns + `),
+started AS (
+  INSERT INTO runs (run_id, scan_id, attempt, server_id, audience_class, tenant_id, state, trigger, worker,
+    suppressed_notifications, notification_delay_ms)
+  VALUES ($1,$2,$3,$4,$5,$6,'DISCOVERING',$7,$8,$10,$11))
+SELECT * FROM lost`
+
+func startRunArgs(id string, r NewRun) []any {
+	return []any{id, r.ScanID, max(r.Attempt, 1), r.ServerID, r.AudienceClass, r.TenantID, triggerName(r.Trigger), r.Worker, r.MarkLost,
+		max(r.SuppressedNotifications, 0), max(r.NotificationDelay.Milliseconds(), 0)}
 }
 
 const lostDetail = `'the worker running this scan stopped before it finished (' || worker || '); the scan was retried'`
