@@ -122,7 +122,7 @@ func (w *scanWorker) Work(ctx context.Context, job *river.Job[ScanArgs]) error {
 	if job.Attempt <= 1 {
 		nr.SuppressedNotifications, nr.NotificationDelay = a.SuppressedNotifications, time.Duration(a.NotificationDelayMs)*time.Millisecond
 	}
-	runID, err := s.store.StartRun(ctx, nr)
+	runID, view, err := s.store.StartScan(ctx, nr)
 	if err != nil {
 		return err
 	}
@@ -133,7 +133,7 @@ func (w *scanWorker) Work(ctx context.Context, job *river.Job[ScanArgs]) error {
 		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		return err
 	}
-	out := s.scan(ctx, runID, job.ID, a, complete)
+	out := s.scan(ctx, runID, job.ID, a, view, complete)
 	switch out.disposition {
 	case done:
 		return nil

@@ -431,8 +431,13 @@ func (s *Scanner) openListening(ctx context.Context, pair [2]string) (*crawl.Ses
 func (s *Scanner) afterCommit(st *scanState) {
 	pair := [2]string{st.args.ServerID, st.args.AudienceClass}
 	declared := st.sess.ListChangedDeclared() && s.cfg.MaxListeners > 0
-	if err := s.store.SetListening(st.ctx, pair[0], pair[1], declared); err != nil {
-		s.lg.WarnContext(st.ctx, "record the listening pair", "server", pair[0], "audience_class", pair[1], "error", err)
+	// Only a scan of the pair, holding its lock as this one does, adds the
+	// pair: one that was not listed when the run started is not listed
+	// now, and needs no delete.
+	if declared || st.view.Listening {
+		if err := s.store.SetListening(st.ctx, pair[0], pair[1], declared); err != nil {
+			s.lg.WarnContext(st.ctx, "record the listening pair", "server", pair[0], "audience_class", pair[1], "error", err)
+		}
 	}
 	if !declared {
 		s.listen.drop(pair)

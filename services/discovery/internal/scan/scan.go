@@ -128,9 +128,10 @@ func binding(c *registryv1.AudienceClass, serverID string) *registryv1.AudienceS
 	return nil
 }
 
-// scan runs one scan; see the package doc.
-func (s *Scanner) scan(ctx context.Context, runID string, jobID int64, a ScanArgs, complete func(context.Context, pgx.Tx) error) outcome {
-	st := &scanState{s: s, ctx: ctx, runID: runID, jobID: jobID, args: a, started: time.Now().Truncate(candidate.Micro)}
+// scan runs one scan; see the package doc. view is the pointer as the
+// run started, read under the pair's lock.
+func (s *Scanner) scan(ctx context.Context, runID string, jobID int64, a ScanArgs, view store.ScanView, complete func(context.Context, pgx.Tx) error) outcome {
+	st := &scanState{s: s, ctx: ctx, runID: runID, jobID: jobID, args: a, view: view, started: time.Now().Truncate(candidate.Micro)}
 	defer func() {
 		if st.sess != nil {
 			_ = st.sess.Close()
@@ -154,7 +155,8 @@ func (s *Scanner) scan(ctx context.Context, runID string, jobID int64, a ScanArg
 
 // readRegistry is step 1: the server, the audience class's binding of it,
 // the class's tenant and its policy epoch (one registry read of one
-// snapshot, whatever the class's size), and the pointer.
+// snapshot, whatever the class's size). The pointer was read with the
+// run's start.
 func (st *scanState) readRegistry() (outcome, bool) {
 	s, ctx, a := st.s, st.ctx, st.args
 	b, err := s.reg.Binding(ctx, a.ServerID, a.AudienceClass)
@@ -166,11 +168,7 @@ func (st *scanState) readRegistry() (outcome, bool) {
 		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_NOT_REGISTERED, "audience class %s no longer covers server %s", a.AudienceClass, a.ServerID), false
 	}
 	st.end.PolicyEpoch = b.PolicyEpoch
-	view, err := s.store.View(ctx, a.ServerID, a.AudienceClass)
-	if err != nil {
-		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "reading the pointer: %v", err), false
-	}
-	st.srv, st.tenant, st.bind, st.epoch, st.view = b.Server, b.TenantID, b.Binding, b.PolicyEpoch, view
+	st.srv, st.tenant, st.bind, st.epoch = b.Server, b.TenantID, b.Binding, b.PolicyEpoch
 	return outcome{}, true
 }
 

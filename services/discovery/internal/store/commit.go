@@ -37,27 +37,40 @@ type ScanView struct {
 	IdentityDigest    string
 	TrustConfigDigest string
 	SnapshotState     catalogv1.DiscoveryState
+	// Listening says the pair is in listen_pairs (see [Store.SetListening]).
+	Listening bool
 }
 
-// View returns the scan view of a pointer (the zero view when none exists).
-func (s *Store) View(ctx context.Context, serverID, audienceClass string) (ScanView, error) {
+// viewSQL reads the [ScanView] of ($1, $2): one row, whether the pointer
+// exists or not.
+const viewSQL = `SELECT p.generation, p.revision, p.state, s.source_revision, s.page_root, s.identity_digest,
+s.trust_config_digest, s.state,
+EXISTS (SELECT 1 FROM listen_pairs l WHERE l.server_id = $1 AND l.audience_class = $2)
+FROM (SELECT 1) one LEFT JOIN (pointers p JOIN snapshots s USING (server_id, audience_class, generation))
+  ON p.server_id = $1 AND p.audience_class = $2`
+
+// scanView reads a row of [viewSQL].
+func scanView(row pgx.Row) (ScanView, error) {
 	var v ScanView
-	var state, snapState string
-	err := s.pool.QueryRow(ctx, `SELECT p.generation, p.revision, p.state, s.source_revision, s.page_root, s.identity_digest,
-s.trust_config_digest, s.state
-FROM pointers p JOIN snapshots s USING (server_id, audience_class, generation)
-WHERE p.server_id = $1 AND p.audience_class = $2`, serverID, audienceClass).
-		Scan(&v.Expected.Generation, &v.Expected.Revision, &state, &v.SourceRevision, &v.PageRoot, &v.IdentityDigest,
-			&v.TrustConfigDigest, &snapState)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return ScanView{}, nil
+	var gen, rev *int64
+	var state, source, root, identity, trust, snapState *string
+	if err := row.Scan(&gen, &rev, &state, &source, &root, &identity, &trust, &snapState, &v.Listening); err != nil {
+		return ScanView{}, fmt.Errorf("store: pointer view: %w", err)
 	}
-	if err != nil {
-		return v, fmt.Errorf("store: pointer view: %w", err)
+	if gen == nil {
+		return v, nil
 	}
-	v.Active = state == "ACTIVE"
-	v.SnapshotState = stateValue(snapState)
+	v.Expected = Expected{Generation: *gen, Revision: *rev}
+	v.Active = *state == "ACTIVE"
+	v.SourceRevision, v.PageRoot, v.IdentityDigest, v.TrustConfigDigest = *source, *root, *identity, *trust
+	v.SnapshotState = stateValue(*snapState)
 	return v, nil
+}
+
+// View returns the scan view of a pointer (the zero view, but for
+// Listening, when none exists).
+func (s *Store) View(ctx context.Context, serverID, audienceClass string) (ScanView, error) {
+	return scanView(s.pool.QueryRow(ctx, viewSQL, serverID, audienceClass))
 }
 
 // Commit is one candidate offered to the pointer CAS.
@@ -198,8 +211,18 @@ VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20)`
 WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND retired_at IS NULL`, server, aud, prev, now)
 	}
 	ref.queue(&b, server, aud, c.Expected.Generation)
+	tools := snap.GetTools()
+	small := len(tools) <= inlineRows
+	if small && len(tools) > 0 {
+		if err := queueTools(&b, server, aud, gen, tools); err != nil {
+			return "", err
+		}
+	}
 	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 		return "", fmt.Errorf("store: snapshot: %w", err)
+	}
+	if small {
+		return digest, nil
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"snapshot_tools"},
 		[]string{"server_id", "audience_class", "generation", "ordinal", "name", "tool_id", "descriptor_digest",
@@ -208,6 +231,41 @@ WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND retired_at 
 		return "", fmt.Errorf("store: snapshot tools: %w", err)
 	}
 	return digest, nil
+}
+
+// inlineRows is the most rows a commit writes with one INSERT from arrays
+// in a round trip it makes anyway (a snapshot's tools in its batch, a run's
+// pages in its end); larger sets go by COPY, which costs round trips of its
+// own (a fleet's commits are mostly of a handful of tools and pages) but
+// encodes many rows more cheaply.
+const inlineRows = 256
+
+// queueTools queues the INSERT of a snapshot's tools (at most
+// [inlineRows]) from one array per column. flags is text[] per tool, and
+// Postgres arrays must be rectangular, so each tool's flags travel as a
+// JSON array.
+func queueTools(b *pgx.Batch, server, aud string, gen int64, tools []*catalogv1.ToolDescriptor) error {
+	n := len(tools)
+	ordinal := make([]int32, n)
+	name, id, desc, input, output, dialect, flags := make([]string, n), make([]string, n), make([]string, n),
+		make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	raw := make([][]byte, n)
+	for i, t := range tools {
+		fj, err := json.Marshal(nonNil(t.GetFlags()))
+		if err != nil {
+			return fmt.Errorf("store: snapshot tool flags: %w", err)
+		}
+		ordinal[i], name[i], id[i], desc[i] = int32(i), t.GetName(), t.GetToolId(), t.GetDescriptorDigest()
+		input[i], output[i], dialect[i], flags[i], raw[i] = t.GetInputSchemaDigest(), t.GetOutputSchemaDigest(), t.GetSchemaDialect(), string(fj), t.GetRaw()
+	}
+	b.Queue(`INSERT INTO snapshot_tools (server_id, audience_class, generation, ordinal, name, tool_id, descriptor_digest,
+input_schema_digest, output_schema_digest, schema_dialect, flags, raw)
+SELECT $1, $2, $3, t.ordinal, t.name, t.tool_id, t.descriptor_digest, t.input_schema_digest, t.output_schema_digest,
+t.schema_dialect, ARRAY(SELECT f FROM jsonb_array_elements_text(t.flags::jsonb) WITH ORDINALITY AS e(f, i) ORDER BY i), t.raw
+FROM unnest($4::integer[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::bytea[])
+  AS t(ordinal, name, tool_id, descriptor_digest, input_schema_digest, output_schema_digest, schema_dialect, flags, raw)`,
+		server, aud, gen, ordinal, name, id, desc, input, output, dialect, flags, raw)
+	return nil
 }
 
 // committedRun is the run's end record of a commit at generation gen.

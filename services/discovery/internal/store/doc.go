@@ -8,8 +8,10 @@
 // generation and change-log revision observed at scan start to a new
 // generation (the pointer's last generation + 1, so numbers never repeat,
 // also after a rollback), inserts the immutable snapshot with every tool's
-// raw JSON (COPY), the generation's lifecycle row, retires the previous
-// generation, records the run's end state and pages, appends the move to
+// raw JSON (up to 256 tools in the snapshot's own round trip, more by
+// COPY), the generation's lifecycle row, retires the previous generation,
+// records the run's end state and pages (up to 256 in the same statement,
+// more by COPY), appends the move to
 // the change log (Watch) and writes the catalog receipt. A lost CAS returns
 // [ErrCASConflict] and writes nothing. [Store.Refresh] is the same CAS for a
 // rescan that proved the active catalog again: only freshness moves.

@@ -37,17 +37,7 @@ type NewRun struct {
 // StartRun records a run in DISCOVERING and returns its id.
 func (s *Store) StartRun(ctx context.Context, r NewRun) (string, error) {
 	id := newUUID()
-	rows, err := s.pool.Query(ctx, `WITH lost AS (
-  UPDATE runs SET state = 'INCOMPLETE', reason = 'WORKER_LOST', finished_at = now(), detail = `+lostDetail+`
-  WHERE $9 AND server_id = $4 AND audience_class = $5 AND finished_at IS NULL
-  RETURNING `+lostColumns+`),
-started AS (
-  INSERT INTO runs (run_id, scan_id, attempt, server_id, audience_class, tenant_id, state, trigger, worker,
-    suppressed_notifications, notification_delay_ms)
-  VALUES ($1,$2,$3,$4,$5,$6,'DISCOVERING',$7,$8,$10,$11))
-SELECT * FROM lost`,
-		id, r.ScanID, max(r.Attempt, 1), r.ServerID, r.AudienceClass, r.TenantID, triggerName(r.Trigger), r.Worker, r.MarkLost,
-		max(r.SuppressedNotifications, 0), max(r.NotificationDelay.Milliseconds(), 0))
+	rows, err := s.pool.Query(ctx, startRunSQL, startRunArgs(id, r)...)
 	if err != nil {
 		return "", fmt.Errorf("store: start run: %w", err)
 	}
@@ -57,6 +47,48 @@ SELECT * FROM lost`,
 	}
 	s.ended(lost...)
 	return id, nil
+}
+
+// StartScan is [Store.StartRun] and [Store.View] of the run's pair in one
+// round trip: a scan holding the pair's lock reads where the pointer is
+// (its CAS expectation) as it starts its run.
+func (s *Store) StartScan(ctx context.Context, r NewRun) (string, ScanView, error) {
+	id := newUUID()
+	var lost []*EndedRun
+	var view ScanView
+	var b pgx.Batch
+	b.Queue(startRunSQL, startRunArgs(id, r)...).Query(func(rows pgx.Rows) error {
+		var err error
+		lost, err = collectLost(rows)
+		return err
+	})
+	b.Queue(viewSQL, r.ServerID, r.AudienceClass).QueryRow(func(row pgx.Row) error {
+		var err error
+		view, err = scanView(row)
+		return err
+	})
+	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
+		return "", ScanView{}, fmt.Errorf("store: start scan: %w", err)
+	}
+	s.ended(lost...)
+	return id, view, nil
+}
+
+// startRunSQL inserts a run in DISCOVERING and, when $9, first ends every
+// unfinished run of the pair as WORKER_LOST, returning those.
+const startRunSQL = `WITH lost AS (
+  UPDATE runs SET state = 'INCOMPLETE', reason = 'WORKER_LOST', finished_at = now(), detail = ` + lostDetail + `
+  WHERE $9 AND server_id = $4 AND audience_class = $5 AND finished_at IS NULL
+  RETURNING ` + lostColumns + `),
+started AS (
+  INSERT INTO runs (run_id, scan_id, attempt, server_id, audience_class, tenant_id, state, trigger, worker,
+    suppressed_notifications, notification_delay_ms)
+  VALUES ($1,$2,$3,$4,$5,$6,'DISCOVERING',$7,$8,$10,$11))
+SELECT * FROM lost`
+
+func startRunArgs(id string, r NewRun) []any {
+	return []any{id, r.ScanID, max(r.Attempt, 1), r.ServerID, r.AudienceClass, r.TenantID, triggerName(r.Trigger), r.Worker, r.MarkLost,
+		max(r.SuppressedNotifications, 0), max(r.NotificationDelay.Milliseconds(), 0)}
 }
 
 const lostDetail = `'the worker running this scan stopped before it finished (' || worker || '); the scan was retried'`
@@ -176,20 +208,18 @@ func finishRun(ctx context.Context, tx pgx.Tx, runID string, e RunEnd) (*EndedRu
 	ended := &EndedRun{RunID: runID, State: e.State, Reason: e.Reason, Pages: len(e.Pages), Tools: e.ToolCount,
 		Generation: max(e.Generation, e.ConfirmedGeneration)}
 	var secs float64
-	err = tx.QueryRow(ctx, `UPDATE runs SET state = $2, reason = $3, detail = $4, finished_at = now(),
-tenant_id = CASE WHEN $5 = '' THEN tenant_id ELSE $5 END,
-protocol_version = CASE WHEN $6 = '' THEN protocol_version ELSE $6 END,
-source_revision = $7, closing_revision = $8, page_root = $9, page_count = $10, tool_count = $11, bytes = $12,
-policy_epoch = CASE WHEN $13 = 0 THEN policy_epoch ELSE $13 END, generation = $14, confirmed_generation = $15,
-identity_digest = CASE WHEN $16 = '' THEN identity_digest ELSE $16 END,
-trust_config_digest = CASE WHEN $17 = '' THEN trust_config_digest ELSE $17 END,
-cache_scope = $18, flags = $19
-WHERE run_id = $1 AND finished_at IS NULL
-RETURNING server_id, audience_class, extract(epoch FROM finished_at - started_at)::float8`,
-		runID, stateName(e.State), reasonName(e.Reason), e.Detail, e.TenantID, e.ProtocolVersion,
+	args := []any{runID, stateName(e.State), reasonName(e.Reason), e.Detail, e.TenantID, e.ProtocolVersion,
 		e.SourceRevision, e.ClosingRevision, e.PageRoot, len(e.Pages), e.ToolCount, e.Bytes,
-		e.PolicyEpoch, e.Generation, e.ConfirmedGeneration, e.IdentityDigest, e.TrustConfigDigest, e.CacheScope, fj).
-		Scan(&ended.ServerID, &ended.AudienceClass, &secs)
+		e.PolicyEpoch, e.Generation, e.ConfirmedGeneration, e.IdentityDigest, e.TrustConfigDigest, e.CacheScope, fj}
+	// A run of few pages writes them in the same statement, only when the
+	// update matched (an unfinished run); more go by COPY below.
+	inline := len(e.Pages) > 0 && len(e.Pages) <= inlineRows
+	sql := finishRunSQL
+	if inline {
+		sql = finishRunPagesSQL
+		args = append(args, pageColumns(e.Pages)...)
+	}
+	err = tx.QueryRow(ctx, sql, args...).Scan(&ended.ServerID, &ended.AudienceClass, &secs)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -197,7 +227,7 @@ RETURNING server_id, audience_class, extract(epoch FROM finished_at - started_at
 		return nil, fmt.Errorf("store: finish run: %w", err)
 	}
 	ended.Took = time.Duration(secs * float64(time.Second))
-	if len(e.Pages) == 0 {
+	if len(e.Pages) == 0 || inline {
 		return ended, nil
 	}
 	rows := make([][]any, len(e.Pages))
@@ -210,4 +240,39 @@ RETURNING server_id, audience_class, extract(epoch FROM finished_at - started_at
 		return nil, fmt.Errorf("store: run pages: %w", err)
 	}
 	return ended, nil
+}
+
+// finishRunSQL ends an unfinished run ($1) with the record $2–$19.
+const finishRunSQL = `UPDATE runs SET state = $2, reason = $3, detail = $4, finished_at = now(),
+tenant_id = CASE WHEN $5 = '' THEN tenant_id ELSE $5 END,
+protocol_version = CASE WHEN $6 = '' THEN protocol_version ELSE $6 END,
+source_revision = $7, closing_revision = $8, page_root = $9, page_count = $10, tool_count = $11, bytes = $12,
+policy_epoch = CASE WHEN $13 = 0 THEN policy_epoch ELSE $13 END, generation = $14, confirmed_generation = $15,
+identity_digest = CASE WHEN $16 = '' THEN identity_digest ELSE $16 END,
+trust_config_digest = CASE WHEN $17 = '' THEN trust_config_digest ELSE $17 END,
+cache_scope = $18, flags = $19
+WHERE run_id = $1 AND finished_at IS NULL
+RETURNING server_id, audience_class, extract(epoch FROM finished_at - started_at)::float8`
+
+// finishRunPagesSQL is [finishRunSQL] that also writes the run's pages
+// ($20–$28, one array per column) when the update matched.
+const finishRunPagesSQL = `WITH ended AS (` + finishRunSQL + `),
+pages AS (INSERT INTO run_pages (run_id, idx, cursor_in, cursor_out, has_next, revision, tool_count, page_digest, bytes, received_at)
+SELECT $1, p.* FROM unnest($20::integer[], $21::text[], $22::text[], $23::boolean[], $24::text[], $25::integer[], $26::text[],
+  $27::bigint[], $28::timestamptz[]) AS p
+WHERE EXISTS (SELECT 1 FROM ended))
+SELECT * FROM ended`
+
+// pageColumns is the pages as one array per run_pages column (after
+// run_id), in the order of [finishRunPagesSQL].
+func pageColumns(pages []crawl.Page) []any {
+	n := len(pages)
+	idx, tools := make([]int32, n), make([]int32, n)
+	in, out, rev, digest := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	next, size, at := make([]bool, n), make([]int64, n), make([]time.Time, n)
+	for i, p := range pages {
+		idx[i], in[i], out[i], next[i], rev[i] = int32(p.Index), p.CursorIn, p.CursorOut, p.HasNext, p.Revision
+		tools[i], digest[i], size[i], at[i] = int32(p.ToolCount), p.Digest, p.Bytes, p.ReceivedAt
+	}
+	return []any{idx, in, out, next, rev, tools, digest, size, at}
 }
