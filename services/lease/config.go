@@ -2,7 +2,9 @@ package lease
 
 import (
 	"errors"
+	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -52,6 +54,12 @@ type Config struct {
 	// ValidityWindow is the newest heartbeat age of either stream past
 	// which Verify fails closed (UNAVAILABLE STALE_POLICY).
 	ValidityWindow time.Duration
+	// RedeemAudiences binds Redeem to executors: comma-separated
+	// `identity=audience` pairs, identity a toolcrib service's subject
+	// (its SPIFFE id under mTLS, its token's sub otherwise); a service
+	// may redeem only leases whose audience is paired with it. Empty: any
+	// toolcrib service may redeem any lease (logged at start).
+	RedeemAudiences string
 
 	// Receipts, when set, replaces admission's receipt lookup for Issue by
 	// `receipt_id` (tests); nil uses GetReceipt at AdmissionAddr. Not a flag.
@@ -82,6 +90,7 @@ func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 	s.String(&cfg.RegistryAddr, "registry-addr", "", "127.0.0.1:7101", "registry gRPC address (Watch, GetPolicy); empty with --discovery-addr empty turns the epoch and generation check off")
 	s.String(&cfg.DiscoveryAddr, "discovery-addr", "", "127.0.0.1:7102", "discovery gRPC address (Watch, GetActiveSnapshot); a ROLLBACK or CLOSE seen there freezes issuance for the server")
 	s.Duration(&cfg.ValidityWindow, "validity-window", "", 5*time.Second, "newest heartbeat age of either Watch stream past which Verify answers STALE_POLICY")
+	s.String(&cfg.RedeemAudiences, "redeem-audiences", "", "", "comma-separated identity=audience pairs: a toolcrib service (its SPIFFE id, or its token's sub) may Redeem only leases of the audiences paired with it; empty lets any toolcrib service Redeem any lease")
 	return s
 }
 
@@ -135,8 +144,33 @@ func (c *Config) Validate() error {
 			bad(name, "%q is not host:port", addr)
 		}
 	}
+	if _, err := ParseRedeemAudiences(c.RedeemAudiences); err != nil {
+		bad("redeem-audiences", "%v", err)
+	}
 	if c.RegistryAddr != "" && c.ValidityWindow <= 0 {
 		bad("validity-window", "must be positive")
 	}
 	return errors.Join(errs...)
+}
+
+// ParseRedeemAudiences reads --redeem-audiences: comma-separated
+// `identity=audience` pairs (an identity may have several). Empty gives
+// nil: any toolcrib service may redeem any lease.
+func ParseRedeemAudiences(v string) (map[string]map[string]bool, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	out := map[string]map[string]bool{}
+	for _, pair := range strings.Split(v, ",") {
+		identity, audience, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		identity, audience = strings.TrimSpace(identity), strings.TrimSpace(audience)
+		if !ok || identity == "" || audience == "" {
+			return nil, fmt.Errorf("%q is not identity=audience", pair)
+		}
+		if out[identity] == nil {
+			out[identity] = map[string]bool{}
+		}
+		out[identity][audience] = true
+	}
+	return out, nil
 }

@@ -71,6 +71,12 @@ func Run(ctx context.Context, cfg Config) error {
 			Receipts: cfg.Receipts, Freshness: cfg.Freshness,
 			Issuer: cfg.Issuer, Skew: cfg.Skew, ProofWindow: cfg.ProofWindow, Logger: d.Logger,
 		}
+		if opts.RedeemAudiences, err = ParseRedeemAudiences(cfg.RedeemAudiences); err != nil {
+			return service.Parts{}, fmt.Errorf("--redeem-audiences: %w", err)
+		}
+		if opts.RedeemAudiences == nil {
+			d.Logger.InfoContext(ctx, "Redeem is open to every toolcrib service for every lease audience (set --redeem-audiences to bind executors to their audiences)")
+		}
 		var parts service.Parts
 		parts.Loops = append(parts.Loops, standingView.Run)
 		if cfg.AdmissionAddr != "" {

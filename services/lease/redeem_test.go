@@ -11,7 +11,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/toolcrib/toolcrib/platform/principal"
 	"github.com/toolcrib/toolcrib/platform/redistest"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
 	service "github.com/toolcrib/toolcrib/services/lease"
 	"github.com/toolcrib/toolcrib/services/lease/admissionview"
 
@@ -74,6 +76,48 @@ func TestRedeemNeedsAServiceIdentity(t *testing.T) {
 	}
 	if got := redeem(t, s.executor(t, 0), resp.GetClaims()); got != "OK valid" {
 		t.Fatalf("Redeem by the executor after the refusals = %s", got)
+	}
+}
+
+// TestRedeemIsBoundToTheExecutorsAudiences: with --redeem-audiences, a
+// service may redeem only leases of the audiences paired with it: another
+// toolcrib service presenting the claims is PERMISSION_DENIED and consumes
+// nothing (the paired executor then redeems the lease once). Redeem takes
+// the claims as the executor verified them: a service that lies about a
+// lease's audience is not caught here (Verify, which takes the token, is).
+func TestRedeemIsBoundToTheExecutorsAudiences(t *testing.T) {
+	s := newSuiteWith(t, 1, func(c *service.Config) {
+		c.RedeemAudiences = "test-service=" + audience + ", other-executor=executor.billing"
+	})
+	resp := s.issue(t, newHolder(t))
+	other := s.client(t, 0, s.auth.Token(t, principal.Claims{Subject: "other-executor", Tenant: servicetest.PlatformTenant,
+		Groups: []string{servicetest.ServiceGroup}}))
+	if got := redeem(t, other, resp.GetClaims()); got != "PermissionDenied PERMISSION_DENIED" {
+		t.Fatalf("Redeem by a service paired with another audience = %q", got)
+	}
+	if got := redeem(t, s.executor(t, 0), resp.GetClaims()); got != "OK valid" {
+		t.Fatalf("Redeem by the paired executor after the refusal = %s", got)
+	}
+}
+
+// TestRedeemAudiencesFlag: pairs parse (an identity may have several);
+// a malformed pair is a configuration error naming the flag.
+func TestRedeemAudiencesFlag(t *testing.T) {
+	got, err := service.ParseRedeemAudiences(" a=x, a=y ,b=z")
+	if err != nil || !got["a"]["x"] || !got["a"]["y"] || !got["b"]["z"] || len(got) != 2 {
+		t.Fatalf("%v %v", got, err)
+	}
+	if got, err := service.ParseRedeemAudiences(""); got != nil || err != nil {
+		t.Fatalf("empty: %v %v", got, err)
+	}
+	for _, bad := range []string{"a", "=x", "a=", "a=x,,b=y"} {
+		if _, err := service.ParseRedeemAudiences(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	cfg, err := service.ParseConfig([]string{"--key-file", "k", "--redis-url", "redis://127.0.0.1:6379", "--redeem-audiences", "nope"}, func(string) (string, bool) { return "", false })
+	if err == nil || !strings.Contains(err.Error(), "redeem-audiences") {
+		t.Fatalf("a malformed --redeem-audiences: %v (%+v)", err, cfg.RedeemAudiences)
 	}
 }
 

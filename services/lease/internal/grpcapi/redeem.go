@@ -23,7 +23,8 @@ func (s *Server) Redeem(ctx context.Context, req *leasev1.RedeemRequest) (*lease
 }
 
 func (s *Server) redeem(ctx context.Context, req *leasev1.RedeemRequest) (*leasev1.RedeemResponse, error) {
-	if _, err := principal.RequireService(ctx); err != nil {
+	svc, err := principal.RequireService(ctx)
+	if err != nil {
 		return nil, err
 	}
 	pc := req.GetClaims()
@@ -54,6 +55,12 @@ func (s *Server) redeem(ctx context.Context, req *leasev1.RedeemRequest) (*lease
 	}
 	if err := v.Err(); err != nil {
 		return nil, err
+	}
+	// An executor redeems only the leases addressed to it: another
+	// service holding a lease's claims cannot use it up (nothing is
+	// consumed; the audience is not echoed).
+	if s.opts.RedeemAudiences != nil && !s.opts.RedeemAudiences[svc.Subject][pc.GetAudience()] {
+		return nil, apierror.PermissionDenied("this service identity may not redeem leases of this audience (--redeem-audiences)")
 	}
 	now := s.opts.Now()
 	c := lease.Claims{

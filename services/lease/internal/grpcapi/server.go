@@ -91,6 +91,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics counts issued leases and Verify answers; nil counts nothing.
 	Metrics *metrics.Metrics
+	// RedeemAudiences, when set, binds Redeem: a service identity (the
+	// principal's subject) may redeem only leases whose audience is in its
+	// set; nil lets any toolcrib service redeem any lease.
+	RedeemAudiences map[string]map[string]bool
 	// Incidents sees every lease whose token verified at Verify, before
 	// revocation, freeze, freshness and single use are checked (package
 	// incident); nil looks for none.
