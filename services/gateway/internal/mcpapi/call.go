@@ -247,7 +247,10 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 		why := errorReason(err)
 		return denial(ReasonLeaseRefused, "the lease service refused a lease: "+why, "try again; if it persists the server's issuance may be frozen"), outcomeDenied, ReasonLeaseRefused
 	}
-	proof, err := lease.NewProof(g.opts.Holder, lease.Claims{ID: iss.GetClaims().GetLeaseId(), ArgumentDigest: argDigest, Audience: audience}, time.Now())
+	if g.proofs == nil {
+		return unavailable("holder key", errors.New("the holder key is not an Ed25519 key")), outcomeUnavailable, ReasonUnavailable
+	}
+	proof, err := g.proofs.NewProof(lease.Claims{ID: iss.GetClaims().GetLeaseId(), ArgumentDigest: argDigest, Audience: audience}, time.Now())
 	if err != nil {
 		return unavailable("holder key", err), outcomeUnavailable, ReasonUnavailable
 	}
