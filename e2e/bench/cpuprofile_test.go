@@ -31,76 +31,120 @@ func labelHandler(value string, h http.Handler) http.Handler {
 // only what it needs: the sample types, the samples' values and string
 // labels, and the string table.
 func labelledCPU(raw []byte, value string) (labelled, total int64, err error) {
-	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	p, err := readProfile(raw)
 	if err != nil {
 		return 0, 0, err
+	}
+	for _, s := range p.samples {
+		ns := p.cpuOf(s)
+		total += ns
+		if p.label(s, benchLabel) == value {
+			labelled += ns
+		}
+	}
+	return labelled, total, nil
+}
+
+// labelledCPUBy is the CPU time (ns) of the samples whose label benchLabel
+// is value, split by their value of label key ("" for samples without
+// it).
+func labelledCPUBy(raw []byte, value, key string) (map[string]int64, error) {
+	p, err := readProfile(raw)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, s := range p.samples {
+		if p.label(s, benchLabel) == value {
+			out[p.label(s, key)] += p.cpuOf(s)
+		}
+	}
+	return out, nil
+}
+
+// cpuProfile is what readProfile keeps of a CPU profile.
+type cpuProfile struct {
+	samples []profileSample
+	strs    []string
+	cpu     int // index of the cpu value in a sample
+}
+
+func (p cpuProfile) cpuOf(s profileSample) int64 {
+	if p.cpu >= len(s.values) {
+		return 0
+	}
+	return s.values[p.cpu]
+}
+
+// label is s's value of label key, "" when it has none.
+func (p cpuProfile) label(s profileSample, key string) string {
+	for _, l := range s.labels {
+		if int(l[0]) < len(p.strs) && int(l[1]) < len(p.strs) && p.strs[l[0]] == key {
+			return p.strs[l[1]]
+		}
+	}
+	return ""
+}
+
+func readProfile(raw []byte) (cpuProfile, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return cpuProfile{}, err
 	}
 	b, err := io.ReadAll(zr)
 	if err != nil {
-		return 0, 0, err
+		return cpuProfile{}, err
 	}
 	var (
-		types   []int64 // the type's string index of each value
-		samples []profileSample
-		strs    []string
+		types []int64 // the type's string index of each value
+		p     cpuProfile
 	)
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return 0, 0, protowire.ParseError(n)
+			return cpuProfile{}, protowire.ParseError(n)
 		}
 		b = b[n:]
 		if typ != protowire.BytesType {
 			n = protowire.ConsumeFieldValue(num, typ, b)
 			if n < 0 {
-				return 0, 0, protowire.ParseError(n)
+				return cpuProfile{}, protowire.ParseError(n)
 			}
 			b = b[n:]
 			continue
 		}
 		v, n := protowire.ConsumeBytes(b)
 		if n < 0 {
-			return 0, 0, protowire.ParseError(n)
+			return cpuProfile{}, protowire.ParseError(n)
 		}
 		b = b[n:]
 		switch num {
 		case 1: // sample_type: ValueType{type = 1}
 			vt, err := fields(v)
 			if err != nil {
-				return 0, 0, err
+				return cpuProfile{}, err
 			}
 			types = append(types, vt[1].num)
 		case 2: // sample: Sample{value = 2 (packed), label = 3}
 			s, err := parseSample(v)
 			if err != nil {
-				return 0, 0, err
+				return cpuProfile{}, err
 			}
-			samples = append(samples, s)
+			p.samples = append(p.samples, s)
 		case 6: // string_table
-			strs = append(strs, string(v))
+			p.strs = append(p.strs, string(v))
 		}
 	}
-	cpu := -1
+	p.cpu = -1
 	for i, t := range types {
-		if t >= 0 && int(t) < len(strs) && strs[t] == "cpu" {
-			cpu = i
+		if t >= 0 && int(t) < len(p.strs) && p.strs[t] == "cpu" {
+			p.cpu = i
 		}
 	}
-	if cpu < 0 {
-		return 0, 0, fmt.Errorf("the profile has no cpu sample type")
+	if p.cpu < 0 {
+		return cpuProfile{}, fmt.Errorf("the profile has no cpu sample type")
 	}
-	for _, s := range samples {
-		if cpu >= len(s.values) {
-			continue
-		}
-		total += s.values[cpu]
-		for _, l := range s.labels {
-			if int(l[0]) < len(strs) && int(l[1]) < len(strs) && strs[l[0]] == benchLabel && strs[l[1]] == value {
-				labelled += s.values[cpu]
-			}
-		}
-	}
-	return labelled, total, nil
+	return p, nil
 }
 
 // field is a varint field's value (the only kind ValueType and Label hold

@@ -22,7 +22,10 @@ func TestLabelledCPU(t *testing.T) {
 	if err := pprof.StartCPUProfile(&buf); err != nil {
 		t.Skipf("a CPU profile is already running: %v", err)
 	}
-	pprof.Do(context.Background(), pprof.Labels(benchLabel, "spun"), func(context.Context) { spin(300 * time.Millisecond) })
+	pprof.Do(context.Background(), pprof.Labels(benchLabel, "spun"), func(ctx context.Context) {
+		spin(200 * time.Millisecond)
+		pprof.Do(ctx, pprof.Labels("step", "inner"), func(context.Context) { spin(100 * time.Millisecond) })
+	})
 	spin(300 * time.Millisecond)
 	pprof.StopCPUProfile()
 	labelled, total, err := labelledCPU(buf.Bytes(), "spun")
@@ -34,6 +37,17 @@ func TestLabelledCPU(t *testing.T) {
 	}
 	if share := float64(labelled) / float64(total); share < 0.1 || share > 0.9 {
 		t.Fatalf("labelled share %.2f of %d ns, want about half", share, total)
+	}
+	// The inner step is part of the labelled work and about a third of it.
+	by, err := labelledCPUBy(buf.Bytes(), "spun", "step")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if by["inner"]+by[""] != labelled || by["inner"] == 0 || by[""] == 0 {
+		t.Fatalf("by step %v, labelled %d ns", by, labelled)
+	}
+	if share := float64(by["inner"]) / float64(labelled); share < 0.1 || share > 0.6 {
+		t.Fatalf("inner share %.2f of %d ns, want about a third", share, labelled)
 	}
 	none, _, err := labelledCPU(buf.Bytes(), "other")
 	if err != nil || none != 0 {

@@ -3,8 +3,6 @@ package lease
 import (
 	"crypto/ed25519"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -39,25 +37,14 @@ func NewProof(holder ed25519.PrivateKey, c Claims, now time.Time) (string, error
 	return SignProof(holder, ProofClaims{LeaseID: c.ID, ArgumentDigest: c.ArgumentDigest, Audience: c.Audience, IssuedAt: now.Unix()})
 }
 
-// SignProof signs arbitrary proof claims; [NewProof] is the usual way.
+// SignProof signs arbitrary proof claims; [NewProof] is the usual way, and
+// a holder that signs many proofs keeps a [ProofSigner].
 func SignProof(holder ed25519.PrivateKey, p ProofClaims) (string, error) {
-	if len(holder) != ed25519.PrivateKeySize {
-		return "", errors.New("lease: proof: the holder key must be an Ed25519 private key")
-	}
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: holder},
-		&jose.SignerOptions{EmbedJWK: true, ExtraHeaders: map[jose.HeaderKey]any{jose.HeaderType: ProofType}})
-	if err != nil {
-		return "", fmt.Errorf("lease: proof: %w", err)
-	}
-	payload, err := json.Marshal(p)
+	s, err := NewProofSigner(holder)
 	if err != nil {
 		return "", err
 	}
-	jws, err := signer.Sign(payload)
-	if err != nil {
-		return "", fmt.Errorf("lease: proof: %w", err)
-	}
-	return jws.CompactSerialize()
+	return s.Sign(p)
 }
 
 // parseProof checks a proof's size, header and signature by its embedded

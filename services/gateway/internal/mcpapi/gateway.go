@@ -95,7 +95,11 @@ type Options struct {
 type Gateway struct {
 	opts      Options
 	holderJWK []byte
-	sdkLog    *slog.Logger
+	// proofs signs the holder proof of each call's lease (its header,
+	// with the holder's public key, encoded once); nil when Holder is not
+	// an Ed25519 key, and then every call is refused unavailable.
+	proofs *lease.ProofSigner
+	sdkLog *slog.Logger
 
 	drainOnce sync.Once
 	draining  chan struct{}
@@ -147,9 +151,11 @@ func New(opts Options) *Gateway {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	proofs, _ := lease.NewProofSigner(opts.Holder) // nil: refused per call
 	return &Gateway{
 		opts:       opts,
 		holderJWK:  lease.PublicJWK(opts.Holder.Public().(ed25519.PublicKey)),
+		proofs:     proofs,
 		sdkLog:     slog.New(warnOnly{opts.Logger.Handler()}),
 		principals: map[string]*state{},
 		draining:   make(chan struct{}),
