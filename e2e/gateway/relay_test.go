@@ -249,11 +249,26 @@ func TestGatewayRelaysToSession(t *testing.T) {
 	}
 	// MCP's cancellation is a best-effort notification on both hops
 	// (client → gateway, gateway → upstream), each sent off the caller's
-	// path with a 5 s bound in the go-sdk; CI under -race saw one run need
-	// more than 10 s, so the wait is 30 s (a passing run is not slower).
-	for deadline := time.Now().Add(30 * time.Second); len(callsOf(w, "ping")) == before; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the upstream's call did not end within 30 s of the client's cancel at %s", cancelledAt.Format(time.RFC3339Nano))
+	// path with a 5 s bound in the go-sdk: under CI's load (-race, every
+	// package at once) the client's notifications/cancelled was once never
+	// acted on within 30 s. What the gateway guarantees beyond it: when
+	// the client ends its session, the call it left open ends too. So the
+	// call must end within 30 s of the cancel, or else within 30 s of the
+	// client closing its session (logged: the notification was lost).
+	ended := func(within time.Duration) bool {
+		for deadline := time.Now().Add(within); len(callsOf(w, "ping")) == before; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				return false
+			}
+		}
+		return true
+	}
+	if !ended(30 * time.Second) {
+		t.Logf("the upstream's call did not end within 30 s of the client's cancel at %s (notifications/cancelled lost); closing the client's session",
+			cancelledAt.Format(time.RFC3339Nano))
+		_ = ks.Close()
+		if !ended(30 * time.Second) {
+			t.Fatal("the upstream's call did not end within 30 s of the client's cancel nor within 30 s of the client closing its session")
 		}
 	}
 	// The upstream's question ended without the client's answer (the
