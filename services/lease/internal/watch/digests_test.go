@@ -63,9 +63,9 @@ func TestDigestSetsAreABoundedLRU(t *testing.T) {
 // TestANewerGenerationIsReadNotAssumedStale: a binding to a generation
 // newer than the followed pointer (admission's stream delivered it first)
 // reads the pointer from discovery for that verdict instead of calling it
-// stale, and does not keep the read (the stream stays the only writer); a
-// binding at or below the followed generation, or to a closed pointer, is
-// answered without a read.
+// stale, and does not keep the read (the stream stays the only writer),
+// also past a followed close (a new generation reopens the server); a
+// binding at or below the followed generation is answered without a read.
 func TestANewerGenerationIsReadNotAssumedStale(t *testing.T) {
 	disc := &activeSnapshots{reads: map[string]int{}}
 	v := New(Options{Discovery: disc})
@@ -82,8 +82,12 @@ func TestANewerGenerationIsReadNotAssumedStale(t *testing.T) {
 	if p, err := v.pointerFor(ctx, k, 0); err != nil || p.generation != 0 || disc.reads["inventory"] != 1 {
 		t.Fatalf("the followed generation: %+v %v, %d reads", p, err, disc.reads["inventory"])
 	}
-	v.pointers[k] = pointer{generation: 0, closed: true}
+	v.pointers[k] = pointer{generation: 1, closed: true}
 	if p, err := v.pointerFor(ctx, k, 1); err != nil || !p.closed || disc.reads["inventory"] != 1 {
-		t.Fatalf("a closed pointer: %+v %v, %d reads", p, err, disc.reads["inventory"])
+		t.Fatalf("the generation of a followed close: %+v %v, %d reads", p, err, disc.reads["inventory"])
+	}
+	v.pointers[k] = pointer{generation: 0, closed: true}
+	if p, err := v.pointerFor(ctx, k, 1); err != nil || p.closed || p.generation != 1 || disc.reads["inventory"] != 2 {
+		t.Fatalf("a generation newer than a followed close (reopened): %+v %v, %d reads", p, err, disc.reads["inventory"])
 	}
 }

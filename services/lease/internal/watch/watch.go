@@ -320,12 +320,13 @@ func (v *View) epochOf(ctx context.Context, tenant string) (int64, error) {
 // pointerFor returns the followed pointer of k, or, when generation is
 // newer than it (admission decided on a generation this follower's stream
 // has not delivered yet: the two services follow discovery on their own
-// streams), the pointer read once from discovery for this verdict. The
+// streams; also past a followed CLOSE, which a newer generation reopened),
+// the pointer read once from discovery for this verdict. The
 // read is not kept, so a rollback the stream delivers meanwhile is never
 // overwritten by it.
 func (v *View) pointerFor(ctx context.Context, k pair, generation int64) (pointer, error) {
 	p, err := v.pointerOf(ctx, k)
-	if err != nil || generation <= p.generation || p.closed {
+	if err != nil || generation <= p.generation {
 		return p, err
 	}
 	return v.readPointer(ctx, k)
