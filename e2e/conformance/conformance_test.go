@@ -188,9 +188,56 @@ func TestConformance(t *testing.T) {
 		summary = summary[i:]
 	}
 	t.Logf("conformance through the gateway:\n%s", summary)
+	if err != nil && onlyTimingStale(t, summary, filepath.Join(here, "expected-failures.yml")) {
+		t.Logf("server-stateless passed this run: its one listed SHOULD (tools/list_changed within 1.5 s of an upstream change) depends on whether an unrelated list_changed lands in that window; every other scenario is as listed")
+		return
+	}
 	if err != nil {
 		t.Fatalf("the conformance suite failed (an unlisted failure or a stale expected failure): %v\n%s", err, out)
 	}
+}
+
+// timingDependent is the listed scenario whose failure is one SHOULD that
+// passes or not with timing (expected-failures.yml says why).
+const timingDependent = "server-stateless"
+
+// onlyTimingStale reports whether the run differs from the expected
+// failures only in timingDependent passing: every failed scenario (a ✗
+// line of the summary) is listed, and every listed scenario failed but
+// timingDependent.
+func onlyTimingStale(t *testing.T, summary, listPath string) bool {
+	t.Helper()
+	raw, err := os.ReadFile(listPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, l := range strings.Split(string(raw), "\n") {
+		if name, ok := strings.CutPrefix(strings.TrimSpace(l), "- "); ok {
+			listed[strings.TrimSpace(name)] = true
+		}
+	}
+	failed := map[string]bool{}
+	for _, l := range strings.Split(summary, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "✗ "); ok {
+			name, _, _ := strings.Cut(rest, ":")
+			failed[strings.TrimSpace(name)] = true
+		}
+	}
+	if len(failed) == 0 || failed[timingDependent] || !listed[timingDependent] {
+		return false
+	}
+	for name := range failed {
+		if !listed[name] {
+			return false
+		}
+	}
+	for name := range listed {
+		if !failed[name] && name != timingDependent {
+			return false
+		}
+	}
+	return true
 }
 
 // fronted starts the toolcrib services and the gateway fronting the go-sdk's
