@@ -36,15 +36,7 @@ func jsonrpcCode(err error) int64 {
 	return 0
 }
 
-func resultText(r *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range r.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String()
-}
+func resultText(r *mcp.CallToolResult) string { return gatewayworld.Text(r) }
 
 // An upstream's input-required results (MCP 2026-07-28) pass through the
 // gateway: the client gets the input requests and a state of the

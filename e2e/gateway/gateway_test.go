@@ -42,15 +42,7 @@ func ctxFor(t *testing.T) context.Context {
 	return ctx
 }
 
-func text(r *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range r.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String()
-}
+func text(r *mcp.CallToolResult) string { return gatewayworld.Text(r) }
 
 func reason(r *mcp.CallToolResult) string {
 	s, _ := r.Meta[metaReason].(string)

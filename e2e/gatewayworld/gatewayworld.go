@@ -756,3 +756,14 @@ func ConnectAt(t testing.TB, url, token string, opts *mcp.ClientOptions, version
 	t.Cleanup(func() { _ = cs.Close() })
 	return cs
 }
+
+// Text is the text content of a tool result, its text parts joined.
+func Text(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
