@@ -68,6 +68,10 @@ func New(pool *pgxpool.Pool, channel string, logger *slog.Logger) *Log {
 	return &Log{pool: pool, channel: channel, logger: logger, waiters: map[chan struct{}]struct{}{}}
 }
 
+// Logger is the logger the log was made with, for the writers that append
+// to it.
+func (l *Log) Logger() *slog.Logger { return l.logger }
+
 // appendSQL takes the next revision (queueing on the counter row until the
 // transaction ends), inserts the change and queues its NOTIFY, in one
 // statement: one round trip inside the section that every writer of the

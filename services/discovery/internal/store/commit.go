@@ -107,7 +107,7 @@ type Committed struct {
 func (s *Store) Commit(ctx context.Context, c Commit) (*Committed, error) {
 	var out *Committed
 	var ended *EndedRun
-	ch, err := s.group.commit(ctx, func(ctx context.Context, tx pgx.Tx) (*pendingChange, error) {
+	ch, err := s.group.commit(ctx, c.Snapshot.GetServerId(), c.Snapshot.GetAudienceClass(), func(ctx context.Context, tx pgx.Tx) (*pendingChange, error) {
 		// 1. The CAS; now is the transaction's time, used for every
 		// timestamp the commit writes.
 		gen, now, err := casPointer(ctx, tx, c)
@@ -350,7 +350,7 @@ func (r *toolRows) Err() error { return nil }
 func (s *Store) Refresh(ctx context.Context, runID string, serverID, audienceClass string, exp Expected, freshUntil time.Time, policyEpoch int64, run RunEnd, tools func() []comparison.Tool, inTx func(context.Context, pgx.Tx) error) (*Committed, error) {
 	var out *Committed
 	var ended *EndedRun
-	ch, err := s.group.commit(ctx, func(ctx context.Context, tx pgx.Tx) (*pendingChange, error) {
+	ch, err := s.group.commit(ctx, serverID, audienceClass, func(ctx context.Context, tx pgx.Tx) (*pendingChange, error) {
 		var now time.Time
 		var staticVersion *int64
 		var entries []byte

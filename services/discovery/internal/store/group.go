@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
@@ -27,6 +30,16 @@ import (
 // commit is still atomic (its savepoint and its append commit together or
 // not at all), and the counter row is held for one append round trip and one
 // flush per group instead of per commit.
+//
+// Every group transaction takes the pointer rows of its commits in one
+// order (by server and audience class, rivals for one pair in the order
+// they came): two groups, here or in another worker, that hold rivals for
+// the same pairs then wait on each other in one direction only and never
+// deadlock (they did when each ran its commits in arrival order: group A
+// inserted pair 1 then waited on pair 2 that group B had inserted before
+// waiting on pair 1). A commit that still ends in a deadlock or a
+// serialization failure (a writer outside the groups) is run again in a
+// later group, at most [maxTries] times in all.
 
 const (
 	// maxGroup is the most commits one transaction carries.
@@ -38,6 +51,9 @@ const (
 	// groupTimeout bounds one group transaction; it runs on a context of
 	// its own so that one scan's cancellation never aborts the others.
 	groupTimeout = time.Minute
+	// maxTries is how many times one commit is run when Postgres aborts
+	// it for a deadlock or a serialization failure.
+	maxTries = 3
 )
 
 // pendingChange is the change one commit appends once the commits of its
@@ -54,7 +70,11 @@ type pendingChange struct {
 type commitWork func(ctx context.Context, tx pgx.Tx) (*pendingChange, error)
 
 type groupItem struct {
-	ctx    context.Context
+	ctx context.Context
+	// key orders the commits of a group: the pair whose pointer the
+	// commit moves.
+	key    string
+	tries  int
 	work   commitWork
 	change *pendingChange
 	err    error
@@ -73,8 +93,8 @@ type grouper struct {
 // with its revision once that transaction committed. A context that ends
 // before the group starts the work gives its error; once started, the
 // work's outcome is awaited (a commit never ends unknown to its caller).
-func (g *grouper) commit(ctx context.Context, work commitWork) (*pendingChange, error) {
-	it := &groupItem{ctx: ctx, work: work, done: make(chan struct{})}
+func (g *grouper) commit(ctx context.Context, serverID, audienceClass string, work commitWork) (*pendingChange, error) {
+	it := &groupItem{ctx: ctx, key: serverID + "\x00" + audienceClass, work: work, done: make(chan struct{})}
 	g.mu.Lock()
 	g.queue = append(g.queue, it)
 	start := g.running < maxGroups
@@ -103,7 +123,11 @@ func (g *grouper) loop() {
 		copy(items, g.queue)
 		g.queue = append(g.queue[:0], g.queue[n:]...)
 		g.mu.Unlock()
-		g.s.runGroup(items)
+		if again := g.s.runGroup(items); len(again) > 0 {
+			g.mu.Lock()
+			g.queue = append(again, g.queue...)
+			g.mu.Unlock()
+		}
 	}
 }
 
@@ -122,10 +146,19 @@ func (it *groupItem) run(ctx context.Context, tx pgx.Tx) (c *pendingChange, err 
 // errCommitPanicked wraps a panic of a commit's work.
 var errCommitPanicked = errors.New("store: the commit panicked")
 
-// runGroup is one group transaction.
-func (s *Store) runGroup(items []*groupItem) {
+// runGroup is one group transaction, its commits in key order. It returns
+// the commits Postgres aborted for a deadlock or a serialization failure
+// that may run again; every other commit is done.
+func (s *Store) runGroup(items []*groupItem) (again []*groupItem) {
+	sortGroup(items)
 	defer func() {
 		for _, it := range items {
+			if it.tries++; retryable(it.err) && it.tries < maxTries && it.ctx.Err() == nil {
+				s.log.Logger().Warn("discovery store: a commit runs again", "pair", strings.ReplaceAll(it.key, "\x00", "/"), "try", it.tries+1, "err", it.err)
+				it.change, it.err = nil, nil
+				again = append(again, it)
+				continue
+			}
 			close(it.done)
 		}
 	}()
@@ -180,6 +213,20 @@ func (s *Store) runGroup(items []*groupItem) {
 			}
 		}
 	}
+	return nil // the deferred loop names the commits to run again
+}
+
+// sortGroup puts a group's commits in key order, rivals for one pair in
+// the order they came.
+func sortGroup(items []*groupItem) {
+	slices.SortStableFunc(items, func(a, b *groupItem) int { return strings.Compare(a.key, b.key) })
+}
+
+// retryable is whether err is Postgres aborting a statement for a deadlock
+// or a serialization failure: the same work may succeed when run again.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 }
 
 // appendChanges appends the changes in order, in one round trip, as the
