@@ -129,7 +129,16 @@ func TestGatewayOverhead(t *testing.T) {
 		t.Cleanup(func() { _ = cs.Close() })
 		return cs
 	}
-	direct, via := connect(w.UpstreamURL, ""), connect(w.GatewayURL, tok)
+	commits := durableCommit(t)
+	commitOne := func() time.Duration {
+		start := time.Now()
+		if err := commits.call(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	floor := startFloorProxy(t, w, tok, commits.call)
+	direct, via, viaFloor := connect(w.UpstreamURL, ""), connect(w.GatewayURL, tok), connect(floor.URL, "")
 	if _, err := via.ListTools(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -148,18 +157,21 @@ func TestGatewayOverhead(t *testing.T) {
 	for range gatewayWarmup {
 		one(direct)
 		one(via)
+		one(viaFloor)
 	}
 	q := func(s []time.Duration, p float64) float64 {
 		s = slices.Sorted(slices.Values(s))
 		return float64(s[int(p*float64(len(s)-1))].Microseconds()) / 1000
 	}
-	commitOne := durableCommit(t)
 	var prof bytes.Buffer
 	profiling := pprof.StartCPUProfile(&prof) == nil
-	var d, g, c []time.Duration
+	var d, g, c, fl []time.Duration
 	for range gatewayRounds {
 		for range gatewayChunk {
 			d = append(d, one(direct))
+		}
+		for range gatewayChunk {
+			fl = append(fl, one(viaFloor))
 		}
 		steps.on.Store(true)
 		for range gatewayChunk {
@@ -210,17 +222,20 @@ func TestGatewayOverhead(t *testing.T) {
 		q(d, 0.5), q(g, 0.5), q(g, 0.5)-q(d, 0.5), q(g, 0.99), cpuPerCall, len(g))
 	fmt.Printf("gateway: steps mean_ms=%.2f check_ms=%.2f (%.0f%%) issue_ms=%.2f (%.0f%%) upstream_ms=%.2f (%.0f%%) policy_and_rest_ms=%.2f (%.0f%%) durable_commit_p50_ms=%.2f\n",
 		gMean, checkMS, share(checkMS), issueMS, share(issueMS), upMS, share(upMS), rest, share(rest), commit)
+	floorOverhead := q(fl, 0.5) - q(d, 0.5)
+	fmt.Printf("gateway: floor_p50_ms=%.2f overhead_floor_p50_ms=%.2f overhead_to_floor=%.2f floor_p99_ms=%.2f target_overhead_p50_ms=1.0 target_below_floor=%t\n",
+		q(fl, 0.5), floorOverhead, (q(g, 0.5)-q(d, 0.5))/floorOverhead, q(fl, 0.99), floorOverhead > 1.0)
 	fmt.Printf("gateway: cpu_ms_per_call %s (the gateway's CPU in its Check and Issue client calls, and in the rest: MCP server and upstream client, lease proof, result policy)\n", cpuSteps)
-	fmt.Printf("  (direct_p99_ms=%.2f; one call in flight, arms alternating in chunks of %d; check and issue as the gateway's clients time them, upstream = the direct arm's mean round trip, policy_and_rest = the remainder (session, result policy, encoding); CPU = profile samples under the gateway's MCP handler; durable_commit = one row committed alone through a group commit like the lease store's on the same Postgres, timed between the gateway's chunks, the part of every Issue no faster code removes; target overhead_p50_ms <= 1.0, goal 0.5; %s)\n",
+	fmt.Printf("  (direct_p99_ms=%.2f; one call in flight, arms alternating in chunks of %d; check and issue as the gateway's clients time them, upstream = the direct arm's mean round trip, policy_and_rest = the remainder (session, result policy, encoding); CPU = profile samples under the gateway's MCP handler; durable_commit = one row committed alone through a group commit like the lease store's on the same Postgres, timed between the gateway's chunks, the part of every Issue no faster code removes; floor = a go-sdk proxy in front of the same upstream making per call only what the rules require of every gateway call (a Check round trip to admission and a receipt signature; an Issue round trip to the lease service, the receipt's verification, the lease's signature, the receipt's Redis SET NX and the durable commit; the holder proof's signature; the upstream call), its arm alternating with the other two, overhead_floor = its p50 over the direct arm's; target overhead_p50_ms <= 1.0, goal 0.5; %s)\n",
 		q(d, 0.99), gatewayChunk, stamp())
 }
 
-// durableCommit returns a function that commits one row alone (one call in
-// flight) through a group commit like the lease store's, on a fresh
-// database of the same Postgres, and returns the time it took: the wait
-// every Issue has at one call in flight, whatever the code around it
-// costs. The benchmark times it between the gateway's chunks.
-func durableCommit(t *testing.T) func() time.Duration {
+// durableCommit returns a group commit like the lease store's, on a fresh
+// database of the same Postgres, each call one row committed (alone at one
+// call in flight): the wait every Issue has, whatever the code around it
+// costs. The benchmark times it alone between the gateway's chunks, and
+// the floor proxy makes it once per call.
+func durableCommit(t *testing.T) *floorGroup {
 	t.Helper()
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
@@ -239,11 +254,5 @@ func durableCommit(t *testing.T) func() time.Duration {
 		_, err := pool.Exec(ctx, `INSERT INTO floor_leases (lease_id, issued_at) SELECT * FROM unnest($1::uuid[], $2::timestamptz[])`, ids, at)
 		return err
 	}}
-	return func() time.Duration {
-		start := time.Now()
-		if err := g.call(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return time.Since(start)
-	}
+	return g
 }
