@@ -55,6 +55,18 @@ type floorProxy struct {
 	receipt, leased  []byte
 	proof            []byte
 	receiptSig       []byte
+	// check and issue sum the floor's Check and Issue steps (ns), over
+	// calls calls.
+	check, issue, calls atomic.Int64
+}
+
+// reset forgets the steps timed so far (the warm-up's).
+func (f *floorProxy) reset() { f.check.Store(0); f.issue.Store(0); f.calls.Store(0) }
+
+// steps are the floor's mean Check and Issue steps in ms.
+func (f *floorProxy) steps() (check, issue float64) {
+	n := float64(f.calls.Load())
+	return float64(f.check.Load()) / 1e6 / n, float64(f.issue.Load()) / 1e6 / n
 }
 
 func startFloorProxy(t *testing.T, w *gatewayworld.World, token string, commit func(context.Context) error) *floorProxy {
@@ -90,21 +102,26 @@ func startFloorProxy(t *testing.T, w *gatewayworld.World, token string, commit f
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)}
+	hs := &http.Server{Handler: labelHandler(floorLabel, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))}
 	go func() { _ = hs.Serve(ln) }()
 	t.Cleanup(func() { _ = hs.Close() })
 	f.URL = "http://" + ln.Addr().String()
 	return f
 }
 
+// floorLabel is the pprof label value of the floor proxy's work.
+const floorLabel = "gateway-floor"
+
 var errFloorRefused = errors.New("floor: a step the floor makes failed")
 
 func (f *floorProxy) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	start := time.Now()
 	// Check.
 	if _, err := f.admission.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 		return nil, err
 	}
 	_ = ed25519.Sign(f.priv, f.receipt)
+	checked := time.Now()
 	// Issue.
 	if _, err := f.lease.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 		return nil, err
@@ -125,6 +142,10 @@ func (f *floorProxy) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	if err := f.commit(ctx); err != nil {
 		return nil, err
 	}
+	issued := time.Now()
+	f.check.Add(int64(checked.Sub(start)))
+	f.issue.Add(int64(issued.Sub(checked)))
+	f.calls.Add(1)
 	// The holder proof, then the upstream.
 	_ = ed25519.Sign(f.priv, f.proof)
 	return f.upstream.CallTool(ctx, &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments})

@@ -159,6 +159,7 @@ func TestGatewayOverhead(t *testing.T) {
 		one(via)
 		one(viaFloor)
 	}
+	floor.reset()
 	q := func(s []time.Duration, p float64) float64 {
 		s = slices.Sorted(slices.Values(s))
 		return float64(s[int(p*float64(len(s)-1))].Microseconds()) / 1000
@@ -183,7 +184,7 @@ func TestGatewayOverhead(t *testing.T) {
 		}
 	}
 	commit := q(c, 0.5)
-	cpuPerCall, cpuSteps := "n/a", "n/a"
+	cpuPerCall, cpuSteps, floorCPU := "n/a", "n/a", "n/a"
 	if profiling {
 		pprof.StopCPUProfile()
 		gwNS, _, err := labelledCPU(prof.Bytes(), gatewayLabel)
@@ -194,7 +195,12 @@ func TestGatewayOverhead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		flNS, _, err := labelledCPU(prof.Bytes(), floorLabel)
+		if err != nil {
+			t.Fatal(err)
+		}
 		perCall := func(ns int64) float64 { return float64(ns) / 1e6 / float64(len(g)) }
+		floorCPU = fmt.Sprintf("%.2f", float64(flNS)/1e6/float64(len(fl)))
 		cpuPerCall = fmt.Sprintf("%.2f", perCall(gwNS))
 		cpuSteps = fmt.Sprintf("check_client=%.2f issue_client=%.2f rest=%.2f", perCall(by["check"]), perCall(by["issue"]), perCall(by[""]+by["other"]))
 		if dir := os.Getenv("TOOLCRIB_BENCH_PROFILE"); dir != "" {
@@ -223,8 +229,12 @@ func TestGatewayOverhead(t *testing.T) {
 	fmt.Printf("gateway: steps mean_ms=%.2f check_ms=%.2f (%.0f%%) issue_ms=%.2f (%.0f%%) upstream_ms=%.2f (%.0f%%) policy_and_rest_ms=%.2f (%.0f%%) durable_commit_p50_ms=%.2f\n",
 		gMean, checkMS, share(checkMS), issueMS, share(issueMS), upMS, share(upMS), rest, share(rest), commit)
 	floorOverhead := q(fl, 0.5) - q(d, 0.5)
+	fCheck, fIssue := floor.steps()
+	fRest := mean(fl) - fCheck - fIssue - upMS
 	fmt.Printf("gateway: floor_p50_ms=%.2f overhead_floor_p50_ms=%.2f overhead_to_floor=%.2f floor_p99_ms=%.2f target_overhead_p50_ms=1.0 target_below_floor=%t\n",
 		q(fl, 0.5), floorOverhead, (q(g, 0.5)-q(d, 0.5))/floorOverhead, q(fl, 0.99), floorOverhead > 1.0)
+	fmt.Printf("gateway: floor_steps mean_ms=%.2f check_ms=%.2f issue_ms=%.2f upstream_ms=%.2f rest_ms=%.2f floor_cpu_ms_per_call=%s (the gateway's steps and CPU above minus these: what its Check, Issue and own code cost over the floor's; the floor's CPU also holds its Redis and Postgres clients, which the gateway leaves to the lease service)\n",
+		mean(fl), fCheck, fIssue, upMS, fRest, floorCPU)
 	fmt.Printf("gateway: cpu_ms_per_call %s (the gateway's CPU in its Check and Issue client calls, and in the rest: MCP server and upstream client, lease proof, result policy)\n", cpuSteps)
 	fmt.Printf("  (direct_p99_ms=%.2f; one call in flight, arms alternating in chunks of %d; check and issue as the gateway's clients time them, upstream = the direct arm's mean round trip, policy_and_rest = the remainder (session, result policy, encoding); CPU = profile samples under the gateway's MCP handler; durable_commit = one row committed alone through a group commit like the lease store's on the same Postgres, timed between the gateway's chunks, the part of every Issue no faster code removes; floor = a go-sdk proxy in front of the same upstream making per call only what the rules require of every gateway call (a Check round trip to admission and a receipt signature; an Issue round trip to the lease service, the receipt's verification, the lease's signature, the receipt's Redis SET NX and the durable commit; the holder proof's signature; the upstream call), its arm alternating with the other two, overhead_floor = its p50 over the direct arm's; target overhead_p50_ms <= 1.0, goal 0.5; %s)\n",
 		q(d, 0.99), gatewayChunk, stamp())
