@@ -7,14 +7,11 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/redis/go-redis/v9"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/toolcrib/toolcrib/e2e/gatewayworld"
@@ -31,9 +28,9 @@ import (
 //     one Ed25519 signature of a receipt's size (every ALLOW is signed);
 //   - the Issue: one gRPC round trip to the lease service (its health
 //     RPC), one Ed25519 verification (the signed receipt), one signature
-//     (the lease), the receipt's single use (one Redis SET NX on a fresh
-//     key, the lease signed while it is in flight, as Issue does) and one
-//     row durably committed through a group commit like the lease store's;
+//     (the lease) and one row durably committed through a group commit
+//     like the lease store's, into a table with a unique receipt id (the
+//     receipt's single use);
 //   - the holder proof: one Ed25519 signature;
 //   - the upstream call: the go-sdk client's tools/call to the same
 //     upstream, the result passed back as it came.
@@ -46,9 +43,6 @@ type floorProxy struct {
 
 	admission, lease healthpb.HealthClient
 	upstream         *mcp.ClientSession
-	rdb              *redis.Client
-	prefix           string
-	keys             atomic.Int64
 	commit           func(context.Context) error
 	priv             ed25519.PrivateKey
 	pub              ed25519.PublicKey
@@ -79,12 +73,9 @@ func startFloorProxy(t *testing.T, w *gatewayworld.World, token string, commit f
 	f := &floorProxy{
 		admission: healthpb.NewHealthClient(w.St.Auth.Dial(t, w.AdmissionAddr, token)),
 		lease:     healthpb.NewHealthClient(w.St.Auth.Dial(t, w.LeaseAddr, token)),
-		rdb:       redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"}),
-		prefix:    "toolcrib-bench-floor:" + uuid.NewString() + ":",
 		commit:    commit, priv: priv, pub: pub,
 		receipt: make([]byte, floorReceiptBytes), leased: make([]byte, floorLeaseBytes), proof: make([]byte, floorProofBytes),
 	}
-	t.Cleanup(func() { _ = f.rdb.Close() })
 	for _, b := range [][]byte{f.receipt, f.leased, f.proof} {
 		_, _ = rand.Read(b)
 	}
@@ -129,16 +120,7 @@ func (f *floorProxy) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	if !ed25519.Verify(f.pub, f.receipt, f.receiptSig) {
 		return nil, errFloorRefused
 	}
-	signed := make(chan struct{})
-	go func() {
-		_ = ed25519.Sign(f.priv, f.leased)
-		close(signed)
-	}()
-	ok, err := f.rdb.SetNX(ctx, f.prefix+strconv.FormatInt(f.keys.Add(1), 10), 1, time.Minute).Result()
-	<-signed
-	if err != nil || !ok {
-		return nil, errors.Join(errFloorRefused, err)
-	}
+	_ = ed25519.Sign(f.priv, f.leased)
 	if err := f.commit(ctx); err != nil {
 		return nil, err
 	}

@@ -233,10 +233,10 @@ func TestGatewayOverhead(t *testing.T) {
 	fRest := mean(fl) - fCheck - fIssue - upMS
 	fmt.Printf("gateway: floor_p50_ms=%.2f overhead_floor_p50_ms=%.2f overhead_to_floor=%.2f floor_p99_ms=%.2f target_overhead_p50_ms=1.0 target_below_floor=%t\n",
 		q(fl, 0.5), floorOverhead, (q(g, 0.5)-q(d, 0.5))/floorOverhead, q(fl, 0.99), floorOverhead > 1.0)
-	fmt.Printf("gateway: floor_steps mean_ms=%.2f check_ms=%.2f issue_ms=%.2f upstream_ms=%.2f rest_ms=%.2f floor_cpu_ms_per_call=%s (the gateway's steps and CPU above minus these: what its Check, Issue and own code cost over the floor's; the floor's CPU also holds its Redis and Postgres clients, which the gateway leaves to the lease service)\n",
+	fmt.Printf("gateway: floor_steps mean_ms=%.2f check_ms=%.2f issue_ms=%.2f upstream_ms=%.2f rest_ms=%.2f floor_cpu_ms_per_call=%s (the gateway's steps and CPU above minus these: what its Check, Issue and own code cost over the floor's; the floor's CPU also holds its Postgres client, which the gateway leaves to the lease service)\n",
 		mean(fl), fCheck, fIssue, upMS, fRest, floorCPU)
 	fmt.Printf("gateway: cpu_ms_per_call %s (the gateway's CPU in its Check and Issue client calls, and in the rest: MCP server and upstream client, lease proof, result policy)\n", cpuSteps)
-	fmt.Printf("  (direct_p99_ms=%.2f; one call in flight, arms alternating in chunks of %d; check and issue as the gateway's clients time them, upstream = the direct arm's mean round trip, policy_and_rest = the remainder (session, result policy, encoding); CPU = profile samples under the gateway's MCP handler; durable_commit = one row committed alone through a group commit like the lease store's on the same Postgres, timed between the gateway's chunks, the part of every Issue no faster code removes; floor = a go-sdk proxy in front of the same upstream making per call only what the rules require of every gateway call (a Check round trip to admission and a receipt signature; an Issue round trip to the lease service, the receipt's verification, the lease's signature, the receipt's Redis SET NX and the durable commit; the holder proof's signature; the upstream call), its arm alternating with the other two, overhead_floor = its p50 over the direct arm's; target overhead_p50_ms <= 1.0, goal 0.5; %s)\n",
+	fmt.Printf("  (direct_p99_ms=%.2f; one call in flight, arms alternating in chunks of %d; check and issue as the gateway's clients time them, upstream = the direct arm's mean round trip, policy_and_rest = the remainder (session, result policy, encoding); CPU = profile samples under the gateway's MCP handler; durable_commit = one row committed alone through a group commit like the lease store's on the same Postgres, timed between the gateway's chunks, the part of every Issue no faster code removes; floor = a go-sdk proxy in front of the same upstream making per call only what the rules require of every gateway call (a Check round trip to admission and a receipt signature; an Issue round trip to the lease service, the receipt's verification, the lease's signature and the durable commit, whose unique receipt id is the receipt's single use; the holder proof's signature; the upstream call), its arm alternating with the other two, overhead_floor = its p50 over the direct arm's; target overhead_p50_ms <= 1.0, goal 0.5; %s)\n",
 		q(d, 0.99), gatewayChunk, stamp())
 }
 
@@ -253,15 +253,16 @@ func durableCommit(t *testing.T) *floorGroup {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	if _, err := pool.Exec(ctx, `CREATE TABLE floor_leases (lease_id uuid PRIMARY KEY, issued_at timestamptz NOT NULL)`); err != nil {
+	if _, err := pool.Exec(ctx, `CREATE TABLE floor_leases (lease_id uuid PRIMARY KEY, receipt_id uuid NOT NULL UNIQUE, issued_at timestamptz NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
 	g := &floorGroup{max: 256, run: func(ctx context.Context, k int) error {
-		ids, at := make([]uuid.UUID, k), make([]time.Time, k)
+		ids, receipts, at := make([]uuid.UUID, k), make([]uuid.UUID, k), make([]time.Time, k)
 		for i := range k {
-			ids[i], at[i] = uuid.New(), time.Now()
+			ids[i], receipts[i], at[i] = uuid.New(), uuid.New(), time.Now()
 		}
-		_, err := pool.Exec(ctx, `INSERT INTO floor_leases (lease_id, issued_at) SELECT * FROM unnest($1::uuid[], $2::timestamptz[])`, ids, at)
+		_, err := pool.Exec(ctx, `INSERT INTO floor_leases (lease_id, receipt_id, issued_at)
+SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[])`, ids, receipts, at)
 		return err
 	}}
 	return g

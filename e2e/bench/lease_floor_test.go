@@ -30,12 +30,8 @@ import (
 //     signature (the lease) and one row durably committed through a group
 //     commit like the lease store's (at most two flushers, each batch one
 //     INSERT … unnest in one transaction, synchronous_commit as the server
-//     has it);
-//   - Issue with the receipt's claim: the Issue floor plus the receipt's
-//     single use as DESIGN §6 and issue 20 make it, one Redis SET NX PX on a
-//     fresh key (the Redeem floor's group), the signature made while it is
-//     in flight, the row committed once it answered: the least the rules
-//     allow while single use is a Redis SET NX before the commit;
+//     has it) into a table with a unique receipt id, which is the
+//     receipt's single use as the lease store keeps it;
 //   - Redeem: one Redis SET NX PX on a fresh key (single use), the commands
 //     pending at once in one pipeline as the ledger sends them;
 //   - Verify: two EdDSA verifications (lease and holder proof) and the SET
@@ -46,10 +42,8 @@ import (
 const (
 	leaseFloorService = "toolcrib.bench.v1.LeaseFloor"
 	issueFloorMethod  = "/" + leaseFloorService + "/Issue"
-	// issueClaimFloorMethod is the Issue floor with the receipt's claim.
-	issueClaimFloorMethod = "/" + leaseFloorService + "/IssueWithClaim"
-	redeemFloorMethod     = "/" + leaseFloorService + "/Redeem"
-	verifyFloorMethod     = "/" + leaseFloorService + "/Verify"
+	redeemFloorMethod = "/" + leaseFloorService + "/Redeem"
+	verifyFloorMethod = "/" + leaseFloorService + "/Verify"
 )
 
 // Sizes of the signed material: a compact JWS of a signed receipt, of a
@@ -117,7 +111,7 @@ func (f *leaseFloors) register(s *grpc.Server, d *service.Deps) {
 	f.commit = &floorGroup{max: 256, run: func(ctx context.Context, k int) error {
 		f.tableOnce.Do(func() {
 			_, f.tableErr = pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS bench_floor_leases (lease_id uuid PRIMARY KEY,
-  receipt_id text NOT NULL, issued_at timestamptz NOT NULL)`)
+  receipt_id text NOT NULL UNIQUE, issued_at timestamptz NOT NULL)`)
 		})
 		if f.tableErr != nil {
 			return f.tableErr
@@ -136,7 +130,6 @@ SELECT * FROM unnest($1::uuid[], $2::text[], $3::timestamptz[])`, ids, receipts,
 		HandlerType: (*any)(nil),
 		Methods: []grpc.MethodDesc{
 			{MethodName: "Issue", Handler: unaryFloor(issueFloorMethod, func() proto.Message { return new(leasev1.IssueRequest) }, f.issue)},
-			{MethodName: "IssueWithClaim", Handler: unaryFloor(issueClaimFloorMethod, func() proto.Message { return new(leasev1.IssueRequest) }, f.issueWithClaim)},
 			{MethodName: "Redeem", Handler: unaryFloor(redeemFloorMethod, func() proto.Message { return new(leasev1.LeaseClaims) }, f.redeem)},
 			{MethodName: "Verify", Handler: unaryFloor(verifyFloorMethod, func() proto.Message { return new(leasev1.VerifyRequest) }, f.verify)},
 		},
@@ -150,26 +143,6 @@ func (f *leaseFloors) issue(ctx context.Context) (proto.Message, error) {
 		return nil, errFloorSignature
 	}
 	_ = ed25519.Sign(f.priv, f.lease)
-	if err := f.commit.call(ctx); err != nil {
-		return nil, err
-	}
-	return f.issueResp.Load(), nil
-}
-
-func (f *leaseFloors) issueWithClaim(ctx context.Context) (proto.Message, error) {
-	if !ed25519.Verify(f.pub, f.receipt, f.receiptSig) {
-		return nil, errFloorSignature
-	}
-	signed := make(chan struct{})
-	go func() {
-		_ = ed25519.Sign(f.priv, f.lease)
-		close(signed)
-	}()
-	err := f.setnx.call(ctx)
-	<-signed
-	if err != nil {
-		return nil, err
-	}
 	if err := f.commit.call(ctx); err != nil {
 		return nil, err
 	}

@@ -115,12 +115,11 @@ func TestLeaseThroughput(t *testing.T) {
 		return func(ctx context.Context) error { return aliceConn.Invoke(ctx, method, req, resp()) }
 	}
 	issueFloor := floorCall(issueFloorMethod, sampleIssue, func() proto.Message { return new(leasev1.IssueResponse) })
-	issueClaimFloor := floorCall(issueClaimFloorMethod, sampleIssue, func() proto.Message { return new(leasev1.IssueResponse) })
 	verifyFloor := floorCall(verifyFloorMethod, sampleVerify, func() proto.Message { return new(leasev1.VerifyResponse) })
 	redeemFloor := func(ctx context.Context) error {
 		return executorConn.Invoke(ctx, redeemFloorMethod, iss0.GetClaims(), new(leasev1.VerifyResponse))
 	}
-	for _, f := range []func(context.Context) error{issueFloor, issueClaimFloor, verifyFloor, redeemFloor} {
+	for _, f := range []func(context.Context) error{issueFloor, verifyFloor, redeemFloor} {
 		if err := f(ctx); err != nil {
 			t.Fatalf("a floor: %v", err)
 		}
@@ -141,7 +140,7 @@ func TestLeaseThroughput(t *testing.T) {
 	// one; the Checks that make them are admission's work, not Issue's, so
 	// they run before the clock, leaseReceipts for each round (a worker
 	// that finds none left stops, and the arm's time ends with the last).
-	var issueArm, verifyArm, redeemArm, healthArm, issueFloorArm, issueClaimFloorArm, verifyFloorArm, redeemFloorArm arm
+	var issueArm, verifyArm, redeemArm, healthArm, issueFloorArm, verifyFloorArm, redeemFloorArm arm
 	var lat []time.Duration
 	issuedAll, redeemedAll := 0, 0
 	for round := range leaseRounds {
@@ -172,7 +171,6 @@ func TestLeaseThroughput(t *testing.T) {
 		stopProfile()
 		issuedAll += len(issued)
 		issueFloorArm.add(phaseFor(t, leaseSlice, repeat(issueFloor)))
-		issueClaimFloorArm.add(phaseFor(t, leaseSlice, repeat(issueClaimFloor)))
 
 		// Each lease is used once: by Verify, or (every other one) by
 		// Redeem.
@@ -253,13 +251,12 @@ func TestLeaseThroughput(t *testing.T) {
 	p99 := lat[(len(lat)*99)/100]
 	redeemQPS := fmt.Sprintf("%.0f", redeemArm.qps())
 	redeemRatio := fmt.Sprintf("%.2f", redeemArm.qps()/redeemFloorArm.qps())
-	fmt.Printf("lease: issue_qps=%.0f redeem_qps=%s verify_qps=%.0f health_qps=%.0f issue_to_floor=%.2f redeem_to_floor=%s verify_to_floor=%.2f verify_p99_ms=%.2f issue_to_claim_floor=%.2f\n",
+	fmt.Printf("lease: issue_qps=%.0f redeem_qps=%s verify_qps=%.0f health_qps=%.0f issue_to_floor=%.2f redeem_to_floor=%s verify_to_floor=%.2f verify_p99_ms=%.2f\n",
 		issueArm.qps(), redeemQPS, verifyArm.qps(), healthArm.qps(), issueArm.qps()/issueFloorArm.qps(), redeemRatio,
-		verifyArm.qps()/verifyFloorArm.qps(), float64(p99.Microseconds())/1000, issueArm.qps()/issueClaimFloorArm.qps())
-	fmt.Printf("  (floors on the same lease server, same interceptors, same request and response sizes: issue_floor_qps=%.0f (RPC + EdDSA verify + sign + group commit) issue_claim_floor_qps=%.0f (the same + the receipt's Redis SET NX before the commit, signing meanwhile) redeem_floor_qps=%.0f (RPC + SET NX) verify_floor_qps=%.0f (RPC + 2 EdDSA verify + SET NX); health/floor: issue %.2f issue_claim %.2f redeem %.2f verify %.2f; claim_floor/floor %.2f)\n",
-		issueFloorArm.qps(), issueClaimFloorArm.qps(), redeemFloorArm.qps(), verifyFloorArm.qps(),
-		issueFloorArm.qps()/healthArm.qps(), issueClaimFloorArm.qps()/healthArm.qps(), redeemFloorArm.qps()/healthArm.qps(),
-		verifyFloorArm.qps()/healthArm.qps(), issueClaimFloorArm.qps()/issueFloorArm.qps())
+		verifyArm.qps()/verifyFloorArm.qps(), float64(p99.Microseconds())/1000)
+	fmt.Printf("  (floors on the same lease server, same interceptors, same request and response sizes: issue_floor_qps=%.0f (RPC + EdDSA verify + sign + group commit into a table with the receipt's unique index, which is the receipt's single use) redeem_floor_qps=%.0f (RPC + SET NX) verify_floor_qps=%.0f (RPC + 2 EdDSA verify + SET NX); health/floor: issue %.2f redeem %.2f verify %.2f)\n",
+		issueFloorArm.qps(), redeemFloorArm.qps(), verifyFloorArm.qps(),
+		issueFloorArm.qps()/healthArm.qps(), redeemFloorArm.qps()/healthArm.qps(), verifyFloorArm.qps()/healthArm.qps())
 	redeemNote := fmt.Sprintf("%d redeemed", redeemedAll)
 	fmt.Printf("  (%d workers, %d rounds of %s per arm; %d leases issued, %d verified; %s; target each ratio to its floor >= 0.8; %s)\n",
 		leaseWorkers, leaseRounds, leaseSlice, issuedAll, len(lat), redeemNote, time.Now().UTC().Format(time.RFC3339))

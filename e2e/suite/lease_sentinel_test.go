@@ -54,8 +54,8 @@ func TestLeaseSingleUseThroughSentinelFailover(t *testing.T) {
 	}})
 	w.Allow(t, 1)
 	// tryIssue takes a lease on a receipt of its own (a receipt gives one
-	// lease); the claim of the receipt needs the ledger too, so during the
-	// failover it may be LEDGER_UNAVAILABLE, never a lease.
+	// lease); the receipt's claim is the lease's record in Postgres, so
+	// Issue needs no Redis and keeps issuing through the failover.
 	tryIssue := func() (*leasev1.IssueResponse, error) {
 		t.Helper()
 		chk := w.Check(t, "alice", 1, leaseworld.ShipmentArgs)
@@ -64,9 +64,7 @@ func TestLeaseSingleUseThroughSentinelFailover(t *testing.T) {
 		}
 		iss, err := w.Issue(t, "alice", chk.GetReceipt().GetReceiptId())
 		if err != nil {
-			if code, reason := leaseworld.CodeReason(err); code != codes.Unavailable || reason != "LEDGER_UNAVAILABLE" {
-				t.Fatalf("Issue: %v (%v %s), want a lease or LEDGER_UNAVAILABLE", err, code, reason)
-			}
+			t.Fatalf("Issue: %v (it needs no Redis)", err)
 		}
 		return iss, err
 	}

@@ -191,6 +191,9 @@ func translate(err error) error {
 		e := apierror.FailedPrecondition(ReasonIssuanceFrozen, "issuance of leases for this server is frozen")
 		e.Metadata = map[string]string{"server_id": frozen.Server}
 		return e
+	case errors.Is(err, store.ErrReceiptUsed):
+		return apierror.FailedPrecondition(ReasonReceiptAlreadyUsed,
+			"a lease was already issued on this receipt; Check again for a new decision")
 	case errors.Is(err, admissionview.ErrInvalidReceipt):
 		return &apierror.Error{Code: codes.PermissionDenied, Reason: ReasonReceiptInvalid,
 			Message: "the signed receipt does not verify against admission's published keys"}
@@ -320,27 +323,14 @@ func (s *Server) Issue(ctx context.Context, req *leasev1.IssueRequest) (*leasev1
 		return nil, apierror.FailedPrecondition(ReasonStaleCatalog,
 			"the decision's generation is no longer active or compatible; Check again")
 	}
-	// The receipt is claimed last, after every other check passed, so a
-	// refused Issue (another principal's receipt, other arguments, a frozen
-	// server, a moved policy) never burns it: only its own principal, for
-	// the arguments it was decided for, can use it up. Past the claim the
-	// receipt is spent even if signing or recording fails (no lease is
-	// returned then; the caller Checks again): fail closed. The lease is
-	// signed while the claim is in flight (a signature is pure work and
-	// hands nothing out): only a claimed receipt's lease is recorded and
-	// returned.
-	signed := make(chan signature, 1)
-	go func() {
-		var sig signature
-		sig.token, sig.kid, sig.err = s.opts.Ring.Sign(claims)
-		signed <- sig
-	}()
-	claimErr := s.claim(ctx, r.GetReceiptId(), d.ValidUntil.Add(s.opts.Skew).Sub(now))
-	sig := <-signed
-	if claimErr != nil {
-		return nil, claimErr
-	}
-	token, kid, err := sig.token, sig.kid, sig.err
+	// The receipt is claimed last, by the execution receipt's own commit,
+	// after every other check passed, so a refused Issue (another
+	// principal's receipt, other arguments, a frozen server, a moved
+	// policy) never burns it: only its own principal, for the arguments it
+	// was decided for, can use it up, and the claim is exactly as durable
+	// as the lease's record (one unique row per admission receipt across
+	// every replica; no second round trip).
+	token, kid, err := s.opts.Ring.Sign(claims)
 	if err != nil {
 		return nil, err
 	}
@@ -352,27 +342,6 @@ func (s *Server) Issue(ctx context.Context, req *leasev1.IssueRequest) (*leasev1
 		s.opts.Metrics.Issued()
 	}
 	return &leasev1.IssueResponse{Token: token, Claims: claimsProto(claims), ExecutionReceiptId: receiptID}, nil
-}
-
-// signature is a lease token signed by the key with id kid, or why not.
-type signature struct {
-	token, kid string
-	err        error
-}
-
-// claim redeems the receipt with the id for this Issue (at most once across
-// every lease replica, for ttl: the decision's remaining lifetime plus the
-// skew allowance, past which no replica issues on it anyway).
-func (s *Server) claim(ctx context.Context, receiptID string, ttl time.Duration) error {
-	switch err := s.opts.Ledger.ClaimReceipt(ctx, receiptID, ttl); {
-	case errors.Is(err, ledger.ErrAlreadyUsed):
-		return apierror.FailedPrecondition(ReasonReceiptAlreadyUsed,
-			"a lease was already issued on this receipt; Check again for a new decision")
-	case err != nil:
-		return &apierror.Error{Code: codes.Unavailable, Reason: ReasonLedgerUnavailable,
-			Message: "the receipt's single use cannot be confirmed now; no lease is issued; retry", Err: err}
-	}
-	return nil
 }
 
 func (s *Server) decide(ctx context.Context, req *leasev1.IssueRequest) (admissionview.Decision, error) {

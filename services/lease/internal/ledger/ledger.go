@@ -12,9 +12,9 @@ import (
 	"github.com/toolcrib/toolcrib/platform/redisclient"
 )
 
-// Errors of [Ledger.Consume] and [Ledger.ClaimReceipt].
+// Errors of [Ledger.Consume].
 var (
-	// ErrAlreadyUsed: the lease was consumed (the receipt claimed) before.
+	// ErrAlreadyUsed: the lease was consumed before.
 	ErrAlreadyUsed = errors.New("ledger: already used")
 	// ErrUnavailable: the ledger could not be asked; the caller must refuse
 	// the lease (fail closed), never run the call.
@@ -25,8 +25,9 @@ var (
 // consumed at the edge of its lease's life is not forgotten at once.
 const MinTTL = time.Second
 
-// Ledger consumes lease ids and claims admission receipts, each at most
-// once.
+// Ledger consumes lease ids, each at most once. (An admission receipt's
+// single use is not here: the execution receipt's commit claims it, see
+// package store.)
 //
 // Consume marks leaseID used for ttl (at least [MinTTL]) and returns nil
 // the first time; [ErrAlreadyUsed] every later time while remembered,
@@ -34,24 +35,16 @@ const MinTTL = time.Second
 // gets nil; an error wrapping [ErrUnavailable] when the answer is unknown.
 // ttl is the lease's remaining lifetime including the skew allowance, so
 // the id is remembered as long as the lease could be accepted.
-//
-// ClaimReceipt is the same contract for an admission receipt id, in a
-// namespace of its own (a receipt id never collides with a lease id): the
-// one Issue that gets nil may issue a lease on the receipt. ttl is the
-// decision's remaining lifetime including the skew allowance, so the claim
-// is remembered as long as any replica could still issue on the receipt.
 type Ledger interface {
 	Consume(ctx context.Context, leaseID string, ttl time.Duration) error
-	ClaimReceipt(ctx context.Context, receiptID string, ttl time.Duration) error
 }
 
 // Redis is the [Ledger] on Redis: `SET <prefix>lease:used:<id> 1 NX PX ttl`
-// for a lease, `SET <prefix>receipt:used:<id> 1 NX PX ttl` for a receipt,
-// and, with replicas ([redisclient.Client.AckReplicas], Sentinel), a WAIT
+// for a lease and, with replicas ([redisclient.Client.AckReplicas], Sentinel), a WAIT
 // for them at the end of the pipeline: a first use counts only once a
 // replica holds it, so a failover that promotes the replica cannot forget
-// it; an unacknowledged one is [ErrUnavailable] (the lease or receipt is
-// burned, not accepted).
+// it; an unacknowledged one is [ErrUnavailable] (the lease is burned, not
+// accepted).
 // Concurrent calls share a pipeline: the commands pending when a flusher
 // (at most [maxFlushers]) looks are written at once and their replies read
 // at once, one roundtrip and two syscalls for the lot instead of per call.
@@ -89,14 +82,6 @@ func NewRedis(c *redisclient.Client) *Redis { return &Redis{c: c} }
 // without having been accepted: it is never accepted without one).
 func (r *Redis) Consume(ctx context.Context, leaseID string, ttl time.Duration) error {
 	return r.setNX(ctx, r.c.Key("lease", "used", leaseID), ttl)
-}
-
-// ClaimReceipt implements [Ledger], through the same pipeline as Consume.
-// When ctx ends before the answer, the result is ErrUnavailable (the
-// receipt may be claimed without a lease issued on it: no lease is ever
-// issued without the claim).
-func (r *Redis) ClaimReceipt(ctx context.Context, receiptID string, ttl time.Duration) error {
-	return r.setNX(ctx, r.c.Key("receipt", "used", receiptID), ttl)
 }
 
 // setNX queues one SET NX for the next pipeline and waits for its answer.
@@ -184,11 +169,6 @@ func (m *Memory) SetDown(down bool) { m.mu.Lock(); m.down = down; m.mu.Unlock() 
 // Consume implements [Ledger].
 func (m *Memory) Consume(_ context.Context, leaseID string, ttl time.Duration) error {
 	return m.setNX("lease:"+leaseID, ttl)
-}
-
-// ClaimReceipt implements [Ledger].
-func (m *Memory) ClaimReceipt(_ context.Context, receiptID string, ttl time.Duration) error {
-	return m.setNX("receipt:"+receiptID, ttl)
 }
 
 func (m *Memory) setNX(key string, ttl time.Duration) error {

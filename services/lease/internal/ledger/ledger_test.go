@@ -136,71 +136,9 @@ func TestRedisDownFailsClosed(t *testing.T) {
 	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrAlreadyUsed) {
 		t.Fatalf("Consume with Redis down = %v, want ErrUnavailable", err)
 	}
-	err = NewRedis(c).ClaimReceipt(ctx, "receipt-x", time.Minute)
-	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrAlreadyUsed) {
-		t.Fatalf("ClaimReceipt with Redis down = %v, want ErrUnavailable", err)
-	}
 	m := &Memory{}
 	m.SetDown(true)
 	if err := m.Consume(ctx, "lease-x", time.Minute); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Memory down = %v", err)
-	}
-}
-
-// TestClaimReceiptIsSingleUseAcrossReplicasAndApartFromLeases: a receipt
-// is claimed once, whichever replica asks, of concurrent claims exactly one
-// wins, and a receipt id and a lease id that are the same string do not
-// use each other up.
-func TestClaimReceiptIsSingleUseAcrossReplicasAndApartFromLeases(t *testing.T) {
-	ctx := context.Background()
-	for name, l := range ledgers(t) {
-		t.Run(name, func(t *testing.T) {
-			if err := l[0].ClaimReceipt(ctx, "same-id", time.Minute); err != nil {
-				t.Fatalf("first claim: %v", err)
-			}
-			if err := l[1].ClaimReceipt(ctx, "same-id", time.Minute); !errors.Is(err, ErrAlreadyUsed) {
-				t.Fatalf("second claim on another replica = %v, want ErrAlreadyUsed", err)
-			}
-			if err := l[0].Consume(ctx, "same-id", time.Minute); err != nil {
-				t.Fatalf("a lease id equal to a claimed receipt id: %v", err)
-			}
-			var wins, used atomic.Int32
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for j := range 8 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					switch err := l[j%2].ClaimReceipt(ctx, "contended", time.Minute); {
-					case err == nil:
-						wins.Add(1)
-					case errors.Is(err, ErrAlreadyUsed):
-						used.Add(1)
-					default:
-						t.Errorf("claim: %v", err)
-					}
-				}()
-			}
-			close(start)
-			wg.Wait()
-			if wins.Load() != 1 || used.Load() != 7 {
-				t.Fatalf("%d claims won, %d refused; want exactly 1 and 7", wins.Load(), used.Load())
-			}
-		})
-	}
-}
-
-// TestRedisRemembersAClaimForTheReceiptsRemainingLifetime: the claim's key
-// is the receipt namespace's, with the ttl asked for.
-func TestRedisRemembersAClaimForTheReceiptsRemainingLifetime(t *testing.T) {
-	ctx := context.Background()
-	c := redistest.NewClient(t)
-	if err := NewRedis(c).ClaimReceipt(ctx, "receipt-ttl", 9*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	ttl, err := c.PTTL(ctx, c.Key("receipt", "used", "receipt-ttl")).Result()
-	if err != nil || ttl <= 8*time.Second || ttl > 9*time.Second {
-		t.Fatalf("PTTL = %s, %v; want just under 9s", ttl, err)
 	}
 }

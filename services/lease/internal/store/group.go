@@ -11,8 +11,9 @@ import (
 // Group commit of execution receipts. Concurrent RecordIssue calls are
 // gathered into batches; each batch is one statement, so one transaction
 // and one commit: it share-locks the freeze rows of the batch's servers,
-// inserts the receipts of the servers not frozen and returns their lease
-// ids. A RecordIssue returns only once the batch holding its receipt has
+// inserts the receipts of the servers not frozen, each claiming its
+// admission receipt (a receipt already claimed inserts nothing), and
+// returns their lease ids. A RecordIssue returns only once the batch holding its receipt has
 // committed (or failed), so no lease is handed out before its receipt is
 // durable. A batch that fails whole (a duplicate lease id, a lifetime the
 // table refuses) is retried one receipt at a time, so one bad receipt
@@ -79,7 +80,7 @@ func (s *Store) flush() {
 func (s *Store) writeBatch(batch []*pendingIssue) {
 	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
-	recorded, err := s.insertReceipts(ctx, batch)
+	recorded, frozen, err := s.insertReceipts(ctx, batch)
 	if err != nil && len(batch) > 1 {
 		for _, p := range batch {
 			s.writeBatch([]*pendingIssue{p})
@@ -92,15 +93,19 @@ func (s *Store) writeBatch(batch []*pendingIssue) {
 			p.done <- err
 		case recorded[p.in.Claims.ID]:
 			p.done <- nil
-		default:
+		case frozen[p.in.Claims.Server]:
 			p.done <- &FrozenError{Server: p.in.Claims.Server}
+		default:
+			p.done <- ErrReceiptUsed
 		}
 	}
 }
 
 // insertReceipts is the one statement of a batch; it returns the lease ids
-// recorded (the others' servers are frozen).
-func (s *Store) insertReceipts(ctx context.Context, batch []*pendingIssue) (map[string]bool, error) {
+// recorded and the batch's servers that are frozen (a receipt neither
+// recorded nor of a frozen server names an admission receipt already
+// claimed).
+func (s *Store) insertReceipts(ctx context.Context, batch []*pendingIssue) (recorded, frozen map[string]bool, err error) {
 	n := len(batch)
 	var (
 		receiptIDs                                                 = make([]string, n)
@@ -119,34 +124,45 @@ func (s *Store) insertReceipts(ctx context.Context, batch []*pendingIssue) (map[
 	// The freeze rows are read FOR SHARE whatever their state, so a Freeze
 	// of one of these servers waits for this commit, and this statement
 	// waits for (and then sees) a Freeze already under way. The aggregate
-	// reads every row, so every one is locked.
+	// reads every row, so every one is locked. Each row claims its
+	// admission receipt: ON CONFLICT skips a row whose receipt a committed
+	// row (or one earlier in this statement) claims, and waits for a
+	// concurrent transaction that inserted the same claim.
 	rows, err := s.pool.Query(ctx, `WITH frozen AS (
   SELECT coalesce(array_agg(f.server_id) FILTER (WHERE f.frozen), '{}') AS ids
   FROM (SELECT server_id, frozen FROM freezes WHERE server_id = ANY($7::text[]) FOR SHARE) f
-)
+), ins AS (
 INSERT INTO execution_receipts (receipt_id, lease_id, admission_receipt_id, subject, tenant_id,
   tool_id, server_id, audience_class, descriptor_digest, generation, policy_epoch, argument_digest, audience,
-  holder_thumbprint, key_id, issued_at, expires_at)
-SELECT u.* FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+  holder_thumbprint, key_id, issued_at, expires_at, claims_receipt)
+SELECT u.*, true FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
   $9::text[], $10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::text[], $15::text[], $16::timestamptz[],
   $17::timestamptz[]) AS u(receipt_id, lease_id, admission_receipt_id, subject, tenant_id, tool_id, server_id,
   audience_class, descriptor_digest, generation, policy_epoch, argument_digest, audience, holder_thumbprint, key_id,
   issued_at, expires_at)
 WHERE NOT (u.server_id = ANY ((SELECT ids FROM frozen)::text[]))
-RETURNING lease_id`,
+ON CONFLICT (admission_receipt_id) WHERE claims_receipt DO NOTHING
+RETURNING lease_id)
+SELECT lease_id, false FROM ins
+UNION ALL SELECT unnest(ids), true FROM frozen`,
 		receiptIDs, leaseIDs, admission, subjects, tenants, tools, servers, classes, descriptors,
 		generations, epochs, argDigests, audiences, holders, kids, issuedAt, expiresAt)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rows.Close()
-	recorded := make(map[string]bool, n)
+	recorded, frozen = make(map[string]bool, n), map[string]bool{}
 	for rows.Next() {
 		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
+		var isFrozen bool
+		if err := rows.Scan(&id, &isFrozen); err != nil {
+			return nil, nil, err
 		}
-		recorded[id] = true
+		if isFrozen {
+			frozen[id] = true
+		} else {
+			recorded[id] = true
+		}
 	}
-	return recorded, rows.Err()
+	return recorded, frozen, rows.Err()
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,6 +21,11 @@ type FrozenError struct {
 func (e *FrozenError) Error() string {
 	return fmt.Sprintf("issuance for server %q is frozen", e.Server)
 }
+
+// ErrReceiptUsed says a lease was already recorded on the admission
+// receipt (by this replica or another): a receipt is redeemed for at most
+// one lease.
+var ErrReceiptUsed = errors.New("store: a lease was already issued on this admission receipt")
 
 // Target kinds of a revocation.
 const (
@@ -48,7 +54,10 @@ type Issued struct {
 
 // RecordIssue commits the execution receipt of a lease and returns its id,
 // in a transaction that first checks, under a share lock on the server's
-// freeze row, that issuance is not frozen ([*FrozenError]). Only after it
+// freeze row, that issuance is not frozen ([*FrozenError]), and claims the
+// lease's admission receipt (Claims.Receipt): [ErrReceiptUsed] when an
+// execution receipt already claims it, committed or committing (an
+// insert racing another waits for it and loses if it commits). Only after it
 // returns may the lease be handed out. Concurrent calls share one
 // transaction (group commit, see group.go); each returns once its receipt
 // is committed, or with ctx's error if ctx ends first (the receipt may

@@ -27,7 +27,7 @@ func newStore(t testing.TB) *store.Store {
 
 func claims(id string, iat time.Time) lease.Claims {
 	return lease.Claims{ID: id, Subject: "alice", Tenant: "acme", Tool: "inv.reserve", Server: "inv", DescriptorDigest: "sha256:d",
-		Generation: 1, ArgumentDigest: "sha256:a", Audience: "exec", HolderThumbprint: "x", Receipt: "r1",
+		Generation: 1, ArgumentDigest: "sha256:a", Audience: "exec", HolderThumbprint: "x", Receipt: "r-" + id,
 		IssuedAt: iat.Truncate(time.Second), ExpiresAt: iat.Truncate(time.Second).Add(30 * time.Second)}
 }
 
@@ -39,7 +39,7 @@ func TestRecordIssueRefusesAFrozenServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lid, rid, err := s.ExecutionReceipt(ctx, id); err != nil || lid != "l1" || rid != "r1" {
+	if lid, rid, err := s.ExecutionReceipt(ctx, id); err != nil || lid != "l1" || rid != "r-l1" {
 		t.Fatalf("receipt %s: %s %s %v", id, lid, rid, err)
 	}
 	if _, _, err := s.Freeze(ctx, "inv", true, "rollback", "ops"); err != nil {
@@ -53,8 +53,10 @@ func TestRecordIssueRefusesAFrozenServer(t *testing.T) {
 	if _, _, err := s.Freeze(ctx, "inv", false, "", "ops"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.RecordIssue(ctx, store.Issued{Claims: claims("l1", now), KeyID: "k"}); err == nil {
-		t.Fatal("a lease id was recorded twice")
+	again := claims("l1", now)
+	again.Receipt = "r-other"
+	if _, err := s.RecordIssue(ctx, store.Issued{Claims: again, KeyID: "k"}); err == nil || errors.Is(err, store.ErrReceiptUsed) {
+		t.Fatalf("a lease id recorded twice: %v", err)
 	}
 	// A lifetime over 60 s is refused by the database too.
 	c := claims("l3", now)
@@ -220,5 +222,93 @@ func TestRecordIssueGroupCommit(t *testing.T) {
 	}
 	if dupFailed != 1 || frozen != 16 || recorded != n-17 {
 		t.Fatalf("recorded %d, frozen %d, duplicate failed %d", recorded, frozen, dupFailed)
+	}
+}
+
+// An admission receipt is claimed by the one execution receipt recorded on
+// it: a second RecordIssue on it is ErrReceiptUsed, sequentially, among
+// concurrent calls of one replica (one batch or several) and across two
+// replicas (stores) on one database; a refusal for a frozen server claims
+// nothing.
+func TestRecordIssueClaimsTheAdmissionReceiptOnce(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t, pgtest.Schema{Name: "lease", Sets: []postgres.Set{migrations.Set()}})
+	replica := func() *store.Store {
+		pool, err := postgres.Open(ctx, url, "lease")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		return store.New(pool)
+	}
+	a, b := replica(), replica()
+	now := time.Now()
+	on := func(leaseID, receipt, server string) store.Issued {
+		c := claims(leaseID, now)
+		c.Receipt, c.Server = receipt, server
+		return store.Issued{Claims: c, KeyID: "k"}
+	}
+	if _, err := a.RecordIssue(ctx, on("s1", "rcpt-seq", "inv")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.RecordIssue(ctx, on("s2", "rcpt-seq", "inv")); !errors.Is(err, store.ErrReceiptUsed) {
+		t.Fatalf("a second lease on a receipt = %v, want ErrReceiptUsed", err)
+	}
+
+	// A frozen server's refusal leaves the receipt unclaimed.
+	if _, _, err := a.Freeze(ctx, "cold", true, "drill", "ops"); err != nil {
+		t.Fatal(err)
+	}
+	var fe *store.FrozenError
+	if _, err := a.RecordIssue(ctx, on("f1", "rcpt-frozen", "cold")); !errors.As(err, &fe) {
+		t.Fatalf("RecordIssue on a frozen server = %v", err)
+	}
+	if _, _, err := a.Freeze(ctx, "cold", false, "", "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.RecordIssue(ctx, on("f2", "rcpt-frozen", "cold")); err != nil {
+		t.Fatalf("the receipt a frozen refusal left: %v", err)
+	}
+
+	// 32 concurrent calls on one receipt, half on each replica, with 32
+	// calls on receipts of their own in the same batches: one lease on
+	// the shared receipt, every other call recorded.
+	const n = 32
+	type result struct {
+		shared bool
+		err    error
+	}
+	results := make(chan result, 2*n)
+	for i := range n {
+		st := a
+		if i%2 == 1 {
+			st = b
+		}
+		go func() {
+			_, err := st.RecordIssue(ctx, on(fmt.Sprintf("c-%d", i), "rcpt-race", "inv"))
+			results <- result{shared: true, err: err}
+		}()
+		go func() {
+			_, err := st.RecordIssue(ctx, on(fmt.Sprintf("o-%d", i), fmt.Sprintf("rcpt-own-%d", i), "inv"))
+			results <- result{err: err}
+		}()
+	}
+	var won, used int
+	for range 2 * n {
+		r := <-results
+		switch {
+		case !r.shared && r.err != nil:
+			t.Errorf("a call on its own receipt: %v", r.err)
+		case !r.shared:
+		case r.err == nil:
+			won++
+		case errors.Is(r.err, store.ErrReceiptUsed):
+			used++
+		default:
+			t.Errorf("a call on the shared receipt: %v", r.err)
+		}
+	}
+	if won != 1 || used != n-1 {
+		t.Fatalf("on one receipt: %d leases recorded, %d refused as used; want 1 and %d", won, used, n-1)
 	}
 }
