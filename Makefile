@@ -105,7 +105,7 @@ bench-discovery: ## crawl+validate+commit 800 servers/5,000 tools and 1 server/1
 	    cat $$log; rm -f $$log; exit 1; fi; \
 	  grep -E '^(discovery:|  \()' $$log; rm -f $$log
 
-bench-admission: ## cached Check vs its floor (the same server answering a CheckResponse of the same size through the same interceptors, no work), its signed floor (the floor plus one Ed25519 signature of a receipt's size) and grpc.health.v1 Health/Check at 1, 16 and 64 in flight; a Check admitted by a CEL condition vs the same Check without; Check on an L1 miss vs bare Redis GET and Postgres SELECT; revocation commit → last ALLOW on two replicas of the real services; tool search recall@5 on 5,000 tools; TOOLCRIB_BENCH_PROFILE=dir writes the CPU profile of the cached Check
+bench-admission: ## cached Check vs its floor (the same server answering a CheckResponse of the same size through the same interceptors, no work), its signed floor (the floor plus one Ed25519 signature of a receipt's size), its stored floor (the signed floor plus the receipt queued on Check's receipts writer) and grpc.health.v1 Health/Check at 1, 16 and 64 in flight; a Check admitted by a CEL condition vs the same Check without; Check on an L1 miss vs bare Redis GET and Postgres SELECT; revocation commit → last ALLOW on two replicas of the real services; tool search recall@5 on 5,000 tools; TOOLCRIB_BENCH_PROFILE=dir writes the CPU profile of the cached Check
 	@log=$$(mktemp); \
 	  if ! { (cd services/admission && TOOLCRIB_BENCH=1 go test -count=1 -run '^TestBenchAdmission$$' -v -timeout 10m ./admissiontest/) \
 	    && (cd services/admission && TOOLCRIB_BENCH=1 go test -count=1 -run '^TestBenchAdmissionCondition$$' -v -timeout 10m ./admissiontest/) \

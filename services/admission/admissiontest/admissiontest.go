@@ -109,6 +109,9 @@ type Service struct {
 	Redis *redisclient.Client
 	// PostgresURL is the receipts database's URL.
 	PostgresURL string
+	// Receipts is the writer Check stores its receipts with, for a
+	// benchmark's floor that stores one per call as Check does.
+	Receipts *receipts.Writer
 	// CacheAnswers counts the cache's answers by level ("miss", "l1", "l2").
 	CacheAnswers func() map[string]int64
 
@@ -232,7 +235,7 @@ func start(t testing.TB, o Options, src sources, freshness func() changelog.Fres
 		}
 		return out
 	}
-	return &Service{Addr: addr, Auth: auth, Redis: copts.Redis, PostgresURL: url, CacheAnswers: answers, heads: heads}
+	return &Service{Addr: addr, Auth: auth, Redis: copts.Redis, PostgresURL: url, Receipts: rw, CacheAnswers: answers, heads: heads}
 }
 
 // world is the in-memory registry and discovery.

@@ -14,12 +14,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	"github.com/toolcrib/toolcrib/platform/postgres"
+	"github.com/toolcrib/toolcrib/services/admission/internal/receipts"
 )
 
 // floorMethod is the bench-only floor of Check: registered by
@@ -38,6 +41,11 @@ const (
 	floorService      = "toolcrib.bench.v1.CheckFloor"
 	floorMethod       = "/" + floorService + "/Check"
 	signedFloorMethod = "/" + floorService + "/SignedCheck"
+	// storedFloorMethod is the signed floor plus what the rules require of
+	// every decision besides: its receipt stored (DESIGN §7: receipt
+	// coverage 100 %), a copy of the response's receipt under a fresh
+	// time-ordered id queued on the same receipts writer as Check's.
+	storedFloorMethod = "/" + floorService + "/StoredCheck"
 )
 
 // checkFloor answers every request with resp, a CheckResponse the real
@@ -48,6 +56,9 @@ type checkFloor struct {
 	// fresh key and the signing input of resp's signed receipt.
 	key   ed25519.PrivateKey
 	input atomic.Pointer[[]byte]
+	// receipts is Check's receipts writer (set before the first stored
+	// floor call).
+	receipts *receipts.Writer
 }
 
 // set makes the floors answer resp.
@@ -81,6 +92,23 @@ func (f *checkFloor) signedCheck(context.Context, *admissionv1.CheckRequest) (*a
 	return f.resp.Load(), nil
 }
 
+func (f *checkFloor) storedCheck(ctx context.Context, req *admissionv1.CheckRequest) (*admissionv1.CheckResponse, error) {
+	resp, err := f.signedCheck(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	r := proto.Clone(resp.GetReceipt()).(*admissionv1.Receipt)
+	r.ReceiptId = id.String()
+	if err := f.receipts.Add(r); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
 // register adds the floor to s the way generated code adds a service: the
 // request decoded by the server, then the interceptor chain, then the
 // handler.
@@ -106,6 +134,7 @@ func (f *checkFloor) register(s *grpc.Server) {
 		Methods: []grpc.MethodDesc{
 			method("Check", floorMethod, (*checkFloor).check),
 			method("SignedCheck", signedFloorMethod, (*checkFloor).signedCheck),
+			method("StoredCheck", storedFloorMethod, (*checkFloor).storedCheck),
 		},
 	}, f)
 }
@@ -114,6 +143,11 @@ func (f *checkFloor) register(s *grpc.Server) {
 // response type as a Check.
 func (f *checkFloor) call(conn grpc.ClientConnInterface, req *admissionv1.CheckRequest) func(ctx context.Context, _ int) error {
 	return invoke(conn, floorMethod, req)
+}
+
+// storedCall is the client side of the stored floor.
+func (f *checkFloor) storedCall(conn grpc.ClientConnInterface, req *admissionv1.CheckRequest) func(ctx context.Context, _ int) error {
+	return invoke(conn, storedFloorMethod, req)
 }
 
 // signedCall is the client side of the signed floor.
