@@ -133,7 +133,7 @@ PEER_OPA_VERSION ?= v1.22.4
 PEER_VMCP_VERSION ?= v0.47.0
 PEER_VMCP_TOOLCHAIN ?= go1.27.3
 
-bench-peers: ## (not in CI) toolcrib beside its open peers, same client, arms interleaved: Check vs OPA (opa run --server, seed-004 rules + json.match_schema; an equivalence table must agree first) at 16 in flight, and the gateway vs ToolHive's vMCP in front of the same upstream (overhead p50, calls/s at 16 in flight); the peers are built into a temporary folder
+bench-peers: ## (not in CI) toolcrib beside its open peers, same client, arms interleaved: Check vs OPA (opa run --server, seed-004 rules + json.match_schema; an equivalence table must agree first) at 16 in flight, and the gateway vs ToolHive's vMCP in front of the same upstream (overhead p50, calls/s at 16 in flight), beside the gateway's floor (what the rules require of a gateway call); the peers are built into a temporary folder
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
 	  echo "building opa $(PEER_OPA_VERSION) and vmcp $(PEER_VMCP_VERSION) into $$tmp"; \
 	  GOBIN=$$tmp go install github.com/open-policy-agent/opa@$(PEER_OPA_VERSION) || exit 1; \

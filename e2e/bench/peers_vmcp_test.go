@@ -107,10 +107,14 @@ func TestPeerVMCP(t *testing.T) {
 	type target struct {
 		name, url, token, tool string
 	}
+	// The gateway's floor (see [floorProxy]): what the rules require of a
+	// gateway call, over the same services and upstream.
+	floor := startFloorProxy(t, w, tok, durableCommit(t).call)
 	targets := []target{
 		{"direct", w.UpstreamURL, "", "ping"},
 		{"gateway", w.GatewayURL, tok, "ping"},
 		{"vmcp", vmcpURL, "", vmcpTool},
+		{"floor", floor.URL, "", "ping"},
 	}
 	call := func(cs *mcp.ClientSession, tool string) (time.Duration, error) {
 		start := time.Now()
@@ -211,10 +215,10 @@ func TestPeerVMCP(t *testing.T) {
 			}
 		}
 	}
-	direct, gw, vm := p50(lat[0]), p50(lat[1]), p50(lat[2])
-	fmt.Printf("peer: engine=vmcp vmcp_overhead_p50_ms=%.2f gateway_overhead_p50_ms=%.2f vmcp_calls_per_s_16=%.0f gateway_calls_per_s_16=%.0f\n",
-		vm-direct, gw-direct, rates[2].qps(), rates[1].qps())
-	fmt.Printf("  (direct_p50_ms=%.2f vmcp_p50_ms=%.2f gateway_p50_ms=%.2f direct_calls_per_s_16=%.0f; CPU per call: vmcp %.2f ms (process time), gateway %s ms (profile samples under its MCP handler); one in flight: %d rounds of %d calls per arm; 16 in flight: %d slices of %s per arm, 16 sessions each; %s)\n",
+	direct, gw, vm, fl := p50(lat[0]), p50(lat[1]), p50(lat[2]), p50(lat[3])
+	fmt.Printf("peer: engine=vmcp vmcp_overhead_p50_ms=%.2f gateway_overhead_p50_ms=%.2f vmcp_calls_per_s_16=%.0f gateway_calls_per_s_16=%.0f gateway_floor_overhead_p50_ms=%.2f gateway_floor_calls_per_s_16=%.0f target_below_floor=%t\n",
+		vm-direct, gw-direct, rates[2].qps(), rates[1].qps(), fl-direct, rates[3].qps(), fl-direct > vm-direct || rates[3].qps() < rates[2].qps())
+	fmt.Printf("  (direct_p50_ms=%.2f vmcp_p50_ms=%.2f gateway_p50_ms=%.2f direct_calls_per_s_16=%.0f; CPU per call: vmcp %.2f ms (process time), gateway %s ms (profile samples under its MCP handler); gateway floor = a go-sdk proxy making per call only what the rules require of a gateway call (Check and Issue round trips, signatures, the durable commit, the upstream call; see bench-gateway), so target_below_floor says whether vMCP's figures (no Check, no lease) are out of the rules' reach; one in flight: %d rounds of %d calls per arm; 16 in flight: %d slices of %s per arm, 16 sessions each; %s)\n",
 		direct, vm, gw, rates[0].qps(), float64(vmcpCPU.Microseconds())/1000/float64(len(lat[2])), gatewayCPU,
 		vmcpRounds, vmcpChunk, peerSlices, peerSlice, stamp())
 }
