@@ -19,11 +19,15 @@ import (
 // or the receipt's generation no longer current), as after a rollback
 // that closes.
 func TestClosePointerClosesTheServer(t *testing.T) {
-	w := leaseworld.Start(t, time.Second)
+	// Decisions live 5 s: the receipts from before the close must outlive
+	// the lease replica's freeze (CI under load once took longer than the
+	// 1 s they had).
+	w := leaseworld.Start(t, 5*time.Second)
 	ctx := ctxFor(t)
 	// ALLOW receipts from before the close; until the lease replica sees
-	// the close one may still be issued on (and used up), so each poll
-	// presents the next.
+	// the close one may still be issued on (and used up), so a poll whose
+	// Issue succeeded presents the next; a refused one (the close seen as a
+	// stale generation before the freeze) leaves its receipt unused.
 	var before []string
 	for range 10 {
 		before = append(before, w.Allow(t, 1).GetReceipt().GetReceiptId())
@@ -45,10 +49,16 @@ func TestClosePointerClosesTheServer(t *testing.T) {
 			t.Fatal("every receipt from before the close was used up before the freeze was seen")
 		}
 		_, err := w.Issue(t, "alice", before[next])
-		next++
 		c, r := leaseworld.CodeReason(err)
+		switch {
+		case err == nil:
+			next++
+		case r == "DECISION_EXPIRED":
+			t.Fatalf("the receipts from before the close expired before the freeze was seen")
+		}
 		return c == codes.FailedPrecondition && r == "ISSUANCE_FROZEN"
 	})
+	next++
 	for _, id := range before[next:min(next+3, len(before))] {
 		_, err := w.Issue(t, "alice", id)
 		wantRefusal(t, "Issue after the freeze was seen", err, codes.FailedPrecondition, "ISSUANCE_FROZEN")
