@@ -44,6 +44,13 @@ func (c *fakeCaller) Handle(_ context.Context, _ Target, method string, _ mcp.Re
 	return nil, nil
 }
 
+// Log records a log message as its method.
+func (c *fakeCaller) Log(context.Context, Target, *mcp.LoggingMessageParams) {
+	c.mu.Lock()
+	c.methods = append(c.methods, "notifications/message")
+	c.mu.Unlock()
+}
+
 func (c *fakeCaller) got(method string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
