@@ -146,6 +146,11 @@ const (
 	PingInfo     = "ping info"
 	PingDebug    = "ping debug"
 	PingQuestion = "Which dock should the pallet go to?"
+	// PingDone is ping's last log message (info), sent just before its
+	// answer, on every upstream: a stateless (2026-07-28) one logs
+	// [PingInfo], [PingDebug] and it only when the request names a level
+	// in _meta (else the SDK sends nothing).
+	PingDone = "ping done"
 )
 
 // DraftReply is a tool of a stateful world's upstream whose approved
@@ -296,7 +301,11 @@ func (w *World) startUpstream(t testing.TB, leaseAddr string, kit bool) string {
 			}
 			if w.stateful {
 				w.record(ctx, "ping", pingRelay(ctx, req.Session))
+			} else {
+				_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "ping", Data: PingInfo})
+				_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "debug", Logger: "ping", Data: PingDebug})
 			}
+			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "ping", Data: PingDone})
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: Pong(in.Pad)}}}, nil
 		})
 	if w.stateful {
