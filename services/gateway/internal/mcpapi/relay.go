@@ -31,6 +31,9 @@ const (
 	relaySamplingTools = "the client did not declare sampling with tools"
 	// relayNotDeclared: the client did not declare the capability.
 	relayNotDeclared = "the client did not declare this capability"
+	// relaySamplingMaxTokens: the request's maxTokens is over the gateway's
+	// --sampling-max-tokens.
+	relaySamplingMaxTokens = "sampling/createMessage asks for more tokens (maxTokens) than this gateway relays"
 )
 
 // relay is one client session of the gateway as the callee of what
@@ -47,6 +50,21 @@ type relay struct {
 	mu       sync.Mutex
 	inFlight map[string][]*relayCall // by target identity, oldest first
 	watched  map[string]string       // target identity \x00 upstream URI -> the URI as the client knows it
+	level    mcp.LoggingLevel        // the client's logging/setLevel; empty: none set
+}
+
+// setLevel records the level the client set (logging/setLevel): a log
+// message below it is neither relayed nor counted against a call's bound.
+func (r *relay) setLevel(l mcp.LoggingLevel) {
+	r.mu.Lock()
+	r.level = l
+	r.mu.Unlock()
+}
+
+func (r *relay) logLevel() mcp.LoggingLevel {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.level
 }
 
 // MetaRelayedFrom is the `_meta` key of a sampling/createMessage the
@@ -229,14 +247,16 @@ func (r *relay) Log(_ context.Context, t sessionpool.Target, p *mcp.LoggingMessa
 		r.log(call, p)
 		return
 	}
-	_ = r.ss.Log(context.Background(), relayedLog(p, origin(nil, p.Logger)))
+	if atLeast(p.Level, r.logLevel()) {
+		_ = r.ss.Log(context.Background(), relayedLog(p, origin(nil, p.Logger)))
+	}
 }
 
 // log relays a log message of call to its stream, bounded
 // ([logBudget]), at the level the client set (logging/setLevel; none
 // before it sets one: the SDK's [mcp.ServerSession.Log]).
 func (r *relay) log(call *relayCall, p *mcp.LoggingMessageParams) {
-	call.logs.relay(r.ss, r.notifyCtx(call), p, origin(call, p.Logger))
+	call.logs.relay(r.ss, r.notifyCtx(call), p, origin(call, p.Logger), r.logLevel())
 }
 
 // Handle answers what the upstream at t sends the client: requests only
@@ -320,6 +340,11 @@ func (r *relay) sample(ctx context.Context, call *relayCall, req mcp.Request) (m
 	if (len(p.Tools) > 0 || p.ToolChoice != nil) && declared.Tools == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: relaySamplingTools}
 	}
+	if bound := r.g.opts.SamplingMaxTokens; bound > 0 && p.MaxTokens > bound {
+		r.g.opts.Logger.WarnContext(call.ctx, "sampling request refused: maxTokens over --sampling-max-tokens",
+			"tenant", r.st.p.Tenant, "subject", r.st.p.Subject, "server", call.serverID, "tool", call.tool, "max_tokens", p.MaxTokens, "bound", bound)
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("%s (%d)", relaySamplingMaxTokens, bound)}
+	}
 	out := *p
 	out.IncludeContext = ""
 	out.Meta = mcp.Meta{}
@@ -394,10 +419,13 @@ var logsDropped = fmt.Sprintf("the gateway relays at most %d log messages of one
 type logBudget struct{ n atomic.Int32 }
 
 // relay sends p to the client of ss under ctx (a call's request: its
-// response stream, at the level the client set or, at 2026-07-28, named in
-// the request's `_meta`; the SDK filters), shown as from origin, while the
-// call's budget lasts.
-func (b *logBudget) relay(ss *mcp.ServerSession, ctx context.Context, p *mcp.LoggingMessageParams, origin string) {
+// response stream), shown as from origin, when it is at level min or above
+// (the level the client set, or at 2026-07-28 named in the request's
+// `_meta`; empty: none), while the call's budget lasts.
+func (b *logBudget) relay(ss *mcp.ServerSession, ctx context.Context, p *mcp.LoggingMessageParams, origin string, min mcp.LoggingLevel) {
+	if !atLeast(p.Level, min) {
+		return
+	}
 	switch n := b.n.Add(1); {
 	case n <= maxLogsPerCall:
 		_ = ss.Log(ctx, relayedLog(p, origin))
@@ -416,9 +444,18 @@ func relayedLog(p *mcp.LoggingMessageParams, origin string) *mcp.LoggingMessageP
 	return out
 }
 
-// logLevels are MCP's log levels (RFC 5424's severities).
-var logLevels = map[string]bool{"debug": true, "info": true, "notice": true, "warning": true,
-	"error": true, "critical": true, "alert": true, "emergency": true}
+// logLevels are MCP's log levels (RFC 5424's severities), least severe
+// first.
+var logLevels = map[string]int{"debug": 1, "info": 2, "notice": 3, "warning": 4,
+	"error": 5, "critical": 6, "alert": 7, "emergency": 8}
+
+// atLeast reports whether a message at level l reaches a client at level
+// min: min is a level and l is as severe or more (a level MCP does not name
+// counts as debug, as the go-sdk has it).
+func atLeast(l, min mcp.LoggingLevel) bool {
+	m := logLevels[string(min)]
+	return m > 0 && max(logLevels[string(l)], 1) >= m
+}
 
 // statelessLogs relays the log messages of a stateless (2026-07-28)
 // client's tools/call: when the client's request names a level in `_meta`
@@ -432,13 +469,13 @@ var logLevels = map[string]bool{"debug": true, "info": true, "notice": true, "wa
 // nothing else is done for the call).
 func statelessLogs(ctx, upCtx context.Context, req *mcp.CallToolRequest, params *mcp.CallToolParams, serverID, tool string) context.Context {
 	level, _ := req.Params.Meta[mcp.MetaKeyLogLevel].(string)
-	if level == "" || !logLevels[level] || req.Session == nil || !supportsInputRequests(req.Session) {
+	if logLevels[level] == 0 || req.Session == nil || !supportsInputRequests(req.Session) {
 		return upCtx
 	}
 	params.Meta[mcp.MetaKeyLogLevel] = level
 	ss := req.Session
 	call := &relayCall{serverID: serverID, tool: tool}
 	return sessionpool.WithLogSink(upCtx, func(p *mcp.LoggingMessageParams) {
-		call.logs.relay(ss, ctx, p, origin(call, p.Logger))
+		call.logs.relay(ss, ctx, p, origin(call, p.Logger), mcp.LoggingLevel(level))
 	})
 }
