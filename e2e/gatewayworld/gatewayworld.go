@@ -776,3 +776,45 @@ func Text(r *mcp.CallToolResult) string {
 	}
 	return b.String()
 }
+
+// Fronted names an unversioned HTTP MCP server the gateway fronts for one
+// tenant ([World.Front]).
+type Fronted struct {
+	// ServerID is registered at URL, owned by Tenant's group Group.
+	ServerID, URL string
+	// Tenant's audience class Class holds the server; Group is granted
+	// Scope on it.
+	Tenant, Class, Group, Scope string
+}
+
+// Front registers f's server (first party, no catalog revision), its
+// tenant and audience class, grants f.Scope to f.Group, scans it and waits
+// until its snapshot is active and the registry has learned its tools.
+// Contracts, approvals and the gateway are the caller's.
+func (w *World) Front(t testing.TB, ctx context.Context, f Fronted) {
+	t.Helper()
+	reg := w.St.Registry
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(reg.RegisterServer(ctx, &registryv1.RegisterServerRequest{Server: &registryv1.Server{
+		ServerId: f.ServerID, Owner: f.Tenant + "/group:" + f.Group,
+		Transport:      &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: f.URL}},
+		TrustLevel:     registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY,
+		RevisionSource: registryv1.RevisionSource_REVISION_SOURCE_NONE,
+		ScanInterval:   durationpb.New(time.Hour),
+	}}))
+	must(reg.PutTenant(ctx, &registryv1.PutTenantRequest{Tenant: &registryv1.Tenant{TenantId: f.Tenant}}))
+	must(reg.PutAudienceClass(ctx, &registryv1.PutAudienceClassRequest{AudienceClass: &registryv1.AudienceClass{
+		Name: f.Class, TenantId: f.Tenant, Servers: []*registryv1.AudienceServer{{ServerId: f.ServerID}}}}))
+	must(reg.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: f.Tenant, Group: f.Group, Scopes: []string{f.Scope}, AudienceClasses: []string{f.Class}}))
+	must(w.St.Discovery.TriggerScan(ctx, &discoveryv1.TriggerScanRequest{ServerId: f.ServerID, AudienceClass: f.Class}))
+	WaitActive(t, ctx, w.St.Discovery, f.ServerID, f.Class)
+	servicetest.Eventually(t, 30*time.Second, "the registry learns the tools", func() bool {
+		resp, err := reg.ListTools(ctx, &registryv1.ListToolsRequest{ServerId: f.ServerID})
+		return err == nil && len(resp.GetTools()) > 0
+	})
+}
