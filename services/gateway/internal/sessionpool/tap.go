@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -26,17 +27,23 @@ const maxTappedLine = 64 << 10
 // over, and drop the progress or send the log message outside the call.
 // Read on the SDK's stream goroutine, the tap keeps the server's order.
 type sseTap struct {
-	rc         io.ReadCloser
+	rc    io.ReadCloser
+	hooks *tapHooks
+	// req is the HTTP request whose response this is: a call's context
+	// carries the call's log sink. (A pointer, not its context: the tap is
+	// allocated per response, and stays in its size class.)
+	req      *http.Request
+	line     []byte
+	overflow bool // the current line is longer than maxTappedLine
+}
+
+// tapHooks are what a session's taps hand messages to (one per session).
+type tapHooks struct {
 	onProgress func(context.Context, *mcp.ProgressNotificationParams)
-	// ctx is the context of the HTTP request whose response this is: a
-	// call's carries the call's log sink.
-	ctx context.Context
 	// onLog takes the log messages of a stream whose request carries no
 	// sink (a caller's own session: its standalone stream); nil drops
 	// them.
-	onLog    func(context.Context, *mcp.LoggingMessageParams)
-	line     []byte
-	overflow bool // the current line is longer than maxTappedLine
+	onLog func(context.Context, *mcp.LoggingMessageParams)
 }
 
 func (t *sseTap) Read(p []byte) (int, error) {
@@ -92,12 +99,13 @@ func (t *sseTap) event(line []byte) {
 	switch msg.Method {
 	case "notifications/progress":
 		var p mcp.ProgressNotificationParams
-		if t.onProgress != nil && json.Unmarshal(msg.Params, &p) == nil {
-			t.onProgress(context.Background(), &p)
+		if t.hooks.onProgress != nil && json.Unmarshal(msg.Params, &p) == nil {
+			t.hooks.onProgress(context.Background(), &p)
 		}
 	case "notifications/message":
-		sink := logSinkOf(t.ctx)
-		if sink == nil && t.onLog == nil {
+		ctx := t.req.Context()
+		sink := logSinkOf(ctx)
+		if sink == nil && t.hooks.onLog == nil {
 			return
 		}
 		var p mcp.LoggingMessageParams
@@ -107,7 +115,7 @@ func (t *sseTap) event(line []byte) {
 		if sink != nil {
 			sink(&p)
 		} else {
-			t.onLog(t.ctx, &p)
+			t.hooks.onLog(ctx, &p)
 		}
 	}
 }
@@ -143,9 +151,6 @@ func WithLogSink(ctx context.Context, sink func(*mcp.LoggingMessageParams)) cont
 }
 
 func logSinkOf(ctx context.Context) func(*mcp.LoggingMessageParams) {
-	if ctx == nil {
-		return nil
-	}
 	s, _ := ctx.Value(logSinkKey{}).(func(*mcp.LoggingMessageParams))
 	return s
 }

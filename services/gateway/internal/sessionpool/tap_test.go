@@ -3,6 +3,7 @@ package sessionpool
 import (
 	"context"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -34,9 +35,10 @@ func TestProgressTap(t *testing.T) {
 		if withSink {
 			ctx = WithLogSink(ctx, func(p *mcp.LoggingMessageParams) { sunk = append(sunk, p) })
 		}
-		tap := &sseTap{rc: io.NopCloser(iotest.OneByteReader(strings.NewReader(stream))), ctx: ctx,
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://127.0.0.1/mcp", nil)
+		tap := &sseTap{rc: io.NopCloser(iotest.OneByteReader(strings.NewReader(stream))), req: req, hooks: &tapHooks{
 			onProgress: func(_ context.Context, p *mcp.ProgressNotificationParams) { got = append(got, p) },
-			onLog:      func(_ context.Context, p *mcp.LoggingMessageParams) { other = append(other, p) }}
+			onLog:      func(_ context.Context, p *mcp.LoggingMessageParams) { other = append(other, p) }}}
 		out, err := io.ReadAll(tap)
 		if err != nil || string(out) != stream {
 			t.Fatalf("the stream changed (%v)", err)
@@ -59,12 +61,14 @@ func TestProgressTap(t *testing.T) {
 func BenchmarkProgressTap(b *testing.B) {
 	answer := "event: message\nid: 1\ndata: " + `{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"pong"}],"_meta":{}}}` + "\n\n"
 	buf := make([]byte, 4096)
+	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", nil)
+	hooks := &tapHooks{onProgress: func(context.Context, *mcp.ProgressNotificationParams) {}}
 	for _, tapped := range []bool{false, true} {
 		b.Run(map[bool]string{false: "plain", true: "tapped"}[tapped], func(b *testing.B) {
 			for b.Loop() {
 				var r io.Reader = strings.NewReader(answer)
 				if tapped {
-					r = &sseTap{rc: io.NopCloser(r), onProgress: func(context.Context, *mcp.ProgressNotificationParams) {}}
+					r = &sseTap{rc: io.NopCloser(r), req: req, hooks: hooks}
 				}
 				for {
 					if _, err := r.Read(buf); err != nil {

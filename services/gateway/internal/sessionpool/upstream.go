@@ -232,7 +232,7 @@ func (p *Pool) connectWith(client *mcp.Client, t Target, standalone bool, onLog 
 		if maxEvent <= 0 {
 			maxEvent = -1 // the SDK's "no cap", whatever its default becomes
 		}
-		tr = &mcp.StreamableClientTransport{Endpoint: t.URL, HTTPClient: &http.Client{Transport: limitJSON{base: hc.Transport, max: p.MaxMessageBytes, onProgress: p.onProgress, onLog: onLog}},
+		tr = &mcp.StreamableClientTransport{Endpoint: t.URL, HTTPClient: &http.Client{Transport: limitJSON{base: hc.Transport, max: p.MaxMessageBytes, hooks: &tapHooks{onProgress: p.onProgress, onLog: onLog}}},
 			DisableStandaloneSSE: !standalone, MaxRetries: -1, MaxEventSize: maxEvent}
 	}
 	// The session outlives this call: connect under a context of its own,
@@ -320,10 +320,9 @@ func tooLarge(err error) bool {
 // when there is something to tap for: progress (onProgress), a caller's
 // log messages (onLog) or a request's log sink ([WithLogSink]).
 type limitJSON struct {
-	base       http.RoundTripper
-	max        int
-	onProgress func(context.Context, *mcp.ProgressNotificationParams)
-	onLog      func(context.Context, *mcp.LoggingMessageParams)
+	base  http.RoundTripper
+	max   int
+	hooks *tapHooks
 }
 
 func (l limitJSON) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -336,11 +335,11 @@ func (l limitJSON) RoundTrip(r *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		// The sink is looked up only when neither is set (never in the
-		// gateway, whose pool always relays progress), and by the tap only
-		// when a log message arrives.
-		if l.onProgress != nil || l.onLog != nil || logSinkOf(r.Context()) != nil {
-			resp.Body = &sseTap{rc: resp.Body, onProgress: l.onProgress, onLog: l.onLog, ctx: r.Context()}
+		// The sink is looked up only when neither hook is set (never in
+		// the gateway, whose pool always relays progress), and by the tap
+		// only when a log message arrives.
+		if l.hooks.onProgress != nil || l.hooks.onLog != nil || logSinkOf(r.Context()) != nil {
+			resp.Body = &sseTap{rc: resp.Body, hooks: l.hooks, req: r}
 		}
 		return resp, nil
 	}
