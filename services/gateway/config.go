@@ -182,7 +182,7 @@ func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 	s.Int(&cfg.ArtifactQuotaBytes, "artifact-quota-bytes", "", 1<<30, "bytes a tenant's unexpired artifacts may hold together; a result that would exceed it is refused (ARTIFACT_QUOTA_EXCEEDED)")
 	s.Int(&cfg.ArtifactQuotaCount, "artifact-quota-count", "", 10000, "artifacts a tenant may hold unexpired; a result that would exceed it is refused (ARTIFACT_QUOTA_EXCEEDED)")
 	s.Bool(&cfg.FindTools, "find-tools", "", false, "offer the find_tools search tool (visible-set search) so a host can load tools on demand")
-	s.Int(&cfg.SamplingMaxTokens, "sampling-max-tokens", "", 4096, "largest maxTokens of an upstream's sampling/createMessage the gateway relays to a client (tools whose contract allows sampling); a larger one is refused to the upstream with JSON-RPC error -32602 and logged, and the client is never asked; 0 means no bound")
+	s.Int(&cfg.SamplingMaxTokens, "sampling-max-tokens", "", 4096, "largest maxTokens of an upstream's sampling/createMessage the gateway relays to a client (tools whose contract allows sampling); a larger one is refused to the upstream with JSON-RPC error -32602 and logged, and the client is never asked (at 2026-07-28, a sampling input request over it refuses the call SAMPLING_NOT_ALLOWED); 0 means no bound")
 	s.String(&cfg.AllowedOrigins, "allowed-origins", "TOOLCRIB_GATEWAY_ALLOWED_ORIGINS", "", "comma-separated browser origins (scheme://host[:port]) the MCP endpoint serves besides loopback ones (localhost, 127.0.0.1, ::1); a request with any other Origin header is refused 403 before authentication, one without Origin (not a browser) passes; empty allows loopback origins only")
 	cfg.Secrets.Register(s)
 	cfg.Egress.Register(s)

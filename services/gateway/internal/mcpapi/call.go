@@ -362,7 +362,7 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 			if c := req.ClientCapabilities(); c != nil {
 				declared = c.Sampling
 			}
-			sampling = &samplingGrant{declared: declared, server: rt.GetServerId(), tool: shown.model.Name}
+			sampling = &samplingGrant{declared: declared, server: rt.GetServerId(), tool: shown.model.Name, maxTokens: g.opts.SamplingMaxTokens}
 		}
 		// The upstream asks the client for input: passed through, its state
 		// kept by the gateway and bound to this call.
