@@ -23,13 +23,9 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/types/known/durationpb"
-
 	"github.com/toolcrib/toolcrib/e2e/gatewayworld"
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
-	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
-	"github.com/toolcrib/toolcrib/platform/servicetest"
 )
 
 const (
@@ -247,30 +243,8 @@ func fronted(t *testing.T, ctx context.Context) *gatewayworld.World {
 	t.Helper()
 	upstream := everythingServer(t)
 	w := gatewayworld.StartServices(t)
+	w.Front(t, ctx, gatewayworld.Fronted{ServerID: serverID, URL: upstream, Tenant: tenant, Class: class, Group: "hosts", Scope: scope})
 	reg := w.St.Registry
-	must := func(_ any, err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(reg.RegisterServer(ctx, &registryv1.RegisterServerRequest{Server: &registryv1.Server{
-		ServerId: serverID, Owner: tenant + "/group:hosts",
-		Transport:      &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: upstream}},
-		TrustLevel:     registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY,
-		RevisionSource: registryv1.RevisionSource_REVISION_SOURCE_NONE,
-		ScanInterval:   durationpb.New(time.Hour),
-	}}))
-	must(reg.PutTenant(ctx, &registryv1.PutTenantRequest{Tenant: &registryv1.Tenant{TenantId: tenant}}))
-	must(reg.PutAudienceClass(ctx, &registryv1.PutAudienceClassRequest{AudienceClass: &registryv1.AudienceClass{
-		Name: class, TenantId: tenant, Servers: []*registryv1.AudienceServer{{ServerId: serverID}}}}))
-	must(reg.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: tenant, Group: "hosts", Scopes: []string{scope}, AudienceClasses: []string{class}}))
-	must(w.St.Discovery.TriggerScan(ctx, &discoveryv1.TriggerScanRequest{ServerId: serverID, AudienceClass: class}))
-	gatewayworld.WaitActive(t, ctx, w.St.Discovery, serverID, class)
-	servicetest.Eventually(t, 30*time.Second, "the registry learns the tools", func() bool {
-		resp, err := reg.ListTools(ctx, &registryv1.ListToolsRequest{ServerId: serverID})
-		return err == nil && len(resp.GetTools()) > 0
-	})
 	n := approveAll(t, ctx, reg)
 	t.Logf("%d tools approved and enabled", n)
 	w.StartGateway(t, w.AdmissionAddr, w.LeaseAddr, nil)

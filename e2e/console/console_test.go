@@ -631,6 +631,20 @@ func TestConsoleReviewInChromium(t *testing.T) {
 		return strings.Contains(decision, "SERVER_CLOSED")
 	})
 
+	// The owner publishes the same contract allowing sampling (a new
+	// approval digest): the review shows exactly that row changed, from
+	// "refused" (approved) to "allowed".
+	if _, err := w.st.Registry.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: &registryv1.ToolContract{
+		ToolId: toolID, Effect: catalogv1.EffectClass_EFFECT_CLASS_READ_ONLY, Scope: "inventory:read",
+		Authorization: registryv1.Authorization_AUTHORIZATION_CALLER_AND_TENANT, AllowSampling: true}}); err != nil {
+		t.Fatal(err)
+	}
+	b.open("/tools/" + toolID + "/review")
+	if got := b.joined("tr.changed th, tr.changed td"); got != "sampling|refused|allowed: the server may ask the caller's model through the gateway|changed" {
+		t.Fatalf("the contract rows changed by allow_sampling: %q (%q)", got, b.text("main"))
+	}
+	b.check("review-sampling")
+
 	// Sign-out ends the session: its cookie is refused afterwards.
 	b.press(`form[action="/signout"] button`)
 	if code, r := post(t, w.base, "/tools/"+toolID+"/enable", cookie, url.Values{"csrf": {csrf}}, ""); code != http.StatusUnauthorized || r != console.ReasonSignedOut {

@@ -125,6 +125,18 @@ func (c *relayClient) snapshot() ([]string, []*mcp.LoggingMessageParams) {
 	return slices.Clone(c.asked), slices.Clone(c.logs)
 }
 
+// labelled counts the log messages with data that name ping's server and
+// tool as their origin.
+func labelled(logs []*mcp.LoggingMessageParams, data string) int {
+	n := 0
+	for _, l := range logs {
+		if l.Data == data && strings.Contains(l.Logger, "server "+gatewayworld.ServerID+", tool ping") {
+			n++
+		}
+	}
+	return n
+}
+
 // lastPing is what the upstream's last ping got from its client.
 func lastPing(t *testing.T, w *gatewayworld.World) map[string]any {
 	t.Helper()
@@ -141,7 +153,8 @@ func lastPing(t *testing.T, w *gatewayworld.World) map[string]any {
 // client's capabilities: the upstream's elicitation/create reaches the
 // client shown as from its server and tool and the answer goes back; its
 // roots/list gets the client's roots; its log messages arrive at the level
-// the client set (info: not debug); its sampling request is refused. A
+// the client set (info: not debug), on the call's stream, the last one
+// (sent just before the answer) too; its sampling request is refused. A
 // client that declared nothing is asked nothing and gets no log messages
 // before it sets a level. The upstream dropping its sessions costs no
 // call (the gateway initializes anew). A client cancelling its call ends
@@ -179,9 +192,15 @@ func TestGatewayRelaysToSession(t *testing.T) {
 		var asked []string
 		var logs []*mcp.LoggingMessageParams
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			if asked, logs = rc.snapshot(); len(logs) >= round+1 {
+			if asked, logs = rc.snapshot(); labelled(logs, gatewayworld.PingDone) >= round+1 {
 				break
 			}
+		}
+		// ping logs PingDone just before it answers: it comes on the
+		// call's stream (this client holds no standalone stream), named
+		// as from the server and tool.
+		if n := labelled(logs, gatewayworld.PingDone); n != round+1 {
+			t.Fatalf("round %d: %d of ping's last log messages reached the client on the call's stream, want %d: %+v", round, n, round+1, logs)
 		}
 		if len(asked) != round+1 || !strings.Contains(asked[round], gatewayworld.PingQuestion) ||
 			!strings.Contains(asked[round], "server "+gatewayworld.ServerID) || !strings.Contains(asked[round], "tool ping") {
@@ -348,5 +367,45 @@ func TestGatewayRelaysResourceUpdates(t *testing.T) {
 	}
 	if n := count("other"); n != 0 {
 		t.Fatalf("a client that did not subscribe got %d updates", n)
+	}
+}
+
+// TestGatewayRelaysStatelessCallLogs: a 2026-07-28 client (stateless, no
+// session) whose tools/call names a log level in _meta
+// (io.modelcontextprotocol/logLevel) gets the upstream's log messages of
+// that call at that level or above on the call's own response stream,
+// named as from the server and tool, in the upstream's order, the last one
+// (sent just before the answer) too; a call that names no level gets none
+// (the upstream is asked for none). Before, no log message of a stateless
+// call was relayed.
+func TestGatewayRelaysStatelessCallLogs(t *testing.T) {
+	w := gatewayworld.Start(t, gatewayworld.Options{})
+	alice := w.Token(t, "alice", gatewayworld.TenantA)
+	var rc relayClient
+	cs := gatewayworld.ConnectAt(t, w.GatewayURL, alice, &mcp.ClientOptions{LoggingMessageHandler: rc.log}, "2026-07-28")
+	if res := call(t, cs, "ping", nil); res.IsError || text(res) != "pong" {
+		t.Fatalf("ping without a level: %q", text(res))
+	}
+	params := &mcp.CallToolParams{Name: "ping", Arguments: map[string]any{}, Meta: mcp.Meta{mcp.MetaKeyLogLevel: "info"}}
+	if res, err := cs.CallTool(ctxFor(t), params); err != nil || res.IsError {
+		t.Fatalf("ping at level info: %v %q", err, text(res))
+	}
+	// The client SDK hands notifications to a goroutine of its own, in
+	// the order they came: the first call's, had there been any, first.
+	var logs []*mcp.LoggingMessageParams
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, logs = rc.snapshot(); len(logs) >= 2 {
+			break
+		}
+	}
+	var got []string
+	for _, l := range logs {
+		got = append(got, fmt.Sprint(l.Data))
+		if !strings.Contains(l.Logger, "server "+gatewayworld.ServerID+", tool ping") || l.Level != "info" {
+			t.Fatalf("a relayed message not named as from ping's server and tool, or not at info: %+v", l)
+		}
+	}
+	if want := []string{gatewayworld.PingInfo, gatewayworld.PingDone}; !slices.Equal(got, want) {
+		t.Fatalf("log messages %q, want %q (the call without a level gets none, debug is below info)", got, want)
 	}
 }

@@ -110,3 +110,54 @@ func TestGatewaySessionAcrossReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewaySamplingAcrossReplicas: two gateway replicas behind the
+// round-robin balancer, a stateful upstream. A 2025-11-25 client that
+// declared sampling calls draft_reply (whose contract allows sampling)
+// four times: each time the upstream's sampling/createMessage reaches the
+// client through the replica holding its session (named as from the
+// server and tool), and the client's answer, whichever replica the
+// balancer sends it to, reaches the upstream: every call is answered with
+// the client's text, the client asked once per call. ping's sampling
+// (not allowed by its contract) is refused on either replica without
+// asking the client.
+func TestGatewaySamplingAcrossReplicas(t *testing.T) {
+	w := gatewayworld.Start(t, gatewayworld.Options{StatefulUpstream: true})
+	second := w.StartGateway(t, w.AdmissionAddr, w.LeaseAddr, nil)
+	rr, lb := newRoundRobin(t, w.GatewayURL, second)
+	alice := w.Token(t, "alice", gatewayworld.TenantA)
+	s := &sampler{}
+	cs := gatewayworld.ConnectAt(t, lb, alice, &mcp.ClientOptions{CreateMessageHandler: s.createMessage}, "2025-11-25")
+	if cs.ID() == "" {
+		t.Fatal("no session")
+	}
+	const rounds = 4
+	for i := range rounds {
+		if res := call(t, cs, gatewayworld.DraftReply, nil); res.IsError {
+			t.Fatalf("round %d: draft_reply: %q", i, text(res))
+		}
+		if got := lastOf(t, w, gatewayworld.DraftReply)["sampling"]; got != "answered: "+samplerAnswer {
+			t.Fatalf("round %d: the upstream got %q, want the client's answer", i, got)
+		}
+		if n := s.count(); n != i+1 {
+			t.Fatalf("round %d: the client was asked %d times", i, n)
+		}
+		if res := call(t, cs, "ping", nil); res.IsError || lastPing(t, w)["sampling"] != "refused" {
+			t.Fatalf("round %d: ping: %q, its sampling %v", i, text(res), lastPing(t, w)["sampling"])
+		}
+	}
+	s.mu.Lock()
+	for i, req := range s.asked {
+		from, _ := req.Params.Meta["dev.toolcrib/relayed-from"].(map[string]any)
+		if from["server"] != gatewayworld.ServerID || from["tool"] != gatewayworld.DraftReply {
+			t.Errorf("request %d does not name its server and tool: _meta %v", i, req.Params.Meta)
+		}
+	}
+	s.mu.Unlock()
+	if s.count() != rounds {
+		t.Fatalf("the client was asked %d times, want %d", s.count(), rounds)
+	}
+	if rr.served[0].Load() == 0 || rr.served[1].Load() == 0 {
+		t.Fatalf("the balancer did not use both replicas: %d, %d", rr.served[0].Load(), rr.served[1].Load())
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolcrib/toolcrib/e2e/gatewayworld"
+	"github.com/toolcrib/toolcrib/services/gateway"
 )
 
 // sampler is a client's sampling handler recording what it was asked.
@@ -142,5 +143,28 @@ func TestGatewayRelaysSamplingOnlyWhereTheContractAllows(t *testing.T) {
 	}
 	if n := s.count(); n != 1 {
 		t.Fatalf("another session's call reached the first client's sampling handler (%d calls)", n)
+	}
+}
+
+// TestGatewayBoundsSamplingMaxTokens: with --sampling-max-tokens 32, an
+// upstream's sampling/createMessage asking for 64 tokens (draft_reply,
+// whose contract allows sampling) is refused to the upstream with a
+// JSON-RPC error naming the bound, and the client's sampling handler is
+// never called; at the default bound (4096) the same request is relayed
+// (TestGatewayRelaysSamplingOnlyWhereTheContractAllows).
+func TestGatewayBoundsSamplingMaxTokens(t *testing.T) {
+	w := gatewayworld.Start(t, gatewayworld.Options{StatefulUpstream: true, Gateway: func(c *gateway.Config) { c.SamplingMaxTokens = 32 }})
+	alice := w.Token(t, "alice", gatewayworld.TenantA)
+	s := &sampler{}
+	cs := gatewayworld.ConnectAt(t, w.GatewayURL, alice, &mcp.ClientOptions{CreateMessageHandler: s.createMessage}, "2025-11-25")
+	if res := call(t, cs, gatewayworld.DraftReply, nil); res.IsError {
+		t.Fatalf("draft_reply: %q", text(res))
+	}
+	got, _ := lastOf(t, w, gatewayworld.DraftReply)["sampling"].(string)
+	if !strings.HasPrefix(got, "refused: ") || !strings.Contains(got, "maxTokens") || !strings.Contains(got, "(32)") {
+		t.Fatalf("a sampling request over the bound: the upstream got %q", got)
+	}
+	if n := s.count(); n != 0 {
+		t.Fatalf("the client's sampling handler was called %d times for a request over the bound", n)
 	}
 }

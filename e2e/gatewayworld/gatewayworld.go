@@ -146,6 +146,11 @@ const (
 	PingInfo     = "ping info"
 	PingDebug    = "ping debug"
 	PingQuestion = "Which dock should the pallet go to?"
+	// PingDone is ping's last log message (info), sent just before its
+	// answer, on every upstream: a stateless (2026-07-28) one logs
+	// [PingInfo], [PingDebug] and it only when the request names a level
+	// in _meta (else the SDK sends nothing).
+	PingDone = "ping done"
 )
 
 // DraftReply is a tool of a stateful world's upstream whose approved
@@ -296,7 +301,11 @@ func (w *World) startUpstream(t testing.TB, leaseAddr string, kit bool) string {
 			}
 			if w.stateful {
 				w.record(ctx, "ping", pingRelay(ctx, req.Session))
+			} else {
+				_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "ping", Data: PingInfo})
+				_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "debug", Logger: "ping", Data: PingDebug})
 			}
+			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "ping", Data: PingDone})
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: Pong(in.Pad)}}}, nil
 		})
 	if w.stateful {
@@ -766,4 +775,46 @@ func Text(r *mcp.CallToolResult) string {
 		}
 	}
 	return b.String()
+}
+
+// Fronted names an unversioned HTTP MCP server the gateway fronts for one
+// tenant ([World.Front]).
+type Fronted struct {
+	// ServerID is registered at URL, owned by Tenant's group Group.
+	ServerID, URL string
+	// Tenant's audience class Class holds the server; Group is granted
+	// Scope on it.
+	Tenant, Class, Group, Scope string
+}
+
+// Front registers f's server (first party, no catalog revision), its
+// tenant and audience class, grants f.Scope to f.Group, scans it and waits
+// until its snapshot is active and the registry has learned its tools.
+// Contracts, approvals and the gateway are the caller's.
+func (w *World) Front(t testing.TB, ctx context.Context, f Fronted) {
+	t.Helper()
+	reg := w.St.Registry
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(reg.RegisterServer(ctx, &registryv1.RegisterServerRequest{Server: &registryv1.Server{
+		ServerId: f.ServerID, Owner: f.Tenant + "/group:" + f.Group,
+		Transport:      &registryv1.Server_StreamableHttp{StreamableHttp: &registryv1.StreamableHttpTransport{Url: f.URL}},
+		TrustLevel:     registryv1.TrustLevel_TRUST_LEVEL_FIRST_PARTY,
+		RevisionSource: registryv1.RevisionSource_REVISION_SOURCE_NONE,
+		ScanInterval:   durationpb.New(time.Hour),
+	}}))
+	must(reg.PutTenant(ctx, &registryv1.PutTenantRequest{Tenant: &registryv1.Tenant{TenantId: f.Tenant}}))
+	must(reg.PutAudienceClass(ctx, &registryv1.PutAudienceClassRequest{AudienceClass: &registryv1.AudienceClass{
+		Name: f.Class, TenantId: f.Tenant, Servers: []*registryv1.AudienceServer{{ServerId: f.ServerID}}}}))
+	must(reg.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: f.Tenant, Group: f.Group, Scopes: []string{f.Scope}, AudienceClasses: []string{f.Class}}))
+	must(w.St.Discovery.TriggerScan(ctx, &discoveryv1.TriggerScanRequest{ServerId: f.ServerID, AudienceClass: f.Class}))
+	WaitActive(t, ctx, w.St.Discovery, f.ServerID, f.Class)
+	servicetest.Eventually(t, 30*time.Second, "the registry learns the tools", func() bool {
+		resp, err := reg.ListTools(ctx, &registryv1.ListToolsRequest{ServerId: f.ServerID})
+		return err == nil && len(resp.GetTools()) > 0
+	})
 }

@@ -123,6 +123,12 @@ type Config struct {
 	// visible-set search) beside the visible set.
 	FindTools bool
 
+	// SamplingMaxTokens bounds the maxTokens of an upstream's
+	// sampling/createMessage relayed to a client: a larger one is refused
+	// to the upstream and logged, and the client is never asked. 0 means
+	// no bound.
+	SamplingMaxTokens int
+
 	// AllowedOrigins is the comma-separated list of browser origins
 	// (scheme://host[:port]) whose requests the MCP endpoint serves; a
 	// request with another Origin header is refused 403, one without
@@ -176,6 +182,7 @@ func flags(cfg *Config, lookup func(string) (string, bool)) *config.Set {
 	s.Int(&cfg.ArtifactQuotaBytes, "artifact-quota-bytes", "", 1<<30, "bytes a tenant's unexpired artifacts may hold together; a result that would exceed it is refused (ARTIFACT_QUOTA_EXCEEDED)")
 	s.Int(&cfg.ArtifactQuotaCount, "artifact-quota-count", "", 10000, "artifacts a tenant may hold unexpired; a result that would exceed it is refused (ARTIFACT_QUOTA_EXCEEDED)")
 	s.Bool(&cfg.FindTools, "find-tools", "", false, "offer the find_tools search tool (visible-set search) so a host can load tools on demand")
+	s.Int(&cfg.SamplingMaxTokens, "sampling-max-tokens", "", 4096, "largest maxTokens of an upstream's sampling/createMessage the gateway relays to a client (tools whose contract allows sampling); a larger one is refused to the upstream with JSON-RPC error -32602 and logged, and the client is never asked (at 2026-07-28, a sampling input request over it refuses the call SAMPLING_NOT_ALLOWED); 0 means no bound")
 	s.String(&cfg.AllowedOrigins, "allowed-origins", "TOOLCRIB_GATEWAY_ALLOWED_ORIGINS", "", "comma-separated browser origins (scheme://host[:port]) the MCP endpoint serves besides loopback ones (localhost, 127.0.0.1, ::1); a request with any other Origin header is refused 403 before authentication, one without Origin (not a browser) passes; empty allows loopback origins only")
 	cfg.Secrets.Register(s)
 	cfg.Egress.Register(s)
@@ -256,6 +263,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ArtifactQuotaBytes < c.MaxArtifactBytes {
 		bad("artifact-quota-bytes", "must be at least max-artifact-bytes (else the largest artifact could never be stored)")
+	}
+	if c.SamplingMaxTokens < 0 {
+		bad("sampling-max-tokens", "must not be negative (0 means no bound)")
 	}
 	if c.ArtifactQuotaCount < 1 {
 		bad("artifact-quota-count", "must be positive")

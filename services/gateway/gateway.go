@@ -140,7 +140,7 @@ func Run(ctx context.Context, cfg Config) error {
 			LeaseAudiencePrefix: cfg.LeaseAudiencePrefix, DefaultDeadline: cfg.DefaultDeadline, ConfirmTTL: cfg.ConfirmTTL,
 			ResultBudget: cfg.ResultBudget, PreviewBytes: cfg.PreviewBytes, MaxArtifactBytes: cfg.MaxArtifactBytes,
 			Retention: cfg.ArtifactRetention, ArtifactQuota: artifact.Quota{Bytes: int64(cfg.ArtifactQuotaBytes), Count: int64(cfg.ArtifactQuotaCount)},
-			FindTools: cfg.FindTools, Metrics: m, Logger: d.Logger, Confirmer: confirmer,
+			FindTools: cfg.FindTools, SamplingMaxTokens: int64(cfg.SamplingMaxTokens), Metrics: m, Logger: d.Logger, Confirmer: confirmer,
 			PeerURL: peerURL, PeerTransport: peerTransport(d.ClientTLS),
 		})
 		endpoint := cfg.mcpURL(lis.Addr().String())

@@ -325,14 +325,15 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 		// passes on those at or above the level the client set
 		// (logging/setLevel; none before it sets one).
 		params.Meta[mcp.MetaKeyLogLevel] = "debug"
-		end := rl.begin(ctx, target.Identity(), rt.GetServerId(), shown.model.Name, review.AllowsSampling())
-		up, err = g.opts.Upstream.CallFor(uctx, target, params, rl)
+		cctx, end := rl.begin(ctx, uctx, target.Identity(), rt.GetServerId(), shown.model.Name, review.AllowsSampling())
+		up, err = g.opts.Upstream.CallFor(cctx, target, params, rl)
 		end()
 	} else {
 		// Stateless: the upstream learns the client's capabilities from the
 		// request (those an input request can use).
 		params.Meta[mcp.MetaKeyClientCapabilities] = forwardedCapabilities(req.ClientCapabilities(), review.AllowsSampling())
 		sctx, done := drainAfter(uctx)
+		sctx = statelessLogs(ctx, sctx, req, params, rt.GetServerId(), shown.model.Name)
 		up, err = g.opts.Upstream.Call(sctx, target, params)
 		done(err == nil)
 	}
@@ -361,7 +362,7 @@ func (g *Gateway) run(ctx context.Context, st *state, req *mcp.CallToolRequest, 
 			if c := req.ClientCapabilities(); c != nil {
 				declared = c.Sampling
 			}
-			sampling = &samplingGrant{declared: declared, server: rt.GetServerId(), tool: shown.model.Name}
+			sampling = &samplingGrant{declared: declared, server: rt.GetServerId(), tool: shown.model.Name, maxTokens: g.opts.SamplingMaxTokens}
 		}
 		// The upstream asks the client for input: passed through, its state
 		// kept by the gateway and bound to this call.

@@ -69,6 +69,12 @@ type Options struct {
 	// FindTools offers the find_tools search tool beside the visible set.
 	FindTools bool
 
+	// SamplingMaxTokens bounds the maxTokens of an upstream's
+	// sampling/createMessage the gateway relays to a client; a larger one
+	// is refused to the upstream (JSON-RPC -32602) and logged, and the
+	// client is never asked. 0: no bound.
+	SamplingMaxTokens int64
+
 	// Confirmer sends the gateway's own confirmer token (under
 	// principal.ConfirmerMetadataKey) beside the user's token on the
 	// re-check of a call the user confirmed: only a confirmer may assert
@@ -449,6 +455,16 @@ func (g *Gateway) answer(st *state, next mcp.MethodHandler) mcp.MethodHandler {
 			if r, ok := req.(*mcp.ReadResourceRequest); ok {
 				return g.readArtifact(ctx, st, r)
 			}
+		case "logging/setLevel":
+			// The session's relay filters and bounds by the level set.
+			res, err := next(ctx, method, req)
+			p, ok := req.GetParams().(*mcp.SetLoggingLevelParams)
+			if ss, isSS := req.GetSession().(*mcp.ServerSession); ok && isSS && p != nil && err == nil {
+				if rl := g.relayOf(st, ss); rl != nil {
+					rl.setLevel(p.Level)
+				}
+			}
+			return res, err
 		case "subscriptions/listen":
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithCancel(ctx)

@@ -174,17 +174,22 @@ type samplingGrant struct {
 	declared *mcp.SamplingCapabilities
 	// server and tool name the request's origin ([MetaRelayedFrom]).
 	server, tool string
+	// maxTokens bounds the request's maxTokens (--sampling-max-tokens;
+	// 0: no bound).
+	maxTokens int64
 }
 
 // passSampling is an upstream's sampling input request as the client gets
 // it, the way the session relay passes one ([relay.sample]): refused
 // without a grant, without the client's sampling capability, or offering
 // tools to a client that did not declare sampling with tools; else with
-// includeContext dropped and `_meta` naming the server and tool.
+// includeContext dropped and `_meta` naming the server and tool. A
+// request whose maxTokens is over the grant's bound is refused too.
 func passSampling(grant *samplingGrant, ir mcp.InputRequest) (mcp.InputRequest, error) {
 	if grant == nil || grant.declared == nil {
 		return nil, errSamplingRefused
 	}
+	over := func(n int64) bool { return grant.maxTokens > 0 && n > grant.maxTokens }
 	from := map[string]string{"server": grant.server, "tool": grant.tool}
 	strip := func(m mcp.Meta) mcp.Meta {
 		out := mcp.Meta{}
@@ -198,11 +203,14 @@ func passSampling(grant *samplingGrant, ir mcp.InputRequest) (mcp.InputRequest, 
 	}
 	switch p := ir.(type) {
 	case *mcp.CreateMessageParams:
+		if over(p.MaxTokens) {
+			return nil, errSamplingRefused
+		}
 		c := *p
 		c.IncludeContext, c.Meta = "", strip(p.Meta)
 		return &c, nil
 	case *mcp.CreateMessageWithToolsParams:
-		if (len(p.Tools) > 0 || p.ToolChoice != nil) && grant.declared.Tools == nil {
+		if (len(p.Tools) > 0 || p.ToolChoice != nil) && grant.declared.Tools == nil || over(p.MaxTokens) {
 			return nil, errSamplingRefused
 		}
 		c := *p
@@ -214,7 +222,8 @@ func passSampling(grant *samplingGrant, ir mcp.InputRequest) (mcp.InputRequest, 
 
 // errSamplingRefused: an upstream's input requests include a sampling the
 // gateway does not pass: the tool's reviewed contract does not allow it,
-// or the client did not declare it (with tools, when tools are offered).
+// the client did not declare it (with tools, when tools are offered), or
+// its maxTokens is over --sampling-max-tokens.
 var errSamplingRefused = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "the server asked the client for sampling (sampling/createMessage), which is not allowed through the gateway for this request"}
 
 // ReasonSamplingRefused: the tool's server asked the client for sampling

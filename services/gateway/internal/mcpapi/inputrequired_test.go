@@ -257,4 +257,15 @@ func TestSamplingInputPassesOnlyWithAGrant(t *testing.T) {
 	if reqs, _, err := g.passInputs(ctx, true, "o", mcp.InputRequestMap{"s": withTools}, rec, grant); err != nil || len(reqs["s"].(*mcp.CreateMessageWithToolsParams).Tools) != 1 {
 		t.Errorf("tools offered to a client with sampling with tools: %v", err)
 	}
+	// Over --sampling-max-tokens: refused, either form; at the bound passed.
+	grant.maxTokens = 9
+	for _, ir := range []mcp.InputRequest{withTools, &mcp.CreateMessageParams{MaxTokens: 10}} {
+		if _, _, err := g.passInputs(ctx, true, "o", mcp.InputRequestMap{"s": ir}, rec, grant); !errors.Is(err, errSamplingRefused) {
+			t.Errorf("maxTokens 10 over the bound 9 (%T): %v", ir, err)
+		}
+	}
+	grant.maxTokens = 10
+	if _, _, err := g.passInputs(ctx, true, "o", mcp.InputRequestMap{"s": withTools}, rec, grant); err != nil {
+		t.Errorf("maxTokens at the bound: %v", err)
+	}
 }

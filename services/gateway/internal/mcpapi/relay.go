@@ -2,11 +2,13 @@ package mcpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,6 +31,9 @@ const (
 	relaySamplingTools = "the client did not declare sampling with tools"
 	// relayNotDeclared: the client did not declare the capability.
 	relayNotDeclared = "the client did not declare this capability"
+	// relaySamplingMaxTokens: the request's maxTokens is over the gateway's
+	// --sampling-max-tokens.
+	relaySamplingMaxTokens = "sampling/createMessage asks for more tokens (maxTokens) than this gateway relays"
 )
 
 // relay is one client session of the gateway as the callee of what
@@ -45,6 +50,21 @@ type relay struct {
 	mu       sync.Mutex
 	inFlight map[string][]*relayCall // by target identity, oldest first
 	watched  map[string]string       // target identity \x00 upstream URI -> the URI as the client knows it
+	level    mcp.LoggingLevel        // the client's logging/setLevel; empty: none set
+}
+
+// setLevel records the level the client set (logging/setLevel): a log
+// message below it is neither relayed nor counted against a call's bound.
+func (r *relay) setLevel(l mcp.LoggingLevel) {
+	r.mu.Lock()
+	r.level = l
+	r.mu.Unlock()
+}
+
+func (r *relay) logLevel() mcp.LoggingLevel {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.level
 }
 
 // MetaRelayedFrom is the `_meta` key of a sampling/createMessage the
@@ -122,6 +142,7 @@ type relayCall struct {
 	// sampling: the tool's contract, approved at the called digest, allows
 	// the upstream to ask the client for a sampling.
 	sampling bool
+	logs     logBudget
 }
 
 // relayOf returns ss's relay, made on first use; nil for a session that
@@ -175,15 +196,19 @@ func (r *relay) Capabilities() *mcp.ClientCapabilities {
 	return out
 }
 
-// begin records a call in flight to target; the returned func ends it.
-// sampling is whether the tool's approved contract allows the upstream to
-// ask the client for a sampling during the call.
-func (r *relay) begin(ctx context.Context, target, serverID, tool string, sampling bool) func() {
+// begin records a call in flight to target, made by the client's request
+// ctx; it returns the context to make the upstream call under (upCtx with
+// the call's log sink: what the upstream logs on the call's stream reaches
+// this call's stream, in order, before the answer, [sessionpool.WithLogSink])
+// and the func that ends the call. sampling is whether the tool's approved
+// contract allows the upstream to ask the client for a sampling during the
+// call.
+func (r *relay) begin(ctx, upCtx context.Context, target, serverID, tool string, sampling bool) (context.Context, func()) {
 	c := &relayCall{ctx: ctx, serverID: serverID, tool: tool, sampling: sampling}
 	r.mu.Lock()
 	r.inFlight[target] = append(r.inFlight[target], c)
 	r.mu.Unlock()
-	return func() {
+	return sessionpool.WithLogSink(upCtx, func(p *mcp.LoggingMessageParams) { r.log(c, p) }), func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		list := r.inFlight[target]
@@ -212,23 +237,36 @@ func (r *relay) current(target string) *relayCall {
 	return list[len(list)-1]
 }
 
+// Log relays a log message the upstream at t sent outside a call's own
+// stream (its standalone stream): on the stream of the newest call in
+// flight to t, shown as from its server and tool, else on the session's
+// standalone stream, shown as from "upstream".
+func (r *relay) Log(_ context.Context, t sessionpool.Target, p *mcp.LoggingMessageParams) {
+	call := r.current(t.Identity())
+	if call != nil {
+		r.log(call, p)
+		return
+	}
+	if atLeast(p.Level, r.logLevel()) {
+		_ = r.ss.Log(context.Background(), relayedLog(p, origin(nil, p.Logger)))
+	}
+}
+
+// log relays a log message of call to its stream, bounded
+// ([logBudget]), at the level the client set (logging/setLevel; none
+// before it sets one: the SDK's [mcp.ServerSession.Log]).
+func (r *relay) log(call *relayCall, p *mcp.LoggingMessageParams) {
+	call.logs.relay(r.ss, r.notifyCtx(call), p, origin(call, p.Logger), r.logLevel())
+}
+
 // Handle answers what the upstream at t sends the client: requests only
 // within a call in flight (sent on that call's response stream, shown as
 // from its server and tool, and ended when either the client's call or the
-// upstream's request ends); log messages and resource updates on the
-// call's stream, else the session's standalone stream.
+// upstream's request ends); resource updates on the call's stream, else
+// the session's standalone stream. (Log messages: [relay.Log].)
 func (r *relay) Handle(ctx context.Context, t sessionpool.Target, method string, req mcp.Request) (mcp.Result, error) {
 	call := r.current(t.Identity())
 	switch method {
-	case "notifications/message":
-		p, ok := req.GetParams().(*mcp.LoggingMessageParams)
-		if !ok || p == nil {
-			return nil, nil
-		}
-		out := *p
-		out.Logger = bounded(r.origin(call, p.Logger), 256)
-		_ = r.ss.Log(r.notifyCtx(call), &out)
-		return nil, nil
 	case "notifications/resources/updated":
 		// Only for a resource this client subscribed to, under the URI it
 		// knows; the SDK sends it to the principal's sessions subscribed
@@ -258,7 +296,7 @@ func (r *relay) Handle(ctx context.Context, t sessionpool.Target, method string,
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: relayNotDeclared}
 		}
 		out := *p
-		out.Message = fmt.Sprintf("[%s] %s", r.origin(call, ""), bounded(p.Message, 4096))
+		out.Message = fmt.Sprintf("[%s] %s", origin(call, ""), bounded(p.Message, 4096))
 		res, err := r.ss.Elicit(cctx, &out)
 		if err != nil {
 			return nil, relayErr(err)
@@ -302,6 +340,11 @@ func (r *relay) sample(ctx context.Context, call *relayCall, req mcp.Request) (m
 	if (len(p.Tools) > 0 || p.ToolChoice != nil) && declared.Tools == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: relaySamplingTools}
 	}
+	if bound := r.g.opts.SamplingMaxTokens; bound > 0 && p.MaxTokens > bound {
+		r.g.opts.Logger.WarnContext(call.ctx, "sampling request refused: maxTokens over --sampling-max-tokens",
+			"tenant", r.st.p.Tenant, "subject", r.st.p.Subject, "server", call.serverID, "tool", call.tool, "max_tokens", p.MaxTokens, "bound", bound)
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("%s (%d)", relaySamplingMaxTokens, bound)}
+	}
 	out := *p
 	out.IncludeContext = ""
 	out.Meta = mcp.Meta{}
@@ -320,7 +363,7 @@ func (r *relay) sample(ctx context.Context, call *relayCall, req mcp.Request) (m
 
 // origin names where a relayed message comes from: the server and the
 // tool of the call in flight (and the upstream's logger name, if any).
-func (r *relay) origin(call *relayCall, logger string) string {
+func origin(call *relayCall, logger string) string {
 	s := "upstream"
 	if call != nil {
 		s = "server " + call.serverID + ", tool " + call.tool
@@ -355,4 +398,84 @@ func relayErr(err error) error {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client's call ended"}
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client did not answer"}
+}
+
+// Bounds of the log messages the gateway relays for one call.
+const (
+	// maxLogsPerCall: later messages of the call are dropped (the first
+	// one dropped is replaced by a warning saying so).
+	maxLogsPerCall = 100
+	// maxLogData bounds a message's data (bytes of its JSON); longer data
+	// is relayed as a string of its first maxLogData bytes.
+	maxLogData = 8 << 10
+)
+
+// logsDropped is the warning relayed in place of a call's first log
+// message over [maxLogsPerCall].
+var logsDropped = fmt.Sprintf("the gateway relays at most %d log messages of one call; this call's later messages are dropped", maxLogsPerCall)
+
+// logBudget counts the log messages relayed for one call. Safe for
+// concurrent use.
+type logBudget struct{ n atomic.Int32 }
+
+// relay sends p to the client of ss under ctx (a call's request: its
+// response stream), shown as from origin, when it is at level min or above
+// (the level the client set, or at 2026-07-28 named in the request's
+// `_meta`; empty: none), while the call's budget lasts.
+func (b *logBudget) relay(ss *mcp.ServerSession, ctx context.Context, p *mcp.LoggingMessageParams, origin string, min mcp.LoggingLevel) {
+	if !atLeast(p.Level, min) {
+		return
+	}
+	switch n := b.n.Add(1); {
+	case n <= maxLogsPerCall:
+		_ = ss.Log(ctx, relayedLog(p, origin))
+	case n == maxLogsPerCall+1:
+		_ = ss.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Logger: bounded(origin, 256), Data: logsDropped})
+	}
+}
+
+// relayedLog is p as the gateway relays it: its logger names origin, and
+// data over [maxLogData] bytes of JSON is cut to a string.
+func relayedLog(p *mcp.LoggingMessageParams, origin string) *mcp.LoggingMessageParams {
+	out := &mcp.LoggingMessageParams{Level: p.Level, Logger: bounded(origin, 256), Data: p.Data}
+	if b, err := json.Marshal(p.Data); err != nil || len(b) > maxLogData {
+		out.Data = bounded(string(b), maxLogData)
+	}
+	return out
+}
+
+// logLevels are MCP's log levels (RFC 5424's severities), least severe
+// first.
+var logLevels = map[string]int{"debug": 1, "info": 2, "notice": 3, "warning": 4,
+	"error": 5, "critical": 6, "alert": 7, "emergency": 8}
+
+// atLeast reports whether a message at level l reaches a client at level
+// min: min is a level and l is as severe or more (a level MCP does not name
+// counts as debug, as the go-sdk has it).
+func atLeast(l, min mcp.LoggingLevel) bool {
+	m := logLevels[string(min)]
+	return m > 0 && max(logLevels[string(l)], 1) >= m
+}
+
+// statelessLogs relays the log messages of a stateless (2026-07-28)
+// client's tools/call: when the client's request names a level in `_meta`
+// (io.modelcontextprotocol/logLevel; without one the server must send it
+// none), the upstream call asks for that level the same way, and the
+// messages the upstream sends on the call's stream go, bounded
+// ([logBudget]) and shown as from the server and tool, on the client's
+// call stream (ctx, the client's request; the SDK applies the level named
+// there). It returns the context to make the upstream call under: upCtx
+// with the call's log sink, or upCtx itself when no level is named (then
+// nothing else is done for the call).
+func statelessLogs(ctx, upCtx context.Context, req *mcp.CallToolRequest, params *mcp.CallToolParams, serverID, tool string) context.Context {
+	level, _ := req.Params.Meta[mcp.MetaKeyLogLevel].(string)
+	if logLevels[level] == 0 || req.Session == nil || !supportsInputRequests(req.Session) {
+		return upCtx
+	}
+	params.Meta[mcp.MetaKeyLogLevel] = level
+	ss := req.Session
+	call := &relayCall{serverID: serverID, tool: tool}
+	return sessionpool.WithLogSink(upCtx, func(p *mcp.LoggingMessageParams) {
+		call.logs.relay(ss, ctx, p, origin(call, p.Logger), mcp.LoggingLevel(level))
+	})
 }

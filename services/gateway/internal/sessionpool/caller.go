@@ -26,8 +26,14 @@ type Caller interface {
 	// Handle answers a request or notification the upstream at t sent on
 	// the caller's upstream session (method names as in MCP). It is called
 	// for every server-to-client message but progress (which goes to the
-	// pool's onProgress, in order).
+	// pool's onProgress, in order) and log messages (Log, or a call's sink).
 	Handle(ctx context.Context, t Target, method string, req mcp.Request) (mcp.Result, error)
+	// Log takes a log message the upstream at t sent on the caller's
+	// upstream session outside a call that carries a log sink
+	// ([WithLogSink]): on its standalone stream, or on the stream of a
+	// request made without a sink. It is called on the stream's reading
+	// goroutine, in the server's order; ctx is that request's context.
+	Log(ctx context.Context, t Target, p *mcp.LoggingMessageParams)
 }
 
 // relayed are the server-to-client methods a caller's upstream session
@@ -36,7 +42,6 @@ var relayed = map[string]bool{
 	"elicitation/create":                 true,
 	"sampling/createMessage":             true,
 	"roots/list":                         true,
-	"notifications/message":              true,
 	"notifications/resources/updated":    true,
 	"notifications/elicitation/complete": true,
 }
@@ -87,10 +92,15 @@ func (p *Pool) connectFor(t Target, caller Caller) (*mcp.ClientSession, error) {
 			if relayed[method] {
 				return caller.Handle(ctx, t, method, req)
 			}
+			if method == "notifications/message" {
+				// The tap handed it on as it was read ([sseTap]), on the
+				// call's stream when it came on one.
+				return nil, nil
+			}
 			return next(ctx, method, req)
 		}
 	})
-	cs, err := p.connectWith(client, t, true)
+	cs, err := p.connectWith(client, t, true, func(ctx context.Context, p *mcp.LoggingMessageParams) { caller.Log(ctx, t, p) })
 	if err != nil {
 		return nil, err
 	}

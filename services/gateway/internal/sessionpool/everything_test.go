@@ -2,13 +2,8 @@ package sessionpool
 
 import (
 	"context"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolcrib/toolcrib/platform/egress"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
 )
 
 // fakeCaller is a [Caller] that declares caps and records what the
@@ -44,6 +40,13 @@ func (c *fakeCaller) Handle(_ context.Context, _ Target, method string, _ mcp.Re
 	return nil, nil
 }
 
+// Log records a log message as its method.
+func (c *fakeCaller) Log(context.Context, Target, *mcp.LoggingMessageParams) {
+	c.mu.Lock()
+	c.methods = append(c.methods, "notifications/message")
+	c.mu.Unlock()
+}
+
 func (c *fakeCaller) got(method string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -56,39 +59,11 @@ func (c *fakeCaller) got(method string) int {
 	return n
 }
 
-// startEverything runs the npm reference server-everything over
-// streamable HTTP (installed by npm ci in e2e/ts) on a loopback port.
+// startEverything runs server-everything over streamable HTTP on a
+// loopback port ([servicetest.StartEverything]).
 func startEverything(t *testing.T) string {
-	t.Helper()
 	index, _ := filepath.Abs("../../../../e2e/ts/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
-	if _, err := os.Stat(index); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("e2e/ts/node_modules is missing: .ci/run installs it with npm ci")
-		}
-		t.Skip("server-everything is not installed: run npm ci in e2e/ts")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	cmd := exec.Command("node", index, "streamableHttp")
-	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port))
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/mcp"
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			return url
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("server-everything did not start")
-		}
-	}
+	return servicetest.StartEverything(t, index)
 }
 
 // Against server-everything over streamable HTTP (stateful, newest

@@ -84,7 +84,7 @@ type Pool struct {
 	MaxMessageBytes int
 
 	// client speaks to HTTP upstreams: their progress reaches onProgress
-	// through [progressTap]; stdioClient to stdio servers, whose progress
+	// through [sseTap]; stdioClient to stdio servers, whose progress
 	// the SDK's handler relays.
 	client      *mcp.Client
 	stdioClient *mcp.Client
@@ -195,15 +195,17 @@ func (p *Pool) connect(t Target) (*mcp.ClientSession, error) {
 	if t.URL == "" {
 		client = p.stdioClient
 	}
-	return p.connectWith(client, t, false)
+	return p.connectWith(client, t, false, nil)
 }
 
 // connectWith opens a session to t as client; standalone opens the HTTP
-// standalone stream for what the server sends outside a request. The
+// standalone stream for what the server sends outside a request; onLog
+// takes the log messages of streams whose request carries no log sink
+// ([WithLogSink]; nil drops them). The
 // client negotiates the newest protocol the server speaks: 2026-07-28 by
 // server/discover, else initialize at 2025-11-25, which the server may
 // answer with an older version it speaks (2025-06-18).
-func (p *Pool) connectWith(client *mcp.Client, t Target, standalone bool) (*mcp.ClientSession, error) {
+func (p *Pool) connectWith(client *mcp.Client, t Target, standalone bool, onLog func(context.Context, *mcp.LoggingMessageParams)) (*mcp.ClientSession, error) {
 	var tr mcp.Transport
 	if t.URL == "" {
 		if t.Command == "" {
@@ -230,7 +232,7 @@ func (p *Pool) connectWith(client *mcp.Client, t Target, standalone bool) (*mcp.
 		if maxEvent <= 0 {
 			maxEvent = -1 // the SDK's "no cap", whatever its default becomes
 		}
-		tr = &mcp.StreamableClientTransport{Endpoint: t.URL, HTTPClient: &http.Client{Transport: limitJSON{base: hc.Transport, max: p.MaxMessageBytes, onProgress: p.onProgress}},
+		tr = &mcp.StreamableClientTransport{Endpoint: t.URL, HTTPClient: &http.Client{Transport: limitJSON{base: hc.Transport, max: p.MaxMessageBytes, hooks: &tapHooks{onProgress: p.onProgress, onLog: onLog}}},
 			DisableStandaloneSSE: !standalone, MaxRetries: -1, MaxEventSize: maxEvent}
 	}
 	// The session outlives this call: connect under a context of its own,
@@ -314,12 +316,13 @@ func tooLarge(err error) bool {
 }
 
 // limitJSON bounds the body of a JSON answer (the SDK reads it whole); an
-// SSE answer is bounded per event by the SDK, and passes through
-// [progressTap] when onProgress is set.
+// SSE answer is bounded per event by the SDK, and passes through [sseTap]
+// when there is something to tap for: progress (onProgress), a caller's
+// log messages (onLog) or a request's log sink ([WithLogSink]).
 type limitJSON struct {
-	base       http.RoundTripper
-	max        int
-	onProgress func(context.Context, *mcp.ProgressNotificationParams)
+	base  http.RoundTripper
+	max   int
+	hooks *tapHooks
 }
 
 func (l limitJSON) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -332,8 +335,11 @@ func (l limitJSON) RoundTrip(r *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		if l.onProgress != nil {
-			resp.Body = &progressTap{rc: resp.Body, onProgress: l.onProgress}
+		// The sink is looked up only when neither hook is set (never in
+		// the gateway, whose pool always relays progress), and by the tap
+		// only when a log message arrives.
+		if l.hooks.onProgress != nil || l.hooks.onLog != nil || logSinkOf(r.Context()) != nil {
+			resp.Body = &sseTap{rc: resp.Body, hooks: l.hooks, req: r}
 		}
 		return resp, nil
 	}
