@@ -183,7 +183,7 @@ func TestBenchAdmission(t *testing.T) {
 			sa.qps, ca.qps/sa.qps, ms(sa.p99), float64(ca.p99)/float64(sa.p99),
 			sta.qps, ca.qps/sta.qps, ms(sta.p99), float64(ca.p99)/float64(sta.p99))
 	}
-	fmt.Println(cpuSplit(t, a, d, check, floorCall, signedCall))
+	fmt.Println(cpuSplit(t, a, d, check, floorCall, signedCall, storedCall))
 	fmt.Printf("  (%s per arm per concurrency, arms interleaved in tenths; floor = the same server answering a %d-byte CheckResponse through the same interceptors with no work; signed floor = the floor plus one Ed25519 signature over a %d-byte signing input (the size of the signed receipt's), the least the rules (every ALLOW signed) allow; stored floor = the signed floor plus the decision's receipt queued on Check's own receipts writer (a copy under a fresh time-ordered id; stored by its batched COPY), the least the rules (every ALLOW signed, every decision's receipt stored) allow; cpu = per call, this process (client and server) and the Postgres backends of the receipts database; target ratio_to_floor >= 0.9, p99_to_floor <= 1.5; %s)\n",
 		d, proto.Size(first), len(*floor.input.Load()), time.Now().UTC().Format(time.RFC3339))
 	l1Miss(t, d)

@@ -162,12 +162,13 @@ func invoke(conn grpc.ClientConnInterface, method string, req *admissionv1.Check
 }
 
 // cpuSplit measures where a Check's CPU goes beyond its floors', at 16
-// in flight, the three arms (Check, floor, signed floor) alternating: this
-// process's CPU per call (client and server; the client's share is the
-// same in every arm) and the CPU per Check of the Postgres backends
-// serving the receipts database (the receipt each Check writes; the floors
-// write none). It returns the line to print.
-func cpuSplit(t *testing.T, a *Service, d time.Duration, check, floor, signedFloor func(ctx context.Context, i int) error) string {
+// in flight, the four arms (Check, floor, signed floor, stored floor)
+// alternating: this process's CPU per call (client and server; the
+// client's share is the same in every arm) and the CPU per receipt of the
+// Postgres backends serving the receipts database (each Check and each
+// stored floor call writes one; the other floors write none). It returns
+// the line to print.
+func cpuSplit(t *testing.T, a *Service, d time.Duration, check, floor, signedFloor, storedFloor func(ctx context.Context, i int) error) string {
 	t.Helper()
 	ctx := context.Background()
 	pool, err := postgres.Open(ctx, a.PostgresURL, "admission")
@@ -175,10 +176,10 @@ func cpuSplit(t *testing.T, a *Service, d time.Duration, check, floor, signedFlo
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	var self, pg [3]time.Duration
-	var calls [3]int
+	var self, pg [4]time.Duration
+	var calls [4]int
 	for range 5 {
-		for i, call := range []func(ctx context.Context, i int) error{check, floor, signedFloor} {
+		for i, call := range []func(ctx context.Context, i int) error{check, floor, signedFloor, storedFloor} {
 			pids := backends(t, pool)
 			pg0, s0 := pidsCPU(pids), selfCPU(t)
 			lat, _, errs := sample(16, d/10, call)
@@ -191,10 +192,11 @@ func cpuSplit(t *testing.T, a *Service, d time.Duration, check, floor, signedFlo
 		}
 	}
 	us := func(x time.Duration, n int) float64 { return float64(x.Microseconds()) / float64(n) }
-	// The receipts of a Check slice are written in batches that may fall in
-	// the next floor slice: all the backends' time is the Checks'.
-	return fmt.Sprintf("admission: cpu in_flight=16 check_process_us=%.1f floor_process_us=%.1f signed_floor_process_us=%.1f check_receipts_pg_us=%.1f",
-		us(self[0], calls[0]), us(self[1], calls[1]), us(self[2], calls[2]), us(pg[0]+pg[1]+pg[2], calls[0]))
+	// The receipts of a Check or stored floor slice are written in batches
+	// that may fall in the next slice: all the backends' time is theirs,
+	// one receipt per call of either.
+	return fmt.Sprintf("admission: cpu in_flight=16 check_process_us=%.1f floor_process_us=%.1f signed_floor_process_us=%.1f stored_floor_process_us=%.1f receipts_pg_us=%.1f",
+		us(self[0], calls[0]), us(self[1], calls[1]), us(self[2], calls[2]), us(self[3], calls[3]), us(pg[0]+pg[1]+pg[2]+pg[3], calls[0]+calls[3]))
 }
 
 // backends are the process ids of the Postgres backends connected to
