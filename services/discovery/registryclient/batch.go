@@ -18,8 +18,8 @@ import (
 // and [Client.PinIdentity] therefore queue theirs, and the calls queued
 // while earlier ones are on the wire go together in one GetBindings or
 // PinIdentities call (see package coalesce). Each call still gets exactly
-// its own answer: a binding read in one snapshot of its own, started after
-// the caller asked (so a closing re-check still reads what was committed
+// its own answer: a binding read in one snapshot, started after the caller
+// asked (so a closing re-check still reads what was committed
 // before it asked), and a pin decided by the version the caller read.
 
 // newCoalescer is a coalescer of calls to the registry: at most 256 (the

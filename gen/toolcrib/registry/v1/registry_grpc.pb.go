@@ -159,10 +159,10 @@ type RegistryServiceClient interface {
 	// The secret reference is returned only to admins and services.
 	GetBinding(ctx context.Context, in *GetBindingRequest, opts ...grpc.CallOption) (*GetBindingResponse, error)
 	// GetBindings is GetBinding for several (server, audience class) pairs in
-	// one call: discovery's scans that read at the same moment share it. Each
-	// pair is read in one snapshot of its own, exactly as GetBinding reads
-	// it, and its result says NOT_FOUND in place of the error GetBinding
-	// gives (the same rules, per pair). Platform admins and services only (a
+	// one call: discovery's scans that read at the same moment share it.
+	// Every pair is read exactly as GetBinding reads it, all in one snapshot,
+	// and its result says NOT_FOUND in place of the error GetBinding gives
+	// (the same rules, per pair). Platform admins and services only (a
 	// discovery worker's reads); at most 256 pairs.
 	GetBindings(ctx context.Context, in *GetBindingsRequest, opts ...grpc.CallOption) (*GetBindingsResponse, error)
 	// PinIdentities sets several servers' empty identity pins (trust on first
@@ -649,10 +649,10 @@ type RegistryServiceServer interface {
 	// The secret reference is returned only to admins and services.
 	GetBinding(context.Context, *GetBindingRequest) (*GetBindingResponse, error)
 	// GetBindings is GetBinding for several (server, audience class) pairs in
-	// one call: discovery's scans that read at the same moment share it. Each
-	// pair is read in one snapshot of its own, exactly as GetBinding reads
-	// it, and its result says NOT_FOUND in place of the error GetBinding
-	// gives (the same rules, per pair). Platform admins and services only (a
+	// one call: discovery's scans that read at the same moment share it.
+	// Every pair is read exactly as GetBinding reads it, all in one snapshot,
+	// and its result says NOT_FOUND in place of the error GetBinding gives
+	// (the same rules, per pair). Platform admins and services only (a
 	// discovery worker's reads); at most 256 pairs.
 	GetBindings(context.Context, *GetBindingsRequest) (*GetBindingsResponse, error)
 	// PinIdentities sets several servers' empty identity pins (trust on first

@@ -26,39 +26,74 @@ type BindingOutcome struct {
 	Err     error
 }
 
-// GetBindings is [Store.GetBinding] for several pairs in one round trip:
-// each pair's read is one statement, so one snapshot of its own, as
-// GetBinding's. An error other than a pair's [NotFoundError] fails the
-// whole call.
+// GetBindings is [Store.GetBinding] for several pairs in one statement:
+// each pair is read as GetBinding reads it, all in the statement's one
+// snapshot. An error other than a pair's [NotFoundError] fails the whole
+// call.
 func (s *Store) GetBindings(ctx context.Context, reads []BindingRead) ([]BindingOutcome, error) {
-	out := make([]BindingOutcome, len(reads))
-	var b pgx.Batch
+	servers, classes := make([]string, len(reads)), make([]string, len(reads))
 	for i, r := range reads {
-		b.Queue(bindingSQL, r.ServerID, r.AudienceClass).QueryRow(func(row pgx.Row) error {
-			bd, err := scanBinding(row, r.ServerID, r.AudienceClass)
-			var nf *NotFoundError
-			if errors.As(err, &nf) {
-				out[i].Err = err
-				return nil
-			}
-			out[i].Binding = bd
-			return err
-		})
+		servers[i], classes[i] = r.ServerID, r.AudienceClass
 	}
-	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
+	rows, err := s.pool.Query(ctx, bindingsSQL, servers, classes)
+	if err != nil {
 		return nil, err
+	}
+	out := make([]BindingOutcome, len(reads))
+	found := make([]bool, len(reads))
+	for rows.Next() {
+		var i int64
+		b, err := scanBinding(extraRow{row: rows, extra: []any{&i}}, "", "")
+		if err != nil && !errors.As(err, new(*NotFoundError)) {
+			rows.Close()
+			return nil, err
+		}
+		if i < 1 || int(i) > len(reads) {
+			rows.Close()
+			return nil, fmt.Errorf("get bindings: row for read %d of %d", i, len(reads))
+		}
+		r := reads[i-1]
+		found[i-1] = true
+		if err != nil { // the class is unknown (the server was found)
+			out[i-1].Err = &NotFoundError{Kind: "audience class", ID: r.AudienceClass}
+			continue
+		}
+		if b.Binding != nil {
+			b.Binding.ServerId = r.ServerID
+		}
+		out[i-1].Binding = b
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for i, r := range reads {
+		if !found[i] { // no row: the server is unknown
+			out[i].Err = &NotFoundError{Kind: "server", ID: r.ServerID}
+		}
 	}
 	return out, nil
 }
 
+// bindingsSQL is [bindingSQL] for the pairs ($1[i], $2[i]), each row
+// followed by i (1-based); a pair whose server is unknown has no row.
+var bindingsSQL = `SELECT b.*, q.i FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS q(server_id, class_name, i)
+CROSS JOIN LATERAL (` + bindingQuery("q.server_id", "q.class_name") + `) b`
+
 // bindingSQL reads the [Binding] of ($1 server, $2 class) in one statement.
-const bindingSQL = `WITH srv AS (SELECT ` + serverCols + ` FROM servers WHERE server_id = $1),
+var bindingSQL = bindingQuery("$1", "$2")
+
+// bindingQuery reads the [Binding] of the server and class the two SQL
+// expressions give: no row when the server is unknown, a row without a
+// tenant when the class is.
+func bindingQuery(server, class string) string {
+	return `WITH srv AS (SELECT ` + serverCols + ` FROM servers WHERE server_id = ` + server + `),
 cls AS (SELECT c.tenant_id, t.policy_epoch, b.secret_ref
   FROM audience_classes c JOIN tenants t USING (tenant_id)
-  LEFT JOIN audience_servers b ON b.class_name = c.name AND b.server_id = $1
-  WHERE c.name = $2)
+  LEFT JOIN audience_servers b ON b.class_name = c.name AND b.server_id = ` + server + `
+  WHERE c.name = ` + class + `)
 SELECT srv.*, cls.tenant_id, cls.policy_epoch, cls.secret_ref, (` + changelog.HeadQuery + `)
 FROM srv LEFT JOIN cls ON true`
+}
 
 // scanBinding reads a row of [bindingSQL]; a [NotFoundError] when the
 // server or the class is unknown.

@@ -264,10 +264,10 @@ class RegistryServiceServicer(object):
 
     def GetBindings(self, request, context):
         """GetBindings is GetBinding for several (server, audience class) pairs in
-        one call: discovery's scans that read at the same moment share it. Each
-        pair is read in one snapshot of its own, exactly as GetBinding reads
-        it, and its result says NOT_FOUND in place of the error GetBinding
-        gives (the same rules, per pair). Platform admins and services only (a
+        one call: discovery's scans that read at the same moment share it.
+        Every pair is read exactly as GetBinding reads it, all in one snapshot,
+        and its result says NOT_FOUND in place of the error GetBinding gives
+        (the same rules, per pair). Platform admins and services only (a
         discovery worker's reads); at most 256 pairs.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
