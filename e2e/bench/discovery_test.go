@@ -207,18 +207,21 @@ func TestDiscoveryScale(t *testing.T) {
 			ids[i] = fmt.Sprintf("srv-%03d", i)
 		}
 		register(ctx, t, st, ids, fleet.URLs)
+		pg := newPGMeter(ctx, t, st.PostgresURL)
 		c0 := cpuSeconds()
 		stop := profile(t, "servers-800")
 		took := crawl(ctx, t, st, ids)
 		stop()
 		cpu := cpuSeconds() - c0
+		pgCPU := pg.since(ctx, t)
 		checkAll(ctx, t, st, ids, tools)
 		pages := pagesOf(fleet)
 		c1 := cpuSeconds()
 		floorTook, floorPages := measureFloor(ctx, t, fleet.URLs, tools)
 		floorCPU := cpuSeconds() - c1
 		report(fmt.Sprintf("servers=%d tools=%d pages=%d", servers, tools, pages), took, floorTook)
-		fmt.Printf("  (cpu %.2f s in this process: services and fixture servers; floor: %d pages, cpu %.2f s)\n", cpu, floorPages, floorCPU)
+		fmt.Printf("  (cpu %.2f s in this process: services and fixture servers; postgres backends of this database: cpu %.2f s; floor: %d pages, cpu %.2f s)\n",
+			cpu, pgCPU, floorPages, floorCPU)
 	})
 	t.Run("one large server", func(t *testing.T) {
 		const tools, pageSize = 100_000, 100

@@ -185,6 +185,52 @@ func TestTriggerScanTickets(t *testing.T) {
 	}
 }
 
+// TestConcurrentTriggersOfOnePairQueueOneScan: TriggerScans of one pair
+// from many callers at once (which share insert transactions) queue one
+// scan: every ticket names it, and exactly one says it was not already
+// queued.
+func TestConcurrentTriggersOfOnePairQueueOneScan(t *testing.T) {
+	e := start(t, nil)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	cat := discoverytest.NewCatalog("r-1", 0, discoverytest.Tools("x", 2)...)
+	cat.OnList = func(c *discoverytest.Catalog, call int, cursor *string, r *discoverytest.Reply) {
+		r.Wait = release // hold the scan in flight
+	}
+	srv := discoverytest.NewHTTP(t, cat, discoverytest.ServerOptions{}, false)
+	e.register("inventory", srv.URL, registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED, "")
+	ctx := ctxT(t)
+	const callers = 24
+	tickets := make([]*discoveryv1.ScanTicket, callers)
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			resp, err := e.admin.TriggerScan(ctx, &discoveryv1.TriggerScanRequest{ServerId: "inventory", AudienceClass: class})
+			if err != nil || len(resp.GetScans()) != 1 {
+				t.Errorf("trigger %d: %v %v", i, resp, err)
+				return
+			}
+			tickets[i] = resp.GetScans()[0]
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	fresh := 0
+	for _, tk := range tickets {
+		if tk.GetScanId() != tickets[0].GetScanId() {
+			t.Fatalf("two scans queued: %v and %v", tickets[0], tk)
+		}
+		if !tk.GetAlreadyQueued() {
+			fresh++
+		}
+	}
+	if fresh != 1 {
+		t.Fatalf("%d tickets say they queued the scan, want 1: %v", fresh, tickets)
+	}
+}
+
 // watchChanges reads n changes from a stream, skipping heartbeats, and
 // reports whether a heartbeat was seen.
 func watchChanges(t *testing.T, stream discoveryv1.DiscoveryService_WatchClient, n int) ([]*discoveryv1.PointerChange, bool) {

@@ -26,9 +26,10 @@ import (
 )
 
 // Registry is an in-memory fake of the registry's gRPC API, enough for
-// discovery: servers, audience classes, tenants' policy epochs, UpdateServer
-// (only to set an empty identity pin, like the real registry allows a
-// service principal) and Watch. Callers are authenticated like the real
+// discovery: servers, audience classes, tenants' policy epochs,
+// GetBinding(s), UpdateServer and PinIdentities (only to set an empty
+// identity pin, like the real registry allows a service principal) and
+// Watch. Callers are authenticated like the real
 // registry does (tokens of the [servicetest.Auth] it was started with).
 // Every change is appended to an in-memory change log served by the shared
 // Watch server ([changelog.Server]), so Watch is the real one's: it passes
@@ -295,6 +296,36 @@ func (r *Registry) UpdateServer(_ context.Context, req *registryv1.UpdateServerR
 	return &registryv1.UpdateServerResponse{Server: proto.Clone(s).(*registryv1.Server)}, nil
 }
 
+// PinIdentities implements the RPC as the real registry does: each pin, in
+// order, sets an empty pin at the version read, all under one lock.
+func (r *Registry) PinIdentities(_ context.Context, req *registryv1.PinIdentitiesRequest) (*registryv1.PinIdentitiesResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	resp := &registryv1.PinIdentitiesResponse{}
+	for _, p := range req.GetPins() {
+		s, ok := r.servers[p.GetServerId()]
+		res := &registryv1.PinResult{}
+		switch {
+		case !ok:
+			res.Outcome = registryv1.PinOutcome_PIN_OUTCOME_NOT_FOUND
+		case s.GetVersion() != p.GetExpectedVersion():
+			res.Outcome = registryv1.PinOutcome_PIN_OUTCOME_VERSION_MISMATCH
+		case s.GetIdentityPin() != "":
+			res.Outcome = registryv1.PinOutcome_PIN_OUTCOME_ALREADY_PINNED
+		default:
+			s.IdentityPin = p.GetIdentityPin()
+			s.Version++
+			r.appendLocked(&registryv1.Change{Kind: registryv1.ChangeKind_CHANGE_KIND_UPDATED, Object: &registryv1.Change_Server{Server: proto.Clone(s).(*registryv1.Server)}})
+			res.Outcome = registryv1.PinOutcome_PIN_OUTCOME_PINNED
+		}
+		if ok {
+			res.Server = proto.Clone(s).(*registryv1.Server)
+		}
+		resp.Results = append(resp.Results, res)
+	}
+	return resp, nil
+}
+
 func stripMeta(s *registryv1.Server) *registryv1.Server {
 	c := proto.Clone(s).(*registryv1.Server)
 	c.Version, c.CreatedAt, c.UpdatedAt = 0, nil, nil
@@ -361,6 +392,25 @@ func (r *Registry) GetBinding(_ context.Context, req *registryv1.GetBindingReque
 		if b.GetServerId() == req.GetServerId() {
 			resp.Binding = proto.Clone(b).(*registryv1.AudienceServer)
 		}
+	}
+	return resp, nil
+}
+
+// GetBindings implements the RPC: each pair as GetBinding reads it.
+func (r *Registry) GetBindings(ctx context.Context, req *registryv1.GetBindingsRequest) (*registryv1.GetBindingsResponse, error) {
+	resp := &registryv1.GetBindingsResponse{}
+	for _, q := range req.GetReads() {
+		b, err := r.GetBinding(ctx, q)
+		res := &registryv1.BindingResult{Binding: b}
+		if err != nil {
+			res.Binding = nil
+			if _, known := r.GetServer(ctx, &registryv1.GetServerRequest{ServerId: q.GetServerId()}); known != nil {
+				res.NotFound = "server"
+			} else {
+				res.NotFound = "audience class"
+			}
+		}
+		resp.Results = append(resp.Results, res)
 	}
 	return resp, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/changelog"
+	"github.com/toolcrib/toolcrib/services/discovery/internal/coalesce"
 )
 
 // Errors a [Registry] returns; anything else wraps [ErrUnavailable].
@@ -68,8 +69,10 @@ type Binding struct {
 
 // Client is the gRPC implementation of [Registry].
 type Client struct {
-	conn *grpc.ClientConn
-	rpc  registryv1.RegistryServiceClient
+	conn     *grpc.ClientConn
+	rpc      registryv1.RegistryServiceClient
+	bindings *coalesce.Coalescer[*registryv1.GetBindingRequest, bindingAnswer]
+	pins     *coalesce.Coalescer[pinRequest, pinAnswer]
 }
 
 // Dial returns a client of the registry at addr over transport (TLS, or
@@ -85,7 +88,9 @@ func Dial(addr string, transport credentials.TransportCredentials, creds credent
 	if err != nil {
 		return nil, fmt.Errorf("registry: dial %s: %w", addr, err)
 	}
-	return &Client{conn: conn, rpc: registryv1.NewRegistryServiceClient(conn)}, nil
+	c := &Client{conn: conn, rpc: registryv1.NewRegistryServiceClient(conn)}
+	c.bindings, c.pins = newCoalescer(c.sendBindings), newCoalescer(c.sendPins)
+	return c, nil
 }
 
 // Close closes the connection.
@@ -163,17 +168,41 @@ func (c *Client) AudienceClasses(ctx context.Context, serverID string) ([]*regis
 	return out, nil
 }
 
-// Binding implements [Registry].
+// Binding implements [Registry]: calls made at the same time share one
+// GetBindings call (see batch.go).
 func (c *Client) Binding(ctx context.Context, serverID, audienceClass string) (Binding, error) {
-	r, err := c.rpc.GetBinding(ctx, &registryv1.GetBindingRequest{ServerId: serverID, AudienceClass: audienceClass})
+	a, err := c.bindings.Do(ctx, &registryv1.GetBindingRequest{ServerId: serverID, AudienceClass: audienceClass})
+	if err != nil {
+		return Binding{}, err
+	}
+	return a.b, a.err
+}
+
+// binding is one GetBinding call.
+func (c *Client) binding(ctx context.Context, q *registryv1.GetBindingRequest) (Binding, error) {
+	r, err := c.rpc.GetBinding(ctx, q)
 	if err != nil {
 		return Binding{}, translate(err)
 	}
-	return Binding{Server: r.GetServer(), Binding: r.GetBinding(), TenantID: r.GetTenantId(), PolicyEpoch: r.GetPolicyEpoch()}, nil
+	return bindingOf(r), nil
 }
 
-// PinIdentity implements [Registry].
+func bindingOf(r *registryv1.GetBindingResponse) Binding {
+	return Binding{Server: r.GetServer(), Binding: r.GetBinding(), TenantID: r.GetTenantId(), PolicyEpoch: r.GetPolicyEpoch()}
+}
+
+// PinIdentity implements [Registry]: pins asked for at the same time share
+// one PinIdentities call (see batch.go).
 func (c *Client) PinIdentity(ctx context.Context, s *registryv1.Server, pin string) (*registryv1.Server, error) {
+	a, err := c.pins.Do(ctx, pinRequest{server: s, pin: pin})
+	if err != nil {
+		return nil, err
+	}
+	return a.s, a.err
+}
+
+// updatePin is one UpdateServer call that sets s's empty pin.
+func (c *Client) updatePin(ctx context.Context, s *registryv1.Server, pin string) (*registryv1.Server, error) {
 	upd := cloneServer(s)
 	upd.IdentityPin = pin
 	r, err := c.rpc.UpdateServer(ctx, &registryv1.UpdateServerRequest{Server: upd, ExpectedVersion: s.GetVersion()})

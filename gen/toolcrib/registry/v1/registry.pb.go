@@ -416,6 +416,70 @@ func (Stage) EnumDescriptor() ([]byte, []int) {
 	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{5}
 }
 
+// PinOutcome is what became of one pin in PinIdentities.
+type PinOutcome int32
+
+const (
+	// Not used.
+	PinOutcome_PIN_OUTCOME_UNSPECIFIED PinOutcome = 0
+	// The pin was set; `server` is the stored server with its new version.
+	PinOutcome_PIN_OUTCOME_PINNED PinOutcome = 1
+	// The stored version is not the expected one (the server changed since
+	// the caller read it; it may have been pinned meanwhile); `server` is the
+	// stored server.
+	PinOutcome_PIN_OUTCOME_VERSION_MISMATCH PinOutcome = 2
+	// The server does not exist.
+	PinOutcome_PIN_OUTCOME_NOT_FOUND PinOutcome = 3
+	// The version matched but the server already has a pin (only a platform
+	// admin's UpdateServer changes a set pin); `server` is the stored server.
+	PinOutcome_PIN_OUTCOME_ALREADY_PINNED PinOutcome = 4
+)
+
+// Enum value maps for PinOutcome.
+var (
+	PinOutcome_name = map[int32]string{
+		0: "PIN_OUTCOME_UNSPECIFIED",
+		1: "PIN_OUTCOME_PINNED",
+		2: "PIN_OUTCOME_VERSION_MISMATCH",
+		3: "PIN_OUTCOME_NOT_FOUND",
+		4: "PIN_OUTCOME_ALREADY_PINNED",
+	}
+	PinOutcome_value = map[string]int32{
+		"PIN_OUTCOME_UNSPECIFIED":      0,
+		"PIN_OUTCOME_PINNED":           1,
+		"PIN_OUTCOME_VERSION_MISMATCH": 2,
+		"PIN_OUTCOME_NOT_FOUND":        3,
+		"PIN_OUTCOME_ALREADY_PINNED":   4,
+	}
+)
+
+func (x PinOutcome) Enum() *PinOutcome {
+	p := new(PinOutcome)
+	*p = x
+	return p
+}
+
+func (x PinOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PinOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolcrib_registry_v1_registry_proto_enumTypes[6].Descriptor()
+}
+
+func (PinOutcome) Type() protoreflect.EnumType {
+	return &file_toolcrib_registry_v1_registry_proto_enumTypes[6]
+}
+
+func (x PinOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PinOutcome.Descriptor instead.
+func (PinOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{6}
+}
+
 // ChangeKind says what happened to an object.
 type ChangeKind int32
 
@@ -457,11 +521,11 @@ func (x ChangeKind) String() string {
 }
 
 func (ChangeKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolcrib_registry_v1_registry_proto_enumTypes[6].Descriptor()
+	return file_toolcrib_registry_v1_registry_proto_enumTypes[7].Descriptor()
 }
 
 func (ChangeKind) Type() protoreflect.EnumType {
-	return &file_toolcrib_registry_v1_registry_proto_enumTypes[6]
+	return &file_toolcrib_registry_v1_registry_proto_enumTypes[7]
 }
 
 func (x ChangeKind) Number() protoreflect.EnumNumber {
@@ -470,7 +534,7 @@ func (x ChangeKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChangeKind.Descriptor instead.
 func (ChangeKind) EnumDescriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{6}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{7}
 }
 
 // PolicyChangeCause is what raised a tenant's policy epoch.
@@ -543,11 +607,11 @@ func (x PolicyChangeCause) String() string {
 }
 
 func (PolicyChangeCause) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolcrib_registry_v1_registry_proto_enumTypes[7].Descriptor()
+	return file_toolcrib_registry_v1_registry_proto_enumTypes[8].Descriptor()
 }
 
 func (PolicyChangeCause) Type() protoreflect.EnumType {
-	return &file_toolcrib_registry_v1_registry_proto_enumTypes[7]
+	return &file_toolcrib_registry_v1_registry_proto_enumTypes[8]
 }
 
 func (x PolicyChangeCause) Number() protoreflect.EnumNumber {
@@ -556,7 +620,7 @@ func (x PolicyChangeCause) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PolicyChangeCause.Descriptor instead.
 func (PolicyChangeCause) EnumDescriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{7}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{8}
 }
 
 // StreamableHttpTransport reaches a server over MCP streamable HTTP.
@@ -3678,6 +3742,367 @@ func (x *GetBindingResponse) GetRevision() int64 {
 	return 0
 }
 
+// GetBindingsRequest is the request of GetBindings.
+type GetBindingsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The pairs to read; 1 to 256.
+	Reads         []*GetBindingRequest `protobuf:"bytes,1,rep,name=reads,proto3" json:"reads,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBindingsRequest) Reset() {
+	*x = GetBindingsRequest{}
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBindingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBindingsRequest) ProtoMessage() {}
+
+func (x *GetBindingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBindingsRequest.ProtoReflect.Descriptor instead.
+func (*GetBindingsRequest) Descriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *GetBindingsRequest) GetReads() []*GetBindingRequest {
+	if x != nil {
+		return x.Reads
+	}
+	return nil
+}
+
+// GetBindingsResponse is the response of GetBindings.
+type GetBindingsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per read, in the order of the request.
+	Results       []*BindingResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBindingsResponse) Reset() {
+	*x = GetBindingsResponse{}
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBindingsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBindingsResponse) ProtoMessage() {}
+
+func (x *GetBindingsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBindingsResponse.ProtoReflect.Descriptor instead.
+func (*GetBindingsResponse) Descriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *GetBindingsResponse) GetResults() []*BindingResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// BindingResult is one pair's outcome in GetBindings.
+type BindingResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The pair as GetBinding returns it; unset when not_found is set.
+	Binding *GetBindingResponse `protobuf:"bytes,1,opt,name=binding,proto3" json:"binding,omitempty"`
+	// Set when GetBinding would answer NOT_FOUND: `server` when the server
+	// does not exist, `audience class` when the class does not.
+	NotFound      string `protobuf:"bytes,2,opt,name=not_found,json=notFound,proto3" json:"not_found,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BindingResult) Reset() {
+	*x = BindingResult{}
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BindingResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BindingResult) ProtoMessage() {}
+
+func (x *BindingResult) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BindingResult.ProtoReflect.Descriptor instead.
+func (*BindingResult) Descriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *BindingResult) GetBinding() *GetBindingResponse {
+	if x != nil {
+		return x.Binding
+	}
+	return nil
+}
+
+func (x *BindingResult) GetNotFound() string {
+	if x != nil {
+		return x.NotFound
+	}
+	return ""
+}
+
+// PinIdentitiesRequest is the request of PinIdentities.
+type PinIdentitiesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The pins to set; 1 to 256. A server may appear more than once: the
+	// pins are applied in order, so a later one sees the version an earlier
+	// one wrote.
+	Pins          []*IdentityPin `protobuf:"bytes,1,rep,name=pins,proto3" json:"pins,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PinIdentitiesRequest) Reset() {
+	*x = PinIdentitiesRequest{}
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PinIdentitiesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PinIdentitiesRequest) ProtoMessage() {}
+
+func (x *PinIdentitiesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PinIdentitiesRequest.ProtoReflect.Descriptor instead.
+func (*PinIdentitiesRequest) Descriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *PinIdentitiesRequest) GetPins() []*IdentityPin {
+	if x != nil {
+		return x.Pins
+	}
+	return nil
+}
+
+// IdentityPin is one first-use pin.
+type IdentityPin struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server id; required.
+	ServerId string `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// The version the caller read (with an empty pin); required.
+	ExpectedVersion int64 `protobuf:"varint,2,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	// The pin: `sha256:<64 lowercase hex digits>`; required.
+	IdentityPin   string `protobuf:"bytes,3,opt,name=identity_pin,json=identityPin,proto3" json:"identity_pin,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IdentityPin) Reset() {
+	*x = IdentityPin{}
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IdentityPin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IdentityPin) ProtoMessage() {}
+
+func (x *IdentityPin) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IdentityPin.ProtoReflect.Descriptor instead.
+func (*IdentityPin) Descriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *IdentityPin) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *IdentityPin) GetExpectedVersion() int64 {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return 0
+}
+
+func (x *IdentityPin) GetIdentityPin() string {
+	if x != nil {
+		return x.IdentityPin
+	}
+	return ""
+}
+
+// PinIdentitiesResponse is the response of PinIdentities.
+type PinIdentitiesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per pin, in the order of the request.
+	Results       []*PinResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PinIdentitiesResponse) Reset() {
+	*x = PinIdentitiesResponse{}
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PinIdentitiesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PinIdentitiesResponse) ProtoMessage() {}
+
+func (x *PinIdentitiesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PinIdentitiesResponse.ProtoReflect.Descriptor instead.
+func (*PinIdentitiesResponse) Descriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *PinIdentitiesResponse) GetResults() []*PinResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// PinResult is one pin's outcome.
+type PinResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What became of the pin.
+	Outcome PinOutcome `protobuf:"varint,1,opt,name=outcome,proto3,enum=toolcrib.registry.v1.PinOutcome" json:"outcome,omitempty"`
+	// The stored server after the call; unset for PIN_OUTCOME_NOT_FOUND.
+	Server        *Server `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PinResult) Reset() {
+	*x = PinResult{}
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PinResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PinResult) ProtoMessage() {}
+
+func (x *PinResult) ProtoReflect() protoreflect.Message {
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PinResult.ProtoReflect.Descriptor instead.
+func (*PinResult) Descriptor() ([]byte, []int) {
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *PinResult) GetOutcome() PinOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return PinOutcome_PIN_OUTCOME_UNSPECIFIED
+}
+
+func (x *PinResult) GetServer() *Server {
+	if x != nil {
+		return x.Server
+	}
+	return nil
+}
+
 // ListAudienceClassesRequest is the request of ListAudienceClasses.
 type ListAudienceClassesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3695,7 +4120,7 @@ type ListAudienceClassesRequest struct {
 
 func (x *ListAudienceClassesRequest) Reset() {
 	*x = ListAudienceClassesRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[40]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3707,7 +4132,7 @@ func (x *ListAudienceClassesRequest) String() string {
 func (*ListAudienceClassesRequest) ProtoMessage() {}
 
 func (x *ListAudienceClassesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[40]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3720,7 +4145,7 @@ func (x *ListAudienceClassesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAudienceClassesRequest.ProtoReflect.Descriptor instead.
 func (*ListAudienceClassesRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{40}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListAudienceClassesRequest) GetTenantId() string {
@@ -3766,7 +4191,7 @@ type ListAudienceClassesResponse struct {
 
 func (x *ListAudienceClassesResponse) Reset() {
 	*x = ListAudienceClassesResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[41]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3778,7 +4203,7 @@ func (x *ListAudienceClassesResponse) String() string {
 func (*ListAudienceClassesResponse) ProtoMessage() {}
 
 func (x *ListAudienceClassesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[41]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3791,7 +4216,7 @@ func (x *ListAudienceClassesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAudienceClassesResponse.ProtoReflect.Descriptor instead.
 func (*ListAudienceClassesResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{41}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListAudienceClassesResponse) GetAudienceClasses() []*AudienceClass {
@@ -3826,7 +4251,7 @@ type PublishContractRequest struct {
 
 func (x *PublishContractRequest) Reset() {
 	*x = PublishContractRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[42]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3838,7 +4263,7 @@ func (x *PublishContractRequest) String() string {
 func (*PublishContractRequest) ProtoMessage() {}
 
 func (x *PublishContractRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[42]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3851,7 +4276,7 @@ func (x *PublishContractRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishContractRequest.ProtoReflect.Descriptor instead.
 func (*PublishContractRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{42}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PublishContractRequest) GetContract() *ToolContract {
@@ -3872,7 +4297,7 @@ type PublishContractResponse struct {
 
 func (x *PublishContractResponse) Reset() {
 	*x = PublishContractResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[43]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3884,7 +4309,7 @@ func (x *PublishContractResponse) String() string {
 func (*PublishContractResponse) ProtoMessage() {}
 
 func (x *PublishContractResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[43]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3897,7 +4322,7 @@ func (x *PublishContractResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishContractResponse.ProtoReflect.Descriptor instead.
 func (*PublishContractResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{43}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PublishContractResponse) GetTool() *Tool {
@@ -3925,7 +4350,7 @@ type ApproveToolRequest struct {
 
 func (x *ApproveToolRequest) Reset() {
 	*x = ApproveToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[44]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3937,7 +4362,7 @@ func (x *ApproveToolRequest) String() string {
 func (*ApproveToolRequest) ProtoMessage() {}
 
 func (x *ApproveToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[44]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3950,7 +4375,7 @@ func (x *ApproveToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveToolRequest.ProtoReflect.Descriptor instead.
 func (*ApproveToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{44}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ApproveToolRequest) GetToolId() string {
@@ -3985,7 +4410,7 @@ type ApproveToolResponse struct {
 
 func (x *ApproveToolResponse) Reset() {
 	*x = ApproveToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[45]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3997,7 +4422,7 @@ func (x *ApproveToolResponse) String() string {
 func (*ApproveToolResponse) ProtoMessage() {}
 
 func (x *ApproveToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[45]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4010,7 +4435,7 @@ func (x *ApproveToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveToolResponse.ProtoReflect.Descriptor instead.
 func (*ApproveToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{45}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ApproveToolResponse) GetTool() *Tool {
@@ -4031,7 +4456,7 @@ type EnableToolRequest struct {
 
 func (x *EnableToolRequest) Reset() {
 	*x = EnableToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[46]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4043,7 +4468,7 @@ func (x *EnableToolRequest) String() string {
 func (*EnableToolRequest) ProtoMessage() {}
 
 func (x *EnableToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[46]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4056,7 +4481,7 @@ func (x *EnableToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnableToolRequest.ProtoReflect.Descriptor instead.
 func (*EnableToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{46}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *EnableToolRequest) GetToolId() string {
@@ -4077,7 +4502,7 @@ type EnableToolResponse struct {
 
 func (x *EnableToolResponse) Reset() {
 	*x = EnableToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[47]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4089,7 +4514,7 @@ func (x *EnableToolResponse) String() string {
 func (*EnableToolResponse) ProtoMessage() {}
 
 func (x *EnableToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[47]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4102,7 +4527,7 @@ func (x *EnableToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnableToolResponse.ProtoReflect.Descriptor instead.
 func (*EnableToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{47}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *EnableToolResponse) GetTool() *Tool {
@@ -4125,7 +4550,7 @@ type DisableToolRequest struct {
 
 func (x *DisableToolRequest) Reset() {
 	*x = DisableToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[48]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4137,7 +4562,7 @@ func (x *DisableToolRequest) String() string {
 func (*DisableToolRequest) ProtoMessage() {}
 
 func (x *DisableToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[48]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4150,7 +4575,7 @@ func (x *DisableToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisableToolRequest.ProtoReflect.Descriptor instead.
 func (*DisableToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{48}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *DisableToolRequest) GetToolId() string {
@@ -4178,7 +4603,7 @@ type DisableToolResponse struct {
 
 func (x *DisableToolResponse) Reset() {
 	*x = DisableToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[49]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4190,7 +4615,7 @@ func (x *DisableToolResponse) String() string {
 func (*DisableToolResponse) ProtoMessage() {}
 
 func (x *DisableToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[49]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4203,7 +4628,7 @@ func (x *DisableToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisableToolResponse.ProtoReflect.Descriptor instead.
 func (*DisableToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{49}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *DisableToolResponse) GetTool() *Tool {
@@ -4229,7 +4654,7 @@ type RollbackToolRequest struct {
 
 func (x *RollbackToolRequest) Reset() {
 	*x = RollbackToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[50]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4241,7 +4666,7 @@ func (x *RollbackToolRequest) String() string {
 func (*RollbackToolRequest) ProtoMessage() {}
 
 func (x *RollbackToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[50]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4254,7 +4679,7 @@ func (x *RollbackToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackToolRequest.ProtoReflect.Descriptor instead.
 func (*RollbackToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{50}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RollbackToolRequest) GetToolId() string {
@@ -4282,7 +4707,7 @@ type RollbackToolResponse struct {
 
 func (x *RollbackToolResponse) Reset() {
 	*x = RollbackToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[51]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4294,7 +4719,7 @@ func (x *RollbackToolResponse) String() string {
 func (*RollbackToolResponse) ProtoMessage() {}
 
 func (x *RollbackToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[51]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4307,7 +4732,7 @@ func (x *RollbackToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackToolResponse.ProtoReflect.Descriptor instead.
 func (*RollbackToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{51}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RollbackToolResponse) GetTool() *Tool {
@@ -4330,7 +4755,7 @@ type GetToolRequest struct {
 
 func (x *GetToolRequest) Reset() {
 	*x = GetToolRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[52]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4342,7 +4767,7 @@ func (x *GetToolRequest) String() string {
 func (*GetToolRequest) ProtoMessage() {}
 
 func (x *GetToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[52]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4355,7 +4780,7 @@ func (x *GetToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolRequest.ProtoReflect.Descriptor instead.
 func (*GetToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{52}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetToolRequest) GetToolId() string {
@@ -4385,7 +4810,7 @@ type GetToolResponse struct {
 
 func (x *GetToolResponse) Reset() {
 	*x = GetToolResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[53]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4397,7 +4822,7 @@ func (x *GetToolResponse) String() string {
 func (*GetToolResponse) ProtoMessage() {}
 
 func (x *GetToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[53]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4410,7 +4835,7 @@ func (x *GetToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolResponse.ProtoReflect.Descriptor instead.
 func (*GetToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{53}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetToolResponse) GetTool() *Tool {
@@ -4444,7 +4869,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[54]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4456,7 +4881,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[54]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4469,7 +4894,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{54}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListToolsRequest) GetServerId() string {
@@ -4515,7 +4940,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[55]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4527,7 +4952,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[55]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4540,7 +4965,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{55}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListToolsResponse) GetTools() []*Tool {
@@ -4581,7 +5006,7 @@ type GetToolReviewRequest struct {
 
 func (x *GetToolReviewRequest) Reset() {
 	*x = GetToolReviewRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[56]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4593,7 +5018,7 @@ func (x *GetToolReviewRequest) String() string {
 func (*GetToolReviewRequest) ProtoMessage() {}
 
 func (x *GetToolReviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[56]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4606,7 +5031,7 @@ func (x *GetToolReviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolReviewRequest.ProtoReflect.Descriptor instead.
 func (*GetToolReviewRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{56}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetToolReviewRequest) GetToolId() string {
@@ -4682,7 +5107,7 @@ type GetToolReviewResponse struct {
 
 func (x *GetToolReviewResponse) Reset() {
 	*x = GetToolReviewResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[57]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4694,7 +5119,7 @@ func (x *GetToolReviewResponse) String() string {
 func (*GetToolReviewResponse) ProtoMessage() {}
 
 func (x *GetToolReviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[57]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4707,7 +5132,7 @@ func (x *GetToolReviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolReviewResponse.ProtoReflect.Descriptor instead.
 func (*GetToolReviewResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{57}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetToolReviewResponse) GetToolId() string {
@@ -4853,7 +5278,7 @@ type GrantScopesRequest struct {
 
 func (x *GrantScopesRequest) Reset() {
 	*x = GrantScopesRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[58]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4865,7 +5290,7 @@ func (x *GrantScopesRequest) String() string {
 func (*GrantScopesRequest) ProtoMessage() {}
 
 func (x *GrantScopesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[58]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4878,7 +5303,7 @@ func (x *GrantScopesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantScopesRequest.ProtoReflect.Descriptor instead.
 func (*GrantScopesRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{58}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GrantScopesRequest) GetTenantId() string {
@@ -4943,7 +5368,7 @@ type GrantScopesResponse struct {
 
 func (x *GrantScopesResponse) Reset() {
 	*x = GrantScopesResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[59]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4955,7 +5380,7 @@ func (x *GrantScopesResponse) String() string {
 func (*GrantScopesResponse) ProtoMessage() {}
 
 func (x *GrantScopesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[59]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4968,7 +5393,7 @@ func (x *GrantScopesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantScopesResponse.ProtoReflect.Descriptor instead.
 func (*GrantScopesResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{59}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GrantScopesResponse) GetGrant() *Grant {
@@ -5005,7 +5430,7 @@ type RevokeScopesRequest struct {
 
 func (x *RevokeScopesRequest) Reset() {
 	*x = RevokeScopesRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[60]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5017,7 +5442,7 @@ func (x *RevokeScopesRequest) String() string {
 func (*RevokeScopesRequest) ProtoMessage() {}
 
 func (x *RevokeScopesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[60]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5030,7 +5455,7 @@ func (x *RevokeScopesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeScopesRequest.ProtoReflect.Descriptor instead.
 func (*RevokeScopesRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{60}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *RevokeScopesRequest) GetTenantId() string {
@@ -5081,7 +5506,7 @@ type RevokeScopesResponse struct {
 
 func (x *RevokeScopesResponse) Reset() {
 	*x = RevokeScopesResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[61]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5093,7 +5518,7 @@ func (x *RevokeScopesResponse) String() string {
 func (*RevokeScopesResponse) ProtoMessage() {}
 
 func (x *RevokeScopesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[61]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5106,7 +5531,7 @@ func (x *RevokeScopesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeScopesResponse.ProtoReflect.Descriptor instead.
 func (*RevokeScopesResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{61}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *RevokeScopesResponse) GetGrant() *Grant {
@@ -5139,7 +5564,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[62]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5151,7 +5576,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[62]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5164,7 +5589,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{62}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GetPolicyRequest) GetTenantId() string {
@@ -5195,7 +5620,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[63]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5207,7 +5632,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[63]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5220,7 +5645,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{63}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *Policy {
@@ -5249,7 +5674,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[64]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5261,7 +5686,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[64]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5274,7 +5699,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{64}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *WatchRequest) GetFromRevision() int64 {
@@ -5310,7 +5735,7 @@ type PolicyChange struct {
 
 func (x *PolicyChange) Reset() {
 	*x = PolicyChange{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[65]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5322,7 +5747,7 @@ func (x *PolicyChange) String() string {
 func (*PolicyChange) ProtoMessage() {}
 
 func (x *PolicyChange) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[65]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5335,7 +5760,7 @@ func (x *PolicyChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyChange.ProtoReflect.Descriptor instead.
 func (*PolicyChange) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{65}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *PolicyChange) GetTenantId() string {
@@ -5400,7 +5825,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[66]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5412,7 +5837,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[66]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5425,7 +5850,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{66}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *Change) GetRevision() int64 {
@@ -5572,7 +5997,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[67]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5584,7 +6009,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[67]
+	mi := &file_toolcrib_registry_v1_registry_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5597,7 +6022,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{67}
+	return file_toolcrib_registry_v1_registry_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *WatchResponse) GetEvent() isWatchResponse_Event {
@@ -5882,7 +6307,25 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\abinding\x18\x02 \x01(\v2$.toolcrib.registry.v1.AudienceServerR\abinding\x12\x1b\n" +
 	"\ttenant_id\x18\x03 \x01(\tR\btenantId\x12!\n" +
 	"\fpolicy_epoch\x18\x04 \x01(\x03R\vpolicyEpoch\x12\x1a\n" +
-	"\brevision\x18\x05 \x01(\x03R\brevision\"\x92\x01\n" +
+	"\brevision\x18\x05 \x01(\x03R\brevision\"S\n" +
+	"\x12GetBindingsRequest\x12=\n" +
+	"\x05reads\x18\x01 \x03(\v2'.toolcrib.registry.v1.GetBindingRequestR\x05reads\"T\n" +
+	"\x13GetBindingsResponse\x12=\n" +
+	"\aresults\x18\x01 \x03(\v2#.toolcrib.registry.v1.BindingResultR\aresults\"p\n" +
+	"\rBindingResult\x12B\n" +
+	"\abinding\x18\x01 \x01(\v2(.toolcrib.registry.v1.GetBindingResponseR\abinding\x12\x1b\n" +
+	"\tnot_found\x18\x02 \x01(\tR\bnotFound\"M\n" +
+	"\x14PinIdentitiesRequest\x125\n" +
+	"\x04pins\x18\x01 \x03(\v2!.toolcrib.registry.v1.IdentityPinR\x04pins\"x\n" +
+	"\vIdentityPin\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12)\n" +
+	"\x10expected_version\x18\x02 \x01(\x03R\x0fexpectedVersion\x12!\n" +
+	"\fidentity_pin\x18\x03 \x01(\tR\videntityPin\"R\n" +
+	"\x15PinIdentitiesResponse\x129\n" +
+	"\aresults\x18\x01 \x03(\v2\x1f.toolcrib.registry.v1.PinResultR\aresults\"}\n" +
+	"\tPinResult\x12:\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2 .toolcrib.registry.v1.PinOutcomeR\aoutcome\x124\n" +
+	"\x06server\x18\x02 \x01(\v2\x1c.toolcrib.registry.v1.ServerR\x06server\"\x92\x01\n" +
 	"\x1aListAudienceClassesRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1b\n" +
 	"\tserver_id\x18\x02 \x01(\tR\bserverId\x12\x1b\n" +
@@ -6035,7 +6478,14 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\fSTAGE_SHADOW\x10\x01\x12\x10\n" +
 	"\fSTAGE_CANARY\x10\x02\x12\x0e\n" +
 	"\n" +
-	"STAGE_FULL\x10\x03*t\n" +
+	"STAGE_FULL\x10\x03*\x9e\x01\n" +
+	"\n" +
+	"PinOutcome\x12\x1b\n" +
+	"\x17PIN_OUTCOME_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12PIN_OUTCOME_PINNED\x10\x01\x12 \n" +
+	"\x1cPIN_OUTCOME_VERSION_MISMATCH\x10\x02\x12\x19\n" +
+	"\x15PIN_OUTCOME_NOT_FOUND\x10\x03\x12\x1e\n" +
+	"\x1aPIN_OUTCOME_ALREADY_PINNED\x10\x04*t\n" +
 	"\n" +
 	"ChangeKind\x12\x1b\n" +
 	"\x17CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
@@ -6054,7 +6504,7 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"!POLICY_CHANGE_CAUSE_TOOL_DISABLED\x10\b\x12(\n" +
 	"$POLICY_CHANGE_CAUSE_TOOL_ROLLED_BACK\x10\t\x12%\n" +
 	"!POLICY_CHANGE_CAUSE_ROLLOUT_STAGE\x10\n" +
-	"2\xa2\x14\n" +
+	"2\xf0\x15\n" +
 	"\x0fRegistryService\x12k\n" +
 	"\x0eRegisterServer\x12+.toolcrib.registry.v1.RegisterServerRequest\x1a,.toolcrib.registry.v1.RegisterServerResponse\x12\\\n" +
 	"\tGetServer\x12&.toolcrib.registry.v1.GetServerRequest\x1a'.toolcrib.registry.v1.GetServerResponse\x12b\n" +
@@ -6066,7 +6516,9 @@ const file_toolcrib_registry_v1_registry_proto_rawDesc = "" +
 	"\x10GetAudienceClass\x12-.toolcrib.registry.v1.GetAudienceClassRequest\x1a..toolcrib.registry.v1.GetAudienceClassResponse\x12z\n" +
 	"\x13ListAudienceClasses\x120.toolcrib.registry.v1.ListAudienceClassesRequest\x1a1.toolcrib.registry.v1.ListAudienceClassesResponse\x12_\n" +
 	"\n" +
-	"GetBinding\x12'.toolcrib.registry.v1.GetBindingRequest\x1a(.toolcrib.registry.v1.GetBindingResponse\x12n\n" +
+	"GetBinding\x12'.toolcrib.registry.v1.GetBindingRequest\x1a(.toolcrib.registry.v1.GetBindingResponse\x12b\n" +
+	"\vGetBindings\x12(.toolcrib.registry.v1.GetBindingsRequest\x1a).toolcrib.registry.v1.GetBindingsResponse\x12h\n" +
+	"\rPinIdentities\x12*.toolcrib.registry.v1.PinIdentitiesRequest\x1a+.toolcrib.registry.v1.PinIdentitiesResponse\x12n\n" +
 	"\x0fPublishContract\x12,.toolcrib.registry.v1.PublishContractRequest\x1a-.toolcrib.registry.v1.PublishContractResponse\x12b\n" +
 	"\vApproveTool\x12(.toolcrib.registry.v1.ApproveToolRequest\x1a).toolcrib.registry.v1.ApproveToolResponse\x12_\n" +
 	"\n" +
@@ -6097,8 +6549,8 @@ func file_toolcrib_registry_v1_registry_proto_rawDescGZIP() []byte {
 	return file_toolcrib_registry_v1_registry_proto_rawDescData
 }
 
-var file_toolcrib_registry_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_toolcrib_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_toolcrib_registry_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_toolcrib_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_toolcrib_registry_v1_registry_proto_goTypes = []any{
 	(TrustLevel)(0),                     // 0: toolcrib.registry.v1.TrustLevel
 	(RevisionSource)(0),                 // 1: toolcrib.registry.v1.RevisionSource
@@ -6106,220 +6558,239 @@ var file_toolcrib_registry_v1_registry_proto_goTypes = []any{
 	(Confirmation)(0),                   // 3: toolcrib.registry.v1.Confirmation
 	(ReviewState)(0),                    // 4: toolcrib.registry.v1.ReviewState
 	(Stage)(0),                          // 5: toolcrib.registry.v1.Stage
-	(ChangeKind)(0),                     // 6: toolcrib.registry.v1.ChangeKind
-	(PolicyChangeCause)(0),              // 7: toolcrib.registry.v1.PolicyChangeCause
-	(*StreamableHttpTransport)(nil),     // 8: toolcrib.registry.v1.StreamableHttpTransport
-	(*StdioTransport)(nil),              // 9: toolcrib.registry.v1.StdioTransport
-	(*Server)(nil),                      // 10: toolcrib.registry.v1.Server
-	(*Tenant)(nil),                      // 11: toolcrib.registry.v1.Tenant
-	(*AudienceServer)(nil),              // 12: toolcrib.registry.v1.AudienceServer
-	(*AudienceClass)(nil),               // 13: toolcrib.registry.v1.AudienceClass
-	(*DownstreamMapping)(nil),           // 14: toolcrib.registry.v1.DownstreamMapping
-	(*DataPolicy)(nil),                  // 15: toolcrib.registry.v1.DataPolicy
-	(*ToolContract)(nil),                // 16: toolcrib.registry.v1.ToolContract
-	(*ToolVariant)(nil),                 // 17: toolcrib.registry.v1.ToolVariant
-	(*ApprovedVersion)(nil),             // 18: toolcrib.registry.v1.ApprovedVersion
-	(*Tool)(nil),                        // 19: toolcrib.registry.v1.Tool
-	(*ToolEvent)(nil),                   // 20: toolcrib.registry.v1.ToolEvent
-	(*Grant)(nil),                       // 21: toolcrib.registry.v1.Grant
-	(*Policy)(nil),                      // 22: toolcrib.registry.v1.Policy
-	(*RolloutStage)(nil),                // 23: toolcrib.registry.v1.RolloutStage
-	(*SetRolloutStageRequest)(nil),      // 24: toolcrib.registry.v1.SetRolloutStageRequest
-	(*SetRolloutStageResponse)(nil),     // 25: toolcrib.registry.v1.SetRolloutStageResponse
-	(*GetRolloutStageRequest)(nil),      // 26: toolcrib.registry.v1.GetRolloutStageRequest
-	(*GetRolloutStageResponse)(nil),     // 27: toolcrib.registry.v1.GetRolloutStageResponse
-	(*ListRolloutStagesRequest)(nil),    // 28: toolcrib.registry.v1.ListRolloutStagesRequest
-	(*ListRolloutStagesResponse)(nil),   // 29: toolcrib.registry.v1.ListRolloutStagesResponse
-	(*RegisterServerRequest)(nil),       // 30: toolcrib.registry.v1.RegisterServerRequest
-	(*RegisterServerResponse)(nil),      // 31: toolcrib.registry.v1.RegisterServerResponse
-	(*GetServerRequest)(nil),            // 32: toolcrib.registry.v1.GetServerRequest
-	(*GetServerResponse)(nil),           // 33: toolcrib.registry.v1.GetServerResponse
-	(*ListServersRequest)(nil),          // 34: toolcrib.registry.v1.ListServersRequest
-	(*ListServersResponse)(nil),         // 35: toolcrib.registry.v1.ListServersResponse
-	(*UpdateServerRequest)(nil),         // 36: toolcrib.registry.v1.UpdateServerRequest
-	(*UpdateServerResponse)(nil),        // 37: toolcrib.registry.v1.UpdateServerResponse
-	(*DeleteServerRequest)(nil),         // 38: toolcrib.registry.v1.DeleteServerRequest
-	(*DeleteServerResponse)(nil),        // 39: toolcrib.registry.v1.DeleteServerResponse
-	(*PutTenantRequest)(nil),            // 40: toolcrib.registry.v1.PutTenantRequest
-	(*PutTenantResponse)(nil),           // 41: toolcrib.registry.v1.PutTenantResponse
-	(*PutAudienceClassRequest)(nil),     // 42: toolcrib.registry.v1.PutAudienceClassRequest
-	(*PutAudienceClassResponse)(nil),    // 43: toolcrib.registry.v1.PutAudienceClassResponse
-	(*GetAudienceClassRequest)(nil),     // 44: toolcrib.registry.v1.GetAudienceClassRequest
-	(*GetAudienceClassResponse)(nil),    // 45: toolcrib.registry.v1.GetAudienceClassResponse
-	(*GetBindingRequest)(nil),           // 46: toolcrib.registry.v1.GetBindingRequest
-	(*GetBindingResponse)(nil),          // 47: toolcrib.registry.v1.GetBindingResponse
-	(*ListAudienceClassesRequest)(nil),  // 48: toolcrib.registry.v1.ListAudienceClassesRequest
-	(*ListAudienceClassesResponse)(nil), // 49: toolcrib.registry.v1.ListAudienceClassesResponse
-	(*PublishContractRequest)(nil),      // 50: toolcrib.registry.v1.PublishContractRequest
-	(*PublishContractResponse)(nil),     // 51: toolcrib.registry.v1.PublishContractResponse
-	(*ApproveToolRequest)(nil),          // 52: toolcrib.registry.v1.ApproveToolRequest
-	(*ApproveToolResponse)(nil),         // 53: toolcrib.registry.v1.ApproveToolResponse
-	(*EnableToolRequest)(nil),           // 54: toolcrib.registry.v1.EnableToolRequest
-	(*EnableToolResponse)(nil),          // 55: toolcrib.registry.v1.EnableToolResponse
-	(*DisableToolRequest)(nil),          // 56: toolcrib.registry.v1.DisableToolRequest
-	(*DisableToolResponse)(nil),         // 57: toolcrib.registry.v1.DisableToolResponse
-	(*RollbackToolRequest)(nil),         // 58: toolcrib.registry.v1.RollbackToolRequest
-	(*RollbackToolResponse)(nil),        // 59: toolcrib.registry.v1.RollbackToolResponse
-	(*GetToolRequest)(nil),              // 60: toolcrib.registry.v1.GetToolRequest
-	(*GetToolResponse)(nil),             // 61: toolcrib.registry.v1.GetToolResponse
-	(*ListToolsRequest)(nil),            // 62: toolcrib.registry.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),           // 63: toolcrib.registry.v1.ListToolsResponse
-	(*GetToolReviewRequest)(nil),        // 64: toolcrib.registry.v1.GetToolReviewRequest
-	(*GetToolReviewResponse)(nil),       // 65: toolcrib.registry.v1.GetToolReviewResponse
-	(*GrantScopesRequest)(nil),          // 66: toolcrib.registry.v1.GrantScopesRequest
-	(*GrantScopesResponse)(nil),         // 67: toolcrib.registry.v1.GrantScopesResponse
-	(*RevokeScopesRequest)(nil),         // 68: toolcrib.registry.v1.RevokeScopesRequest
-	(*RevokeScopesResponse)(nil),        // 69: toolcrib.registry.v1.RevokeScopesResponse
-	(*GetPolicyRequest)(nil),            // 70: toolcrib.registry.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),           // 71: toolcrib.registry.v1.GetPolicyResponse
-	(*WatchRequest)(nil),                // 72: toolcrib.registry.v1.WatchRequest
-	(*PolicyChange)(nil),                // 73: toolcrib.registry.v1.PolicyChange
-	(*Change)(nil),                      // 74: toolcrib.registry.v1.Change
-	(*WatchResponse)(nil),               // 75: toolcrib.registry.v1.WatchResponse
-	(*durationpb.Duration)(nil),         // 76: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),       // 77: google.protobuf.Timestamp
-	(v1.EffectClass)(0),                 // 78: toolcrib.catalog.v1.EffectClass
-	(*v1.Heartbeat)(nil),                // 79: toolcrib.catalog.v1.Heartbeat
+	(PinOutcome)(0),                     // 6: toolcrib.registry.v1.PinOutcome
+	(ChangeKind)(0),                     // 7: toolcrib.registry.v1.ChangeKind
+	(PolicyChangeCause)(0),              // 8: toolcrib.registry.v1.PolicyChangeCause
+	(*StreamableHttpTransport)(nil),     // 9: toolcrib.registry.v1.StreamableHttpTransport
+	(*StdioTransport)(nil),              // 10: toolcrib.registry.v1.StdioTransport
+	(*Server)(nil),                      // 11: toolcrib.registry.v1.Server
+	(*Tenant)(nil),                      // 12: toolcrib.registry.v1.Tenant
+	(*AudienceServer)(nil),              // 13: toolcrib.registry.v1.AudienceServer
+	(*AudienceClass)(nil),               // 14: toolcrib.registry.v1.AudienceClass
+	(*DownstreamMapping)(nil),           // 15: toolcrib.registry.v1.DownstreamMapping
+	(*DataPolicy)(nil),                  // 16: toolcrib.registry.v1.DataPolicy
+	(*ToolContract)(nil),                // 17: toolcrib.registry.v1.ToolContract
+	(*ToolVariant)(nil),                 // 18: toolcrib.registry.v1.ToolVariant
+	(*ApprovedVersion)(nil),             // 19: toolcrib.registry.v1.ApprovedVersion
+	(*Tool)(nil),                        // 20: toolcrib.registry.v1.Tool
+	(*ToolEvent)(nil),                   // 21: toolcrib.registry.v1.ToolEvent
+	(*Grant)(nil),                       // 22: toolcrib.registry.v1.Grant
+	(*Policy)(nil),                      // 23: toolcrib.registry.v1.Policy
+	(*RolloutStage)(nil),                // 24: toolcrib.registry.v1.RolloutStage
+	(*SetRolloutStageRequest)(nil),      // 25: toolcrib.registry.v1.SetRolloutStageRequest
+	(*SetRolloutStageResponse)(nil),     // 26: toolcrib.registry.v1.SetRolloutStageResponse
+	(*GetRolloutStageRequest)(nil),      // 27: toolcrib.registry.v1.GetRolloutStageRequest
+	(*GetRolloutStageResponse)(nil),     // 28: toolcrib.registry.v1.GetRolloutStageResponse
+	(*ListRolloutStagesRequest)(nil),    // 29: toolcrib.registry.v1.ListRolloutStagesRequest
+	(*ListRolloutStagesResponse)(nil),   // 30: toolcrib.registry.v1.ListRolloutStagesResponse
+	(*RegisterServerRequest)(nil),       // 31: toolcrib.registry.v1.RegisterServerRequest
+	(*RegisterServerResponse)(nil),      // 32: toolcrib.registry.v1.RegisterServerResponse
+	(*GetServerRequest)(nil),            // 33: toolcrib.registry.v1.GetServerRequest
+	(*GetServerResponse)(nil),           // 34: toolcrib.registry.v1.GetServerResponse
+	(*ListServersRequest)(nil),          // 35: toolcrib.registry.v1.ListServersRequest
+	(*ListServersResponse)(nil),         // 36: toolcrib.registry.v1.ListServersResponse
+	(*UpdateServerRequest)(nil),         // 37: toolcrib.registry.v1.UpdateServerRequest
+	(*UpdateServerResponse)(nil),        // 38: toolcrib.registry.v1.UpdateServerResponse
+	(*DeleteServerRequest)(nil),         // 39: toolcrib.registry.v1.DeleteServerRequest
+	(*DeleteServerResponse)(nil),        // 40: toolcrib.registry.v1.DeleteServerResponse
+	(*PutTenantRequest)(nil),            // 41: toolcrib.registry.v1.PutTenantRequest
+	(*PutTenantResponse)(nil),           // 42: toolcrib.registry.v1.PutTenantResponse
+	(*PutAudienceClassRequest)(nil),     // 43: toolcrib.registry.v1.PutAudienceClassRequest
+	(*PutAudienceClassResponse)(nil),    // 44: toolcrib.registry.v1.PutAudienceClassResponse
+	(*GetAudienceClassRequest)(nil),     // 45: toolcrib.registry.v1.GetAudienceClassRequest
+	(*GetAudienceClassResponse)(nil),    // 46: toolcrib.registry.v1.GetAudienceClassResponse
+	(*GetBindingRequest)(nil),           // 47: toolcrib.registry.v1.GetBindingRequest
+	(*GetBindingResponse)(nil),          // 48: toolcrib.registry.v1.GetBindingResponse
+	(*GetBindingsRequest)(nil),          // 49: toolcrib.registry.v1.GetBindingsRequest
+	(*GetBindingsResponse)(nil),         // 50: toolcrib.registry.v1.GetBindingsResponse
+	(*BindingResult)(nil),               // 51: toolcrib.registry.v1.BindingResult
+	(*PinIdentitiesRequest)(nil),        // 52: toolcrib.registry.v1.PinIdentitiesRequest
+	(*IdentityPin)(nil),                 // 53: toolcrib.registry.v1.IdentityPin
+	(*PinIdentitiesResponse)(nil),       // 54: toolcrib.registry.v1.PinIdentitiesResponse
+	(*PinResult)(nil),                   // 55: toolcrib.registry.v1.PinResult
+	(*ListAudienceClassesRequest)(nil),  // 56: toolcrib.registry.v1.ListAudienceClassesRequest
+	(*ListAudienceClassesResponse)(nil), // 57: toolcrib.registry.v1.ListAudienceClassesResponse
+	(*PublishContractRequest)(nil),      // 58: toolcrib.registry.v1.PublishContractRequest
+	(*PublishContractResponse)(nil),     // 59: toolcrib.registry.v1.PublishContractResponse
+	(*ApproveToolRequest)(nil),          // 60: toolcrib.registry.v1.ApproveToolRequest
+	(*ApproveToolResponse)(nil),         // 61: toolcrib.registry.v1.ApproveToolResponse
+	(*EnableToolRequest)(nil),           // 62: toolcrib.registry.v1.EnableToolRequest
+	(*EnableToolResponse)(nil),          // 63: toolcrib.registry.v1.EnableToolResponse
+	(*DisableToolRequest)(nil),          // 64: toolcrib.registry.v1.DisableToolRequest
+	(*DisableToolResponse)(nil),         // 65: toolcrib.registry.v1.DisableToolResponse
+	(*RollbackToolRequest)(nil),         // 66: toolcrib.registry.v1.RollbackToolRequest
+	(*RollbackToolResponse)(nil),        // 67: toolcrib.registry.v1.RollbackToolResponse
+	(*GetToolRequest)(nil),              // 68: toolcrib.registry.v1.GetToolRequest
+	(*GetToolResponse)(nil),             // 69: toolcrib.registry.v1.GetToolResponse
+	(*ListToolsRequest)(nil),            // 70: toolcrib.registry.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),           // 71: toolcrib.registry.v1.ListToolsResponse
+	(*GetToolReviewRequest)(nil),        // 72: toolcrib.registry.v1.GetToolReviewRequest
+	(*GetToolReviewResponse)(nil),       // 73: toolcrib.registry.v1.GetToolReviewResponse
+	(*GrantScopesRequest)(nil),          // 74: toolcrib.registry.v1.GrantScopesRequest
+	(*GrantScopesResponse)(nil),         // 75: toolcrib.registry.v1.GrantScopesResponse
+	(*RevokeScopesRequest)(nil),         // 76: toolcrib.registry.v1.RevokeScopesRequest
+	(*RevokeScopesResponse)(nil),        // 77: toolcrib.registry.v1.RevokeScopesResponse
+	(*GetPolicyRequest)(nil),            // 78: toolcrib.registry.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),           // 79: toolcrib.registry.v1.GetPolicyResponse
+	(*WatchRequest)(nil),                // 80: toolcrib.registry.v1.WatchRequest
+	(*PolicyChange)(nil),                // 81: toolcrib.registry.v1.PolicyChange
+	(*Change)(nil),                      // 82: toolcrib.registry.v1.Change
+	(*WatchResponse)(nil),               // 83: toolcrib.registry.v1.WatchResponse
+	(*durationpb.Duration)(nil),         // 84: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),       // 85: google.protobuf.Timestamp
+	(v1.EffectClass)(0),                 // 86: toolcrib.catalog.v1.EffectClass
+	(*v1.Heartbeat)(nil),                // 87: toolcrib.catalog.v1.Heartbeat
 }
 var file_toolcrib_registry_v1_registry_proto_depIdxs = []int32{
-	8,   // 0: toolcrib.registry.v1.Server.streamable_http:type_name -> toolcrib.registry.v1.StreamableHttpTransport
-	9,   // 1: toolcrib.registry.v1.Server.stdio:type_name -> toolcrib.registry.v1.StdioTransport
+	9,   // 0: toolcrib.registry.v1.Server.streamable_http:type_name -> toolcrib.registry.v1.StreamableHttpTransport
+	10,  // 1: toolcrib.registry.v1.Server.stdio:type_name -> toolcrib.registry.v1.StdioTransport
 	0,   // 2: toolcrib.registry.v1.Server.trust_level:type_name -> toolcrib.registry.v1.TrustLevel
 	1,   // 3: toolcrib.registry.v1.Server.revision_source:type_name -> toolcrib.registry.v1.RevisionSource
-	76,  // 4: toolcrib.registry.v1.Server.scan_interval:type_name -> google.protobuf.Duration
-	77,  // 5: toolcrib.registry.v1.Server.created_at:type_name -> google.protobuf.Timestamp
-	77,  // 6: toolcrib.registry.v1.Server.updated_at:type_name -> google.protobuf.Timestamp
-	77,  // 7: toolcrib.registry.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
-	12,  // 8: toolcrib.registry.v1.AudienceClass.servers:type_name -> toolcrib.registry.v1.AudienceServer
-	77,  // 9: toolcrib.registry.v1.AudienceClass.updated_at:type_name -> google.protobuf.Timestamp
-	78,  // 10: toolcrib.registry.v1.ToolContract.effect:type_name -> toolcrib.catalog.v1.EffectClass
+	84,  // 4: toolcrib.registry.v1.Server.scan_interval:type_name -> google.protobuf.Duration
+	85,  // 5: toolcrib.registry.v1.Server.created_at:type_name -> google.protobuf.Timestamp
+	85,  // 6: toolcrib.registry.v1.Server.updated_at:type_name -> google.protobuf.Timestamp
+	85,  // 7: toolcrib.registry.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	13,  // 8: toolcrib.registry.v1.AudienceClass.servers:type_name -> toolcrib.registry.v1.AudienceServer
+	85,  // 9: toolcrib.registry.v1.AudienceClass.updated_at:type_name -> google.protobuf.Timestamp
+	86,  // 10: toolcrib.registry.v1.ToolContract.effect:type_name -> toolcrib.catalog.v1.EffectClass
 	2,   // 11: toolcrib.registry.v1.ToolContract.authorization:type_name -> toolcrib.registry.v1.Authorization
-	14,  // 12: toolcrib.registry.v1.ToolContract.downstream_mapping:type_name -> toolcrib.registry.v1.DownstreamMapping
-	15,  // 13: toolcrib.registry.v1.ToolContract.data_policy:type_name -> toolcrib.registry.v1.DataPolicy
+	15,  // 12: toolcrib.registry.v1.ToolContract.downstream_mapping:type_name -> toolcrib.registry.v1.DownstreamMapping
+	16,  // 13: toolcrib.registry.v1.ToolContract.data_policy:type_name -> toolcrib.registry.v1.DataPolicy
 	3,   // 14: toolcrib.registry.v1.ToolContract.confirmation:type_name -> toolcrib.registry.v1.Confirmation
 	4,   // 15: toolcrib.registry.v1.ToolVariant.review_state:type_name -> toolcrib.registry.v1.ReviewState
-	77,  // 16: toolcrib.registry.v1.ToolVariant.updated_at:type_name -> google.protobuf.Timestamp
-	16,  // 17: toolcrib.registry.v1.ApprovedVersion.contract:type_name -> toolcrib.registry.v1.ToolContract
-	77,  // 18: toolcrib.registry.v1.ApprovedVersion.approved_at:type_name -> google.protobuf.Timestamp
+	85,  // 16: toolcrib.registry.v1.ToolVariant.updated_at:type_name -> google.protobuf.Timestamp
+	17,  // 17: toolcrib.registry.v1.ApprovedVersion.contract:type_name -> toolcrib.registry.v1.ToolContract
+	85,  // 18: toolcrib.registry.v1.ApprovedVersion.approved_at:type_name -> google.protobuf.Timestamp
 	4,   // 19: toolcrib.registry.v1.Tool.review_state:type_name -> toolcrib.registry.v1.ReviewState
-	16,  // 20: toolcrib.registry.v1.Tool.contract:type_name -> toolcrib.registry.v1.ToolContract
-	18,  // 21: toolcrib.registry.v1.Tool.approvals:type_name -> toolcrib.registry.v1.ApprovedVersion
-	77,  // 22: toolcrib.registry.v1.Tool.updated_at:type_name -> google.protobuf.Timestamp
-	17,  // 23: toolcrib.registry.v1.Tool.variants:type_name -> toolcrib.registry.v1.ToolVariant
-	77,  // 24: toolcrib.registry.v1.ToolEvent.at:type_name -> google.protobuf.Timestamp
-	16,  // 25: toolcrib.registry.v1.ToolEvent.contract:type_name -> toolcrib.registry.v1.ToolContract
-	77,  // 26: toolcrib.registry.v1.Grant.updated_at:type_name -> google.protobuf.Timestamp
-	21,  // 27: toolcrib.registry.v1.Policy.grants:type_name -> toolcrib.registry.v1.Grant
-	13,  // 28: toolcrib.registry.v1.Policy.audience_classes:type_name -> toolcrib.registry.v1.AudienceClass
-	23,  // 29: toolcrib.registry.v1.Policy.rollout_stages:type_name -> toolcrib.registry.v1.RolloutStage
+	17,  // 20: toolcrib.registry.v1.Tool.contract:type_name -> toolcrib.registry.v1.ToolContract
+	19,  // 21: toolcrib.registry.v1.Tool.approvals:type_name -> toolcrib.registry.v1.ApprovedVersion
+	85,  // 22: toolcrib.registry.v1.Tool.updated_at:type_name -> google.protobuf.Timestamp
+	18,  // 23: toolcrib.registry.v1.Tool.variants:type_name -> toolcrib.registry.v1.ToolVariant
+	85,  // 24: toolcrib.registry.v1.ToolEvent.at:type_name -> google.protobuf.Timestamp
+	17,  // 25: toolcrib.registry.v1.ToolEvent.contract:type_name -> toolcrib.registry.v1.ToolContract
+	85,  // 26: toolcrib.registry.v1.Grant.updated_at:type_name -> google.protobuf.Timestamp
+	22,  // 27: toolcrib.registry.v1.Policy.grants:type_name -> toolcrib.registry.v1.Grant
+	14,  // 28: toolcrib.registry.v1.Policy.audience_classes:type_name -> toolcrib.registry.v1.AudienceClass
+	24,  // 29: toolcrib.registry.v1.Policy.rollout_stages:type_name -> toolcrib.registry.v1.RolloutStage
 	5,   // 30: toolcrib.registry.v1.RolloutStage.stage:type_name -> toolcrib.registry.v1.Stage
-	78,  // 31: toolcrib.registry.v1.RolloutStage.canary_effects:type_name -> toolcrib.catalog.v1.EffectClass
-	77,  // 32: toolcrib.registry.v1.RolloutStage.updated_at:type_name -> google.protobuf.Timestamp
+	86,  // 31: toolcrib.registry.v1.RolloutStage.canary_effects:type_name -> toolcrib.catalog.v1.EffectClass
+	85,  // 32: toolcrib.registry.v1.RolloutStage.updated_at:type_name -> google.protobuf.Timestamp
 	5,   // 33: toolcrib.registry.v1.SetRolloutStageRequest.stage:type_name -> toolcrib.registry.v1.Stage
-	78,  // 34: toolcrib.registry.v1.SetRolloutStageRequest.canary_effects:type_name -> toolcrib.catalog.v1.EffectClass
-	23,  // 35: toolcrib.registry.v1.SetRolloutStageResponse.rollout_stage:type_name -> toolcrib.registry.v1.RolloutStage
-	23,  // 36: toolcrib.registry.v1.GetRolloutStageResponse.rollout_stage:type_name -> toolcrib.registry.v1.RolloutStage
-	23,  // 37: toolcrib.registry.v1.GetRolloutStageResponse.history:type_name -> toolcrib.registry.v1.RolloutStage
-	23,  // 38: toolcrib.registry.v1.ListRolloutStagesResponse.rollout_stages:type_name -> toolcrib.registry.v1.RolloutStage
-	10,  // 39: toolcrib.registry.v1.RegisterServerRequest.server:type_name -> toolcrib.registry.v1.Server
-	10,  // 40: toolcrib.registry.v1.RegisterServerResponse.server:type_name -> toolcrib.registry.v1.Server
-	10,  // 41: toolcrib.registry.v1.GetServerResponse.server:type_name -> toolcrib.registry.v1.Server
-	10,  // 42: toolcrib.registry.v1.ListServersResponse.servers:type_name -> toolcrib.registry.v1.Server
-	10,  // 43: toolcrib.registry.v1.UpdateServerRequest.server:type_name -> toolcrib.registry.v1.Server
-	10,  // 44: toolcrib.registry.v1.UpdateServerResponse.server:type_name -> toolcrib.registry.v1.Server
-	10,  // 45: toolcrib.registry.v1.DeleteServerResponse.server:type_name -> toolcrib.registry.v1.Server
-	11,  // 46: toolcrib.registry.v1.PutTenantRequest.tenant:type_name -> toolcrib.registry.v1.Tenant
-	11,  // 47: toolcrib.registry.v1.PutTenantResponse.tenant:type_name -> toolcrib.registry.v1.Tenant
-	13,  // 48: toolcrib.registry.v1.PutAudienceClassRequest.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
-	13,  // 49: toolcrib.registry.v1.PutAudienceClassResponse.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
-	13,  // 50: toolcrib.registry.v1.GetAudienceClassResponse.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
-	10,  // 51: toolcrib.registry.v1.GetBindingResponse.server:type_name -> toolcrib.registry.v1.Server
-	12,  // 52: toolcrib.registry.v1.GetBindingResponse.binding:type_name -> toolcrib.registry.v1.AudienceServer
-	13,  // 53: toolcrib.registry.v1.ListAudienceClassesResponse.audience_classes:type_name -> toolcrib.registry.v1.AudienceClass
-	16,  // 54: toolcrib.registry.v1.PublishContractRequest.contract:type_name -> toolcrib.registry.v1.ToolContract
-	19,  // 55: toolcrib.registry.v1.PublishContractResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	19,  // 56: toolcrib.registry.v1.ApproveToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	19,  // 57: toolcrib.registry.v1.EnableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	19,  // 58: toolcrib.registry.v1.DisableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	19,  // 59: toolcrib.registry.v1.RollbackToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	19,  // 60: toolcrib.registry.v1.GetToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
-	20,  // 61: toolcrib.registry.v1.GetToolResponse.history:type_name -> toolcrib.registry.v1.ToolEvent
-	4,   // 62: toolcrib.registry.v1.ListToolsRequest.review_state:type_name -> toolcrib.registry.v1.ReviewState
-	19,  // 63: toolcrib.registry.v1.ListToolsResponse.tools:type_name -> toolcrib.registry.v1.Tool
-	4,   // 64: toolcrib.registry.v1.GetToolReviewResponse.review_state:type_name -> toolcrib.registry.v1.ReviewState
-	16,  // 65: toolcrib.registry.v1.GetToolReviewResponse.contract:type_name -> toolcrib.registry.v1.ToolContract
-	18,  // 66: toolcrib.registry.v1.GetToolReviewResponse.approval:type_name -> toolcrib.registry.v1.ApprovedVersion
-	0,   // 67: toolcrib.registry.v1.GetToolReviewResponse.trust_level:type_name -> toolcrib.registry.v1.TrustLevel
-	21,  // 68: toolcrib.registry.v1.GrantScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
-	21,  // 69: toolcrib.registry.v1.RevokeScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
-	22,  // 70: toolcrib.registry.v1.GetPolicyResponse.policy:type_name -> toolcrib.registry.v1.Policy
-	21,  // 71: toolcrib.registry.v1.PolicyChange.grant:type_name -> toolcrib.registry.v1.Grant
-	7,   // 72: toolcrib.registry.v1.PolicyChange.cause_code:type_name -> toolcrib.registry.v1.PolicyChangeCause
-	77,  // 73: toolcrib.registry.v1.Change.committed_at:type_name -> google.protobuf.Timestamp
-	6,   // 74: toolcrib.registry.v1.Change.kind:type_name -> toolcrib.registry.v1.ChangeKind
-	10,  // 75: toolcrib.registry.v1.Change.server:type_name -> toolcrib.registry.v1.Server
-	11,  // 76: toolcrib.registry.v1.Change.tenant:type_name -> toolcrib.registry.v1.Tenant
-	13,  // 77: toolcrib.registry.v1.Change.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
-	19,  // 78: toolcrib.registry.v1.Change.tool:type_name -> toolcrib.registry.v1.Tool
-	73,  // 79: toolcrib.registry.v1.Change.policy:type_name -> toolcrib.registry.v1.PolicyChange
-	23,  // 80: toolcrib.registry.v1.Change.rollout_stage:type_name -> toolcrib.registry.v1.RolloutStage
-	74,  // 81: toolcrib.registry.v1.WatchResponse.change:type_name -> toolcrib.registry.v1.Change
-	79,  // 82: toolcrib.registry.v1.WatchResponse.heartbeat:type_name -> toolcrib.catalog.v1.Heartbeat
-	30,  // 83: toolcrib.registry.v1.RegistryService.RegisterServer:input_type -> toolcrib.registry.v1.RegisterServerRequest
-	32,  // 84: toolcrib.registry.v1.RegistryService.GetServer:input_type -> toolcrib.registry.v1.GetServerRequest
-	34,  // 85: toolcrib.registry.v1.RegistryService.ListServers:input_type -> toolcrib.registry.v1.ListServersRequest
-	36,  // 86: toolcrib.registry.v1.RegistryService.UpdateServer:input_type -> toolcrib.registry.v1.UpdateServerRequest
-	38,  // 87: toolcrib.registry.v1.RegistryService.DeleteServer:input_type -> toolcrib.registry.v1.DeleteServerRequest
-	40,  // 88: toolcrib.registry.v1.RegistryService.PutTenant:input_type -> toolcrib.registry.v1.PutTenantRequest
-	42,  // 89: toolcrib.registry.v1.RegistryService.PutAudienceClass:input_type -> toolcrib.registry.v1.PutAudienceClassRequest
-	44,  // 90: toolcrib.registry.v1.RegistryService.GetAudienceClass:input_type -> toolcrib.registry.v1.GetAudienceClassRequest
-	48,  // 91: toolcrib.registry.v1.RegistryService.ListAudienceClasses:input_type -> toolcrib.registry.v1.ListAudienceClassesRequest
-	46,  // 92: toolcrib.registry.v1.RegistryService.GetBinding:input_type -> toolcrib.registry.v1.GetBindingRequest
-	50,  // 93: toolcrib.registry.v1.RegistryService.PublishContract:input_type -> toolcrib.registry.v1.PublishContractRequest
-	52,  // 94: toolcrib.registry.v1.RegistryService.ApproveTool:input_type -> toolcrib.registry.v1.ApproveToolRequest
-	54,  // 95: toolcrib.registry.v1.RegistryService.EnableTool:input_type -> toolcrib.registry.v1.EnableToolRequest
-	56,  // 96: toolcrib.registry.v1.RegistryService.DisableTool:input_type -> toolcrib.registry.v1.DisableToolRequest
-	58,  // 97: toolcrib.registry.v1.RegistryService.RollbackTool:input_type -> toolcrib.registry.v1.RollbackToolRequest
-	60,  // 98: toolcrib.registry.v1.RegistryService.GetTool:input_type -> toolcrib.registry.v1.GetToolRequest
-	62,  // 99: toolcrib.registry.v1.RegistryService.ListTools:input_type -> toolcrib.registry.v1.ListToolsRequest
-	64,  // 100: toolcrib.registry.v1.RegistryService.GetToolReview:input_type -> toolcrib.registry.v1.GetToolReviewRequest
-	66,  // 101: toolcrib.registry.v1.RegistryService.GrantScopes:input_type -> toolcrib.registry.v1.GrantScopesRequest
-	68,  // 102: toolcrib.registry.v1.RegistryService.RevokeScopes:input_type -> toolcrib.registry.v1.RevokeScopesRequest
-	70,  // 103: toolcrib.registry.v1.RegistryService.GetPolicy:input_type -> toolcrib.registry.v1.GetPolicyRequest
-	24,  // 104: toolcrib.registry.v1.RegistryService.SetRolloutStage:input_type -> toolcrib.registry.v1.SetRolloutStageRequest
-	26,  // 105: toolcrib.registry.v1.RegistryService.GetRolloutStage:input_type -> toolcrib.registry.v1.GetRolloutStageRequest
-	28,  // 106: toolcrib.registry.v1.RegistryService.ListRolloutStages:input_type -> toolcrib.registry.v1.ListRolloutStagesRequest
-	72,  // 107: toolcrib.registry.v1.RegistryService.Watch:input_type -> toolcrib.registry.v1.WatchRequest
-	31,  // 108: toolcrib.registry.v1.RegistryService.RegisterServer:output_type -> toolcrib.registry.v1.RegisterServerResponse
-	33,  // 109: toolcrib.registry.v1.RegistryService.GetServer:output_type -> toolcrib.registry.v1.GetServerResponse
-	35,  // 110: toolcrib.registry.v1.RegistryService.ListServers:output_type -> toolcrib.registry.v1.ListServersResponse
-	37,  // 111: toolcrib.registry.v1.RegistryService.UpdateServer:output_type -> toolcrib.registry.v1.UpdateServerResponse
-	39,  // 112: toolcrib.registry.v1.RegistryService.DeleteServer:output_type -> toolcrib.registry.v1.DeleteServerResponse
-	41,  // 113: toolcrib.registry.v1.RegistryService.PutTenant:output_type -> toolcrib.registry.v1.PutTenantResponse
-	43,  // 114: toolcrib.registry.v1.RegistryService.PutAudienceClass:output_type -> toolcrib.registry.v1.PutAudienceClassResponse
-	45,  // 115: toolcrib.registry.v1.RegistryService.GetAudienceClass:output_type -> toolcrib.registry.v1.GetAudienceClassResponse
-	49,  // 116: toolcrib.registry.v1.RegistryService.ListAudienceClasses:output_type -> toolcrib.registry.v1.ListAudienceClassesResponse
-	47,  // 117: toolcrib.registry.v1.RegistryService.GetBinding:output_type -> toolcrib.registry.v1.GetBindingResponse
-	51,  // 118: toolcrib.registry.v1.RegistryService.PublishContract:output_type -> toolcrib.registry.v1.PublishContractResponse
-	53,  // 119: toolcrib.registry.v1.RegistryService.ApproveTool:output_type -> toolcrib.registry.v1.ApproveToolResponse
-	55,  // 120: toolcrib.registry.v1.RegistryService.EnableTool:output_type -> toolcrib.registry.v1.EnableToolResponse
-	57,  // 121: toolcrib.registry.v1.RegistryService.DisableTool:output_type -> toolcrib.registry.v1.DisableToolResponse
-	59,  // 122: toolcrib.registry.v1.RegistryService.RollbackTool:output_type -> toolcrib.registry.v1.RollbackToolResponse
-	61,  // 123: toolcrib.registry.v1.RegistryService.GetTool:output_type -> toolcrib.registry.v1.GetToolResponse
-	63,  // 124: toolcrib.registry.v1.RegistryService.ListTools:output_type -> toolcrib.registry.v1.ListToolsResponse
-	65,  // 125: toolcrib.registry.v1.RegistryService.GetToolReview:output_type -> toolcrib.registry.v1.GetToolReviewResponse
-	67,  // 126: toolcrib.registry.v1.RegistryService.GrantScopes:output_type -> toolcrib.registry.v1.GrantScopesResponse
-	69,  // 127: toolcrib.registry.v1.RegistryService.RevokeScopes:output_type -> toolcrib.registry.v1.RevokeScopesResponse
-	71,  // 128: toolcrib.registry.v1.RegistryService.GetPolicy:output_type -> toolcrib.registry.v1.GetPolicyResponse
-	25,  // 129: toolcrib.registry.v1.RegistryService.SetRolloutStage:output_type -> toolcrib.registry.v1.SetRolloutStageResponse
-	27,  // 130: toolcrib.registry.v1.RegistryService.GetRolloutStage:output_type -> toolcrib.registry.v1.GetRolloutStageResponse
-	29,  // 131: toolcrib.registry.v1.RegistryService.ListRolloutStages:output_type -> toolcrib.registry.v1.ListRolloutStagesResponse
-	75,  // 132: toolcrib.registry.v1.RegistryService.Watch:output_type -> toolcrib.registry.v1.WatchResponse
-	108, // [108:133] is the sub-list for method output_type
-	83,  // [83:108] is the sub-list for method input_type
-	83,  // [83:83] is the sub-list for extension type_name
-	83,  // [83:83] is the sub-list for extension extendee
-	0,   // [0:83] is the sub-list for field type_name
+	86,  // 34: toolcrib.registry.v1.SetRolloutStageRequest.canary_effects:type_name -> toolcrib.catalog.v1.EffectClass
+	24,  // 35: toolcrib.registry.v1.SetRolloutStageResponse.rollout_stage:type_name -> toolcrib.registry.v1.RolloutStage
+	24,  // 36: toolcrib.registry.v1.GetRolloutStageResponse.rollout_stage:type_name -> toolcrib.registry.v1.RolloutStage
+	24,  // 37: toolcrib.registry.v1.GetRolloutStageResponse.history:type_name -> toolcrib.registry.v1.RolloutStage
+	24,  // 38: toolcrib.registry.v1.ListRolloutStagesResponse.rollout_stages:type_name -> toolcrib.registry.v1.RolloutStage
+	11,  // 39: toolcrib.registry.v1.RegisterServerRequest.server:type_name -> toolcrib.registry.v1.Server
+	11,  // 40: toolcrib.registry.v1.RegisterServerResponse.server:type_name -> toolcrib.registry.v1.Server
+	11,  // 41: toolcrib.registry.v1.GetServerResponse.server:type_name -> toolcrib.registry.v1.Server
+	11,  // 42: toolcrib.registry.v1.ListServersResponse.servers:type_name -> toolcrib.registry.v1.Server
+	11,  // 43: toolcrib.registry.v1.UpdateServerRequest.server:type_name -> toolcrib.registry.v1.Server
+	11,  // 44: toolcrib.registry.v1.UpdateServerResponse.server:type_name -> toolcrib.registry.v1.Server
+	11,  // 45: toolcrib.registry.v1.DeleteServerResponse.server:type_name -> toolcrib.registry.v1.Server
+	12,  // 46: toolcrib.registry.v1.PutTenantRequest.tenant:type_name -> toolcrib.registry.v1.Tenant
+	12,  // 47: toolcrib.registry.v1.PutTenantResponse.tenant:type_name -> toolcrib.registry.v1.Tenant
+	14,  // 48: toolcrib.registry.v1.PutAudienceClassRequest.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
+	14,  // 49: toolcrib.registry.v1.PutAudienceClassResponse.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
+	14,  // 50: toolcrib.registry.v1.GetAudienceClassResponse.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
+	11,  // 51: toolcrib.registry.v1.GetBindingResponse.server:type_name -> toolcrib.registry.v1.Server
+	13,  // 52: toolcrib.registry.v1.GetBindingResponse.binding:type_name -> toolcrib.registry.v1.AudienceServer
+	47,  // 53: toolcrib.registry.v1.GetBindingsRequest.reads:type_name -> toolcrib.registry.v1.GetBindingRequest
+	51,  // 54: toolcrib.registry.v1.GetBindingsResponse.results:type_name -> toolcrib.registry.v1.BindingResult
+	48,  // 55: toolcrib.registry.v1.BindingResult.binding:type_name -> toolcrib.registry.v1.GetBindingResponse
+	53,  // 56: toolcrib.registry.v1.PinIdentitiesRequest.pins:type_name -> toolcrib.registry.v1.IdentityPin
+	55,  // 57: toolcrib.registry.v1.PinIdentitiesResponse.results:type_name -> toolcrib.registry.v1.PinResult
+	6,   // 58: toolcrib.registry.v1.PinResult.outcome:type_name -> toolcrib.registry.v1.PinOutcome
+	11,  // 59: toolcrib.registry.v1.PinResult.server:type_name -> toolcrib.registry.v1.Server
+	14,  // 60: toolcrib.registry.v1.ListAudienceClassesResponse.audience_classes:type_name -> toolcrib.registry.v1.AudienceClass
+	17,  // 61: toolcrib.registry.v1.PublishContractRequest.contract:type_name -> toolcrib.registry.v1.ToolContract
+	20,  // 62: toolcrib.registry.v1.PublishContractResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	20,  // 63: toolcrib.registry.v1.ApproveToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	20,  // 64: toolcrib.registry.v1.EnableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	20,  // 65: toolcrib.registry.v1.DisableToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	20,  // 66: toolcrib.registry.v1.RollbackToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	20,  // 67: toolcrib.registry.v1.GetToolResponse.tool:type_name -> toolcrib.registry.v1.Tool
+	21,  // 68: toolcrib.registry.v1.GetToolResponse.history:type_name -> toolcrib.registry.v1.ToolEvent
+	4,   // 69: toolcrib.registry.v1.ListToolsRequest.review_state:type_name -> toolcrib.registry.v1.ReviewState
+	20,  // 70: toolcrib.registry.v1.ListToolsResponse.tools:type_name -> toolcrib.registry.v1.Tool
+	4,   // 71: toolcrib.registry.v1.GetToolReviewResponse.review_state:type_name -> toolcrib.registry.v1.ReviewState
+	17,  // 72: toolcrib.registry.v1.GetToolReviewResponse.contract:type_name -> toolcrib.registry.v1.ToolContract
+	19,  // 73: toolcrib.registry.v1.GetToolReviewResponse.approval:type_name -> toolcrib.registry.v1.ApprovedVersion
+	0,   // 74: toolcrib.registry.v1.GetToolReviewResponse.trust_level:type_name -> toolcrib.registry.v1.TrustLevel
+	22,  // 75: toolcrib.registry.v1.GrantScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
+	22,  // 76: toolcrib.registry.v1.RevokeScopesResponse.grant:type_name -> toolcrib.registry.v1.Grant
+	23,  // 77: toolcrib.registry.v1.GetPolicyResponse.policy:type_name -> toolcrib.registry.v1.Policy
+	22,  // 78: toolcrib.registry.v1.PolicyChange.grant:type_name -> toolcrib.registry.v1.Grant
+	8,   // 79: toolcrib.registry.v1.PolicyChange.cause_code:type_name -> toolcrib.registry.v1.PolicyChangeCause
+	85,  // 80: toolcrib.registry.v1.Change.committed_at:type_name -> google.protobuf.Timestamp
+	7,   // 81: toolcrib.registry.v1.Change.kind:type_name -> toolcrib.registry.v1.ChangeKind
+	11,  // 82: toolcrib.registry.v1.Change.server:type_name -> toolcrib.registry.v1.Server
+	12,  // 83: toolcrib.registry.v1.Change.tenant:type_name -> toolcrib.registry.v1.Tenant
+	14,  // 84: toolcrib.registry.v1.Change.audience_class:type_name -> toolcrib.registry.v1.AudienceClass
+	20,  // 85: toolcrib.registry.v1.Change.tool:type_name -> toolcrib.registry.v1.Tool
+	81,  // 86: toolcrib.registry.v1.Change.policy:type_name -> toolcrib.registry.v1.PolicyChange
+	24,  // 87: toolcrib.registry.v1.Change.rollout_stage:type_name -> toolcrib.registry.v1.RolloutStage
+	82,  // 88: toolcrib.registry.v1.WatchResponse.change:type_name -> toolcrib.registry.v1.Change
+	87,  // 89: toolcrib.registry.v1.WatchResponse.heartbeat:type_name -> toolcrib.catalog.v1.Heartbeat
+	31,  // 90: toolcrib.registry.v1.RegistryService.RegisterServer:input_type -> toolcrib.registry.v1.RegisterServerRequest
+	33,  // 91: toolcrib.registry.v1.RegistryService.GetServer:input_type -> toolcrib.registry.v1.GetServerRequest
+	35,  // 92: toolcrib.registry.v1.RegistryService.ListServers:input_type -> toolcrib.registry.v1.ListServersRequest
+	37,  // 93: toolcrib.registry.v1.RegistryService.UpdateServer:input_type -> toolcrib.registry.v1.UpdateServerRequest
+	39,  // 94: toolcrib.registry.v1.RegistryService.DeleteServer:input_type -> toolcrib.registry.v1.DeleteServerRequest
+	41,  // 95: toolcrib.registry.v1.RegistryService.PutTenant:input_type -> toolcrib.registry.v1.PutTenantRequest
+	43,  // 96: toolcrib.registry.v1.RegistryService.PutAudienceClass:input_type -> toolcrib.registry.v1.PutAudienceClassRequest
+	45,  // 97: toolcrib.registry.v1.RegistryService.GetAudienceClass:input_type -> toolcrib.registry.v1.GetAudienceClassRequest
+	56,  // 98: toolcrib.registry.v1.RegistryService.ListAudienceClasses:input_type -> toolcrib.registry.v1.ListAudienceClassesRequest
+	47,  // 99: toolcrib.registry.v1.RegistryService.GetBinding:input_type -> toolcrib.registry.v1.GetBindingRequest
+	49,  // 100: toolcrib.registry.v1.RegistryService.GetBindings:input_type -> toolcrib.registry.v1.GetBindingsRequest
+	52,  // 101: toolcrib.registry.v1.RegistryService.PinIdentities:input_type -> toolcrib.registry.v1.PinIdentitiesRequest
+	58,  // 102: toolcrib.registry.v1.RegistryService.PublishContract:input_type -> toolcrib.registry.v1.PublishContractRequest
+	60,  // 103: toolcrib.registry.v1.RegistryService.ApproveTool:input_type -> toolcrib.registry.v1.ApproveToolRequest
+	62,  // 104: toolcrib.registry.v1.RegistryService.EnableTool:input_type -> toolcrib.registry.v1.EnableToolRequest
+	64,  // 105: toolcrib.registry.v1.RegistryService.DisableTool:input_type -> toolcrib.registry.v1.DisableToolRequest
+	66,  // 106: toolcrib.registry.v1.RegistryService.RollbackTool:input_type -> toolcrib.registry.v1.RollbackToolRequest
+	68,  // 107: toolcrib.registry.v1.RegistryService.GetTool:input_type -> toolcrib.registry.v1.GetToolRequest
+	70,  // 108: toolcrib.registry.v1.RegistryService.ListTools:input_type -> toolcrib.registry.v1.ListToolsRequest
+	72,  // 109: toolcrib.registry.v1.RegistryService.GetToolReview:input_type -> toolcrib.registry.v1.GetToolReviewRequest
+	74,  // 110: toolcrib.registry.v1.RegistryService.GrantScopes:input_type -> toolcrib.registry.v1.GrantScopesRequest
+	76,  // 111: toolcrib.registry.v1.RegistryService.RevokeScopes:input_type -> toolcrib.registry.v1.RevokeScopesRequest
+	78,  // 112: toolcrib.registry.v1.RegistryService.GetPolicy:input_type -> toolcrib.registry.v1.GetPolicyRequest
+	25,  // 113: toolcrib.registry.v1.RegistryService.SetRolloutStage:input_type -> toolcrib.registry.v1.SetRolloutStageRequest
+	27,  // 114: toolcrib.registry.v1.RegistryService.GetRolloutStage:input_type -> toolcrib.registry.v1.GetRolloutStageRequest
+	29,  // 115: toolcrib.registry.v1.RegistryService.ListRolloutStages:input_type -> toolcrib.registry.v1.ListRolloutStagesRequest
+	80,  // 116: toolcrib.registry.v1.RegistryService.Watch:input_type -> toolcrib.registry.v1.WatchRequest
+	32,  // 117: toolcrib.registry.v1.RegistryService.RegisterServer:output_type -> toolcrib.registry.v1.RegisterServerResponse
+	34,  // 118: toolcrib.registry.v1.RegistryService.GetServer:output_type -> toolcrib.registry.v1.GetServerResponse
+	36,  // 119: toolcrib.registry.v1.RegistryService.ListServers:output_type -> toolcrib.registry.v1.ListServersResponse
+	38,  // 120: toolcrib.registry.v1.RegistryService.UpdateServer:output_type -> toolcrib.registry.v1.UpdateServerResponse
+	40,  // 121: toolcrib.registry.v1.RegistryService.DeleteServer:output_type -> toolcrib.registry.v1.DeleteServerResponse
+	42,  // 122: toolcrib.registry.v1.RegistryService.PutTenant:output_type -> toolcrib.registry.v1.PutTenantResponse
+	44,  // 123: toolcrib.registry.v1.RegistryService.PutAudienceClass:output_type -> toolcrib.registry.v1.PutAudienceClassResponse
+	46,  // 124: toolcrib.registry.v1.RegistryService.GetAudienceClass:output_type -> toolcrib.registry.v1.GetAudienceClassResponse
+	57,  // 125: toolcrib.registry.v1.RegistryService.ListAudienceClasses:output_type -> toolcrib.registry.v1.ListAudienceClassesResponse
+	48,  // 126: toolcrib.registry.v1.RegistryService.GetBinding:output_type -> toolcrib.registry.v1.GetBindingResponse
+	50,  // 127: toolcrib.registry.v1.RegistryService.GetBindings:output_type -> toolcrib.registry.v1.GetBindingsResponse
+	54,  // 128: toolcrib.registry.v1.RegistryService.PinIdentities:output_type -> toolcrib.registry.v1.PinIdentitiesResponse
+	59,  // 129: toolcrib.registry.v1.RegistryService.PublishContract:output_type -> toolcrib.registry.v1.PublishContractResponse
+	61,  // 130: toolcrib.registry.v1.RegistryService.ApproveTool:output_type -> toolcrib.registry.v1.ApproveToolResponse
+	63,  // 131: toolcrib.registry.v1.RegistryService.EnableTool:output_type -> toolcrib.registry.v1.EnableToolResponse
+	65,  // 132: toolcrib.registry.v1.RegistryService.DisableTool:output_type -> toolcrib.registry.v1.DisableToolResponse
+	67,  // 133: toolcrib.registry.v1.RegistryService.RollbackTool:output_type -> toolcrib.registry.v1.RollbackToolResponse
+	69,  // 134: toolcrib.registry.v1.RegistryService.GetTool:output_type -> toolcrib.registry.v1.GetToolResponse
+	71,  // 135: toolcrib.registry.v1.RegistryService.ListTools:output_type -> toolcrib.registry.v1.ListToolsResponse
+	73,  // 136: toolcrib.registry.v1.RegistryService.GetToolReview:output_type -> toolcrib.registry.v1.GetToolReviewResponse
+	75,  // 137: toolcrib.registry.v1.RegistryService.GrantScopes:output_type -> toolcrib.registry.v1.GrantScopesResponse
+	77,  // 138: toolcrib.registry.v1.RegistryService.RevokeScopes:output_type -> toolcrib.registry.v1.RevokeScopesResponse
+	79,  // 139: toolcrib.registry.v1.RegistryService.GetPolicy:output_type -> toolcrib.registry.v1.GetPolicyResponse
+	26,  // 140: toolcrib.registry.v1.RegistryService.SetRolloutStage:output_type -> toolcrib.registry.v1.SetRolloutStageResponse
+	28,  // 141: toolcrib.registry.v1.RegistryService.GetRolloutStage:output_type -> toolcrib.registry.v1.GetRolloutStageResponse
+	30,  // 142: toolcrib.registry.v1.RegistryService.ListRolloutStages:output_type -> toolcrib.registry.v1.ListRolloutStagesResponse
+	83,  // 143: toolcrib.registry.v1.RegistryService.Watch:output_type -> toolcrib.registry.v1.WatchResponse
+	117, // [117:144] is the sub-list for method output_type
+	90,  // [90:117] is the sub-list for method input_type
+	90,  // [90:90] is the sub-list for extension type_name
+	90,  // [90:90] is the sub-list for extension extendee
+	0,   // [0:90] is the sub-list for field type_name
 }
 
 func init() { file_toolcrib_registry_v1_registry_proto_init() }
@@ -6332,7 +6803,7 @@ func file_toolcrib_registry_v1_registry_proto_init() {
 		(*Server_Stdio)(nil),
 	}
 	file_toolcrib_registry_v1_registry_proto_msgTypes[16].OneofWrappers = []any{}
-	file_toolcrib_registry_v1_registry_proto_msgTypes[66].OneofWrappers = []any{
+	file_toolcrib_registry_v1_registry_proto_msgTypes[73].OneofWrappers = []any{
 		(*Change_Server)(nil),
 		(*Change_Tenant)(nil),
 		(*Change_AudienceClass)(nil),
@@ -6340,7 +6811,7 @@ func file_toolcrib_registry_v1_registry_proto_init() {
 		(*Change_Policy)(nil),
 		(*Change_RolloutStage)(nil),
 	}
-	file_toolcrib_registry_v1_registry_proto_msgTypes[67].OneofWrappers = []any{
+	file_toolcrib_registry_v1_registry_proto_msgTypes[74].OneofWrappers = []any{
 		(*WatchResponse_Change)(nil),
 		(*WatchResponse_Heartbeat)(nil),
 	}
@@ -6349,8 +6820,8 @@ func file_toolcrib_registry_v1_registry_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolcrib_registry_v1_registry_proto_rawDesc), len(file_toolcrib_registry_v1_registry_proto_rawDesc)),
-			NumEnums:      8,
-			NumMessages:   68,
+			NumEnums:      9,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -77,6 +77,8 @@ const (
 	RegistryService_GetAudienceClass_FullMethodName    = "/toolcrib.registry.v1.RegistryService/GetAudienceClass"
 	RegistryService_ListAudienceClasses_FullMethodName = "/toolcrib.registry.v1.RegistryService/ListAudienceClasses"
 	RegistryService_GetBinding_FullMethodName          = "/toolcrib.registry.v1.RegistryService/GetBinding"
+	RegistryService_GetBindings_FullMethodName         = "/toolcrib.registry.v1.RegistryService/GetBindings"
+	RegistryService_PinIdentities_FullMethodName       = "/toolcrib.registry.v1.RegistryService/PinIdentities"
 	RegistryService_PublishContract_FullMethodName     = "/toolcrib.registry.v1.RegistryService/PublishContract"
 	RegistryService_ApproveTool_FullMethodName         = "/toolcrib.registry.v1.RegistryService/ApproveTool"
 	RegistryService_EnableTool_FullMethodName          = "/toolcrib.registry.v1.RegistryService/EnableTool"
@@ -156,6 +158,20 @@ type RegistryServiceClient interface {
 	// and services, for another tenant's class exactly as for a missing one.
 	// The secret reference is returned only to admins and services.
 	GetBinding(ctx context.Context, in *GetBindingRequest, opts ...grpc.CallOption) (*GetBindingResponse, error)
+	// GetBindings is GetBinding for several (server, audience class) pairs in
+	// one call: discovery's scans that read at the same moment share it.
+	// Every pair is read exactly as GetBinding reads it, all in one snapshot,
+	// and its result says NOT_FOUND in place of the error GetBinding gives
+	// (the same rules, per pair). Platform admins and services only (a
+	// discovery worker's reads); at most 256 pairs.
+	GetBindings(ctx context.Context, in *GetBindingsRequest, opts ...grpc.CallOption) (*GetBindingsResponse, error)
+	// PinIdentities sets several servers' empty identity pins (trust on first
+	// use) in one transaction: each as a service's UpdateServer that changes
+	// nothing but the pin, by optimistic concurrency on the version the
+	// caller read. A pin that cannot be set leaves the others alone: its
+	// result says why and carries the stored server. Platform admins and
+	// services only; at most 256 pins.
+	PinIdentities(ctx context.Context, in *PinIdentitiesRequest, opts ...grpc.CallOption) (*PinIdentitiesResponse, error)
 	// PublishContract publishes a new contract version for a tool discovery has
 	// seen. The tool owner or an admin only. INVALID_ARGUMENT with one field
 	// violation per problem when required evidence is not a subset of the
@@ -391,6 +407,26 @@ func (c *registryServiceClient) GetBinding(ctx context.Context, in *GetBindingRe
 	return out, nil
 }
 
+func (c *registryServiceClient) GetBindings(ctx context.Context, in *GetBindingsRequest, opts ...grpc.CallOption) (*GetBindingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetBindingsResponse)
+	err := c.cc.Invoke(ctx, RegistryService_GetBindings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) PinIdentities(ctx context.Context, in *PinIdentitiesRequest, opts ...grpc.CallOption) (*PinIdentitiesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PinIdentitiesResponse)
+	err := c.cc.Invoke(ctx, RegistryService_PinIdentities_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *registryServiceClient) PublishContract(ctx context.Context, in *PublishContractRequest, opts ...grpc.CallOption) (*PublishContractResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(PublishContractResponse)
@@ -612,6 +648,20 @@ type RegistryServiceServer interface {
 	// and services, for another tenant's class exactly as for a missing one.
 	// The secret reference is returned only to admins and services.
 	GetBinding(context.Context, *GetBindingRequest) (*GetBindingResponse, error)
+	// GetBindings is GetBinding for several (server, audience class) pairs in
+	// one call: discovery's scans that read at the same moment share it.
+	// Every pair is read exactly as GetBinding reads it, all in one snapshot,
+	// and its result says NOT_FOUND in place of the error GetBinding gives
+	// (the same rules, per pair). Platform admins and services only (a
+	// discovery worker's reads); at most 256 pairs.
+	GetBindings(context.Context, *GetBindingsRequest) (*GetBindingsResponse, error)
+	// PinIdentities sets several servers' empty identity pins (trust on first
+	// use) in one transaction: each as a service's UpdateServer that changes
+	// nothing but the pin, by optimistic concurrency on the version the
+	// caller read. A pin that cannot be set leaves the others alone: its
+	// result says why and carries the stored server. Platform admins and
+	// services only; at most 256 pins.
+	PinIdentities(context.Context, *PinIdentitiesRequest) (*PinIdentitiesResponse, error)
 	// PublishContract publishes a new contract version for a tool discovery has
 	// seen. The tool owner or an admin only. INVALID_ARGUMENT with one field
 	// violation per problem when required evidence is not a subset of the
@@ -776,6 +826,12 @@ func (UnimplementedRegistryServiceServer) ListAudienceClasses(context.Context, *
 }
 func (UnimplementedRegistryServiceServer) GetBinding(context.Context, *GetBindingRequest) (*GetBindingResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetBinding not implemented")
+}
+func (UnimplementedRegistryServiceServer) GetBindings(context.Context, *GetBindingsRequest) (*GetBindingsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetBindings not implemented")
+}
+func (UnimplementedRegistryServiceServer) PinIdentities(context.Context, *PinIdentitiesRequest) (*PinIdentitiesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PinIdentities not implemented")
 }
 func (UnimplementedRegistryServiceServer) PublishContract(context.Context, *PublishContractRequest) (*PublishContractResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PublishContract not implemented")
@@ -1019,6 +1075,42 @@ func _RegistryService_GetBinding_Handler(srv interface{}, ctx context.Context, d
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(RegistryServiceServer).GetBinding(ctx, req.(*GetBindingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_GetBindings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetBindingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).GetBindings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_GetBindings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).GetBindings(ctx, req.(*GetBindingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_PinIdentities_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PinIdentitiesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).PinIdentities(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_PinIdentities_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).PinIdentities(ctx, req.(*PinIdentitiesRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1332,6 +1424,14 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetBinding",
 			Handler:    _RegistryService_GetBinding_Handler,
+		},
+		{
+			MethodName: "GetBindings",
+			Handler:    _RegistryService_GetBindings_Handler,
+		},
+		{
+			MethodName: "PinIdentities",
+			Handler:    _RegistryService_PinIdentities_Handler,
 		},
 		{
 			MethodName: "PublishContract",

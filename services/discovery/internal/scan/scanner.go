@@ -25,6 +25,7 @@ import (
 	"github.com/toolcrib/toolcrib/platform/changelog"
 	"github.com/toolcrib/toolcrib/platform/secretref"
 	"github.com/toolcrib/toolcrib/services/discovery/crawl"
+	"github.com/toolcrib/toolcrib/services/discovery/internal/coalesce"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/store"
 	"github.com/toolcrib/toolcrib/services/discovery/registryclient"
 	"github.com/toolcrib/toolcrib/services/discovery/validate"
@@ -186,6 +187,9 @@ type Scanner struct {
 	gate       *gate
 	listen     *listeners
 	metrics    *metrics
+	// inserts coalesces the one-pair Enqueue calls made at the same moment
+	// into one insert transaction.
+	inserts *coalesce.Coalescer[enqueue, enqueued]
 }
 
 // New builds a scanner. pool must have room for two connections per worker
@@ -195,6 +199,7 @@ func New(pool *pgxpool.Pool, st *store.Store, log *changelog.Log, reg registrycl
 	cfg = cfg.withDefaults()
 	s := &Scanner{cfg: cfg, pool: pool, store: st, log: log, reg: reg, lg: lg, stopLinger: make(chan struct{}), metrics: newMetrics(cfg.Metrics)}
 	s.bg, s.stopBg = context.WithCancel(context.Background())
+	s.inserts = &coalesce.Coalescer[enqueue, enqueued]{Send: s.insert, Max: 256, InFlight: 2, Timeout: 30 * time.Second}
 	s.gate, s.listen = newGate(s), newListeners(s)
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &scanWorker{s: s})
@@ -316,15 +321,72 @@ type Ticket struct {
 }
 
 // Enqueue queues scans of pairs; a pair already queued (or running) is not
-// queued twice and its ticket says so.
+// queued twice and its ticket says so. Calls of one pair made at the same
+// moment (TriggerScan from many callers) share one insert transaction.
 func (s *Scanner) Enqueue(ctx context.Context, trigger discoveryv1.ScanTrigger, pairs ...[2]string) ([]Ticket, error) {
-	if len(pairs) == 0 {
+	var queued []enqueued
+	switch len(pairs) {
+	case 0:
 		return nil, nil
+	case 1:
+		q, err := s.inserts.Do(ctx, enqueue{trigger: trigger, pair: pairs[0]})
+		if err != nil {
+			return nil, err
+		}
+		queued = []enqueued{q}
+	default:
+		qs := make([]enqueue, len(pairs))
+		for i, p := range pairs {
+			qs[i] = enqueue{trigger: trigger, pair: p}
+		}
+		var err error
+		if queued, err = s.insert(ctx, qs); err != nil {
+			return nil, err
+		}
 	}
-	params := make([]river.InsertManyParams, len(pairs))
-	for i, p := range pairs {
-		params[i] = river.InsertManyParams{Args: ScanArgs{ServerID: p[0], AudienceClass: p[1], Trigger: trigger.String()},
-			InsertOpts: &river.InsertOpts{MaxAttempts: s.cfg.MaxAttempts}}
+	out := make([]Ticket, len(queued))
+	for i, q := range queued {
+		out[i] = q.ticket
+		// An on-demand scan should not wait out a retry backoff: a queued
+		// scan that is waiting for its next attempt is made due now.
+		if trigger == discoveryv1.ScanTrigger_SCAN_TRIGGER_MANUAL && q.ticket.AlreadyQueued &&
+			(q.state == rivertype.JobStateRetryable || q.state == rivertype.JobStateScheduled) {
+			if _, err := s.river.JobRetry(ctx, q.id); err != nil {
+				s.lg.WarnContext(ctx, "make a queued scan due now", "scan", q.id, "error", err)
+			}
+		}
+	}
+	return out, nil
+}
+
+// enqueue is one pair to queue, enqueued its outcome.
+type enqueue struct {
+	trigger discoveryv1.ScanTrigger
+	pair    [2]string
+}
+
+type enqueued struct {
+	ticket Ticket
+	id     int64
+	state  rivertype.JobState
+}
+
+// insert queues scans with one River InsertMany (one transaction). A pair
+// named twice is inserted once (River's unique insert cannot take one key
+// twice in a statement); the later mention is answered as already queued,
+// with the same job.
+func (s *Scanner) insert(ctx context.Context, qs []enqueue) ([]enqueued, error) {
+	first := make(map[[2]string]int, len(qs))
+	var params []river.InsertManyParams
+	slot := make([]int, len(qs))
+	for i, q := range qs {
+		if j, ok := first[q.pair]; ok {
+			slot[i] = -1 - j
+			continue
+		}
+		first[q.pair], slot[i] = i, len(params)
+		params = append(params, river.InsertManyParams{Args: ScanArgs{ServerID: q.pair[0], AudienceClass: q.pair[1], Trigger: q.trigger.String()},
+			InsertOpts: &river.InsertOpts{MaxAttempts: s.cfg.MaxAttempts}})
 	}
 	res, err := s.river.InsertMany(ctx, params)
 	var pe *pgconn.PgError
@@ -334,17 +396,19 @@ func (s *Scanner) Enqueue(ctx context.Context, trigger discoveryv1.ScanTrigger, 
 	if err != nil {
 		return nil, fmt.Errorf("scan: queue: %w", err)
 	}
-	out := make([]Ticket, len(res))
-	for i, r := range res {
-		out[i] = Ticket{ServerID: pairs[i][0], AudienceClass: pairs[i][1], ScanID: strconv.FormatInt(r.Job.ID, 10), AlreadyQueued: r.UniqueSkippedAsDuplicate}
-		// An on-demand scan should not wait out a retry backoff: a queued
-		// scan that is waiting for its next attempt is made due now.
-		if trigger == discoveryv1.ScanTrigger_SCAN_TRIGGER_MANUAL && r.UniqueSkippedAsDuplicate &&
-			(r.Job.State == rivertype.JobStateRetryable || r.Job.State == rivertype.JobStateScheduled) {
-			if _, err := s.river.JobRetry(ctx, r.Job.ID); err != nil {
-				s.lg.WarnContext(ctx, "make a queued scan due now", "scan", r.Job.ID, "error", err)
-			}
+	if len(res) != len(params) {
+		return nil, fmt.Errorf("scan: queue: %d results for %d jobs", len(res), len(params))
+	}
+	out := make([]enqueued, len(qs))
+	for i, q := range qs {
+		if slot[i] < 0 {
+			out[i] = out[-1-slot[i]]
+			out[i].ticket.AlreadyQueued = true
+			continue
 		}
+		r := res[slot[i]]
+		out[i] = enqueued{ticket: Ticket{ServerID: q.pair[0], AudienceClass: q.pair[1], ScanID: strconv.FormatInt(r.Job.ID, 10),
+			AlreadyQueued: r.UniqueSkippedAsDuplicate}, id: r.Job.ID, state: r.Job.State}
 	}
 	return out, nil
 }

@@ -119,16 +119,18 @@ func (s *Store) Commit(ctx context.Context, c Commit) (*Committed, error) {
 		// the generation is compared with (the static tool list, the
 		// previous generation's tools), and the comparison is stored with
 		// the run.
+		// 4. The run's end goes in the same round trip.
 		var ref reference
-		digest, err := writeSnapshot(ctx, tx, c, gen, now, &ref)
+		digest, fin, err := writeSnapshot(ctx, tx, c, gen, now, &ref)
 		if err != nil {
 			return nil, err
 		}
 		if err := writeComparison(ctx, tx, compareCommit(c, gen, &ref, now)); err != nil {
 			return nil, err
 		}
-		// 4. The run's end, and the caller's part (the queue job).
-		if ended, err = finishRun(ctx, tx, c.RunID, committedRun(c, gen)); err != nil {
+		// The run's pages beyond what its statement wrote, and the
+		// caller's part (the queue job).
+		if ended, err = fin.rest(ctx, tx); err != nil {
 			return nil, err
 		}
 		if c.InTx != nil {
@@ -180,10 +182,10 @@ WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND revision = 
 }
 
 // writeSnapshot stamps the snapshot with its generation, state and digest
-// and writes it, its generation row and the previous generation's
-// retirement in one round trip, with the reads of ref, then its tools; it
-// returns the digest.
-func writeSnapshot(ctx context.Context, tx pgx.Tx, c Commit, gen int64, now time.Time, ref *reference) (string, error) {
+// and writes it, its generation row, the previous generation's retirement
+// and the run's end (see [queueFinishRun]) in one round trip, with the
+// reads of ref, then its tools; it returns the digest and the run's end.
+func writeSnapshot(ctx context.Context, tx pgx.Tx, c Commit, gen int64, now time.Time, ref *reference) (string, *finishing, error) {
 	snap := c.Snapshot
 	server, aud, expires := snap.GetServerId(), snap.GetAudienceClass(), snap.GetExpiresAt().AsTime()
 	snap.Generation = gen
@@ -192,7 +194,7 @@ func writeSnapshot(ctx context.Context, tx pgx.Tx, c Commit, gen int64, now time
 	snap.Schema = "toolCatalogSnapshot.v1"
 	digest, err := candidate.SnapshotDigest(snap, c.State)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	snap.SnapshotDigest = digest
 	var b pgx.Batch
@@ -211,26 +213,30 @@ VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20)`
 WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND retired_at IS NULL`, server, aud, prev, now)
 	}
 	ref.queue(&b, server, aud, c.Expected.Generation)
+	fin, err := queueFinishRun(&b, c.RunID, committedRun(c, gen))
+	if err != nil {
+		return "", nil, err
+	}
 	tools := snap.GetTools()
 	small := len(tools) <= inlineRows
 	if small && len(tools) > 0 {
 		if err := queueTools(&b, server, aud, gen, tools); err != nil {
-			return "", err
+			return "", nil, err
 		}
 	}
 	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-		return "", fmt.Errorf("store: snapshot: %w", err)
+		return "", nil, fmt.Errorf("store: snapshot: %w", err)
 	}
 	if small {
-		return digest, nil
+		return digest, fin, nil
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"snapshot_tools"},
 		[]string{"server_id", "audience_class", "generation", "ordinal", "name", "tool_id", "descriptor_digest",
 			"input_schema_digest", "output_schema_digest", "schema_dialect", "flags", "raw"},
 		&toolRows{server: server, aud: aud, gen: gen, tools: snap.GetTools()}); err != nil {
-		return "", fmt.Errorf("store: snapshot tools: %w", err)
+		return "", nil, fmt.Errorf("store: snapshot tools: %w", err)
 	}
-	return digest, nil
+	return digest, fin, nil
 }
 
 // inlineRows is the most rows a commit writes with one INSERT from arrays

@@ -187,13 +187,21 @@ func (s *Store) runGroup(items []*groupItem) (again []*groupItem) {
 				it.change, ok = c, append(ok, it)
 				continue
 			}
-			var c *pendingChange
-			if err := pgx.BeginFunc(wctx, tx, func(sp pgx.Tx) error {
-				var err error
-				c, err = it.run(wctx, sp)
-				return err
-			}); err != nil {
+			// A savepoint of the commit's own; it is never released (the
+			// transaction's commit keeps it, and a release would cost a
+			// round trip per commit), only rolled back to when the work
+			// fails. A savepoint name may repeat: ROLLBACK TO names the
+			// latest.
+			if _, err := tx.Exec(wctx, "SAVEPOINT group_commit"); err != nil {
 				it.err = err
+				return err
+			}
+			c, err := it.run(wctx, tx)
+			if err != nil {
+				it.err = err
+				if _, rerr := tx.Exec(wctx, "ROLLBACK TO SAVEPOINT group_commit"); rerr != nil {
+					return rerr
+				}
 				continue
 			}
 			it.change, ok = c, append(ok, it)

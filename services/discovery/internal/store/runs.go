@@ -197,6 +197,31 @@ func (s *Store) FinishRun(ctx context.Context, runID string, e RunEnd) error {
 // what an [Observer] hears of it once tx committed. A run that already
 // finished (e.g. marked lost by another worker) is left alone (nil).
 func finishRun(ctx context.Context, tx pgx.Tx, runID string, e RunEnd) (*EndedRun, error) {
+	var b pgx.Batch
+	f, err := queueFinishRun(&b, runID, e)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+		return nil, err
+	}
+	return f.rest(ctx, tx)
+}
+
+// finishing is a run's end queued in a batch by [queueFinishRun].
+type finishing struct {
+	runID string
+	e     RunEnd
+	ended *EndedRun
+	// matched says the update found the run unfinished.
+	matched bool
+}
+
+// queueFinishRun queues the statement that writes the run's final state
+// (and its pages, when at most [inlineRows]) in b; once b was sent,
+// [finishing.rest] writes larger page sets and returns the ended run. A
+// commit queues it in the batch that writes its snapshot.
+func queueFinishRun(b *pgx.Batch, runID string, e RunEnd) (*finishing, error) {
 	flags := make([]storedFlag, len(e.Flags))
 	for i, f := range e.Flags {
 		flags[i] = storedFlag{Tool: f.Tool, Flag: f.Flag, Detail: f.Detail}
@@ -205,41 +230,56 @@ func finishRun(ctx context.Context, tx pgx.Tx, runID string, e RunEnd) (*EndedRu
 	if err != nil {
 		return nil, err
 	}
-	ended := &EndedRun{RunID: runID, State: e.State, Reason: e.Reason, Pages: len(e.Pages), Tools: e.ToolCount,
-		Generation: max(e.Generation, e.ConfirmedGeneration)}
-	var secs float64
+	f := &finishing{runID: runID, e: e, ended: &EndedRun{RunID: runID, State: e.State, Reason: e.Reason, Pages: len(e.Pages), Tools: e.ToolCount,
+		Generation: max(e.Generation, e.ConfirmedGeneration)}}
 	args := []any{runID, stateName(e.State), reasonName(e.Reason), e.Detail, e.TenantID, e.ProtocolVersion,
 		e.SourceRevision, e.ClosingRevision, e.PageRoot, len(e.Pages), e.ToolCount, e.Bytes,
 		e.PolicyEpoch, e.Generation, e.ConfirmedGeneration, e.IdentityDigest, e.TrustConfigDigest, e.CacheScope, fj}
 	// A run of few pages writes them in the same statement, only when the
-	// update matched (an unfinished run); more go by COPY below.
-	inline := len(e.Pages) > 0 && len(e.Pages) <= inlineRows
+	// update matched (an unfinished run); more go by COPY in rest.
 	sql := finishRunSQL
-	if inline {
+	if inlinePages(e) {
 		sql = finishRunPagesSQL
 		args = append(args, pageColumns(e.Pages)...)
 	}
-	err = tx.QueryRow(ctx, sql, args...).Scan(&ended.ServerID, &ended.AudienceClass, &secs)
-	if errors.Is(err, pgx.ErrNoRows) {
+	b.Queue(sql, args...).QueryRow(func(row pgx.Row) error {
+		var secs float64
+		err := row.Scan(&f.ended.ServerID, &f.ended.AudienceClass, &secs)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("store: finish run: %w", err)
+		}
+		f.matched, f.ended.Took = true, time.Duration(secs*float64(time.Second))
+		return nil
+	})
+	return f, nil
+}
+
+func inlinePages(e RunEnd) bool { return len(e.Pages) > 0 && len(e.Pages) <= inlineRows }
+
+// rest writes the pages the queued statement did not (more than
+// [inlineRows]) and returns the ended run, nil when the run had already
+// finished.
+func (f *finishing) rest(ctx context.Context, tx pgx.Tx) (*EndedRun, error) {
+	if !f.matched {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("store: finish run: %w", err)
-	}
-	ended.Took = time.Duration(secs * float64(time.Second))
-	if len(e.Pages) == 0 || inline {
-		return ended, nil
+	e := f.e
+	if len(e.Pages) == 0 || inlinePages(e) {
+		return f.ended, nil
 	}
 	rows := make([][]any, len(e.Pages))
 	for i, p := range e.Pages {
-		rows[i] = []any{runID, p.Index, p.CursorIn, p.CursorOut, p.HasNext, p.Revision, p.ToolCount, p.Digest, p.Bytes, p.ReceivedAt}
+		rows[i] = []any{f.runID, p.Index, p.CursorIn, p.CursorOut, p.HasNext, p.Revision, p.ToolCount, p.Digest, p.Bytes, p.ReceivedAt}
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"run_pages"},
 		[]string{"run_id", "idx", "cursor_in", "cursor_out", "has_next", "revision", "tool_count", "page_digest", "bytes", "received_at"},
 		pgx.CopyFromRows(rows)); err != nil {
 		return nil, fmt.Errorf("store: run pages: %w", err)
 	}
-	return ended, nil
+	return f.ended, nil
 }
 
 // finishRunSQL ends an unfinished run ($1) with the record $2–$19.

@@ -227,34 +227,7 @@ type Binding struct {
 // touching one row of each table whatever the class's size.
 // [NotFoundError] when the server or the class is unknown.
 func (s *Store) GetBinding(ctx context.Context, serverID, className string) (*Binding, error) {
-	var (
-		b      Binding
-		ref    *string
-		tenant *string
-		epoch  *int64
-	)
-	row := s.pool.QueryRow(ctx, `WITH srv AS (SELECT `+serverCols+` FROM servers WHERE server_id = $1),
-cls AS (SELECT c.tenant_id, t.policy_epoch, b.secret_ref
-  FROM audience_classes c JOIN tenants t USING (tenant_id)
-  LEFT JOIN audience_servers b ON b.class_name = c.name AND b.server_id = $1
-  WHERE c.name = $2)
-SELECT srv.*, cls.tenant_id, cls.policy_epoch, cls.secret_ref, (`+changelog.HeadQuery+`)
-FROM srv LEFT JOIN cls ON true`, serverID, className)
-	srv, err := scanServer(extraRow{row: row, extra: []any{&tenant, &epoch, &ref, &b.Revision}})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, &NotFoundError{Kind: "server", ID: serverID}
-	}
-	if err != nil {
-		return nil, err
-	}
-	if tenant == nil {
-		return nil, &NotFoundError{Kind: "audience class", ID: className}
-	}
-	b.Server, b.TenantID, b.PolicyEpoch = srv, *tenant, *epoch
-	if ref != nil {
-		b.Binding = &registryv1.AudienceServer{ServerId: serverID, SecretRef: *ref}
-	}
-	return &b, nil
+	return scanBinding(s.pool.QueryRow(ctx, bindingSQL, serverID, className), serverID, className)
 }
 
 // extraRow scans a row whose first columns are the server's and whose

@@ -19,6 +19,11 @@ CONFIRMATION_ALWAYS: Confirmation
 CONFIRMATION_AUTONOMOUS_ALLOWED: Confirmation
 CONFIRMATION_UNSPECIFIED: Confirmation
 DESCRIPTOR: _descriptor.FileDescriptor
+PIN_OUTCOME_ALREADY_PINNED: PinOutcome
+PIN_OUTCOME_NOT_FOUND: PinOutcome
+PIN_OUTCOME_PINNED: PinOutcome
+PIN_OUTCOME_UNSPECIFIED: PinOutcome
+PIN_OUTCOME_VERSION_MISMATCH: PinOutcome
 POLICY_CHANGE_CAUSE_AUDIENCE_CLASS: PolicyChangeCause
 POLICY_CHANGE_CAUSE_CONTRACT_PUBLISHED: PolicyChangeCause
 POLICY_CHANGE_CAUSE_GRANT: PolicyChangeCause
@@ -103,6 +108,14 @@ class AudienceServer(_message.Message):
     secret_ref: str
     server_id: str
     def __init__(self, server_id: _Optional[str] = ..., secret_ref: _Optional[str] = ...) -> None: ...
+
+class BindingResult(_message.Message):
+    __slots__ = ["binding", "not_found"]
+    BINDING_FIELD_NUMBER: _ClassVar[int]
+    NOT_FOUND_FIELD_NUMBER: _ClassVar[int]
+    binding: GetBindingResponse
+    not_found: str
+    def __init__(self, binding: _Optional[_Union[GetBindingResponse, _Mapping]] = ..., not_found: _Optional[str] = ...) -> None: ...
 
 class Change(_message.Message):
     __slots__ = ["audience_class", "committed_at", "kind", "policy", "revision", "rollout_stage", "server", "tenant", "tool"]
@@ -221,6 +234,18 @@ class GetBindingResponse(_message.Message):
     server: Server
     tenant_id: str
     def __init__(self, server: _Optional[_Union[Server, _Mapping]] = ..., binding: _Optional[_Union[AudienceServer, _Mapping]] = ..., tenant_id: _Optional[str] = ..., policy_epoch: _Optional[int] = ..., revision: _Optional[int] = ...) -> None: ...
+
+class GetBindingsRequest(_message.Message):
+    __slots__ = ["reads"]
+    READS_FIELD_NUMBER: _ClassVar[int]
+    reads: _containers.RepeatedCompositeFieldContainer[GetBindingRequest]
+    def __init__(self, reads: _Optional[_Iterable[_Union[GetBindingRequest, _Mapping]]] = ...) -> None: ...
+
+class GetBindingsResponse(_message.Message):
+    __slots__ = ["results"]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[BindingResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[BindingResult, _Mapping]]] = ...) -> None: ...
 
 class GetPolicyRequest(_message.Message):
     __slots__ = ["at_epoch", "tenant_id"]
@@ -374,6 +399,16 @@ class GrantScopesResponse(_message.Message):
     policy_epoch: int
     def __init__(self, grant: _Optional[_Union[Grant, _Mapping]] = ..., policy_epoch: _Optional[int] = ...) -> None: ...
 
+class IdentityPin(_message.Message):
+    __slots__ = ["expected_version", "identity_pin", "server_id"]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_PIN_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    expected_version: int
+    identity_pin: str
+    server_id: str
+    def __init__(self, server_id: _Optional[str] = ..., expected_version: _Optional[int] = ..., identity_pin: _Optional[str] = ...) -> None: ...
+
 class ListAudienceClassesRequest(_message.Message):
     __slots__ = ["page_size", "page_token", "server_id", "tenant_id"]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -459,6 +494,26 @@ class ListToolsResponse(_message.Message):
     revision: int
     tools: _containers.RepeatedCompositeFieldContainer[Tool]
     def __init__(self, tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., revision: _Optional[int] = ...) -> None: ...
+
+class PinIdentitiesRequest(_message.Message):
+    __slots__ = ["pins"]
+    PINS_FIELD_NUMBER: _ClassVar[int]
+    pins: _containers.RepeatedCompositeFieldContainer[IdentityPin]
+    def __init__(self, pins: _Optional[_Iterable[_Union[IdentityPin, _Mapping]]] = ...) -> None: ...
+
+class PinIdentitiesResponse(_message.Message):
+    __slots__ = ["results"]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[PinResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[PinResult, _Mapping]]] = ...) -> None: ...
+
+class PinResult(_message.Message):
+    __slots__ = ["outcome", "server"]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    outcome: PinOutcome
+    server: Server
+    def __init__(self, outcome: _Optional[_Union[PinOutcome, str]] = ..., server: _Optional[_Union[Server, _Mapping]] = ...) -> None: ...
 
 class Policy(_message.Message):
     __slots__ = ["audience_classes", "grants", "policy_epoch", "rollout_stages", "tenant_id"]
@@ -846,6 +901,9 @@ class ReviewState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class Stage(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class PinOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class ChangeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

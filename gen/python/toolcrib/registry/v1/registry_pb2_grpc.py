@@ -65,6 +65,16 @@ class RegistryServiceStub(object):
                 request_serializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetBindingRequest.SerializeToString,
                 response_deserializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetBindingResponse.FromString,
                 )
+        self.GetBindings = channel.unary_unary(
+                '/toolcrib.registry.v1.RegistryService/GetBindings',
+                request_serializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetBindingsRequest.SerializeToString,
+                response_deserializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetBindingsResponse.FromString,
+                )
+        self.PinIdentities = channel.unary_unary(
+                '/toolcrib.registry.v1.RegistryService/PinIdentities',
+                request_serializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.PinIdentitiesRequest.SerializeToString,
+                response_deserializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.PinIdentitiesResponse.FromString,
+                )
         self.PublishContract = channel.unary_unary(
                 '/toolcrib.registry.v1.RegistryService/PublishContract',
                 request_serializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.PublishContractRequest.SerializeToString,
@@ -247,6 +257,30 @@ class RegistryServiceServicer(object):
         class does not exist, and, for principals other than platform admins
         and services, for another tenant's class exactly as for a missing one.
         The secret reference is returned only to admins and services.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetBindings(self, request, context):
+        """GetBindings is GetBinding for several (server, audience class) pairs in
+        one call: discovery's scans that read at the same moment share it.
+        Every pair is read exactly as GetBinding reads it, all in one snapshot,
+        and its result says NOT_FOUND in place of the error GetBinding gives
+        (the same rules, per pair). Platform admins and services only (a
+        discovery worker's reads); at most 256 pairs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PinIdentities(self, request, context):
+        """PinIdentities sets several servers' empty identity pins (trust on first
+        use) in one transaction: each as a service's UpdateServer that changes
+        nothing but the pin, by optimistic concurrency on the version the
+        caller read. A pin that cannot be set leaves the others alone: its
+        result says why and carries the stored server. Platform admins and
+        services only; at most 256 pins.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -505,6 +539,16 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     request_deserializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetBindingRequest.FromString,
                     response_serializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetBindingResponse.SerializeToString,
             ),
+            'GetBindings': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetBindings,
+                    request_deserializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetBindingsRequest.FromString,
+                    response_serializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetBindingsResponse.SerializeToString,
+            ),
+            'PinIdentities': grpc.unary_unary_rpc_method_handler(
+                    servicer.PinIdentities,
+                    request_deserializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.PinIdentitiesRequest.FromString,
+                    response_serializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.PinIdentitiesResponse.SerializeToString,
+            ),
             'PublishContract': grpc.unary_unary_rpc_method_handler(
                     servicer.PublishContract,
                     request_deserializer=toolcrib_dot_registry_dot_v1_dot_registry__pb2.PublishContractRequest.FromString,
@@ -758,6 +802,40 @@ class RegistryService(object):
         return grpc.experimental.unary_unary(request, target, '/toolcrib.registry.v1.RegistryService/GetBinding',
             toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetBindingRequest.SerializeToString,
             toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetBindingResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetBindings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolcrib.registry.v1.RegistryService/GetBindings',
+            toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetBindingsRequest.SerializeToString,
+            toolcrib_dot_registry_dot_v1_dot_registry__pb2.GetBindingsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def PinIdentities(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolcrib.registry.v1.RegistryService/PinIdentities',
+            toolcrib_dot_registry_dot_v1_dot_registry__pb2.PinIdentitiesRequest.SerializeToString,
+            toolcrib_dot_registry_dot_v1_dot_registry__pb2.PinIdentitiesResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
