@@ -59,8 +59,12 @@ func TestGetBindingsReadsEachPairAsGetBinding(t *testing.T) {
 		t.Fatalf("bindings %v", got)
 	}
 
-	_, err = r.Client(t, r.Auth.User(t, "alice", tenant, "readers")).GetBindings(ctx, &registryv1.GetBindingsRequest{Reads: reads})
-	wantCode(t, err, codes.PermissionDenied, "PERMISSION_DENIED")
+	// A user of the server's tenant, and one of another tenant, may not
+	// read bindings (their credentials' references) in bulk.
+	for _, tok := range []string{r.Auth.User(t, "alice", tenant, "readers"), r.Auth.User(t, "bob", tenantB, "readers")} {
+		_, err = r.Client(t, tok).GetBindings(ctx, &registryv1.GetBindingsRequest{Reads: reads})
+		wantCode(t, err, codes.PermissionDenied, "PERMISSION_DENIED")
+	}
 	_, err = admin.GetBindings(ctx, &registryv1.GetBindingsRequest{})
 	wantFields(t, err, "reads")
 	_, err = admin.GetBindings(ctx, &registryv1.GetBindingsRequest{Reads: []*registryv1.GetBindingRequest{{ServerId: "Bad Id"}}})
@@ -130,9 +134,12 @@ func TestPinIdentitiesSetsEmptyPinsOnly(t *testing.T) {
 		t.Fatalf("a second pin: %v %v", again, err)
 	}
 
-	_, err = r.Client(t, r.Auth.User(t, "alice", tenant, "readers")).PinIdentities(ctx, &registryv1.PinIdentitiesRequest{
-		Pins: []*registryv1.IdentityPin{{ServerId: server, ExpectedVersion: 1, IdentityPin: pinA}}})
-	wantCode(t, err, codes.PermissionDenied, "PERMISSION_DENIED")
+	// Nor may a user of the server's tenant or of another tenant pin.
+	for _, tok := range []string{r.Auth.User(t, "alice", tenant, "readers"), r.Auth.User(t, "bob", tenantB, "readers")} {
+		_, err = r.Client(t, tok).PinIdentities(ctx, &registryv1.PinIdentitiesRequest{
+			Pins: []*registryv1.IdentityPin{{ServerId: server, ExpectedVersion: 1, IdentityPin: pinA}}})
+		wantCode(t, err, codes.PermissionDenied, "PERMISSION_DENIED")
+	}
 	_, err = admin.PinIdentities(ctx, &registryv1.PinIdentitiesRequest{Pins: []*registryv1.IdentityPin{{ServerId: server, IdentityPin: "sha256:x"}}})
 	wantFields(t, err, "pins[0].expected_version", "pins[0].identity_pin")
 }

@@ -246,6 +246,15 @@ func TestHugeIDsAreNotEchoed(t *testing.T) {
 			_, err := admin.GetBinding(ctx, &registryv1.GetBindingRequest{ServerId: huge, AudienceClass: "c"})
 			return err
 		},
+		"GetBindings": func() error {
+			_, err := admin.GetBindings(ctx, &registryv1.GetBindingsRequest{Reads: []*registryv1.GetBindingRequest{{ServerId: huge, AudienceClass: "c"}}})
+			return err
+		},
+		"PinIdentities": func() error {
+			_, err := admin.PinIdentities(ctx, &registryv1.PinIdentitiesRequest{Pins: []*registryv1.IdentityPin{{ServerId: huge, ExpectedVersion: 1,
+				IdentityPin: "sha256:" + strings.Repeat("a", 64)}}})
+			return err
+		},
 		"SetRolloutStage": func() error {
 			_, err := admin.SetRolloutStage(ctx, &registryv1.SetRolloutStageRequest{ServerId: "s", AudienceClass: "c",
 				Stage: registryv1.Stage_STAGE_SHADOW, Reason: huge})
