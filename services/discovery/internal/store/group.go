@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
+	"github.com/toolcrib/toolcrib/platform/postgres"
 )
 
 // Group commit. Every commit appends to the change log, and from its append
@@ -153,7 +153,7 @@ func (s *Store) runGroup(items []*groupItem) (again []*groupItem) {
 	sortGroup(items)
 	defer func() {
 		for _, it := range items {
-			if it.tries++; retryable(it.err) && it.tries < maxTries && it.ctx.Err() == nil {
+			if it.tries++; postgres.IsSerializationFailure(it.err) && it.tries < maxTries && it.ctx.Err() == nil {
 				s.log.Logger().Warn("discovery store: a commit runs again", "pair", strings.ReplaceAll(it.key, "\x00", "/"), "try", it.tries+1, "err", it.err)
 				it.change, it.err = nil, nil
 				again = append(again, it)
@@ -228,13 +228,6 @@ func (s *Store) runGroup(items []*groupItem) (again []*groupItem) {
 // the order they came.
 func sortGroup(items []*groupItem) {
 	slices.SortStableFunc(items, func(a, b *groupItem) int { return strings.Compare(a.key, b.key) })
-}
-
-// retryable is whether err is Postgres aborting a statement for a deadlock
-// or a serialization failure: the same work may succeed when run again.
-func retryable(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 }
 
 // appendChanges appends the changes in order, in one round trip, as the
