@@ -382,17 +382,23 @@ func (w *World) issue(t testing.TB, who string, req *leasev1.IssueRequest) (*lea
 // Verify presents the lease as alice with a fresh holder proof.
 func (w *World) Verify(t testing.TB, iss *leasev1.IssueResponse) *leasev1.VerifyResponse {
 	t.Helper()
+	resp, err := w.Lease["alice"].Verify(ctxFor(t), w.VerifyRequest(t, iss))
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	return resp
+}
+
+// VerifyRequest is the Verify of the lease with a fresh holder proof, for
+// a test that expects Verify to fail.
+func (w *World) VerifyRequest(t testing.TB, iss *leasev1.IssueResponse) *leasev1.VerifyRequest {
+	t.Helper()
 	c := iss.GetClaims()
 	proof, err := lease.NewProof(w.Holder, lease.Claims{ID: c.GetLeaseId(), ArgumentDigest: c.GetArgumentDigest(), Audience: c.GetAudience()}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := w.Lease["alice"].Verify(ctxFor(t), &leasev1.VerifyRequest{Token: iss.GetToken(), Proof: proof,
-		Audience: c.GetAudience(), ArgumentDigest: c.GetArgumentDigest(), ToolId: toolID})
-	if err != nil {
-		t.Fatalf("Verify: %v", err)
-	}
-	return resp
+	return &leasev1.VerifyRequest{Token: iss.GetToken(), Proof: proof, Audience: c.GetAudience(), ArgumentDigest: c.GetArgumentDigest(), ToolId: toolID}
 }
 
 // CodeReason returns the gRPC code and ErrorInfo reason of err.

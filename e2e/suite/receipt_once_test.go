@@ -14,7 +14,6 @@ import (
 	"github.com/toolcrib/toolcrib/platform/config"
 	"github.com/toolcrib/toolcrib/platform/redistest"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
-	"github.com/toolcrib/toolcrib/revision/lease"
 )
 
 // TestOneDecisionOneLeaseAcrossLeaseReplicas (issue 20, point 3): eight
@@ -101,12 +100,7 @@ func TestTheReceiptIsSingleUseWithoutTheLeaseRedis(t *testing.T) {
 		}
 		wantRefusal(t, fmt.Sprintf("Issue %d on a used receipt with Redis away", i), err, codes.FailedPrecondition, "RECEIPT_ALREADY_USED")
 	}
-	c := iss.GetClaims()
-	proof, err := lease.NewProof(w.Holder, lease.Claims{ID: c.GetLeaseId(), ArgumentDigest: c.GetArgumentDigest(), Audience: c.GetAudience()}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	vreq := &leasev1.VerifyRequest{Token: iss.GetToken(), Proof: proof, Audience: c.GetAudience(), ArgumentDigest: c.GetArgumentDigest(), ToolId: c.GetToolId()}
+	vreq := w.VerifyRequest(t, iss)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	v, err := w.Lease["alice"].Verify(ctx, vreq)
