@@ -82,9 +82,9 @@ func TestRedeemNeedsAServiceIdentity(t *testing.T) {
 // TestRedeemIsBoundToTheExecutorsAudiences: with --redeem-audiences, a
 // service may redeem only leases of the audiences paired with it: another
 // toolcrib service presenting the claims is PERMISSION_DENIED and consumes
-// nothing (the paired executor then redeems the lease once). Redeem takes
-// the claims as the executor verified them: a service that lies about a
-// lease's audience is not caught here (Verify, which takes the token, is).
+// nothing (the paired executor then redeems the lease once). A service
+// that lies about a lease's audience: see
+// [TestALieAboutTheAudienceCannotUseUpAnotherExecutorsLease].
 func TestRedeemIsBoundToTheExecutorsAudiences(t *testing.T) {
 	s := newSuiteWith(t, 1, func(c *service.Config) {
 		c.RedeemAudiences = "test-service=" + audience + ", other-executor=executor.billing"
@@ -97,6 +97,41 @@ func TestRedeemIsBoundToTheExecutorsAudiences(t *testing.T) {
 	}
 	if got := redeem(t, s.executor(t, 0), resp.GetClaims()); got != "OK valid" {
 		t.Fatalf("Redeem by the paired executor after the refusal = %s", got)
+	}
+}
+
+// TestALieAboutTheAudienceCannotUseUpAnotherExecutorsLease: a service
+// paired with its own audience presents another executor's lease under
+// that audience. Redeem cannot tell (it takes the claims as verified), but
+// the single-use record is the lease id with its audience, so the lie uses
+// up nothing of the lease: the executor it is addressed to redeems it once,
+// and the lease's Verify and a second Redeem are ALREADY_USED.
+func TestALieAboutTheAudienceCannotUseUpAnotherExecutorsLease(t *testing.T) {
+	s := newSuiteWith(t, 1, func(c *service.Config) {
+		c.RedeemAudiences = "test-service=" + audience + ", other-executor=executor.billing"
+	})
+	h := newHolder(t)
+	resp := s.issue(t, h)
+	other := s.client(t, 0, s.auth.Token(t, principal.Claims{Subject: "other-executor", Tenant: servicetest.PlatformTenant,
+		Groups: []string{servicetest.ServiceGroup}}))
+	lie := proto.Clone(resp.GetClaims()).(*leasev1.LeaseClaims)
+	lie.Audience = "executor.billing"
+	for i := range 2 {
+		// What the liar is told does not matter to the lease; it is only
+		// ever told about its own record.
+		if got := redeem(t, other, lie); i == 1 && got != "OK VERIFY_FAILURE_ALREADY_USED" {
+			t.Fatalf("the lie presented again = %s", got)
+		}
+	}
+	if got := redeem(t, s.executor(t, 0), resp.GetClaims()); got != "OK valid" {
+		t.Fatalf("Redeem by the lease's own executor after another service lied about its audience = %s", got)
+	}
+	if got := redeem(t, s.executor(t, 0), resp.GetClaims()); got != "OK VERIFY_FAILURE_ALREADY_USED" {
+		t.Fatalf("a second Redeem = %s", got)
+	}
+	v, err := s.client(t, 0, s.auth.Service(t)).Verify(ctxT(t), verifyReq(resp.GetToken(), proofFor(t, h, resp.GetClaims())))
+	if err != nil || v.GetFailure() != leasev1.VerifyFailure_VERIFY_FAILURE_ALREADY_USED {
+		t.Fatalf("Verify of the redeemed lease = %v, %v", v.GetFailure(), err)
 	}
 }
 

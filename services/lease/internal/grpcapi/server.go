@@ -433,7 +433,7 @@ func (s *Server) accept(ctx context.Context, c lease.Claims, now time.Time) (lea
 		return lease.StaleCatalog, "the lease's generation is no longer active or compatible", nil
 	}
 	ttl := c.ExpiresAt.Add(s.opts.Skew).Sub(now)
-	switch err := s.opts.Ledger.Consume(ctx, c.ID, ttl); {
+	switch err := s.opts.Ledger.Consume(ctx, ledger.UseID(c.ID, c.Audience), ttl); {
 	case errors.Is(err, ledger.ErrAlreadyUsed):
 		return lease.AlreadyUsed, "the lease was already used", nil
 	case err != nil:

@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"sync"
@@ -29,14 +31,28 @@ const MinTTL = time.Second
 // single use is not here: the execution receipt's commit claims it, see
 // package store.)
 //
-// Consume marks leaseID used for ttl (at least [MinTTL]) and returns nil
+// Consume marks id (a lease's [UseID]) used for ttl (at least [MinTTL]) and returns nil
 // the first time; [ErrAlreadyUsed] every later time while remembered,
 // whichever replica or client asks, and of concurrent calls exactly one
 // gets nil; an error wrapping [ErrUnavailable] when the answer is unknown.
 // ttl is the lease's remaining lifetime including the skew allowance, so
 // the id is remembered as long as the lease could be accepted.
 type Ledger interface {
-	Consume(ctx context.Context, leaseID string, ttl time.Duration) error
+	Consume(ctx context.Context, id string, ttl time.Duration) error
+}
+
+// UseID is the id under which a lease is consumed: its lease id and its
+// audience (the executor it is addressed to), as `<lease id>:<digest of the
+// audience>`. A lease has one audience, so Verify (which read both from the
+// signed token) and Redeem (which takes the claims as the executor verified
+// them) consume the same id for the same lease; a service that presents a
+// lease's id under an audience it is paired with but the lease does not
+// name consumes another id, and cannot use up the lease of the executor it
+// is addressed to. The digest (22 characters of SHA-256) keeps the key
+// short whatever the audience's length.
+func UseID(leaseID, audience string) string {
+	sum := sha256.Sum256([]byte(audience))
+	return leaseID + ":" + base64.RawURLEncoding.EncodeToString(sum[:16])
 }
 
 // Redis is the [Ledger] on Redis: `SET <prefix>lease:used:<id> 1 NX PX ttl`
@@ -80,8 +96,8 @@ func NewRedis(c *redisclient.Client) *Redis { return &Redis{c: c} }
 // Consume implements [Ledger]. When ctx ends before the answer, the result
 // is ErrUnavailable (the SET NX may still run, so the lease may be burned
 // without having been accepted: it is never accepted without one).
-func (r *Redis) Consume(ctx context.Context, leaseID string, ttl time.Duration) error {
-	return r.setNX(ctx, r.c.Key("lease", "used", leaseID), ttl)
+func (r *Redis) Consume(ctx context.Context, id string, ttl time.Duration) error {
+	return r.setNX(ctx, r.c.Key("lease", "used", id), ttl)
 }
 
 // setNX queues one SET NX for the next pipeline and waits for its answer.

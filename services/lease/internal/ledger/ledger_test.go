@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -140,5 +141,23 @@ func TestRedisDownFailsClosed(t *testing.T) {
 	m.SetDown(true)
 	if err := m.Consume(ctx, "lease-x", time.Minute); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Memory down = %v", err)
+	}
+}
+
+// TestUseIDBindsTheAudience: one lease's use id is the same whenever it is
+// asked for, differs for another audience or another lease, and stays
+// short whatever the audience's length.
+func TestUseIDBindsTheAudience(t *testing.T) {
+	a := UseID("lease-1", "executor.inventory")
+	if a != UseID("lease-1", "executor.inventory") {
+		t.Fatal("the use id of one lease and audience changed")
+	}
+	for _, other := range []string{UseID("lease-1", "executor.billing"), UseID("lease-2", "executor.inventory"), UseID("lease-1", "")} {
+		if other == a {
+			t.Fatalf("%q is also the use id of another lease or audience", other)
+		}
+	}
+	if got := UseID("lease-1", strings.Repeat("a", 1<<20)); len(got) != len("lease-1:")+22 {
+		t.Fatalf("a megabyte audience gives a %d-byte use id", len(got))
 	}
 }
