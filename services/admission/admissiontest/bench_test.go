@@ -19,6 +19,7 @@ import (
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	"github.com/toolcrib/toolcrib/platform/postgres"
 	"github.com/toolcrib/toolcrib/platform/principal"
+	"github.com/toolcrib/toolcrib/platform/schema"
 	"github.com/toolcrib/toolcrib/platform/servicetest"
 )
 
@@ -147,8 +148,13 @@ func TestBenchAdmission(t *testing.T) {
 		t.Fatalf("the floor: %v", err)
 	}
 	floor.receipts = a.Receipts
+	var compiler schema.Compiler
+	if floor.schema, err = compiler.Compile(generation.Tools[StatusTool].InputSchema); err != nil {
+		t.Fatalf("the validated floor's schema: %v", err)
+	}
 	floorCall, signedCall, storedCall := floor.call(conn, req), floor.signedCall(conn, req), floor.storedCall(conn, req)
-	for _, call := range []func(context.Context, int) error{floorCall, signedCall, storedCall} {
+	validatedCall := floor.validatedCall(conn, req)
+	for _, call := range []func(context.Context, int) error{floorCall, signedCall, storedCall, validatedCall} {
 		if err := call(context.Background(), 0); err != nil {
 			t.Fatalf("the floor: %v", err)
 		}
@@ -158,6 +164,7 @@ func TestBenchAdmission(t *testing.T) {
 		load(n, d/5, floorCall)
 		load(n, d/5, signedCall)
 		load(n, d/5, storedCall)
+		load(n, d/5, validatedCall)
 		load(n, d/5, health)
 		profile := n == 16 && os.Getenv("TOOLCRIB_BENCH_PROFILE") != ""
 		if profile {
@@ -170,21 +177,22 @@ func TestBenchAdmission(t *testing.T) {
 			}
 			defer f.Close()
 		}
-		arms := interleaved(n, d, check, floorCall, signedCall, health, storedCall)
+		arms := interleaved(n, d, check, floorCall, signedCall, health, storedCall, validatedCall)
 		if profile {
 			pprof.StopCPUProfile()
 		}
-		ca, fa, sa, ha, sta := arms[0], arms[1], arms[2], arms[3], arms[4]
-		if ca.errors > 0 || fa.errors > 0 || sa.errors > 0 || ha.errors > 0 || sta.errors > 0 {
-			t.Fatalf("in_flight=%d: %d Check, %d floor, %d signed floor, %d stored floor and %d health calls failed", n, ca.errors, fa.errors, sa.errors, sta.errors, ha.errors)
+		ca, fa, sa, ha, sta, va := arms[0], arms[1], arms[2], arms[3], arms[4], arms[5]
+		if ca.errors > 0 || fa.errors > 0 || sa.errors > 0 || ha.errors > 0 || sta.errors > 0 || va.errors > 0 {
+			t.Fatalf("in_flight=%d: %d Check, %d floor, %d signed floor, %d stored floor, %d validated floor and %d health calls failed", n, ca.errors, fa.errors, sa.errors, sta.errors, va.errors, ha.errors)
 		}
-		fmt.Printf("admission: in_flight=%d check_qps=%.0f floor_qps=%.0f health_qps=%.0f ratio_to_floor=%.2f check_p99_ms=%.3f floor_p99_ms=%.3f health_p99_ms=%.3f p99_to_floor=%.2f signed_floor_qps=%.0f ratio_to_signed_floor=%.2f signed_floor_p99_ms=%.3f p99_to_signed_floor=%.2f stored_floor_qps=%.0f ratio_to_stored_floor=%.2f stored_floor_p99_ms=%.3f p99_to_stored_floor=%.2f\n",
+		fmt.Printf("admission: in_flight=%d check_qps=%.0f floor_qps=%.0f health_qps=%.0f ratio_to_floor=%.2f check_p99_ms=%.3f floor_p99_ms=%.3f health_p99_ms=%.3f p99_to_floor=%.2f signed_floor_qps=%.0f ratio_to_signed_floor=%.2f signed_floor_p99_ms=%.3f p99_to_signed_floor=%.2f stored_floor_qps=%.0f ratio_to_stored_floor=%.2f stored_floor_p99_ms=%.3f p99_to_stored_floor=%.2f validated_floor_qps=%.0f ratio_to_validated_floor=%.2f validated_floor_p99_ms=%.3f p99_to_validated_floor=%.2f\n",
 			n, ca.qps, fa.qps, ha.qps, ca.qps/fa.qps, ms(ca.p99), ms(fa.p99), ms(ha.p99), float64(ca.p99)/float64(fa.p99),
 			sa.qps, ca.qps/sa.qps, ms(sa.p99), float64(ca.p99)/float64(sa.p99),
-			sta.qps, ca.qps/sta.qps, ms(sta.p99), float64(ca.p99)/float64(sta.p99))
+			sta.qps, ca.qps/sta.qps, ms(sta.p99), float64(ca.p99)/float64(sta.p99),
+			va.qps, ca.qps/va.qps, ms(va.p99), float64(ca.p99)/float64(va.p99))
 	}
-	fmt.Println(cpuSplit(t, a, d, check, floorCall, signedCall, storedCall))
-	fmt.Printf("  (%s per arm per concurrency, arms interleaved in tenths; floor = the same server answering a %d-byte CheckResponse through the same interceptors with no work; signed floor = the floor plus one Ed25519 signature over a %d-byte signing input (the size of the signed receipt's), the least the rules (every ALLOW signed) allow; stored floor = the signed floor plus the decision's receipt queued on Check's own receipts writer (a copy under a fresh time-ordered id; stored by its batched COPY), the least the rules (every ALLOW signed, every decision's receipt stored) allow; cpu = per call, this process (client and server) and the Postgres backends of the receipts database; target ratio_to_floor >= 0.9, p99_to_floor <= 1.5; %s)\n",
+	fmt.Println(cpuSplit(t, a, d, check, floorCall, signedCall, storedCall, validatedCall))
+	fmt.Printf("  (%s per arm per concurrency, arms interleaved in tenths; floor = the same server answering a %d-byte CheckResponse through the same interceptors with no work; signed floor = the floor plus one Ed25519 signature over a %d-byte signing input (the size of the signed receipt's), the least the rules (every ALLOW signed) allow; stored floor = the signed floor plus the decision's receipt queued on Check's own receipts writer (a copy under a fresh time-ordered id; stored by its batched COPY), the least the rules (every ALLOW signed, every decision's receipt stored) allow but for the arguments; validated floor = the stored floor plus the arguments parsed under the caps and digested (RFC 8785) by Check's own parser and validated against the tool's input schema compiled once: every rule of a cached ALLOW (signed, stored, arguments checked on every call) and nothing else; cpu = per call, this process (client and server) and the Postgres backends of the receipts database; target ratio_to_floor >= 0.9, p99_to_floor <= 1.5; %s)\n",
 		d, proto.Size(first), len(*floor.input.Load()), time.Now().UTC().Format(time.RFC3339))
 	l1Miss(t, d)
 }

@@ -17,11 +17,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	"github.com/toolcrib/toolcrib/platform/postgres"
+	"github.com/toolcrib/toolcrib/services/admission/internal/args"
 	"github.com/toolcrib/toolcrib/services/admission/internal/receipts"
 )
 
@@ -46,6 +48,16 @@ const (
 	// coverage 100 %), a copy of the response's receipt under a fresh
 	// time-ordered id queued on the same receipts writer as Check's.
 	storedFloorMethod = "/" + floorService + "/StoredCheck"
+	// validatedFloorMethod is the stored floor plus the one piece of a
+	// cached Check's work the rules require on every call besides (DESIGN
+	// §7: "the argument check runs on every call, after the cache", under
+	// caps on size and work; the receipt binds the argument digest): the
+	// request's arguments parsed under the caps and digested (RFC 8785) by
+	// the fastest code for it there is here, Check's own (args.Parse: a
+	// floor built on a slower decoder would flatter Check), and validated
+	// against the tool's input schema compiled once (platform/schema's
+	// compiler, the one the design names).
+	validatedFloorMethod = "/" + floorService + "/ValidatedCheck"
 )
 
 // checkFloor answers every request with resp, a CheckResponse the real
@@ -59,6 +71,9 @@ type checkFloor struct {
 	// receipts is Check's receipts writer (set before the first stored
 	// floor call).
 	receipts *receipts.Writer
+	// schema is the tool's input schema, compiled once (set before the
+	// first validated floor call).
+	schema *jsonschema.Schema
 }
 
 // set makes the floors answer resp.
@@ -109,6 +124,17 @@ func (f *checkFloor) storedCheck(ctx context.Context, req *admissionv1.CheckRequ
 	return resp, nil
 }
 
+func (f *checkFloor) validatedCheck(ctx context.Context, req *admissionv1.CheckRequest) (*admissionv1.CheckResponse, error) {
+	parsed, problem := args.Parse(req.GetArguments(), args.DefaultLimits)
+	if problem != "" {
+		return nil, errors.New(problem)
+	}
+	if err := f.schema.Validate(parsed.Value); err != nil {
+		return nil, err
+	}
+	return f.storedCheck(ctx, req)
+}
+
 // register adds the floor to s the way generated code adds a service: the
 // request decoded by the server, then the interceptor chain, then the
 // handler.
@@ -135,6 +161,7 @@ func (f *checkFloor) register(s *grpc.Server) {
 			method("Check", floorMethod, (*checkFloor).check),
 			method("SignedCheck", signedFloorMethod, (*checkFloor).signedCheck),
 			method("StoredCheck", storedFloorMethod, (*checkFloor).storedCheck),
+			method("ValidatedCheck", validatedFloorMethod, (*checkFloor).validatedCheck),
 		},
 	}, f)
 }
@@ -150,6 +177,11 @@ func (f *checkFloor) storedCall(conn grpc.ClientConnInterface, req *admissionv1.
 	return invoke(conn, storedFloorMethod, req)
 }
 
+// validatedCall is the client side of the validated floor.
+func (f *checkFloor) validatedCall(conn grpc.ClientConnInterface, req *admissionv1.CheckRequest) func(ctx context.Context, _ int) error {
+	return invoke(conn, validatedFloorMethod, req)
+}
+
 // signedCall is the client side of the signed floor.
 func (f *checkFloor) signedCall(conn grpc.ClientConnInterface, req *admissionv1.CheckRequest) func(ctx context.Context, _ int) error {
 	return invoke(conn, signedFloorMethod, req)
@@ -162,13 +194,13 @@ func invoke(conn grpc.ClientConnInterface, method string, req *admissionv1.Check
 }
 
 // cpuSplit measures where a Check's CPU goes beyond its floors', at 16
-// in flight, the four arms (Check, floor, signed floor, stored floor)
-// alternating: this process's CPU per call (client and server; the
+// in flight, the five arms (Check, floor, signed, stored and validated
+// floor) alternating: this process's CPU per call (client and server; the
 // client's share is the same in every arm) and the CPU per receipt of the
-// Postgres backends serving the receipts database (each Check and each
-// stored floor call writes one; the other floors write none). It returns
+// Postgres backends serving the receipts database (each Check, stored and
+// validated floor call writes one; the other floors write none). It returns
 // the line to print.
-func cpuSplit(t *testing.T, a *Service, d time.Duration, check, floor, signedFloor, storedFloor func(ctx context.Context, i int) error) string {
+func cpuSplit(t *testing.T, a *Service, d time.Duration, check, floor, signedFloor, storedFloor, validatedFloor func(ctx context.Context, i int) error) string {
 	t.Helper()
 	ctx := context.Background()
 	pool, err := postgres.Open(ctx, a.PostgresURL, "admission")
@@ -176,10 +208,10 @@ func cpuSplit(t *testing.T, a *Service, d time.Duration, check, floor, signedFlo
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	var self, pg [4]time.Duration
-	var calls [4]int
+	var self, pg [5]time.Duration
+	var calls [5]int
 	for range 5 {
-		for i, call := range []func(ctx context.Context, i int) error{check, floor, signedFloor, storedFloor} {
+		for i, call := range []func(ctx context.Context, i int) error{check, floor, signedFloor, storedFloor, validatedFloor} {
 			pids := backends(t, pool)
 			pg0, s0 := pidsCPU(pids), selfCPU(t)
 			lat, _, errs := sample(16, d/10, call)
@@ -192,11 +224,12 @@ func cpuSplit(t *testing.T, a *Service, d time.Duration, check, floor, signedFlo
 		}
 	}
 	us := func(x time.Duration, n int) float64 { return float64(x.Microseconds()) / float64(n) }
-	// The receipts of a Check or stored floor slice are written in batches
-	// that may fall in the next slice: all the backends' time is theirs,
-	// one receipt per call of either.
-	return fmt.Sprintf("admission: cpu in_flight=16 check_process_us=%.1f floor_process_us=%.1f signed_floor_process_us=%.1f stored_floor_process_us=%.1f receipts_pg_us=%.1f",
-		us(self[0], calls[0]), us(self[1], calls[1]), us(self[2], calls[2]), us(self[3], calls[3]), us(pg[0]+pg[1]+pg[2]+pg[3], calls[0]+calls[3]))
+	// The receipts of a Check, stored or validated floor slice are written
+	// in batches that may fall in the next slice: all the backends' time is
+	// theirs, one receipt per call of each.
+	return fmt.Sprintf("admission: cpu in_flight=16 check_process_us=%.1f floor_process_us=%.1f signed_floor_process_us=%.1f stored_floor_process_us=%.1f validated_floor_process_us=%.1f receipts_pg_us=%.1f",
+		us(self[0], calls[0]), us(self[1], calls[1]), us(self[2], calls[2]), us(self[3], calls[3]), us(self[4], calls[4]),
+		us(pg[0]+pg[1]+pg[2]+pg[3]+pg[4], calls[0]+calls[3]+calls[4]))
 }
 
 // backends are the process ids of the Postgres backends connected to
