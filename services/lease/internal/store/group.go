@@ -6,14 +6,18 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/toolcrib/toolcrib/platform/postgres"
 )
 
 // Group commit of execution receipts. Concurrent RecordIssue calls are
 // gathered into batches; each batch is one statement, so one transaction
 // and one commit: it share-locks the freeze rows of the batch's servers,
 // inserts the receipts of the servers not frozen, each claiming its
-// admission receipt (a receipt already claimed inserts nothing), and
-// returns their lease ids. A RecordIssue returns only once the batch holding its receipt has
+// admission receipt, and returns their lease ids. When a receipt of the
+// batch is claimed already the statement fails whole and the batch runs
+// again in the form that skips such rows (a receipt already claimed
+// inserts nothing). A RecordIssue returns only once the batch holding its receipt has
 // committed (or failed), so no lease is handed out before its receipt is
 // durable. A batch that fails whole (a duplicate lease id, a lifetime the
 // table refuses) is retried one receipt at a time, so one bad receipt
@@ -80,7 +84,13 @@ func (s *Store) flush() {
 func (s *Store) writeBatch(batch []*pendingIssue) {
 	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
-	recorded, frozen, err := s.insertReceipts(ctx, batch)
+	recorded, frozen, err := s.insertReceipts(ctx, batch, false)
+	if postgres.IsUniqueViolation(err, claimIndex) {
+		// A receipt of the batch was claimed already (a second Issue on
+		// it, or a concurrent one that committed first): the same batch
+		// again, now skipping the rows whose claim is taken.
+		recorded, frozen, err = s.insertReceipts(ctx, batch, true)
+	}
 	if err != nil && len(batch) > 1 {
 		for _, p := range batch {
 			s.writeBatch([]*pendingIssue{p})
@@ -101,11 +111,20 @@ func (s *Store) writeBatch(batch []*pendingIssue) {
 	}
 }
 
+// claimIndex is the unique index that lets one execution receipt claim an
+// admission receipt (migration 0004).
+const claimIndex = "execution_receipts_one_per_admission_receipt"
+
 // insertReceipts is the one statement of a batch; it returns the lease ids
 // recorded and the batch's servers that are frozen (a receipt neither
 // recorded nor of a frozen server names an admission receipt already
-// claimed).
-func (s *Store) insertReceipts(ctx context.Context, batch []*pendingIssue) (recorded, frozen map[string]bool, err error) {
+// claimed). Without skipTaken the statement is a plain insert, which fails
+// whole (a unique violation of [claimIndex]) when one of its receipts is
+// claimed already; with it, ON CONFLICT skips those rows. A second Issue on
+// a receipt is rare, and the plain insert costs Postgres less per row than
+// the speculative insertion ON CONFLICT does on every one (issue 24: the
+// record is what Issue pays over its floor), so the batch tries it first.
+func (s *Store) insertReceipts(ctx context.Context, batch []*pendingIssue, skipTaken bool) (recorded, frozen map[string]bool, err error) {
 	n := len(batch)
 	var (
 		receiptIDs                                                 = make([]string, n)
@@ -125,26 +144,15 @@ func (s *Store) insertReceipts(ctx context.Context, batch []*pendingIssue) (reco
 	// of one of these servers waits for this commit, and this statement
 	// waits for (and then sees) a Freeze already under way. The aggregate
 	// reads every row, so every one is locked. Each row claims its
-	// admission receipt: ON CONFLICT skips a row whose receipt a committed
-	// row (or one earlier in this statement) claims, and waits for a
-	// concurrent transaction that inserted the same claim.
-	rows, err := s.pool.Query(ctx, `WITH frozen AS (
-  SELECT coalesce(array_agg(f.server_id) FILTER (WHERE f.frozen), '{}') AS ids
-  FROM (SELECT server_id, frozen FROM freezes WHERE server_id = ANY($7::text[]) FOR SHARE) f
-), ins AS (
-INSERT INTO execution_receipts (receipt_id, lease_id, admission_receipt_id, subject, tenant_id,
-  tool_id, server_id, audience_class, descriptor_digest, generation, policy_epoch, argument_digest, audience,
-  holder_thumbprint, key_id, issued_at, expires_at, claims_receipt)
-SELECT u.*, true FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-  $9::text[], $10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::text[], $15::text[], $16::timestamptz[],
-  $17::timestamptz[]) AS u(receipt_id, lease_id, admission_receipt_id, subject, tenant_id, tool_id, server_id,
-  audience_class, descriptor_digest, generation, policy_epoch, argument_digest, audience, holder_thumbprint, key_id,
-  issued_at, expires_at)
-WHERE NOT (u.server_id = ANY ((SELECT ids FROM frozen)::text[]))
-ON CONFLICT (admission_receipt_id) WHERE claims_receipt DO NOTHING
-RETURNING lease_id)
-SELECT lease_id, false FROM ins
-UNION ALL SELECT unnest(ids), true FROM frozen`,
+	// admission receipt: the plain insert fails whole on a receipt a
+	// committed row (or one earlier in this statement) claims; the skipping
+	// form skips that row instead. Both wait for a concurrent transaction
+	// that inserted the same claim (and fail or skip if it commits).
+	q := insertReceiptsSQL
+	if skipTaken {
+		q = insertReceiptsSkippingTakenSQL
+	}
+	rows, err := s.pool.Query(ctx, q,
 		receiptIDs, leaseIDs, admission, subjects, tenants, tools, servers, classes, descriptors,
 		generations, epochs, argDigests, audiences, holders, kids, issuedAt, expiresAt)
 	if err != nil {
@@ -165,4 +173,31 @@ UNION ALL SELECT unnest(ids), true FROM frozen`,
 		}
 	}
 	return recorded, frozen, rows.Err()
+}
+
+// insertReceiptsSQL is the batch's statement; the skipping form adds ON
+// CONFLICT on [claimIndex] (see [Store.insertReceipts]).
+var (
+	insertReceiptsSQL              = insertReceiptsWith("")
+	insertReceiptsSkippingTakenSQL = insertReceiptsWith("ON CONFLICT (admission_receipt_id) WHERE claims_receipt DO NOTHING")
+)
+
+func insertReceiptsWith(onConflict string) string {
+	return `WITH frozen AS (
+  SELECT coalesce(array_agg(f.server_id) FILTER (WHERE f.frozen), '{}') AS ids
+  FROM (SELECT server_id, frozen FROM freezes WHERE server_id = ANY($7::text[]) FOR SHARE) f
+), ins AS (
+INSERT INTO execution_receipts (receipt_id, lease_id, admission_receipt_id, subject, tenant_id,
+  tool_id, server_id, audience_class, descriptor_digest, generation, policy_epoch, argument_digest, audience,
+  holder_thumbprint, key_id, issued_at, expires_at, claims_receipt)
+SELECT u.*, true FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+  $9::text[], $10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::text[], $15::text[], $16::timestamptz[],
+  $17::timestamptz[]) AS u(receipt_id, lease_id, admission_receipt_id, subject, tenant_id, tool_id, server_id,
+  audience_class, descriptor_digest, generation, policy_epoch, argument_digest, audience, holder_thumbprint, key_id,
+  issued_at, expires_at)
+WHERE NOT (u.server_id = ANY ((SELECT ids FROM frozen)::text[]))
+` + onConflict + `
+RETURNING lease_id)
+SELECT lease_id, false FROM ins
+UNION ALL SELECT unnest(ids), true FROM frozen`
 }
