@@ -2,19 +2,23 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/toolcrib/toolcrib/platform/postgres"
 )
 
 // Group commit of execution receipts. Concurrent RecordIssue calls are
-// gathered into batches; each batch is one statement, so one transaction
-// and one commit: it share-locks the freeze rows of the batch's servers,
-// inserts the receipts of the servers not frozen, each claiming its
-// admission receipt, and returns their lease ids. When a receipt of the
+// gathered into batches; each batch is one round trip of three statements
+// in one transaction, so one commit: it holds the freeze locks of the batch's servers shared
+// ([freezeLockKey]), inserts the receipts of the servers not frozen, each
+// claiming its admission receipt, and returns their lease ids. When a receipt of the
 // batch is claimed already the statement fails whole and the batch runs
 // again in the form that skips such rows (a receipt already claimed
 // inserts nothing). A RecordIssue returns only once the batch holding its receipt has
@@ -115,10 +119,10 @@ func (s *Store) writeBatch(batch []*pendingIssue) {
 // admission receipt (migration 0004).
 const claimIndex = "execution_receipts_one_per_admission_receipt"
 
-// insertReceipts is the one statement of a batch; it returns the lease ids
+// insertReceipts is the one transaction of a batch; it returns the lease ids
 // recorded and the batch's servers that are frozen (a receipt neither
 // recorded nor of a frozen server names an admission receipt already
-// claimed). Without skipTaken the statement is a plain insert, which fails
+// claimed). Without skipTaken the insert is a plain one, which fails
 // whole (a unique violation of [claimIndex]) when one of its receipts is
 // claimed already; with it, ON CONFLICT skips those rows. A second Issue on
 // a receipt is rare, and the plain insert costs Postgres less per row than
@@ -140,54 +144,72 @@ func (s *Store) insertReceipts(ctx context.Context, batch []*pendingIssue, skipT
 		generations[i], epochs[i], argDigests[i], audiences[i] = c.Generation, c.PolicyEpoch, c.ArgumentDigest, c.Audience
 		holders[i], kids[i], issuedAt[i], expiresAt[i] = c.HolderThumbprint, p.in.KeyID, c.IssuedAt, c.ExpiresAt
 	}
-	// The freeze rows are read FOR SHARE whatever their state, so a Freeze
-	// of one of these servers waits for this commit, and this statement
-	// waits for (and then sees) a Freeze already under way. The aggregate
-	// reads every row, so every one is locked. Each row claims its
-	// admission receipt: the plain insert fails whole on a receipt a
+	// One round trip, one implicit transaction of three statements (see
+	// [freezeLockKey]): the freeze locks of the batch's servers, shared, in
+	// key order; then, on a snapshot taken once they are held, the batch's
+	// frozen servers and the insert of the others' receipts. Each row claims
+	// its admission receipt: the plain insert fails whole on a receipt a
 	// committed row (or one earlier in this statement) claims; the skipping
 	// form skips that row instead. Both wait for a concurrent transaction
 	// that inserted the same claim (and fail or skip if it commits).
+	keys := freezeLockKeys(servers)
+	b := &pgx.Batch{}
+	b.Queue(`SELECT pg_advisory_xact_lock_shared(k) FROM unnest($1::bigint[]) WITH ORDINALITY AS u(k, i) ORDER BY i`, keys)
+	b.Queue(`SELECT server_id FROM freezes WHERE server_id = ANY($1::text[]) AND frozen`, servers)
 	q := insertReceiptsSQL
 	if skipTaken {
 		q = insertReceiptsSkippingTakenSQL
 	}
-	rows, err := s.pool.Query(ctx, q,
-		receiptIDs, leaseIDs, admission, subjects, tenants, tools, servers, classes, descriptors,
+	b.Queue(q, receiptIDs, leaseIDs, admission, subjects, tenants, tools, servers, classes, descriptors,
 		generations, epochs, argDigests, audiences, holders, kids, issuedAt, expiresAt)
-	if err != nil {
+	br := s.pool.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	if _, err := br.Exec(); err != nil {
 		return nil, nil, err
 	}
-	defer rows.Close()
-	recorded, frozen = make(map[string]bool, n), map[string]bool{}
-	for rows.Next() {
-		var id string
-		var isFrozen bool
-		if err := rows.Scan(&id, &isFrozen); err != nil {
-			return nil, nil, err
-		}
-		if isFrozen {
-			frozen[id] = true
-		} else {
-			recorded[id] = true
-		}
+	frozen = map[string]bool{}
+	if err := scanEach(br, func(id string) { frozen[id] = true }); err != nil {
+		return nil, nil, err
 	}
-	return recorded, frozen, rows.Err()
+	recorded = make(map[string]bool, n)
+	if err := scanEach(br, func(id string) { recorded[id] = true }); err != nil {
+		return nil, nil, err
+	}
+	return recorded, frozen, nil
 }
 
-// insertReceiptsSQL is the batch's statement; the skipping form adds ON
-// CONFLICT on [claimIndex] (see [Store.insertReceipts]).
+// scanEach reads the next result of br, one text column a row.
+func scanEach(br pgx.BatchResults, each func(string)) error {
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return err
+		}
+		each(v)
+	}
+	return rows.Err()
+}
+
+// insertReceiptsSQL is the batch's insert; the skipping form adds ON
+// CONFLICT on [claimIndex] (see [Store.insertReceipts]). A frozen server's
+// receipts are not inserted (the freeze lock is held, so the freezes read
+// here are the ones the batch's frozen servers were read from).
 var (
 	insertReceiptsSQL              = insertReceiptsWith("")
 	insertReceiptsSkippingTakenSQL = insertReceiptsWith("ON CONFLICT (admission_receipt_id) WHERE claims_receipt DO NOTHING")
 )
 
 func insertReceiptsWith(onConflict string) string {
-	return `WITH frozen AS (
-  SELECT coalesce(array_agg(f.server_id) FILTER (WHERE f.frozen), '{}') AS ids
-  FROM (SELECT server_id, frozen FROM freezes WHERE server_id = ANY($7::text[]) FOR SHARE) f
-), ins AS (
-INSERT INTO execution_receipts (receipt_id, lease_id, admission_receipt_id, subject, tenant_id,
+	return `INSERT INTO execution_receipts (receipt_id, lease_id, admission_receipt_id, subject, tenant_id,
   tool_id, server_id, audience_class, descriptor_digest, generation, policy_epoch, argument_digest, audience,
   holder_thumbprint, key_id, issued_at, expires_at, claims_receipt)
 SELECT u.*, true FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
@@ -195,9 +217,38 @@ SELECT u.*, true FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5:
   $17::timestamptz[]) AS u(receipt_id, lease_id, admission_receipt_id, subject, tenant_id, tool_id, server_id,
   audience_class, descriptor_digest, generation, policy_epoch, argument_digest, audience, holder_thumbprint, key_id,
   issued_at, expires_at)
-WHERE NOT (u.server_id = ANY ((SELECT ids FROM frozen)::text[]))
+WHERE NOT EXISTS (SELECT 1 FROM freezes f WHERE f.server_id = u.server_id AND f.frozen)
 ` + onConflict + `
-RETURNING lease_id)
-SELECT lease_id, false FROM ins
-UNION ALL SELECT unnest(ids), true FROM frozen`
+RETURNING lease_id`
+}
+
+// freezeLockKey is the transaction-level advisory lock that orders a
+// server's issuance against changes to its freeze: every batch of
+// execution receipts holds it shared for each of its servers from before it
+// reads the freezes until it commits, and every Freeze, resume and
+// automatic freeze holds it exclusive while it writes the server's row. So
+// a freeze waits for the batches already under way (their leases were
+// issued before it), and a batch that starts after a freeze committed sees
+// it. It holds whether or not the server has a freeze row yet (a row lock
+// would not: a server's first freeze inserts its row, and nothing locked
+// the row that was not there), takes no row lock (so no multixact when
+// batches on two connections share a server, and nothing written), and
+// lives in memory for the transaction. The key is the first 8 bytes of
+// SHA-256 over a fixed prefix and the server id; two servers sharing a key
+// only wait on each other.
+func freezeLockKey(server string) int64 {
+	sum := sha256.Sum256([]byte("toolcrib.lease.freeze\x00" + server))
+	return int64(binary.BigEndian.Uint64(sum[:8]))
+}
+
+// freezeLockKeys returns the distinct lock keys of servers in ascending
+// order, so that batches take them in one order: with a Freeze taking a
+// single key, no wait among batches and freezes can close a cycle.
+func freezeLockKeys(servers []string) []int64 {
+	keys := make([]int64, 0, len(servers))
+	for _, s := range servers {
+		keys = append(keys, freezeLockKey(s))
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
 }

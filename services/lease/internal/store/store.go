@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/toolcrib/toolcrib/revision/lease"
@@ -53,8 +54,10 @@ type Issued struct {
 }
 
 // RecordIssue commits the execution receipt of a lease and returns its id,
-// in a transaction that first checks, under a share lock on the server's
-// freeze row, that issuance is not frozen ([*FrozenError]), and claims the
+// in a transaction that first checks, holding the server's freeze lock
+// shared ([freezeLockKey]), that issuance is not frozen ([*FrozenError]):
+// a Freeze that returned before is seen, one under way waits for this
+// commit. It also claims the
 // lease's admission receipt (Claims.Receipt): [ErrReceiptUsed] when an
 // execution receipt already claims it, committed or committing (an
 // insert racing another waits for it and loses if it commits). Only after it
@@ -109,13 +112,18 @@ RETURNING effective_at`, kind, target, reason, by).Scan(&at)
 // Freeze sets whether issuance for server is frozen and returns the state
 // and when it last changed (unchanged when the state already was frozen).
 func (s *Store) Freeze(ctx context.Context, server string, frozen bool, reason, by string) (bool, time.Time, error) {
+	// One round trip, one implicit transaction: the server's freeze lock,
+	// exclusive, then the row (see [freezeLockKey]).
+	b := &pgx.Batch{}
+	b.Queue(`SELECT pg_advisory_xact_lock($1)`, freezeLockKey(server))
 	var at time.Time
-	err := s.pool.QueryRow(ctx, `INSERT INTO freezes (server_id, frozen, reason, changed_by, changed_at)
+	b.Queue(`INSERT INTO freezes (server_id, frozen, reason, changed_by, changed_at)
 VALUES ($1, $2, $3, $4, clock_timestamp())
 ON CONFLICT (server_id) DO UPDATE SET
   changed_at = CASE WHEN freezes.frozen = EXCLUDED.frozen THEN freezes.changed_at ELSE EXCLUDED.changed_at END,
   frozen = EXCLUDED.frozen, reason = EXCLUDED.reason, changed_by = EXCLUDED.changed_by
-RETURNING changed_at`, server, frozen, reason, by).Scan(&at)
+RETURNING changed_at`, server, frozen, reason, by).QueryRow(func(row pgx.Row) error { return row.Scan(&at) })
+	err := s.pool.SendBatch(ctx, b).Close()
 	return frozen, at, err
 }
 
@@ -140,6 +148,9 @@ func (s *Store) AutoFreeze(ctx context.Context, server string, rev int64, accept
 	}
 	act := !acceptedAt.Before(since)
 	if act {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, freezeLockKey(server)); err != nil {
+			return false, err
+		}
 		if _, err := tx.Exec(ctx, `INSERT INTO freezes (server_id, frozen, reason, changed_by, changed_at)
 VALUES ($1, true, $2, $3, clock_timestamp())
 ON CONFLICT (server_id) DO UPDATE SET
