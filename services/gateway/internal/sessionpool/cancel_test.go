@@ -208,3 +208,69 @@ func TestCancelledCallEndsTheUpstreamCall(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionEndingWhileItsSuccessorConnects: a caller's upstream session
+// that ends while a new session under its key is being connected (the
+// upstream dropped the old one, and the retried call connects anew) looks
+// at the entry now under the key, the successor's, and leaves it. The
+// successor's session was written into its entry outside the pool's lock,
+// and the old session's watcher read it under the lock: a data race
+// (-race failed TestGatewayRelaysToSession once in its round after
+// DropUpstreamSessions).
+func TestSessionEndingWhileItsSuccessorConnects(t *testing.T) {
+	url := chattyServer(t, false, 0)
+	p := New(egress.Policy{AllowLoopback: true}, nil, nil)
+	defer p.Close()
+	caller := &fakeCaller{key: "session:a", done: make(chan struct{})}
+	defer close(caller.done)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	target := Target{URL: url}
+	old, err := p.SessionFor(ctx, target, caller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := keyOf(target)
+	k.caller = caller.Key()
+	p.mu.Lock()
+	oldEntry := p.sessions[k]
+	p.mu.Unlock()
+	p.drop(k, oldEntry)
+
+	release := make(chan struct{})
+	successor := make(chan *mcp.ClientSession, 1)
+	go func() {
+		cs, err := p.sessionOn(ctx, k, func() (*mcp.ClientSession, error) {
+			<-release
+			return p.connectFor(target, caller)
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		successor <- cs
+	}()
+	for {
+		p.mu.Lock()
+		e := p.sessions[k]
+		p.mu.Unlock()
+		if e != nil {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The old session's watcher looks at the entry under k (the
+	// successor's, still connecting) once the old session has ended.
+	_ = old.Close()
+	time.Sleep(200 * time.Millisecond)
+	close(release)
+	cs := <-successor
+	p.mu.Lock()
+	e := p.sessions[k]
+	p.mu.Unlock()
+	if cs == nil || e == nil || e.cs != cs {
+		t.Fatal("the old session's end removed its successor")
+	}
+	if res, err := p.CallFor(ctx, target, &mcp.CallToolParams{Name: "chatty", Arguments: map[string]any{}}, caller); err != nil || res.IsError {
+		t.Fatalf("a call on the successor: %v %+v", err, res)
+	}
+}

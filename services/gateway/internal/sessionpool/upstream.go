@@ -108,8 +108,10 @@ func keyOf(t Target) key {
 
 type entry struct {
 	ready chan struct{}
-	cs    *mcp.ClientSession
-	err   error
+	// cs and err are written under Pool.mu once connected, before ready
+	// is closed.
+	cs  *mcp.ClientSession
+	err error
 }
 
 // New returns a pool dialing through policy; onProgress, if set, receives
@@ -172,12 +174,18 @@ func (p *Pool) sessionOn(ctx context.Context, k key, connect func() (*mcp.Client
 		e = &entry{ready: make(chan struct{})}
 		p.sessions[k] = e
 		p.mu.Unlock()
-		e.cs, e.err = connect()
+		cs, err := connect()
+		// Under the lock: an ended session's watcher ([Pool.connectFor])
+		// and a failed call read the entry under its key, this one while it
+		// connects.
+		p.mu.Lock()
+		e.cs, e.err = cs, err
+		p.mu.Unlock()
 		close(e.ready)
-		if e.err != nil {
+		if err != nil {
 			p.drop(k, e)
 		}
-		return e.cs, e.err
+		return cs, err
 	}
 	p.mu.Unlock()
 	select {
