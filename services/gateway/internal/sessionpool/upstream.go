@@ -108,8 +108,10 @@ func keyOf(t Target) key {
 
 type entry struct {
 	ready chan struct{}
-	cs    *mcp.ClientSession
-	err   error
+	// cs and err are written under Pool.mu once connected, before ready
+	// is closed.
+	cs  *mcp.ClientSession
+	err error
 }
 
 // New returns a pool dialing through policy; onProgress, if set, receives
@@ -172,12 +174,18 @@ func (p *Pool) sessionOn(ctx context.Context, k key, connect func() (*mcp.Client
 		e = &entry{ready: make(chan struct{})}
 		p.sessions[k] = e
 		p.mu.Unlock()
-		e.cs, e.err = connect()
+		cs, err := connect()
+		// Under the lock: an ended session's watcher ([Pool.connectFor])
+		// and a failed call read the entry under its key, this one while it
+		// connects.
+		p.mu.Lock()
+		e.cs, e.err = cs, err
+		p.mu.Unlock()
 		close(e.ready)
-		if e.err != nil {
+		if err != nil {
 			p.drop(k, e)
 		}
-		return e.cs, e.err
+		return cs, err
 	}
 	p.mu.Unlock()
 	select {
@@ -260,7 +268,8 @@ func (p *Pool) drop(k key, e *entry) {
 }
 
 // Call calls a tool on the session to t. A transport failure drops the
-// session (a stdio server that exited is started again by the next call);
+// session (a stdio server that exited is started again by the next call),
+// a call whose context ended does not, but on a stdio server ([endedByCaller]);
 // the call itself is not retried (its lease is single use), except when
 // the server answered that it no longer knows the session (HTTP 404 to a
 // session id): the request was refused before any tool ran, and the call
@@ -270,14 +279,14 @@ func (p *Pool) Call(ctx context.Context, t Target, params *mcp.CallToolParams) (
 }
 
 func (p *Pool) callOn(ctx context.Context, k key, t Target, params *mcp.CallToolParams, connect func() (*mcp.ClientSession, error)) (*mcp.CallToolResult, error) {
-	res, err := p.callOnce(ctx, k, params, connect)
+	res, err := p.callOnce(ctx, k, t, params, connect)
 	if errors.Is(err, mcp.ErrSessionMissing) {
-		res, err = p.callOnce(ctx, k, params, connect)
+		res, err = p.callOnce(ctx, k, t, params, connect)
 	}
 	return res, err
 }
 
-func (p *Pool) callOnce(ctx context.Context, k key, params *mcp.CallToolParams, connect func() (*mcp.ClientSession, error)) (*mcp.CallToolResult, error) {
+func (p *Pool) callOnce(ctx context.Context, k key, t Target, params *mcp.CallToolParams, connect func() (*mcp.ClientSession, error)) (*mcp.CallToolResult, error) {
 	cs, err := p.sessionOn(ctx, k, connect)
 	if err != nil {
 		return nil, err
@@ -288,7 +297,7 @@ func (p *Pool) callOnce(ctx context.Context, k key, params *mcp.CallToolParams, 
 	}
 	if err != nil {
 		var rpcErr *jsonrpc.Error
-		if !errors.As(err, &rpcErr) {
+		if !errors.As(err, &rpcErr) && !endedByCaller(ctx, t) {
 			p.mu.Lock()
 			if e := p.sessions[k]; e != nil && e.cs == cs {
 				delete(p.sessions, k)
@@ -301,6 +310,22 @@ func (p *Pool) callOnce(ctx context.Context, k key, params *mcp.CallToolParams, 
 		return nil, err
 	}
 	return res, nil
+}
+
+// endedByCaller reports whether a call to t failed while its context had
+// ended (the client cancelled, or the deadline passed), which says nothing
+// of the session: an HTTP session is then kept. The SDK tells the upstream
+// notifications/cancelled after the call has returned, off the caller's
+// path; a session being closed meanwhile refuses to send it (the SDK's
+// connection sends a notification while closing only if a request is still
+// in flight) and refuses the answers to the upstream's requests still open
+// (an elicitation relayed to the client), and the DELETE that closing sends
+// does not end the upstream's handler (a go-sdk server waits for its
+// handlers before it closes a session): the upstream's call was left
+// running for good (issue 23). A stdio session is closed as before: ending
+// its process ends its calls, and a server that hung is started anew.
+func endedByCaller(ctx context.Context, t Target) bool {
+	return t.URL != "" && ctx.Err() != nil
 }
 
 // errJSONTooLarge is the read error of a JSON answer over the bound; its
