@@ -15,6 +15,7 @@ import (
 
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/store"
+	"github.com/toolcrib/toolcrib/services/discovery/registryclient"
 )
 
 // ScanArgs are the arguments of a `discovery_scan` job.
@@ -122,6 +123,7 @@ func (w *scanWorker) Work(ctx context.Context, job *river.Job[ScanArgs]) error {
 	if job.Attempt <= 1 {
 		nr.SuppressedNotifications, nr.NotificationDelay = a.SuppressedNotifications, time.Duration(a.NotificationDelayMs)*time.Millisecond
 	}
+	b, berr := s.readBinding(ctx, a, &nr)
 	runID, view, err := s.store.StartScan(ctx, nr)
 	if err != nil {
 		return err
@@ -133,7 +135,7 @@ func (w *scanWorker) Work(ctx context.Context, job *river.Job[ScanArgs]) error {
 		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		return err
 	}
-	out := s.scan(ctx, runID, job.ID, a, view, complete)
+	out := s.scan(ctx, runID, job.ID, a, b, berr, view, complete)
 	switch out.disposition {
 	case done:
 		return nil
@@ -142,6 +144,19 @@ func (w *scanWorker) Work(ctx context.Context, job *river.Job[ScanArgs]) error {
 	default:
 		return errIncomplete{reason: out.reason}
 	}
+}
+
+// readBinding is the scan's first registry read (step 1), made before its
+// run starts so that the run's row is written with the tenant and policy
+// epoch it read: the tenant's users see the running run (ListRuns, GetRun)
+// and no other tenant's do, without a statement of its own. The run's
+// protocol version, identity and trust digests are written with its end.
+func (s *Scanner) readBinding(ctx context.Context, a ScanArgs, nr *store.NewRun) (registryclient.Binding, error) {
+	b, err := s.reg.Binding(ctx, a.ServerID, a.AudienceClass)
+	if err == nil {
+		nr.TenantID, nr.PolicyEpoch = b.TenantID, b.PolicyEpoch
+	}
+	return b, err
 }
 
 // lockPair takes the pair's advisory lock on a connection of its own for the

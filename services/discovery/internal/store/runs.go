@@ -21,9 +21,15 @@ type NewRun struct {
 	Attempt       int
 	ServerID      string
 	AudienceClass string
-	TenantID      string
-	Trigger       discoveryv1.ScanTrigger
-	Worker        string
+	// TenantID and PolicyEpoch are the audience class's tenant and its
+	// policy epoch as the scan read them before starting the run: a
+	// running run is visible to its tenant's users (ListRuns, GetRun) from
+	// its first row, with no update of its own. Empty and 0 when the
+	// registry read failed (the run's end says why).
+	TenantID    string
+	PolicyEpoch int64
+	Trigger     discoveryv1.ScanTrigger
+	Worker      string
 	// SuppressedNotifications and NotificationDelay are what the rate
 	// limit of notification-triggered scans held back (see the Run
 	// message).
@@ -82,13 +88,13 @@ const startRunSQL = `WITH lost AS (
   RETURNING ` + lostColumns + `),
 started AS (
   INSERT INTO runs (run_id, scan_id, attempt, server_id, audience_class, tenant_id, state, trigger, worker,
-    suppressed_notifications, notification_delay_ms)
-  VALUES ($1,$2,$3,$4,$5,$6,'DISCOVERING',$7,$8,$10,$11))
+    suppressed_notifications, notification_delay_ms, policy_epoch)
+  VALUES ($1,$2,$3,$4,$5,$6,'DISCOVERING',$7,$8,$10,$11,$12))
 SELECT * FROM lost`
 
 func startRunArgs(id string, r NewRun) []any {
 	return []any{id, r.ScanID, max(r.Attempt, 1), r.ServerID, r.AudienceClass, r.TenantID, triggerName(r.Trigger), r.Worker, r.MarkLost,
-		max(r.SuppressedNotifications, 0), max(r.NotificationDelay.Milliseconds(), 0)}
+		max(r.SuppressedNotifications, 0), max(r.NotificationDelay.Milliseconds(), 0), max(r.PolicyEpoch, 0)}
 }
 
 const lostDetail = `'the worker running this scan stopped before it finished (' || worker || '); the scan was retried'`
@@ -125,26 +131,11 @@ RETURNING `+lostColumns, serverID, audienceClass, except)
 	return int64(len(lost)), nil
 }
 
-// Progress is what a run learned while it is still going.
-type Progress struct {
-	State             catalogv1.DiscoveryState
-	TenantID          string
-	PolicyEpoch       int64
-	ProtocolVersion   string
-	IdentityDigest    string
-	TrustConfigDigest string
-}
-
-// UpdateRun records progress of an unfinished run.
-func (s *Store) UpdateRun(ctx context.Context, runID string, p Progress) error {
-	_, err := s.pool.Exec(ctx, `UPDATE runs SET state = $2,
-tenant_id = CASE WHEN $3 = '' THEN tenant_id ELSE $3 END,
-policy_epoch = CASE WHEN $4 = 0 THEN policy_epoch ELSE $4 END,
-protocol_version = CASE WHEN $5 = '' THEN protocol_version ELSE $5 END,
-identity_digest = CASE WHEN $6 = '' THEN identity_digest ELSE $6 END,
-trust_config_digest = CASE WHEN $7 = '' THEN trust_config_digest ELSE $7 END
-WHERE run_id = $1 AND finished_at IS NULL`,
-		runID, stateName(p.State), p.TenantID, p.PolicyEpoch, p.ProtocolVersion, p.IdentityDigest, p.TrustConfigDigest)
+// UpdateRun records the state of an unfinished run while it is still
+// going (a large catalog's VALIDATING and SNAPSHOT_PROVEN; what else the run
+// learns is written with its end).
+func (s *Store) UpdateRun(ctx context.Context, runID string, state catalogv1.DiscoveryState) error {
+	_, err := s.pool.Exec(ctx, `UPDATE runs SET state = $2 WHERE run_id = $1 AND finished_at IS NULL`, runID, stateName(state))
 	if err != nil {
 		return fmt.Errorf("store: update run: %w", err)
 	}
