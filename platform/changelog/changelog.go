@@ -86,7 +86,8 @@ RETURNING revision, committed_at, pg_notify($4, revision::text)::text`
 // admins and services). Every writer queues on the counter row until tx
 // ends, which is what keeps revisions in commit order; keep the
 // transactions that append short, and append as late in them as possible
-// (see [Log.QueueAppend]).
+// (see [Log.QueueAppendMany], which appends many changes in one statement
+// queued with the statements that need their revisions).
 func (l *Log) Append(ctx context.Context, tx pgx.Tx, kind string, payload []byte, tenants []string) (int64, time.Time, error) {
 	var (
 		rev    int64
@@ -97,21 +98,6 @@ func (l *Log) Append(ctx context.Context, tx pgx.Tx, kind string, payload []byte
 		return 0, time.Time{}, fmt.Errorf("changelog: append: %w", err)
 	}
 	return rev, at, nil
-}
-
-// QueueAppend queues on b the append [Log.Append] makes, so that it and the
-// statements queued after it that need the new revision go to Postgres in
-// one round trip: those statements read the revision as the scalar
-// subquery ([HeadQuery]), which inside the transaction is the one just
-// taken. rev and at receive the revision and commit time when b is sent.
-func (l *Log) QueueAppend(b *pgx.Batch, kind string, payload []byte, tenants []string, rev *int64, at *time.Time) {
-	b.Queue(appendSQL, kind, payload, nonNil(tenants), l.channel).QueryRow(func(row pgx.Row) error {
-		var notify string
-		if err := row.Scan(rev, at, &notify); err != nil {
-			return fmt.Errorf("changelog: append: %w", err)
-		}
-		return nil
-	})
 }
 
 // Change is one change of [Log.QueueAppendMany].
