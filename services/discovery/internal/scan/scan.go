@@ -129,9 +129,9 @@ func binding(c *registryv1.AudienceClass, serverID string) *registryv1.AudienceS
 }
 
 // scan runs one scan; see the package doc. b and berr are the registry
-// read of step 1, made under the pair's lock before the run started (its
-// row carries the tenant it read); view is the pointer as the run started,
-// read under the pair's lock.
+// read of step 1, made before the pair's lock was taken and the run started
+// (its row carries the tenant it read); view is the pointer as the run
+// started, read holding the pair's lock.
 func (s *Scanner) scan(ctx context.Context, runID string, jobID int64, a ScanArgs, b registryclient.Binding, berr error, view store.ScanView,
 	complete func(context.Context, pgx.Tx) error) outcome {
 	st := &scanState{s: s, ctx: ctx, runID: runID, jobID: jobID, args: a, view: view, started: time.Now().Truncate(candidate.Micro)}

@@ -55,17 +55,28 @@ func (s *Store) StartRun(ctx context.Context, r NewRun) (string, error) {
 	return id, nil
 }
 
-// StartScan is [Store.StartRun] and [Store.View] of the run's pair in one
-// round trip: a scan holding the pair's lock reads where the pointer is
-// (its CAS expectation) as it starts its run.
-func (s *Store) StartScan(ctx context.Context, r NewRun) (string, ScanView, error) {
-	id := newUUID()
+// Session is a connection a scan holds for its whole duration (its pair's
+// advisory lock lives and dies with it); *pgxpool.Conn and *pgx.Conn are.
+type Session interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// StartScan takes the pair's session advisory lock lockKey on conn, and
+// only when it got it starts the run (as [Store.StartRun]) in the same
+// statement and reads [Store.View] of the pair, all in one round trip: a
+// scan holding the pair's lock reads where the pointer is (its CAS
+// expectation) as it starts its run. locked is false when another session
+// holds the lock: nothing was written then (a view may have been read;
+// it means nothing). The caller releases the lock with
+// pg_advisory_unlock(lockKey) on conn, also after an error (the lock may
+// be held then), or closes conn.
+func (s *Store) StartScan(ctx context.Context, conn Session, lockKey int64, r NewRun) (id string, view ScanView, locked bool, err error) {
+	id = newUUID()
 	var lost []*EndedRun
-	var view ScanView
 	var b pgx.Batch
-	b.Queue(startRunSQL, startRunArgs(id, r)...).Query(func(rows pgx.Rows) error {
+	b.Queue(startScanSQL, append(startRunArgs(id, r), lockKey)...).Query(func(rows pgx.Rows) error {
 		var err error
-		lost, err = collectLost(rows)
+		locked, lost, err = collectLocked(rows)
 		return err
 	})
 	b.Queue(viewSQL, r.ServerID, r.AudienceClass).QueryRow(func(row pgx.Row) error {
@@ -73,11 +84,48 @@ func (s *Store) StartScan(ctx context.Context, r NewRun) (string, ScanView, erro
 		view, err = scanView(row)
 		return err
 	})
-	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
-		return "", ScanView{}, fmt.Errorf("store: start scan: %w", err)
+	if err := conn.SendBatch(ctx, &b).Close(); err != nil {
+		return "", ScanView{}, false, fmt.Errorf("store: start scan: %w", err)
+	}
+	if !locked {
+		return "", ScanView{}, false, nil
 	}
 	s.ended(lost...)
-	return id, view, nil
+	return id, view, true, nil
+}
+
+// startScanSQL is [startRunSQL] gated by pg_try_advisory_lock($13), taken
+// once (a materialized CTE) before either write: it returns one row with
+// the lock's outcome, then the columns of each run it ended lost.
+const startScanSQL = `WITH l AS MATERIALIZED (SELECT pg_try_advisory_lock($13) AS ok),
+lost AS (
+  UPDATE runs SET state = 'INCOMPLETE', reason = 'WORKER_LOST', finished_at = now(), detail = ` + lostDetail + `
+  WHERE (SELECT ok FROM l) AND $9 AND server_id = $4 AND audience_class = $5 AND finished_at IS NULL
+  RETURNING ` + lostColumns + `),
+started AS (
+  INSERT INTO runs (run_id, scan_id, attempt, server_id, audience_class, tenant_id, state, trigger, worker,
+    suppressed_notifications, notification_delay_ms, policy_epoch)
+  SELECT $1::uuid, $2::text, $3::integer, $4::text, $5::text, $6::text, 'DISCOVERING', $7::text, $8::text, $10::integer,
+    $11::bigint, $12::bigint FROM l WHERE l.ok)
+SELECT l.ok, lost.* FROM l LEFT JOIN lost ON true`
+
+// collectLocked reads a [startScanSQL] result.
+func collectLocked(rows pgx.Rows) (bool, []*EndedRun, error) {
+	var locked bool
+	var lost []*EndedRun
+	_, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct{}, error) {
+		var id, server, aud *string
+		var pages, tools *int
+		var secs *float64
+		if err := r.Scan(&locked, &id, &server, &aud, &pages, &tools, &secs); err != nil {
+			return struct{}{}, err
+		}
+		if id != nil {
+			lost = append(lost, lostRun(*id, *server, *aud, *pages, *tools, *secs))
+		}
+		return struct{}{}, nil
+	})
+	return locked, lost, err
 }
 
 // startRunSQL inserts a run in DISCOVERING and, when $9, first ends every
