@@ -3,6 +3,7 @@ package changelog
 import (
 	"context"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -85,7 +86,8 @@ RETURNING revision, committed_at, pg_notify($4, revision::text)::text`
 // admins and services). Every writer queues on the counter row until tx
 // ends, which is what keeps revisions in commit order; keep the
 // transactions that append short, and append as late in them as possible
-// (see [Log.QueueAppend]).
+// (see [Log.QueueAppendMany], which appends many changes in one statement
+// queued with the statements that need their revisions).
 func (l *Log) Append(ctx context.Context, tx pgx.Tx, kind string, payload []byte, tenants []string) (int64, time.Time, error) {
 	var (
 		rev    int64
@@ -98,19 +100,64 @@ func (l *Log) Append(ctx context.Context, tx pgx.Tx, kind string, payload []byte
 	return rev, at, nil
 }
 
-// QueueAppend queues on b the append [Log.Append] makes, so that it and the
-// statements queued after it that need the new revision go to Postgres in
-// one round trip: those statements read the revision as the scalar
-// subquery ([HeadQuery]), which inside the transaction is the one just
-// taken. rev and at receive the revision and commit time when b is sent.
-func (l *Log) QueueAppend(b *pgx.Batch, kind string, payload []byte, tenants []string, rev *int64, at *time.Time) {
-	b.Queue(appendSQL, kind, payload, nonNil(tenants), l.channel).QueryRow(func(row pgx.Row) error {
-		var notify string
-		if err := row.Scan(rev, at, &notify); err != nil {
+// Change is one change of [Log.QueueAppendMany].
+type Change struct {
+	Kind    string
+	Payload []byte
+	// Tenants are the tenants whose principals may see the change on
+	// Watch (nil: only platform admins and services).
+	Tenants []string
+	// Revision, when set, receives the change's revision when the batch
+	// is sent.
+	Revision *int64
+}
+
+// appendManySQL is [appendSQL] for n changes ($5): the counter moves by n
+// once, the changes take the n revisions up to it in the order given
+// (kinds $1, payloads $2, tenants $3 as one JSON array per change: a
+// Postgres array must be rectangular), and one NOTIFY is queued. It returns
+// the last revision.
+const appendManySQL = `WITH r AS (UPDATE change_counter SET revision = revision + $5 RETURNING revision),
+ins AS (INSERT INTO changes (revision, kind, payload, tenants)
+  SELECT r.revision - $5 + e.ord, e.kind, e.payload, ARRAY(SELECT jsonb_array_elements_text(e.tenants::jsonb))
+  FROM r, unnest($1::text[], $2::bytea[], $3::text[]) WITH ORDINALITY AS e(kind, payload, tenants, ord)
+  RETURNING 1)
+SELECT r.revision, (SELECT count(*) FROM ins), pg_notify($4, r.revision::text)::text FROM r`
+
+// QueueAppendMany queues on b the appends of changes, in order, as one
+// statement: n consecutive revisions taken with one move of the counter
+// row, and one NOTIFY. Statements queued after it read the last revision
+// as [HeadQuery]; change i of n has that revision - n + 1 + i.
+func (l *Log) QueueAppendMany(b *pgx.Batch, changes []*Change) error {
+	n := len(changes)
+	if n == 0 {
+		return nil
+	}
+	kinds, payloads, tenants := make([]string, n), make([][]byte, n), make([]string, n)
+	for i, c := range changes {
+		tj, err := json.Marshal(nonNil(c.Tenants))
+		if err != nil {
 			return fmt.Errorf("changelog: append: %w", err)
+		}
+		kinds[i], payloads[i], tenants[i] = c.Kind, c.Payload, string(tj)
+	}
+	b.Queue(appendManySQL, kinds, payloads, tenants, l.channel, n).QueryRow(func(row pgx.Row) error {
+		var last, inserted int64
+		var notify string
+		if err := row.Scan(&last, &inserted, &notify); err != nil {
+			return fmt.Errorf("changelog: append: %w", err)
+		}
+		if inserted != int64(n) {
+			return fmt.Errorf("changelog: append: %d of %d changes inserted", inserted, n)
+		}
+		for i, c := range changes {
+			if c.Revision != nil {
+				*c.Revision = last - int64(n) + 1 + int64(i)
+			}
 		}
 		return nil
 	})
+	return nil
 }
 
 func nonNil(s []string) []string {

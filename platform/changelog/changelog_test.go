@@ -163,3 +163,105 @@ func TestWatchResumeCompactionAndHeartbeat(t *testing.T) {
 		t.Fatalf("resume from oldest kept: %v %v", revs, err)
 	}
 }
+
+// Appends of many changes in one statement, mixed with single appends and
+// rolled-back ones from concurrent writers: the log stays gapless, each
+// call's changes take consecutive revisions in the order given (each
+// change told its own), and every change keeps its kind, payload and
+// tenants.
+func TestAppendManyTakesConsecutiveRevisionsInOrder(t *testing.T) {
+	ctx := context.Background()
+	l, pool := newLog(t)
+	const writers, each = 6, 15
+	type wrote struct {
+		rev     int64
+		payload string
+		tenants []string
+	}
+	var mu sync.Mutex
+	var all []wrote
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				n := 1 + (w+i)%4
+				changes, revs := make([]*changelog.Change, n), make([]int64, n)
+				for j := range changes {
+					changes[j] = &changelog.Change{Kind: "many", Payload: fmt.Appendf(nil, "%d/%d/%d", w, i, j), Revision: &revs[j]}
+					switch j % 3 {
+					case 1:
+						changes[j].Tenants = []string{"t-" + fmt.Sprint(w)}
+					case 2:
+						changes[j].Tenants = []string{"t-a", "t-b"}
+					}
+				}
+				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					if i%2 == 1 {
+						if _, _, err := l.Append(ctx, tx, "one", fmt.Appendf(nil, "%d/%d/one", w, i), nil); err != nil {
+							return err
+						}
+					}
+					var b pgx.Batch
+					if err := l.QueueAppendMany(&b, changes); err != nil {
+						return err
+					}
+					return tx.SendBatch(ctx, &b).Close()
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for j, c := range changes {
+					if j > 0 && revs[j] != revs[j-1]+1 {
+						t.Errorf("writer %d call %d: revisions %d then %d", w, i, revs[j-1], revs[j])
+					}
+					mu.Lock()
+					all = append(all, wrote{rev: revs[j], payload: string(c.Payload), tenants: c.Tenants})
+					mu.Unlock()
+				}
+				// A rolled-back many-append takes no revision.
+				_ = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					var b pgx.Batch
+					if err := l.QueueAppendMany(&b, []*changelog.Change{{Kind: "many", Payload: []byte("rolled back")}, {Kind: "many", Payload: []byte("rolled back")}}); err != nil {
+						return err
+					}
+					if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+						return err
+					}
+					return errors.New("roll back")
+				})
+			}
+		})
+	}
+	wg.Wait()
+	entries, err := l.Read(ctx, 0, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byRev := map[int64]changelog.Entry{}
+	for i, e := range entries {
+		if e.Revision != int64(i+1) {
+			t.Fatalf("position %d has revision %d: gap or reorder", i, e.Revision)
+		}
+		if string(e.Payload) == "rolled back" {
+			t.Fatal("a rolled-back change is in the log")
+		}
+		byRev[e.Revision] = e
+	}
+	if want := writers*(each/2) + len(all); len(entries) != want {
+		t.Fatalf("%d entries, want %d", len(entries), want)
+	}
+	for _, w := range all {
+		e, ok := byRev[w.rev]
+		if !ok || e.Kind != "many" || string(e.Payload) != w.payload || fmt.Sprint(e.Tenants) != fmt.Sprint(nonNilStrings(w.tenants)) {
+			t.Fatalf("revision %d: %+v, want payload %s tenants %v", w.rev, e, w.payload, w.tenants)
+		}
+	}
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

@@ -3,6 +3,7 @@ package discovery_test
 import (
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/services/discovery/discoverytest"
 
+	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 )
@@ -177,4 +179,67 @@ func sameModuloID(a, b seen, idA, idB string) bool {
 		return out
 	}
 	return norm(a, idA).equal(norm(b, idB))
+}
+
+// A run is seen by its tenant's users while it is still running, in
+// DISCOVERING with the class's tenant and policy epoch (its row carries
+// them from its start; no later update makes it visible), and by no user of
+// another tenant. What the run learns while connecting (protocol version,
+// identity and trust digests) is written with its end.
+func TestARunningRunIsSeenByItsTenantOnly(t *testing.T) {
+	e := start(t, nil)
+	cat := discoverytest.NewCatalog("r-1", 0, discoverytest.Tools("x", 2)...)
+	hold := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release)
+	srv := discoverytest.NewHTTP(t, discoverytest.ListerFunc(func(call int, cursor *string) discoverytest.Reply {
+		r := cat.List(call, cursor)
+		r.Wait = hold
+		return r
+	}), discoverytest.ServerOptions{}, false)
+	e.register("inventory", srv.URL, registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED, "")
+	epoch := e.reg.BumpEpoch(tenant)
+	ctx := ctxT(t)
+	alice := e.client(e.auth.User(t, "alice", tenant))
+	bob := e.client(e.auth.User(t, "bob", "tenant-b"))
+	ticket := e.scan("inventory", class)
+
+	var running *discoveryv1.Run
+	for running == nil {
+		resp, err := alice.ListRuns(ctx, &discoveryv1.ListRunsRequest{ScanId: ticket.GetScanId()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if runs := resp.GetRuns(); len(runs) > 0 {
+			running = runs[0]
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("tenant-a's user never saw the running run")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if running.GetState() != catalogv1.DiscoveryState_DISCOVERY_STATE_DISCOVERING || running.GetFinishedAt() != nil ||
+		running.GetTenantId() != tenant || running.GetPolicyEpoch() != epoch {
+		t.Fatalf("the running run as its tenant sees it: %v", running)
+	}
+	got, err := alice.GetRun(ctx, &discoveryv1.GetRunRequest{RunId: running.GetRunId()})
+	if err != nil || got.GetRun().GetState() != catalogv1.DiscoveryState_DISCOVERY_STATE_DISCOVERING {
+		t.Fatalf("GetRun of the running run by its tenant: %v, %v", got, err)
+	}
+	if resp, err := bob.ListRuns(ctx, &discoveryv1.ListRunsRequest{}); err != nil || len(resp.GetRuns()) != 0 {
+		t.Fatalf("another tenant's user listed %v, %v", resp, err)
+	}
+	if _, err := bob.GetRun(ctx, &discoveryv1.GetRunRequest{RunId: running.GetRunId()}); status.Code(err) != codes.NotFound {
+		t.Fatalf("another tenant's user read the running run: %v", err)
+	}
+	release()
+	end := e.wait(ticket.GetScanId(), nil)
+	want(t, end, eligible, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
+	if end.GetRunId() != running.GetRunId() || end.GetTenantId() != tenant || end.GetPolicyEpoch() != epoch ||
+		end.GetProtocolVersion() == "" || end.GetIdentityDigest() == "" || end.GetTrustConfigDigest() == "" {
+		t.Fatalf("the run's end: %v", end)
+	}
 }

@@ -664,7 +664,8 @@ type Run struct {
 	StartedAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
 	// When it finished; unset while running.
 	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
-	// MCP protocol version negotiated; empty before initialization.
+	// MCP protocol version negotiated; written with the run's end (empty while
+	// the run is going, and when it never initialized).
 	ProtocolVersion string `protobuf:"bytes,14,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
 	// Source revision of the first page; empty when none.
 	SourceRevision string `protobuf:"bytes,15,opt,name=source_revision,json=sourceRevision,proto3" json:"source_revision,omitempty"`
@@ -678,13 +679,15 @@ type Run struct {
 	ToolCount int32 `protobuf:"varint,19,opt,name=tool_count,json=toolCount,proto3" json:"tool_count,omitempty"`
 	// Bytes read.
 	Bytes int64 `protobuf:"varint,20,opt,name=bytes,proto3" json:"bytes,omitempty"`
-	// The tenant's policy epoch at scan start.
+	// The tenant's policy epoch at scan start (read before the run started).
 	PolicyEpoch int64 `protobuf:"varint,21,opt,name=policy_epoch,json=policyEpoch,proto3" json:"policy_epoch,omitempty"`
 	// Generation committed by this run; 0 when none.
 	Generation int64 `protobuf:"varint,22,opt,name=generation,proto3" json:"generation,omitempty"`
-	// Observed identity digest; empty before connecting.
+	// Observed identity digest; written with the run's end (empty while the
+	// run is going, and when it never connected).
 	IdentityDigest string `protobuf:"bytes,23,opt,name=identity_digest,json=identityDigest,proto3" json:"identity_digest,omitempty"`
-	// Trust configuration digest at scan start.
+	// Trust configuration digest at scan start; written with the run's end
+	// (empty while the run is going).
 	TrustConfigDigest string `protobuf:"bytes,24,opt,name=trust_config_digest,json=trustConfigDigest,proto3" json:"trust_config_digest,omitempty"`
 	// Pages, in order; only filled by GetRun with `include_pages`.
 	Pages []*Page `protobuf:"bytes,25,rep,name=pages,proto3" json:"pages,omitempty"`

@@ -33,15 +33,20 @@
 //
 // # One scan
 //
-// A scan takes a Postgres advisory lock on its pair for its whole duration,
-// on a connection of its own (so the lock dies with a killed process), and
-// snoozes when another worker holds it. Holding the lock, it first marks any
-// unfinished run of the pair INCOMPLETE WORKER_LOST (its worker died: River
-// rescued the job after [Config.RescueAfter]) and starts its own run. Then:
+// A scan first reads the server, the audience class, its tenant and the
+// tenant's policy epoch from the registry. Then, in one round trip on a
+// connection of its own that it keeps for its whole duration (so the lock
+// dies with a killed process), it takes a Postgres advisory lock on its
+// pair, and only if it got it marks any unfinished run of the pair
+// INCOMPLETE WORKER_LOST (its worker died: River rescued the job after
+// [Config.RescueAfter]), starts its own run in DISCOVERING with the tenant
+// and epoch it read (so the tenant's users see the running run; its
+// protocol version, identity and trust digests are written with its end)
+// and reads the pointer. It snoozes when another worker holds the lock.
+// Then:
 //
-//  1. it reads the server, the audience class and the tenant's policy epoch
-//     from the registry (NOT_REGISTERED, REGISTRY_UNAVAILABLE) and the
-//     pointer (the CAS expectation);
+//  1. the registry read decides (NOT_REGISTERED, REGISTRY_UNAVAILABLE), and
+//     the pointer is read with the run's start (the CAS expectation);
 //  2. resolves the class's secret reference for the server, `env:NAME` or
 //     `file:/path` (CREDENTIAL_UNAVAILABLE); the credential lives only in
 //     memory for the scan;

@@ -15,6 +15,7 @@ import (
 
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	"github.com/toolcrib/toolcrib/services/discovery/internal/store"
+	"github.com/toolcrib/toolcrib/services/discovery/registryclient"
 )
 
 // ScanArgs are the arguments of a `discovery_scan` job.
@@ -106,26 +107,39 @@ func (e errIncomplete) Error() string { return "scan incomplete: " + e.reason.St
 func (w *scanWorker) Work(ctx context.Context, job *river.Job[ScanArgs]) error {
 	s := w.s
 	a := job.Args
-	release, locked, err := s.lockPair(ctx, a.ServerID, a.AudienceClass)
-	if err != nil {
-		return fmt.Errorf("scan lock: %w", err)
-	}
-	if !locked {
-		return river.JobSnooze(time.Second)
-	}
-	defer release()
-	// Holding the pair's lock, any unfinished run of the pair is dead: mark
-	// it lost while starting this one.
 	trigger := discoveryv1.ScanTrigger(discoveryv1.ScanTrigger_value[a.Trigger])
 	nr := store.NewRun{ScanID: strconv.FormatInt(job.ID, 10), Attempt: job.Attempt,
 		ServerID: a.ServerID, AudienceClass: a.AudienceClass, Trigger: trigger, Worker: s.cfg.Worker, MarkLost: true}
 	if job.Attempt <= 1 {
 		nr.SuppressedNotifications, nr.NotificationDelay = a.SuppressedNotifications, time.Duration(a.NotificationDelayMs)*time.Millisecond
 	}
-	runID, view, err := s.store.StartScan(ctx, nr)
+	b, berr := s.readBinding(ctx, a, &nr)
+	// The pair's lock, the run's start and the pointer's view in one round
+	// trip; holding the lock, any unfinished run of the pair is dead: it is
+	// marked lost as this one starts.
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
+		return fmt.Errorf("scan lock: %w", err)
+	}
+	key := pairKey(a.ServerID, a.AudienceClass)
+	runID, view, locked, err := s.store.StartScan(ctx, conn, key, nr)
+	if err != nil {
+		// The lock may be held: do not return the connection.
+		_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		conn.Release()
 		return err
 	}
+	if !locked {
+		conn.Release()
+		return river.JobSnooze(time.Second)
+	}
+	defer func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", key); err != nil {
+			// Do not return a connection that may still hold the lock.
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+		conn.Release()
+	}()
 	// A commit completes the job in its own transaction rather than in
 	// River's asynchronous batch, so a TriggerScan right after the run ended
 	// queues a new scan instead of finding this one "already queued".
@@ -133,7 +147,7 @@ func (w *scanWorker) Work(ctx context.Context, job *river.Job[ScanArgs]) error {
 		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		return err
 	}
-	out := s.scan(ctx, runID, job.ID, a, view, complete)
+	out := s.scan(ctx, runID, job.ID, a, b, berr, view, complete)
 	switch out.disposition {
 	case done:
 		return nil
@@ -144,33 +158,22 @@ func (w *scanWorker) Work(ctx context.Context, job *river.Job[ScanArgs]) error {
 	}
 }
 
-// lockPair takes the pair's advisory lock on a connection of its own for the
-// scan's whole duration; a killed process's connection (and lock) dies with
-// it.
-func (s *Scanner) lockPair(ctx context.Context, server, aud string) (func(), bool, error) {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return nil, false, err
+// readBinding is the scan's first registry read (step 1), made before it
+// takes the pair's lock and starts its run so that the run's row is written with the tenant and policy
+// epoch it read: the tenant's users see the running run (ListRuns, GetRun)
+// and no other tenant's do, without a statement of its own. The run's
+// protocol version, identity and trust digests are written with its end.
+func (s *Scanner) readBinding(ctx context.Context, a ScanArgs, nr *store.NewRun) (registryclient.Binding, error) {
+	b, err := s.reg.Binding(ctx, a.ServerID, a.AudienceClass)
+	if err == nil {
+		nr.TenantID, nr.PolicyEpoch = b.TenantID, b.PolicyEpoch
 	}
-	key := pairKey(server, aud)
-	var ok bool
-	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&ok); err != nil {
-		conn.Release()
-		return nil, false, err
-	}
-	if !ok {
-		conn.Release()
-		return nil, false, nil
-	}
-	return func() {
-		if _, err := conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", key); err != nil {
-			// Do not return a connection that may still hold the lock.
-			_ = conn.Conn().Close(context.WithoutCancel(ctx))
-		}
-		conn.Release()
-	}, true, nil
+	return b, err
 }
 
+// pairKey is the pair's session advisory lock, held on a connection of
+// the scan's own for its whole duration; a killed process's connection (and
+// lock) dies with it.
 func pairKey(server, aud string) int64 {
 	h := fnv.New64a()
 	h.Write([]byte("toolcrib.discovery.scan\x00" + server + "\x00" + aud))

@@ -128,16 +128,19 @@ func binding(c *registryv1.AudienceClass, serverID string) *registryv1.AudienceS
 	return nil
 }
 
-// scan runs one scan; see the package doc. view is the pointer as the
-// run started, read under the pair's lock.
-func (s *Scanner) scan(ctx context.Context, runID string, jobID int64, a ScanArgs, view store.ScanView, complete func(context.Context, pgx.Tx) error) outcome {
+// scan runs one scan; see the package doc. b and berr are the registry
+// read of step 1, made before the pair's lock was taken and the run started
+// (its row carries the tenant it read); view is the pointer as the run
+// started, read holding the pair's lock.
+func (s *Scanner) scan(ctx context.Context, runID string, jobID int64, a ScanArgs, b registryclient.Binding, berr error, view store.ScanView,
+	complete func(context.Context, pgx.Tx) error) outcome {
 	st := &scanState{s: s, ctx: ctx, runID: runID, jobID: jobID, args: a, view: view, started: time.Now().Truncate(candidate.Micro)}
 	defer func() {
 		if st.sess != nil {
 			_ = st.sess.Close()
 		}
 	}()
-	if out, ok := st.readRegistry(); !ok {
+	if out, ok := st.readRegistry(b, berr); !ok {
 		return out
 	}
 	if out, ok := st.connect(); !ok {
@@ -155,11 +158,11 @@ func (s *Scanner) scan(ctx context.Context, runID string, jobID int64, a ScanArg
 
 // readRegistry is step 1: the server, the audience class's binding of it,
 // the class's tenant and its policy epoch (one registry read of one
-// snapshot, whatever the class's size). The pointer was read with the
-// run's start.
-func (st *scanState) readRegistry() (outcome, bool) {
-	s, ctx, a := st.s, st.ctx, st.args
-	b, err := s.reg.Binding(ctx, a.ServerID, a.AudienceClass)
+// snapshot, whatever the class's size; [scanWorker.Work] made it before
+// starting the run, see [Scanner.readBinding]). The pointer was read with
+// the run's start.
+func (st *scanState) readRegistry(b registryclient.Binding, err error) (outcome, bool) {
+	a := st.args
 	if err != nil {
 		return st.bindingFault(err), false
 	}
@@ -216,8 +219,6 @@ func (st *scanState) connect() (outcome, bool) {
 	}
 	st.trust = trustDigest(st.srv, a.AudienceClass, st.bind)
 	st.end.TrustConfigDigest = st.trust
-	_ = s.store.UpdateRun(ctx, st.runID, store.Progress{State: stDiscovering, TenantID: st.tenant, PolicyEpoch: st.epoch,
-		ProtocolVersion: sess.ProtocolVersion(), IdentityDigest: sess.IdentityDigest(), TrustConfigDigest: st.trust})
 	return outcome{}, true
 }
 
@@ -238,7 +239,7 @@ func (st *scanState) crawl() (*candidate.Candidate, outcome, bool) {
 	if len(res.Tools) >= validatingRecordThreshold {
 		// Validating a small catalog takes microseconds; recording the
 		// transient state is worth a round trip only for large ones.
-		_ = s.store.UpdateRun(ctx, st.runID, store.Progress{State: stValidating})
+		_ = s.store.UpdateRun(ctx, st.runID, stValidating)
 	}
 	cand := candidate.Assess(res, s.cfg.Limits)
 	st.end.Flags = cand.Flags
@@ -246,7 +247,7 @@ func (st *scanState) crawl() (*candidate.Candidate, outcome, bool) {
 		return nil, st.fail(cand.State, cand.Reason, "%s", cand.Detail), false
 	}
 	if len(res.Tools) >= validatingRecordThreshold {
-		_ = s.store.UpdateRun(ctx, st.runID, store.Progress{State: cand.State})
+		_ = s.store.UpdateRun(ctx, st.runID, cand.State)
 	}
 	return cand, outcome{}, true
 }

@@ -230,18 +230,16 @@ func sortGroup(items []*groupItem) {
 	slices.SortStableFunc(items, func(a, b *groupItem) int { return strings.Compare(a.key, b.key) })
 }
 
-// appendChanges appends the changes in order, in one round trip, as the
-// last statements of tx: from here to the commit every other writer of the
+// appendChanges appends the changes in order, in one round trip of three
+// statements (see [Store.queueChanges]), as the last statements of tx: from here to the commit every other writer of the
 // log waits on its counter row.
 func (s *Store) appendChanges(ctx context.Context, tx pgx.Tx, changes []*pendingChange) error {
 	if len(changes) == 0 {
 		return nil
 	}
 	var b pgx.Batch
-	for _, c := range changes {
-		if err := s.queueChange(&b, c.ptr, c.rcpt, c.reason, &c.rev); err != nil {
-			return err
-		}
+	if err := s.queueChanges(&b, changes); err != nil {
+		return err
 	}
 	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 		return fmt.Errorf("store: append the pointer changes: %w", err)

@@ -110,6 +110,14 @@ func TestGroupCommitKeepsEachCommitOnItsOwn(t *testing.T) {
 		if err != nil || p.Revision != e.Revision {
 			t.Fatalf("%s: pointer %v %v, want revision %d", c.GetPointer().GetServerId(), p, err, e.Revision)
 		}
+		// The receipt of the change, stamped with its revision.
+		var receipt string
+		var rrev int64
+		if err := f.pool.QueryRow(ctx, `SELECT receipt_id::text, revision FROM receipts WHERE server_id = $1`,
+			c.GetPointer().GetServerId()).Scan(&receipt, &rrev); err != nil || receipt != c.GetReceipt().GetReceiptId() || rrev != e.Revision {
+			t.Fatalf("%s: receipt %s at revision %d (%v), want %s at %d", c.GetPointer().GetServerId(), receipt, rrev, err,
+				c.GetReceipt().GetReceiptId(), e.Revision)
+		}
 	}
 	// The commits did share transactions: fewer writing transactions than
 	// winners (the pointer rows' xmin names the transaction that wrote them).

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	"github.com/toolcrib/toolcrib/platform/canonical"
 	"github.com/toolcrib/toolcrib/services/discovery/candidate"
 	"github.com/toolcrib/toolcrib/services/discovery/crawl"
@@ -119,14 +120,20 @@ func TestStartScanReadsThePointerWithTheRun(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	nr := store.NewRun{ScanID: "1", Attempt: 1, ServerID: "srv", AudienceClass: "a.readers", Worker: "test:1", MarkLost: true}
-	first, v, err := f.st.StartScan(ctx, nr)
+	conn, err := f.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	// One session: its lock is re-entrant.
+	first, v, _, err := f.st.StartScan(ctx, conn, 7, nr)
 	if err != nil || v != (store.ScanView{}) {
 		t.Fatalf("no pointer yet: view %+v (%v)", v, err)
 	}
 	if err := f.st.SetListening(ctx, "srv", "a.readers", true); err != nil {
 		t.Fatal(err)
 	}
-	if _, v, err := f.st.StartScan(ctx, nr); err != nil || !v.Listening || v.Expected != (store.Expected{}) {
+	if _, v, _, err := f.st.StartScan(ctx, conn, 7, nr); err != nil || !v.Listening || v.Expected != (store.Expected{}) {
 		t.Fatalf("listed pair without a pointer: view %+v (%v)", v, err)
 	}
 	if r, err := f.st.GetRun(ctx, first, false); err != nil || r.State != catalogv1.DiscoveryState_DISCOVERY_STATE_INCOMPLETE {
@@ -138,10 +145,60 @@ func TestStartScanReadsThePointerWithTheRun(t *testing.T) {
 	if err := f.st.SetListening(ctx, "srv", "a.readers", false); err != nil {
 		t.Fatal(err)
 	}
-	_, v, err = f.st.StartScan(ctx, nr)
+	_, v, _, err = f.st.StartScan(ctx, conn, 7, nr)
 	want, werr := f.st.View(ctx, "srv", "a.readers")
 	if err != nil || werr != nil || v != want || !v.Active || v.Expected.Generation != 1 || v.SourceRevision != "r1" || v.Listening ||
 		v.SnapshotState != eligible {
 		t.Fatalf("after a commit: StartScan read %+v, View %+v (%v, %v)", v, want, err, werr)
+	}
+}
+
+// StartScan starts a run only holding the pair's lock, taken in the same
+// round trip: while another session holds it, StartScan writes nothing (no
+// run, and the holder's unfinished run is not marked lost); once that
+// session released it, StartScan takes it, starts its run and marks the
+// holder's unfinished run lost.
+func TestStartScanStartsOnlyHoldingTheLock(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	const key = 42
+	nr := store.NewRun{ScanID: "1", Attempt: 1, ServerID: "srv", AudienceClass: "a.readers", Worker: "test:1", MarkLost: true,
+		TenantID: "tenant-a"}
+	holder, err := f.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release()
+	other, err := f.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Release()
+	held, _, locked, err := f.st.StartScan(ctx, holder, key, nr)
+	if err != nil || !locked || held == "" {
+		t.Fatalf("the first session: run %q locked %v (%v)", held, locked, err)
+	}
+	id, _, locked, err := f.st.StartScan(ctx, other, key, nr)
+	if err != nil || locked || id != "" {
+		t.Fatalf("while the lock is held: run %q locked %v (%v)", id, locked, err)
+	}
+	runs, _, err := f.st.ListRuns(ctx, store.RunFilter{ServerID: "srv"}, nil, 10)
+	if err != nil || len(runs) != 1 || runs[0].GetRunId() != held || runs[0].GetState() != catalogv1.DiscoveryState_DISCOVERY_STATE_DISCOVERING {
+		t.Fatalf("while the lock is held, the runs are %v (%v)", runs, err)
+	}
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_unlock($1)", key); err != nil {
+		t.Fatal(err)
+	}
+	id, _, locked, err = f.st.StartScan(ctx, other, key, nr)
+	if err != nil || !locked || id == "" {
+		t.Fatalf("after the release: run %q locked %v (%v)", id, locked, err)
+	}
+	if r, err := f.st.GetRun(ctx, held, false); err != nil || r.GetState() != catalogv1.DiscoveryState_DISCOVERY_STATE_INCOMPLETE ||
+		r.GetReason() != discoveryv1.RunReason_RUN_REASON_WORKER_LOST {
+		t.Fatalf("the first session's run: %v (%v)", r, err)
+	}
+	if r, err := f.st.GetRun(ctx, id, false); err != nil || r.GetState() != catalogv1.DiscoveryState_DISCOVERY_STATE_DISCOVERING ||
+		r.GetTenantId() != "tenant-a" {
+		t.Fatalf("the second session's run: %v (%v)", r, err)
 	}
 }

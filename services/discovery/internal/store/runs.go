@@ -21,9 +21,15 @@ type NewRun struct {
 	Attempt       int
 	ServerID      string
 	AudienceClass string
-	TenantID      string
-	Trigger       discoveryv1.ScanTrigger
-	Worker        string
+	// TenantID and PolicyEpoch are the audience class's tenant and its
+	// policy epoch as the scan read them before starting the run: a
+	// running run is visible to its tenant's users (ListRuns, GetRun) from
+	// its first row, with no update of its own. Empty and 0 when the
+	// registry read failed (the run's end says why).
+	TenantID    string
+	PolicyEpoch int64
+	Trigger     discoveryv1.ScanTrigger
+	Worker      string
 	// SuppressedNotifications and NotificationDelay are what the rate
 	// limit of notification-triggered scans held back (see the Run
 	// message).
@@ -49,17 +55,28 @@ func (s *Store) StartRun(ctx context.Context, r NewRun) (string, error) {
 	return id, nil
 }
 
-// StartScan is [Store.StartRun] and [Store.View] of the run's pair in one
-// round trip: a scan holding the pair's lock reads where the pointer is
-// (its CAS expectation) as it starts its run.
-func (s *Store) StartScan(ctx context.Context, r NewRun) (string, ScanView, error) {
-	id := newUUID()
+// Session is a connection a scan holds for its whole duration (its pair's
+// advisory lock lives and dies with it); *pgxpool.Conn and *pgx.Conn are.
+type Session interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// StartScan takes the pair's session advisory lock lockKey on conn, and
+// only when it got it starts the run (as [Store.StartRun]) in the same
+// statement and reads [Store.View] of the pair, all in one round trip: a
+// scan holding the pair's lock reads where the pointer is (its CAS
+// expectation) as it starts its run. locked is false when another session
+// holds the lock: nothing was written then (a view may have been read;
+// it means nothing). The caller releases the lock with
+// pg_advisory_unlock(lockKey) on conn, also after an error (the lock may
+// be held then), or closes conn.
+func (s *Store) StartScan(ctx context.Context, conn Session, lockKey int64, r NewRun) (id string, view ScanView, locked bool, err error) {
+	id = newUUID()
 	var lost []*EndedRun
-	var view ScanView
 	var b pgx.Batch
-	b.Queue(startRunSQL, startRunArgs(id, r)...).Query(func(rows pgx.Rows) error {
+	b.Queue(startScanSQL, append(startRunArgs(id, r), lockKey)...).Query(func(rows pgx.Rows) error {
 		var err error
-		lost, err = collectLost(rows)
+		locked, lost, err = collectLocked(rows)
 		return err
 	})
 	b.Queue(viewSQL, r.ServerID, r.AudienceClass).QueryRow(func(row pgx.Row) error {
@@ -67,11 +84,48 @@ func (s *Store) StartScan(ctx context.Context, r NewRun) (string, ScanView, erro
 		view, err = scanView(row)
 		return err
 	})
-	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
-		return "", ScanView{}, fmt.Errorf("store: start scan: %w", err)
+	if err := conn.SendBatch(ctx, &b).Close(); err != nil {
+		return "", ScanView{}, false, fmt.Errorf("store: start scan: %w", err)
+	}
+	if !locked {
+		return "", ScanView{}, false, nil
 	}
 	s.ended(lost...)
-	return id, view, nil
+	return id, view, true, nil
+}
+
+// startScanSQL is [startRunSQL] gated by pg_try_advisory_lock($13), taken
+// once (a materialized CTE) before either write: it returns one row with
+// the lock's outcome, then the columns of each run it ended lost.
+const startScanSQL = `WITH l AS MATERIALIZED (SELECT pg_try_advisory_lock($13) AS ok),
+lost AS (
+  UPDATE runs SET state = 'INCOMPLETE', reason = 'WORKER_LOST', finished_at = now(), detail = ` + lostDetail + `
+  WHERE (SELECT ok FROM l) AND $9 AND server_id = $4 AND audience_class = $5 AND finished_at IS NULL
+  RETURNING ` + lostColumns + `),
+started AS (
+  INSERT INTO runs (run_id, scan_id, attempt, server_id, audience_class, tenant_id, state, trigger, worker,
+    suppressed_notifications, notification_delay_ms, policy_epoch)
+  SELECT $1::uuid, $2::text, $3::integer, $4::text, $5::text, $6::text, 'DISCOVERING', $7::text, $8::text, $10::integer,
+    $11::bigint, $12::bigint FROM l WHERE l.ok)
+SELECT l.ok, lost.* FROM l LEFT JOIN lost ON true`
+
+// collectLocked reads a [startScanSQL] result.
+func collectLocked(rows pgx.Rows) (bool, []*EndedRun, error) {
+	var locked bool
+	var lost []*EndedRun
+	_, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct{}, error) {
+		var id, server, aud *string
+		var pages, tools *int
+		var secs *float64
+		if err := r.Scan(&locked, &id, &server, &aud, &pages, &tools, &secs); err != nil {
+			return struct{}{}, err
+		}
+		if id != nil {
+			lost = append(lost, lostRun(*id, *server, *aud, *pages, *tools, *secs))
+		}
+		return struct{}{}, nil
+	})
+	return locked, lost, err
 }
 
 // startRunSQL inserts a run in DISCOVERING and, when $9, first ends every
@@ -82,13 +136,13 @@ const startRunSQL = `WITH lost AS (
   RETURNING ` + lostColumns + `),
 started AS (
   INSERT INTO runs (run_id, scan_id, attempt, server_id, audience_class, tenant_id, state, trigger, worker,
-    suppressed_notifications, notification_delay_ms)
-  VALUES ($1,$2,$3,$4,$5,$6,'DISCOVERING',$7,$8,$10,$11))
+    suppressed_notifications, notification_delay_ms, policy_epoch)
+  VALUES ($1,$2,$3,$4,$5,$6,'DISCOVERING',$7,$8,$10,$11,$12))
 SELECT * FROM lost`
 
 func startRunArgs(id string, r NewRun) []any {
 	return []any{id, r.ScanID, max(r.Attempt, 1), r.ServerID, r.AudienceClass, r.TenantID, triggerName(r.Trigger), r.Worker, r.MarkLost,
-		max(r.SuppressedNotifications, 0), max(r.NotificationDelay.Milliseconds(), 0)}
+		max(r.SuppressedNotifications, 0), max(r.NotificationDelay.Milliseconds(), 0), max(r.PolicyEpoch, 0)}
 }
 
 const lostDetail = `'the worker running this scan stopped before it finished (' || worker || '); the scan was retried'`
@@ -125,26 +179,11 @@ RETURNING `+lostColumns, serverID, audienceClass, except)
 	return int64(len(lost)), nil
 }
 
-// Progress is what a run learned while it is still going.
-type Progress struct {
-	State             catalogv1.DiscoveryState
-	TenantID          string
-	PolicyEpoch       int64
-	ProtocolVersion   string
-	IdentityDigest    string
-	TrustConfigDigest string
-}
-
-// UpdateRun records progress of an unfinished run.
-func (s *Store) UpdateRun(ctx context.Context, runID string, p Progress) error {
-	_, err := s.pool.Exec(ctx, `UPDATE runs SET state = $2,
-tenant_id = CASE WHEN $3 = '' THEN tenant_id ELSE $3 END,
-policy_epoch = CASE WHEN $4 = 0 THEN policy_epoch ELSE $4 END,
-protocol_version = CASE WHEN $5 = '' THEN protocol_version ELSE $5 END,
-identity_digest = CASE WHEN $6 = '' THEN identity_digest ELSE $6 END,
-trust_config_digest = CASE WHEN $7 = '' THEN trust_config_digest ELSE $7 END
-WHERE run_id = $1 AND finished_at IS NULL`,
-		runID, stateName(p.State), p.TenantID, p.PolicyEpoch, p.ProtocolVersion, p.IdentityDigest, p.TrustConfigDigest)
+// UpdateRun records the state of an unfinished run while it is still
+// going (a large catalog's VALIDATING and SNAPSHOT_PROVEN; what else the run
+// learns is written with its end).
+func (s *Store) UpdateRun(ctx context.Context, runID string, state catalogv1.DiscoveryState) error {
+	_, err := s.pool.Exec(ctx, `UPDATE runs SET state = $2 WHERE run_id = $1 AND finished_at IS NULL`, runID, stateName(state))
 	if err != nil {
 		return fmt.Errorf("store: update run: %w", err)
 	}

@@ -130,37 +130,66 @@ func (s *Store) appendChange(ctx context.Context, tx pgx.Tx, ptr *discoveryv1.Ac
 	// From the append to the end of tx every other commit waits on the log's
 	// counter row, so the append, the pointer's stamp and the receipt go in
 	// one round trip (the two read the new revision from the counter).
-	var (
-		rev int64
-		b   pgx.Batch
-	)
-	if err := s.queueChange(&b, ptr, rcpt, reason, &rev); err != nil {
+	c := &pendingChange{ptr: ptr, rcpt: rcpt, reason: reason}
+	var b pgx.Batch
+	if err := s.queueChanges(&b, []*pendingChange{c}); err != nil {
 		return 0, err
 	}
 	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 		return 0, fmt.Errorf("store: append the pointer change: %w", err)
 	}
-	return rev, nil
+	return c.rev, nil
 }
 
-// queueChange queues on b the append of a pointer change, the pointer
-// row's stamp and the receipt (both read the new revision from the
-// counter); rev receives the revision when b is sent.
-func (s *Store) queueChange(b *pgx.Batch, ptr *discoveryv1.ActivePointer, rcpt *catalogv1.CatalogReceipt, reason string, rev *int64) error {
-	payload, err := proto.Marshal(&discoveryv1.PointerChange{Pointer: ptr, Receipt: rcpt})
-	if err != nil {
+// queueChanges queues on b, as three statements whatever their number, the
+// appends of pointer changes in order (consecutive revisions, see
+// [changelog.Log.QueueAppendMany]), the stamp of each pointer row with its
+// change's revision and the changes' receipts; each change's rev is set
+// when b is sent. The last revision is the counter's ([changelog.HeadQuery]),
+// so change i of n has head - n + i.
+func (s *Store) queueChanges(b *pgx.Batch, changes []*pendingChange) error {
+	n := len(changes)
+	if n == 0 {
+		return nil
+	}
+	entries := make([]*changelog.Change, n)
+	servers, classes := make([]string, n), make([]string, n)
+	ids, runs, sources, roots, digests, moves, reasons := make([]string, n), make([]string, n), make([]string, n),
+		make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	gens, prevs, epochs := make([]int64, n), make([]int64, n), make([]int64, n)
+	accepted := make([]time.Time, n)
+	for i, c := range changes {
+		payload, err := proto.Marshal(&discoveryv1.PointerChange{Pointer: c.ptr, Receipt: c.rcpt})
+		if err != nil {
+			return err
+		}
+		entries[i] = &changelog.Change{Kind: ChangeKind, Payload: payload, Tenants: []string{c.ptr.GetTenantId()}, Revision: &c.rev}
+		r := c.rcpt
+		servers[i], classes[i] = c.ptr.GetServerId(), c.ptr.GetAudienceClass()
+		ids[i], runs[i], sources[i], roots[i], digests[i] = r.GetReceiptId(), r.GetRunId(), r.GetSourceRevision(), r.GetPageRoot(), r.GetSnapshotDigest()
+		moves[i], reasons[i] = moveName(r.GetMove()), c.reason
+		gens[i], prevs[i], epochs[i], accepted[i] = r.GetGeneration(), r.GetPreviousGeneration(), r.GetPolicyEpoch(), r.GetAcceptedAt().AsTime()
+	}
+	if err := s.log.QueueAppendMany(b, entries); err != nil {
 		return err
 	}
-	var at time.Time
-	s.log.QueueAppend(b, ChangeKind, payload, []string{ptr.GetTenantId()}, rev, &at)
-	b.Queue(`UPDATE pointers SET revision = (`+changelog.HeadQuery+`) WHERE server_id = $1 AND audience_class = $2`,
-		ptr.GetServerId(), ptr.GetAudienceClass())
+	head := "(" + changelog.HeadQuery + ")"
+	// A pair named twice (never by two successful commits of one group,
+	// which the CAS forbids) is stamped with its later change.
+	b.Queue(`UPDATE pointers p SET revision = `+head+` - $3 + u.ord
+FROM (SELECT DISTINCT ON (server_id, audience_class) server_id, audience_class, ord
+  FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(server_id, audience_class, ord)
+  ORDER BY server_id, audience_class, ord DESC) u
+WHERE p.server_id = u.server_id AND p.audience_class = u.audience_class`, servers, classes, n)
 	b.Queue(`INSERT INTO receipts (receipt_id, server_id, audience_class, generation, previous_generation,
 source_revision, page_root, snapshot_digest, policy_epoch, accepted_at, run_id, move, reason, revision)
-VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,(`+changelog.HeadQuery+`))`,
-		rcpt.GetReceiptId(), rcpt.GetServerId(), rcpt.GetAudienceClass(), rcpt.GetGeneration(), rcpt.GetPreviousGeneration(),
-		rcpt.GetSourceRevision(), rcpt.GetPageRoot(), rcpt.GetSnapshotDigest(), rcpt.GetPolicyEpoch(), rcpt.GetAcceptedAt().AsTime(),
-		rcpt.GetRunId(), moveName(rcpt.GetMove()), reason)
+SELECT r.id::uuid, r.server_id, r.audience_class, r.generation, r.previous_generation, r.source_revision, r.page_root,
+  r.snapshot_digest, r.policy_epoch, r.accepted_at, r.run_id, r.move, r.reason, `+head+` - $14 + r.ord
+FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::text[], $8::text[], $9::bigint[],
+  $10::timestamptz[], $11::text[], $12::text[], $13::text[]) WITH ORDINALITY
+  AS r(id, server_id, audience_class, generation, previous_generation, source_revision, page_root, snapshot_digest,
+    policy_epoch, accepted_at, run_id, move, reason, ord)`,
+		ids, servers, classes, gens, prevs, sources, roots, digests, epochs, accepted, runs, moves, reasons, n)
 	return nil
 }
 

@@ -137,22 +137,61 @@ func (u *unit) bump(ctx context.Context, tenants []string, cause registryv1.Poli
 }
 
 // flush appends the queued changes to the log, object changes first, and
-// writes the tool events with the revision of their tool's change.
+// writes the tool events with the revision of their tool's change. The
+// tenants of every server and tool change are read in one statement, and
+// every change is appended in one more (consecutive revisions, see
+// [changelog.Log.QueueAppendMany]), whatever their number.
 func (u *unit) flush(ctx context.Context, log *changelog.Log) error {
-	// Every read comes before the first append: from there to the commit
-	// every other writer waits on the log's counter row.
-	tenants := make([][]string, len(u.objects))
-	for i, q := range u.objects {
-		var err error
-		if tenants[i], err = changeTenants(ctx, u.tx, q.change); err != nil {
+	// Every read comes before the append: from there to the commit every
+	// other writer waits on the log's counter row.
+	var servers []string
+	for _, q := range u.objects {
+		if id := changeServer(q.change); id != "" {
+			servers = append(servers, id)
+		}
+	}
+	covering, err := affectedTenantsOf(ctx, u.tx, servers)
+	if err != nil {
+		return err
+	}
+	n := len(u.objects) + len(u.policies)
+	if n == 0 {
+		return nil
+	}
+	revs := make([]int64, n)
+	entries := make([]*changelog.Change, 0, n)
+	add := func(kind string, ch *registryv1.Change, tenants []string) error {
+		payload, err := proto.Marshal(ch)
+		if err != nil {
+			return fmt.Errorf("marshal change: %w", err)
+		}
+		entries = append(entries, &changelog.Change{Kind: kind, Payload: payload, Tenants: tenants, Revision: &revs[len(entries)]})
+		return nil
+	}
+	for _, q := range u.objects {
+		tenants := ownTenants(q.change)
+		if id := changeServer(q.change); id != "" {
+			tenants = covering[id]
+		}
+		if err := add(q.logKind, q.change, tenants); err != nil {
 			return err
 		}
 	}
-	for i, q := range u.objects {
-		rev, err := appendChange(ctx, log, u.tx, q.logKind, q.change, tenants[i])
-		if err != nil {
+	for _, pc := range u.policies {
+		ch := &registryv1.Change{Kind: registryv1.ChangeKind_CHANGE_KIND_UPDATED, Object: &registryv1.Change_Policy{Policy: pc}}
+		if err := add("policy", ch, []string{pc.GetTenantId()}); err != nil {
 			return err
 		}
+	}
+	var b pgx.Batch
+	if err := log.QueueAppendMany(&b, entries); err != nil {
+		return err
+	}
+	if err := u.tx.SendBatch(ctx, &b).Close(); err != nil {
+		return err
+	}
+	for i, q := range u.objects {
+		rev := revs[i]
 		if q.recorded != nil {
 			if err := q.recorded(ctx, u.tx, rev); err != nil {
 				return err
@@ -173,25 +212,7 @@ func (u *unit) flush(ctx context.Context, log *changelog.Log) error {
 			}
 		}
 	}
-	for _, pc := range u.policies {
-		ch := &registryv1.Change{Kind: registryv1.ChangeKind_CHANGE_KIND_UPDATED, Object: &registryv1.Change_Policy{Policy: pc}}
-		if _, err := appendChange(ctx, log, u.tx, "policy", ch, []string{pc.GetTenantId()}); err != nil {
-			return err
-		}
-	}
 	return nil
-}
-
-// appendChange stores ch without its revision and commit time; Watch fills
-// them in from the log entry. tenants are the tenants whose principals see
-// it on Watch.
-func appendChange(ctx context.Context, log *changelog.Log, tx pgx.Tx, kind string, ch *registryv1.Change, tenants []string) (int64, error) {
-	payload, err := proto.Marshal(ch)
-	if err != nil {
-		return 0, fmt.Errorf("marshal change: %w", err)
-	}
-	rev, _, err := log.Append(ctx, tx, kind, payload, tenants)
-	return rev, err
 }
 
 // changeTenants returns the tenants whose principals see ch on Watch: a
@@ -200,21 +221,38 @@ func appendChange(ctx context.Context, log *changelog.Log, tx pgx.Tx, kind strin
 // change commits (as read in the change's transaction). Platform admins and
 // services see everything.
 func changeTenants(ctx context.Context, q querier, ch *registryv1.Change) ([]string, error) {
+	if id := changeServer(ch); id != "" {
+		return affectedTenants(ctx, q, id)
+	}
+	return ownTenants(ch), nil
+}
+
+// changeServer is the server whose covering classes' tenants see ch (a
+// server or tool change); empty for other changes.
+func changeServer(ch *registryv1.Change) string {
+	switch o := ch.GetObject().(type) {
+	case *registryv1.Change_Server:
+		return o.Server.GetServerId()
+	case *registryv1.Change_Tool:
+		return o.Tool.GetServerId()
+	}
+	return ""
+}
+
+// ownTenants is the tenant that sees a change of an object of its own (a
+// tenant, audience class, policy or rollout stage); nil for other changes.
+func ownTenants(ch *registryv1.Change) []string {
 	switch o := ch.GetObject().(type) {
 	case *registryv1.Change_Tenant:
-		return []string{o.Tenant.GetTenantId()}, nil
+		return []string{o.Tenant.GetTenantId()}
 	case *registryv1.Change_AudienceClass:
-		return []string{o.AudienceClass.GetTenantId()}, nil
+		return []string{o.AudienceClass.GetTenantId()}
 	case *registryv1.Change_Policy:
-		return []string{o.Policy.GetTenantId()}, nil
+		return []string{o.Policy.GetTenantId()}
 	case *registryv1.Change_RolloutStage:
-		return []string{o.RolloutStage.GetTenantId()}, nil
-	case *registryv1.Change_Server:
-		return affectedTenants(ctx, q, o.Server.GetServerId())
-	case *registryv1.Change_Tool:
-		return affectedTenants(ctx, q, o.Tool.GetServerId())
+		return []string{o.RolloutStage.GetTenantId()}
 	}
-	return nil, nil
+	return nil
 }
 
 // DecodeChange turns a log entry into the Change sent on Watch.
@@ -238,12 +276,30 @@ type querier interface {
 // the server: those whose admission decisions a change of the server's
 // tools can alter.
 func affectedTenants(ctx context.Context, q querier, serverID string) ([]string, error) {
-	rows, err := q.Query(ctx, `SELECT DISTINCT c.tenant_id FROM audience_servers s
-JOIN audience_classes c ON c.name = s.class_name WHERE s.server_id = $1 ORDER BY 1`, serverID)
+	m, err := affectedTenantsOf(ctx, q, []string{serverID})
+	return m[serverID], err
+}
+
+// affectedTenantsOf is [affectedTenants] of each server, in one statement;
+// a server no class covers is absent.
+func affectedTenantsOf(ctx context.Context, q querier, serverIDs []string) (map[string][]string, error) {
+	if len(serverIDs) == 0 {
+		return nil, nil
+	}
+	rows, err := q.Query(ctx, `SELECT s.server_id, array_agg(DISTINCT c.tenant_id ORDER BY c.tenant_id) FROM audience_servers s
+JOIN audience_classes c ON c.name = s.class_name WHERE s.server_id = ANY($1) GROUP BY s.server_id`, serverIDs)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	out := map[string][]string{}
+	var id string
+	var tenants []string
+	_, err = pgx.ForEachRow(rows, []any{&id, &tenants}, func() error {
+		out[id] = tenants
+		tenants = nil
+		return nil
+	})
+	return out, err
 }
 
 // Page bounds a list: items after After (exclusive), at most Limit.

@@ -239,7 +239,8 @@ export type Run = Message<"toolcrib.discovery.v1.Run"> & {
   finishedAt?: Timestamp | undefined;
 
   /**
-   * MCP protocol version negotiated; empty before initialization.
+   * MCP protocol version negotiated; written with the run's end (empty while
+   * the run is going, and when it never initialized).
    *
    * @generated from field: string protocol_version = 14;
    */
@@ -288,7 +289,7 @@ export type Run = Message<"toolcrib.discovery.v1.Run"> & {
   bytes: bigint;
 
   /**
-   * The tenant's policy epoch at scan start.
+   * The tenant's policy epoch at scan start (read before the run started).
    *
    * @generated from field: int64 policy_epoch = 21;
    */
@@ -302,14 +303,16 @@ export type Run = Message<"toolcrib.discovery.v1.Run"> & {
   generation: bigint;
 
   /**
-   * Observed identity digest; empty before connecting.
+   * Observed identity digest; written with the run's end (empty while the
+   * run is going, and when it never connected).
    *
    * @generated from field: string identity_digest = 23;
    */
   identityDigest: string;
 
   /**
-   * Trust configuration digest at scan start.
+   * Trust configuration digest at scan start; written with the run's end
+   * (empty while the run is going).
    *
    * @generated from field: string trust_config_digest = 24;
    */
