@@ -274,7 +274,8 @@ func TestGatewayRelaysToSession(t *testing.T) {
 	// answer; about one run in four under -race and load, the upstream's
 	// call ran on for good (sessionpool's TestCancelledCallEndsTheUpstreamCall).
 	// What the gateway guarantees beyond the notification: when the client
-	// ends its session, the call it left open ends too. So the call must
+	// ends its session, the call it left open ends too
+	// (TestGatewayEndsTheCallsOfASessionItsClientEnds). So the call must
 	// end within 30 s of the cancel, or else within 30 s of the client
 	// closing its session (logged: the notification was lost).
 	ended := func(within time.Duration) bool {

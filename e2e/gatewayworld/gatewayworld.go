@@ -93,6 +93,8 @@ type World struct {
 
 	upstream *mcp.Server
 	stateful bool
+	// pingDeadlineMs: [Options.PingDeadlineMs].
+	pingDeadlineMs int32
 
 	// What gateway replicas share.
 	gatewayDB, redisPrefix, cursorKeyFile string
@@ -133,6 +135,10 @@ type Options struct {
 	// ([PingRelay]); the upstream then also has draft_reply
 	// ([DraftReply]), whose approved contract allows sampling.
 	StatefulUpstream bool
+	// PingDeadlineMs, when set, is ping's contract deadline instead of the
+	// default 5 s (a test that must tell the gateway ending a call apart
+	// from the call's deadline).
+	PingDeadlineMs int32
 }
 
 // PingRelay is what ping does on a stateful upstream, beside answering
@@ -550,7 +556,7 @@ func Start(t testing.TB, opts Options) *World {
 			t.Fatal(err)
 		}
 	}
-	w.stateful = opts.StatefulUpstream
+	w.stateful, w.pingDeadlineMs = opts.StatefulUpstream, opts.PingDeadlineMs
 	w.UpstreamURL = w.startUpstream(t, w.LeaseAddr, !opts.NoExecutorKit)
 	registered := w.UpstreamURL
 	gatewayAdmission, gatewayLease := w.AdmissionAddr, w.LeaseAddr
@@ -614,7 +620,7 @@ func Start(t testing.TB, opts Options) *World {
 	}
 	for _, c := range rows {
 		pub, err := reg.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: &registryv1.ToolContract{
-			ToolId: ServerID + "." + c.tool, Effect: c.effect, Scope: c.scope, DeadlineMs: deadline(c.tool),
+			ToolId: ServerID + "." + c.tool, Effect: c.effect, Scope: c.scope, DeadlineMs: w.deadline(c.tool),
 			Authorization: registryv1.Authorization_AUTHORIZATION_CALLER_AND_TENANT,
 			AllowedFields: c.allowed, RequiredEvidence: c.evidence, ResultBudgetBytes: resultBudget(c.tool),
 			AllowSampling: c.tool == DraftReply,
@@ -692,8 +698,12 @@ func resultBudget(tool string) int64 {
 // SlowDeadlineMs is slow_report's contract deadline; it answers after 3 s.
 const SlowDeadlineMs = 300
 
-func deadline(tool string) int32 {
+func (w *World) deadline(tool string) int32 {
 	switch tool {
+	case "ping":
+		if w.pingDeadlineMs > 0 {
+			return w.pingDeadlineMs
+		}
 	case "slow_report":
 		return SlowDeadlineMs
 	case "export_log":

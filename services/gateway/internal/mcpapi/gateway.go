@@ -243,6 +243,7 @@ func (g *Gateway) Handler() http.Handler {
 				http.Error(w, fmt.Sprintf("this principal holds %d open MCP sessions on this gateway, the most it may; end one (DELETE with its Mcp-Session-Id) or let one idle out", g.opts.MaxSessionsPerPrincipal), http.StatusTooManyRequests)
 				return
 			}
+			g.endSessionCalls(r)
 			stateful.ServeHTTP(w, r)
 		}),
 	)

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -13,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolcrib/toolcrib/services/gateway/internal/bearer"
 	"github.com/toolcrib/toolcrib/services/gateway/internal/sessionpool"
 )
 
@@ -143,6 +146,38 @@ type relayCall struct {
 	// the upstream to ask the client for a sampling.
 	sampling bool
 	logs     logBudget
+	// end cancels the call's upstream context (the call's own end, or the
+	// client ending its session: [relay.endCalls]).
+	end context.CancelFunc
+}
+
+// endSessionCalls ends the calls in flight on the session r's DELETE ends,
+// when the session is this replica's and r's principal (tenant and
+// subject, as the SDK checks) is the one that opened it; anyone else's
+// DELETE ends nothing here (the SDK refuses it). It runs before the SDK
+// closes the session.
+func (g *Gateway) endSessionCalls(r *http.Request) {
+	id := r.Header.Get(sessionHeader)
+	p, _, ok := bearer.FromContext(r.Context())
+	if r.Method != http.MethodDelete || id == "" || !ok {
+		return
+	}
+	g.relayMu.Lock()
+	var rl *relay
+	for ss, x := range g.relays {
+		if ss.ID() == id {
+			rl = x
+			break
+		}
+	}
+	g.relayMu.Unlock()
+	if rl == nil || rl.st.p.Tenant != p.Tenant || rl.st.p.Subject != p.Subject {
+		return
+	}
+	if n := rl.endCalls(); n > 0 {
+		g.opts.Logger.InfoContext(r.Context(), "the client ended its session with calls in flight; they are cancelled upstream",
+			slog.Int("calls", n), slog.String("tenant", p.Tenant), slog.String("subject", p.Subject))
+	}
 }
 
 // relayOf returns ss's relay, made on first use; nil for a session that
@@ -204,11 +239,13 @@ func (r *relay) Capabilities() *mcp.ClientCapabilities {
 // contract allows the upstream to ask the client for a sampling during the
 // call.
 func (r *relay) begin(ctx, upCtx context.Context, target, serverID, tool string, sampling bool) (context.Context, func()) {
-	c := &relayCall{ctx: ctx, serverID: serverID, tool: tool, sampling: sampling}
+	upCtx, cancel := context.WithCancel(upCtx)
+	c := &relayCall{ctx: ctx, serverID: serverID, tool: tool, sampling: sampling, end: cancel}
 	r.mu.Lock()
 	r.inFlight[target] = append(r.inFlight[target], c)
 	r.mu.Unlock()
 	return sessionpool.WithLogSink(upCtx, func(p *mcp.LoggingMessageParams) { r.log(c, p) }), func() {
+		cancel()
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		list := r.inFlight[target]
@@ -224,6 +261,25 @@ func (r *relay) begin(ctx, upCtx context.Context, target, serverID, tool string,
 			r.inFlight[target] = list
 		}
 	}
+}
+
+// endCalls ends every call in flight on the session: their upstream
+// contexts are cancelled, so each upstream is sent notifications/cancelled
+// and each call returns. The client ended its session (DELETE): a call it
+// left open must not run on until its deadline, which it would when the
+// client's own notifications/cancelled was lost, because the SDK's session
+// close waits for the session's handlers without cancelling them.
+func (r *relay) endCalls() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, list := range r.inFlight {
+		for _, c := range list {
+			c.end()
+			n++
+		}
+	}
+	return n
 }
 
 // current is the newest call in flight to target, or nil.
