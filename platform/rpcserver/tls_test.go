@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,9 +89,18 @@ func TestTLSListeners(t *testing.T) {
 	if body, err := metrics(http.DefaultClient, "http://"); err == nil && strings.Contains(body, "go_goroutines") {
 		t.Fatal("metrics answered plain HTTP")
 	}
-	if _, err := metrics(&http.Client{Transport: &http.Transport{TLSClientConfig: anonymous.Config()}}, "https://"); err == nil ||
-		!strings.Contains(err.Error(), "certificate required") {
-		t.Fatalf("metrics without a client certificate: %v; want the certificate-required alert", err)
+	// Without a client certificate nothing is served. Under TLS 1.3 the
+	// client's handshake completes before the server checks the
+	// certificate; the server's certificate-required alert then races the
+	// client's request, and when the server closes first the client sees
+	// the connection reset or closed instead (CI saw "use of closed network
+	// connection" once). Any of those is the refusal; an answer, or
+	// another error (the server's certificate refused), is not.
+	_, err = metrics(&http.Client{Transport: &http.Transport{TLSClientConfig: anonymous.Config()}}, "https://")
+	refused := err != nil && slices.ContainsFunc([]string{"certificate required", "connection reset", "use of closed network connection", "broken pipe", "EOF"},
+		func(s string) bool { return strings.Contains(err.Error(), s) })
+	if !refused {
+		t.Fatalf("metrics without a client certificate: %v; want the certificate-required alert (or the connection it closed)", err)
 	}
 	cancel()
 	if err := <-done; err != nil {
