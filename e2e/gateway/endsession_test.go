@@ -90,14 +90,7 @@ func TestGatewayEndsTheCallsOfASessionItsClientEnds(t *testing.T) {
 	if err := <-errc; err == nil {
 		t.Fatal("the cancelled call returned no error")
 	}
-	ended := func(within time.Duration) bool {
-		for deadline := time.Now().Add(within); len(callsOf(w, "ping")) == before; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				return false
-			}
-		}
-		return true
-	}
+	ended := func(within time.Duration) bool { return pingsPast(w, before, within) }
 
 	// A DELETE of alice's session, as a client sends it to end one.
 	del := func(token string) int {

@@ -137,6 +137,17 @@ func labelled(logs []*mcp.LoggingMessageParams, data string) int {
 	return n
 }
 
+// pingsPast reports whether the upstream has run more than before pings
+// within the given time (a call that was in flight has ended).
+func pingsPast(w *gatewayworld.World, before int, within time.Duration) bool {
+	for deadline := time.Now().Add(within); len(callsOf(w, "ping")) == before; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
 // lastPing is what the upstream's last ping got from its client.
 func lastPing(t *testing.T, w *gatewayworld.World) map[string]any {
 	t.Helper()
@@ -278,14 +289,7 @@ func TestGatewayRelaysToSession(t *testing.T) {
 	// (TestGatewayEndsTheCallsOfASessionItsClientEnds). So the call must
 	// end within 30 s of the cancel, or else within 30 s of the client
 	// closing its session (logged: the notification was lost).
-	ended := func(within time.Duration) bool {
-		for deadline := time.Now().Add(within); len(callsOf(w, "ping")) == before; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				return false
-			}
-		}
-		return true
-	}
+	ended := func(within time.Duration) bool { return pingsPast(w, before, within) }
 	if !ended(30 * time.Second) {
 		t.Logf("the upstream's call did not end within 30 s of the client's cancel at %s (notifications/cancelled lost); closing the client's session",
 			cancelledAt.Format(time.RFC3339Nano))
