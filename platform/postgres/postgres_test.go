@@ -104,3 +104,31 @@ func TestOpenSizesThePool(t *testing.T) {
 		pool.Close()
 	}
 }
+
+// Every pool plans its prepared statements generically unless its URL says
+// otherwise (issue 27: re-planning was a fifth of discovery's Postgres CPU).
+func TestOpenPlansGenericallyUnlessTheURLSaysOtherwise(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	for u, want := range map[string]string{
+		url:                                "force_generic_plan",
+		url + sep + "plan_cache_mode=auto": "auto",
+	} {
+		pool, err := postgres.Open(ctx, u, "public")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		if err := pool.QueryRow(ctx, `SHOW plan_cache_mode`).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		pool.Close()
+		if got != want {
+			t.Errorf("plan_cache_mode %q, want %q (url options %q)", got, want, strings.TrimPrefix(u, url))
+		}
+	}
+}

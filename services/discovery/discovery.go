@@ -205,6 +205,7 @@ func openPool(ctx context.Context, url string, n int32) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("discovery: parse postgres url: %w", err)
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = store.Schema
+	postgres.GenericPlans(cfg.ConnConfig)
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	}
