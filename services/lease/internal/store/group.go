@@ -15,10 +15,11 @@ import (
 )
 
 // Group commit of execution receipts. Concurrent RecordIssue calls are
-// gathered into batches; each batch is one round trip of three statements
+// gathered into batches; each batch is one round trip of two statements
 // in one transaction, so one commit: it holds the freeze locks of the batch's servers shared
-// ([freezeLockKey]), inserts the receipts of the servers not frozen, each
-// claiming its admission receipt, and returns their lease ids. When a receipt of the
+// ([freezeLockKey]), then reads the batch's frozen servers and inserts the
+// receipts of the others, each claiming its admission receipt, returning
+// their lease ids (one statement). When a receipt of the
 // batch is claimed already the statement fails whole and the batch runs
 // again in the form that skips such rows (a receipt already claimed
 // inserts nothing). A RecordIssue returns only once the batch holding its receipt has
@@ -144,18 +145,18 @@ func (s *Store) insertReceipts(ctx context.Context, batch []*pendingIssue, skipT
 		generations[i], epochs[i], argDigests[i], audiences[i] = c.Generation, c.PolicyEpoch, c.ArgumentDigest, c.Audience
 		holders[i], kids[i], issuedAt[i], expiresAt[i] = c.HolderThumbprint, p.in.KeyID, c.IssuedAt, c.ExpiresAt
 	}
-	// One round trip, one implicit transaction of three statements (see
+	// One round trip, one implicit transaction of two statements (see
 	// [freezeLockKey]): the freeze locks of the batch's servers, shared, in
-	// key order; then, on a snapshot taken once they are held, the batch's
-	// frozen servers and the insert of the others' receipts. Each row claims
-	// its admission receipt: the plain insert fails whole on a receipt a
-	// committed row (or one earlier in this statement) claims; the skipping
-	// form skips that row instead. Both wait for a concurrent transaction
-	// that inserted the same claim (and fail or skip if it commits).
+	// key order; then, on a snapshot taken once they are held, one
+	// statement that reads the batch's frozen servers and inserts the
+	// others' receipts, answering both. Each row claims its admission
+	// receipt: the plain insert fails whole on a receipt a committed row
+	// (or one earlier in this statement) claims; the skipping form skips
+	// that row instead. Both wait for a concurrent transaction that
+	// inserted the same claim (and fail or skip if it commits).
 	keys := freezeLockKeys(servers)
 	b := &pgx.Batch{}
 	b.Queue(`SELECT pg_advisory_xact_lock_shared(k) FROM unnest($1::bigint[]) WITH ORDINALITY AS u(k, i) ORDER BY i`, keys)
-	b.Queue(`SELECT server_id FROM freezes WHERE server_id = ANY($1::text[]) AND frozen`, servers)
 	q := insertReceiptsSQL
 	if skipTaken {
 		q = insertReceiptsSkippingTakenSQL
@@ -171,45 +172,43 @@ func (s *Store) insertReceipts(ctx context.Context, batch []*pendingIssue, skipT
 	if _, err := br.Exec(); err != nil {
 		return nil, nil, err
 	}
-	frozen = map[string]bool{}
-	if err := scanEach(br, func(id string) { frozen[id] = true }); err != nil {
+	rows, err := br.Query()
+	if err != nil {
 		return nil, nil, err
 	}
-	recorded = make(map[string]bool, n)
-	if err := scanEach(br, func(id string) { recorded[id] = true }); err != nil {
+	defer rows.Close()
+	frozen, recorded = map[string]bool{}, make(map[string]bool, n)
+	for rows.Next() {
+		var isFrozen bool
+		var id string
+		if err := rows.Scan(&isFrozen, &id); err != nil {
+			return nil, nil, err
+		}
+		if isFrozen {
+			frozen[id] = true
+		} else {
+			recorded[id] = true
+		}
+	}
+	if err := rows.Err(); err != nil {
 		return nil, nil, err
 	}
 	return recorded, frozen, nil
 }
 
-// scanEach reads the next result of br, one text column a row.
-func scanEach(br pgx.BatchResults, each func(string)) error {
-	rows, err := br.Query()
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var v string
-		if err := rows.Scan(&v); err != nil {
-			return err
-		}
-		each(v)
-	}
-	return rows.Err()
-}
-
-// insertReceiptsSQL is the batch's insert; the skipping form adds ON
-// CONFLICT on [claimIndex] (see [Store.insertReceipts]). A frozen server's
-// receipts are not inserted (the freeze lock is held, so the freezes read
-// here are the ones the batch's frozen servers were read from).
+// insertReceiptsSQL is the batch's read of its frozen servers and insert of
+// the others' receipts, in one statement (so on one snapshot, taken after
+// the freeze locks are held): it answers (false, lease id) for each receipt
+// recorded and (true, server id) for each frozen server of the batch. The
+// skipping form adds ON CONFLICT on [claimIndex] (see [Store.insertReceipts]).
 var (
 	insertReceiptsSQL              = insertReceiptsWith("")
 	insertReceiptsSkippingTakenSQL = insertReceiptsWith("ON CONFLICT (admission_receipt_id) WHERE claims_receipt DO NOTHING")
 )
 
 func insertReceiptsWith(onConflict string) string {
-	return `INSERT INTO execution_receipts (receipt_id, lease_id, admission_receipt_id, subject, tenant_id,
+	return `WITH frozen AS (SELECT server_id FROM freezes WHERE server_id = ANY($7::text[]) AND frozen),
+ins AS (INSERT INTO execution_receipts (receipt_id, lease_id, admission_receipt_id, subject, tenant_id,
   tool_id, server_id, audience_class, descriptor_digest, generation, policy_epoch, argument_digest, audience,
   holder_thumbprint, key_id, issued_at, expires_at, claims_receipt)
 SELECT u.*, true FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
@@ -217,9 +216,10 @@ SELECT u.*, true FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5:
   $17::timestamptz[]) AS u(receipt_id, lease_id, admission_receipt_id, subject, tenant_id, tool_id, server_id,
   audience_class, descriptor_digest, generation, policy_epoch, argument_digest, audience, holder_thumbprint, key_id,
   issued_at, expires_at)
-WHERE NOT EXISTS (SELECT 1 FROM freezes f WHERE f.server_id = u.server_id AND f.frozen)
+WHERE NOT EXISTS (SELECT 1 FROM frozen f WHERE f.server_id = u.server_id)
 ` + onConflict + `
-RETURNING lease_id`
+RETURNING lease_id)
+SELECT false, lease_id FROM ins UNION ALL SELECT true, server_id FROM frozen`
 }
 
 // freezeLockKey is the transaction-level advisory lock that orders a
