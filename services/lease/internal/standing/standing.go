@@ -62,6 +62,22 @@ type View struct {
 	revoked map[target]time.Time // newest effective_at per target
 	frozen  map[string]bool
 	loaded  time.Time // when the newest successful load started
+	// seen holds what reads of Postgres made while the view was stale
+	// found (a freeze, a revoked lease) and the memory may not hold yet,
+	// each with when its read ended: a load that started before that may
+	// hold older rows than the read, so each load keeps the ones newer
+	// than its start. An answer never goes back: once a replica said
+	// frozen or revoked, it keeps saying so until a newer load says
+	// otherwise (an operator's unfreeze).
+	seen []sighting
+}
+
+// sighting is one refusal a read of Postgres found.
+type sighting struct {
+	at     time.Time
+	server string // frozen, when not ""
+	lease  string // revoked at issuedAt, when not ""
+	issued time.Time
 }
 
 // New returns a view with nothing loaded (stale until [View.Run] or
@@ -79,7 +95,7 @@ func New(o Options) *View {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &View{o: o, kick: make(chan struct{}, 1)}
+	return &View{o: o, kick: make(chan struct{}, 1), revoked: map[target]time.Time{}, frozen: map[string]bool{}}
 }
 
 // Status is store.Status from memory while the view is fresh, else from
@@ -103,7 +119,23 @@ func (v *View) Status(ctx context.Context, c lease.Claims) (store.Status, error)
 	if fresh {
 		return st, nil
 	}
-	return v.o.Store.Status(ctx, c)
+	st, err := v.o.Store.Status(ctx, c)
+	if err != nil || (!st.Frozen && !st.Revoked) {
+		return st, err
+	}
+	v.mu.Lock()
+	s := sighting{at: v.o.Now()}
+	if st.Frozen {
+		s.server = c.Server
+		v.frozen[c.Server] = true
+	}
+	if st.Revoked && c.ID != "" {
+		s.lease, s.issued = c.ID, c.IssuedAt
+		v.revoked[target{store.KindLease, c.ID}] = c.IssuedAt
+	}
+	v.seen = append(v.seen, s)
+	v.mu.Unlock()
+	return st, nil
 }
 
 // Sync loads the view now (after this replica's own Revoke or
@@ -148,7 +180,23 @@ WHERE effective_at > now() - $1::interval GROUP BY kind, target`, keep.String())
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if start.After(v.loaded) {
-		v.revoked, v.frozen, v.loaded = revoked, frozen, start
+		kept := v.seen[:0]
+		for _, s := range v.seen {
+			if !s.at.After(start) {
+				continue // the load's rows are newer than the read's
+			}
+			kept = append(kept, s)
+			if s.server != "" {
+				frozen[s.server] = true
+			}
+			if s.lease != "" {
+				k := target{store.KindLease, s.lease}
+				if at, ok := revoked[k]; !ok || s.issued.After(at) {
+					revoked[k] = s.issued
+				}
+			}
+		}
+		v.revoked, v.frozen, v.loaded, v.seen = revoked, frozen, start, kept
 	}
 	return nil
 }
