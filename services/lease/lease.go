@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -98,7 +99,17 @@ func Run(ctx context.Context, cfg Config) error {
 			opts.SignedReceipts = admissionview.NewSignedReceipts(cfg.ReceiptKeys, admissionview.SignedReceiptsOptions{})
 		}
 		if opts.Freshness == nil && cfg.RegistryAddr != "" {
-			view, dconn, closeView, err := followStreams(cfg, st, d, m.AutoFrozen)
+			// An automatic freeze is this replica's own change: its
+			// standing view holds it at once, as after a FreezeIssuance.
+			frozen := func() {
+				m.AutoFrozen()
+				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := standingView.Sync(sctx); err != nil {
+					d.Logger.WarnContext(sctx, "standing view not synced after an automatic freeze; Issue and Verify read Postgres until it reloads", "error", err)
+				}
+			}
+			view, dconn, closeView, err := followStreams(cfg, st, d, frozen)
 			if err != nil {
 				if parts.Close != nil {
 					parts.Close()

@@ -114,6 +114,10 @@ type Standing interface {
 	Status(ctx context.Context, c lease.Claims) (store.Status, error)
 	// Sync makes the view hold every change committed before the call.
 	Sync(ctx context.Context) error
+	// SawFrozen tells the view that an issue's own transaction found the
+	// server frozen, so the replica never answers otherwise before a load
+	// newer than that.
+	SawFrozen(server string)
 }
 
 // Server implements [leasev1.LeaseServiceServer].
@@ -336,6 +340,10 @@ func (s *Server) Issue(ctx context.Context, req *leasev1.IssueRequest) (*leasev1
 	}
 	receiptID, err := s.opts.Store.RecordIssue(ctx, store.Issued{Claims: claims, KeyID: kid})
 	if err != nil {
+		var frozen *store.FrozenError
+		if errors.As(err, &frozen) && s.opts.Standing != nil {
+			s.opts.Standing.SawFrozen(frozen.Server)
+		}
 		return nil, translate(err)
 	}
 	if s.opts.Metrics != nil {

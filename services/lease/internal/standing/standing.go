@@ -123,6 +123,18 @@ func (v *View) Status(ctx context.Context, c lease.Claims) (store.Status, error)
 	if err != nil || (!st.Frozen && !st.Revoked) {
 		return st, err
 	}
+	v.saw(c, st)
+	return st, nil
+}
+
+// SawFrozen records that a read of Postgres other than the view's own (an
+// issue's transaction) found server frozen: the view says so from now on,
+// until a load that started later.
+func (v *View) SawFrozen(server string) {
+	v.saw(lease.Claims{Server: server}, store.Status{Frozen: true})
+}
+
+func (v *View) saw(c lease.Claims, st store.Status) {
 	v.mu.Lock()
 	s := sighting{at: v.o.Now()}
 	if st.Frozen {
@@ -135,7 +147,6 @@ func (v *View) Status(ctx context.Context, c lease.Claims) (store.Status, error)
 	}
 	v.seen = append(v.seen, s)
 	v.mu.Unlock()
-	return st, nil
 }
 
 // Sync loads the view now (after this replica's own Revoke or

@@ -170,3 +170,41 @@ func TestAnAnswerFromPostgresIsNotTakenBack(t *testing.T) {
 		t.Fatalf("after a load newer than the read: %+v %v, want Postgres's state (neither)", got, err)
 	}
 }
+
+// TestAFreezeAnIssueFoundIsKept: an issue's own transaction found the
+// server frozen before the view loaded the freeze; from then on the view
+// says frozen (the next Issue is refused ISSUANCE_FROZEN, not let through
+// to the generation check), until a load that started later.
+func TestAFreezeAnIssueFoundIsKept(t *testing.T) {
+	url := pgtest.NewDatabase(t, pgtest.Schema{Name: "lease", Sets: []postgres.Set{migrations.Set()}})
+	pool := open(t, url)
+	st := store.New(pool)
+	clk := &clock{}
+	view := standing.New(standing.Options{Pool: pool, Store: st, Window: time.Hour, Now: clk.Now})
+	ctx := context.Background()
+	if err := view.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := claims("l-1", time.Now())
+	if got, _ := view.Status(ctx, c); got.Frozen {
+		t.Fatal("frozen before any freeze")
+	}
+	view.SawFrozen("inv")
+	if got, _ := view.Status(ctx, c); !got.Frozen {
+		t.Fatal("the freeze an issue found is not said")
+	}
+	clk.Advance(-time.Second) // a load that started before the sighting
+	if err := view.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := view.Status(ctx, c); !got.Frozen {
+		t.Fatal("an older load took the freeze back")
+	}
+	clk.Advance(2 * time.Second)
+	if err := view.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := view.Status(ctx, c); got.Frozen {
+		t.Fatal("a newer load (Postgres holds no freeze) still says frozen")
+	}
+}
