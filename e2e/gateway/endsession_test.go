@@ -50,6 +50,23 @@ func (d *dropCancels) RoundTrip(r *http.Request) (*http.Response, error) {
 // them). Another principal's DELETE of the same session id ends nothing.
 func TestGatewayEndsTheCallsOfASessionItsClientEnds(t *testing.T) {
 	w := gatewayworld.Start(t, gatewayworld.Options{StatefulUpstream: true, PingDeadlineMs: 120000})
+	endsTheCalls(t, w, w.GatewayURL)
+}
+
+// TestGatewayEndsTheCallsOfASessionItsClientEndsOnAnotherReplica: the
+// same, with the session held by one replica and both DELETEs sent to the
+// other (as a round-robin balancer may): the other replica passes each to
+// the holder, which ends alice's calls for her DELETE and nothing for
+// bob's.
+func TestGatewayEndsTheCallsOfASessionItsClientEndsOnAnotherReplica(t *testing.T) {
+	w := gatewayworld.Start(t, gatewayworld.Options{StatefulUpstream: true, PingDeadlineMs: 120000})
+	second := w.StartGateway(t, w.AdmissionAddr, w.LeaseAddr, nil)
+	endsTheCalls(t, w, second)
+}
+
+// endsTheCalls opens alice's session on w's gateway, leaves a call in
+// flight whose cancel is lost, and sends the DELETEs to deleteURL.
+func endsTheCalls(t *testing.T, w *gatewayworld.World, deleteURL string) {
 	alice := w.Token(t, "alice", gatewayworld.TenantA)
 	asked, release := make(chan struct{}, 1), make(chan struct{})
 	never := func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
@@ -95,7 +112,7 @@ func TestGatewayEndsTheCallsOfASessionItsClientEnds(t *testing.T) {
 	// A DELETE of alice's session, as a client sends it to end one.
 	del := func(token string) int {
 		t.Helper()
-		req, err := http.NewRequestWithContext(ctxFor(t), http.MethodDelete, w.GatewayURL, nil)
+		req, err := http.NewRequestWithContext(ctxFor(t), http.MethodDelete, deleteURL, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
