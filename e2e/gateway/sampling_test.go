@@ -6,10 +6,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolcrib/toolcrib/e2e/gatewayworld"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
 	"github.com/toolcrib/toolcrib/services/gateway"
 )
 
@@ -166,5 +168,103 @@ func TestGatewayBoundsSamplingMaxTokens(t *testing.T) {
 	}
 	if n := s.count(); n != 0 {
 		t.Fatalf("the client's sampling handler was called %d times for a request over the bound", n)
+	}
+}
+
+// TestGatewayAttributesWhatAnUpstreamAsksToTheCallThatAsked: two calls of
+// one client session to one stateful upstream are in flight at once. ping
+// (whose contract does not allow sampling) asks its question first and
+// waits for the client; then draft_reply (whose contract allows it)
+// starts, and its sampling request waits in the client; then ping's
+// question is answered and ping asks for a sampling while draft_reply is
+// the newest call in flight. The gateway knows each request by the stream
+// it was asked on: ping's question reaches the client as from ping, ping's
+// sampling is refused without asking the client (not relayed as if
+// draft_reply had asked it), and draft_reply's is relayed as from
+// draft_reply, once.
+func TestGatewayAttributesWhatAnUpstreamAsksToTheCallThatAsked(t *testing.T) {
+	w := gatewayworld.Start(t, gatewayworld.Options{StatefulUpstream: true})
+	alice := w.Token(t, "alice", gatewayworld.TenantA)
+	var (
+		mu       sync.Mutex
+		sampled  []string // the tool each sampling request named
+		question string
+	)
+	pingAsked, releasePing, pingDone := make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	elicit := func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		mu.Lock()
+		question = req.Params.Message
+		mu.Unlock()
+		pingAsked <- struct{}{}
+		select {
+		case <-releasePing:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"dock": "D1"}}, nil
+	}
+	sample := func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+		from, _ := req.Params.Meta["dev.toolcrib/relayed-from"].(map[string]any)
+		tool, _ := from["tool"].(string)
+		mu.Lock()
+		sampled = append(sampled, tool)
+		mu.Unlock()
+		if tool == gatewayworld.DraftReply {
+			// Held until ping has ended, so draft_reply stays the newest
+			// call in flight while ping asks. (Bounded: a sampling of
+			// ping's taken for draft_reply's would wait here otherwise.)
+			select {
+			case <-pingDone:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		return &mcp.CreateMessageResult{Role: "assistant", Model: "test-model", Content: &mcp.TextContent{Text: samplerAnswer}}, nil
+	}
+	cs := gatewayworld.ConnectAt(t, w.GatewayURL, alice, &mcp.ClientOptions{ElicitationHandler: elicit, CreateMessageHandler: sample}, "2025-11-25")
+
+	type result struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	callAsync := func(name string) chan result {
+		ch := make(chan result, 1)
+		go func() {
+			res, err := cs.CallTool(ctxFor(t), &mcp.CallToolParams{Name: name, Arguments: map[string]any{}})
+			ch <- result{res, err}
+		}()
+		return ch
+	}
+	pingc := callAsync("ping")
+	select {
+	case <-pingAsked:
+	case <-time.After(30 * time.Second):
+		t.Fatal("ping's question never reached the client")
+	}
+	draftc := callAsync(gatewayworld.DraftReply)
+	servicetest.Eventually(t, 30*time.Second, "draft_reply's sampling request at the client", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(sampled) > 0
+	})
+	close(releasePing)
+	p := <-pingc
+	close(pingDone)
+	d := <-draftc
+	if p.err != nil || p.res.IsError || d.err != nil || d.res.IsError {
+		t.Fatalf("ping: %v %v; draft_reply: %v %v", p.err, p.res, d.err, d.res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := "[server " + gatewayworld.ServerID + ", tool ping] " + gatewayworld.PingQuestion; question != want {
+		t.Fatalf("ping's question reached the client as %q, want %q", question, want)
+	}
+	if got := lastPing(t, w); got["sampling"] != "refused" || got["elicit"] != "accept D1" {
+		t.Fatalf("ping (sampling not allowed) asked while draft_reply was in flight: the upstream got %v", got)
+	}
+	if !slices.Equal(sampled, []string{gatewayworld.DraftReply}) {
+		t.Fatalf("the client was asked for samplings as from %q, want only draft_reply's", sampled)
+	}
+	if got := lastOf(t, w, gatewayworld.DraftReply)["sampling"]; got != "answered: "+samplerAnswer {
+		t.Fatalf("draft_reply's sampling: the upstream got %q", got)
 	}
 }

@@ -2,6 +2,7 @@ package mcpapi
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -139,6 +140,10 @@ func (r *relay) watchedAs(target, uri string) (string, bool) {
 
 // relayCall is one call in flight on a caller's upstream session.
 type relayCall struct {
+	// id names the call on its upstream stream: what the upstream asks
+	// there is marked with it ([sessionpool.MetaCall]). Random, never sent
+	// upstream.
+	id       string
 	ctx      context.Context // the client's tools/call request
 	serverID string
 	tool     string // the tool's name as the client knows it
@@ -240,7 +245,8 @@ func (r *relay) Capabilities() *mcp.ClientCapabilities {
 // call.
 func (r *relay) begin(ctx, upCtx context.Context, target, serverID, tool string, sampling bool) (context.Context, func()) {
 	upCtx, cancel := context.WithCancel(upCtx)
-	c := &relayCall{ctx: ctx, serverID: serverID, tool: tool, sampling: sampling, end: cancel}
+	c := &relayCall{id: rand.Text(), ctx: ctx, serverID: serverID, tool: tool, sampling: sampling, end: cancel}
+	upCtx = sessionpool.WithCall(upCtx, c.id)
 	r.mu.Lock()
 	r.inFlight[target] = append(r.inFlight[target], c)
 	r.mu.Unlock()
@@ -282,7 +288,24 @@ func (r *relay) endCalls() int {
 	return n
 }
 
-// current is the newest call in flight to target, or nil.
+// asking is the call in flight to target whose id is id (the call on
+// whose stream the upstream asked), or nil.
+func (r *relay) asking(target, id string) *relayCall {
+	if id == "" {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.inFlight[target] {
+		if c.id == id {
+			return c
+		}
+	}
+	return nil
+}
+
+// current is the newest call in flight to target, or nil: the stream a
+// notification not tied to a call goes out on while one is open.
 func (r *relay) current(target string) *relayCall {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -295,12 +318,14 @@ func (r *relay) current(target string) *relayCall {
 
 // Log relays a log message the upstream at t sent outside a call's own
 // stream (its standalone stream): on the stream of the newest call in
-// flight to t, shown as from its server and tool, else on the session's
-// standalone stream, shown as from "upstream".
+// flight to t (so a client without a standalone stream gets it too),
+// shown as from its server only (no call sent it), within that call's
+// bound; else on the session's standalone stream, shown as from
+// "upstream".
 func (r *relay) Log(_ context.Context, t sessionpool.Target, p *mcp.LoggingMessageParams) {
 	call := r.current(t.Identity())
 	if call != nil {
-		r.log(call, p)
+		call.logs.relay(r.ss, r.notifyCtx(call), p, origin(&relayCall{serverID: call.serverID}, p.Logger), r.logLevel())
 		return
 	}
 	if atLeast(p.Level, r.logLevel()) {
@@ -316,12 +341,13 @@ func (r *relay) log(call *relayCall, p *mcp.LoggingMessageParams) {
 }
 
 // Handle answers what the upstream at t sends the client: requests only
-// within a call in flight (sent on that call's response stream, shown as
-// from its server and tool, and ended when either the client's call or the
-// upstream's request ends); resource updates on the call's stream, else
-// the session's standalone stream. (Log messages: [relay.Log].)
+// when asked on the stream of a call in flight (the call whose id the tap
+// marked them with: sent on that call's response stream, shown as from its
+// server and tool, allowed or refused by that tool's contract, and ended
+// when either the client's call or the upstream's request ends); resource
+// updates on the newest call's stream, else the session's standalone
+// stream. (Log messages: [relay.Log].)
 func (r *relay) Handle(ctx context.Context, t sessionpool.Target, method string, req mcp.Request) (mcp.Result, error) {
-	call := r.current(t.Identity())
 	switch method {
 	case "notifications/resources/updated":
 		// Only for a resource this client subscribed to, under the URI it
@@ -329,13 +355,14 @@ func (r *relay) Handle(ctx context.Context, t sessionpool.Target, method string,
 		// to that URI.
 		if p, ok := req.GetParams().(*mcp.ResourceUpdatedNotificationParams); ok && p != nil {
 			if listed, ok := r.watchedAs(t.Identity(), p.URI); ok && r.forwards(listed) {
-				_ = r.st.server.ResourceUpdated(r.notifyCtx(call), &mcp.ResourceUpdatedNotificationParams{URI: listed})
+				_ = r.st.server.ResourceUpdated(r.notifyCtx(r.current(t.Identity())), &mcp.ResourceUpdatedNotificationParams{URI: listed})
 			}
 		}
 		return nil, nil
 	case "notifications/elicitation/complete":
 		return nil, nil
 	}
+	call := r.asking(t.Identity(), sessionpool.CallOf(ctx))
 	if call == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: relayNoCall}
 	}
@@ -418,11 +445,15 @@ func (r *relay) sample(ctx context.Context, call *relayCall, req mcp.Request) (m
 }
 
 // origin names where a relayed message comes from: the server and the
-// tool of the call in flight (and the upstream's logger name, if any).
+// tool of the call in flight, or the server alone (a message no call
+// sent), and the upstream's logger name, if any.
 func origin(call *relayCall, logger string) string {
 	s := "upstream"
-	if call != nil {
+	switch {
+	case call != nil && call.tool != "":
 		s = "server " + call.serverID + ", tool " + call.tool
+	case call != nil:
+		s = "server " + call.serverID
 	}
 	if logger != "" {
 		s += ": " + logger

@@ -27,6 +27,9 @@ type Caller interface {
 	// the caller's upstream session (method names as in MCP). It is called
 	// for every server-to-client message but progress (which goes to the
 	// pool's onProgress, in order) and log messages (Log, or a call's sink).
+	// A request the upstream asked on the stream of a call made under
+	// [WithCall] comes with that call's id in ctx ([CallOf]); any other
+	// request with none.
 	Handle(ctx context.Context, t Target, method string, req mcp.Request) (mcp.Result, error)
 	// Log takes a log message the upstream at t sent on the caller's
 	// upstream session outside a call that carries a log sink
@@ -90,6 +93,16 @@ func (p *Pool) connectFor(t Target, caller Caller) (*mcp.ClientSession, error) {
 	client.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if relayed[method] {
+				// The call that asked, as the tap marked it on the
+				// call's stream ([MetaCall]); the mark goes no further.
+				if params := req.GetParams(); params != nil {
+					if meta := params.GetMeta(); meta != nil {
+						if id, ok := meta[MetaCall].(string); ok {
+							ctx = WithCall(ctx, id)
+						}
+						delete(meta, MetaCall)
+					}
+				}
 				return caller.Handle(ctx, t, method, req)
 			}
 			if method == "notifications/message" {

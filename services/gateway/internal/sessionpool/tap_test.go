@@ -2,6 +2,7 @@ package sessionpool
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -77,5 +78,65 @@ func BenchmarkProgressTap(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// On the stream of a request made under WithCall, the tap marks each
+// request the upstream asks (elicitation, sampling, roots) with the call's
+// id in `_meta`, replacing one the upstream put there and keeping the
+// rest of `_meta`, however the stream is cut into reads; every other line
+// passes byte for byte: notifications (even one naming a request method in
+// its data), results, and a request whose method is escaped in its JSON
+// (it goes unmarked, so it is refused as asked outside any call). Without
+// WithCall nothing changes.
+func TestTapMarksTheRequestsACallAsks(t *testing.T) {
+	elicit := `data: {"jsonrpc":"2.0","id":1,"method":"elicitation/create","params":{"message":"ok?","requestedSchema":{"type":"object"}}}`
+	sample := `data: {"jsonrpc":"2.0","id":"s","method":"sampling/createMessage","params":{"_meta":{"dev.toolcrib/call":"forged","k":"v"},"maxTokens":5,"messages":[]}}`
+	roots := `data: {"jsonrpc":"2.0","id":3,"method":"roots/list"}`
+	plain := `data: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"roots/list"}}` + "\r\n\r\n" +
+		`data: {"jsonrpc":"2.0","id":4,"method":"elicitation\/create","params":{"message":"escaped"}}` + "\n\n" +
+		`data: {"jsonrpc":"2.0","id":9,"result":{"content":[]}}` + "\n\n"
+	stream := "event: message\n" + elicit + "\n\n" + sample + "\r\n\r\n" + roots + "\n\n" + plain
+	read := func(ctx context.Context) string {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://127.0.0.1/mcp", nil)
+		tap := &sseTap{rc: io.NopCloser(iotest.OneByteReader(strings.NewReader(stream))), req: req, hooks: &tapHooks{}}
+		out, err := io.ReadAll(tap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out)
+	}
+	if got := read(context.Background()); got != stream {
+		t.Fatalf("without a call the stream changed:\n%s", got)
+	}
+	got := read(WithCall(context.Background(), "call-1"))
+	if !strings.HasSuffix(got, plain) {
+		t.Fatalf("the lines after the requests changed:\n%s", got)
+	}
+	lines := strings.Split(strings.TrimSuffix(got, plain), "\n")
+	var asked []map[string]any
+	for _, l := range lines {
+		data, ok := strings.CutPrefix(l, "data: ")
+		if !ok {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(data), &m); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		asked = append(asked, m)
+	}
+	if len(asked) != 3 {
+		t.Fatalf("%d requests, want 3:\n%s", len(asked), got)
+	}
+	for i, want := range []string{"elicitation/create", "sampling/createMessage", "roots/list"} {
+		m := asked[i]
+		meta, _ := m["params"].(map[string]any)["_meta"].(map[string]any)
+		if m["method"] != want || meta[MetaCall] != "call-1" {
+			t.Fatalf("request %d: %v, want %s marked call-1", i, m, want)
+		}
+	}
+	if meta := asked[1]["params"].(map[string]any)["_meta"].(map[string]any); meta["k"] != "v" || asked[1]["id"] != "s" {
+		t.Fatalf("the sampling request's own _meta or id was not kept: %v", asked[1])
 	}
 }

@@ -363,7 +363,7 @@ func (l limitJSON) RoundTrip(r *http.Request) (*http.Response, error) {
 		// The sink is looked up only when neither hook is set (never in
 		// the gateway, whose pool always relays progress), and by the tap
 		// only when a log message arrives.
-		if l.hooks.onProgress != nil || l.hooks.onLog != nil || logSinkOf(r.Context()) != nil {
+		if l.hooks.onProgress != nil || l.hooks.onLog != nil || logSinkOf(r.Context()) != nil || callOf(r.Context()) != "" {
 			resp.Body = &sseTap{rc: resp.Body, hooks: l.hooks, req: r}
 		}
 		return resp, nil
