@@ -385,9 +385,20 @@ func TestGatewayRelaysResourceUpdates(t *testing.T) {
 // named as from the server and tool, in the upstream's order, the last one
 // (sent just before the answer) too; a call that names no level gets none
 // (the upstream is asked for none). Before, no log message of a stateless
-// call was relayed.
+// call was relayed. The same in front of a stateful go-sdk upstream, which
+// speaks 2025-11-25 and sends a session no log message until
+// logging/setLevel (a request cannot name its level there): before, such
+// a caller got none from it.
 func TestGatewayRelaysStatelessCallLogs(t *testing.T) {
-	w := gatewayworld.Start(t, gatewayworld.Options{})
+	for _, stateful := range []bool{false, true} {
+		t.Run(map[bool]string{false: "stateless upstream", true: "stateful upstream"}[stateful], func(t *testing.T) {
+			statelessCallLogs(t, stateful)
+		})
+	}
+}
+
+func statelessCallLogs(t *testing.T, stateful bool) {
+	w := gatewayworld.Start(t, gatewayworld.Options{StatefulUpstream: stateful})
 	alice := w.Token(t, "alice", gatewayworld.TenantA)
 	var rc relayClient
 	cs := gatewayworld.ConnectAt(t, w.GatewayURL, alice, &mcp.ClientOptions{LoggingMessageHandler: rc.log}, "2026-07-28")

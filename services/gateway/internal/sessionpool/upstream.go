@@ -112,6 +112,9 @@ type entry struct {
 	// is closed.
 	cs  *mcp.ClientSession
 	err error
+	// logs asks a shared session's upstream, once, to send every log
+	// message ([Pool.askLogs]).
+	logs sync.Once
 }
 
 // New returns a pool dialing through policy; onProgress, if set, receives
@@ -291,6 +294,9 @@ func (p *Pool) callOnce(ctx context.Context, k key, t Target, params *mcp.CallTo
 	if err != nil {
 		return nil, err
 	}
+	if k.caller == "" && t.URL != "" && logSinkOf(ctx) != nil {
+		p.askLogs(k, cs)
+	}
 	res, err := cs.CallTool(ctx, params)
 	if err != nil && tooLarge(err) {
 		err = fmt.Errorf("%w (more than %d bytes)", ErrTooLarge, p.MaxMessageBytes)
@@ -310,6 +316,34 @@ func (p *Pool) callOnce(ctx context.Context, k key, t Target, params *mcp.CallTo
 		return nil, err
 	}
 	return res, nil
+}
+
+// askLogs makes the shared session cs to an upstream that speaks a
+// version before 2026-07-28 send every log message, the first time a call
+// on it wants them (a call with a log sink: a stateless caller that named a
+// level). Before 2026-07-28 a request cannot name its level: the upstream
+// sends a session none until logging/setLevel (the go-sdk's stateful
+// server), so the gateway asks for all, once, and each call's sink keeps
+// what its caller asked for; messages of calls without a sink are dropped
+// as they are read.
+func (p *Pool) askLogs(k key, cs *mcp.ClientSession) {
+	r := cs.InitializeResult()
+	if r == nil || r.Capabilities == nil || r.Capabilities.Logging == nil || r.ProtocolVersion >= "2026-07-28" {
+		return
+	}
+	p.mu.Lock()
+	e := p.sessions[k]
+	p.mu.Unlock()
+	if e == nil || e.cs != cs {
+		return
+	}
+	e.logs.Do(func() {
+		lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := cs.SetLoggingLevel(lctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+			p.logger.Debug("upstream refused logging/setLevel", "error", err)
+		}
+	})
 }
 
 // endedByCaller reports whether a call to t failed while its context had
