@@ -1,18 +1,23 @@
 package gateway_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/toolcrib/toolcrib/e2e/gatewayworld"
+	"github.com/toolcrib/toolcrib/e2e/inventory"
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
@@ -241,4 +246,103 @@ func reviewStdioServer(t *testing.T, w *gatewayworld.World, server string, tr *r
 		t.Fatal(err)
 	}
 	return srv
+}
+
+// TestGatewayRelaysAStdioServersQuestion: a stdio server whose tool asks
+// its client a question (the example server with -ask-dock). A
+// 2025-11-25 client that declared elicitation gets a process of the server
+// of its own session's, so the question reaches it, named as from the
+// server and tool, and its answer reaches the server; while two of its
+// calls are in flight the server's pipe cannot say which asked, so the
+// second question is refused (the server answers without a dock) rather
+// than guessed. A client that declared nothing, and a stateless
+// (2026-07-28) one, share one process, which is asked nothing.
+func TestGatewayRelaysAStdioServersQuestion(t *testing.T) {
+	w := gatewayworld.Start(t, gatewayworld.Options{})
+	bin, tokenFile, _ := buildExampleServer(t, w)
+	const server = "stdask"
+	args := []string{"-stdio", "-ask-dock", "-admin-listen", "", "-require-lease", "-lease-addr", w.LeaseAddr,
+		"-lease-audience", "executor." + server, "-server-id", server, "-lease-token-file", tokenFile}
+	reviewStdioServer(t, w, server, &registryv1.StdioTransport{Command: bin, Args: args})
+	alice := w.Token(t, "alice", gatewayworld.TenantA)
+	var (
+		mu    sync.Mutex
+		asked []string
+	)
+	first, release := make(chan struct{}, 1), make(chan struct{})
+	elicit := func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		mu.Lock()
+		asked = append(asked, req.Params.Message)
+		n := len(asked)
+		mu.Unlock()
+		if n == 2 { // the first question of the concurrent pair: held
+			first <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"dock": "D7"}}, nil
+	}
+	cs := gatewayworld.ConnectAt(t, w.GatewayURL, alice, &mcp.ClientOptions{ElicitationHandler: elicit}, "2025-11-25")
+	servicetest.Eventually(t, 30*time.Second, "alice lists the stdio server's tool", func() bool {
+		names, _ := listAll(t, cs)
+		return slices.Contains(names, "inventory.lookup")
+	})
+	lookup := func(cs *mcp.ClientSession, sku string) []string {
+		t.Helper()
+		res := call(t, cs, "inventory.lookup", map[string]any{"sku": sku})
+		if res.IsError || len(res.Content) == 0 || !strings.Contains(text(res), `"sku":"`+sku+`"`) {
+			t.Fatalf("lookup of %s: %s %v", sku, text(res), res.Meta)
+		}
+		var out []string
+		for _, c := range res.Content[1:] {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				out = append(out, tc.Text)
+			}
+		}
+		return out
+	}
+	if got := lookup(cs, "SKU-100"); !slices.Equal(got, []string{"dock: D7"}) {
+		t.Fatalf("a client that can be asked: %q, want its answer", got)
+	}
+	mu.Lock()
+	want := "[server " + server + ", tool inventory.lookup] " + inventory.AskDockQuestion + " (SKU-100)"
+	if len(asked) != 1 || asked[0] != want {
+		t.Fatalf("the client was asked %q, want %q", asked, want)
+	}
+	mu.Unlock()
+
+	// Two calls in flight: the first one's question is held at the client;
+	// the second one's cannot be told from it.
+	held := make(chan []string, 1)
+	go func() { held <- lookup(cs, "SKU-200") }()
+	select {
+	case <-first:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first question of the pair never reached the client")
+	}
+	if got := lookup(cs, "SKU-300"); len(got) != 1 || !strings.HasPrefix(got[0], "dock: (not asked") {
+		t.Fatalf("a question asked while two calls were in flight: %q, want it refused", got)
+	}
+	close(release)
+	if got := <-held; !slices.Equal(got, []string{"dock: D7"}) {
+		t.Fatalf("the held call: %q, want its answer", got)
+	}
+	mu.Lock()
+	if len(asked) != 2 {
+		t.Fatalf("the client was asked %d questions, want 2 (the refused one never reached it)", len(asked))
+	}
+	mu.Unlock()
+
+	for _, c := range []*mcp.ClientSession{
+		gatewayworld.ConnectAt(t, w.GatewayURL, alice, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}}, "2025-11-25"),
+		gatewayworld.ConnectAt(t, w.GatewayURL, alice, nil, "2026-07-28"),
+	} {
+		listAll(t, c)
+		if got := lookup(c, "SKU-100"); len(got) != 0 {
+			t.Fatalf("a client that cannot be asked: %q, want no question asked", got)
+		}
+	}
 }

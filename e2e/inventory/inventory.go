@@ -29,6 +29,8 @@ type inventory struct {
 	nextID       int
 	descriptions map[string]string // tool name -> current description
 	removed      map[string]bool
+	// askDock: [Config.AskDock].
+	askDock bool
 }
 
 type reservation struct {
@@ -138,15 +140,40 @@ func (inv *inventory) reservedLocked(sku string) int {
 	return n
 }
 
-func (inv *inventory) lookup(_ context.Context, _ *mcp.CallToolRequest, a lookupArgs) (*mcp.CallToolResult, stockLevel, error) {
+func (inv *inventory) lookup(ctx context.Context, req *mcp.CallToolRequest, a lookupArgs) (*mcp.CallToolResult, stockLevel, error) {
 	inv.mu.Lock()
-	defer inv.mu.Unlock()
 	on, ok := inv.onHand[a.SKU]
+	level := stockLevel{SKU: a.SKU, OnHand: on, Reserved: inv.reservedLocked(a.SKU)}
+	inv.mu.Unlock()
 	if !ok {
 		return nil, stockLevel{}, fmt.Errorf("unknown SKU %q", a.SKU)
 	}
-	return nil, stockLevel{SKU: a.SKU, OnHand: on, Reserved: inv.reservedLocked(a.SKU)}, nil
+	if !inv.askDock || req.Session == nil {
+		return nil, level, nil
+	}
+	// [Config.AskDock]: the client, if it can be asked, names the dock.
+	ip := req.Session.InitializeParams()
+	if ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil {
+		return nil, level, nil
+	}
+	dock := "(declined)"
+	res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: AskDockQuestion + " (" + a.SKU + ")",
+		RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"dock": map[string]any{"type": "string"}}}})
+	switch {
+	case err != nil:
+		dock = "(not asked: " + err.Error() + ")"
+	case res.Action == "accept":
+		dock, _ = res.Content["dock"].(string)
+	}
+	b, err := json.Marshal(level)
+	if err != nil {
+		return nil, stockLevel{}, err
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}, &mcp.TextContent{Text: "dock: " + dock}}}, level, nil
 }
+
+// AskDockQuestion is what inventory.lookup asks with [Config.AskDock].
+const AskDockQuestion = "Which dock is the stock counted at?"
 
 func (inv *inventory) reserve(_ context.Context, _ *mcp.CallToolRequest, a reserveArgs) (*mcp.CallToolResult, reserved, error) {
 	inv.mu.Lock()

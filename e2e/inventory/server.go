@@ -34,6 +34,11 @@ type Config struct {
 	PageSize int
 	// CursorKey signs the revision-bound cursors (16 bytes or more).
 	CursorKey []byte
+	// AskDock makes inventory.lookup ask its client, when the client
+	// declared elicitation, which dock the stock is counted at, and answer
+	// it in a second text content ("dock: …"); the tool's descriptor is
+	// the same.
+	AskDock bool
 	// Lease, when set, makes every `tools/call` need a toolcrib execution
 	// lease and holder proof in `_meta` (the executor kit,
 	// [executor.Require]); nil serves calls without one.
@@ -59,6 +64,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(mcpURL,
 		log.Info("tools/call needs a lease", "server_id", cfg.Lease.ServerID, "audience", cfg.Lease.Audience)
 	}
 	inv := newInventory(catalog)
+	inv.askDock = cfg.AskDock
 	inv.addTools()
 	log.Info("catalog ready", "revision", catalog.Revision())
 

@@ -83,6 +83,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	fs.BoolVar(&cfg.Stdio, "stdio", false, "serve MCP on stdin/stdout instead of HTTP")
 	fs.BoolVar(&cfg.Stateful, "stateful", false, "use the stateful streamable HTTP handler (2025-11-25 and older only)")
 	fs.IntVar(&cfg.PageSize, "page-size", 2, "tools per tools/list page")
+	fs.BoolVar(&cfg.AskDock, "ask-dock", false, "inventory.lookup asks a client that declared elicitation which dock the stock is counted at (an upstream that asks back, for tests)")
 	fs.BoolVar(&requireLease, "require-lease", false, "run tools/call only with a toolcrib execution lease and holder proof in _meta")
 	fs.StringVar(&leaseAddr, "lease-addr", "127.0.0.1:7104", "lease service gRPC address (GetSigningKeys, Verify); with -require-lease")
 	fs.StringVar(&audience, "lease-audience", "executor.inventory", "this executor's audience, as leases name it; with -require-lease")

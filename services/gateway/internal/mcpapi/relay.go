@@ -33,6 +33,9 @@ const (
 	// relaySamplingTools: the upstream offered tools in a sampling request
 	// to a client that did not declare sampling with tools.
 	relaySamplingTools = "the client did not declare sampling with tools"
+	// relayStdioAmbiguous: a stdio server asked while the session had more
+	// than one call in flight to it (its pipe does not say which asked).
+	relayStdioAmbiguous = "the gateway relays a stdio server's request only while one call of the session is in flight to it; it cannot tell which of several asked"
 	// relayNotDeclared: the client did not declare the capability.
 	relayNotDeclared = "the client did not declare this capability"
 	// relaySamplingMaxTokens: the request's maxTokens is over the gateway's
@@ -288,20 +291,34 @@ func (r *relay) endCalls() int {
 	return n
 }
 
-// asking is the call in flight to target whose id is id (the call on
-// whose stream the upstream asked), or nil.
-func (r *relay) asking(target, id string) *relayCall {
-	if id == "" {
-		return nil
-	}
+// asking is the call in flight to t that asked (the call whose id the
+// tap marked the request with), or nil. A stdio server's requests carry no
+// mark (its one pipe has no stream per call): the call is known only while
+// it is the one call in flight to that server on this session (the
+// session's own process); with two, neither is guessed.
+func (r *relay) asking(t sessionpool.Target, id string) *relayCall {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, c := range r.inFlight[target] {
+	list := r.inFlight[t.Identity()]
+	if id == "" {
+		if t.URL == "" && len(list) == 1 {
+			return list[0]
+		}
+		return nil
+	}
+	for _, c := range list {
 		if c.id == id {
 			return c
 		}
 	}
 	return nil
+}
+
+// inFlightTo is the number of calls in flight to target.
+func (r *relay) inFlightTo(target string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.inFlight[target])
 }
 
 // current is the newest call in flight to target, or nil: the stream a
@@ -362,7 +379,10 @@ func (r *relay) Handle(ctx context.Context, t sessionpool.Target, method string,
 	case "notifications/elicitation/complete":
 		return nil, nil
 	}
-	call := r.asking(t.Identity(), sessionpool.CallOf(ctx))
+	call := r.asking(t, sessionpool.CallOf(ctx))
+	if call == nil && t.URL == "" && r.inFlightTo(t.Identity()) > 1 {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: relayStdioAmbiguous}
+	}
 	if call == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: relayNoCall}
 	}

@@ -29,7 +29,8 @@ type Caller interface {
 	// pool's onProgress, in order) and log messages (Log, or a call's sink).
 	// A request the upstream asked on the stream of a call made under
 	// [WithCall] comes with that call's id in ctx ([CallOf]); any other
-	// request with none.
+	// request with none (every request of a stdio server, whose one pipe
+	// tells no call from another).
 	Handle(ctx context.Context, t Target, method string, req mcp.Request) (mcp.Result, error)
 	// Log takes a log message the upstream at t sent on the caller's
 	// upstream session outside a call that carries a log sink
@@ -49,14 +50,17 @@ var relayed = map[string]bool{
 	"notifications/elicitation/complete": true,
 }
 
-// CallFor calls a tool on caller's own session to t (an HTTP target;
-// without a caller, or for a stdio server, the shared session of
-// [Pool.Call]). The session is opened on first use with the caller's
-// capabilities and its standalone stream, asks the upstream to send every
-// log message (the caller's level is applied by the gateway), and is
-// closed when the caller's session ends.
+// CallFor calls a tool on caller's own session to t (without a caller,
+// the shared session of [Pool.Call]). The session is opened on first use
+// with the caller's capabilities (over HTTP with its standalone stream),
+// asks the upstream to send every log message (the caller's level is
+// applied by the gateway), and is closed when the caller's session ends.
+// For a stdio server the caller's own session is a process of its own,
+// started only for a caller that declared elicitation, sampling or roots
+// (what the server may ask it); another caller shares one process
+// ([Pool.Call]), which is asked nothing.
 func (p *Pool) CallFor(ctx context.Context, t Target, params *mcp.CallToolParams, caller Caller) (*mcp.CallToolResult, error) {
-	if caller == nil || t.URL == "" {
+	if caller == nil || (t.URL == "" && !asksBack(caller.Capabilities())) {
 		return p.Call(ctx, t, params)
 	}
 	k := keyOf(t)
@@ -75,6 +79,12 @@ func (p *Pool) SessionFor(ctx context.Context, t Target, caller Caller) (*mcp.Cl
 	return p.sessionOn(ctx, k, func() (*mcp.ClientSession, error) { return p.connectFor(t, caller) })
 }
 
+// asksBack reports whether c declares something a server may ask its
+// client for.
+func asksBack(c *mcp.ClientCapabilities) bool {
+	return c != nil && (c.Elicitation != nil || c.Sampling != nil || c.RootsV2 != nil || c.Roots.ListChanged)
+}
+
 func (p *Pool) connectFor(t Target, caller Caller) (*mcp.ClientSession, error) {
 	select {
 	case <-caller.Done():
@@ -89,7 +99,17 @@ func (p *Pool) connectFor(t Target, caller Caller) (*mcp.ClientSession, error) {
 			caps.RootsV2 = &mcp.RootCapabilities{}
 		}
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "toolcrib-gateway", Version: "1.0.0"}, &mcp.ClientOptions{Logger: p.logger, Capabilities: caps})
+	opts := &mcp.ClientOptions{Logger: p.logger, Capabilities: caps}
+	if t.URL == "" {
+		// A stdio server's progress and log messages come on its one
+		// pipe, not through the tap.
+		opts.ProgressNotificationHandler = func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
+			if p.onProgress != nil && req.Params != nil {
+				p.onProgress(ctx, req.Params)
+			}
+		}
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "toolcrib-gateway", Version: "1.0.0"}, opts)
 	client.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if relayed[method] {
@@ -106,8 +126,12 @@ func (p *Pool) connectFor(t Target, caller Caller) (*mcp.ClientSession, error) {
 				return caller.Handle(ctx, t, method, req)
 			}
 			if method == "notifications/message" {
-				// The tap handed it on as it was read ([sseTap]), on the
-				// call's stream when it came on one.
+				// Over HTTP the tap handed it on as it was read ([sseTap]),
+				// on the call's stream when it came on one; a stdio
+				// server's has no stream to tell its call by.
+				if lr, ok := req.(*mcp.LoggingMessageRequest); ok && t.URL == "" && lr.Params != nil {
+					caller.Log(ctx, t, lr.Params)
+				}
 				return nil, nil
 			}
 			return next(ctx, method, req)

@@ -210,7 +210,8 @@ func (p *Pool) connect(t Target) (*mcp.ClientSession, error) {
 }
 
 // connectWith opens a session to t as client; standalone opens the HTTP
-// standalone stream for what the server sends outside a request; onLog
+// standalone stream for what the server sends outside a request (for a
+// stdio server: a caller's own process, at 2025-11-25); onLog
 // takes the log messages of streams whose request carries no log sink
 // ([WithLogSink]; nil drops them). The
 // client negotiates the newest protocol the server speaks: 2026-07-28 by
@@ -252,7 +253,14 @@ func (p *Pool) connectWith(client *mcp.Client, t Target, standalone bool, onLog 
 	// the first caller's request), bounded on its own.
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cs, err := client.Connect(cctx, tr, nil)
+	var opts *mcp.ClientSessionOptions
+	if t.URL == "" && standalone {
+		// A caller's own stdio process ([Pool.CallFor]) is there for the
+		// server to ask the caller (elicitation, sampling, roots), which a
+		// server may do by request up to 2025-11-25 only.
+		opts = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+	}
+	cs, err := client.Connect(cctx, tr, opts)
 	if err != nil {
 		if re := egress.Refused(err); re != nil {
 			return nil, fmt.Errorf("upstream: %s", re.Description())
