@@ -300,7 +300,7 @@ func (s *Server) Issue(ctx context.Context, req *leasev1.IssueRequest) (*leasev1
 	}
 	r := d.Receipt
 	claims := lease.Claims{
-		ID: uuid.NewString(), Issuer: s.opts.Issuer, Subject: p.Subject, Tenant: p.Tenant,
+		ID: uuid.Must(uuid.NewV7()).String(), Issuer: s.opts.Issuer, Subject: p.Subject, Tenant: p.Tenant,
 		Tool: r.GetToolId(), Server: r.GetServerId(), AudienceClass: r.GetAudienceClass(),
 		DescriptorDigest: r.GetDescriptorDigest(), Generation: r.GetGeneration(), PolicyEpoch: r.GetPolicyEpoch(),
 		ArgumentDigest: r.GetArgumentDigest(), Audience: req.GetAudience(), HolderThumbprint: holder.Thumbprint,

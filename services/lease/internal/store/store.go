@@ -66,7 +66,7 @@ type Issued struct {
 // is committed, or with ctx's error if ctx ends first (the receipt may
 // still commit then, and the lease is simply never handed out).
 func (s *Store) RecordIssue(ctx context.Context, in Issued) (string, error) {
-	p := &pendingIssue{in: in, id: uuid.New(), done: make(chan error, 1)}
+	p := &pendingIssue{in: in, id: uuid.Must(uuid.NewV7()), done: make(chan error, 1)}
 	s.enqueue(p)
 	select {
 	case err := <-p.done:
