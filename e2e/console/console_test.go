@@ -95,7 +95,14 @@ type world struct {
 }
 
 func startWorld(t *testing.T, ctx context.Context) *world {
-	st := stack.Start(t, stack.Options{Discovery: func(c *discovery.Config) { c.Linger = 0 }})
+	return startWorldWith(t, ctx, nil, nil)
+}
+
+// startWorldWith is startWorld with the services' identity provider auth
+// (nil: a new servicetest.NewAuth) and edit applied to the console's
+// configuration (nil: none).
+func startWorldWith(t *testing.T, ctx context.Context, auth *servicetest.Auth, edit func(*console.Config)) *world {
+	st := stack.Start(t, stack.Options{Auth: auth, Discovery: func(c *discovery.Config) { c.Linger = 0 }})
 	admAddr := leaseworld.StartAdmission(t, st, time.Minute, stack.AdmissionDB(t), nil)
 
 	sctx, cancel := context.WithCancel(context.Background())
@@ -163,7 +170,11 @@ func startWorld(t *testing.T, ctx context.Context) *world {
 
 	w := &world{st: st, adminURL: adminURL}
 	w.changeDescription(t, ctx, tourDescription, 2)
-	w.base = st.StartConsole(t, st.ConsoleConfig(t, admAddr))
+	cfg := st.ConsoleConfig(t, admAddr)
+	if edit != nil {
+		edit(&cfg)
+	}
+	w.base = st.StartConsole(t, cfg)
 	return w
 }
 

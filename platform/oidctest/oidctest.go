@@ -1,8 +1,10 @@
 // Package oidctest runs a real OpenID Provider (zitadel's op package over
 // its example in-memory storage) on loopback for tests: it serves discovery
 // and its key set, issues JWT access tokens by the client-credentials grant
-// with the claims a test asks for, rotates its signing key, removes old
-// keys, and can be taken down and brought back.
+// with the claims a test asks for, signs a user in by the authorization
+// code flow with PKCE for a public client ([Provider.CodeClient]: the login
+// page signs in the user [Provider.SignInAs] names), rotates its signing
+// key, removes old keys, and can be taken down and brought back.
 package oidctest
 
 import (
@@ -51,7 +53,9 @@ func Start(t testing.TB, audience string) *Provider {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
 	issuer := "http://" + srv.Listener.Addr().String()
-	st := &store{Storage: storage.NewStorage(storage.NewUserStore(issuer)), clients: map[string]*client{}, audience: audience}
+	users := storage.NewUserStore(issuer)
+	st := &store{Storage: storage.NewStorage(users), clients: map[string]*client{}, codeClients: map[string]*codeClient{},
+		userClaims: map[string]map[string]any{}, audience: audience}
 	st.rotate()
 	p := &Provider{Issuer: issuer, Audience: audience, srv: srv, store: st}
 	o, err := op.NewOpenIDProvider(issuer, &op.Config{CryptoKey: sha256.Sum256([]byte(issuer))}, st, op.WithAllowInsecure())
@@ -61,6 +65,10 @@ func Start(t testing.TB, audience string) *Provider {
 	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p.down.Load() {
 			http.Error(w, "provider down", http.StatusServiceUnavailable)
+			return
+		}
+		if r.URL.Path == loginPath {
+			p.login(w, r)
 			return
 		}
 		o.ServeHTTP(w, r)
@@ -128,15 +136,85 @@ func (p *Provider) Token(t testing.TB, subject string, claims map[string]any) st
 	return tok.AccessToken
 }
 
-// store is the example storage with rotating ES256 keys and
-// client-credentials clients that get JWT access tokens with set claims.
+// loginPath is the provider's login page: it signs in the user
+// [Provider.SignInAs] named for the authorization request it is given and
+// goes on to the provider's callback, which redirects to the client with a
+// code.
+const loginPath = "/login"
+
+// The example user store's users, by id (the token's `sub`).
+const (
+	// User1 is "test-user@<host>".
+	User1 = "id1"
+	// User2 is "test-user2".
+	User2 = "id2"
+)
+
+// CodeClient registers a public client (no secret: PKCE only) whose
+// redirect URIs are matched by the glob redirectGlob (e.g.
+// "http://127.0.0.1:*/signin/callback") and whose access tokens are JWTs;
+// the access token's `aud` is the client id, so a client named like the
+// services' audience gets tokens the services accept.
+func (p *Provider) CodeClient(id, redirectGlob string) {
+	p.store.mu.Lock()
+	defer p.store.mu.Unlock()
+	p.store.codeClients[id] = &codeClient{id: id, redirectGlob: redirectGlob}
+}
+
+// SignInAs makes the login page sign in user (User1 or User2), whose
+// tokens then carry claims as private claims (e.g. tenant and groups).
+func (p *Provider) SignInAs(user string, claims map[string]any) {
+	p.store.mu.Lock()
+	defer p.store.mu.Unlock()
+	p.store.loginUser = user
+	p.store.userClaims[user] = claims
+}
+
+// login completes the authorization request authRequestID as the user
+// SignInAs named (the example storage checks its username and password)
+// and redirects to the provider's callback.
+func (p *Provider) login(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("authRequestID")
+	p.store.mu.Lock()
+	user := p.store.loginUser
+	p.store.mu.Unlock()
+	names := map[string]string{User1: "test-user@127.0.0.1", User2: "test-user2"}
+	if names[user] == "" {
+		http.Error(w, "no user to sign in (SignInAs)", http.StatusForbidden)
+		return
+	}
+	if err := p.store.CheckUsernamePassword(names[user], "verysecure", id); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	http.Redirect(w, r, p.Issuer+"/authorize/callback?id="+url.QueryEscape(id), http.StatusFound)
+}
+
+// store is the example storage with rotating ES256 keys,
+// client-credentials clients that get JWT access tokens with set claims,
+// and authorization-code clients whose users' tokens carry set claims.
 type store struct {
 	*storage.Storage
 	audience string
 
-	mu      sync.Mutex
-	keys    []*signingKey // the last one signs
-	clients map[string]*client
+	mu          sync.Mutex
+	keys        []*signingKey // the last one signs
+	clients     map[string]*client
+	codeClients map[string]*codeClient
+	loginUser   string
+	userClaims  map[string]map[string]any
+}
+
+// GetClientByClientID is the example storage's, with the code clients
+// first.
+func (s *store) GetClientByClientID(ctx context.Context, id string) (op.Client, error) {
+	s.mu.Lock()
+	c, ok := s.codeClients[id]
+	s.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	return s.Storage.GetClientByClientID(ctx, id)
 }
 
 type signingKey struct {
@@ -214,13 +292,49 @@ func (s *store) ClientCredentialsTokenRequest(_ context.Context, clientID string
 	return &oidc.JWTTokenRequest{Subject: clientID, Audience: []string{s.audience}, Scopes: scopes}, nil
 }
 
-func (s *store) GetPrivateClaimsFromScopes(_ context.Context, _, clientID string, _ []string) (map[string]any, error) {
+func (s *store) GetPrivateClaimsFromScopes(_ context.Context, userID, clientID string, _ []string) (map[string]any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, ok := s.codeClients[clientID]; ok {
+		return s.userClaims[userID], nil
+	}
 	if c, ok := s.clients[clientID]; ok {
 		return c.claims, nil
 	}
 	return nil, nil
+}
+
+// codeClient is a public authorization-code client (PKCE) whose access
+// tokens are JWTs.
+type codeClient struct {
+	id, redirectGlob string
+}
+
+func (c *codeClient) GetID() string                        { return c.id }
+func (c *codeClient) RedirectURIs() []string               { return nil }
+func (c *codeClient) RedirectURIGlobs() []string           { return []string{c.redirectGlob} }
+func (c *codeClient) PostLogoutRedirectURIs() []string     { return nil }
+func (c *codeClient) PostLogoutRedirectURIGlobs() []string { return nil }
+func (c *codeClient) ApplicationType() op.ApplicationType  { return op.ApplicationTypeWeb }
+func (c *codeClient) AuthMethod() oidc.AuthMethod          { return oidc.AuthMethodNone }
+func (c *codeClient) ResponseTypes() []oidc.ResponseType {
+	return []oidc.ResponseType{oidc.ResponseTypeCode}
+}
+func (c *codeClient) GrantTypes() []oidc.GrantType { return []oidc.GrantType{oidc.GrantTypeCode} }
+func (c *codeClient) LoginURL(id string) string {
+	return loginPath + "?authRequestID=" + url.QueryEscape(id)
+}
+func (c *codeClient) AccessTokenType() op.AccessTokenType  { return op.AccessTokenTypeJWT }
+func (c *codeClient) IDTokenLifetime() time.Duration       { return time.Hour }
+func (c *codeClient) DevMode() bool                        { return true }
+func (c *codeClient) IsScopeAllowed(string) bool           { return true }
+func (c *codeClient) IDTokenUserinfoClaimsAssertion() bool { return false }
+func (c *codeClient) ClockSkew() time.Duration             { return 0 }
+func (c *codeClient) RestrictAdditionalIdTokenScopes() func([]string) []string {
+	return func(s []string) []string { return s }
+}
+func (c *codeClient) RestrictAdditionalAccessTokenScopes() func([]string) []string {
+	return func(s []string) []string { return s }
 }
 
 // client is a client-credentials client whose access tokens are JWTs.
