@@ -165,6 +165,19 @@ func TestConsoleActionsThroughTheServices(t *testing.T) {
 		}
 	}
 
+	// The tool page: per audience class its variant, rollout stage, shadow
+	// comparison (generation 2 against 1: the tour's description changed)
+	// and guard actions, and the history holding bob's disable and enable.
+	_, page = get(t, w.base, "/tools/"+toolID, bob)
+	for _, want := range []string{classA, "Rollout stage", "FULL", "Shadow comparison", "vs 1: 1 changed", "Guard actions", "History", "console test"} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("bob's tool page lacks %q", want)
+		}
+	}
+	if n := strings.Count(page, "bob"); n < 2 {
+		t.Fatalf("the tool's history names bob %d times, want his disable and enable", n)
+	}
+
 	// Rollback: a contract allowing sampling is published (not approved);
 	// rolling back makes the approved one current again.
 	if _, err := reg.PublishContract(ctx, &registryv1.PublishContractRequest{Contract: &registryv1.ToolContract{
@@ -224,6 +237,17 @@ func TestConsoleActionsThroughTheServices(t *testing.T) {
 		t.Fatalf("the admin's rescan: HTTP %d %q", code, r)
 	}
 	servicetest.Eventually(t, 30*time.Second, "the console's rescan", func() bool { return scans() > before })
+	// The servers page lists the scans with their final state.
+	runs, err := w.st.Discovery.ListRuns(ctx, &discoveryv1.ListRunsRequest{ServerId: serverID, PageSize: 10})
+	if err != nil || len(runs.GetRuns()) == 0 {
+		t.Fatalf("runs: %v %v", runs, err)
+	}
+	_, page = get(t, w.base, "/servers", admin)
+	for _, r := range runs.GetRuns() {
+		if state := strings.TrimPrefix(r.GetState().String(), "DISCOVERY_STATE_"); !strings.Contains(page, "<th scope=\"row\">"+state+"</th>") {
+			t.Fatalf("the servers page does not show a scan's final state %s", state)
+		}
+	}
 
 	// Pointer rollback: from generation 2 (the changed description) back to
 	// generation 1 (bob and dave refused; a stale expected generation
