@@ -428,3 +428,35 @@ func statelessCallLogs(t *testing.T, stateful bool) {
 		t.Fatalf("log messages %q, want %q (the call without a level gets none, debug is below info)", got, want)
 	}
 }
+
+// TestGatewayEndsTheQuestionTheUpstreamWithdraws: cancellation from the
+// upstream's side. A stateful upstream's ping asks its client a question
+// and withdraws it 300 ms later (notifications/cancelled for its
+// elicitation/create); the gateway ends the question it relayed: the
+// client's handler sees its request cancelled (long before the 30 s it
+// would otherwise wait), and the call goes on and is answered.
+func TestGatewayEndsTheQuestionTheUpstreamWithdraws(t *testing.T) {
+	w := gatewayworld.Start(t, gatewayworld.Options{StatefulUpstream: true, PingWithdraw: 300 * time.Millisecond})
+	alice := w.Token(t, "alice", gatewayworld.TenantA)
+	ended := make(chan bool, 1)
+	elicit := func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		select {
+		case <-ctx.Done():
+			ended <- true
+			return nil, ctx.Err()
+		case <-time.After(30 * time.Second):
+			ended <- false
+			return &mcp.ElicitResult{Action: "decline"}, nil
+		}
+	}
+	cs := gatewayworld.ConnectAt(t, w.GatewayURL, alice, &mcp.ClientOptions{ElicitationHandler: elicit}, "2025-11-25")
+	if res := call(t, cs, "ping", nil); res.IsError || text(res) != "pong" {
+		t.Fatalf("ping: %q", text(res))
+	}
+	if !<-ended {
+		t.Fatal("the client's question was not ended when the upstream withdrew it")
+	}
+	if got := lastPing(t, w); got["elicit"] != "error" {
+		t.Fatalf("the upstream's withdrawn question: %v, want error (its own context ended)", got["elicit"])
+	}
+}

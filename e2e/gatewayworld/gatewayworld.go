@@ -95,6 +95,8 @@ type World struct {
 	stateful bool
 	// pingDeadlineMs: [Options.PingDeadlineMs].
 	pingDeadlineMs int32
+	// pingWithdraw: [Options.PingWithdraw].
+	pingWithdraw time.Duration
 
 	// What gateway replicas share.
 	gatewayDB, redisPrefix, cursorKeyFile string
@@ -139,6 +141,10 @@ type Options struct {
 	// default 5 s (a test that must tell the gateway ending a call apart
 	// from the call's deadline).
 	PingDeadlineMs int32
+	// PingWithdraw, when set, makes ping on a stateful upstream withdraw
+	// its question after this long (its request's context ends, so the
+	// upstream sends notifications/cancelled for it).
+	PingWithdraw time.Duration
 }
 
 // PingRelay is what ping does on a stateful upstream, beside answering
@@ -306,7 +312,7 @@ func (w *World) startUpstream(t testing.TB, leaseAddr string, kit bool) string {
 				}
 			}
 			if w.stateful {
-				w.record(ctx, "ping", pingRelay(ctx, req.Session))
+				w.record(ctx, "ping", pingRelay(ctx, req.Session, w.pingWithdraw))
 			} else {
 				_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "ping", Data: PingInfo})
 				_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "debug", Logger: "ping", Data: PingDebug})
@@ -416,7 +422,7 @@ func (w *World) startUpstream(t testing.TB, leaseAddr string, kit bool) string {
 }
 
 // pingRelay is ping's [PingRelay] part.
-func pingRelay(ctx context.Context, ss *mcp.ServerSession) map[string]any {
+func pingRelay(ctx context.Context, ss *mcp.ServerSession, withdraw time.Duration) map[string]any {
 	got := map[string]any{}
 	_ = ss.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "ping", Data: PingInfo})
 	_ = ss.Log(ctx, &mcp.LoggingMessageParams{Level: "debug", Logger: "ping", Data: PingDebug})
@@ -425,7 +431,13 @@ func pingRelay(ctx context.Context, ss *mcp.ServerSession) map[string]any {
 		caps = ip.Capabilities
 	}
 	if caps.Elicitation != nil {
-		res, err := ss.Elicit(ctx, &mcp.ElicitParams{Message: PingQuestion, RequestedSchema: map[string]any{"type": "object",
+		ectx := ctx
+		if withdraw > 0 {
+			var cancel context.CancelFunc
+			ectx, cancel = context.WithTimeout(ctx, withdraw)
+			defer cancel()
+		}
+		res, err := ss.Elicit(ectx, &mcp.ElicitParams{Message: PingQuestion, RequestedSchema: map[string]any{"type": "object",
 			"properties": map[string]any{"dock": map[string]any{"type": "string"}}}})
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -556,7 +568,7 @@ func Start(t testing.TB, opts Options) *World {
 			t.Fatal(err)
 		}
 	}
-	w.stateful, w.pingDeadlineMs = opts.StatefulUpstream, opts.PingDeadlineMs
+	w.stateful, w.pingDeadlineMs, w.pingWithdraw = opts.StatefulUpstream, opts.PingDeadlineMs, opts.PingWithdraw
 	w.UpstreamURL = w.startUpstream(t, w.LeaseAddr, !opts.NoExecutorKit)
 	registered := w.UpstreamURL
 	gatewayAdmission, gatewayLease := w.AdmissionAddr, w.LeaseAddr
