@@ -11,6 +11,8 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
@@ -124,6 +126,7 @@ func TestConditionExamplesThroughTheServices(t *testing.T) {
 			t.Fatalf("the detail echoes the arguments: %q", r.GetDetail())
 		}
 		wantReason(t, "dot-dot escape", cw.call(t, rita, readFile, `{"path":"/data/tenant-a/../tenant-b/x"}`, cAuto, ""), cUnmet, "group:readers")
+		wantReason(t, "dot-dot at the end", cw.call(t, rita, readFile, `{"path":"/data/tenant-a/.."}`, cAuto, ""), cUnmet, "group:readers")
 		wantReason(t, "invalid arguments come first", cw.call(t, rita, readFile, `{"path":7}`, cAuto, ""), cBadArgs, "")
 	})
 
@@ -343,4 +346,47 @@ func TestConditionChangeRacingChecks(t *testing.T) {
 	}
 	wantReason(t, "after", cw.call(t, rita, readFile, `{"path":"/data/tenant-a/x"}`, cAuto, ""), cUnmet, "group:readers")
 	wantReason(t, "after, the new condition", cw.call(t, rita, readFile, `{"path":"/public/x"}`, cAuto, ""), cAllow, "group:readers")
+}
+
+// TestAdmittingGrantOutlivesTheDecision: the grant whose condition
+// admitted a call is kept with the stored receipt: GetReceipt on another
+// replica (which reads it from Postgres) names it as the Check's answer
+// did, and a receipt a grant without a condition admitted names none.
+func TestAdmittingGrantOutlivesTheDecision(t *testing.T) {
+	cw := newCondWorld(t)
+	ctx := ctxFor(t)
+	other := cw.startReplica(t, 5*time.Second)
+	for _, tc := range []struct {
+		who, grant string
+		tool       extraTool
+		args       string
+		groups     []string
+	}{
+		{"sam", "group:support", refund, `{"amount":20}`, []string{"support"}},
+		{"rita", "group:readers", readFile, `{"path":"/data/tenant-a/r.txt"}`, []string{"readers"}},
+		{"alice", "", readFile, `{"path":"/etc/hosts"}`, nil},
+	} {
+		mode := cAuto
+		if tc.tool.effect != catalogv1.EffectClass_EFFECT_CLASS_UNSPECIFIED {
+			mode = cUserOK
+		}
+		rc := cw.call(t, cw.confirmedClient(t, cw.r, tc.who, tenantA, tc.groups...), tc.tool, tc.args, mode, "")
+		wantReason(t, tc.who, rc, cAllow, tc.grant)
+		got, err := cw.client(t, other, tc.who, tenantA, tc.groups...).GetReceipt(ctx, &admissionv1.GetReceiptRequest{ReceiptId: rc.GetReceipt().GetReceiptId()})
+		if err != nil {
+			t.Fatalf("%s: GetReceipt on the other replica: %v", tc.who, err)
+		}
+		if g := got.GetReceipt().GetAdmittingGrant(); g != tc.grant || !proto.Equal(storedConfirmed(got.GetReceipt()), storedConfirmed(rc.GetReceipt())) {
+			t.Fatalf("%s: the stored receipt names %q, want %q:\n got %v\nwant %v", tc.who, g, tc.grant, got.GetReceipt(), rc.GetReceipt())
+		}
+	}
+}
+
+// storedConfirmed is [stored] with confirmed_at to the microsecond too.
+func storedConfirmed(r *admissionv1.Receipt) *admissionv1.Receipt {
+	r = stored(r)
+	if r.GetConfirmedAt() != nil {
+		r.ConfirmedAt = timestamppb.New(r.GetConfirmedAt().AsTime().Truncate(time.Microsecond))
+	}
+	return r
 }
