@@ -52,6 +52,9 @@ func newCondWorld(t *testing.T) *condWorld {
 		{TenantId: tenantA, Group: "support", Scopes: []string{refund.scope}, AudienceClasses: []string{classA}, Condition: condition.AmountExample},
 		{TenantId: tenantA, Group: "writers", Scopes: []string{note.scope}, AudienceClasses: []string{classA}, Condition: condition.RunExample},
 		{TenantId: tenantA, Group: "day-shift", Scopes: []string{note.scope}, AudienceClasses: []string{classA}, Condition: condition.WindowExample},
+		// auditors' condition reads an argument the schema does not require:
+		// without it (or of another type) the evaluation fails.
+		{TenantId: tenantA, Group: "auditors", Scopes: []string{readFile.scope}, AudienceClasses: []string{classA}, Condition: `args.depth > 2`},
 		// tenant-b's readers may read anything: it must never widen tenant-a's.
 		{TenantId: tenantB, Group: "readers", Scopes: []string{readFile.scope}, Condition: "true"},
 	} {
@@ -389,4 +392,40 @@ func storedConfirmed(r *admissionv1.Receipt) *admissionv1.Receipt {
 		r.ConfirmedAt = timestamppb.New(r.GetConfirmedAt().AsTime().Truncate(time.Microsecond))
 	}
 	return r
+}
+
+// TestConditionEvaluationErrorFailsClosed: a condition that cannot be
+// evaluated for a call (a missing argument key, a value of another type)
+// never admits it: CONDITION_UNMET with a fixed, bounded detail naming the
+// grant and none of the arguments; another grant whose condition holds
+// still admits the call.
+func TestConditionEvaluationErrorFailsClosed(t *testing.T) {
+	cw := newCondWorld(t)
+	ada := cw.client(t, cw.r, "ada", tenantA, "auditors")
+	const failed = "the condition of grant group:auditors could not be evaluated (fail closed)"
+	for _, tc := range []struct{ what, args string }{
+		{"missing key", `{"path":"/srv/secret-path-1"}`},
+		{"another type", `{"path":"/srv/secret-path-2","depth":"secret-depth"}`},
+	} {
+		r := cw.call(t, ada, readFile, tc.args, cAuto, "")
+		wantReason(t, tc.what, r, cUnmet, "group:auditors")
+		if r.GetDetail() != failed {
+			t.Fatalf("%s: detail %q, want %q", tc.what, r.GetDetail(), failed)
+		}
+		if r.GetDecision() != admissionv1.Decision_DECISION_DENY || r.GetReceipt().GetReason() != cUnmet {
+			t.Fatalf("%s: decision %v, receipt reason %v", tc.what, r.GetDecision(), r.GetReceipt().GetReason())
+		}
+	}
+	wantReason(t, "the argument given", cw.call(t, ada, readFile, `{"path":"/srv/x","depth":3}`, cAuto, ""), cAllow, "group:auditors")
+	wantReason(t, "the argument given, false", cw.call(t, ada, readFile, `{"path":"/srv/x","depth":2}`, cAuto, ""), cUnmet, "group:auditors")
+	// In readers and auditors: auditors' error does not hide readers'
+	// condition, which admits a path under /data/tenant-a/; when neither
+	// admits, the first grant in the policy's order (auditors) is named.
+	both := cw.client(t, cw.r, "bea", tenantA, "readers", "auditors")
+	wantReason(t, "readers admit", cw.call(t, both, readFile, `{"path":"/data/tenant-a/x"}`, cAuto, ""), cAllow, "group:readers")
+	r := cw.call(t, both, readFile, `{"path":"/srv/x"}`, cAuto, "")
+	wantReason(t, "neither admits", r, cUnmet, "group:auditors")
+	if r.GetDetail() != failed {
+		t.Fatalf("neither admits: detail %q, want %q", r.GetDetail(), failed)
+	}
 }
