@@ -18,6 +18,8 @@ import (
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/condition"
+	"github.com/toolcrib/toolcrib/platform/principal"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
 	admissionsvc "github.com/toolcrib/toolcrib/services/admission"
 )
 
@@ -55,6 +57,8 @@ func newCondWorld(t *testing.T) *condWorld {
 		// auditors' condition reads an argument the schema does not require:
 		// without it (or of another type) the evaluation fails.
 		{TenantId: tenantA, Group: "auditors", Scopes: []string{readFile.scope}, AudienceClasses: []string{classA}, Condition: `args.depth > 2`},
+		// cost-owners read through an allow-listed token claim.
+		{TenantId: tenantA, Group: "cost-owners", Scopes: []string{readFile.scope}, AudienceClasses: []string{classA}, Condition: claimCondition},
 		// tenant-b's readers may read anything: it must never widen tenant-a's.
 		{TenantId: tenantB, Group: "readers", Scopes: []string{readFile.scope}, Condition: "true"},
 	} {
@@ -427,5 +431,38 @@ func TestConditionEvaluationErrorFailsClosed(t *testing.T) {
 	wantReason(t, "neither admits", r, cUnmet, "group:auditors")
 	if r.GetDetail() != failed {
 		t.Fatalf("neither admits: detail %q, want %q", r.GetDetail(), failed)
+	}
+}
+
+// claimCondition reads the token claim `department`, which a replica
+// started with --condition-claims department passes to conditions.
+const claimCondition = `"department" in principal.claims && principal.claims["department"] == "finance" && !("level" in principal.claims)`
+
+// TestConditionReadsAllowListedClaims: `principal.claims` holds the token
+// claims admission's --condition-claims names, string values of at most
+// 256 bytes, and nothing else: a claim outside the list (level) is absent
+// even when the token carries it; a replica with no list passes none.
+func TestConditionReadsAllowListedClaims(t *testing.T) {
+	cw := newCondWorld(t)
+	listed := cw.startReplicaWith(t, 5*time.Second, cw.redisPrefix, func(c *admissionsvc.Config) {
+		c.ConditionClaims = "department, cost_center"
+	})
+	token := func(extra map[string]any) string {
+		return cw.st.Auth.Token(t, principal.Claims{Subject: "cora", Tenant: tenantA, Groups: []string{"cost-owners"}, Extra: extra})
+	}
+	at := func(r *replica, tok string) admissionv1.AdmissionServiceClient {
+		return admissionv1.NewAdmissionServiceClient(servicetest.Dial(t, r.addr, tok))
+	}
+	const args = `{"path":"/srv/ledger"}`
+	finance := token(map[string]any{"department": "finance", "level": "7"})
+	wantReason(t, "finance, listed", cw.call(t, at(listed, finance), readFile, args, cAuto, ""), cAllow, "group:cost-owners")
+	wantReason(t, "finance, no list", cw.call(t, at(cw.r, finance), readFile, args, cAuto, ""), cUnmet, "group:cost-owners")
+	for what, extra := range map[string]map[string]any{
+		"sales":          {"department": "sales"},
+		"not a string":   {"department": []string{"finance"}},
+		"over 256 bytes": {"department": "finance" + strings.Repeat(" ", principal.MaxConditionClaimBytes)},
+		"no claim":       nil,
+	} {
+		wantReason(t, what, cw.call(t, at(listed, token(extra)), readFile, args, cAuto, ""), cUnmet, "group:cost-owners")
 	}
 }
