@@ -189,16 +189,32 @@ func TestConditionExamplesThroughTheServices(t *testing.T) {
 // mode, plan generation and epoch, canary run); the condition runs on
 // every call. The same key answers ALLOW and CONDITION_UNMET in turn by
 // the arguments alone, and two principals with one scope-set digest (sam;
-// fran, in a group no grant names) get different answers.
+// fran, in a group no grant names) get different answers; the L2 holds
+// exactly that one key, and another replica answering from it still runs
+// the condition.
 func TestConditionsAreNotCached(t *testing.T) {
 	cw := newCondWorld(t)
 	sam := cw.confirmedClient(t, cw.r, "sam", tenantA, "support")
 	fran := cw.confirmedClient(t, cw.r, "fran", tenantA, "support", "finance-leads")
-	for i := range 20 {
+	if n := cw.l2Keys(t); n != 0 {
+		t.Fatalf("%d keys in a fresh L2", n)
+	}
+	for range 20 {
 		wantReason(t, "small", cw.call(t, sam, refund, `{"amount":10}`, cUserOK, ""), cAllow, "group:support")
 		wantReason(t, "large", cw.call(t, sam, refund, `{"amount":1000}`, cUserOK, ""), cUnmet, "group:support")
 		wantReason(t, "large, finance lead", cw.call(t, fran, refund, `{"amount":1000}`, cUserOK, ""), cAllow, "group:support")
-		_ = i
+	}
+	// All of them shared one cached condition-free decision.
+	if n := cw.l2Keys(t); n != 1 {
+		t.Fatalf("%d decision cache keys, want the one all these Checks share", n)
+	}
+	// A replica answering from that L2 entry still runs the condition.
+	other := cw.startReplica(t, 5*time.Second)
+	samB := cw.confirmedClient(t, other, "sam", tenantA, "support")
+	wantReason(t, "large, from L2", cw.call(t, samB, refund, `{"amount":1000}`, cUserOK, ""), cUnmet, "group:support")
+	wantReason(t, "small, from L2", cw.call(t, samB, refund, `{"amount":10}`, cUserOK, ""), cAllow, "group:support")
+	if n := cw.l2Keys(t); n != 1 {
+		t.Fatalf("%d decision cache keys after the second replica, want 1", n)
 	}
 }
 
