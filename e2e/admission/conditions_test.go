@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,12 +12,18 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	admissionv1 "github.com/toolcrib/toolcrib/gen/toolcrib/admission/v1"
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
+	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
 	registryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/registry/v1"
 	"github.com/toolcrib/toolcrib/platform/condition"
+	"github.com/toolcrib/toolcrib/platform/principal"
+	"github.com/toolcrib/toolcrib/platform/servicetest"
 	admissionsvc "github.com/toolcrib/toolcrib/services/admission"
+	"github.com/toolcrib/toolcrib/services/discovery"
 )
 
 // The tools of the conditions world (issue 25's examples).
@@ -50,6 +57,11 @@ func newCondWorld(t *testing.T) *condWorld {
 		{TenantId: tenantA, Group: "support", Scopes: []string{refund.scope}, AudienceClasses: []string{classA}, Condition: condition.AmountExample},
 		{TenantId: tenantA, Group: "writers", Scopes: []string{note.scope}, AudienceClasses: []string{classA}, Condition: condition.RunExample},
 		{TenantId: tenantA, Group: "day-shift", Scopes: []string{note.scope}, AudienceClasses: []string{classA}, Condition: condition.WindowExample},
+		// auditors' condition reads an argument the schema does not require:
+		// without it (or of another type) the evaluation fails.
+		{TenantId: tenantA, Group: "auditors", Scopes: []string{readFile.scope}, AudienceClasses: []string{classA}, Condition: `args.depth > 2`},
+		// cost-owners read through an allow-listed token claim.
+		{TenantId: tenantA, Group: "cost-owners", Scopes: []string{readFile.scope}, AudienceClasses: []string{classA}, Condition: claimCondition},
 		// tenant-b's readers may read anything: it must never widen tenant-a's.
 		{TenantId: tenantB, Group: "readers", Scopes: []string{readFile.scope}, Condition: "true"},
 	} {
@@ -124,6 +136,7 @@ func TestConditionExamplesThroughTheServices(t *testing.T) {
 			t.Fatalf("the detail echoes the arguments: %q", r.GetDetail())
 		}
 		wantReason(t, "dot-dot escape", cw.call(t, rita, readFile, `{"path":"/data/tenant-a/../tenant-b/x"}`, cAuto, ""), cUnmet, "group:readers")
+		wantReason(t, "dot-dot at the end", cw.call(t, rita, readFile, `{"path":"/data/tenant-a/.."}`, cAuto, ""), cUnmet, "group:readers")
 		wantReason(t, "invalid arguments come first", cw.call(t, rita, readFile, `{"path":7}`, cAuto, ""), cBadArgs, "")
 	})
 
@@ -176,16 +189,32 @@ func TestConditionExamplesThroughTheServices(t *testing.T) {
 // mode, plan generation and epoch, canary run); the condition runs on
 // every call. The same key answers ALLOW and CONDITION_UNMET in turn by
 // the arguments alone, and two principals with one scope-set digest (sam;
-// fran, in a group no grant names) get different answers.
+// fran, in a group no grant names) get different answers; the L2 holds
+// exactly that one key, and another replica answering from it still runs
+// the condition.
 func TestConditionsAreNotCached(t *testing.T) {
 	cw := newCondWorld(t)
 	sam := cw.confirmedClient(t, cw.r, "sam", tenantA, "support")
 	fran := cw.confirmedClient(t, cw.r, "fran", tenantA, "support", "finance-leads")
-	for i := range 20 {
+	if n := cw.l2Keys(t); n != 0 {
+		t.Fatalf("%d keys in a fresh L2", n)
+	}
+	for range 20 {
 		wantReason(t, "small", cw.call(t, sam, refund, `{"amount":10}`, cUserOK, ""), cAllow, "group:support")
 		wantReason(t, "large", cw.call(t, sam, refund, `{"amount":1000}`, cUserOK, ""), cUnmet, "group:support")
 		wantReason(t, "large, finance lead", cw.call(t, fran, refund, `{"amount":1000}`, cUserOK, ""), cAllow, "group:support")
-		_ = i
+	}
+	// All of them shared one cached condition-free decision.
+	if n := cw.l2Keys(t); n != 1 {
+		t.Fatalf("%d decision cache keys, want the one all these Checks share", n)
+	}
+	// A replica answering from that L2 entry still runs the condition.
+	other := cw.startReplica(t, 5*time.Second)
+	samB := cw.confirmedClient(t, other, "sam", tenantA, "support")
+	wantReason(t, "large, from L2", cw.call(t, samB, refund, `{"amount":1000}`, cUserOK, ""), cUnmet, "group:support")
+	wantReason(t, "small, from L2", cw.call(t, samB, refund, `{"amount":10}`, cUserOK, ""), cAllow, "group:support")
+	if n := cw.l2Keys(t); n != 1 {
+		t.Fatalf("%d decision cache keys after the second replica, want 1", n)
 	}
 }
 
@@ -237,15 +266,71 @@ func TestConditionWrittenIsCheckedWithPosition(t *testing.T) {
 
 // TestConditionsNeverCrossTenants: tenant-b's grant to a group named like
 // tenant-a's, with the condition `true`, never admits a tenant-a call, and
-// a tenant-b principal never reaches tenant-a's tool.
+// tenant-a's condition never refuses a tenant-b call: the same subject and
+// group in both tenants, tenant-b reading the same server and tool through
+// its own class, calls interleaved so each tenant's answer could be served
+// from what the other's warmed.
 func TestConditionsNeverCrossTenants(t *testing.T) {
 	cw := newCondWorld(t)
-	rita := cw.client(t, cw.r, "rita", tenantA, "readers")
-	wantReason(t, "tenant-a reader, path of tenant-b", cw.call(t, rita, readFile, `{"path":"/data/tenant-b/x"}`, cAuto, ""), cUnmet, "group:readers")
-	rob := cw.client(t, cw.r, "rob", tenantB, "readers")
-	r := cw.call(t, rob, readFile, `{"path":"/data/tenant-b/x"}`, cAuto, "")
+	ctx := ctxFor(t)
+	ritaA := cw.client(t, cw.r, "rita", tenantA, "readers")
+	wantReason(t, "tenant-a reader, path of tenant-b", cw.call(t, ritaA, readFile, `{"path":"/data/tenant-b/x"}`, cAuto, ""), cUnmet, "group:readers")
+	ritaB := cw.client(t, cw.r, "rita", tenantB, "readers")
+	r := cw.call(t, ritaB, readFile, `{"path":"/data/tenant-b/x"}`, cAuto, "")
 	if r.GetReason() != catalogv1.DecisionReason_DECISION_REASON_NOT_FOUND {
-		t.Fatalf("tenant-b reader: %v %q, want NOT_FOUND", r.GetReason(), r.GetDetail())
+		t.Fatalf("tenant-b reader without a class: %v %q, want NOT_FOUND", r.GetReason(), r.GetDetail())
+	}
+
+	// tenant-b reads the same server through its own class; its readers'
+	// grant (condition `true`) gains that class.
+	const classB = "tenant-b.readers"
+	if _, err := cw.st.Registry.PutAudienceClass(ctx, &registryv1.PutAudienceClassRequest{AudienceClass: &registryv1.AudienceClass{
+		Name: classB, TenantId: tenantB, Servers: []*registryv1.AudienceServer{{ServerId: serverID}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cw.st.Registry.GrantScopes(ctx, &registryv1.GrantScopesRequest{TenantId: tenantB, Group: "readers",
+		AudienceClasses: []string{classB}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cw.st.Discovery.TriggerScan(ctx, &discoveryv1.TriggerScanRequest{ServerId: serverID, AudienceClass: classB}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := discovery.WaitPointers(ctx, cw.st.Discovery, 0, []discovery.PointerKey{{ServerID: serverID, AudienceClass: classB}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	active, err := cw.st.Discovery.GetActiveSnapshot(ctx, &discoveryv1.GetActiveSnapshotRequest{ServerId: serverID, AudienceClass: classB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	genB := active.GetPointer().GetGeneration()
+	id := serverID + "." + readFile.name
+	callB := func(path string) *admissionv1.CheckResponse {
+		resp, err := ritaB.Check(ctxFor(t), &admissionv1.CheckRequest{ToolId: id, Generation: genB, DescriptorDigest: cw.digests[id],
+			Arguments: []byte(`{"path":"` + path + `"}`), Mode: cAuto})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	servicetest.Eventually(t, 30*time.Second, "tenant-b's reader reaches the tool through its class", func() bool {
+		return callB("/data/tenant-b/x").GetReason() == cAllow
+	})
+	for i := range 3 {
+		// tenant-a's condition (for a tenant-b caller: a path under
+		// /data/tenant-b/) would refuse these; tenant-b's `true` admits
+		// them, in tenant-b's class. tenant-b's `true` never admits the
+		// same paths to tenant-a's same-named reader.
+		for _, path := range []string{"/data/tenant-a/x", "/etc/x"} {
+			r := callB(path)
+			wantReason(t, fmt.Sprintf("tenant-b reader, %s (%d)", path, i), r, cAllow, "group:readers")
+			if r.GetReceipt().GetAudienceClass() != classB || r.GetReceipt().GetTenantId() != tenantB {
+				t.Fatalf("tenant-b's ALLOW in class %q of tenant %q", r.GetReceipt().GetAudienceClass(), r.GetReceipt().GetTenantId())
+			}
+		}
+		for _, path := range []string{"/data/tenant-b/x", "/etc/x"} {
+			wantReason(t, fmt.Sprintf("tenant-a reader after tenant-b's, %s (%d)", path, i), cw.call(t, ritaA, readFile, `{"path":"`+path+`"}`, cAuto, ""), cUnmet, "group:readers")
+		}
+		wantReason(t, "tenant-a reader, own path", cw.call(t, ritaA, readFile, `{"path":"/data/tenant-a/x"}`, cAuto, ""), cAllow, "group:readers")
 	}
 }
 
@@ -343,4 +428,116 @@ func TestConditionChangeRacingChecks(t *testing.T) {
 	}
 	wantReason(t, "after", cw.call(t, rita, readFile, `{"path":"/data/tenant-a/x"}`, cAuto, ""), cUnmet, "group:readers")
 	wantReason(t, "after, the new condition", cw.call(t, rita, readFile, `{"path":"/public/x"}`, cAuto, ""), cAllow, "group:readers")
+}
+
+// TestAdmittingGrantOutlivesTheDecision: the grant whose condition
+// admitted a call is kept with the stored receipt: GetReceipt on another
+// replica (which reads it from Postgres) names it as the Check's answer
+// did, and a receipt a grant without a condition admitted names none.
+func TestAdmittingGrantOutlivesTheDecision(t *testing.T) {
+	cw := newCondWorld(t)
+	ctx := ctxFor(t)
+	other := cw.startReplica(t, 5*time.Second)
+	for _, tc := range []struct {
+		who, grant string
+		tool       extraTool
+		args       string
+		groups     []string
+	}{
+		{"sam", "group:support", refund, `{"amount":20}`, []string{"support"}},
+		{"rita", "group:readers", readFile, `{"path":"/data/tenant-a/r.txt"}`, []string{"readers"}},
+		{"alice", "", readFile, `{"path":"/etc/hosts"}`, nil},
+	} {
+		mode := cAuto
+		if tc.tool.effect != catalogv1.EffectClass_EFFECT_CLASS_UNSPECIFIED {
+			mode = cUserOK
+		}
+		rc := cw.call(t, cw.confirmedClient(t, cw.r, tc.who, tenantA, tc.groups...), tc.tool, tc.args, mode, "")
+		wantReason(t, tc.who, rc, cAllow, tc.grant)
+		got, err := cw.client(t, other, tc.who, tenantA, tc.groups...).GetReceipt(ctx, &admissionv1.GetReceiptRequest{ReceiptId: rc.GetReceipt().GetReceiptId()})
+		if err != nil {
+			t.Fatalf("%s: GetReceipt on the other replica: %v", tc.who, err)
+		}
+		if g := got.GetReceipt().GetAdmittingGrant(); g != tc.grant || !proto.Equal(storedConfirmed(got.GetReceipt()), storedConfirmed(rc.GetReceipt())) {
+			t.Fatalf("%s: the stored receipt names %q, want %q:\n got %v\nwant %v", tc.who, g, tc.grant, got.GetReceipt(), rc.GetReceipt())
+		}
+	}
+}
+
+// storedConfirmed is [stored] with confirmed_at to the microsecond too.
+func storedConfirmed(r *admissionv1.Receipt) *admissionv1.Receipt {
+	r = stored(r)
+	if r.GetConfirmedAt() != nil {
+		r.ConfirmedAt = timestamppb.New(r.GetConfirmedAt().AsTime().Truncate(time.Microsecond))
+	}
+	return r
+}
+
+// TestConditionEvaluationErrorFailsClosed: a condition that cannot be
+// evaluated for a call (a missing argument key, a value of another type)
+// never admits it: CONDITION_UNMET with a fixed, bounded detail naming the
+// grant and none of the arguments; another grant whose condition holds
+// still admits the call.
+func TestConditionEvaluationErrorFailsClosed(t *testing.T) {
+	cw := newCondWorld(t)
+	ada := cw.client(t, cw.r, "ada", tenantA, "auditors")
+	const failed = "the condition of grant group:auditors could not be evaluated (fail closed)"
+	for _, tc := range []struct{ what, args string }{
+		{"missing key", `{"path":"/srv/secret-path-1"}`},
+		{"another type", `{"path":"/srv/secret-path-2","depth":"secret-depth"}`},
+	} {
+		r := cw.call(t, ada, readFile, tc.args, cAuto, "")
+		wantReason(t, tc.what, r, cUnmet, "group:auditors")
+		if r.GetDetail() != failed {
+			t.Fatalf("%s: detail %q, want %q", tc.what, r.GetDetail(), failed)
+		}
+		if r.GetDecision() != admissionv1.Decision_DECISION_DENY || r.GetReceipt().GetReason() != cUnmet {
+			t.Fatalf("%s: decision %v, receipt reason %v", tc.what, r.GetDecision(), r.GetReceipt().GetReason())
+		}
+	}
+	wantReason(t, "the argument given", cw.call(t, ada, readFile, `{"path":"/srv/x","depth":3}`, cAuto, ""), cAllow, "group:auditors")
+	wantReason(t, "the argument given, false", cw.call(t, ada, readFile, `{"path":"/srv/x","depth":2}`, cAuto, ""), cUnmet, "group:auditors")
+	// In readers and auditors: auditors' error does not hide readers'
+	// condition, which admits a path under /data/tenant-a/; when neither
+	// admits, the first grant in the policy's order (auditors) is named.
+	both := cw.client(t, cw.r, "bea", tenantA, "readers", "auditors")
+	wantReason(t, "readers admit", cw.call(t, both, readFile, `{"path":"/data/tenant-a/x"}`, cAuto, ""), cAllow, "group:readers")
+	r := cw.call(t, both, readFile, `{"path":"/srv/x"}`, cAuto, "")
+	wantReason(t, "neither admits", r, cUnmet, "group:auditors")
+	if r.GetDetail() != failed {
+		t.Fatalf("neither admits: detail %q, want %q", r.GetDetail(), failed)
+	}
+}
+
+// claimCondition reads the token claim `department`, which a replica
+// started with --condition-claims department passes to conditions.
+const claimCondition = `"department" in principal.claims && principal.claims["department"] == "finance" && !("level" in principal.claims)`
+
+// TestConditionReadsAllowListedClaims: `principal.claims` holds the token
+// claims admission's --condition-claims names, string values of at most
+// 256 bytes, and nothing else: a claim outside the list (level) is absent
+// even when the token carries it; a replica with no list passes none.
+func TestConditionReadsAllowListedClaims(t *testing.T) {
+	cw := newCondWorld(t)
+	listed := cw.startReplicaWith(t, 5*time.Second, cw.redisPrefix, func(c *admissionsvc.Config) {
+		c.ConditionClaims = "department, cost_center"
+	})
+	token := func(extra map[string]any) string {
+		return cw.st.Auth.Token(t, principal.Claims{Subject: "cora", Tenant: tenantA, Groups: []string{"cost-owners"}, Extra: extra})
+	}
+	at := func(r *replica, tok string) admissionv1.AdmissionServiceClient {
+		return admissionv1.NewAdmissionServiceClient(servicetest.Dial(t, r.addr, tok))
+	}
+	const args = `{"path":"/srv/ledger"}`
+	finance := token(map[string]any{"department": "finance", "level": "7"})
+	wantReason(t, "finance, listed", cw.call(t, at(listed, finance), readFile, args, cAuto, ""), cAllow, "group:cost-owners")
+	wantReason(t, "finance, no list", cw.call(t, at(cw.r, finance), readFile, args, cAuto, ""), cUnmet, "group:cost-owners")
+	for what, extra := range map[string]map[string]any{
+		"sales":          {"department": "sales"},
+		"not a string":   {"department": []string{"finance"}},
+		"over 256 bytes": {"department": "finance" + strings.Repeat(" ", principal.MaxConditionClaimBytes)},
+		"no claim":       nil,
+	} {
+		wantReason(t, what, cw.call(t, at(listed, token(extra)), readFile, args, cAuto, ""), cUnmet, "group:cost-owners")
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -114,9 +113,8 @@ func mustEnv() *cel.Env {
 
 // Expr is a compiled condition, safe for concurrent use.
 type Expr struct {
-	src       string
-	prg       cel.Program
-	readsArgs bool
+	src string
+	prg cel.Program
 	// guarded: evaluate under EvalTimeout.
 	guarded bool
 }
@@ -155,7 +153,7 @@ func Compile(src string) (*Expr, *Error) {
 	if err != nil {
 		return nil, &Error{Line: 1, Column: 1, Message: bound(err.Error())}
 	}
-	return &Expr{src: src, prg: prg, readsArgs: strings.Contains(src, VarArgs), guarded: est.Max > guardedCost}, nil
+	return &Expr{src: src, prg: prg, guarded: est.Max > guardedCost}, nil
 }
 
 // estimator bounds every size CEL cannot know when the condition is
@@ -296,10 +294,6 @@ func (x *Expr) Eval(in *Input) (bool, error) {
 	}
 	return bool(b), nil
 }
-
-// ReadsArgs reports whether the condition's text mentions `args` (a
-// listing, which has no arguments, cannot decide such a condition).
-func (x *Expr) ReadsArgs() bool { return x.readsArgs }
 
 // Native converts decoded JSON (json.Number numbers) into values CEL
 // reads: integral numbers as int64, others as float64.

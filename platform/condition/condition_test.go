@@ -69,6 +69,11 @@ func TestExamples(t *testing.T) {
 		{"path inside", PathExample, func(in *Input) { in.Args["path"] = "/data/tenant-a/x.txt" }, true, nil},
 		{"path of another tenant", PathExample, func(in *Input) { in.Args["path"] = "/data/tenant-b/x.txt" }, false, nil},
 		{"path escaping", PathExample, func(in *Input) { in.Args["path"] = "/data/tenant-a/../tenant-b/x" }, false, nil},
+		// A `..` segment anywhere, the last one too, is refused: the path
+		// must stay under /data/tenant-a/ after the file system resolves it.
+		{"path ending in ..", PathExample, func(in *Input) { in.Args["path"] = "/data/tenant-a/.." }, false, nil},
+		{"path ending in ../", PathExample, func(in *Input) { in.Args["path"] = "/data/tenant-a/../" }, false, nil},
+		{"a name with dots", PathExample, func(in *Input) { in.Args["path"] = "/data/tenant-a/..notes/x..y" }, true, nil},
 		{"path missing", PathExample, func(*Input) {}, false, ErrEval},
 		{"amount 500", AmountExample, func(in *Input) { in.Args["amount"] = num("500") }, true, nil},
 		{"amount 500.5", AmountExample, func(in *Input) { in.Args["amount"] = num("500.5") }, false, nil},

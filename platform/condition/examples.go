@@ -4,8 +4,9 @@ package condition
 // docs, the CLI's tests and the e2e tests use the same text.
 const (
 	// PathExample: only paths under /data/<the caller's tenant>/, with no
-	// `..` segment.
-	PathExample = `args.path.startsWith("/data/" + principal.tenant + "/") && !args.path.contains("/../")`
+	// `..` segment (in the middle or at the end: `/data/<tenant>/..` is
+	// /data).
+	PathExample = `args.path.startsWith("/data/" + principal.tenant + "/") && !args.path.contains("/../") && !args.path.endsWith("/..")`
 	// AmountExample: amounts up to 500 unless the caller is a finance lead.
 	AmountExample = `double(args.amount) <= 500.0 || "finance-leads" in principal.groups`
 	// RunExample: only inside a run id the host declared.

@@ -21,3 +21,29 @@ func TestConditionClaimsAllowList(t *testing.T) {
 		t.Fatal("no claim kept must be nil")
 	}
 }
+
+// Claims.Extra reach the token and, when allow-listed, the verified
+// principal's Claims; an extra claim never replaces sub, tenant or groups.
+func TestMintExtraClaimsReachAllowListedConditions(t *testing.T) {
+	s, _ := newPair(t)
+	jwks, err := s.PublicJWKS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := NewVerifier(VerifierConfig{JWKS: jwks, Issuer: "issuer-a", Audience: "toolcrib", ConditionClaims: []string{"department"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := s.Mint(Claims{Subject: "sam", Tenant: "tenant-a", Groups: []string{"support"},
+		Extra: map[string]any{"department": "finance", "level": "7", "tenant": "platform", "sub": "root"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := v.Verify(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Subject != "sam" || p.Tenant != "tenant-a" || len(p.Claims) != 1 || p.Claims["department"] != "finance" {
+		t.Fatalf("principal %+v", p)
+	}
+}

@@ -42,6 +42,10 @@ type Claims struct {
 	Audience string
 	// OmitIssuedAt leaves out `iat` (tests of verifiers).
 	OmitIssuedAt bool
+	// Extra are more claims, by name (e.g. a claim the operator
+	// allow-lists for grants' conditions, VerifierConfig.ConditionClaims);
+	// a name of a claim set above is ignored.
+	Extra map[string]any
 }
 
 // NewSigner returns a signer for a private Ed25519 JWK.
@@ -93,7 +97,11 @@ func (s *Signer) Mint(c Claims) (string, error) {
 	if c.OmitIssuedAt {
 		std.IssuedAt = nil
 	}
-	return jwt.Signed(s.signer).Claims(std).Claims(extraClaims{Tenant: c.Tenant, Groups: c.Groups}).Serialize()
+	b := jwt.Signed(s.signer)
+	if len(c.Extra) > 0 {
+		b = b.Claims(c.Extra) // first, so the claims below win a clash
+	}
+	return b.Claims(std).Claims(extraClaims{Tenant: c.Tenant, Groups: c.Groups}).Serialize()
 }
 
 // PublicJWKS returns the JWKS with the signer's public key.

@@ -44,6 +44,9 @@ func NewOIDCAuth(t testing.TB, p Provider, others ...principal.Issuer) *Auth {
 func (a *Auth) providerToken(t testing.TB, c principal.Claims) string {
 	t.Helper()
 	claims := map[string]any{}
+	for k, v := range c.Extra {
+		claims[k] = v
+	}
 	if c.Tenant != "" {
 		claims[principal.DefaultTenantClaim] = c.Tenant
 	}

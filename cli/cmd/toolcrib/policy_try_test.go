@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -56,7 +57,6 @@ func TestGrantConditionsThroughTheCLI(t *testing.T) {
 	if _, err := cli(t, r, admin, "policy", "test", "tenant-a", "--tool", "billing.create_refund", "--group", "support", "--args", `[1]`); err == nil {
 		t.Fatal("--args that is not an object was accepted")
 	}
-
 	// export keeps the condition; apply clears and sets it.
 	exported := mustCLI(t, r, admin, "export")
 	if !strings.Contains(exported, "condition: double(args.amount) <= 500.0") {
@@ -73,6 +73,33 @@ func TestGrantConditionsThroughTheCLI(t *testing.T) {
 	wantLines(t, mustCLI(t, r, admin, "diff", "-f", back), `(?m)^~ grant tenant-a/group:support: set condition$`)
 	mustCLI(t, r, admin, "apply", "-f", back)
 	wantNoChanges(t, r, admin, back)
+
+	// What the request and the token give: --run-id, --time, --mode and
+	// --claim reach request.run_id, request.time, request.mode and
+	// principal.claims.
+	for group, cond := range map[string]string{"writers": condition.RunExample, "day-shift": condition.WindowExample,
+		"confirmed": `request.mode == "USER_CONFIRMED"`, "cost-owners": `"department" in principal.claims && principal.claims["department"] == "finance"`} {
+		mustCLI(t, r, admin, "grant", "--group", group, "--scope", "refund:write", "--audience", "tenant-a.ops", "--condition", cond, "tenant-a")
+	}
+	for _, tc := range []struct {
+		group string
+		flags []string
+		want  string
+	}{
+		{"writers", []string{"--run-id", "run-7"}, "admitted by the condition of grant group:writers"},
+		{"writers", nil, "the condition of grant group:writers is not met"},
+		{"day-shift", []string{"--time", "2026-12-02T08:00:00Z"}, "admitted by the condition of grant group:day-shift"},
+		{"day-shift", []string{"--time", "2026-12-02T22:30:00Z"}, "the condition of grant group:day-shift is not met"},
+		{"confirmed", []string{"--mode", "user-confirmed"}, "admitted by the condition of grant group:confirmed"},
+		{"confirmed", nil, "the condition of grant group:confirmed is not met"},
+		{"cost-owners", []string{"--claim", "department=finance"}, "admitted by the condition of grant group:cost-owners"},
+		{"cost-owners", []string{"--claim", "department=sales"}, "the condition of grant group:cost-owners is not met"},
+	} {
+		wantLines(t, try(append([]string{"--subject", "wes", "--group", tc.group}, tc.flags...)...), `verdict\s+.*`+regexp.QuoteMeta(tc.want))
+	}
+	if _, err := cli(t, r, admin, "policy", "test", "tenant-a", "--tool", "billing.create_refund", "--group", "day-shift", "--time", "8 pm"); err == nil {
+		t.Fatal("a --time that is not RFC 3339 was accepted")
+	}
 }
 
 func mustRead(t *testing.T, path string) string {

@@ -63,6 +63,7 @@ func appendRow(b []byte, r *admissionv1.Receipt) ([]byte, error) {
 		b = binary.BigEndian.AppendUint32(b, 0xffff_ffff) // NULL: length -1
 	}
 	b = appendText(b, r.GetShownDigest())
+	b = appendText(b, r.GetAdmittingGrant())
 	return b, nil
 }
 

@@ -343,16 +343,17 @@ func (w *Writer) Close() error {
 
 const insertSQL = `INSERT INTO receipts (receipt_id, tenant_id, subject, tool_id, server_id, audience_class,
   generation, descriptor_digest, policy_epoch, argument_digest, mode, run_id, decision, reason,
-  effect_class, decided_at, replica, confirmer, confirmed_at, shown_digest)
+  effect_class, decided_at, replica, confirmer, confirmed_at, shown_digest, admitting_grant)
 SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
   $7::bigint[], $8::text[], $9::bigint[], $10::text[], $11::smallint[], $12::text[], $13::smallint[],
-  $14::smallint[], $15::smallint[], $16::timestamptz[], $17::text[], $18::text[], $19::timestamptz[], $20::text[])
+  $14::smallint[], $15::smallint[], $16::timestamptz[], $17::text[], $18::text[], $19::timestamptz[], $20::text[],
+  $21::text[])
 ON CONFLICT (receipt_id) DO NOTHING`
 
 // columns are the receipts columns a batch writes (stored_at defaults).
 var columns = []string{"receipt_id", "tenant_id", "subject", "tool_id", "server_id", "audience_class",
 	"generation", "descriptor_digest", "policy_epoch", "argument_digest", "mode", "run_id", "decision", "reason",
-	"effect_class", "decided_at", "replica", "confirmer", "confirmed_at", "shown_digest"}
+	"effect_class", "decided_at", "replica", "confirmer", "confirmed_at", "shown_digest", "admitting_grant"}
 
 // uniqueViolation is Postgres's SQLSTATE unique_violation.
 const uniqueViolation = "23505"
@@ -399,7 +400,7 @@ func (w *Writer) insertSkippingStored(ctx context.Context, batch []*admissionv1.
 	n := len(batch)
 	var (
 		ids, tenants, subjects, tools, servers, classes, descs, argds, runs, replicas = mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n)
-		confirmers, shown                                                             = mk(n), mk(n)
+		confirmers, shown, admitting                                                  = mk(n), mk(n), mk(n)
 		confirmedAt                                                                   = make([]*time.Time, n)
 		gens, epochs                                                                  = make([]int64, n), make([]int64, n)
 		modes, decisions, reasons, effects                                            = make([]int16, n), make([]int16, n), make([]int16, n), make([]int16, n)
@@ -412,14 +413,14 @@ func (w *Writer) insertSkippingStored(ctx context.Context, batch []*admissionv1.
 		gens[i], epochs[i] = r.GetGeneration(), r.GetPolicyEpoch()
 		modes[i], decisions[i], reasons[i], effects[i] = int16(r.GetMode()), int16(r.GetDecision()), int16(r.GetReason()), int16(r.GetEffectClass())
 		at[i] = r.GetDecidedAt().AsTime()
-		confirmers[i], shown[i] = r.GetConfirmer(), r.GetShownDigest()
+		confirmers[i], shown[i], admitting[i] = r.GetConfirmer(), r.GetShownDigest(), r.GetAdmittingGrant()
 		if r.GetConfirmedAt() != nil {
 			t := r.GetConfirmedAt().AsTime()
 			confirmedAt[i] = &t
 		}
 	}
 	_, err := w.pool.Exec(ctx, insertSQL, ids, tenants, subjects, tools, servers, classes, gens, descs, epochs,
-		argds, modes, runs, decisions, reasons, effects, at, replicas, confirmers, confirmedAt, shown)
+		argds, modes, runs, decisions, reasons, effects, at, replicas, confirmers, confirmedAt, shown, admitting)
 	return err
 }
 
@@ -519,10 +520,10 @@ func (w *Writer) load(ctx context.Context, id string) (*admissionv1.Receipt, err
 	)
 	err := w.pool.QueryRow(ctx, `SELECT receipt_id::text, tenant_id, subject, tool_id, server_id, audience_class,
   generation, descriptor_digest, policy_epoch, argument_digest, mode, run_id, decision, reason, effect_class,
-  decided_at, replica, confirmer, confirmed_at, shown_digest FROM receipts WHERE receipt_id = $1::uuid`, id).Scan(
+  decided_at, replica, confirmer, confirmed_at, shown_digest, admitting_grant FROM receipts WHERE receipt_id = $1::uuid`, id).Scan(
 		&r.ReceiptId, &r.TenantId, &r.Subject, &r.ToolId, &r.ServerId, &r.AudienceClass, &r.Generation,
 		&r.DescriptorDigest, &r.PolicyEpoch, &r.ArgumentDigest, &mode, &r.RunId, &decision, &reason, &effect,
-		&at, &r.Replica, &r.Confirmer, &confirmedAt, &r.ShownDigest)
+		&at, &r.Replica, &r.Confirmer, &confirmedAt, &r.ShownDigest, &r.AdmittingGrant)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}

@@ -372,3 +372,36 @@ func TestConfirmerIsStoredAndLoaded(t *testing.T) {
 		}
 	}
 }
+
+// An ALLOW a grant's condition admitted keeps the grant's name
+// (Receipt.admitting_grant, issue 25) through both ways a batch is stored
+// (the binary COPY and the INSERT of a retried batch) and back from
+// Postgres; a receipt without one keeps it empty.
+func TestAdmittingGrantIsStoredAndLoaded(t *testing.T) {
+	pool := newPool(t)
+	ctx := context.Background()
+	w := New(pool, Options{Interval: time.Hour})
+	admitted := func() *admissionv1.Receipt {
+		r := receipt("tenant-a", "sam")
+		r.AdmittingGrant = "group:support"
+		return r
+	}
+	byCopy, plain := admitted(), receipt("tenant-a", "alice")
+	if err := w.insert(ctx, []*admissionv1.Receipt{byCopy, plain}); err != nil {
+		t.Fatal(err)
+	}
+	byInsert := admitted()
+	byInsert.AdmittingGrant = "subject:sam"
+	if err := w.insertSkippingStored(ctx, []*admissionv1.Receipt{byCopy, byInsert}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []*admissionv1.Receipt{byCopy, plain, byInsert} {
+		got, err := w.load(ctx, want.GetReceiptId())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(got, want) {
+			t.Fatalf("stored %v, want %v", got, want)
+		}
+	}
+}
