@@ -328,4 +328,37 @@ func TestConsoleActionsThroughTheServices(t *testing.T) {
 	if p := policy(); hasAuditors(p) || p.GetPolicy().GetPolicyEpoch() <= p0.GetPolicy().GetPolicyEpoch() {
 		t.Fatalf("after the admin's revoke: auditors %v, epoch %d (was %d)", hasAuditors(p), p.GetPolicy().GetPolicyEpoch(), p0.GetPolicy().GetPolicyEpoch())
 	}
+
+	// The tenant page's epochs: now, at the new epoch, the auditors hold
+	// no inventory:read; at the epoch before the revoke they are shown
+	// holding it, with no revoke button (the past is read-only).
+	auditorsAt := func(epoch int64) (shown int64, scopes string, revoke bool) {
+		t.Helper()
+		path := "/tenant?tenant=" + tenantA
+		if epoch > 0 {
+			path += "&epoch=" + strconv.FormatInt(epoch, 10)
+		}
+		code, page := get(t, w.base, path, admin)
+		if code != http.StatusOK {
+			t.Fatalf("GET %s: HTTP %d", path, code)
+		}
+		doc := parsePage(t, page)
+		shown, _ = strconv.ParseInt(text(byID(doc, "epoch")), 10, 64)
+		for _, tbl := range all(doc, tag("table")) {
+			for _, r := range rows(tbl) {
+				if r[0] == "group auditors" {
+					scopes = r[1]
+				}
+			}
+		}
+		return shown, scopes, slices.ContainsFunc(forms(doc), func(f pageForm) bool { return f.Action == "/tenant/revoke" })
+	}
+	now := policy().GetPolicy().GetPolicyEpoch()
+	if e, scopes, revoke := auditorsAt(0); e != now || strings.Contains(scopes, "inventory:read") || !revoke {
+		t.Fatalf("the tenant page now: epoch %d (want %d), the auditors' scopes %q, revoke offered %v", e, now, scopes, revoke)
+	}
+	prior := p0.GetPolicy().GetPolicyEpoch()
+	if e, scopes, revoke := auditorsAt(prior); e != prior || scopes != "inventory:read" || revoke {
+		t.Fatalf("the tenant page at epoch %d: epoch %d, the auditors' scopes %q, revoke offered %v", prior, e, scopes, revoke)
+	}
 }
