@@ -299,6 +299,38 @@ func (b *browser) press(sel string) {
 	b.run("press "+sel, chromedp.Focus(sel, chromedp.ByQuery), markPage, chromedp.KeyEvent(kb.Enter), newPage)
 }
 
+// tabPress moves the keyboard focus from the top of the page to sel with
+// Tab alone (at most max presses), checks that the focused element shows
+// its focus ring (:focus-visible with an outline), and presses Enter:
+// the control is reachable, and visibly focused, without a mouse.
+func (b *browser) tabPress(sel string, max int) {
+	b.t.Helper()
+	b.run("focus the top", chromedp.Evaluate(`document.activeElement && document.activeElement.blur()`, nil))
+	var trail []string
+	for range max {
+		var at struct {
+			Match, Visible bool
+			Desc           string
+		}
+		b.run("tab", chromedp.KeyEvent(kb.Tab), chromedp.Evaluate(`(() => { const e = document.activeElement;
+			const s = getComputedStyle(e);
+			return {Match: e.matches(`+jsString(sel)+`), Visible: e.matches(':focus-visible') && s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) >= 2,
+				Desc: e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + (e.getAttribute('href') ? '[' + e.getAttribute('href') + ']' : '')}; })()`, &at))
+		trail = append(trail, at.Desc)
+		if at.Desc == "body" {
+			b.t.Fatalf("Tab went through the page without reaching %s (trail %q)", sel, trail)
+		}
+		if !at.Visible {
+			b.t.Fatalf("tabbing to %s: %s has focus but shows no focus ring (trail %q)", sel, at.Desc, trail)
+		}
+		if at.Match {
+			b.run("press "+sel, markPage, chromedp.KeyEvent(kb.Enter), newPage)
+			return
+		}
+	}
+	b.t.Fatalf("%s is not reached by %d Tab presses from the top (trail %q)", sel, max, trail)
+}
+
 // markPage marks the current document; newPage waits for a document
 // without the mark (the one the form or link loaded), fully loaded.
 var (
@@ -508,7 +540,17 @@ func TestConsoleReviewInChromium(t *testing.T) {
 	b.check("queue")
 
 	// The review: the tour's description change as a text diff.
-	b.press(`a[href="/tools/` + toolID + `/review"]`)
+	// The keyboard alone: the first Tab reaches the skip link, which
+	// moves the focus to the page's content.
+	var skipFirst bool
+	var focused string
+	b.run("skip link", chromedp.Evaluate(`document.activeElement && document.activeElement.blur()`, nil), chromedp.KeyEvent(kb.Tab),
+		chromedp.Evaluate(`document.activeElement.matches('a.skip') && document.activeElement.getBoundingClientRect().left >= 0`, &skipFirst),
+		chromedp.KeyEvent(kb.Enter), chromedp.Evaluate(`document.activeElement.id`, &focused))
+	if !skipFirst || focused != "main" {
+		t.Fatalf("the first Tab reaches a visible skip link: %v; Enter on it focuses %q, want main", skipFirst, focused)
+	}
+	b.tabPress(`a[href="/tools/`+toolID+`/review"]`, 20)
 	if got := b.text("#desc-new-0"); got != tourDescription {
 		t.Fatalf("the new description reads %q", got)
 	}
@@ -565,8 +607,8 @@ func TestConsoleReviewInChromium(t *testing.T) {
 		t.Fatalf("after refused POSTs the tool is %v (%v)", got.GetTool().GetReviewState(), err)
 	}
 
-	// Approve exactly the new digest, with the keyboard.
-	b.press("#approve-0")
+	// Approve exactly the new digest, with the keyboard (Tab to the button).
+	b.tabPress("#approve-0", 40)
 	if got := b.text("#review-state"); got != "APPROVED" {
 		t.Fatalf("after approving: review state %q (%q)", got, b.text("main"))
 	}

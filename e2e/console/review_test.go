@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/net/html"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolcrib/toolcrib/e2e/fixture"
 	"github.com/toolcrib/toolcrib/e2e/stack"
@@ -41,20 +42,22 @@ const (
 		"annotations":{"readOnlyHint":true,"destructiveHint":true,"title":"Lookup shipments"}}`
 )
 
-// TestConsoleReviewShowsTheWholeChange: the review page of a change that
-// is more than a description shows, for the owner, the input schema's
-// structural diff row by row (added, removed and changed properties, the
-// required name added, the type changed), the output schema that appeared,
-// the annotations exactly as the server sent them under an "untrusted"
-// tag, the content flags discovery recorded for that descriptor, and an
-// approve form carrying exactly the registry's current approval digest,
-// which approves it. Then the servers page shows each recent scan with its
-// final state and reason: a catalog with two tools of one name is
-// QUARANTINED (DUPLICATE_TOOL_NAME), an unreachable server INCOMPLETE
-// (TRANSPORT_ERROR), each with its detail.
-func TestConsoleReviewShowsTheWholeChange(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+// lookupWorld is the suite with the lookup server (a fixture): its tool
+// approved as lookupV1, then changed at the source to lookupV2
+// (generation 2, unreviewed, v2), and the console in front of it (base).
+type lookupWorld struct {
+	st   *stack.Stack
+	srv  *fixture.Server
+	ep   *fixture.Endpoint
+	base string
+	v2   *registryv1.ToolVariant
+	// scan asks for a scan of the class and returns the first run of it
+	// that started after the call, once finished.
+	scan func() *discoveryv1.Run
+}
+
+func startLookupWorld(t *testing.T, ctx context.Context) *lookupWorld {
+	t.Helper()
 	st := stack.Start(t, stack.Options{Discovery: func(c *discovery.Config) { c.Linger = 0 }})
 	srv, err := fixture.New(fixture.Script{Name: lookupServer, Versioned: true, Tools: []fixture.Tool{fixture.MustRawTool(lookupV1)}}, nil)
 	if err != nil {
@@ -88,7 +91,8 @@ func TestConsoleReviewShowsTheWholeChange(t *testing.T) {
 	// that started after the call, once finished. (The scan asked for may
 	// be one already queued, e.g. by the fixture's list_changed, which may
 	// have started before: then the next one is asked for.)
-	scan := func() *discoveryv1.Run {
+	w := &lookupWorld{st: st, srv: srv, ep: ep}
+	w.scan = func() *discoveryv1.Run {
 		t.Helper()
 		asked := time.Now()
 		var run *discoveryv1.Run
@@ -124,7 +128,7 @@ func TestConsoleReviewShowsTheWholeChange(t *testing.T) {
 		})
 		return v
 	}
-	if r := scan(); r.GetState() != catalogv1.DiscoveryState_DISCOVERY_STATE_ELIGIBLE && r.GetState() != catalogv1.DiscoveryState_DISCOVERY_STATE_SNAPSHOT_PROVEN {
+	if r := w.scan(); r.GetState() != catalogv1.DiscoveryState_DISCOVERY_STATE_ELIGIBLE && r.GetState() != catalogv1.DiscoveryState_DISCOVERY_STATE_SNAPSHOT_PROVEN {
 		t.Fatalf("the first scan: %v %v %s", r.GetState(), r.GetReason(), r.GetDetail())
 	}
 	variant(lookupDescV1)
@@ -140,13 +144,33 @@ func TestConsoleReviewShowsTheWholeChange(t *testing.T) {
 	if _, err := srv.Apply(fixture.Upsert(fixture.MustRawTool(lookupV2))); err != nil {
 		t.Fatal(err)
 	}
-	scan()
+	w.scan()
 	v2 := variant(lookupDescV2)
 	if v2.GetReviewState() != registryv1.ReviewState_REVIEW_STATE_UNREVIEWED {
 		t.Fatalf("the changed tool is %v", v2.GetReviewState())
 	}
 
-	base := st.StartConsole(t, st.ConsoleConfig(t, stack.ReserveAddr(t)))
+	w.v2 = v2
+	w.base = st.StartConsole(t, st.ConsoleConfig(t, stack.ReserveAddr(t)))
+	return w
+}
+
+// TestConsoleReviewShowsTheWholeChange: the review page of a change that
+// is more than a description shows, for the owner, the input schema's
+// structural diff row by row (added, removed and changed properties, the
+// required name added, the type changed), the output schema that appeared,
+// the annotations exactly as the server sent them under an "untrusted"
+// tag, the content flags discovery recorded for that descriptor, and an
+// approve form carrying exactly the registry's current approval digest,
+// which approves it. Then the servers page shows each recent scan with its
+// final state and reason: a catalog with two tools of one name is
+// QUARANTINED (DUPLICATE_TOOL_NAME), an unreachable server INCOMPLETE
+// (TRANSPORT_ERROR), each with its detail.
+func TestConsoleReviewShowsTheWholeChange(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := startLookupWorld(t, ctx)
+	st, srv, ep, base, v2, reg := w.st, w.srv, w.ep, w.base, w.v2, w.st.Registry
 	bob, _ := httpSignIn(t, base, st.Auth.User(t, "bob", tenantA, "inventory-team", "readers"))
 	code, body := get(t, base, "/tools/"+lookupTool+"/review", bob)
 	if code != http.StatusOK {
@@ -260,11 +284,11 @@ func TestConsoleReviewShowsTheWholeChange(t *testing.T) {
 	if _, err := srv.Apply(fixture.Insert(0, fixture.MustRawTool(lookupV1))); err != nil {
 		t.Fatal(err)
 	}
-	if r := scan(); r.GetState() != catalogv1.DiscoveryState_DISCOVERY_STATE_QUARANTINED || r.GetReason() != discoveryv1.RunReason_RUN_REASON_DUPLICATE_TOOL_NAME {
+	if r := w.scan(); r.GetState() != catalogv1.DiscoveryState_DISCOVERY_STATE_QUARANTINED || r.GetReason() != discoveryv1.RunReason_RUN_REASON_DUPLICATE_TOOL_NAME {
 		t.Fatalf("the duplicate's scan: %v %v", r.GetState(), r.GetReason())
 	}
 	ep.Close()
-	if r := scan(); r.GetState() != catalogv1.DiscoveryState_DISCOVERY_STATE_INCOMPLETE || r.GetReason() != discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR {
+	if r := w.scan(); r.GetState() != catalogv1.DiscoveryState_DISCOVERY_STATE_INCOMPLETE || r.GetReason() != discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR {
 		t.Fatalf("the unreachable server's scan: %v %v", r.GetState(), r.GetReason())
 	}
 	runs, err := st.Discovery.ListRuns(ctx, &discoveryv1.ListRunsRequest{ServerId: lookupServer, PageSize: 10})
@@ -298,5 +322,72 @@ func TestConsoleReviewShowsTheWholeChange(t *testing.T) {
 		if !slices.ContainsFunc(shown, func(row []string) bool { return row[2] == want[0] && row[3] == want[1] && row[4] != "" }) {
 			t.Errorf("no scan shown %s with reason %s and its detail: %q", want[0], want[1], shown)
 		}
+	}
+}
+
+// TestConsoleToolPageShowsRolloutAndGuard: the tool page shows, for each
+// audience class, the rollout stage the registry holds (CANARY 10 % with
+// its reason) and, to a platform admin, the rollout guard's automatic
+// moves: an incident reported on generation 2 makes the guard roll the
+// pointer back to generation 1 (ROLLBACK 2 → 1, UNAUTHORIZED_EVENT, one
+// incident, held). The owner, who is no admin, is told guard actions are
+// for platform admins only: discovery refuses his token.
+func TestConsoleToolPageShowsRolloutAndGuard(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := startLookupWorld(t, ctx)
+	svc := discoveryv1.NewDiscoveryServiceClient(servicetest.Dial(t, w.st.DiscoveryAddr, w.st.Auth.Service(t)))
+	if _, err := svc.ReportIncident(ctx, &discoveryv1.ReportIncidentRequest{EventId: "console:test", ServerId: lookupServer, AudienceClass: classA,
+		Kind: discoveryv1.IncidentKind_INCIDENT_KIND_ALLOW_DENIED_ON_RECHECK, Generation: 2, ObservedAt: timestamppb.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	servicetest.Eventually(t, 30*time.Second, "the guard's rollback", func() bool {
+		acts, err := w.st.Discovery.ListGuardActions(ctx, &discoveryv1.ListGuardActionsRequest{ServerId: lookupServer, AudienceClass: classA})
+		return err == nil && len(acts.GetActions()) == 1
+	})
+	canary := int32(10)
+	if _, err := w.st.Registry.SetRolloutStage(ctx, &registryv1.SetRolloutStageRequest{ServerId: lookupServer, AudienceClass: classA,
+		Stage: registryv1.Stage_STAGE_CANARY, CanaryPercent: &canary, Reason: "console canary"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// facts are the tool page's facts of classA's variant, by term.
+	facts := func(who string) map[string]string {
+		t.Helper()
+		cookie, _ := httpSignIn(t, w.base, who)
+		code, body := get(t, w.base, "/tools/"+lookupTool, cookie)
+		if code != http.StatusOK {
+			t.Fatalf("the tool page: HTTP %d", code)
+		}
+		sections := all(parsePage(t, body), func(n *html.Node) bool {
+			return n.Data == "section" && attr(n, "aria-label") == "Audience class "+classA
+		})
+		if len(sections) != 1 {
+			t.Fatalf("%d sections for %s", len(sections), classA)
+		}
+		out := map[string]string{}
+		var term string
+		for _, n := range all(sections[0], func(n *html.Node) bool { return n.Data == "dt" || n.Data == "dd" }) {
+			if n.Data == "dt" {
+				term = text(n)
+			} else {
+				out[term] = text(n)
+			}
+		}
+		return out
+	}
+	admin := facts(w.st.Auth.Admin(t))
+	if got, want := admin["Rollout stage"], "CANARY 10 % — console canary"; got != want {
+		t.Errorf("rollout stage %q, want %q", got, want)
+	}
+	if got, want := admin["Guard actions"], "ROLLBACK 2 → 1 (UNAUTHORIZED_EVENT: 1 incident; held until resumed);"; got != want {
+		t.Errorf("the admin's guard actions %q, want %q", got, want)
+	}
+	owner := facts(w.st.Auth.User(t, "bob", tenantA, "inventory-team", "readers"))
+	if got, want := owner["Rollout stage"], "CANARY 10 % — console canary"; got != want {
+		t.Errorf("the owner's rollout stage %q, want %q", got, want)
+	}
+	if got, want := owner["Guard actions"], "Platform admins only."; got != want {
+		t.Errorf("the owner's guard actions %q, want %q", got, want)
 	}
 }

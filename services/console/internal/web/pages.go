@@ -349,9 +349,10 @@ func (s *Server) servers(q *req) {
 		s.refuse(q, err)
 		return
 	}
-	// The registry lists every server record to any principal; the page
-	// shows a tenant user only the servers its tenant owns or its audience
-	// classes cover (the rest are other tenants' business).
+	// The registry answers a tenant's user only the servers its tenant
+	// owns or its audience classes cover; the page applies the same rule
+	// again, so that it never shows another tenant's server whatever the
+	// registry's answer.
 	covered := map[string]bool{}
 	if !q.p.Admin && !q.p.Service {
 		pol, err := s.o.Registry.GetPolicy(q.ctx, &registryv1.GetPolicyRequest{TenantId: q.p.Tenant}, q.call)
