@@ -103,11 +103,7 @@ func (p *Pool) connectFor(t Target, caller Caller) (*mcp.ClientSession, error) {
 	if t.URL == "" {
 		// A stdio server's progress and log messages come on its one
 		// pipe, not through the tap.
-		opts.ProgressNotificationHandler = func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
-			if p.onProgress != nil && req.Params != nil {
-				p.onProgress(ctx, req.Params)
-			}
-		}
+		opts.ProgressNotificationHandler = progressHandler(p.onProgress)
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolcrib-gateway", Version: "1.0.0"}, opts)
 	client.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {

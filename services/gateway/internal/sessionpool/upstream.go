@@ -139,15 +139,21 @@ func New(policy egress.Policy, logger *slog.Logger, onProgress func(context.Cont
 	return &Pool{
 		client: mcp.NewClient(impl, &mcp.ClientOptions{Logger: logger, MultiRoundTrip: mrtr}),
 		stdioClient: mcp.NewClient(impl, &mcp.ClientOptions{Logger: logger, MultiRoundTrip: mrtr,
-			ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
-				if onProgress != nil && req.Params != nil {
-					onProgress(ctx, req.Params)
-				}
-			}}),
+			ProgressNotificationHandler: progressHandler(onProgress)}),
 		onProgress: onProgress,
 		logger:     logger,
 		http:       &http.Client{Transport: tr},
 		sessions:   map[key]*entry{},
+	}
+}
+
+// progressHandler hands the progress a stdio server sends (on its one
+// pipe, not through the tap) to onProgress.
+func progressHandler(onProgress func(context.Context, *mcp.ProgressNotificationParams)) func(context.Context, *mcp.ProgressNotificationClientRequest) {
+	return func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
+		if onProgress != nil && req.Params != nil {
+			onProgress(ctx, req.Params)
+		}
 	}
 }
 

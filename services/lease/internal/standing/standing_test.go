@@ -48,6 +48,21 @@ func claims(id string, iat time.Time) lease.Claims {
 	return lease.Claims{ID: id, Tenant: "acme", Tool: "inv.reserve", Server: "inv", IssuedAt: iat, ExpiresAt: iat.Add(30 * time.Second)}
 }
 
+// syncedView is a view on a new lease database, with a clock the test
+// moves, loaded once.
+func syncedView(t *testing.T, window time.Duration) (*pgxpool.Pool, *store.Store, *clock, *standing.View) {
+	t.Helper()
+	url := pgtest.NewDatabase(t, pgtest.Schema{Name: "lease", Sets: []postgres.Set{migrations.Set()}})
+	pool := open(t, url)
+	st := store.New(pool)
+	clk := &clock{}
+	view := standing.New(standing.Options{Pool: pool, Store: st, Window: window, Now: clk.Now})
+	if err := view.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return pool, st, clk, view
+}
+
 // TestAnotherReplicasChangeArrivesByNotify: replica B's view (reloading
 // only every hour, so only the NOTIFY can tell it) learns replica A's
 // revocation and freeze within its window, without any call on B.
@@ -83,15 +98,8 @@ func TestAnotherReplicasChangeArrivesByNotify(t *testing.T) {
 // makes it stale at once, and with Postgres gone Status fails: never a
 // pass from a stale view.
 func TestAStaleViewReadsPostgres(t *testing.T) {
-	url := pgtest.NewDatabase(t, pgtest.Schema{Name: "lease", Sets: []postgres.Set{migrations.Set()}})
-	pool := open(t, url)
-	st := store.New(pool)
-	clk := &clock{}
-	view := standing.New(standing.Options{Pool: pool, Store: st, Window: time.Second, Now: clk.Now})
+	pool, st, clk, view := syncedView(t, time.Second)
 	ctx := context.Background()
-	if err := view.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
 	c := claims("l-1", time.Now().Add(-time.Second))
 	if _, _, err := st.Freeze(ctx, "inv", true, "drill", "ops"); err != nil {
 		t.Fatal(err)
@@ -126,15 +134,8 @@ func TestAStaleViewReadsPostgres(t *testing.T) {
 // refused ISSUANCE_FROZEN and the next one let through to the generation
 // check); a load that started after the read says what Postgres says.
 func TestAnAnswerFromPostgresIsNotTakenBack(t *testing.T) {
-	url := pgtest.NewDatabase(t, pgtest.Schema{Name: "lease", Sets: []postgres.Set{migrations.Set()}})
-	pool := open(t, url)
-	st := store.New(pool)
-	clk := &clock{}
-	view := standing.New(standing.Options{Pool: pool, Store: st, Window: time.Second, Now: clk.Now})
+	pool, st, clk, view := syncedView(t, time.Second)
 	ctx := context.Background()
-	if err := view.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
 	c := claims("l-1", time.Now().Add(-time.Second))
 	if _, _, err := st.Freeze(ctx, "inv", true, "drill", "ops"); err != nil {
 		t.Fatal(err)
@@ -176,15 +177,8 @@ func TestAnAnswerFromPostgresIsNotTakenBack(t *testing.T) {
 // says frozen (the next Issue is refused ISSUANCE_FROZEN, not let through
 // to the generation check), until a load that started later.
 func TestAFreezeAnIssueFoundIsKept(t *testing.T) {
-	url := pgtest.NewDatabase(t, pgtest.Schema{Name: "lease", Sets: []postgres.Set{migrations.Set()}})
-	pool := open(t, url)
-	st := store.New(pool)
-	clk := &clock{}
-	view := standing.New(standing.Options{Pool: pool, Store: st, Window: time.Hour, Now: clk.Now})
+	_, _, clk, view := syncedView(t, time.Hour)
 	ctx := context.Background()
-	if err := view.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
 	c := claims("l-1", time.Now())
 	if got, _ := view.Status(ctx, c); got.Frozen {
 		t.Fatal("frozen before any freeze")
