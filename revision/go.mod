@@ -18,7 +18,8 @@ require (
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
-	golang.org/x/tools v0.51.0 // indirect
 )
 
 replace github.com/toolcrib/toolcrib/platform => ../platform
+
+replace github.com/modelcontextprotocol/go-sdk => ../third_party/go-sdk

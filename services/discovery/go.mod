@@ -3,6 +3,7 @@ module github.com/toolcrib/toolcrib/services/discovery
 go 1.26.8
 
 replace (
+	github.com/modelcontextprotocol/go-sdk => ../../third_party/go-sdk
 	github.com/toolcrib/toolcrib/gen => ../../gen
 	github.com/toolcrib/toolcrib/platform => ../../platform
 )
