@@ -84,6 +84,46 @@ func TestRescanWithSameRevisionMakesNoNewGeneration(t *testing.T) {
 	}
 }
 
+// TestAScanCompletesItsJobWithItsCommit: the queue job of a scan that
+// commits (a new generation, or a refresh of the same one) is completed in
+// the commit's own transaction, at its time (the run's end is written there
+// too), not later by the queue; a second scan is queued as soon as the
+// first's run ended.
+func TestAScanCompletesItsJobWithItsCommit(t *testing.T) {
+	e := start(t, nil)
+	cat := discoverytest.NewCatalog("r-1", 0, discoverytest.Tools("inv", 3)...)
+	srv := discoverytest.NewHTTP(t, cat, discoverytest.ServerOptions{}, false)
+	e.register("inventory", srv.URL, registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED, "")
+	pool, err := pgxpool.New(context.Background(), e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	completedWithItsRun := func(run *discoveryv1.Run) {
+		t.Helper()
+		var state string
+		var same bool
+		if err := pool.QueryRow(context.Background(), `SELECT j.state::text, coalesce(j.finalized_at = r.finished_at, false)
+FROM discovery.runs r JOIN discovery.river_job j ON j.id = r.scan_id::bigint WHERE r.run_id = $1`, run.GetRunId()).Scan(&state, &same); err != nil {
+			t.Fatal(err)
+		}
+		if state != "completed" || !same {
+			t.Fatalf("run %s (%v): its job is %s, completed at its run's end: %t", run.GetRunId(), run.GetReason(), state, same)
+		}
+	}
+	first := e.scanAndWait("inventory", class)
+	want(t, first, eligible, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
+	completedWithItsRun(first)
+	// Queued anew at once, not "already queued".
+	resp := e.scan("inventory", class)
+	if resp.GetAlreadyQueued() {
+		t.Fatalf("a scan after the committed one was found already queued: %v", resp)
+	}
+	second := e.wait(resp.GetScanId(), nil)
+	want(t, second, proven, discoveryv1.RunReason_RUN_REASON_UNCHANGED)
+	completedWithItsRun(second)
+}
+
 func TestABAChangeBetweenScansIsANewGeneration(t *testing.T) {
 	e := start(t, nil)
 	tools := discoverytest.Tools("inv", 3)

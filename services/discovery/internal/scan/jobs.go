@@ -8,9 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
 	discoveryv1 "github.com/toolcrib/toolcrib/gen/toolcrib/discovery/v1"
@@ -140,14 +138,11 @@ func (w *scanWorker) Work(ctx context.Context, job *river.Job[ScanArgs]) error {
 		}
 		conn.Release()
 	}()
-	// A commit completes the job in its own transaction rather than in
-	// River's asynchronous batch, so a TriggerScan right after the run ended
-	// queues a new scan instead of finding this one "already queued".
-	complete := func(ctx context.Context, tx pgx.Tx) error {
-		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-		return err
-	}
-	out := s.scan(ctx, runID, job.ID, a, b, berr, view, complete)
+	// A commit completes the job in its own transaction (store.Commit's
+	// JobID) rather than in River's asynchronous batch, so a TriggerScan
+	// right after the run ended queues a new scan instead of finding this
+	// one "already queued".
+	out := s.scan(ctx, runID, job.ID, a, b, berr, view)
 	switch out.disposition {
 	case done:
 		return nil

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	catalogv1 "github.com/toolcrib/toolcrib/gen/toolcrib/catalog/v1"
@@ -132,8 +131,7 @@ func binding(c *registryv1.AudienceClass, serverID string) *registryv1.AudienceS
 // read of step 1, made before the pair's lock was taken and the run started
 // (its row carries the tenant it read); view is the pointer as the run
 // started, read holding the pair's lock.
-func (s *Scanner) scan(ctx context.Context, runID string, jobID int64, a ScanArgs, b registryclient.Binding, berr error, view store.ScanView,
-	complete func(context.Context, pgx.Tx) error) outcome {
+func (s *Scanner) scan(ctx context.Context, runID string, jobID int64, a ScanArgs, b registryclient.Binding, berr error, view store.ScanView) outcome {
 	st := &scanState{s: s, ctx: ctx, runID: runID, jobID: jobID, args: a, view: view, started: time.Now().Truncate(candidate.Micro)}
 	defer func() {
 		if st.sess != nil {
@@ -153,7 +151,7 @@ func (s *Scanner) scan(ctx context.Context, runID string, jobID int64, a ScanArg
 	if out, ok := st.recheck(st.srv, st.trust, st.epoch); !ok {
 		return out
 	}
-	return st.commit(cand, complete)
+	return st.commit(cand)
 }
 
 // readRegistry is step 1: the server, the audience class's binding of it,
@@ -254,7 +252,7 @@ func (st *scanState) crawl() (*candidate.Candidate, outcome, bool) {
 
 // commit is step 6: the pointer CAS, or a refresh of an unchanged active
 // generation.
-func (st *scanState) commit(cand *candidate.Candidate, complete func(context.Context, pgx.Tx) error) outcome {
+func (st *scanState) commit(cand *candidate.Candidate) outcome {
 	s, ctx, a, res, view := st.s, st.ctx, st.args, cand.Crawl, st.view
 	revision := ""
 	if st.opts.Versioned {
@@ -272,7 +270,7 @@ func (st *scanState) commit(cand *candidate.Candidate, complete func(context.Con
 			}
 			return out
 		}
-		if _, err := s.store.Refresh(ctx, st.runID, a.ServerID, a.AudienceClass, view.Expected, freshUntil, st.epoch, st.end, tools, complete); err != nil {
+		if _, err := s.store.Refresh(ctx, st.runID, a.ServerID, a.AudienceClass, view.Expected, freshUntil, st.epoch, st.end, tools, st.jobID, nil); err != nil {
 			return st.commitFault(err)
 		}
 		s.afterCommit(st)
@@ -283,7 +281,7 @@ func (st *scanState) commit(cand *candidate.Candidate, complete func(context.Con
 	if committed == catalogv1.DiscoveryState_DISCOVERY_STATE_SNAPSHOT_PROVEN {
 		committed = stEligible
 	}
-	if _, err := s.store.Commit(ctx, store.Commit{RunID: st.runID, Expected: view.Expected, Snapshot: snap, State: committed, Run: st.end, InTx: complete}); err != nil {
+	if _, err := s.store.Commit(ctx, store.Commit{RunID: st.runID, Expected: view.Expected, Snapshot: snap, State: committed, Run: st.end, JobID: st.jobID}); err != nil {
 		return st.commitFault(err)
 	}
 	s.afterCommit(st)

@@ -89,9 +89,14 @@ type Commit struct {
 	// Run is the run's end record (state and generation are set by the
 	// commit).
 	Run RunEnd
+	// JobID, when set, is the queue job the scan runs in: it is completed
+	// in the commit's transaction, with the group's change-log append
+	// ([completeJobsSQL]), so a TriggerScan right after the run ended
+	// queues a new scan instead of finding this one still queued.
+	JobID int64
 	// InTx, when set, runs inside the commit's transaction, before the
-	// change-log append (the scan completes its queue job there,
-	// atomically with the commit).
+	// change-log append (atomically with the commit; an error fails this
+	// commit alone).
 	InTx func(context.Context, pgx.Tx) error
 }
 
@@ -142,6 +147,7 @@ func (s *Store) Commit(ctx context.Context, c Commit) (*Committed, error) {
 		// from the append to the commit every other commit waits.
 		var ch *pendingChange
 		out, ch = activateChange(c, gen, digest, now)
+		ch.job = c.JobID
 		return ch, nil
 	})
 	if err != nil {
@@ -353,7 +359,7 @@ func (r *toolRows) Err() error { return nil }
 // compared with at its current version, the refresh stores that
 // comparison with the run (tools are the catalog the run proved: the
 // generation's tools).
-func (s *Store) Refresh(ctx context.Context, runID string, serverID, audienceClass string, exp Expected, freshUntil time.Time, policyEpoch int64, run RunEnd, tools func() []comparison.Tool, inTx func(context.Context, pgx.Tx) error) (*Committed, error) {
+func (s *Store) Refresh(ctx context.Context, runID string, serverID, audienceClass string, exp Expected, freshUntil time.Time, policyEpoch int64, run RunEnd, tools func() []comparison.Tool, jobID int64, inTx func(context.Context, pgx.Tx) error) (*Committed, error) {
 	var out *Committed
 	var ended *EndedRun
 	ch, err := s.group.commit(ctx, serverID, audienceClass, func(ctx context.Context, tx pgx.Tx) (*pendingChange, error) {
@@ -420,7 +426,7 @@ WHERE server_id = $1 AND audience_class = $2 AND generation = $3`, serverID, aud
 			Move: catalogv1.PointerMove_POINTER_MOVE_REFRESH,
 		}
 		out = &Committed{Pointer: ptr, Receipt: rcpt}
-		return &pendingChange{ptr: ptr, rcpt: rcpt}, nil
+		return &pendingChange{ptr: ptr, rcpt: rcpt, job: jobID}, nil
 	})
 	if err != nil {
 		return nil, err

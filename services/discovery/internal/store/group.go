@@ -63,6 +63,8 @@ type pendingChange struct {
 	rcpt   *catalogv1.CatalogReceipt
 	reason string
 	rev    int64
+	// job is the queue job completed with the change (0: none).
+	job int64
 }
 
 // commitWork does one commit's work in tx and returns the change to append.

@@ -78,7 +78,7 @@ func TestObserverHearsCommittedRunEndsAndMoves(t *testing.T) {
 	exp := f.view(t, srv, aud)
 	run := f.run(t, srv, aud)
 	if _, err := f.st.Refresh(ctx, run, srv, aud, exp, time.Now().Add(2*time.Hour), 7,
-		store.RunEnd{State: catalogv1.DiscoveryState_DISCOVERY_STATE_SNAPSHOT_PROVEN, ToolCount: 3}, nil, nil); err != nil {
+		store.RunEnd{State: catalogv1.DiscoveryState_DISCOVERY_STATE_SNAPSHOT_PROVEN, ToolCount: 3}, nil, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	runs, moves = rec.take()

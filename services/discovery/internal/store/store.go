@@ -170,6 +170,16 @@ func (s *Store) queueChanges(b *pgx.Batch, changes []*pendingChange) error {
 		moves[i], reasons[i] = moveName(r.GetMove()), c.reason
 		gens[i], prevs[i], epochs[i], accepted[i] = r.GetGeneration(), r.GetPreviousGeneration(), r.GetPolicyEpoch(), r.GetAcceptedAt().AsTime()
 	}
+	var jobs []int64
+	for _, c := range changes {
+		if c.job != 0 {
+			jobs = append(jobs, c.job)
+		}
+	}
+	if len(jobs) > 0 {
+		// Before the append: the counter row is held from the append on.
+		b.Queue(completeJobsSQL, jobs)
+	}
 	if err := s.log.QueueAppendMany(b, entries); err != nil {
 		return err
 	}
@@ -206,3 +216,14 @@ func DecodeChange(e changelog.Entry) (*discoveryv1.PointerChange, error) {
 	}
 	return &c, nil
 }
+
+// completeJobsSQL completes the queue jobs of a group's commits in the
+// group's last round trip: what the queue's own completion
+// (river.JobCompleteTx, the queue's general statement, one round trip per
+// commit) does for a job that succeeded, and no more: a job still running
+// becomes completed at the transaction's time; one that is not running
+// (cancelled, or taken back by the queue's rescuer) is left as it is, as
+// the queue's statement leaves it. The queue's own completer, run when the
+// worker returns, then finds it completed and changes nothing.
+const completeJobsSQL = `UPDATE river_job SET state = 'completed', finalized_at = now()
+WHERE id = ANY($1::bigint[]) AND state = 'running'`

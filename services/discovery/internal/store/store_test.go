@@ -237,7 +237,7 @@ func TestRefreshExtendsTheActiveGeneration(t *testing.T) {
 	exp := f.view(t, "inv", "a.b")
 	later := time.Now().Add(5 * time.Hour).Truncate(time.Microsecond)
 	run := f.run(t, "inv", "a.b")
-	r, err := f.st.Refresh(ctx, run, "inv", "a.b", exp, later, 8, store.RunEnd{State: catalogv1.DiscoveryState_DISCOVERY_STATE_SNAPSHOT_PROVEN}, nil, nil)
+	r, err := f.st.Refresh(ctx, run, "inv", "a.b", exp, later, 8, store.RunEnd{State: catalogv1.DiscoveryState_DISCOVERY_STATE_SNAPSHOT_PROVEN}, nil, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestRefreshExtendsTheActiveGeneration(t *testing.T) {
 		t.Fatalf("run %v", got)
 	}
 	// A refresh is a change: the old expectation no longer holds.
-	if _, err := f.st.Refresh(ctx, f.run(t, "inv", "a.b"), "inv", "a.b", exp, later, 8, store.RunEnd{}, nil, nil); !errors.Is(err, store.ErrCASConflict) {
+	if _, err := f.st.Refresh(ctx, f.run(t, "inv", "a.b"), "inv", "a.b", exp, later, 8, store.RunEnd{}, nil, 0, nil); !errors.Is(err, store.ErrCASConflict) {
 		t.Fatalf("stale refresh: %v", err)
 	}
 	_ = c
