@@ -729,12 +729,32 @@ func (w *World) deadline(tool string) int32 {
 // WaitActive polls until (server, class) has an active generation. (It
 // polls GetActiveSnapshot rather than following Watch, whose start-up is
 // not what these tests are about.)
+// When none comes it fails naming the pair's last runs (state, reason,
+// detail), so a failure says what discovery saw.
 func WaitActive(t testing.TB, ctx context.Context, d discoveryv1.DiscoveryServiceClient, server, class string) {
 	t.Helper()
-	servicetest.Eventually(t, 30*time.Second, "an active generation of "+server+" for "+class, func() bool {
+	const within = 30 * time.Second
+	deadline := time.Now().Add(within)
+	for {
 		resp, err := d.GetActiveSnapshot(ctx, &discoveryv1.GetActiveSnapshotRequest{ServerId: server, AudienceClass: class})
-		return err == nil && resp.GetPointer().GetState() == discoveryv1.PointerState_POINTER_STATE_ACTIVE
-	})
+		if err == nil && resp.GetPointer().GetState() == discoveryv1.PointerState_POINTER_STATE_ACTIVE {
+			return
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	runs, err := d.ListRuns(ctx, &discoveryv1.ListRunsRequest{ServerId: server, AudienceClass: class, PageSize: 5})
+	seen := ""
+	for _, r := range runs.GetRuns() {
+		seen += fmt.Sprintf("\n  run %s attempt %d started %s: %v %v %q", r.GetRunId(), r.GetAttempt(),
+			r.GetStartedAt().AsTime().Format(time.RFC3339Nano), r.GetState(), r.GetReason(), r.GetDetail())
+	}
+	if err != nil {
+		seen = "\n  (ListRuns: " + err.Error() + ")"
+	}
+	t.Fatalf("an active generation of %s for %s: not within %v; its last runs:%s", server, class, within, seen)
 }
 
 // Archivist mints a token of subject in tenant, group archivists (who see
