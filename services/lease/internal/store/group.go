@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -89,7 +90,15 @@ func (s *Store) flush() {
 func (s *Store) writeBatch(batch []*pendingIssue) {
 	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
-	recorded, frozen, err := s.insertReceipts(ctx, batch, false)
+	var (
+		recorded, frozen map[string]bool
+		err              error
+	)
+	if len(batch) == 1 {
+		recorded, frozen, err = s.insertReceipt(ctx, batch[0])
+	} else {
+		recorded, frozen, err = s.insertReceipts(ctx, batch, false)
+	}
 	if postgres.IsUniqueViolation(err, claimIndex) {
 		// A receipt of the batch was claimed already (a second Issue on
 		// it, or a concurrent one that committed first): the same batch
@@ -195,6 +204,46 @@ func (s *Store) insertReceipts(ctx context.Context, batch []*pendingIssue, skipT
 	}
 	return recorded, frozen, nil
 }
+
+// insertReceipt is [Store.insertReceipts] of a batch of one receipt (every
+// batch when one Issue is in flight), in its plain form, through a
+// statement Postgres runs in about half the time (no arrays to unnest, no
+// CTE, no union): the same transaction of two statements (the server's
+// freeze lock shared, then the insert unless the server is frozen) with the
+// same answers. No row inserted means the server is frozen: a claimed
+// receipt fails the statement with a unique violation, which the caller
+// answers with the skipping form of the batch.
+func (s *Store) insertReceipt(ctx context.Context, p *pendingIssue) (recorded, frozen map[string]bool, err error) {
+	c := p.in.Claims
+	b := &pgx.Batch{}
+	b.Queue(`SELECT pg_advisory_xact_lock_shared($1)`, freezeLockKey(c.Server))
+	var leaseID string
+	b.Queue(insertReceiptSQL, p.id, c.ID, c.Receipt, c.Subject, c.Tenant, c.Tool, c.Server, c.AudienceClass,
+		c.DescriptorDigest, c.Generation, c.PolicyEpoch, c.ArgumentDigest, c.Audience, c.HolderThumbprint,
+		p.in.KeyID, c.IssuedAt, c.ExpiresAt).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&leaseID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, nil, err
+	}
+	if leaseID == "" {
+		return nil, map[string]bool{c.Server: true}, nil
+	}
+	return map[string]bool{leaseID: true}, nil, nil
+}
+
+// insertReceiptSQL inserts one receipt claiming its admission receipt
+// unless its server ($7) is frozen, returning its lease id.
+const insertReceiptSQL = `INSERT INTO execution_receipts (receipt_id, lease_id, admission_receipt_id, subject, tenant_id,
+  tool_id, server_id, audience_class, descriptor_digest, generation, policy_epoch, argument_digest, audience,
+  holder_thumbprint, key_id, issued_at, expires_at, claims_receipt)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, true
+WHERE NOT EXISTS (SELECT 1 FROM freezes WHERE server_id = $7 AND frozen)
+RETURNING lease_id`
 
 // insertReceiptsSQL is the batch's read of its frozen servers and insert of
 // the others' receipts, in one statement (so on one snapshot, taken after
