@@ -270,6 +270,21 @@ func TestDiscoveryScale(t *testing.T) {
 		floorCPU := cpuSeconds() - c1
 		report(fmt.Sprintf("servers=1 tools=%d pages=%d", tools, runs.GetRuns()[0].GetPageCount()), took, floorTook)
 		fmt.Printf("  (cpu %.2f s in this process: services and fixture server; floor: %d pages, cpu %.2f s)\n", cpu, floorPages, floorCPU)
+		c2 := cpuSeconds()
+		rulesTook, rulesPages, rulesTools, rulesPG, err := rulesFloor(ctx, t, []string{ep.URL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rulesTools != tools {
+			t.Fatalf("the rules floor committed %d tools, want %d", rulesTools, tools)
+		}
+		rulesCPU := cpuSeconds() - c2
+		// The target is 1.5 × the bare listing; what the rules require of
+		// any discovery may cost more than that by itself.
+		fmt.Printf("discovery: servers=1 tools=%d rules_floor_seconds=%.2f ratio_to_rules_floor=%.2f rules_floor_to_floor=%.2f target_ratio=1.5 target_below_floor=%t\n",
+			tools, rulesTook.Seconds(), took.Seconds()/rulesTook.Seconds(), rulesTook.Seconds()/floorTook.Seconds(), rulesTook.Seconds() > 1.5*floorTook.Seconds())
+		fmt.Printf("  (rules floor: every page and the closing re-check, %d pages, each tool digested, the snapshot committed with its %d tools, its pointer and one change-log revision; cpu %.2f s in this process, postgres backends of its database: cpu %.2f s)\n",
+			rulesPages, rulesTools, rulesCPU, rulesPG)
 
 		// A second commit of the same server, with the largest static list
 		// attached (10,000 names) and one tool changed: the shadow
