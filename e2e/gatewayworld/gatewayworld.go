@@ -733,7 +733,10 @@ func (w *World) deadline(tool string) int32 {
 // detail), so a failure says what discovery saw.
 func WaitActive(t testing.TB, ctx context.Context, d discoveryv1.DiscoveryServiceClient, server, class string) {
 	t.Helper()
-	const within = 30 * time.Second
+	// A first scan of a server started with the test (an npm server's
+	// node process among them) on a CI machine running other packages'
+	// tests at once: 30 s was once not enough (CI at 476852c).
+	const within = 60 * time.Second
 	deadline := time.Now().Add(within)
 	for {
 		resp, err := d.GetActiveSnapshot(ctx, &discoveryv1.GetActiveSnapshotRequest{ServerId: server, AudienceClass: class})
