@@ -18,7 +18,8 @@ import (
 )
 
 // floorProxy is the gateway's floor in bench-gateway: an MCP server (the
-// go-sdk's streamable handler, as the gateway serves) whose one tool does,
+// go-sdk's streamable handler, stateless, as the gateway serves a client
+// of 2026-07-28: each request its own short-lived server session) whose one tool does,
 // per call, only what the rules make every gateway call do, against the
 // same services and upstream as the gateway in the same run, and nothing
 // else:
@@ -93,7 +94,7 @@ func startFloorProxy(t *testing.T, w *gatewayworld.World, token string, commit f
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: labelHandler(floorLabel, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))}
+	hs := &http.Server{Handler: labelHandler(floorLabel, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true}))}
 	go func() { _ = hs.Serve(ln) }()
 	t.Cleanup(func() { _ = hs.Close() })
 	f.URL = "http://" + ln.Addr().String()

@@ -139,6 +139,12 @@ func TestGatewayOverhead(t *testing.T) {
 	}
 	floor := startFloorProxy(t, w, tok, commits.call)
 	direct, via, viaFloor := connect(w.UpstreamURL, ""), connect(w.GatewayURL, tok), connect(floor.URL, "")
+	// The three arms speak one protocol version (2026-07-28, stateless, as
+	// the gateway serves a client of that version): a floor on a session of
+	// an older version would skip the per-request work the gateway does.
+	if g, f, d := via.InitializeResult().ProtocolVersion, viaFloor.InitializeResult().ProtocolVersion, direct.InitializeResult().ProtocolVersion; g != f || g != d {
+		t.Fatalf("protocol versions: gateway %s, floor %s, direct %s; want one", g, f, d)
+	}
 	if _, err := via.ListTools(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
