@@ -184,6 +184,9 @@ func unaryFloor(method string, newReq func() proto.Message, work func(context.Co
 
 // floorGroup is the least a batch of concurrent calls does: what is
 // pending when a flusher (at most two) looks is one run of at most max.
+// As in the lease store, the caller that takes a flusher slot writes on
+// its own goroutine until its own batch is written (at one call in
+// flight: no goroutine started, no hand-off), then hands the slot on.
 type floorGroup struct {
 	max      int
 	run      func(ctx context.Context, n int) error
@@ -196,13 +199,13 @@ func (g *floorGroup) call(ctx context.Context) error {
 	done := make(chan error, 1)
 	g.mu.Lock()
 	g.pending = append(g.pending, done)
-	start := g.flushers < 2
-	if start {
+	lead := g.flushers < 2
+	if lead {
 		g.flushers++
 	}
 	g.mu.Unlock()
-	if start {
-		go g.flush()
+	if lead {
+		g.flush(done)
 	}
 	select {
 	case err := <-done:
@@ -212,13 +215,18 @@ func (g *floorGroup) call(ctx context.Context) error {
 	}
 }
 
-func (g *floorGroup) flush() {
+func (g *floorGroup) flush(mine chan error) {
 	for {
 		g.mu.Lock()
 		batch := g.pending[:min(len(g.pending), g.max)]
 		if len(batch) == 0 {
 			g.flushers--
 			g.mu.Unlock()
+			return
+		}
+		if mine != nil && len(mine) > 0 {
+			g.mu.Unlock()
+			go g.flush(nil)
 			return
 		}
 		g.pending = g.pending[len(batch):len(g.pending):len(g.pending)]

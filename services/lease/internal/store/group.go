@@ -53,23 +53,28 @@ type group struct {
 	flushers int
 }
 
-// enqueue adds p and starts a flusher when fewer than maxFlushers run.
-func (s *Store) enqueue(p *pendingIssue) {
+// enqueue adds p; it reports whether the caller took a flusher slot
+// (fewer than maxFlushers ran), and must then call [Store.flush].
+func (s *Store) enqueue(p *pendingIssue) bool {
 	g := &s.group
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	g.pending = append(g.pending, p)
-	start := g.flushers < maxFlushers
-	if start {
+	if g.flushers < maxFlushers {
 		g.flushers++
+		return true
 	}
-	g.mu.Unlock()
-	if start {
-		go s.flush()
-	}
+	return false
 }
 
-// flush writes batches until nothing is pending.
-func (s *Store) flush() {
+// flush writes batches until nothing is pending, holding a flusher slot.
+// The caller whose RecordIssue took the slot (mine) flushes on its own
+// goroutine until its own receipt's batch is written, then hands the slot
+// on to a new goroutine if others wait: with one Issue in flight its
+// receipt is written with no goroutine started and no wake-up between
+// goroutines (two hand-offs of ~0.08 ms each here, issue 24: half of what
+// RecordIssue cost over its statement at one call in flight).
+func (s *Store) flush(mine *pendingIssue) {
 	g := &s.group
 	for {
 		g.mu.Lock()
@@ -77,6 +82,11 @@ func (s *Store) flush() {
 		if n == 0 {
 			g.flushers--
 			g.mu.Unlock()
+			return
+		}
+		if mine != nil && len(mine.done) > 0 {
+			g.mu.Unlock()
+			go s.flush(nil)
 			return
 		}
 		batch := make([]*pendingIssue, n)

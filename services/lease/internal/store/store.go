@@ -64,10 +64,15 @@ type Issued struct {
 // returns may the lease be handed out. Concurrent calls share one
 // transaction (group commit, see group.go); each returns once its receipt
 // is committed, or with ctx's error if ctx ends first (the receipt may
-// still commit then, and the lease is simply never handed out).
+// still commit then, and the lease is simply never handed out). A caller
+// that writes its own batch ([Store.flush]) returns when that batch ends,
+// within flushTimeout, whatever ctx says: its client, which gave up at
+// its own deadline, sees no difference.
 func (s *Store) RecordIssue(ctx context.Context, in Issued) (string, error) {
 	p := &pendingIssue{in: in, id: uuid.Must(uuid.NewV7()), done: make(chan error, 1)}
-	s.enqueue(p)
+	if s.enqueue(p) {
+		s.flush(p)
+	}
 	select {
 	case err := <-p.done:
 		if err != nil {
