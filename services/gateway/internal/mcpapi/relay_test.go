@@ -2,12 +2,16 @@ package mcpapi
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolcrib/toolcrib/services/gateway/internal/sessionpool"
 )
 
 // One call's relayed log messages are bounded: the first maxLogsPerCall
@@ -75,4 +79,54 @@ func TestLogBudgetBoundsOneCall(t *testing.T) {
 	if last := got[want-1]; last.Data != logsDropped || last.Level != "warning" || last.Logger != origin {
 		t.Fatalf("the last message %+v, want the warning that the rest are dropped", last)
 	}
+}
+
+// What an upstream asks names a call only by the id the gateway's tap
+// marked it with on that call's own response stream: a request from an
+// HTTP upstream without the mark (its standalone stream) or with an id it
+// made up is refused even while a call is in flight to it; an id is
+// known only on its own upstream (another upstream that learned it names
+// nothing) and only while its call is in flight. A stdio server's request
+// (its one pipe carries no mark) names the session's one call in flight to
+// it, and none when there are two.
+func TestAnUpstreamNamesOnlyTheCallItWasAskedOn(t *testing.T) {
+	ctx := context.Background()
+	r := &relay{inFlight: map[string][]*relayCall{}}
+	up := sessionpool.Target{URL: "http://127.0.0.1:1/mcp"}
+	other := sessionpool.Target{URL: "http://127.0.0.1:2/mcp"}
+	stdio := sessionpool.Target{Command: "inventory-mcp", ContentIdentity: "sha256:x"}
+	ask := &mcp.ElicitRequest{Params: &mcp.ElicitParams{Message: "ok?"}}
+	refused := func(ctx context.Context, tg sessionpool.Target, want string) {
+		t.Helper()
+		_, err := r.Handle(ctx, tg, "elicitation/create", ask)
+		var jerr *jsonrpc.Error
+		if !errors.As(err, &jerr) || jerr.Message != want {
+			t.Fatalf("Handle: %v, want the refusal %q", err, want)
+		}
+	}
+
+	callCtx, end := r.begin(ctx, ctx, up.Identity(), "inv", "ping", false)
+	id := sessionpool.CallOf(callCtx)
+	if id == "" {
+		t.Fatal("the call's upstream context carries no id for the tap to mark with")
+	}
+	if c := r.asking(up, id); c == nil || c.tool != "ping" {
+		t.Fatalf("the marked request names %v, want the call to ping", c)
+	}
+	refused(ctx, up, relayNoCall)                                 // standalone stream: no mark
+	refused(sessionpool.WithCall(ctx, "forged"), up, relayNoCall) // a mark the upstream made up
+	refused(sessionpool.WithCall(ctx, id), other, relayNoCall)    // the id, from another upstream
+	refused(sessionpool.WithCall(ctx, id+"A"), up, relayNoCall)   // close to it
+	end()
+	refused(sessionpool.WithCall(ctx, id), up, relayNoCall) // its call ended
+
+	_, end1 := r.begin(ctx, ctx, stdio.Identity(), "inv", "reserve", false)
+	if c := r.asking(stdio, ""); c == nil || c.tool != "reserve" {
+		t.Fatalf("a stdio server's request with one call in flight names %v, want the call to reserve", c)
+	}
+	_, end2 := r.begin(ctx, ctx, stdio.Identity(), "inv", "ping", false)
+	refused(ctx, stdio, relayStdioAmbiguous)
+	end1()
+	end2()
+	refused(ctx, stdio, relayNoCall)
 }
