@@ -145,6 +145,10 @@ func TestLeaseThroughput(t *testing.T) {
 	var issueArm, verifyArm, redeemArm, healthArm, issueFloorArm, verifyFloorArm, redeemFloorArm arm
 	var lat []time.Duration
 	issuedAll, redeemedAll := 0, 0
+	// Where Issue's CPU goes beside its floor's: this process (every
+	// service, the client) and the lease database's Postgres backends.
+	pg := newPGMeter(ctx, t, w.LeaseDB)
+	issueCPU, issueFloorCPU := &cpuSplit{pg: pg}, &cpuSplit{pg: pg}
 	for round := range leaseRounds {
 		receipts := freshReceipts(t, w, leaseReceipts)
 		receiptsStored(t, w.AdmissionDB)
@@ -152,6 +156,7 @@ func TestLeaseThroughput(t *testing.T) {
 		var mu sync.Mutex
 		var issued []*leasev1.IssueResponse
 		stopProfile := profile(t, fmt.Sprintf("lease-issue-%d", round))
+		issueCPU.start(ctx, t)
 		issueArm.add(phaseFor(t, leaseSlice, func(ctx context.Context, stop func() bool, done func()) error {
 			var mine []*leasev1.IssueResponse
 			for !stop() {
@@ -171,9 +176,12 @@ func TestLeaseThroughput(t *testing.T) {
 			mu.Unlock()
 			return nil
 		}))
+		issueCPU.stop(ctx, t)
 		stopProfile()
 		issuedAll += len(issued)
+		issueFloorCPU.start(ctx, t)
 		issueFloorArm.add(phaseFor(t, leaseSlice, repeat(issueFloor)))
+		issueFloorCPU.stop(ctx, t)
 
 		// Each lease is used once: by Verify, or (every other one) by
 		// Redeem.
@@ -260,6 +268,9 @@ func TestLeaseThroughput(t *testing.T) {
 	fmt.Printf("  (floors on the same lease server, same interceptors, same request and response sizes: issue_floor_qps=%.0f (RPC + EdDSA verify + sign + group commit into a table with the receipt's unique index, which is the receipt's single use) redeem_floor_qps=%.0f (RPC + SET NX) verify_floor_qps=%.0f (RPC + 2 EdDSA verify + SET NX); health/floor: issue %.2f redeem %.2f verify %.2f)\n",
 		issueFloorArm.qps(), redeemFloorArm.qps(), verifyFloorArm.qps(),
 		issueFloorArm.qps()/healthArm.qps(), redeemFloorArm.qps()/healthArm.qps(), verifyFloorArm.qps()/healthArm.qps())
+	fmt.Printf("  (CPU per call, µs: issue process=%.0f postgres=%.0f, issue floor process=%.0f postgres=%.0f; process = this test process: every service and the clients; postgres = the lease database's backends)\n",
+		issueCPU.perCall(issueArm.calls).proc, issueCPU.perCall(issueArm.calls).pg,
+		issueFloorCPU.perCall(issueFloorArm.calls).proc, issueFloorCPU.perCall(issueFloorArm.calls).pg)
 	redeemNote := fmt.Sprintf("%d redeemed", redeemedAll)
 	fmt.Printf("  (%d workers, %d rounds of %s per arm; %d leases issued, %d verified; %s; target each ratio to its floor >= 0.8; %s)\n",
 		leaseWorkers, leaseRounds, leaseSlice, issuedAll, len(lat), redeemNote, time.Now().UTC().Format(time.RFC3339))
@@ -387,4 +398,32 @@ func phaseFor(t *testing.T, d time.Duration, f func(ctx context.Context, stop fu
 		t.Fatal(err)
 	}
 	return calls.Load(), elapsed
+}
+
+// cpuSplit sums the CPU of this process and of one database's Postgres
+// backends over the phases between start and stop.
+type cpuSplit struct {
+	pg        *pgMeter
+	proc0     float64
+	pg0       map[int]float64
+	proc, pgs float64 // seconds
+}
+
+func (c *cpuSplit) start(ctx context.Context, t *testing.T) {
+	c.pg0, c.proc0 = c.pg.sample(ctx, t), cpuSeconds()
+}
+
+func (c *cpuSplit) stop(ctx context.Context, t *testing.T) {
+	c.proc += cpuSeconds() - c.proc0
+	for pid, cpu := range c.pg.sample(ctx, t) {
+		c.pgs += cpu - c.pg0[pid] // a backend started meanwhile: all of it
+	}
+}
+
+// perCall is the CPU per call in µs.
+func (c *cpuSplit) perCall(calls int64) struct{ proc, pg float64 } {
+	if calls == 0 {
+		return struct{ proc, pg float64 }{}
+	}
+	return struct{ proc, pg float64 }{c.proc * 1e6 / float64(calls), c.pgs * 1e6 / float64(calls)}
 }

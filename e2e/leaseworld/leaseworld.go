@@ -97,6 +97,8 @@ type World struct {
 	// AdmissionDB is the admission service's database (another replica
 	// started over it shares the receipts).
 	AdmissionDB string
+	// LeaseDB is the lease service's database.
+	LeaseDB string
 	// Digest is shipment_status's descriptor digest.
 	Digest string
 	// Holder and JWK are the holder key of every lease issued here.
@@ -284,7 +286,7 @@ func StartWith(t testing.TB, o Options) *World {
 	lurl := stack.LeaseDB(t)
 	w.acfg, w.aurl, w.lcfg, w.lurl, w.leaseRedisPre, w.leaseEdit = acfg, aurl, lcfg, lurl, redistest.NewPrefix(t), o.Lease
 	w.leaseServiceEdit = o.LeaseService
-	w.AdmissionAddr, w.AdmissionDB = admAddr, aurl
+	w.AdmissionAddr, w.AdmissionDB, w.LeaseDB = admAddr, aurl, lurl
 	leaseAddr := w.StartLease(t)
 	for _, who := range []string{"alice", "bob"} {
 		tok := st.Auth.User(t, who, tenant, "readers")
