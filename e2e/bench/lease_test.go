@@ -268,9 +268,10 @@ func TestLeaseThroughput(t *testing.T) {
 	fmt.Printf("  (floors on the same lease server, same interceptors, same request and response sizes: issue_floor_qps=%.0f (RPC + EdDSA verify + sign + group commit into a table with the receipt's unique index, which is the receipt's single use) redeem_floor_qps=%.0f (RPC + SET NX) verify_floor_qps=%.0f (RPC + 2 EdDSA verify + SET NX); health/floor: issue %.2f redeem %.2f verify %.2f)\n",
 		issueFloorArm.qps(), redeemFloorArm.qps(), verifyFloorArm.qps(),
 		issueFloorArm.qps()/healthArm.qps(), redeemFloorArm.qps()/healthArm.qps(), verifyFloorArm.qps()/healthArm.qps())
+	issueProc, issuePG := issueCPU.perCall(issueArm.calls)
+	floorProc, floorPG := issueFloorCPU.perCall(issueFloorArm.calls)
 	fmt.Printf("  (CPU per call, µs: issue process=%.0f postgres=%.0f, issue floor process=%.0f postgres=%.0f; process = this test process: every service and the clients; postgres = the lease database's backends)\n",
-		issueCPU.perCall(issueArm.calls).proc, issueCPU.perCall(issueArm.calls).pg,
-		issueFloorCPU.perCall(issueFloorArm.calls).proc, issueFloorCPU.perCall(issueFloorArm.calls).pg)
+		issueProc, issuePG, floorProc, floorPG)
 	redeemNote := fmt.Sprintf("%d redeemed", redeemedAll)
 	fmt.Printf("  (%d workers, %d rounds of %s per arm; %d leases issued, %d verified; %s; target each ratio to its floor >= 0.8; %s)\n",
 		leaseWorkers, leaseRounds, leaseSlice, issuedAll, len(lat), redeemNote, time.Now().UTC().Format(time.RFC3339))
@@ -420,10 +421,10 @@ func (c *cpuSplit) stop(ctx context.Context, t *testing.T) {
 	}
 }
 
-// perCall is the CPU per call in µs.
-func (c *cpuSplit) perCall(calls int64) struct{ proc, pg float64 } {
+// perCall is the CPU per call in µs: this process's and Postgres's.
+func (c *cpuSplit) perCall(calls int64) (proc, pg float64) {
 	if calls == 0 {
-		return struct{ proc, pg float64 }{}
+		return 0, 0
 	}
-	return struct{ proc, pg float64 }{c.proc * 1e6 / float64(calls), c.pgs * 1e6 / float64(calls)}
+	return c.proc * 1e6 / float64(calls), c.pgs * 1e6 / float64(calls)
 }

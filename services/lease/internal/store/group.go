@@ -72,8 +72,8 @@ func (s *Store) enqueue(p *pendingIssue) bool {
 // goroutine until its own receipt's batch is written, then hands the slot
 // on to a new goroutine if others wait: with one Issue in flight its
 // receipt is written with no goroutine started and no wake-up between
-// goroutines (two hand-offs of ~0.08 ms each here, issue 24: half of what
-// RecordIssue cost over its statement at one call in flight).
+// goroutines (issue 24: RecordIssue at one call in flight went from p50
+// 0.32 to 0.25 ms here, against 0.22-0.28 ms for its statements alone).
 func (s *Store) flush(mine *pendingIssue) {
 	g := &s.group
 	for {
