@@ -126,13 +126,18 @@ func crawl(ctx context.Context, t *testing.T, st *stack.Stack, ids []string) tim
 }
 
 // profile starts a CPU profile of the crawl when TOOLCRIB_BENCH_PROFILE
-// names a directory, and returns the function that stops it.
+// names a directory, and returns the function that stops it. Beside
+// <name>.pprof it writes the heap profile as the slice starts and as it
+// ends (<name>.allocs-base.pprof, <name>.allocs.pprof), so what the slice
+// allocated is `go tool pprof -sample_index=alloc_space -diff_base
+// <name>.allocs-base.pprof <name>.allocs.pprof`.
 func profile(t *testing.T, name string) func() {
 	t.Helper()
 	dir := os.Getenv("TOOLCRIB_BENCH_PROFILE")
 	if dir == "" {
 		return func() {}
 	}
+	writeHeap(t, filepath.Join(dir, name+".allocs-base.pprof"))
 	f, err := os.Create(filepath.Join(dir, name+".pprof"))
 	if err != nil {
 		t.Fatal(err)
@@ -145,6 +150,23 @@ func profile(t *testing.T, name string) func() {
 		if err := f.Close(); err != nil {
 			t.Error(err)
 		}
+		writeHeap(t, filepath.Join(dir, name+".allocs.pprof"))
+	}
+}
+
+// writeHeap writes the heap profile (every allocation since the process
+// started, sampled) to path.
+func writeHeap(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		t.Error(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -59,7 +59,8 @@ func redeem(ctx context.Context, c leasev1.LeaseServiceClient, claims *leasev1.L
 // each ratio to its floor ≥ 0.8. Never timed, never fails on speed. With
 // TOOLCRIB_BENCH_PROFILE=<dir> the Issue and Verify slices write CPU
 // profiles (every service runs in this process) to
-// <dir>/lease-issue-<round>.pprof and <dir>/lease-verify-<round>.pprof,
+// <dir>/lease-issue-<round>.pprof, <dir>/lease-issue-floor-<round>.pprof
+// (its floor's) and <dir>/lease-verify-<round>.pprof,
 // the health slices to <dir>/lease-health-<round>.pprof (`go tool pprof`
 // merges several).
 func TestLeaseThroughput(t *testing.T) {
@@ -179,9 +180,11 @@ func TestLeaseThroughput(t *testing.T) {
 		issueCPU.stop(ctx, t)
 		stopProfile()
 		issuedAll += len(issued)
+		stopProfile = profile(t, fmt.Sprintf("lease-issue-floor-%d", round))
 		issueFloorCPU.start(ctx, t)
 		issueFloorArm.add(phaseFor(t, leaseSlice, repeat(issueFloor)))
 		issueFloorCPU.stop(ctx, t)
+		stopProfile()
 
 		// Each lease is used once: by Verify, or (every other one) by
 		// Redeem.
