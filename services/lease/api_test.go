@@ -57,8 +57,8 @@ func TestIssueThenVerifyOnce(t *testing.T) {
 		t.Fatalf("lifetime %s: the lease lives until the decision's valid_until (20 s), not the default 30 s", life)
 	}
 	// The execution receipt was committed before the token came back.
-	if n := s.executionReceipts(t); n != 1 || resp.GetExecutionReceiptId() == "" {
-		t.Fatalf("%d execution receipts, id %q", n, resp.GetExecutionReceiptId())
+	if n := s.executionReceipts(t); n != 1 || resp.GetExecutionReceiptId() != resp.GetClaims().GetLeaseId() {
+		t.Fatalf("%d execution receipts, id %q; want the lease id %q", n, resp.GetExecutionReceiptId(), resp.GetClaims().GetLeaseId())
 	}
 
 	alice := s.alice(t)

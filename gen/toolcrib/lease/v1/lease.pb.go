@@ -443,7 +443,8 @@ type IssueResponse struct {
 	Token string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
 	// Its claims, for the caller's records.
 	Claims *LeaseClaims `protobuf:"bytes,2,opt,name=claims,proto3" json:"claims,omitempty"`
-	// Execution receipt id written before this response.
+	// Execution receipt id written before this response: the lease id
+	// (claims.lease_id), since a lease and its execution receipt share one id.
 	ExecutionReceiptId string `protobuf:"bytes,3,opt,name=execution_receipt_id,json=executionReceiptId,proto3" json:"execution_receipt_id,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/toolcrib/toolcrib/platform/pgtest"
@@ -102,7 +103,7 @@ func TestABatchWaitsForAFreezeUnderWayAndSeesIt(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		now := time.Now().Truncate(time.Second)
-		_, err := s.RecordIssue(ctx, Issued{KeyID: "k", Claims: lease.Claims{ID: "l-1", Subject: "alice", Tenant: "acme",
+		_, err := s.RecordIssue(ctx, Issued{KeyID: "k", Claims: lease.Claims{ID: uuid.Must(uuid.NewV7()).String(), Subject: "alice", Tenant: "acme",
 			Tool: server + ".t", Server: server, DescriptorDigest: "sha256:d", Generation: 1, ArgumentDigest: "sha256:a",
 			Audience: "exec", HolderThumbprint: "x", Receipt: "r-1", IssuedAt: now, ExpiresAt: now.Add(30 * time.Second)}})
 		done <- err

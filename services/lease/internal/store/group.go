@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/toolcrib/toolcrib/platform/postgres"
@@ -43,7 +42,6 @@ const (
 // pendingIssue is one receipt waiting for its batch.
 type pendingIssue struct {
 	in   Issued
-	id   uuid.UUID
 	done chan error // buffered, one value
 }
 
@@ -151,7 +149,6 @@ const claimIndex = "execution_receipts_one_per_admission_receipt"
 func (s *Store) insertReceipts(ctx context.Context, batch []*pendingIssue, skipTaken bool) (recorded, frozen map[string]bool, err error) {
 	n := len(batch)
 	var (
-		receiptIDs                                                 = make([]string, n)
 		leaseIDs, admission, subjects, tenants, tools, servers     = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		classes, descriptors, argDigests, audiences, holders, kids = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		generations, epochs                                        = make([]int64, n), make([]int64, n)
@@ -159,7 +156,7 @@ func (s *Store) insertReceipts(ctx context.Context, batch []*pendingIssue, skipT
 	)
 	for i, p := range batch {
 		c := p.in.Claims
-		receiptIDs[i], leaseIDs[i], admission[i], subjects[i], tenants[i] = p.id.String(), c.ID, c.Receipt, c.Subject, c.Tenant
+		leaseIDs[i], admission[i], subjects[i], tenants[i] = c.ID, c.Receipt, c.Subject, c.Tenant
 		tools[i], servers[i], classes[i], descriptors[i] = c.Tool, c.Server, c.AudienceClass, c.DescriptorDigest
 		generations[i], epochs[i], argDigests[i], audiences[i] = c.Generation, c.PolicyEpoch, c.ArgumentDigest, c.Audience
 		holders[i], kids[i], issuedAt[i], expiresAt[i] = c.HolderThumbprint, p.in.KeyID, c.IssuedAt, c.ExpiresAt
@@ -180,7 +177,7 @@ func (s *Store) insertReceipts(ctx context.Context, batch []*pendingIssue, skipT
 	if skipTaken {
 		q = insertReceiptsSkippingTakenSQL
 	}
-	b.Queue(q, receiptIDs, leaseIDs, admission, subjects, tenants, tools, servers, classes, descriptors,
+	b.Queue(q, leaseIDs, admission, subjects, tenants, tools, servers, classes, descriptors,
 		generations, epochs, argDigests, audiences, holders, kids, issuedAt, expiresAt)
 	br := s.pool.SendBatch(ctx, b)
 	defer func() {
@@ -228,7 +225,7 @@ func (s *Store) insertReceipt(ctx context.Context, p *pendingIssue) (recorded, f
 	b := &pgx.Batch{}
 	b.Queue(`SELECT pg_advisory_xact_lock_shared($1)`, freezeLockKey(c.Server))
 	var leaseID string
-	b.Queue(insertReceiptSQL, p.id, c.ID, c.Receipt, c.Subject, c.Tenant, c.Tool, c.Server, c.AudienceClass,
+	b.Queue(insertReceiptSQL, c.ID, c.Receipt, c.Subject, c.Tenant, c.Tool, c.Server, c.AudienceClass,
 		c.DescriptorDigest, c.Generation, c.PolicyEpoch, c.ArgumentDigest, c.Audience, c.HolderThumbprint,
 		p.in.KeyID, c.IssuedAt, c.ExpiresAt).QueryRow(func(row pgx.Row) error {
 		err := row.Scan(&leaseID)
@@ -247,12 +244,13 @@ func (s *Store) insertReceipt(ctx context.Context, p *pendingIssue) (recorded, f
 }
 
 // insertReceiptSQL inserts one receipt claiming its admission receipt
-// unless its server ($7) is frozen, returning its lease id.
+// unless its server ($6) is frozen, returning its lease id. The lease id
+// ($1) is the receipt's id too (migration 0006).
 const insertReceiptSQL = `INSERT INTO execution_receipts (receipt_id, lease_id, admission_receipt_id, subject, tenant_id,
   tool_id, server_id, audience_class, descriptor_digest, generation, policy_epoch, argument_digest, audience,
   holder_thumbprint, key_id, issued_at, expires_at, claims_receipt)
-SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, true
-WHERE NOT EXISTS (SELECT 1 FROM freezes WHERE server_id = $7 AND frozen)
+SELECT $1::uuid, $1::text, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, true
+WHERE NOT EXISTS (SELECT 1 FROM freezes WHERE server_id = $6 AND frozen)
 RETURNING lease_id`
 
 // insertReceiptsSQL is the batch's read of its frozen servers and insert of
@@ -266,13 +264,13 @@ var (
 )
 
 func insertReceiptsWith(onConflict string) string {
-	return `WITH frozen AS (SELECT server_id FROM freezes WHERE server_id = ANY($7::text[]) AND frozen),
+	return `WITH frozen AS (SELECT server_id FROM freezes WHERE server_id = ANY($6::text[]) AND frozen),
 ins AS (INSERT INTO execution_receipts (receipt_id, lease_id, admission_receipt_id, subject, tenant_id,
   tool_id, server_id, audience_class, descriptor_digest, generation, policy_epoch, argument_digest, audience,
   holder_thumbprint, key_id, issued_at, expires_at, claims_receipt)
-SELECT u.*, true FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-  $9::text[], $10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::text[], $15::text[], $16::timestamptz[],
-  $17::timestamptz[]) AS u(receipt_id, lease_id, admission_receipt_id, subject, tenant_id, tool_id, server_id,
+SELECT u.lease_id::uuid, u.*, true FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+  $7::text[], $8::text[], $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::text[], $14::text[],
+  $15::timestamptz[], $16::timestamptz[]) AS u(lease_id, admission_receipt_id, subject, tenant_id, tool_id, server_id,
   audience_class, descriptor_digest, generation, policy_epoch, argument_digest, audience, holder_thumbprint, key_id,
   issued_at, expires_at)
 WHERE NOT EXISTS (SELECT 1 FROM frozen f WHERE f.server_id = u.server_id)

@@ -47,14 +47,16 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 // Issued is one lease to record.
 type Issued struct {
-	// Claims are the lease's claims.
+	// Claims are the lease's claims; Claims.ID, a UUID in its canonical
+	// form, is also its execution receipt's id (migration 0006).
 	Claims lease.Claims
 	// KeyID is the key that signed it.
 	KeyID string
 }
 
-// RecordIssue commits the execution receipt of a lease and returns its id,
-// in a transaction that first checks, holding the server's freeze lock
+// RecordIssue commits the execution receipt of a lease and returns its id
+// (the lease id: a lease and its execution receipt share one), in a
+// transaction that first checks, holding the server's freeze lock
 // shared ([freezeLockKey]), that issuance is not frozen ([*FrozenError]):
 // a Freeze that returned before is seen, one under way waits for this
 // commit. It also claims the
@@ -67,9 +69,13 @@ type Issued struct {
 // still commit then, and the lease is simply never handed out). A caller
 // that writes its own batch ([Store.flush]) returns when that batch ends,
 // within flushTimeout, whatever ctx says: its client, which gave up at
-// its own deadline, sees no difference.
+// its own deadline, sees no difference. A lease id that is not a UUID in
+// its canonical form is refused before anything is written.
 func (s *Store) RecordIssue(ctx context.Context, in Issued) (string, error) {
-	p := &pendingIssue{in: in, id: uuid.Must(uuid.NewV7()), done: make(chan error, 1)}
+	if id, err := uuid.Parse(in.Claims.ID); err != nil || id.String() != in.Claims.ID {
+		return "", fmt.Errorf("store: lease id %q is not a UUID in its canonical form", in.Claims.ID)
+	}
+	p := &pendingIssue{in: in, done: make(chan error, 1)}
 	if s.enqueue(p) {
 		s.flush(p)
 	}
@@ -78,7 +84,7 @@ func (s *Store) RecordIssue(ctx context.Context, in Issued) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		return p.id.String(), nil
+		return in.Claims.ID, nil
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}
@@ -179,7 +185,9 @@ func (s *Store) FrozenCount(ctx context.Context) (int, error) {
 }
 
 // ExecutionReceipt reads back the recorded lease id and admission receipt
-// of an execution receipt (tests and audits).
+// of an execution receipt (tests and audits); id is the execution
+// receipt's id, which is its lease's id for every receipt recorded since
+// migration 0006.
 func (s *Store) ExecutionReceipt(ctx context.Context, id string) (leaseID, admissionReceipt string, err error) {
 	err = s.pool.QueryRow(ctx, `SELECT lease_id, admission_receipt_id FROM execution_receipts WHERE receipt_id = $1`, id).
 		Scan(&leaseID, &admissionReceipt)

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/toolcrib/toolcrib/platform/pgtest"
 	"github.com/toolcrib/toolcrib/platform/postgres"
@@ -25,9 +28,19 @@ func newStore(t testing.TB) *store.Store {
 	return store.New(pool)
 }
 
-func claims(id string, iat time.Time) lease.Claims {
-	return lease.Claims{ID: id, Subject: "alice", Tenant: "acme", Tool: "inv.reserve", Server: "inv", DescriptorDigest: "sha256:d",
-		Generation: 1, ArgumentDigest: "sha256:a", Audience: "exec", HolderThumbprint: "x", Receipt: "r-" + id,
+// leaseIDs holds the lease id made for each name a test uses.
+var leaseIDs sync.Map
+
+// leaseID is the lease id a test names name: a UUIDv7 made the first time
+// (the store takes UUIDs made after migration 0006, as Issue makes them).
+func leaseID(name string) string {
+	id, _ := leaseIDs.LoadOrStore(name, uuid.Must(uuid.NewV7()).String())
+	return id.(string)
+}
+
+func claims(name string, iat time.Time) lease.Claims {
+	return lease.Claims{ID: leaseID(name), Subject: "alice", Tenant: "acme", Tool: "inv.reserve", Server: "inv", DescriptorDigest: "sha256:d",
+		Generation: 1, ArgumentDigest: "sha256:a", Audience: "exec", HolderThumbprint: "x", Receipt: "r-" + name,
 		IssuedAt: iat.Truncate(time.Second), ExpiresAt: iat.Truncate(time.Second).Add(30 * time.Second)}
 }
 
@@ -39,7 +52,7 @@ func TestRecordIssueRefusesAFrozenServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lid, rid, err := s.ExecutionReceipt(ctx, id); err != nil || lid != "l1" || rid != "r-l1" {
+	if lid, rid, err := s.ExecutionReceipt(ctx, id); err != nil || lid != leaseID("l1") || id != lid || rid != "r-l1" {
 		t.Fatalf("receipt %s: %s %s %v", id, lid, rid, err)
 	}
 	if _, _, err := s.Freeze(ctx, "inv", true, "rollback", "ops"); err != nil {
@@ -71,12 +84,12 @@ func TestRevocationRefusesLeasesIssuedUntilIt(t *testing.T) {
 	s := newStore(t)
 	before := claims("l-before", time.Now().Add(-2*time.Second))
 	for _, tc := range []struct{ kind, target string }{
-		{store.KindLease, "l-before"}, {store.KindTool, "inv.reserve"}, {store.KindServer, "inv"}, {store.KindTenant, "acme"},
+		{store.KindLease, leaseID("l-before")}, {store.KindTool, "inv.reserve"}, {store.KindServer, "inv"}, {store.KindTenant, "acme"},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			s := newStore(t)
 			other := before
-			other.ID, other.Tool, other.Server, other.Tenant = "l-other", "b.x", "b", "beta"
+			other.ID, other.Tool, other.Server, other.Tenant = leaseID("l-other"), "b.x", "b", "beta"
 			if _, err := s.Revoke(ctx, tc.kind, tc.target, "test", "ops"); err != nil {
 				t.Fatal(err)
 			}
@@ -185,7 +198,7 @@ func TestRecordIssueGroupCommit(t *testing.T) {
 			c := claims(fmt.Sprintf("l-%d", i), now)
 			switch {
 			case i == 7:
-				c.ID = "dup"
+				c.ID = leaseID("dup")
 			case i%4 == 0:
 				c.Server = "cold"
 			}
@@ -204,7 +217,7 @@ func TestRecordIssueGroupCommit(t *testing.T) {
 		r := <-results
 		var fe *store.FrozenError
 		switch {
-		case r.lease == "dup":
+		case r.lease == leaseID("dup"):
 			if r.err == nil || errors.As(r.err, &fe) {
 				t.Errorf("the duplicate lease id: %v", r.err)
 			}

@@ -242,7 +242,8 @@ export type IssueResponse = Message<"toolcrib.lease.v1.IssueResponse"> & {
   claims?: LeaseClaims | undefined;
 
   /**
-   * Execution receipt id written before this response.
+   * Execution receipt id written before this response: the lease id
+   * (claims.lease_id), since a lease and its execution receipt share one id.
    *
    * @generated from field: string execution_receipt_id = 3;
    */
