@@ -279,10 +279,8 @@ func checkSchema(canon json.RawMessage, l Limits) (string, any, *Finding) {
 	if d := depth(canon); d > l.MaxSchemaDepth {
 		return refuse(discoveryv1.RunReason_RUN_REASON_SCHEMA_TOO_DEEP, "nested %d deep, over the limit of %d", d, l.MaxSchemaDepth)
 	}
-	dec := json.NewDecoder(bytes.NewReader(canon))
-	dec.UseNumber()
-	var doc any
-	if err := dec.Decode(&doc); err != nil {
+	doc, err := decodeJSON(canon)
+	if err != nil {
 		return refuse(discoveryv1.RunReason_RUN_REASON_INVALID_SCHEMA, "not JSON: %v", err)
 	}
 	obj, ok := doc.(map[string]any)
