@@ -346,3 +346,201 @@ func (d *decoder) hex4() (rune, error) {
 	}
 	return r, nil
 }
+
+// decodeMembers splits the JSON object that is all of b into its members'
+// values, each the value's bytes within b (not a copy), as
+// json.Unmarshal into map[string]json.RawMessage answers them: a repeated
+// name keeps its last value, `null` is a nil map, any other value that is
+// not an object, or b that is not one valid JSON value, is an error. It
+// checks the members' values without decoding them.
+func decodeMembers(b []byte) (map[string]json.RawMessage, error) {
+	d := decoder{b: b}
+	d.space()
+	if d.i < len(d.b) && d.b[d.i] == 'n' {
+		if err := d.literal("null"); err != nil {
+			return nil, err
+		}
+		d.space()
+		if d.i != len(d.b) {
+			return nil, d.errorf("data after the value")
+		}
+		return nil, nil
+	}
+	if d.i >= len(d.b) {
+		return nil, errDecodeEnd
+	}
+	if d.b[d.i] != '{' {
+		// What json.Unmarshal says of a valid value of another kind, after
+		// it checked all of b.
+		if err := d.skip(0); err != nil {
+			return nil, err
+		}
+		d.space()
+		if d.i != len(d.b) {
+			return nil, d.errorf("data after the value")
+		}
+		return nil, errors.New("the JSON value is not an object")
+	}
+	d.i++
+	m := map[string]json.RawMessage{}
+	d.space()
+	if d.i < len(d.b) && d.b[d.i] == '}' {
+		d.i++
+	} else {
+		for {
+			d.space()
+			if d.i >= len(d.b) {
+				return nil, errDecodeEnd
+			}
+			if d.b[d.i] != '"' {
+				return nil, d.errorf("a member name is not a string")
+			}
+			k, err := d.str()
+			if err != nil {
+				return nil, err
+			}
+			d.space()
+			if d.i >= len(d.b) {
+				return nil, errDecodeEnd
+			}
+			if d.b[d.i] != ':' {
+				return nil, d.errorf("no colon after a member name")
+			}
+			d.i++
+			d.space()
+			start := d.i
+			if err := d.skip(1); err != nil {
+				return nil, err
+			}
+			m[k] = json.RawMessage(d.b[start:d.i:d.i])
+			d.space()
+			if d.i >= len(d.b) {
+				return nil, errDecodeEnd
+			}
+			if d.b[d.i] == ',' {
+				d.i++
+				continue
+			}
+			if d.b[d.i] != '}' {
+				return nil, d.errorf("no comma or } after a member")
+			}
+			d.i++
+			break
+		}
+	}
+	d.space()
+	if d.i != len(d.b) {
+		return nil, d.errorf("data after the value")
+	}
+	return m, nil
+}
+
+// skip checks one value and moves past it, building nothing.
+func (d *decoder) skip(depth int) error {
+	if d.i >= len(d.b) {
+		return errDecodeEnd
+	}
+	switch c := d.b[d.i]; {
+	case c == '{' || c == '[':
+		if depth >= maxDecodeDepth {
+			return d.errorf("nested too deep")
+		}
+		end := byte('}')
+		if c == '[' {
+			end = ']'
+		}
+		d.i++
+		d.space()
+		if d.i < len(d.b) && d.b[d.i] == end {
+			d.i++
+			return nil
+		}
+		for {
+			d.space()
+			if c == '{' {
+				if d.i >= len(d.b) {
+					return errDecodeEnd
+				}
+				if d.b[d.i] != '"' {
+					return d.errorf("a member name is not a string")
+				}
+				if err := d.skipStr(); err != nil {
+					return err
+				}
+				d.space()
+				if d.i >= len(d.b) {
+					return errDecodeEnd
+				}
+				if d.b[d.i] != ':' {
+					return d.errorf("no colon after a member name")
+				}
+				d.i++
+				d.space()
+			}
+			if err := d.skip(depth + 1); err != nil {
+				return err
+			}
+			d.space()
+			if d.i >= len(d.b) {
+				return errDecodeEnd
+			}
+			switch d.b[d.i] {
+			case ',':
+				d.i++
+			case end:
+				d.i++
+				return nil
+			default:
+				return d.errorf("no comma or %c after a value", end)
+			}
+		}
+	case c == '"':
+		return d.skipStr()
+	case c == '-' || ('0' <= c && c <= '9'):
+		_, err := d.number()
+		return err
+	case c == 't':
+		return d.literal("true")
+	case c == 'f':
+		return d.literal("false")
+	case c == 'n':
+		return d.literal("null")
+	default:
+		return d.errorf("unexpected %q", c)
+	}
+}
+
+// skipStr checks a string (its escapes and that it has no control
+// characters) and moves past it.
+func (d *decoder) skipStr() error {
+	d.i++ // "
+	for d.i < len(d.b) {
+		c := d.b[d.i]
+		switch {
+		case c == '"':
+			d.i++
+			return nil
+		case c < 0x20:
+			return d.errorf("a control character in a string")
+		case c == '\\':
+			d.i++
+			if d.i >= len(d.b) {
+				return errDecodeEnd
+			}
+			switch d.b[d.i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				d.i++
+			case 'u':
+				d.i++
+				if _, err := d.hex4(); err != nil {
+					return err
+				}
+			default:
+				return d.errorf("an invalid escape \\%c", d.b[d.i])
+			}
+		default:
+			d.i++
+		}
+	}
+	return errDecodeEnd
+}

@@ -69,3 +69,51 @@ func FuzzDecodeJSON(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { sameAsEncodingJSON(t, b) })
 }
+
+func sameMembersAsEncodingJSON(t *testing.T, b []byte) {
+	t.Helper()
+	var want map[string]json.RawMessage
+	werr := json.Unmarshal(b, &want)
+	got, err := decodeMembers(b)
+	if (werr == nil) != (err == nil) {
+		t.Fatalf("%q: json.Unmarshal: %v; decodeMembers: %v", b, werr, err)
+	}
+	if werr != nil {
+		return
+	}
+	if (want == nil) != (got == nil) || len(got) != len(want) {
+		t.Fatalf("%q: decodeMembers = %q; json.Unmarshal = %q", b, got, want)
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || !bytes.Equal(g, v) {
+			t.Fatalf("%q: member %q = %q; json.Unmarshal: %q", b, k, g, v)
+		}
+	}
+}
+
+// decodeMembers answers what json.Unmarshal into map[string]json.RawMessage
+// answers (the tool's members, split before each is checked).
+func TestDecodeMembersMatchesEncodingJSON(t *testing.T) {
+	cases := []string{
+		`{}`, ` { } `, `null`, ` null `, `{"name":"a","inputSchema":{"type":"object","properties":{"x":{"type":"string"}}}}`,
+		`{"a":1,"a":[2, 3 ]}`, `{"\u006e\u0061me":"x","name":"y"}`, "{\"\xff\":1}", `{"a":"\uD83D\uDE00","b":[{},[],null,true,false,-1.5e3]}`,
+		`{"a" : { "b" : [ 1 , 2 ] } }`,
+		// refused
+		``, `[]`, `"x"`, `1`, `true`, `{"a":1}x`, `{"a":}`, `{"a":[1,]}`, `{"a":"\q"}`, "{\"a\":\"\x01\"}", `{"a":01}`,
+		`{"a":{"b":1}`, `{"a":1,}`, `nul`, `null x`, `{"a":[1 2]}`, `{"a":"\u12"}`, `[1,`,
+		`{"a":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `}`,
+		`{"a":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`,
+	}
+	for _, c := range cases {
+		sameMembersAsEncodingJSON(t, []byte(c))
+	}
+}
+
+// FuzzDecodeMembers holds decodeMembers to json.Unmarshal on any input.
+func FuzzDecodeMembers(f *testing.F) {
+	for _, s := range []string{`{"name":"t","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`,
+		`{"a":"\uD83D","a":["\n",{"":null}]}`, `null`, `[1]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { sameMembersAsEncodingJSON(t, b) })
+}

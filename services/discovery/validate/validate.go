@@ -154,8 +154,8 @@ func check(t crawl.Tool, i int, l Limits) (Tool, *Finding) {
 	if t.Malformed != "" {
 		return refuse(discoveryv1.RunReason_RUN_REASON_MALFORMED_TOOL, "%s", t.Malformed)
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(t.Canonical, &m); err != nil {
+	m, err := decodeMembers(t.Canonical)
+	if err != nil {
 		return refuse(discoveryv1.RunReason_RUN_REASON_MALFORMED_TOOL, "%v", err)
 	}
 	if _, ok := m["name"]; !ok || stringMember(m, "name", &vt.Name) != nil {
