@@ -7,34 +7,24 @@
 -- the second b-tree was one index insert per Issue doing what the primary
 -- key already does.
 --
--- Lease ids stay unique. A row written from now on has lease_id =
--- receipt_id::text, so the primary key holds its lease id once; and its id
--- is a UUIDv7 made after this migration ran, no smaller than
--- receipt_id_at (below) of the migration's time (both in the check below,
--- which is not validated against the rows already here: they keep their two
--- ids). A row from before holds a UUIDv7 lease id made before this
--- migration ran, whose first 48 bits are its time in milliseconds, so it
--- is smaller than every id the check lets in (or, written by a lease
--- service from before UUIDv7 ids, a random UUID, which a new id equals with
--- odds of about 2^-122). A lease service whose clock is behind the
--- migration's time has its records refused (fails closed) until the clock
--- is right. No query of the service reads by lease_id; an audit by lease
--- id reads `receipt_id = $1::uuid` (rows from now on) or `lease_id = $1`.
+-- Rows with two ids remain: those written before this migration, and those
+-- an older lease replica writes while the replicas are rolled after it ran
+-- (docs/operating/upgrades.md: migrate, then roll), so nothing here refuses
+-- them. lease_id's uniqueness is kept by the primary key for rows with one
+-- id, and by a partial unique index holding only the rows with two ids;
+-- a row with one id is not written to that index. A lease id of a row with
+-- one id could equal one of a row with two ids only if two independently
+-- made UUIDv7s were equal (the same millisecond and 74 random bits); and a
+-- shared lease id fails closed (a revocation by lease id reaches both, a
+-- single use by lease id refuses the second).
 ALTER TABLE execution_receipts DROP CONSTRAINT execution_receipts_lease_id_key;
-
-CREATE FUNCTION receipt_id_at(t timestamptz) RETURNS uuid LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-  RETURN (lpad(to_hex(floor(extract(epoch FROM t) * 1000)::bigint), 12, '0') || repeat('0', 20))::uuid;
-
-DO $$
-BEGIN
-  EXECUTE format('ALTER TABLE execution_receipts ADD CONSTRAINT execution_receipts_lease_id_is_receipt_id
-    CHECK (lease_id = receipt_id::text AND receipt_id >= %L::uuid) NOT VALID', receipt_id_at(clock_timestamp()));
-END
-$$;
+CREATE UNIQUE INDEX execution_receipts_two_id_lease_id ON execution_receipts (lease_id)
+  WHERE lease_id <> receipt_id::text;
 
 -- The BRIN index on issued_at (migration 0005) goes too: the primary key is
--- a UUIDv7 whose first 48 bits are the time the lease was made (within
--- milliseconds of issued_at), so the primary key already orders the rows by
+-- a UUIDv7 whose first 48 bits are the time it was made (for a row with one
+-- id the lease's, within milliseconds of issued_at; for a row with two ids
+-- the record's, just after), so the primary key already orders the rows by
 -- time, and an audit by time range reads it:
 --   WHERE receipt_id >= receipt_id_at($from) AND receipt_id < receipt_id_at($to)
 -- (rows whose receipt_id is a UUIDv7: every row from now on, and the rows
@@ -42,3 +32,6 @@ $$;
 -- ids, and their time only in issued_at, which an audit of them scans).
 -- receipt_id_at is the smallest UUID of the millisecond of t.
 DROP INDEX execution_receipts_issued_at;
+
+CREATE FUNCTION receipt_id_at(t timestamptz) RETURNS uuid LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+  RETURN (lpad(to_hex(floor(extract(epoch FROM t) * 1000)::bigint), 12, '0') || repeat('0', 20))::uuid;

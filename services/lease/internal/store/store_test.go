@@ -31,8 +31,8 @@ func newStore(t testing.TB) *store.Store {
 // leaseIDs holds the lease id made for each name a test uses.
 var leaseIDs sync.Map
 
-// leaseID is the lease id a test names name: a UUIDv7 made the first time
-// (the store takes UUIDs made after migration 0006, as Issue makes them).
+// leaseID is the lease id a test names name: a UUIDv7 (the store takes
+// UUIDs, as Issue makes them) made the first time.
 func leaseID(name string) string {
 	id, _ := leaseIDs.LoadOrStore(name, uuid.Must(uuid.NewV7()).String())
 	return id.(string)
