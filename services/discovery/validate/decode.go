@@ -103,82 +103,90 @@ func (d *decoder) literal(word string) error {
 }
 
 func (d *decoder) object(depth int) (any, error) {
-	d.i++ // {
 	m := map[string]any{}
-	d.space()
-	if d.i < len(d.b) && d.b[d.i] == '}' {
-		d.i++
-		return m, nil
-	}
-	for {
-		d.space()
-		if d.i >= len(d.b) {
-			return nil, errDecodeEnd
-		}
-		if d.b[d.i] != '"' {
-			return nil, d.errorf("a member name is not a string")
-		}
-		k, err := d.str()
-		if err != nil {
-			return nil, err
-		}
-		d.space()
-		if d.i >= len(d.b) {
-			return nil, errDecodeEnd
-		}
-		if d.b[d.i] != ':' {
-			return nil, d.errorf("no colon after a member name")
-		}
-		d.i++
-		d.space()
+	err := d.elements(true, func(name string) error {
 		v, err := d.value(depth)
-		if err != nil {
-			return nil, err
-		}
-		m[k] = v
-		d.space()
-		if d.i >= len(d.b) {
-			return nil, errDecodeEnd
-		}
-		switch d.b[d.i] {
-		case ',':
-			d.i++
-		case '}':
-			d.i++
-			return m, nil
-		default:
-			return nil, d.errorf("no comma or } after a member")
-		}
+		m[name] = v
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return m, nil
 }
 
 func (d *decoder) array(depth int) (any, error) {
-	d.i++ // [
 	a := []any{}
+	err := d.elements(false, func(string) error {
+		v, err := d.value(depth)
+		a = append(a, v)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// elements moves past the array or object d is at, calling each once per
+// element or member with d at the value (a member's name is read with
+// str and handed to each when wantNames, checked and skipped otherwise);
+// each moves past the value.
+func (d *decoder) elements(wantNames bool, each func(name string) error) error {
+	object, end := d.b[d.i] == '{', byte(']')
+	if object {
+		end = '}'
+	}
+	d.i++
 	d.space()
-	if d.i < len(d.b) && d.b[d.i] == ']' {
+	if d.i < len(d.b) && d.b[d.i] == end {
 		d.i++
-		return a, nil
+		return nil
 	}
 	for {
 		d.space()
-		v, err := d.value(depth)
-		if err != nil {
-			return nil, err
+		var name string
+		if object {
+			if d.i >= len(d.b) {
+				return errDecodeEnd
+			}
+			if d.b[d.i] != '"' {
+				return d.errorf("a member name is not a string")
+			}
+			var err error
+			if wantNames {
+				name, err = d.str()
+			} else {
+				err = d.skipStr()
+			}
+			if err != nil {
+				return err
+			}
+			d.space()
+			if d.i >= len(d.b) {
+				return errDecodeEnd
+			}
+			if d.b[d.i] != ':' {
+				return d.errorf("no colon after a member name")
+			}
+			d.i++
+			d.space()
 		}
-		a = append(a, v)
+		if err := each(name); err != nil {
+			return err
+		}
 		d.space()
 		if d.i >= len(d.b) {
-			return nil, errDecodeEnd
+			return errDecodeEnd
 		}
 		switch d.b[d.i] {
 		case ',':
 			d.i++
-		case ']':
+		case end:
 			d.i++
-			return a, nil
+			return nil
 		default:
-			return nil, d.errorf("no comma or ] after an element")
+			return d.errorf("no comma or %c after a value", end)
 		}
 	}
 }
@@ -382,52 +390,15 @@ func decodeMembers(b []byte) (map[string]json.RawMessage, error) {
 		}
 		return nil, errors.New("the JSON value is not an object")
 	}
-	d.i++
 	m := map[string]json.RawMessage{}
-	d.space()
-	if d.i < len(d.b) && d.b[d.i] == '}' {
-		d.i++
-	} else {
-		for {
-			d.space()
-			if d.i >= len(d.b) {
-				return nil, errDecodeEnd
-			}
-			if d.b[d.i] != '"' {
-				return nil, d.errorf("a member name is not a string")
-			}
-			k, err := d.str()
-			if err != nil {
-				return nil, err
-			}
-			d.space()
-			if d.i >= len(d.b) {
-				return nil, errDecodeEnd
-			}
-			if d.b[d.i] != ':' {
-				return nil, d.errorf("no colon after a member name")
-			}
-			d.i++
-			d.space()
-			start := d.i
-			if err := d.skip(1); err != nil {
-				return nil, err
-			}
-			m[k] = json.RawMessage(d.b[start:d.i:d.i])
-			d.space()
-			if d.i >= len(d.b) {
-				return nil, errDecodeEnd
-			}
-			if d.b[d.i] == ',' {
-				d.i++
-				continue
-			}
-			if d.b[d.i] != '}' {
-				return nil, d.errorf("no comma or } after a member")
-			}
-			d.i++
-			break
-		}
+	err := d.elements(true, func(name string) error {
+		start := d.i
+		err := d.skip(1)
+		m[name] = json.RawMessage(d.b[start:d.i:d.i])
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	d.space()
 	if d.i != len(d.b) {
@@ -446,55 +417,7 @@ func (d *decoder) skip(depth int) error {
 		if depth >= maxDecodeDepth {
 			return d.errorf("nested too deep")
 		}
-		end := byte('}')
-		if c == '[' {
-			end = ']'
-		}
-		d.i++
-		d.space()
-		if d.i < len(d.b) && d.b[d.i] == end {
-			d.i++
-			return nil
-		}
-		for {
-			d.space()
-			if c == '{' {
-				if d.i >= len(d.b) {
-					return errDecodeEnd
-				}
-				if d.b[d.i] != '"' {
-					return d.errorf("a member name is not a string")
-				}
-				if err := d.skipStr(); err != nil {
-					return err
-				}
-				d.space()
-				if d.i >= len(d.b) {
-					return errDecodeEnd
-				}
-				if d.b[d.i] != ':' {
-					return d.errorf("no colon after a member name")
-				}
-				d.i++
-				d.space()
-			}
-			if err := d.skip(depth + 1); err != nil {
-				return err
-			}
-			d.space()
-			if d.i >= len(d.b) {
-				return errDecodeEnd
-			}
-			switch d.b[d.i] {
-			case ',':
-				d.i++
-			case end:
-				d.i++
-				return nil
-			default:
-				return d.errorf("no comma or %c after a value", end)
-			}
-		}
+		return d.elements(false, func(string) error { return d.skip(depth + 1) })
 	case c == '"':
 		return d.skipStr()
 	case c == '-' || ('0' <= c && c <= '9'):
