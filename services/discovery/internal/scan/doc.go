@@ -34,15 +34,17 @@
 // # One scan
 //
 // A scan first reads the server, the audience class, its tenant and the
-// tenant's policy epoch from the registry. Then, in one round trip on a
-// connection of its own that it keeps for its whole duration (so the lock
-// dies with a killed process), it takes a Postgres advisory lock on its
-// pair, and only if it got it marks any unfinished run of the pair
+// tenant's policy epoch from the registry. Then, in one round trip on the
+// process's lock session (one Postgres session holds the pair locks of all
+// the process's scans, so the locks die with a killed process; see
+// [pairLocks]), it takes a Postgres advisory lock on its pair, held for
+// its whole duration, and only if it got it marks any unfinished run of the pair
 // INCOMPLETE WORKER_LOST (its worker died: River rescued the job after
 // [Config.RescueAfter]), starts its own run in DISCOVERING with the tenant
 // and epoch it read (so the tenant's users see the running run; its
 // protocol version, identity and trust digests are written with its end)
-// and reads the pointer. It snoozes when another worker holds the lock.
+// and reads the pointer. It snoozes when another worker holds the lock,
+// and is cancelled (INCOMPLETE WORKER_LOST, retried) if the session dies.
 // Then:
 //
 //  1. the registry read decides (NOT_REGISTERED, REGISTRY_UNAVAILABLE), and

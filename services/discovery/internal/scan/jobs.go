@@ -112,32 +112,30 @@ func (w *scanWorker) Work(ctx context.Context, job *river.Job[ScanArgs]) error {
 		nr.SuppressedNotifications, nr.NotificationDelay = a.SuppressedNotifications, time.Duration(a.NotificationDelayMs)*time.Millisecond
 	}
 	b, berr := s.readBinding(ctx, a, &nr)
-	// The pair's lock, the run's start and the pointer's view in one round
-	// trip; holding the lock, any unfinished run of the pair is dead: it is
-	// marked lost as this one starts.
-	conn, err := s.pool.Acquire(ctx)
+	// The pair's lock (on the process's lock session, see [pairLocks]),
+	// the run's start and the pointer's view in one round trip; holding
+	// the lock, any unfinished run of the pair is dead: it is marked lost
+	// as this one starts. The scan is cancelled if the lock is lost.
+	ctx, cancelScan := context.WithCancelCause(ctx)
+	defer cancelScan(nil)
+	key := pairKey(a.ServerID, a.AudienceClass)
+	var (
+		runID string
+		view  store.ScanView
+	)
+	hold, err := s.locks.start(ctx, key, cancelScan, func(ctx context.Context, conn store.Session) (bool, error) {
+		var locked bool
+		var err error
+		runID, view, locked, err = s.store.StartScan(ctx, conn, key, nr)
+		return locked, err
+	})
 	if err != nil {
 		return fmt.Errorf("scan lock: %w", err)
 	}
-	key := pairKey(a.ServerID, a.AudienceClass)
-	runID, view, locked, err := s.store.StartScan(ctx, conn, key, nr)
-	if err != nil {
-		// The lock may be held: do not return the connection.
-		_ = conn.Conn().Close(context.WithoutCancel(ctx))
-		conn.Release()
-		return err
-	}
-	if !locked {
-		conn.Release()
+	if hold == nil {
 		return river.JobSnooze(time.Second)
 	}
-	defer func() {
-		if _, err := conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", key); err != nil {
-			// Do not return a connection that may still hold the lock.
-			_ = conn.Conn().Close(context.WithoutCancel(ctx))
-		}
-		conn.Release()
-	}()
+	defer s.locks.release(ctx, hold)
 	// A commit completes the job in its own transaction (store.Commit's
 	// JobID) rather than in River's asynchronous batch, so a TriggerScan
 	// right after the run ended queues a new scan instead of finding this
@@ -166,9 +164,9 @@ func (s *Scanner) readBinding(ctx context.Context, a ScanArgs, nr *store.NewRun)
 	return b, err
 }
 
-// pairKey is the pair's session advisory lock, held on a connection of
-// the scan's own for its whole duration; a killed process's connection (and
-// lock) dies with it.
+// pairKey is the pair's session advisory lock, held for the scan's whole
+// duration on the process's lock session ([pairLocks]); a killed
+// process's session (and its locks) dies with it.
 func pairKey(server, aud string) int64 {
 	h := fnv.New64a()
 	h.Write([]byte("toolcrib.discovery.scan\x00" + server + "\x00" + aud))

@@ -108,11 +108,15 @@ func (st *scanState) registryFault(what string, err error) outcome {
 	return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_REGISTRY_UNAVAILABLE, "reading %s from the registry: %v", what, err)
 }
 
-// cancelled ends a run whose job context ended: a timeout, or the process
-// stopping (the scan is retried either way).
+// cancelled ends a run whose job context ended: a timeout, the pair's lock
+// lost with its session (see [pairLocks]), or the process stopping (the
+// scan is retried in every case).
 func (st *scanState) cancelled() outcome {
 	if errors.Is(st.ctx.Err(), context.DeadlineExceeded) {
 		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_TRANSPORT_ERROR, "the scan exceeded its timeout of %s", st.s.cfg.ScanTimeout)
+	}
+	if errors.Is(context.Cause(st.ctx), errPairLockLost) {
+		return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_WORKER_LOST, "%v (%s); the scan stopped, as another worker may scan the pair now", errPairLockLost, st.s.cfg.Worker)
 	}
 	return st.fail(stIncomplete, discoveryv1.RunReason_RUN_REASON_WORKER_LOST, "the discovery process stopped during the scan (%s)", st.s.cfg.Worker)
 }

@@ -186,21 +186,24 @@ type Scanner struct {
 	background sync.WaitGroup
 	gate       *gate
 	listen     *listeners
-	metrics    *metrics
+	// locks holds the pair locks of this process's scans.
+	locks   *pairLocks
+	metrics *metrics
 	// inserts coalesces the one-pair Enqueue calls made at the same moment
 	// into one insert transaction.
 	inserts *coalesce.Coalescer[enqueue, enqueued]
 }
 
-// New builds a scanner. pool must have room for two connections per worker
-// plus River's own (see [PoolSize]); nothing touches the database until
-// [Scanner.Run].
+// New builds a scanner. pool must have room for a connection per worker,
+// the lock session of the scans' pair locks ([pairLocks]), the group
+// commits' and River's own (see [PoolSize], which leaves two per worker);
+// nothing touches the database until [Scanner.Run].
 func New(pool *pgxpool.Pool, st *store.Store, log *changelog.Log, reg registryclient.Registry, cfg Config, lg *slog.Logger) (*Scanner, error) {
 	cfg = cfg.withDefaults()
 	s := &Scanner{cfg: cfg, pool: pool, store: st, log: log, reg: reg, lg: lg, stopLinger: make(chan struct{}), metrics: newMetrics(cfg.Metrics)}
 	s.bg, s.stopBg = context.WithCancel(context.Background())
 	s.inserts = &coalesce.Coalescer[enqueue, enqueued]{Send: s.insert, Max: 256, InFlight: 2, Timeout: 30 * time.Second}
-	s.gate, s.listen = newGate(s), newListeners(s)
+	s.gate, s.listen, s.locks = newGate(s), newListeners(s), newPairLocks(pool)
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &scanWorker{s: s})
 	river.AddWorker(workers, &refreshWorker{s: s})
@@ -300,6 +303,7 @@ func (s *Scanner) Run(ctx context.Context) error {
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	err := s.river.Stop(stopCtx)
+	s.locks.close()
 	s.lingering.Wait()
 	s.stopBg()
 	<-swept
