@@ -45,9 +45,16 @@ const (
 	// maxGroup is the most commits one transaction carries.
 	maxGroup = 32
 	// maxGroups is how many group transactions one process runs at once
-	// (each holds a pooled connection; the next group forms while one
-	// flushes).
-	maxGroups = 4
+	// (each holds a pooled connection; the next group forms and does its
+	// commits' work while one appends and flushes). Every group waits on
+	// the change log's counter row from its append to its commit, so more
+	// groups in flight do not commit more: they only make each group
+	// smaller, and each group pays its own statements (issue 27: with 4,
+	// the 800-server crawl committed 800 scans in 629 groups and its
+	// Postgres backends used 4.28/4.04/3.87 s of CPU; with 2, 3.71/3.54/3.01
+	// s, interleaved, 06:00 UTC). Two is also the lease store's and the
+	// rules floor's.
+	maxGroups = 2
 	// groupTimeout bounds one group transaction; it runs on a context of
 	// its own so that one scan's cancellation never aborts the others.
 	groupTimeout = time.Minute
