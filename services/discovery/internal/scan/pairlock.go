@@ -26,10 +26,11 @@ import (
 // is held here is refused as one held elsewhere is. The session's
 // statements run one at a time (mu): a scan's start (the lock, its run
 // and its view, one round trip, see [store.Store.StartScan]) and a scan's
-// unlock. When a statement on the session fails, the session is closed
-// and every lock on it is gone: each scan holding one is cancelled with
-// [errPairLockLost] (it ends INCOMPLETE and River retries it), and the next
-// scan opens a new session.
+// unlock. A scan's start that fails gives back the lock it may have taken;
+// when the session itself fails (it died, or the unlock failed), it is
+// closed and every lock on it is gone: each scan holding one is cancelled
+// with [errPairLockLost] (it ends INCOMPLETE and River retries it), and the
+// next scan opens a new session.
 type pairLocks struct {
 	pool *pgxpool.Pool
 
@@ -80,8 +81,10 @@ func (p *pairLocks) start(ctx context.Context, key int64, cancel context.CancelC
 	defer cancelStmt()
 	locked, err := start(sctx, p.conn)
 	if err != nil {
-		// The lock may be held: only closing the session gives it back.
-		p.dropLocked()
+		// The lock may be held (a session lock outlives the rollback of
+		// the statement that took it): give it back, or when the session
+		// cannot, close it.
+		p.unlockOrDropLocked(ctx, key)
 		return nil, err
 	}
 	if !locked {
@@ -101,9 +104,21 @@ func (p *pairLocks) release(ctx context.Context, h *pairLock) {
 		return
 	}
 	delete(p.held, h.key)
+	p.unlockOrDropLocked(ctx, h.key)
+}
+
+// unlockOrDropLocked gives key's lock back on the session (no lock of this
+// process is held on key then: a key is in held at most once); when that
+// fails, it closes the session. Unlocking a key the session does not hold
+// answers false, which is fine.
+func (p *pairLocks) unlockOrDropLocked(ctx context.Context, key int64) {
+	if p.conn == nil || p.conn.Conn().IsClosed() {
+		p.dropLocked()
+		return
+	}
 	sctx, cancelStmt := context.WithTimeout(context.WithoutCancel(ctx), sessionTimeout)
 	defer cancelStmt()
-	if _, err := p.conn.Exec(sctx, "SELECT pg_advisory_unlock($1)", h.key); err != nil {
+	if _, err := p.conn.Exec(sctx, "SELECT pg_advisory_unlock($1)", key); err != nil {
 		p.dropLocked()
 	}
 }

@@ -121,9 +121,38 @@ func TestPairLocksRefuseAPairHeldElsewhere(t *testing.T) {
 	}
 }
 
-// A failed statement closes the session: every lock on it is gone, every
-// scan that held one is cancelled with errPairLockLost, and a hold from
-// the dead session released later leaves a newer hold of its pair alone.
+// A scan's start that fails after its statement took the lock gives the
+// lock back and leaves the session, and the other scans' locks, alone.
+func TestPairLocksFailedStartGivesItsLockBack(t *testing.T) {
+	ctx := context.Background()
+	p, other := newPairLocksFixture(t)
+	ctx1, cancel1 := context.WithCancelCause(ctx)
+	defer cancel1(nil)
+	if h, err := p.start(ctx, 1, cancel1, tryLock(1)); err != nil || h == nil {
+		t.Fatal(h, err)
+	}
+	failing := func(ctx context.Context, s store.Session) (bool, error) {
+		b := &pgx.Batch{}
+		// The lock, then a division by zero at run time (a constant one
+		// would fail as the statement is planned, before the lock).
+		b.Queue("WITH l AS MATERIALIZED (SELECT pg_try_advisory_lock(3) AS ok) SELECT 1 / (count(*) - 1) FROM l WHERE ok")
+		return false, s.SendBatch(ctx, b).Close()
+	}
+	if h, err := p.start(ctx, 3, noCancel, failing); err == nil || h != nil {
+		t.Fatalf("a failed start: %v, %v", h, err)
+	}
+	if !other.free(3) {
+		t.Fatal("the failed start kept the lock its statement took")
+	}
+	if other.free(1) || ctx1.Err() != nil || p.holding() != 1 {
+		t.Fatalf("a failed start cost another scan its lock (free %v, cancelled %v, holding %d)", other.free(1), ctx1.Err(), p.holding())
+	}
+}
+
+// A session that dies takes every lock on it: every scan that held one is
+// cancelled with errPairLockLost, the next scan opens a new session, and a
+// hold from the dead session released later leaves a newer hold of its
+// pair alone.
 func TestPairLocksLostSessionCancelsItsScans(t *testing.T) {
 	ctx := context.Background()
 	p, other := newPairLocksFixture(t)
@@ -138,13 +167,12 @@ func TestPairLocksLostSessionCancelsItsScans(t *testing.T) {
 	if h, err := p.start(ctx, 2, cancel2, tryLock(2)); err != nil || h == nil {
 		t.Fatal(h, err)
 	}
-	failing := func(ctx context.Context, s store.Session) (bool, error) {
-		b := &pgx.Batch{}
-		b.Queue("SELECT pg_try_advisory_lock(3), 1/0")
-		return false, s.SendBatch(ctx, b).Close()
+	pid := p.conn.Conn().PgConn().PID()
+	if _, err := other.conn.Exec(ctx, "SELECT pg_terminate_backend($1, 5000)", pid); err != nil {
+		t.Fatal(err)
 	}
-	if h, err := p.start(ctx, 3, noCancel, failing); err == nil || h != nil {
-		t.Fatalf("a failed start: %v, %v", h, err)
+	if h, err := p.start(ctx, 3, noCancel, tryLock(3)); err == nil || h != nil {
+		t.Fatalf("a start on a dead session: %v, %v", h, err)
 	}
 	for i, c := range []context.Context{ctx1, ctx2} {
 		if !errors.Is(context.Cause(c), errPairLockLost) {
@@ -153,7 +181,7 @@ func TestPairLocksLostSessionCancelsItsScans(t *testing.T) {
 	}
 	for _, k := range []int64{1, 2, 3} {
 		if !other.free(k) {
-			t.Errorf("pair %d still locked after its session was closed", k)
+			t.Errorf("pair %d still locked after its session died", k)
 		}
 	}
 	if p.holding() != 0 {
@@ -164,6 +192,9 @@ func TestPairLocksLostSessionCancelsItsScans(t *testing.T) {
 	new1, err := p.start(ctx, 1, noCancel, tryLock(1))
 	if err != nil || new1 == nil {
 		t.Fatalf("a scan after the session died: %v, %v", new1, err)
+	}
+	if p.conn.Conn().PgConn().PID() == pid {
+		t.Fatal("the dead session was used again")
 	}
 	p.release(ctx, old1)
 	if other.free(1) {
