@@ -148,7 +148,7 @@ func flags(c *Config, lookup func(string) (string, bool)) *config.Set {
 	s.Duration(&c.GuardWindow, "guard-window", "", 5*time.Minute, "how far back the missing-tool rate looks (never before the generation became active or the pair was resumed)")
 	s.Float64(&c.GuardMissingRate, "guard-missing-rate", "", 0.05, "missing-tool rate (Checks answered STALE_CATALOG or NOT_FOUND for a tool of the previous generation, over all Checks of the active one) above which the guard rolls back")
 	s.Int(&c.GuardMinChecks, "guard-min-checks", "", 20, "fewest Checks in the window before the missing-tool rate counts")
-	s.Int(&c.Workers, "workers", "", 16, "scans run at once by this process")
+	s.Int(&c.Workers, "workers", "", 16, "scans run at once by this process (a scan holds a pooled Postgres connection only while it runs a statement, and the pair locks of all of them share one session; the pool allows 2 × workers + 8 connections)")
 	s.Duration(&c.ScanTimeout, "scan-timeout", "", 5*time.Minute, "longest one scan may take")
 	s.Duration(&c.RescueAfter, "rescue-after", "", 6*time.Minute, "when a scan whose worker vanished is retried by another (must exceed --scan-timeout)")
 	s.Duration(&c.RefreshInterval, "refresh-interval", "", 15*time.Minute, "default time between scans of a server (its scan_interval overrides it)")

@@ -30,7 +30,11 @@ import (
 // when the session itself fails (it died, or the unlock failed), it is
 // closed and every lock on it is gone: each scan holding one is cancelled
 // with [errPairLockLost] (it ends INCOMPLETE and River retries it), and the
-// next scan opens a new session.
+// next scan opens a new session. A session that dies is found by the next
+// statement on it, the next scan's start or end; until then its scans go
+// on without their locks, as a scan whose own lock connection died did
+// before (another process may then scan the same pair: the pointer's
+// compare-and-swap still lets one of the two commit).
 type pairLocks struct {
 	pool *pgxpool.Pool
 
