@@ -237,11 +237,23 @@ func TestConsoleActionsThroughTheServices(t *testing.T) {
 		t.Fatalf("the admin's rescan: HTTP %d %q", code, r)
 	}
 	servicetest.Eventually(t, 30*time.Second, "the console's rescan", func() bool { return scans() > before })
-	// The servers page lists the scans with their final state.
-	runs, err := w.st.Discovery.ListRuns(ctx, &discoveryv1.ListRunsRequest{ServerId: serverID, PageSize: 10})
-	if err != nil || len(runs.GetRuns()) == 0 {
-		t.Fatalf("runs: %v %v", runs, err)
-	}
+	// The servers page lists the scans with their final state: read once
+	// every run has one (the rescan's run, read DISCOVERING a moment
+	// before the page, could end before the page is rendered).
+	var runs *discoveryv1.ListRunsResponse
+	servicetest.Eventually(t, 30*time.Second, "the console's rescan to finish", func() bool {
+		var err error
+		runs, err = w.st.Discovery.ListRuns(ctx, &discoveryv1.ListRunsRequest{ServerId: serverID, PageSize: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range runs.GetRuns() {
+			if r.GetFinishedAt() == nil {
+				return false
+			}
+		}
+		return len(runs.GetRuns()) > 0
+	})
 	_, page = get(t, w.base, "/servers", admin)
 	for _, r := range runs.GetRuns() {
 		if state := strings.TrimPrefix(r.GetState().String(), "DISCOVERY_STATE_"); !strings.Contains(page, "<th scope=\"row\">"+state+"</th>") {
