@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,6 +25,14 @@ import (
 type Expected struct {
 	Generation int64
 	Revision   int64
+	// LastGeneration is the pointer's last generation (the highest it
+	// ever had) when Generation is not zero: with it the commit knows the
+	// generation it creates (LastGeneration + 1) before its CAS and does
+	// its CAS and its writes in one statement. Zero when unknown: the
+	// commit then reads it in its transaction first. The CAS compares it
+	// too, so a wrong value can only lose the CAS, never write a snapshot
+	// under another generation.
+	LastGeneration int64
 }
 
 // ScanView is what a scan needs to know about its pointer at start.
@@ -43,7 +53,7 @@ type ScanView struct {
 
 // viewSQL reads the [ScanView] of ($1, $2): one row, whether the pointer
 // exists or not.
-const viewSQL = `SELECT p.generation, p.revision, p.state, s.source_revision, s.page_root, s.identity_digest,
+const viewSQL = `SELECT p.generation, p.revision, p.last_generation, p.state, s.source_revision, s.page_root, s.identity_digest,
 s.trust_config_digest, s.state,
 EXISTS (SELECT 1 FROM listen_pairs l WHERE l.server_id = $1 AND l.audience_class = $2)
 FROM (SELECT 1) one LEFT JOIN (pointers p JOIN snapshots s USING (server_id, audience_class, generation))
@@ -52,15 +62,15 @@ FROM (SELECT 1) one LEFT JOIN (pointers p JOIN snapshots s USING (server_id, aud
 // scanView reads a row of [viewSQL].
 func scanView(row pgx.Row) (ScanView, error) {
 	var v ScanView
-	var gen, rev *int64
+	var gen, rev, last *int64
 	var state, source, root, identity, trust, snapState *string
-	if err := row.Scan(&gen, &rev, &state, &source, &root, &identity, &trust, &snapState, &v.Listening); err != nil {
+	if err := row.Scan(&gen, &rev, &last, &state, &source, &root, &identity, &trust, &snapState, &v.Listening); err != nil {
 		return ScanView{}, fmt.Errorf("store: pointer view: %w", err)
 	}
 	if gen == nil {
 		return v, nil
 	}
-	v.Expected = Expected{Generation: *gen, Revision: *rev}
+	v.Expected = Expected{Generation: *gen, Revision: *rev, LastGeneration: *last}
 	v.Active = *state == "ACTIVE"
 	v.SourceRevision, v.PageRoot, v.IdentityDigest, v.TrustConfigDigest = *source, *root, *identity, *trust
 	v.SnapshotState = stateValue(*snapState)
@@ -113,20 +123,15 @@ func (s *Store) Commit(ctx context.Context, c Commit) (*Committed, error) {
 	var out *Committed
 	var ended *EndedRun
 	ch, err := s.group.commit(ctx, c.Snapshot.GetServerId(), c.Snapshot.GetAudienceClass(), func(ctx context.Context, tx pgx.Tx) (*pendingChange, error) {
-		// 1. The CAS; now is the transaction's time, used for every
-		// timestamp the commit writes.
-		gen, now, err := casPointer(ctx, tx, c)
-		if err != nil {
-			return nil, err
-		}
-		// 2. The immutable snapshot, its tools and its lifecycle row, and 3.
-		// the previous generation retired; the same round trip reads what
-		// the generation is compared with (the static tool list, the
-		// previous generation's tools), and the comparison is stored with
-		// the run.
-		// 4. The run's end goes in the same round trip.
+		// 1. The CAS; 2. the immutable snapshot, its tools and its
+		// lifecycle row; 3. the previous generation retired; 4. the run's
+		// end with its pages: one statement, every write conditional on the
+		// CAS (see [writeCommit]). It also reads what the generation is
+		// compared with (the static tool list, the previous generation's
+		// tools), and the comparison is stored with the run. now is the
+		// transaction's time, used for every timestamp the commit writes.
 		var ref reference
-		digest, fin, err := writeSnapshot(ctx, tx, c, gen, now, &ref)
+		gen, now, digest, fin, err := writeCommit(ctx, tx, c, &ref)
 		if err != nil {
 			return nil, err
 		}
@@ -159,90 +164,165 @@ func (s *Store) Commit(ctx context.Context, c Commit) (*Committed, error) {
 	return out, nil
 }
 
-// casPointer moves the pointer from c.Expected to the next generation (or
-// creates it at generation 1) and returns that generation and the
-// transaction's time; [ErrCASConflict] when the pointer is elsewhere.
-func casPointer(ctx context.Context, tx pgx.Tx, c Commit) (int64, time.Time, error) {
+// writeCommit is a commit's CAS and writes, in one statement whose every
+// write is conditional on the CAS: the pointer moved from c.Expected to
+// the next generation (or created at generation 1), the snapshot stamped
+// with that generation, its state and digest, its generation row, the
+// previous generation's retirement, its tools (at most [inlineRows]; more
+// go by COPY once the CAS won) and the run's end with its pages (likewise).
+// The generation is known before the CAS (1, or c.Expected.LastGeneration
+// + 1, which the CAS compares), so the snapshot's digest is made before
+// the statement. The statement also reads ref (the static tool list, the
+// previous generation's tools). It returns the generation, the
+// transaction's time, the digest and the run's end; [ErrCASConflict] when
+// the pointer is elsewhere (then nothing was written).
+//
+// One statement instead of one per table: each statement costs Postgres
+// a parse, bind and execution start and the process an encoding and a
+// message (issue 27).
+func writeCommit(ctx context.Context, tx pgx.Tx, c Commit, ref *reference) (int64, time.Time, string, *finishing, error) {
 	snap := c.Snapshot
 	server, aud, expires := snap.GetServerId(), snap.GetAudienceClass(), snap.GetExpiresAt().AsTime()
-	var gen int64
-	var now time.Time
-	var err error
-	if c.Expected.Generation == 0 {
-		err = tx.QueryRow(ctx, `INSERT INTO pointers (server_id, audience_class, tenant_id, generation, last_generation, state, moved_at, fresh_until, revision)
-VALUES ($1, $2, $3, 1, 1, 'ACTIVE', now(), $4, 0) ON CONFLICT DO NOTHING RETURNING generation, moved_at`,
-			server, aud, snap.GetTenant(), expires).Scan(&gen, &now)
-	} else {
-		err = tx.QueryRow(ctx, `UPDATE pointers SET generation = last_generation + 1, last_generation = last_generation + 1,
-state = 'ACTIVE', moved_at = now(), fresh_until = $5
-WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND revision = $4 RETURNING generation, moved_at`,
-			server, aud, c.Expected.Generation, c.Expected.Revision, expires).Scan(&gen, &now)
+	prev, last := c.Expected.Generation, c.Expected.LastGeneration
+	var zero time.Time
+	if prev != 0 && last == 0 {
+		err := tx.QueryRow(ctx, `SELECT last_generation FROM pointers
+WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND revision = $4`,
+			server, aud, prev, c.Expected.Revision).Scan(&last)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, zero, "", nil, ErrCASConflict
+		}
+		if err != nil {
+			return 0, zero, "", nil, fmt.Errorf("store: pointer CAS: %w", err)
+		}
 	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, now, ErrCASConflict
-	}
-	if err != nil {
-		return 0, now, fmt.Errorf("store: pointer CAS: %w", err)
-	}
-	return gen, now, nil
-}
-
-// writeSnapshot stamps the snapshot with its generation, state and digest
-// and writes it, its generation row, the previous generation's retirement
-// and the run's end (see [queueFinishRun]) in one round trip, with the
-// reads of ref, then its tools; it returns the digest and the run's end.
-func writeSnapshot(ctx context.Context, tx pgx.Tx, c Commit, gen int64, now time.Time, ref *reference) (string, *finishing, error) {
-	snap := c.Snapshot
-	server, aud, expires := snap.GetServerId(), snap.GetAudienceClass(), snap.GetExpiresAt().AsTime()
+	gen := last + 1
 	snap.Generation = gen
 	snap.State = c.State
 	snap.RunId = c.RunID
 	snap.Schema = "toolCatalogSnapshot.v1"
 	digest, err := candidate.SnapshotDigest(snap, c.State)
 	if err != nil {
-		return "", nil, err
+		return 0, zero, "", nil, err
 	}
 	snap.SnapshotDigest = digest
-	var b pgx.Batch
-	b.Queue(`INSERT INTO snapshots (server_id, audience_class, generation, tenant_id, run_id, state,
-identity_digest, endpoint_digest, protocol_version, discovery_started_at, expires_at, policy_epoch, source_revision,
-page_root, page_digests, cache_scope, trust_config_digest, snapshot_digest, tool_count, committed_at)
-VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20)`,
-		server, aud, gen, snap.GetTenant(), c.RunID, stateName(c.State), snap.GetIdentityDigest(), snap.GetEndpointDigest(),
-		snap.GetProtocolVersion(), snap.GetDiscoveryStartedAt().AsTime(), expires, snap.GetPolicyEpoch(), snap.GetSourceRevision(),
-		snap.GetPageRoot(), nonNil(snap.GetPageDigests()), snap.GetCacheScope(), snap.GetTrustConfigDigest(), digest,
-		len(snap.GetTools()), now)
-	b.Queue(`INSERT INTO generations (server_id, audience_class, generation, fresh_until) VALUES ($1,$2,$3,$4)`,
-		server, aud, gen, expires)
-	if prev := c.Expected.Generation; prev != 0 {
-		b.Queue(`UPDATE generations SET retired_at = $4
-WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND retired_at IS NULL`, server, aud, prev, now)
-	}
-	ref.queue(&b, server, aud, c.Expected.Generation)
-	fin, err := queueFinishRun(&b, c.RunID, committedRun(c, gen))
+	run := committedRun(c, gen)
+	fin, args, err := finishRunArgs(c.RunID, run)
 	if err != nil {
-		return "", nil, err
+		return 0, zero, "", nil, err
 	}
+	// The run's end takes $1–$19 (and its pages $20–$28); the rest are
+	// numbered as they are added.
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	ps, pa, pg, pe, pt := arg(server), arg(aud), arg(gen), arg(expires), arg(snap.GetTenant())
+	var pp string
+	if prev != 0 {
+		pp = arg(prev)
+	}
+	var q strings.Builder
+	if prev == 0 {
+		q.WriteString(`WITH cas AS (INSERT INTO pointers (server_id, audience_class, tenant_id, generation, last_generation, state,
+  moved_at, fresh_until, revision)
+  VALUES (` + ps + `, ` + pa + `, ` + pt + `, ` + pg + `, ` + pg + `, 'ACTIVE', now(), ` + pe + `, 0)
+  ON CONFLICT DO NOTHING RETURNING moved_at)`)
+	} else {
+		q.WriteString(`WITH cas AS (UPDATE pointers SET generation = ` + pg + `, last_generation = ` + pg + `, state = 'ACTIVE',
+  moved_at = now(), fresh_until = ` + pe + `
+  WHERE server_id = ` + ps + ` AND audience_class = ` + pa + ` AND generation = ` + pp + ` AND revision = ` + arg(c.Expected.Revision) + `
+    AND last_generation = ` + arg(last) + ` RETURNING moved_at),
+retire AS (UPDATE generations SET retired_at = now()
+  WHERE server_id = ` + ps + ` AND audience_class = ` + pa + ` AND generation = ` + pp + ` AND retired_at IS NULL
+    AND EXISTS (SELECT 1 FROM cas))`)
+	}
+	q.WriteString(`,
+snap AS (INSERT INTO snapshots (server_id, audience_class, generation, tenant_id, run_id, state, identity_digest,
+  endpoint_digest, protocol_version, discovery_started_at, expires_at, policy_epoch, source_revision, page_root,
+  page_digests, cache_scope, trust_config_digest, snapshot_digest, tool_count, committed_at)
+  SELECT ` + ps + `, ` + pa + `, ` + pg + `, ` + pt + `, ` + arg(c.RunID) + `::uuid, ` +
+		arg(stateName(c.State)) + `::text, ` + arg(snap.GetIdentityDigest()) + `::text, ` + arg(snap.GetEndpointDigest()) + `::text, ` +
+		arg(snap.GetProtocolVersion()) + `::text, ` + arg(snap.GetDiscoveryStartedAt().AsTime()) + `::timestamptz, ` + pe + `, ` +
+		arg(snap.GetPolicyEpoch()) + `::bigint, ` + arg(snap.GetSourceRevision()) + `::text, ` + arg(snap.GetPageRoot()) + `::text, ` +
+		arg(nonNil(snap.GetPageDigests())) + `::text[], ` + arg(snap.GetCacheScope()) + `::text, ` + arg(snap.GetTrustConfigDigest()) + `::text, ` +
+		arg(digest) + `::text, ` + arg(len(snap.GetTools())) + `::integer, moved_at FROM cas),
+gens AS (INSERT INTO generations (server_id, audience_class, generation, fresh_until)
+  SELECT ` + ps + `, ` + pa + `, ` + pg + `, ` + pe + ` FROM cas)`)
 	tools := snap.GetTools()
 	small := len(tools) <= inlineRows
 	if small && len(tools) > 0 {
-		if err := queueTools(&b, server, aud, gen, tools); err != nil {
-			return "", nil, err
+		cols, err := toolColumns(tools)
+		if err != nil {
+			return 0, zero, "", nil, err
+		}
+		q.WriteString(`,
+tools AS (INSERT INTO snapshot_tools (server_id, audience_class, generation, ordinal, name, tool_id, descriptor_digest,
+  input_schema_digest, output_schema_digest, schema_dialect, flags, raw)
+  SELECT ` + ps + `, ` + pa + `, ` + pg + `, t.ordinal, t.name, t.tool_id, t.descriptor_digest, t.input_schema_digest,
+  t.output_schema_digest, t.schema_dialect,
+  ARRAY(SELECT f FROM jsonb_array_elements_text(t.flags::jsonb) WITH ORDINALITY AS e(f, i) ORDER BY i), t.raw
+  FROM unnest(` + arg(cols.ordinal) + `::integer[], ` + arg(cols.name) + `::text[], ` + arg(cols.id) + `::text[], ` +
+			arg(cols.desc) + `::text[], ` + arg(cols.input) + `::text[], ` + arg(cols.output) + `::text[], ` + arg(cols.dialect) + `::text[], ` +
+			arg(cols.flags) + `::text[], ` + arg(cols.raw) + `::bytea[])
+    AS t(ordinal, name, tool_id, descriptor_digest, input_schema_digest, output_schema_digest, schema_dialect, flags, raw)
+  WHERE EXISTS (SELECT 1 FROM cas))`)
+	}
+	q.WriteString(`,
+ended AS (` + finishRunSet + ` AND EXISTS (SELECT 1 FROM cas)` + finishRunReturning + `)`)
+	if inlinePages(run) {
+		q.WriteString(`,
+pages AS (` + runPagesSQL + `)`)
+	}
+	q.WriteString(`
+SELECT (SELECT moved_at FROM cas), e.server_id, e.audience_class, e.took, l.version, l.entries`)
+	if prev != 0 {
+		q.WriteString(`, pt.names, pt.descriptors, pt.inputs`)
+	}
+	q.WriteString(`
+FROM (SELECT 1) one LEFT JOIN ended e ON true
+LEFT JOIN static_tool_lists l ON l.server_id = ` + ps + ` AND l.audience_class = ` + pa)
+	if prev != 0 {
+		q.WriteString(`
+LEFT JOIN LATERAL (SELECT array_agg(t.name ORDER BY t.ordinal) AS names,
+  array_agg(t.descriptor_digest ORDER BY t.ordinal) AS descriptors, array_agg(t.input_schema_digest ORDER BY t.ordinal) AS inputs
+  FROM snapshot_tools t WHERE t.server_id = ` + ps + ` AND t.audience_class = ` + pa + ` AND t.generation = ` + pp + `) pt ON true`)
+	}
+	var movedAt *time.Time
+	var endServer, endAud *string
+	var took *float64
+	var staticVersion *int64
+	var entries []byte
+	var names, descs, inputs []string
+	dest := []any{&movedAt, &endServer, &endAud, &took, &staticVersion, &entries}
+	if prev != 0 {
+		dest = append(dest, &names, &descs, &inputs)
+	}
+	if err := tx.QueryRow(ctx, q.String(), args...).Scan(dest...); err != nil {
+		return 0, zero, "", nil, fmt.Errorf("store: commit: %w", err)
+	}
+	if movedAt == nil {
+		return 0, zero, "", nil, ErrCASConflict
+	}
+	fin.matchedAs(endServer, endAud, took)
+	if staticVersion != nil {
+		ref.staticVersion = *staticVersion
+		if err := json.Unmarshal(entries, &ref.static); err != nil {
+			return 0, zero, "", nil, fmt.Errorf("store: static tool list: %w", err)
 		}
 	}
-	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-		return "", nil, fmt.Errorf("store: snapshot: %w", err)
+	for i := range names {
+		ref.previous = append(ref.previous, comparison.Tool{Name: names[i], DescriptorDigest: descs[i], InputSchemaDigest: inputs[i]})
 	}
-	if small {
-		return digest, fin, nil
+	if !small {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"snapshot_tools"},
+			[]string{"server_id", "audience_class", "generation", "ordinal", "name", "tool_id", "descriptor_digest",
+				"input_schema_digest", "output_schema_digest", "schema_dialect", "flags", "raw"},
+			&toolRows{server: server, aud: aud, gen: gen, tools: tools}); err != nil {
+			return 0, zero, "", nil, fmt.Errorf("store: snapshot tools: %w", err)
+		}
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"snapshot_tools"},
-		[]string{"server_id", "audience_class", "generation", "ordinal", "name", "tool_id", "descriptor_digest",
-			"input_schema_digest", "output_schema_digest", "schema_dialect", "flags", "raw"},
-		&toolRows{server: server, aud: aud, gen: gen, tools: snap.GetTools()}); err != nil {
-		return "", nil, fmt.Errorf("store: snapshot tools: %w", err)
-	}
-	return digest, fin, nil
+	return gen, *movedAt, digest, fin, nil
 }
 
 // inlineRows is the most rows a commit writes with one INSERT from arrays
@@ -252,32 +332,29 @@ WHERE server_id = $1 AND audience_class = $2 AND generation = $3 AND retired_at 
 // encodes many rows more cheaply.
 const inlineRows = 256
 
-// queueTools queues the INSERT of a snapshot's tools (at most
-// [inlineRows]) from one array per column. flags is text[] per tool, and
-// Postgres arrays must be rectangular, so each tool's flags travel as a
-// JSON array.
-func queueTools(b *pgx.Batch, server, aud string, gen int64, tools []*catalogv1.ToolDescriptor) error {
+// toolColumnSet is a snapshot's tools (at most [inlineRows]) as one array
+// per snapshot_tools column, written by one INSERT from unnest. flags is
+// text[] per tool, and Postgres arrays must be rectangular, so each tool's
+// flags travel as a JSON array.
+type toolColumnSet struct {
+	ordinal                                       []int32
+	name, id, desc, input, output, dialect, flags []string
+	raw                                           [][]byte
+}
+
+func toolColumns(tools []*catalogv1.ToolDescriptor) (toolColumnSet, error) {
 	n := len(tools)
-	ordinal := make([]int32, n)
-	name, id, desc, input, output, dialect, flags := make([]string, n), make([]string, n), make([]string, n),
-		make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	raw := make([][]byte, n)
+	c := toolColumnSet{ordinal: make([]int32, n), name: make([]string, n), id: make([]string, n), desc: make([]string, n),
+		input: make([]string, n), output: make([]string, n), dialect: make([]string, n), flags: make([]string, n), raw: make([][]byte, n)}
 	for i, t := range tools {
 		fj, err := json.Marshal(nonNil(t.GetFlags()))
 		if err != nil {
-			return fmt.Errorf("store: snapshot tool flags: %w", err)
+			return toolColumnSet{}, fmt.Errorf("store: snapshot tool flags: %w", err)
 		}
-		ordinal[i], name[i], id[i], desc[i] = int32(i), t.GetName(), t.GetToolId(), t.GetDescriptorDigest()
-		input[i], output[i], dialect[i], flags[i], raw[i] = t.GetInputSchemaDigest(), t.GetOutputSchemaDigest(), t.GetSchemaDialect(), string(fj), t.GetRaw()
+		c.ordinal[i], c.name[i], c.id[i], c.desc[i] = int32(i), t.GetName(), t.GetToolId(), t.GetDescriptorDigest()
+		c.input[i], c.output[i], c.dialect[i], c.flags[i], c.raw[i] = t.GetInputSchemaDigest(), t.GetOutputSchemaDigest(), t.GetSchemaDialect(), string(fj), t.GetRaw()
 	}
-	b.Queue(`INSERT INTO snapshot_tools (server_id, audience_class, generation, ordinal, name, tool_id, descriptor_digest,
-input_schema_digest, output_schema_digest, schema_dialect, flags, raw)
-SELECT $1, $2, $3, t.ordinal, t.name, t.tool_id, t.descriptor_digest, t.input_schema_digest, t.output_schema_digest,
-t.schema_dialect, ARRAY(SELECT f FROM jsonb_array_elements_text(t.flags::jsonb) WITH ORDINALITY AS e(f, i) ORDER BY i), t.raw
-FROM unnest($4::integer[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::bytea[])
-  AS t(ordinal, name, tool_id, descriptor_digest, input_schema_digest, output_schema_digest, schema_dialect, flags, raw)`,
-		server, aud, gen, ordinal, name, id, desc, input, output, dialect, flags, raw)
-	return nil
+	return c, nil
 }
 
 // committedRun is the run's end record of a commit at generation gen.

@@ -38,8 +38,15 @@ func firstCommit(server string) commitWork {
 	return func(ctx context.Context, tx pgx.Tx) (*pendingChange, error) {
 		c := Commit{Snapshot: &catalogv1.Snapshot{ServerId: server, AudienceClass: "a.readers", Tenant: "tenant-a",
 			ExpiresAt: timestamppb.New(time.Now().Add(time.Hour))}}
-		gen, now, err := casPointer(ctx, tx, c)
-		if err != nil {
+		// The pointer's first CAS, as a commit's statement begins.
+		gen, now := int64(1), time.Time{}
+		if err := tx.QueryRow(ctx, `INSERT INTO pointers (server_id, audience_class, tenant_id, generation, last_generation,
+  state, moved_at, fresh_until, revision)
+VALUES ($1, 'a.readers', 'tenant-a', 1, 1, 'ACTIVE', now(), now() + interval '1 hour', 0)
+ON CONFLICT DO NOTHING RETURNING moved_at`, server).Scan(&now); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil, ErrCASConflict
+			}
 			return nil, err
 		}
 		if _, err := tx.Exec(ctx, `SELECT pg_sleep(0.01)`); err != nil {

@@ -258,42 +258,64 @@ type finishing struct {
 
 // queueFinishRun queues the statement that writes the run's final state
 // (and its pages, when at most [inlineRows]) in b; once b was sent,
-// [finishing.rest] writes larger page sets and returns the ended run. A
-// commit queues it in the batch that writes its snapshot.
+// [finishing.rest] writes larger page sets and returns the ended run.
 func queueFinishRun(b *pgx.Batch, runID string, e RunEnd) (*finishing, error) {
+	f, args, err := finishRunArgs(runID, e)
+	if err != nil {
+		return nil, err
+	}
+	sql := finishRunSQL
+	if inlinePages(e) {
+		sql = finishRunPagesSQL
+	}
+	b.Queue(sql, args...).QueryRow(func(row pgx.Row) error {
+		var server, aud *string
+		var secs *float64
+		if err := row.Scan(&server, &aud, &secs); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			return fmt.Errorf("store: finish run: %w", err)
+		}
+		f.matchedAs(server, aud, secs)
+		return nil
+	})
+	return f, nil
+}
+
+// finishRunArgs is the run's end and the arguments of [finishRunSQL]
+// ($1–$19), followed by those of [runPagesSQL] ($20–$28) when the run's
+// pages go inline.
+func finishRunArgs(runID string, e RunEnd) (*finishing, []any, error) {
 	flags := make([]storedFlag, len(e.Flags))
 	for i, f := range e.Flags {
 		flags[i] = storedFlag{Tool: f.Tool, Flag: f.Flag, Detail: f.Detail}
 	}
 	fj, err := json.Marshal(flags)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	f := &finishing{runID: runID, e: e, ended: &EndedRun{RunID: runID, State: e.State, Reason: e.Reason, Pages: len(e.Pages), Tools: e.ToolCount,
 		Generation: max(e.Generation, e.ConfirmedGeneration)}}
 	args := []any{runID, stateName(e.State), reasonName(e.Reason), e.Detail, e.TenantID, e.ProtocolVersion,
 		e.SourceRevision, e.ClosingRevision, e.PageRoot, len(e.Pages), e.ToolCount, e.Bytes,
 		e.PolicyEpoch, e.Generation, e.ConfirmedGeneration, e.IdentityDigest, e.TrustConfigDigest, e.CacheScope, fj}
-	// A run of few pages writes them in the same statement, only when the
-	// update matched (an unfinished run); more go by COPY in rest.
-	sql := finishRunSQL
 	if inlinePages(e) {
-		sql = finishRunPagesSQL
 		args = append(args, pageColumns(e.Pages)...)
 	}
-	b.Queue(sql, args...).QueryRow(func(row pgx.Row) error {
-		var secs float64
-		err := row.Scan(&f.ended.ServerID, &f.ended.AudienceClass, &secs)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("store: finish run: %w", err)
-		}
-		f.matched, f.ended.Took = true, time.Duration(secs*float64(time.Second))
-		return nil
-	})
-	return f, nil
+	return f, args, nil
+}
+
+// matchedAs records what the run's end statement returned: the run's pair
+// and duration when the update matched, all nil when the run had already
+// finished.
+func (f *finishing) matchedAs(server, aud *string, secs *float64) {
+	if server == nil || aud == nil || secs == nil {
+		return
+	}
+	f.matched = true
+	f.ended.ServerID, f.ended.AudienceClass = *server, *aud
+	f.ended.Took = time.Duration(*secs * float64(time.Second))
 }
 
 func inlinePages(e RunEnd) bool { return len(e.Pages) > 0 && len(e.Pages) <= inlineRows }
@@ -321,8 +343,9 @@ func (f *finishing) rest(ctx context.Context, tx pgx.Tx) (*EndedRun, error) {
 	return f.ended, nil
 }
 
-// finishRunSQL ends an unfinished run ($1) with the record $2–$19.
-const finishRunSQL = `UPDATE runs SET state = $2, reason = $3, detail = $4, finished_at = now(),
+// finishRunSet ends an unfinished run ($1) with the record $2–$19; its
+// WHERE clause comes last, so that a commit can add a condition.
+const finishRunSet = `UPDATE runs SET state = $2, reason = $3, detail = $4, finished_at = now(),
 tenant_id = CASE WHEN $5 = '' THEN tenant_id ELSE $5 END,
 protocol_version = CASE WHEN $6 = '' THEN protocol_version ELSE $6 END,
 source_revision = $7, closing_revision = $8, page_root = $9, page_count = $10, tool_count = $11, bytes = $12,
@@ -330,20 +353,29 @@ policy_epoch = CASE WHEN $13 = 0 THEN policy_epoch ELSE $13 END, generation = $1
 identity_digest = CASE WHEN $16 = '' THEN identity_digest ELSE $16 END,
 trust_config_digest = CASE WHEN $17 = '' THEN trust_config_digest ELSE $17 END,
 cache_scope = $18, flags = $19
-WHERE run_id = $1 AND finished_at IS NULL
-RETURNING server_id, audience_class, extract(epoch FROM finished_at - started_at)::float8`
+WHERE run_id = $1 AND finished_at IS NULL`
 
-// finishRunPagesSQL is [finishRunSQL] that also writes the run's pages
-// ($20–$28, one array per column) when the update matched.
-const finishRunPagesSQL = `WITH ended AS (` + finishRunSQL + `),
-pages AS (INSERT INTO run_pages (run_id, idx, cursor_in, cursor_out, has_next, revision, tool_count, page_digest, bytes, received_at)
+// finishRunReturning is what the run's end returns: its pair and duration.
+const finishRunReturning = `
+RETURNING server_id, audience_class, extract(epoch FROM finished_at - started_at)::float8 AS took`
+
+// finishRunSQL ends an unfinished run ($1) with the record $2–$19.
+const finishRunSQL = finishRunSet + finishRunReturning
+
+// runPagesSQL writes the run's pages ($20–$28, one array per column) when
+// the statement's CTE ended has a row (the update matched).
+const runPagesSQL = `INSERT INTO run_pages (run_id, idx, cursor_in, cursor_out, has_next, revision, tool_count, page_digest, bytes, received_at)
 SELECT $1, p.* FROM unnest($20::integer[], $21::text[], $22::text[], $23::boolean[], $24::text[], $25::integer[], $26::text[],
   $27::bigint[], $28::timestamptz[]) AS p
-WHERE EXISTS (SELECT 1 FROM ended))
+WHERE EXISTS (SELECT 1 FROM ended)`
+
+// finishRunPagesSQL is [finishRunSQL] that also writes the run's pages.
+const finishRunPagesSQL = `WITH ended AS (` + finishRunSQL + `),
+pages AS (` + runPagesSQL + `)
 SELECT * FROM ended`
 
 // pageColumns is the pages as one array per run_pages column (after
-// run_id), in the order of [finishRunPagesSQL].
+// run_id), in the order of [runPagesSQL].
 func pageColumns(pages []crawl.Page) []any {
 	n := len(pages)
 	idx, tools := make([]int32, n), make([]int32, n)

@@ -147,18 +147,36 @@ func TestLostCASWritesNothing(t *testing.T) {
 	if _, err := f.commit(t, "inv", "a.b", "r1", store.Expected{}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	for _, exp := range []store.Expected{{}, {Generation: 2, Revision: 1}, {Generation: 1, Revision: 99}} {
+	if v := f.view(t, "inv", "a.b"); v != (store.Expected{Generation: 1, Revision: 1, LastGeneration: 1}) {
+		t.Fatalf("view after the first commit: %+v", v)
+	}
+	// A commit knows the generation it creates before its CAS (the last
+	// one + 1) and writes under it in the CAS's statement: a wrong last
+	// generation loses the CAS like a wrong generation or revision, and
+	// nothing of any lost commit is written, its run's end included.
+	for _, exp := range []store.Expected{{}, {Generation: 2, Revision: 1}, {Generation: 1, Revision: 99},
+		{Generation: 1, Revision: 1, LastGeneration: 2}, {Generation: 1, Revision: 1, LastGeneration: 7},
+		{Generation: 2, Revision: 1, LastGeneration: 1}} {
 		if _, err := f.commit(t, "inv", "a.b", "r2", exp, time.Hour); !errors.Is(err, store.ErrCASConflict) {
 			t.Fatalf("expected %v: %v, want a CAS conflict", exp, err)
 		}
 	}
-	var snaps, tools, receipts int
-	if err := f.pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM snapshots), (SELECT count(*) FROM snapshot_tools), (SELECT count(*) FROM receipts)`).
-		Scan(&snaps, &tools, &receipts); err != nil {
+	var snaps, tools, gens, receipts, ended, pages int
+	if err := f.pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM snapshots), (SELECT count(*) FROM snapshot_tools),
+(SELECT count(*) FROM generations), (SELECT count(*) FROM receipts), (SELECT count(*) FROM runs WHERE finished_at IS NOT NULL),
+(SELECT count(*) FROM run_pages)`).
+		Scan(&snaps, &tools, &gens, &receipts, &ended, &pages); err != nil {
 		t.Fatal(err)
 	}
-	if snaps != 1 || tools != 3 || receipts != 1 {
-		t.Fatalf("after lost CASes: %d snapshots, %d tools, %d receipts", snaps, tools, receipts)
+	if snaps != 1 || tools != 3 || gens != 1 || receipts != 1 || ended != 1 || pages != 1 {
+		t.Fatalf("after lost CASes: %d snapshots, %d tools, %d generations, %d receipts, %d ended runs, %d run pages",
+			snaps, tools, gens, receipts, ended, pages)
+	}
+	// Without the last generation (zero) the commit reads it in its
+	// transaction and wins as well.
+	c, err := f.commit(t, "inv", "a.b", "r2", store.Expected{Generation: 1, Revision: 1}, time.Hour)
+	if err != nil || c.Pointer.Generation != 2 {
+		t.Fatalf("commit without the last generation: %v %v", c, err)
 	}
 }
 
@@ -300,9 +318,26 @@ func TestRollback(t *testing.T) {
 		t.Fatalf("rollback of a closed pointer: %v", err)
 	}
 	// A new proven scan reopens it with the next number, never a reused one.
-	c, err := f.commit(t, "inv", "a.b", "r4", f.view(t, "inv", "a.b"), time.Hour)
+	v := f.view(t, "inv", "a.b")
+	if v.Generation != 1 || v.LastGeneration != 3 {
+		t.Fatalf("view of the closed pointer: %+v", v)
+	}
+	c, err := f.commit(t, "inv", "a.b", "r4", v, time.Hour)
 	if err != nil || c.Pointer.Generation != 4 || c.Pointer.State != discoveryv1.PointerState_POINTER_STATE_ACTIVE {
 		t.Fatalf("reopen: %v %v", c, err)
+	}
+	// The snapshot was written under the generation the CAS created, with
+	// the digest of that generation.
+	snap, total, err := f.st.Snapshot(ctx, "inv", "a.b", 4, 0, 0)
+	if err != nil || total != 3 || snap.Generation != 4 || snap.SnapshotDigest != c.Receipt.SnapshotDigest {
+		t.Fatalf("reopened snapshot: %v %d %v", snap, total, err)
+	}
+	if d, err := candidate.SnapshotDigest(snap, eligible); err != nil || d != snap.SnapshotDigest {
+		t.Fatalf("reopened snapshot digest %s, recomputed %s (%v)", snap.SnapshotDigest, d, err)
+	}
+	gens, _, _ = f.st.ListGenerations(ctx, "inv", "a.b", 0, 10)
+	if len(gens) != 4 || gens[0].Generation != 4 || !gens[0].Active || gens[3].State != retired {
+		t.Fatalf("after reopening: %v", gens)
 	}
 }
 
