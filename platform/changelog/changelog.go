@@ -121,7 +121,10 @@ const appendManySQL = `WITH r AS (UPDATE change_counter SET revision = revision 
 ins AS (INSERT INTO changes (revision, kind, payload, tenants)
   SELECT r.revision - $5 + e.ord, e.kind, e.payload, ARRAY(SELECT jsonb_array_elements_text(e.tenants::jsonb))
   FROM r, unnest($1::text[], $2::bytea[], $3::text[]) WITH ORDINALITY AS e(kind, payload, tenants, ord)
-  RETURNING 1)
+  RETURNING 1)`
+
+// appendManyResult is the end of [appendManySQL]'s statement.
+const appendManyResult = `
 SELECT r.revision, (SELECT count(*) FROM ins), pg_notify($4, r.revision::text)::text FROM r`
 
 // QueueAppendMany queues on b the appends of changes, in order, as one
@@ -129,6 +132,17 @@ SELECT r.revision, (SELECT count(*) FROM ins), pg_notify($4, r.revision::text)::
 // row, and one NOTIFY. Statements queued after it read the last revision
 // as [HeadQuery]; change i of n has that revision - n + 1 + i.
 func (l *Log) QueueAppendMany(b *pgx.Batch, changes []*Change) error {
+	return l.QueueAppendManyWith(b, changes, "")
+}
+
+// QueueAppendManyWith is [Log.QueueAppendMany] with more writes in the
+// same statement: with is one or more CTEs ("name AS (...)", separated by
+// commas) that read the last revision as (SELECT revision FROM r) and take
+// args as $6, $7, and so on. A writer holds the counter row from its
+// append to its commit, and every statement it sends in between lengthens
+// that hold; writes stamped with their revisions belong in the append's
+// own statement.
+func (l *Log) QueueAppendManyWith(b *pgx.Batch, changes []*Change, with string, args ...any) error {
 	n := len(changes)
 	if n == 0 {
 		return nil
@@ -141,7 +155,11 @@ func (l *Log) QueueAppendMany(b *pgx.Batch, changes []*Change) error {
 		}
 		kinds[i], payloads[i], tenants[i] = c.Kind, c.Payload, string(tj)
 	}
-	b.Queue(appendManySQL, kinds, payloads, tenants, l.channel, n).QueryRow(func(row pgx.Row) error {
+	sql := appendManySQL + appendManyResult
+	if with != "" {
+		sql = appendManySQL + ",\n" + with + appendManyResult
+	}
+	b.Queue(sql, append([]any{kinds, payloads, tenants, l.channel, n}, args...)...).QueryRow(func(row pgx.Row) error {
 		var last, inserted int64
 		var notify string
 		if err := row.Scan(&last, &inserted, &notify); err != nil {

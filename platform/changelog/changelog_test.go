@@ -265,3 +265,67 @@ func nonNilStrings(s []string) []string {
 	}
 	return s
 }
+
+// Writes added to the append's statement read its last revision as
+// (SELECT revision FROM r) and their arguments from $6 on: each row
+// stamped with its change's revision (the last - n + its ordinal) is
+// written with the changes, and with them rolled back.
+func TestAppendManyWithWritesInTheSameStatement(t *testing.T) {
+	ctx := context.Background()
+	l, pool := newLog(t)
+	if _, err := pool.Exec(ctx, `CREATE TABLE stamped (name text PRIMARY KEY, revision bigint NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	const with = `st AS (INSERT INTO stamped (name, revision)
+  SELECT u.name, (SELECT revision FROM r) - $7 + u.ord FROM unnest($6::text[]) WITH ORDINALITY AS u(name, ord))`
+	appendStamped := func(names []string, rollback bool) []int64 {
+		revs := make([]int64, len(names))
+		changes := make([]*changelog.Change, len(names))
+		for i, n := range names {
+			changes[i] = &changelog.Change{Kind: "stamped", Payload: []byte(n), Revision: &revs[i]}
+		}
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			var b pgx.Batch
+			if err := l.QueueAppendManyWith(&b, changes, with, names, len(names)); err != nil {
+				return err
+			}
+			if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+				return err
+			}
+			if rollback {
+				return errors.New("roll back")
+			}
+			return nil
+		})
+		if err != nil && !rollback {
+			t.Fatal(err)
+		}
+		return revs
+	}
+	first := appendStamped([]string{"a", "b", "c"}, false)
+	appendStamped([]string{"x", "y"}, true)
+	second := appendStamped([]string{"d"}, false)
+	if fmt.Sprint(first, second) != "[1 2 3] [4]" {
+		t.Fatalf("revisions %v %v, want [1 2 3] [4]", first, second)
+	}
+	rows, err := pool.Query(ctx, `SELECT s.name, s.revision, convert_from(c.payload, 'UTF8') FROM stamped s
+LEFT JOIN changes c USING (revision) ORDER BY s.revision`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var name, payload string
+		var rev int64
+		if err := rows.Scan(&name, &rev, &payload); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s@%d=%s", name, rev, payload))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != "[a@1=a b@2=b c@3=c d@4=d]" {
+		t.Fatalf("stamped rows %v", got)
+	}
+}

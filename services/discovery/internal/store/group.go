@@ -239,9 +239,11 @@ func sortGroup(items []*groupItem) {
 	slices.SortStableFunc(items, func(a, b *groupItem) int { return strings.Compare(a.key, b.key) })
 }
 
-// appendChanges appends the changes in order, in one round trip of three
-// statements (see [Store.queueChanges]), as the last statements of tx: from here to the commit every other writer of the
-// log waits on its counter row.
+// appendChanges appends the changes in order, in one round trip (see
+// [Store.queueChanges]: the queue jobs' completion, then the append with
+// the pointers' and receipts' revisions in one statement), as the last
+// statements of tx: from the append to the commit every other writer of
+// the log waits on its counter row.
 func (s *Store) appendChanges(ctx context.Context, tx pgx.Tx, changes []*pendingChange) error {
 	if len(changes) == 0 {
 		return nil

@@ -141,12 +141,12 @@ func (s *Store) appendChange(ctx context.Context, tx pgx.Tx, ptr *discoveryv1.Ac
 	return c.rev, nil
 }
 
-// queueChanges queues on b, as three statements whatever their number, the
-// appends of pointer changes in order (consecutive revisions, see
-// [changelog.Log.QueueAppendMany]), the stamp of each pointer row with its
-// change's revision and the changes' receipts; each change's rev is set
-// when b is sent. The last revision is the counter's ([changelog.HeadQuery]),
-// so change i of n has head - n + i.
+// queueChanges queues on b, as one statement whatever their number (and
+// one before it completing their queue jobs), the appends of pointer
+// changes in order (consecutive revisions, see
+// [changelog.Log.QueueAppendManyWith]), the stamp of each pointer row with
+// its change's revision and the changes' receipts; each change's rev is
+// set when b is sent. Change i of n has the counter's new revision - n + i.
 func (s *Store) queueChanges(b *pgx.Batch, changes []*pendingChange) error {
 	n := len(changes)
 	if n == 0 {
@@ -180,27 +180,24 @@ func (s *Store) queueChanges(b *pgx.Batch, changes []*pendingChange) error {
 		// Before the append: the counter row is held from the append on.
 		b.Queue(completeJobsSQL, jobs)
 	}
-	if err := s.log.QueueAppendMany(b, entries); err != nil {
-		return err
-	}
-	head := "(" + changelog.HeadQuery + ")"
+	// The pointers' and receipts' revisions in the append's own statement:
+	// from the append on, the counter row is held until the commit.
 	// A pair named twice (never by two successful commits of one group,
 	// which the CAS forbids) is stamped with its later change.
-	b.Queue(`UPDATE pointers p SET revision = `+head+` - $3 + u.ord
-FROM (SELECT DISTINCT ON (server_id, audience_class) server_id, audience_class, ord
-  FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(server_id, audience_class, ord)
-  ORDER BY server_id, audience_class, ord DESC) u
-WHERE p.server_id = u.server_id AND p.audience_class = u.audience_class`, servers, classes, n)
-	b.Queue(`INSERT INTO receipts (receipt_id, server_id, audience_class, generation, previous_generation,
-source_revision, page_root, snapshot_digest, policy_epoch, accepted_at, run_id, move, reason, revision)
-SELECT r.id::uuid, r.server_id, r.audience_class, r.generation, r.previous_generation, r.source_revision, r.page_root,
-  r.snapshot_digest, r.policy_epoch, r.accepted_at, r.run_id, r.move, r.reason, `+head+` - $14 + r.ord
-FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::text[], $8::text[], $9::bigint[],
-  $10::timestamptz[], $11::text[], $12::text[], $13::text[]) WITH ORDINALITY
-  AS r(id, server_id, audience_class, generation, previous_generation, source_revision, page_root, snapshot_digest,
-    policy_epoch, accepted_at, run_id, move, reason, ord)`,
-		ids, servers, classes, gens, prevs, sources, roots, digests, epochs, accepted, runs, moves, reasons, n)
-	return nil
+	return s.log.QueueAppendManyWith(b, entries, `ptr AS (UPDATE pointers p SET revision = (SELECT revision FROM r) - $8 + u.ord
+  FROM (SELECT DISTINCT ON (server_id, audience_class) server_id, audience_class, ord
+    FROM unnest($6::text[], $7::text[]) WITH ORDINALITY AS u(server_id, audience_class, ord)
+    ORDER BY server_id, audience_class, ord DESC) u
+  WHERE p.server_id = u.server_id AND p.audience_class = u.audience_class),
+rcpt AS (INSERT INTO receipts (receipt_id, server_id, audience_class, generation, previous_generation,
+  source_revision, page_root, snapshot_digest, policy_epoch, accepted_at, run_id, move, reason, revision)
+  SELECT x.id::uuid, x.server_id, x.audience_class, x.generation, x.previous_generation, x.source_revision, x.page_root,
+    x.snapshot_digest, x.policy_epoch, x.accepted_at, x.run_id, x.move, x.reason, (SELECT revision FROM r) - $8 + x.ord
+  FROM unnest($9::text[], $6::text[], $7::text[], $10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::text[],
+    $15::bigint[], $16::timestamptz[], $17::text[], $18::text[], $19::text[]) WITH ORDINALITY
+    AS x(id, server_id, audience_class, generation, previous_generation, source_revision, page_root, snapshot_digest,
+      policy_epoch, accepted_at, run_id, move, reason, ord))`,
+		servers, classes, n, ids, gens, prevs, sources, roots, digests, epochs, accepted, runs, moves, reasons)
 }
 
 // DecodeChange decodes a change-log entry written by the store, filling in
