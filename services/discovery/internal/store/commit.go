@@ -277,7 +277,7 @@ pages AS (` + runPagesSQL + `)`)
 	q.WriteString(`
 SELECT (SELECT moved_at FROM cas), e.server_id, e.audience_class, e.took, l.version, l.entries`)
 	if prev != 0 {
-		q.WriteString(`, pt.names, pt.descriptors, pt.inputs`)
+		q.WriteString(`, prev_tools.names, prev_tools.descriptors, prev_tools.inputs`)
 	}
 	q.WriteString(`
 FROM (SELECT 1) one LEFT JOIN ended e ON true
@@ -286,7 +286,7 @@ LEFT JOIN static_tool_lists l ON l.server_id = ` + ps + ` AND l.audience_class =
 		q.WriteString(`
 LEFT JOIN LATERAL (SELECT array_agg(t.name ORDER BY t.ordinal) AS names,
   array_agg(t.descriptor_digest ORDER BY t.ordinal) AS descriptors, array_agg(t.input_schema_digest ORDER BY t.ordinal) AS inputs
-  FROM snapshot_tools t WHERE t.server_id = ` + ps + ` AND t.audience_class = ` + pa + ` AND t.generation = ` + pp + `) pt ON true`)
+  FROM snapshot_tools t WHERE t.server_id = ` + ps + ` AND t.audience_class = ` + pa + ` AND t.generation = ` + pp + `) prev_tools ON true`)
 	}
 	var movedAt *time.Time
 	var endServer, endAud *string

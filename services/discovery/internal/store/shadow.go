@@ -130,44 +130,13 @@ func (s *Store) StaticListVersion(ctx context.Context, serverID, audienceClass s
 	return v, err
 }
 
-// reference is what a commit compares its generation with, read in the
-// commit's snapshot batch: the pair's static list and the previous
-// generation's tools.
+// reference is what a commit compares its generation with, read by the
+// commit's statement ([writeCommit]): the pair's static list and the
+// previous generation's tools.
 type reference struct {
 	staticVersion int64
 	static        []comparison.Entry
 	previous      []comparison.Tool
-}
-
-// queue adds the reads of the static list and (when prev > 0) of the
-// previous generation's tools to b.
-func (r *reference) queue(b *pgx.Batch, server, aud string, prev int64) {
-	b.Queue(`SELECT version, entries FROM static_tool_lists WHERE server_id = $1 AND audience_class = $2`, server, aud).
-		QueryRow(func(row pgx.Row) error {
-			var ej []byte
-			err := row.Scan(&r.staticVersion, &ej)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			return json.Unmarshal(ej, &r.static)
-		})
-	if prev == 0 {
-		return
-	}
-	b.Queue(`SELECT name, descriptor_digest, input_schema_digest FROM snapshot_tools
-WHERE server_id = $1 AND audience_class = $2 AND generation = $3`, server, aud, prev).
-		Query(func(rows pgx.Rows) error {
-			var err error
-			r.previous, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (comparison.Tool, error) {
-				var t comparison.Tool
-				err := row.Scan(&t.Name, &t.DescriptorDigest, &t.InputSchemaDigest)
-				return t, err
-			})
-			return err
-		})
 }
 
 // comparisonRow is one run_comparisons row to write.
