@@ -140,9 +140,11 @@ func Parse(compact string, keys keyring.KeySet) (Decision, error) {
 		return Decision{}, ErrBadSignature
 	}
 	payload := jws.payload
-	var w wireClaims
-	if err := json.Unmarshal(payload, &w); err != nil || !strictMembers(payload) {
-		return Decision{}, ErrBadSignature
+	w, plain := decodeClaims(payload)
+	if !plain {
+		if err := json.Unmarshal(payload, &w); err != nil || !strictMembers(payload) {
+			return Decision{}, ErrBadSignature
+		}
 	}
 	if w.ID == "" || w.Tenant == "" || w.Subject == "" || w.Expires <= 0 {
 		return Decision{}, ErrBadSignature
