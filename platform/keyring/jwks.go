@@ -132,6 +132,27 @@ func ParsePublicJWK(b []byte) (ed25519.PublicKey, string, error) {
 	return ed25519.PublicKey(pub), kid, nil
 }
 
+// AppendJSONString appends s as a JSON string exactly as json.Marshal
+// writes it, for signers that write their claims by hand (a lease, a
+// signed receipt): printable ASCII other than the characters json.Marshal
+// escapes (a quote, a backslash, and <, > and &) is copied; any other
+// string is left to encoding/json (ids, digests and names are printable
+// ASCII, so that path is rare).
+func AppendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, err := json.Marshal(s)
+			if err != nil { // a string always encodes
+				panic("keyring: " + err.Error())
+			}
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
 // SignCompact returns the compact JWS of header and payload signed by s
 // (Ed25519), built as go-jose builds it: base64url without padding of the
 // header, a dot, of the payload, the signature over those, a dot, of the

@@ -4,7 +4,6 @@ import (
 	"crypto"
 	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -175,21 +174,5 @@ func appendClaims(b []byte, r *admissionv1.Receipt, validUntil time.Time) []byte
 	return append(b, '}')
 }
 
-// appendString appends s as a JSON string the way json.Marshal writes it.
-// Printable ASCII other than the characters it escapes is copied; any
-// other string is left to encoding/json (ids, digests and names are
-// printable ASCII, so that path is rare).
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, err := json.Marshal(s)
-			if err != nil { // a string always encodes
-				panic("signed receipt: " + err.Error())
-			}
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
+// appendString appends s as json.Marshal writes a string.
+func appendString(b []byte, s string) []byte { return keyring.AppendJSONString(b, s) }

@@ -233,23 +233,8 @@ func appendWire(b []byte, w wireClaims) []byte {
 	return append(b, '}')
 }
 
-// appendString appends s as a JSON string as json.Marshal writes it: as it
-// is when it is printable ASCII that needs no escape (json.Marshal also
-// escapes <, > and &), else by json.Marshal itself.
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, err := json.Marshal(s)
-			if err != nil { // a string always encodes
-				panic("lease: " + err.Error())
-			}
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
+// appendString appends s as json.Marshal writes a string.
+func appendString(b []byte, s string) []byte { return keyring.AppendJSONString(b, s) }
 
 // signCompact is [keyring.SignCompact] with this package's error prefix.
 func signCompact(s crypto.Signer, header, payload []byte) (string, error) {
