@@ -175,10 +175,8 @@ func strictMembers(obj []byte) bool {
 // for a name of no claim); ok is false for a name encoding/json would match
 // to a claim it does not spell exactly, and for one that is not UTF-8.
 func memberName(raw []byte) (claim int, ok bool) {
-	for i, c := range claimNames {
-		if string(raw) == c {
-			return i, true
-		}
+	if c := claimIndex(raw); c >= 0 {
+		return c, true
 	}
 	if !utf8.Valid(raw) {
 		return 0, false
