@@ -114,7 +114,7 @@ bench-admission: ## cached Check vs its floor (the same server answering a Check
 	    cat $$log; rm -f $$log; exit 1; fi; \
 	  grep -E '^((admission|revocation|search):|  \()' $$log; rm -f $$log
 
-bench-lease: ## Issue (by signed admission receipt), Redeem (the executor kit's single use) and Verify through the real registry, discovery, admission and lease, each against its floor on the same lease server (the same RPC doing only the work its rules require) and the health Check; one line, then the floors; TOOLCRIB_BENCH_PROFILE=dir writes CPU profiles
+bench-lease: ## Issue (by signed admission receipt), Redeem (the executor kit's single use) and Verify through the real registry, discovery, admission and lease, each against its floor on the same lease server (the same RPC doing only the work its rules require; Issue's receipt floor commits the execution receipt the rules require, its first floor a 3-column row, printed beside it) and the health Check; one line, then the floors; TOOLCRIB_BENCH_PROFILE=dir writes CPU profiles
 	@log=$$(mktemp); \
 	  if ! (cd e2e && TOOLCRIB_BENCH=1 go test -count=1 -run '^TestLeaseThroughput$$' -v -timeout 10m ./bench/) > $$log 2>&1; then \
 	    cat $$log; rm -f $$log; exit 1; fi; \

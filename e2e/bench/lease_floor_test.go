@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -32,6 +33,16 @@ import (
 //     INSERT … unnest in one transaction, synchronous_commit as the server
 //     has it) into a table with a unique receipt id, which is the
 //     receipt's single use as the lease store keeps it;
+//   - Issue's receipt floor: the same, but the row committed is the
+//     execution receipt the rules require (DESIGN §7: written before the
+//     lease is returned) — the lease's claims, each in a column of the type
+//     the lease store gives it (the lease id once, as the primary key), with
+//     the unique index on the admission receipt that is its single use —
+//     instead of three columns that record no claim. No CHECK, no freeze
+//     read, no lock: only the record. Issue's target is against this floor
+//     (a row that records who was leased what is not optional, so the
+//     first floor is below what the rules allow; it is printed beside it,
+//     as admission's bare floor is beside its validated floor);
 //   - Redeem: one Redis SET NX PX on a fresh key (single use), the commands
 //     pending at once in one pipeline as the ledger sends them;
 //   - Verify: two EdDSA verifications (lease and holder proof) and the SET
@@ -43,7 +54,9 @@ const (
 	leaseFloorService = "toolcrib.bench.v1.LeaseFloor"
 	issueFloorMethod  = "/" + leaseFloorService + "/Issue"
 	redeemFloorMethod = "/" + leaseFloorService + "/Redeem"
-	verifyFloorMethod = "/" + leaseFloorService + "/Verify"
+	// issueReceiptFloorMethod is Issue's receipt floor (see above).
+	issueReceiptFloorMethod = "/" + leaseFloorService + "/IssueReceipt"
+	verifyFloorMethod       = "/" + leaseFloorService + "/Verify"
 )
 
 // Sizes of the signed material: a compact JWS of a signed receipt, of a
@@ -66,10 +79,12 @@ type leaseFloors struct {
 	receipt, lease, proof []byte
 	receiptSig, leaseSig  []byte
 	proofSig              []byte
-	setnx, commit         *floorGroup
+	setnx, commit, record *floorGroup
 	keys                  atomic.Int64
 	tableOnce             sync.Once
 	tableErr              error
+	recordOnce            sync.Once
+	recordErr             error
 	redeemResp            proto.Message
 }
 
@@ -125,11 +140,19 @@ func (f *leaseFloors) register(s *grpc.Server, d *service.Deps) {
 SELECT * FROM unnest($1::uuid[], $2::text[], $3::timestamptz[])`, ids, receipts, at)
 		return err
 	}}
+	f.record = &floorGroup{max: 256, run: func(ctx context.Context, k int) error {
+		f.recordOnce.Do(func() { _, f.recordErr = pool.Exec(ctx, receiptFloorTable) })
+		if f.recordErr != nil {
+			return f.recordErr
+		}
+		return f.writeReceipts(ctx, pool, k)
+	}}
 	s.RegisterService(&grpc.ServiceDesc{
 		ServiceName: leaseFloorService,
 		HandlerType: (*any)(nil),
 		Methods: []grpc.MethodDesc{
 			{MethodName: "Issue", Handler: unaryFloor(issueFloorMethod, func() proto.Message { return new(leasev1.IssueRequest) }, f.issue)},
+			{MethodName: "IssueReceipt", Handler: unaryFloor(issueReceiptFloorMethod, func() proto.Message { return new(leasev1.IssueRequest) }, f.issueReceipt)},
 			{MethodName: "Redeem", Handler: unaryFloor(redeemFloorMethod, func() proto.Message { return new(leasev1.LeaseClaims) }, f.redeem)},
 			{MethodName: "Verify", Handler: unaryFloor(verifyFloorMethod, func() proto.Message { return new(leasev1.VerifyRequest) }, f.verify)},
 		},
@@ -148,6 +171,59 @@ func (f *leaseFloors) issue(ctx context.Context) (proto.Message, error) {
 	}
 	return f.issueResp.Load(), nil
 }
+
+func (f *leaseFloors) issueReceipt(ctx context.Context) (proto.Message, error) {
+	if !ed25519.Verify(f.pub, f.receipt, f.receiptSig) {
+		return nil, errFloorSignature
+	}
+	_ = ed25519.Sign(f.priv, f.lease)
+	if err := f.record.call(ctx); err != nil {
+		return nil, err
+	}
+	return f.issueResp.Load(), nil
+}
+
+// receiptFloorTable is the receipt floor's table: an execution receipt's
+// record of its lease (the claims a lease carries and the key that signed
+// it), typed as the lease store types them, the lease id once as the
+// primary key, and the admission receipt's single use as a unique index.
+const receiptFloorTable = `CREATE TABLE IF NOT EXISTS bench_floor_receipts (
+  lease_id uuid PRIMARY KEY, admission_receipt_id text NOT NULL UNIQUE, subject text NOT NULL,
+  tenant_id text NOT NULL, tool_id text NOT NULL, server_id text NOT NULL, audience_class text NOT NULL,
+  descriptor_digest text NOT NULL, generation bigint NOT NULL, policy_epoch bigint NOT NULL,
+  argument_digest text NOT NULL, audience text NOT NULL, holder_thumbprint text NOT NULL,
+  key_id text NOT NULL, issued_at timestamptz NOT NULL, expires_at timestamptz NOT NULL)`
+
+// writeReceipts commits k execution receipts in one INSERT … unnest, each
+// the claims of the lease the real Issue answered, under a fresh lease id
+// and admission receipt id (version-7 UUIDs, as both services make them).
+func (f *leaseFloors) writeReceipts(ctx context.Context, pool *pgxpool.Pool, k int) error {
+	c := f.issueResp.Load().GetClaims()
+	var (
+		ids                                                                = make([]uuid.UUID, k)
+		admission, subjects, tenants, tools, servers, classes, descriptors = make([]string, k), make([]string, k), make([]string, k), make([]string, k), make([]string, k), make([]string, k), make([]string, k)
+		argDigests, audiences, holders, kids                               = make([]string, k), make([]string, k), make([]string, k), make([]string, k)
+		generations, epochs                                                = make([]int64, k), make([]int64, k)
+		issuedAt, expiresAt                                                = make([]time.Time, k), make([]time.Time, k)
+	)
+	now := time.Now()
+	for i := range k {
+		ids[i], admission[i] = uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7()).String()
+		subjects[i], tenants[i], tools[i], servers[i] = c.GetSubject(), c.GetTenantId(), c.GetToolId(), c.GetServerId()
+		classes[i], descriptors[i], argDigests[i], audiences[i] = c.GetAudienceClass(), c.GetDescriptorDigest(), c.GetArgumentDigest(), c.GetAudience()
+		holders[i], kids[i], generations[i], epochs[i] = c.GetHolderThumbprint(), floorKeyID, c.GetGeneration(), c.GetPolicyEpoch()
+		issuedAt[i], expiresAt[i] = now, now.Add(time.Minute)
+	}
+	_, err := pool.Exec(ctx, `INSERT INTO bench_floor_receipts SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[],
+  $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::bigint[], $10::bigint[], $11::text[], $12::text[],
+  $13::text[], $14::text[], $15::timestamptz[], $16::timestamptz[])`, ids, admission, subjects, tenants, tools, servers,
+		classes, descriptors, generations, epochs, argDigests, audiences, holders, kids, issuedAt, expiresAt)
+	return err
+}
+
+// floorKeyID is the key id the receipt floor records: as long as the lease
+// keys' ids (an RFC 7638 thumbprint).
+const floorKeyID = "Xq5s0hVb8kN2mYtR4cLwE7uJ1gZfP9aD3oHiK6nQvWU"
 
 func (f *leaseFloors) redeem(ctx context.Context) (proto.Message, error) {
 	if err := f.setnx.call(ctx); err != nil {
