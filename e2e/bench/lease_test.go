@@ -29,9 +29,11 @@ const leaseWorkers = 16
 // leaseRounds and leaseSlice: the arms (Issue and its two floors, Verify,
 // Redeem, their floors, health) take turns, leaseSlice each, leaseRounds
 // times, so a change in the load of a shared machine falls on all alike;
-// each arm's rate is its calls over its own time.
+// each arm's rate is its calls over its own time. Eight rounds (each
+// order of [issueOrders] twice): the same bench's ratios moved by ±0.06
+// from run to run with three.
 const (
-	leaseRounds = 4
+	leaseRounds = 8
 	leaseSlice  = time.Second
 )
 
