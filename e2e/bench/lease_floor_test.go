@@ -162,22 +162,20 @@ SELECT * FROM unnest($1::uuid[], $2::text[], $3::timestamptz[])`, ids, receipts,
 var errFloorSignature = errors.New("floor: the signature does not verify")
 
 func (f *leaseFloors) issue(ctx context.Context) (proto.Message, error) {
-	if !ed25519.Verify(f.pub, f.receipt, f.receiptSig) {
-		return nil, errFloorSignature
-	}
-	_ = ed25519.Sign(f.priv, f.lease)
-	if err := f.commit.call(ctx); err != nil {
-		return nil, err
-	}
-	return f.issueResp.Load(), nil
+	return f.issueInto(ctx, f.commit)
 }
 
 func (f *leaseFloors) issueReceipt(ctx context.Context) (proto.Message, error) {
+	return f.issueInto(ctx, f.record)
+}
+
+// issueInto is an Issue floor committing its row through g.
+func (f *leaseFloors) issueInto(ctx context.Context, g *floorGroup) (proto.Message, error) {
 	if !ed25519.Verify(f.pub, f.receipt, f.receiptSig) {
 		return nil, errFloorSignature
 	}
 	_ = ed25519.Sign(f.priv, f.lease)
-	if err := f.record.call(ctx); err != nil {
+	if err := g.call(ctx); err != nil {
 		return nil, err
 	}
 	return f.issueResp.Load(), nil

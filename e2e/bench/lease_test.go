@@ -183,7 +183,7 @@ func TestLeaseThroughput(t *testing.T) {
 		// slice). Issue uses each receipt once and stops when none is
 		// left; a floor, which claims none, starts over.
 		issueSlice := func(call func(context.Context, *leasev1.IssueRequest) (*leasev1.IssueResponse, error), once bool, kept *[]*leasev1.IssueResponse) func(ctx context.Context, stop func() bool, done func()) error {
-			next.Store(0)
+			var next atomic.Int64 // the slice's own: the three are made before any runs
 			return func(ctx context.Context, stop func() bool, done func()) error {
 				var mine []*leasev1.IssueResponse
 				for !stop() {
@@ -208,35 +208,27 @@ func TestLeaseThroughput(t *testing.T) {
 			}
 		}
 		var issued []*leasev1.IssueResponse
+		// timed runs one Issue slice (profiled, its CPU split kept).
+		timed := func(name string, cpu *cpuSplit, a *arm, slice func(ctx context.Context, stop func() bool, done func()) error) func() {
+			return func() {
+				stop := profile(t, fmt.Sprintf("%s-%d", name, round))
+				cpu.start(ctx, t)
+				a.add(phaseFor(t, leaseSlice, slice))
+				cpu.stop(ctx, t)
+				stop()
+			}
+		}
+		var dropped []*leasev1.IssueResponse
 		issueSlices := map[byte]func(){
-			'I': func() {
-				stop := profile(t, fmt.Sprintf("lease-issue-%d", round))
-				issueCPU.start(ctx, t)
-				issueArm.add(phaseFor(t, leaseSlice, issueSlice(func(ctx context.Context, req *leasev1.IssueRequest) (*leasev1.IssueResponse, error) {
-					return alice.Issue(ctx, req)
-				}, true, &issued)))
-				issueCPU.stop(ctx, t)
-				stop()
-			},
-			'F': func() {
-				var dropped []*leasev1.IssueResponse
-				stop := profile(t, fmt.Sprintf("lease-issue-floor-%d", round))
-				issueFloorCPU.start(ctx, t)
-				issueFloorArm.add(phaseFor(t, leaseSlice, issueSlice(issueFloorCall, false, &dropped)))
-				issueFloorCPU.stop(ctx, t)
-				stop()
-			},
-			'R': func() {
-				var dropped []*leasev1.IssueResponse
-				stop := profile(t, fmt.Sprintf("lease-issue-receipt-floor-%d", round))
-				issueReceiptFloorCPU.start(ctx, t)
-				issueReceiptFloorArm.add(phaseFor(t, leaseSlice, issueSlice(issueReceiptFloorCall, false, &dropped)))
-				issueReceiptFloorCPU.stop(ctx, t)
-				stop()
-			},
+			'I': timed("lease-issue", issueCPU, &issueArm, issueSlice(func(ctx context.Context, req *leasev1.IssueRequest) (*leasev1.IssueResponse, error) {
+				return alice.Issue(ctx, req)
+			}, true, &issued)),
+			'F': timed("lease-issue-floor", issueFloorCPU, &issueFloorArm, issueSlice(issueFloorCall, false, &dropped)),
+			'R': timed("lease-issue-receipt-floor", issueReceiptFloorCPU, &issueReceiptFloorArm, issueSlice(issueReceiptFloorCall, false, &dropped)),
 		}
 		for _, arm := range []byte(issueOrders[round%len(issueOrders)]) {
 			issueSlices[arm]()
+			dropped = nil
 		}
 		issuedAll += len(issued)
 
