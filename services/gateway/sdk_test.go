@@ -8,7 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TestTheSDKDecodesAMessageInPlace keeps the one change toolcrib carries
+// TestTheSDKDecodesAMessageInPlace keeps the first change toolcrib carries
 // to the go-sdk (third_party/go-sdk/README.md): its JSON decoding parses a
 // message where it lies. Upstream, every message, result and _meta the SDK
 // decodes is first copied into a Decoder's own zeroed 32 KiB buffer:

@@ -160,7 +160,13 @@ func defaultSendingMethodHandler(ctx context.Context, method string, req Request
 	if method == methodSubscriptionsListen {
 		callSubscriptionsListen(ctx, req.GetSession().getConn(), method, params)
 	} else {
-		if err := call(ctx, req.GetSession().getConn(), method, params, res); err != nil {
+		// toolcrib: a server session's request (elicitation, sampling,
+		// roots) is made during a client's call and goes on that call's
+		// stream; its cancellation must be written before the caller goes
+		// on, or the call's response can end the stream first and the
+		// cancellation is dropped (third_party/go-sdk/README.md).
+		_, serverSide := req.GetSession().(*ServerSession)
+		if err := call(ctx, req.GetSession().getConn(), method, params, res, serverSide); err != nil {
 			return nil, err
 		}
 	}

@@ -291,7 +291,11 @@ func callSubscriptionsListen(ctx context.Context, conn *jsonrpc2.Connection, met
 
 // call executes and awaits a jsonrpc2 call on the given connection,
 // translating errors into the mcp domain.
-func call(ctx context.Context, conn *jsonrpc2.Connection, method string, params Params, result Result) error {
+//
+// toolcrib: syncCancel (a server session's call) sends the
+// notifications/cancelled of a call whose ctx ended before returning, as
+// MCPGODEBUG=blockingcancelnotify=1 does for every call (third_party/go-sdk/README.md).
+func call(ctx context.Context, conn *jsonrpc2.Connection, method string, params Params, result Result, syncCancel bool) error {
 	// The "%w"s in this function expose jsonrpc.Error as part of the API.
 	call := conn.Call(ctx, method, params)
 	err := call.Await(ctx, result)
@@ -307,7 +311,7 @@ func call(ctx context.Context, conn *jsonrpc2.Connection, method string, params 
 		//
 		// Setting MCPGODEBUG=blockingcancelnotify=1 restores the previous
 		// behavior of waiting synchronously for delivery inside cancelCall.
-		if blockingcancelnotify == "1" {
+		if blockingcancelnotify == "1" || syncCancel {
 			err := cancelCall(ctx, conn, call)
 			return errors.Join(ctx.Err(), err)
 		}
