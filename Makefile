@@ -99,7 +99,7 @@ k8s-check: ## deploy/k8s: kustomize build of base and overlay, kubeconform -stri
 
 bench: bench-discovery bench-admission bench-lease bench-gateway ## run every benchmark (speed targets of DESIGN §9)
 
-bench-discovery: ## crawl+validate+commit 800 servers/5,000 tools and 1 server/100,000 tools (and its second commit with the shadow comparison); one line per case with the floor (bare go-sdk client) and the ratio, and for 800 servers and for the large server the rules floor (every page and the closing re-check, tools digested, each snapshot committed with its pointer and change-log revision) and the ratio to it; then 8,000 servers/50,000 tools with 1, 2 and 4 discovery processes (TOOLCRIB_BENCH_SCALEOUT=0 skips it); TOOLCRIB_BENCH_PROFILE=dir writes CPU profiles
+bench-discovery: ## crawl+validate+commit 800 servers/5,000 tools and 1 server/100,000 tools (and its second commit with the shadow comparison); one line per case with the floor (bare go-sdk client) and the ratio, and for 800 servers and for the large server the rules floor (every page and the closing re-check, tools digested, each snapshot committed with its pointer and change-log revision) and the ratio to it, and for 800 servers the recorded floor (the rules floor plus run rows, page records, source revision and page root, catalog receipts); then 8,000 servers/50,000 tools with 1, 2 and 4 discovery processes (TOOLCRIB_BENCH_SCALEOUT=0 skips it); TOOLCRIB_BENCH_PROFILE=dir writes CPU profiles
 	@log=$$(mktemp); \
 	  if ! (cd e2e && TOOLCRIB_BENCH=1 go test -count=1 -run '^TestDiscoveryScale$$' -v -timeout 60m ./bench/) > $$log 2>&1; then \
 	    cat $$log; rm -f $$log; exit 1; fi; \
