@@ -312,6 +312,7 @@ func rulesFloor(ctx context.Context, t *testing.T, urls []string, recorded bool)
 var (
 	errRecheckDiffers = errors.New("the closing re-check's first page differs from the walk's")
 	errRevisionMoved  = errors.New("a page's source revision differs from the first page's")
+	errNoRevision     = errors.New("the first page carries no source revision (I2: nothing to prove the catalog whole against)")
 )
 
 // pageRevision is the source catalog revision a tools/list result carries.
@@ -352,6 +353,9 @@ func crawlAndCommit(ctx context.Context, hc *http.Client, store *rulesFloorStore
 		}
 		if pages == 0 {
 			first, c.revision = res.Tools, pageRevision(res)
+			if store.recorded && c.revision == "" {
+				return pages, len(names), errNoRevision
+			}
 		} else if store.recorded && pageRevision(res) != c.revision {
 			return pages, len(names), errRevisionMoved
 		}
