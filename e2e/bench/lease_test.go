@@ -136,8 +136,9 @@ func TestLeaseThroughput(t *testing.T) {
 		}
 	}
 	issueFloorCall, issueReceiptFloorCall := floorIssue(issueFloorMethod), floorIssue(issueReceiptFloorMethod)
-	issueFloor := func(ctx context.Context) error { _, err := issueFloorCall(ctx, sampleIssue); return err }
-	issueReceiptFloor := func(ctx context.Context) error { _, err := issueReceiptFloorCall(ctx, sampleIssue); return err }
+	newIssueResponse := func() proto.Message { return new(leasev1.IssueResponse) }
+	issueFloor := floorCall(issueFloorMethod, sampleIssue, newIssueResponse)
+	issueReceiptFloor := floorCall(issueReceiptFloorMethod, sampleIssue, newIssueResponse)
 	verifyFloor := floorCall(verifyFloorMethod, sampleVerify, func() proto.Message { return new(leasev1.VerifyResponse) })
 	redeemFloor := func(ctx context.Context) error {
 		return executorConn.Invoke(ctx, redeemFloorMethod, iss0.GetClaims(), new(leasev1.VerifyResponse))
