@@ -48,19 +48,49 @@ import (
 // over its page digests), its run's page rows, its catalog receipt
 // (change-log revision, run, source revision, page root) and ends its run.
 // Still no queue jobs, identity pins, schema validation or registry reads.
+//
+// Its queued form adds the queue DESIGN §6 names ("scans are jobs in
+// Postgres ... one scan per (server, audience_class) at a time"): each
+// server's scan is a job row, inserted when it is asked for (by 8 callers,
+// one insert each, committed, as the bench asks discovery), taken by a
+// fetcher in batches (FOR UPDATE SKIP LOCKED, as many as there are
+// crawlers, woken in-process by each insert) and completed in its commit's
+// group transaction; a partial unique index keeps one job per pair queued
+// or running. No retries, backoff, periodic refresh or cross-process wake
+// (each of those the rules name too, and none is measured).
 type rulesFloorStore struct {
 	url      string
 	pool     *pgxpool.Pool
 	recorded bool
+	queued   bool
 
 	mu       sync.Mutex
 	pending  []*floorCommit
 	flushers int
 }
 
+// floorForm is how much of what the rules name a rules floor does.
+type floorForm int
+
+const (
+	// rulesOnly: the snapshot, its tools, the pointer's CAS and one
+	// change-log revision.
+	rulesOnly floorForm = iota
+	// recordedForm: and the records the rules name beside the snapshot.
+	recordedForm
+	// queuedForm: and each scan a job in a Postgres queue.
+	queuedForm
+)
+
+func (f floorForm) String() string {
+	return [...]string{"rules", "recorded", "queued"}[f]
+}
+
 // floorCommit is one server's snapshot waiting for its group.
 type floorCommit struct {
-	server  string
+	server string
+	// job is the queued form's job, completed with the commit.
+	job     int64
 	names   []string
 	digests []string
 	// The recorded form's: the run, the source revision, each page's
@@ -72,7 +102,7 @@ type floorCommit struct {
 	done        chan error
 }
 
-func newRulesFloorStore(ctx context.Context, t *testing.T, recorded bool) *rulesFloorStore {
+func newRulesFloorStore(ctx context.Context, t *testing.T, form floorForm) *rulesFloorStore {
 	t.Helper()
 	url := pgtest.NewDatabase(t)
 	pool, err := pgxpool.New(ctx, url)
@@ -86,7 +116,7 @@ INSERT INTO floor_counter VALUES (true, 0);
 CREATE TABLE floor_pointers (server_id text PRIMARY KEY, generation bigint NOT NULL, revision bigint NOT NULL);
 CREATE TABLE floor_snapshots (server_id text NOT NULL, generation bigint NOT NULL, tool_count int NOT NULL,
   committed_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (server_id, generation));
-`+recordedTables(recorded)+`
+`+recordedTables(form >= recordedForm)+queueTables(form == queuedForm)+`
 CREATE TABLE floor_tools (server_id text NOT NULL, generation bigint NOT NULL, ordinal int NOT NULL, name text NOT NULL,
   descriptor_digest text NOT NULL, PRIMARY KEY (server_id, generation, ordinal),
   FOREIGN KEY (server_id, generation) REFERENCES floor_snapshots);
@@ -94,7 +124,54 @@ CREATE TABLE floor_changes (revision bigint PRIMARY KEY, server_id text NOT NULL
   committed_at timestamptz NOT NULL DEFAULT now());`); err != nil {
 		t.Fatal(err)
 	}
-	return &rulesFloorStore{url: url, pool: pool, recorded: recorded}
+	return &rulesFloorStore{url: url, pool: pool, recorded: form >= recordedForm, queued: form == queuedForm}
+}
+
+// queueTables is the queued form's queue: a job per scan, one per server
+// queued or running at a time, the available ones indexed for the fetcher.
+func queueTables(queued bool) string {
+	if !queued {
+		return ""
+	}
+	return `CREATE TABLE floor_jobs (id bigserial PRIMARY KEY, server_id text NOT NULL, state text NOT NULL DEFAULT 'available',
+  attempt int NOT NULL DEFAULT 0, created_at timestamptz NOT NULL DEFAULT now(), attempted_at timestamptz, finalized_at timestamptz);
+CREATE UNIQUE INDEX floor_jobs_pair ON floor_jobs (server_id) WHERE state IN ('available', 'running');
+CREATE INDEX floor_jobs_available ON floor_jobs (id) WHERE state = 'available';
+`
+}
+
+// enqueue inserts server's scan job, committed; a job of the server already
+// queued or running is an error here (each server is asked for once).
+func (s *rulesFloorStore) enqueue(ctx context.Context, server string) error {
+	ct, err := s.pool.Exec(ctx, `INSERT INTO floor_jobs (server_id) VALUES ($1)
+ON CONFLICT (server_id) WHERE state IN ('available', 'running') DO NOTHING`, server)
+	if err == nil && ct.RowsAffected() != 1 {
+		err = fmt.Errorf("rules floor: a job of %s is queued already", server)
+	}
+	return err
+}
+
+// floorJob is one server to crawl: its index in the fleet and, in the
+// queued form, the job taken for it.
+type floorJob struct {
+	index  int
+	id     int64
+	server string
+}
+
+// take marks up to limit available jobs running, oldest first, and returns
+// them.
+func (s *rulesFloorStore) take(ctx context.Context, limit int) ([]floorJob, error) {
+	rows, err := s.pool.Query(ctx, `UPDATE floor_jobs j SET state = 'running', attempt = j.attempt + 1, attempted_at = now()
+FROM (SELECT id FROM floor_jobs WHERE state = 'available' ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) a
+WHERE j.id = a.id RETURNING j.id, j.server_id`, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (floorJob, error) {
+		var j floorJob
+		return j, r.Scan(&j.id, &j.server)
+	})
 }
 
 // recordedTables is the recorded form's schema: the snapshot's source
@@ -264,6 +341,19 @@ FROM unnest($1::bigint[], $2::int[]) AS u(id, p) WHERE run_id = u.id AND expecte
 			}
 			return nil
 		})
+	if s.queued {
+		jobs := make([]int64, n)
+		for i, c := range batch {
+			jobs[i] = c.job
+		}
+		b.Queue(`UPDATE floor_jobs SET state = 'completed', finalized_at = now() WHERE id = ANY($1) AND state = 'running'`, jobs).
+			Exec(func(ct pgconn.CommandTag) error {
+				if ct.RowsAffected() != int64(n) {
+					return fmt.Errorf("rules floor: %d jobs of %d completed", ct.RowsAffected(), n)
+				}
+				return nil
+			})
+	}
 	return b
 }
 
@@ -271,34 +361,47 @@ FROM unnest($1::bigint[], $2::int[]) AS u(id, p) WHERE run_id = u.id AND expecte
 // servers at a time (as [floor]); it returns the wall time, the pages read
 // (re-checks included), the tools committed and the CPU of its database's
 // Postgres backends.
-func rulesFloor(ctx context.Context, t *testing.T, urls []string, recorded bool) (took time.Duration, pages, tools int, pgCPU float64, err error) {
-	store := newRulesFloorStore(ctx, t, recorded)
+func rulesFloor(ctx context.Context, t *testing.T, urls []string, form floorForm) (took time.Duration, pages, tools int, pgCPU float64, err error) {
+	store := newRulesFloorStore(ctx, t, form)
 	pg := newPGMeter(ctx, t, store.url)
 	defer func() { pgCPU = pg.since(ctx, t) }()
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: floorConcurrency}}
 	defer hc.CloseIdleConnections()
+	// A failure cancels the crawl (not the meter's context).
+	crawlCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var (
 		mu   sync.Mutex
 		errs []error
 		wg   sync.WaitGroup
 	)
-	next := make(chan int)
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+		cancel()
+	}
+	next := make(chan floorJob)
 	start := time.Now()
 	for range floorConcurrency {
 		wg.Go(func() {
-			for i := range next {
-				p, n, err := crawlAndCommit(ctx, hc, store, fmt.Sprintf("srv-%05d", i), urls[i])
+			for j := range next {
+				p, n, err := crawlAndCommit(crawlCtx, hc, store, j, urls[j.index])
 				mu.Lock()
 				pages, tools = pages+p, tools+n
-				if err != nil {
-					errs = append(errs, err)
-				}
 				mu.Unlock()
+				if err != nil {
+					fail(err)
+				}
 			}
 		})
 	}
-	for i := range urls {
-		next <- i
+	if store.queued {
+		store.feed(crawlCtx, len(urls), next, fail)
+	} else {
+		for i := range urls {
+			next <- floorJob{index: i, server: floorServer(i)}
+		}
 	}
 	close(next)
 	wg.Wait()
@@ -307,6 +410,71 @@ func rulesFloor(ctx context.Context, t *testing.T, urls []string, recorded bool)
 		return took, pages, tools, 0, fmt.Errorf("rules floor: %d of %d servers failed, first: %w", len(errs), len(urls), errs[0])
 	}
 	return took, pages, tools, 0, nil
+}
+
+// floorServer is the rules floor's name of the i-th server.
+func floorServer(i int) string { return fmt.Sprintf("srv-%05d", i) }
+
+// feed is the queued form's way to the crawlers: 8 callers insert one job
+// per server (as the bench's 8 callers ask discovery for a scan of each),
+// and a fetcher takes the available jobs in batches of up to as many as
+// there are crawlers, waiting for an insert when none is available, and
+// hands each to the next free crawler, until every server's job was taken.
+func (s *rulesFloorStore) feed(ctx context.Context, servers int, next chan<- floorJob, fail func(error)) {
+	wake := make(chan struct{}, 1)
+	enqueued := make(chan struct{})
+	var callers sync.WaitGroup
+	for w := range 8 {
+		callers.Go(func() {
+			for i := w; i < servers; i += 8 {
+				if err := s.enqueue(ctx, floorServer(i)); err != nil {
+					fail(fmt.Errorf("enqueue %s: %w", floorServer(i), err))
+					return
+				}
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			}
+		})
+	}
+	go func() { callers.Wait(); close(enqueued) }()
+	defer func() { <-enqueued }()
+	index := make(map[string]int, servers)
+	for i := range servers {
+		index[floorServer(i)] = i
+	}
+	done := false
+	for taken := 0; taken < servers; {
+		jobs, err := s.take(ctx, floorConcurrency)
+		if err != nil {
+			fail(fmt.Errorf("take jobs: %w", err))
+			return
+		}
+		if len(jobs) == 0 {
+			if done {
+				fail(fmt.Errorf("rules floor: %d of %d jobs taken, none left", taken, servers))
+				return
+			}
+			select {
+			case <-wake:
+			case <-enqueued:
+				done = true // one more take sees every insert
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		for _, j := range jobs {
+			j.index = index[j.server]
+			select {
+			case next <- j:
+				taken++
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
 }
 
 var (
@@ -326,8 +494,9 @@ func pageRevision(res *mcp.ListToolsResult) string {
 
 // crawlAndCommit lists one server to the end, reads its first page again,
 // digests its tools and commits them.
-func crawlAndCommit(ctx context.Context, hc *http.Client, store *rulesFloorStore, server, url string) (pages, tools int, err error) {
-	c := &floorCommit{server: server}
+func crawlAndCommit(ctx context.Context, hc *http.Client, store *rulesFloorStore, j floorJob, url string) (pages, tools int, err error) {
+	server := j.server
+	c := &floorCommit{server: server, job: j.id}
 	if store.recorded {
 		var expected int64
 		if c.run, expected, err = store.start(ctx, server); err != nil {
