@@ -145,10 +145,12 @@ bench-peers: ## (not in CI) toolcrib beside its open peers, same client, arms in
 .PHONY: conformance
 conformance: ## the official MCP conformance suite (server scenarios, npm) against the gateway fronting the go-sdk's conformance server; expected failures in e2e/conformance/expected-failures.yml
 	cd e2e/conformance && npm ci --no-audit --no-fund >/dev/null
-	@log=$$(mktemp); \
-	  if ! (cd e2e && TOOLCRIB_CONFORMANCE=1 go test -count=1 -run '^TestConformance$$' -v -timeout 15m ./conformance/) > $$log 2>&1; then \
-	    cat $$log; rm -f $$log; exit 1; fi; \
-	  sed -n '/=== SUMMARY ===/,/Total:/p' $$log | head -80; rm -f $$log
+	@log=$$(mktemp); res=$$(mktemp -d); \
+	  if ! (cd e2e && TOOLCRIB_CONFORMANCE=1 TOOLCRIB_CONFORMANCE_RESULTS=$$res go test -count=1 -run '^TestConformance$$' -v -timeout 15m ./conformance/) > $$log 2>&1; then \
+	    cat $$log; echo "== $$res/proxy.log (each request through the token proxy)"; cat $$res/proxy.log 2>/dev/null; \
+	    for f in $$res/goroutines-*.txt; do [ -f "$$f" ] && { echo "== $$f (taken when a scenario timed out)"; cat "$$f"; }; done; \
+	    rm -rf $$log $$res; exit 1; fi; \
+	  sed -n '/=== SUMMARY ===/,/Total:/p' $$log | head -80; rm -rf $$log $$res
 
 # The fault suites in full: every test of e2e/faults with FAULT_ROUNDS
 # randomized rounds and the pointer-CAS linearizability check, then every

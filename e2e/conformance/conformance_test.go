@@ -11,7 +11,11 @@
 package conformance
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -19,7 +23,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,7 +128,7 @@ func approveAll(t *testing.T, ctx context.Context, reg registryv1.RegistryServic
 
 // tokenProxy serves on loopback, forwarding to target with token added
 // and the client's Host header kept.
-func tokenProxy(t *testing.T, target, token string) string {
+func tokenProxy(t *testing.T, target, token string, log io.Writer) string {
 	t.Helper()
 	u, err := url.Parse(target)
 	if err != nil {
@@ -140,7 +147,23 @@ func tokenProxy(t *testing.T, target, token string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: rp, ReadHeaderTimeout: 5 * time.Second}
+	// Each request's start and end go to log, so a
+	// scenario that times out shows which request was waiting.
+	var seq atomic.Int64
+	var logMu sync.Mutex
+	logf := func(format string, a ...any) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		fmt.Fprintf(log, "%s %s\n", time.Now().UTC().Format("15:04:05.000000"), fmt.Sprintf(format, a...))
+	}
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := seq.Add(1)
+		logf("#%d %s session=%q last-event-id=%q", id, r.Method, r.Header.Get("Mcp-Session-Id"), r.Header.Get("Last-Event-Id"))
+		start := time.Now()
+		defer func() { logf("#%d done after %v", id, time.Since(start)) }()
+		rp.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return "http://" + l.Addr().String()
@@ -165,20 +188,29 @@ func TestConformance(t *testing.T) {
 	defer cancel()
 	w := fronted(t, ctx)
 	host := w.St.Auth.User(t, "conformance-host", tenant, "hosts")
-	proxied := tokenProxy(t, strings.TrimSuffix(w.GatewayURL, "/mcp"), host) + "/mcp"
 
 	// TOOLCRIB_CONFORMANCE_RESULTS keeps each scenario's checks (JSON) in
-	// that folder, to read why a scenario failed.
+	// that folder, to read why a scenario failed, with the proxy's request
+	// log (proxy.log) and, for a scenario that times out, a goroutine dump
+	// of this process (the gateway and the toolcrib services run in it)
+	// taken while the scenario still waits (goroutines-N.txt): the suite
+	// replaces a timed-out scenario's checks with the timeout alone.
 	results := os.Getenv("TOOLCRIB_CONFORMANCE_RESULTS")
 	if results == "" {
 		results = t.TempDir()
 	} else if err := os.MkdirAll(results, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	plog, err := os.Create(filepath.Join(results, "proxy.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plog.Close()
+	proxied := tokenProxy(t, strings.TrimSuffix(w.GatewayURL, "/mcp"), host, plog) + "/mcp"
 	cmd := exec.CommandContext(ctx, node, suite, "server", "--suite", "all", "--url", proxied,
 		"--expected-failures", filepath.Join(here, "expected-failures.yml"), "-o", results)
 	cmd.Dir = results // the suite writes results/ under its working directory
-	out, err := cmd.CombinedOutput()
+	out, err := runWatching(t, cmd, results)
 	summary := string(out)
 	if i := strings.Index(summary, "=== SUMMARY ==="); i >= 0 {
 		summary = summary[i:]
@@ -249,4 +281,43 @@ func fronted(t *testing.T, ctx context.Context) *gatewayworld.World {
 	t.Logf("%d tools approved and enabled", n)
 	w.StartGateway(t, w.AdmissionAddr, w.LeaseAddr, nil)
 	return w
+}
+
+// maxDumps bounds the goroutine dumps of one run: a dump is thousands of
+// lines, and make conformance prints them all when the suite fails.
+const maxDumps = 3
+
+// runWatching runs cmd, returning its combined output, and writes a
+// goroutine dump of this process to dir each time the suite reports a
+// scenario timed out (the scenario's requests are still in flight then),
+// for the first [maxDumps] of them.
+func runWatching(t *testing.T, cmd *exec.Cmd, dir string) ([]byte, error) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	var out bytes.Buffer
+	scanned := make(chan struct{})
+	go func() {
+		defer close(scanned)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		dumps := 0
+		for sc.Scan() {
+			line := sc.Text()
+			out.WriteString(line + "\n")
+			if strings.Contains(line, "Scenario timed out after") && dumps < maxDumps {
+				dumps++
+				if f, err := os.Create(filepath.Join(dir, fmt.Sprintf("goroutines-%d.txt", dumps))); err == nil {
+					_ = pprof.Lookup("goroutine").WriteTo(f, 2)
+					_ = f.Close()
+					t.Logf("a scenario timed out: goroutines dumped to %s", f.Name())
+				}
+			}
+		}
+		_, _ = io.Copy(&out, pr) // the rest, after a line over 1 MiB
+	}()
+	err := cmd.Run()
+	_ = pw.Close()
+	<-scanned
+	return out.Bytes(), err
 }
