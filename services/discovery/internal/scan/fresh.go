@@ -55,9 +55,12 @@ func (f *fresh[T]) get(ctx context.Context, key string, after time.Time, fetch f
 }
 
 // recent returns the result of the last fetch of key when it succeeded and
-// started at most maxAge ago, without fetching. It serves answers that a
-// later fresh read confirms anyway (see [Scanner.Trigger]).
-func (f *fresh[T]) recent(key string, maxAge time.Duration) (T, bool) {
+// started at most maxAge ago, without fetching; a fetch still in flight
+// that started within maxAge is waited for (until ctx ends), so triggers
+// arriving together share one read instead of each starting its own. It
+// serves answers that a later fresh read confirms anyway (see
+// [Scanner.Trigger]).
+func (f *fresh[T]) recent(ctx context.Context, key string, maxAge time.Duration) (T, bool) {
 	f.mu.Lock()
 	e := f.m[key]
 	f.mu.Unlock()
@@ -67,7 +70,7 @@ func (f *fresh[T]) recent(key string, maxAge time.Duration) (T, bool) {
 	}
 	select {
 	case <-e.done:
-	default:
+	case <-ctx.Done():
 		return zero, false
 	}
 	if e.err != nil {

@@ -154,3 +154,58 @@ func TestFreshReadsAreSharedButNeverStale(t *testing.T) {
 		t.Fatalf("stale read served: %d after %d fetches", v, fetches.Load())
 	}
 }
+
+// recent waits for a fetch in flight that started within its age and
+// serves its answer (triggers arriving together share one read), but never
+// an older one, a failed one, or past its caller's context.
+func TestRecentWaitsForTheReadInFlight(t *testing.T) {
+	var f fresh[int]
+	if _, ok := f.recent(context.Background(), "k", time.Second); ok {
+		t.Fatal("an answer with no read at all")
+	}
+	release := make(chan struct{})
+	started := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_, _ = f.get(context.Background(), "k", time.Now(), func(context.Context) (int, error) {
+			close(started)
+			<-release
+			return 7, nil
+		})
+	})
+	<-started
+	// A caller whose context ends first gets no answer.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	if _, ok := f.recent(ctx, "k", time.Second); ok {
+		t.Fatal("an answer before the read in flight ended")
+	}
+	cancel()
+	got := make(chan int, 1)
+	wg.Go(func() {
+		v, ok := f.recent(context.Background(), "k", time.Second)
+		if !ok {
+			v = -1
+		}
+		got <- v
+	})
+	select {
+	case v := <-got:
+		t.Fatalf("recent returned %d before the read in flight ended", v)
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	if v := <-got; v != 7 {
+		t.Fatalf("recent = %d, want the read in flight's 7", v)
+	}
+	wg.Wait()
+	// Older than the age allowed: no answer, even a finished one.
+	time.Sleep(30 * time.Millisecond)
+	if _, ok := f.recent(context.Background(), "k", 10*time.Millisecond); ok {
+		t.Fatal("a read older than maxAge served")
+	}
+	// A failed read is never served.
+	_, _ = f.get(context.Background(), "k", time.Now(), func(context.Context) (int, error) { return 0, context.DeadlineExceeded })
+	if _, ok := f.recent(context.Background(), "k", time.Second); ok {
+		t.Fatal("a failed read served")
+	}
+}

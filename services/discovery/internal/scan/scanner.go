@@ -500,7 +500,7 @@ func (s *Scanner) Trigger(ctx context.Context, serverID, audienceClass string) (
 	// saves two registry calls per trigger. A refusal is always decided on
 	// fresh reads.
 	if audienceClass != "" {
-		if c, ok := s.classes.recent(audienceClass, recentClass); ok && binding(c, serverID) != nil {
+		if c, ok := s.classes.recent(ctx, audienceClass, recentClass); ok && binding(c, serverID) != nil {
 			return s.Enqueue(ctx, discoveryv1.ScanTrigger_SCAN_TRIGGER_MANUAL, [2]string{serverID, audienceClass})
 		}
 	}
