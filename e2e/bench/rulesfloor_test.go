@@ -37,7 +37,7 @@ import (
 // validation or registry reads: the gap between discovery and this floor
 // is what those and discovery's own code cost.
 //
-// Its recorded form (recorded set) adds the records the rules name beside
+// Its recorded form adds the records the rules name beside
 // the snapshot: I1's "source revision, page root, pointer and catalog
 // receipt" in the commit's transaction, and the discovery runs and pages
 // DESIGN §1 keeps. Each scan inserts its run row at its start (reading the
@@ -59,10 +59,9 @@ import (
 // or running. No retries, backoff, periodic refresh or cross-process wake
 // (each of those the rules name too, and none is measured).
 type rulesFloorStore struct {
-	url      string
-	pool     *pgxpool.Pool
-	recorded bool
-	queued   bool
+	url  string
+	pool *pgxpool.Pool
+	form floorForm
 
 	mu       sync.Mutex
 	pending  []*floorCommit
@@ -81,6 +80,12 @@ const (
 	// queuedForm: and each scan a job in a Postgres queue.
 	queuedForm
 )
+
+// recorded says the floor writes the records the rules name.
+func (s *rulesFloorStore) recorded() bool { return s.form >= recordedForm }
+
+// queued says the floor runs each scan as a queue job.
+func (s *rulesFloorStore) queued() bool { return s.form == queuedForm }
 
 func (f floorForm) String() string {
 	return [...]string{"rules", "recorded", "queued"}[f]
@@ -124,7 +129,7 @@ CREATE TABLE floor_changes (revision bigint PRIMARY KEY, server_id text NOT NULL
   committed_at timestamptz NOT NULL DEFAULT now());`); err != nil {
 		t.Fatal(err)
 	}
-	return &rulesFloorStore{url: url, pool: pool, recorded: form >= recordedForm, queued: form == queuedForm}
+	return &rulesFloorStore{url: url, pool: pool, form: form}
 }
 
 // queueTables is the queued form's queue: a job per scan, one per server
@@ -267,14 +272,13 @@ func (s *rulesFloorStore) write(ctx context.Context, batch []*floorCommit) error
 		}
 	}
 	var b *pgx.Batch
-	if s.recorded {
+	if s.recorded() {
 		b = s.recordedWrite(batch, servers, counts, toolServers, ordinals, names, digests, &inserted, &moved)
 	} else {
 		b = &pgx.Batch{}
 		b.Queue(`INSERT INTO floor_snapshots (server_id, generation, tool_count) SELECT s, 1, c FROM unnest($1::text[], $2::int[]) AS u(s, c)`, servers, counts).
 			Exec(func(ct pgconn.CommandTag) error { inserted = ct.RowsAffected(); return nil })
-		b.Queue(`INSERT INTO floor_tools (server_id, generation, ordinal, name, descriptor_digest)
-SELECT s, 1, o, n, d FROM unnest($1::text[], $2::int[], $3::text[], $4::text[]) AS u(s, o, n, d)`, toolServers, ordinals, names, digests)
+		queueTools(b, toolServers, ordinals, names, digests)
 		b.Queue(`WITH r AS (UPDATE floor_counter SET revision = revision + $2 RETURNING revision),
 ch AS (INSERT INTO floor_changes (revision, server_id, generation)
   SELECT r.revision - $2 + u.i, u.s, 1 FROM r, unnest($1::text[]) WITH ORDINALITY AS u(s, i) RETURNING revision, server_id)
@@ -289,6 +293,13 @@ ON CONFLICT (server_id) DO NOTHING`, servers, n).
 		return fmt.Errorf("rules floor: %d snapshots and %d pointers of %d written", inserted, moved, n)
 	}
 	return nil
+}
+
+// queueTools queues the insert of a group's tools (after their snapshots:
+// the rows reference them), the same in every form.
+func queueTools(b *pgx.Batch, servers []string, ordinals []int32, names, digests []string) {
+	b.Queue(`INSERT INTO floor_tools (server_id, generation, ordinal, name, descriptor_digest)
+SELECT s, 1, o, n, d FROM unnest($1::text[], $2::int[], $3::text[], $4::text[]) AS u(s, o, n, d)`, servers, ordinals, names, digests)
 }
 
 // recordedWrite is the recorded form's group: the snapshots with their
@@ -318,8 +329,7 @@ func (s *rulesFloorStore) recordedWrite(batch []*floorCommit, servers []string, 
 	b.Queue(`INSERT INTO floor_snapshots (server_id, generation, tool_count, source_revision, page_root)
 SELECT s, 1, c, r, p FROM unnest($1::text[], $2::int[], $3::text[], $4::text[]) AS u(s, c, r, p)`, servers, counts, revisions, roots).
 		Exec(func(ct pgconn.CommandTag) error { *inserted = ct.RowsAffected(); return nil })
-	b.Queue(`INSERT INTO floor_tools (server_id, generation, ordinal, name, descriptor_digest)
-SELECT s, 1, o, n, d FROM unnest($1::text[], $2::int[], $3::text[], $4::text[]) AS u(s, o, n, d)`, toolServers, ordinals, names, digests)
+	queueTools(b, toolServers, ordinals, names, digests)
 	b.Queue(`INSERT INTO floor_run_pages (run_id, page, source_revision, page_digest)
 SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[])`, pageRuns, pageNos, pageRevs, pageDigest)
 	// A first commit's CAS is the pointer's insert (a run that found
@@ -341,7 +351,7 @@ FROM unnest($1::bigint[], $2::int[]) AS u(id, p) WHERE run_id = u.id AND expecte
 			}
 			return nil
 		})
-	if s.queued {
+	if s.queued() {
 		jobs := make([]int64, n)
 		for i, c := range batch {
 			jobs[i] = c.job
@@ -396,7 +406,7 @@ func rulesFloor(ctx context.Context, t *testing.T, urls []string, form floorForm
 			}
 		})
 	}
-	if store.queued {
+	if store.queued() {
 		store.feed(crawlCtx, len(urls), next, fail)
 	} else {
 		for i := range urls {
@@ -497,7 +507,7 @@ func pageRevision(res *mcp.ListToolsResult) string {
 func crawlAndCommit(ctx context.Context, hc *http.Client, store *rulesFloorStore, j floorJob, url string) (pages, tools int, err error) {
 	server := j.server
 	c := &floorCommit{server: server, job: j.id}
-	if store.recorded {
+	if store.recorded() {
 		var expected int64
 		if c.run, expected, err = store.start(ctx, server); err != nil {
 			return 0, 0, fmt.Errorf("start %s: %w", server, err)
@@ -522,10 +532,10 @@ func crawlAndCommit(ctx context.Context, hc *http.Client, store *rulesFloorStore
 		}
 		if pages == 0 {
 			first, c.revision = res.Tools, pageRevision(res)
-			if store.recorded && c.revision == "" {
+			if store.recorded() && c.revision == "" {
 				return pages, len(names), errNoRevision
 			}
-		} else if store.recorded && pageRevision(res) != c.revision {
+		} else if store.recorded() && pageRevision(res) != c.revision {
 			return pages, len(names), errRevisionMoved
 		}
 		pages++
@@ -538,11 +548,11 @@ func crawlAndCommit(ctx context.Context, hc *http.Client, store *rulesFloorStore
 			sum := sha256.Sum256(b)
 			d := "sha256:" + hex.EncodeToString(sum[:])
 			names, digests = append(names, tool.Name), append(digests, d)
-			if store.recorded {
+			if store.recorded() {
 				page.Write([]byte(d))
 			}
 		}
-		if store.recorded {
+		if store.recorded() {
 			c.pageDigests = append(c.pageDigests, "sha256:"+hex.EncodeToString(page.Sum(nil)))
 		}
 		if res.NextCursor == "" {
@@ -555,7 +565,7 @@ func crawlAndCommit(ctx context.Context, hc *http.Client, store *rulesFloorStore
 		return pages, len(names), fmt.Errorf("tools/list %s closing re-check: %w", url, err)
 	}
 	pages++
-	if len(again.Tools) != len(first) || (store.recorded && pageRevision(again) != c.revision) {
+	if len(again.Tools) != len(first) || (store.recorded() && pageRevision(again) != c.revision) {
 		return pages, len(names), errRecheckDiffers
 	}
 	for i := range first {
@@ -564,7 +574,7 @@ func crawlAndCommit(ctx context.Context, hc *http.Client, store *rulesFloorStore
 		}
 	}
 	c.names, c.digests = names, digests
-	if store.recorded {
+	if store.recorded() {
 		root := sha256.New()
 		for _, d := range c.pageDigests {
 			root.Write([]byte(d))
