@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -17,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolcrib/toolcrib/platform/canonical"
 	"github.com/toolcrib/toolcrib/platform/pgtest"
 	"github.com/toolcrib/toolcrib/revision"
 )
@@ -58,6 +60,9 @@ import (
 // group transaction; a partial unique index keeps one job per pair queued
 // or running. No retries, backoff, periodic refresh or cross-process wake
 // (each of those the rules name too, and none is measured).
+//
+// Its checked form adds I1's registry reads and first-use pin and §4's raw
+// tools, canonical digests and catalog checks: see checkedfloor_test.go.
 type rulesFloorStore struct {
 	url  string
 	pool *pgxpool.Pool
@@ -79,16 +84,23 @@ const (
 	recordedForm
 	// queuedForm: and each scan a job in a Postgres queue.
 	queuedForm
+	// checkedForm: and I1's registry reads and pin, §4's raw tools,
+	// canonical digests and checks.
+	checkedForm
 )
 
 // recorded says the floor writes the records the rules name.
 func (s *rulesFloorStore) recorded() bool { return s.form >= recordedForm }
 
 // queued says the floor runs each scan as a queue job.
-func (s *rulesFloorStore) queued() bool { return s.form == queuedForm }
+func (s *rulesFloorStore) queued() bool { return s.form >= queuedForm }
+
+// checked says the floor reads the registry, keeps raw tools and checks
+// them.
+func (s *rulesFloorStore) checked() bool { return s.form == checkedForm }
 
 func (f floorForm) String() string {
-	return [...]string{"rules", "recorded", "queued"}[f]
+	return [...]string{"rules", "recorded", "queued", "checked"}[f]
 }
 
 // floorCommit is one server's snapshot waiting for its group.
@@ -104,7 +116,15 @@ type floorCommit struct {
 	revision    string
 	pageDigests []string
 	pageRoot    string
-	done        chan error
+	// The checked form's: each tool's input schema digest and raw JSON,
+	// what the scan read at its start, the identity it observed and the
+	// trust configuration's digest.
+	inputs   []string
+	raws     [][]byte
+	scan     floorScan
+	identity string
+	trust    string
+	done     chan error
 }
 
 func newRulesFloorStore(ctx context.Context, t *testing.T, form floorForm) *rulesFloorStore {
@@ -121,12 +141,13 @@ INSERT INTO floor_counter VALUES (true, 0);
 CREATE TABLE floor_pointers (server_id text PRIMARY KEY, generation bigint NOT NULL, revision bigint NOT NULL);
 CREATE TABLE floor_snapshots (server_id text NOT NULL, generation bigint NOT NULL, tool_count int NOT NULL,
   committed_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (server_id, generation));
-`+recordedTables(form >= recordedForm)+queueTables(form == queuedForm)+`
+`+recordedTables(form >= recordedForm)+queueTables(form >= queuedForm)+`
 CREATE TABLE floor_tools (server_id text NOT NULL, generation bigint NOT NULL, ordinal int NOT NULL, name text NOT NULL,
   descriptor_digest text NOT NULL, PRIMARY KEY (server_id, generation, ordinal),
   FOREIGN KEY (server_id, generation) REFERENCES floor_snapshots);
 CREATE TABLE floor_changes (revision bigint PRIMARY KEY, server_id text NOT NULL, generation bigint NOT NULL,
-  committed_at timestamptz NOT NULL DEFAULT now());`); err != nil {
+  committed_at timestamptz NOT NULL DEFAULT now());
+`+checkedTables(form == checkedForm)); err != nil {
 		t.Fatal(err)
 	}
 	return &rulesFloorStore{url: url, pool: pool, form: form}
@@ -258,27 +279,28 @@ func (s *rulesFloorStore) write(ctx context.Context, batch []*floorCommit) error
 	var (
 		servers         = make([]string, len(batch))
 		counts          = make([]int32, len(batch))
-		toolServers     []string
-		ordinals        []int32
-		names, digests  []string
+		tc              floorToolColumns
 		n               = len(batch)
 		inserted, moved int64
 	)
 	for i, c := range batch {
 		servers[i], counts[i] = c.server, int32(len(c.names))
 		for j := range c.names {
-			toolServers, ordinals = append(toolServers, c.server), append(ordinals, int32(j))
-			names, digests = append(names, c.names[j]), append(digests, c.digests[j])
+			tc.servers, tc.ordinals = append(tc.servers, c.server), append(tc.ordinals, int32(j))
+			tc.names, tc.digests = append(tc.names, c.names[j]), append(tc.digests, c.digests[j])
+			if s.checked() {
+				tc.inputs, tc.raws = append(tc.inputs, c.inputs[j]), append(tc.raws, c.raws[j])
+			}
 		}
 	}
 	var b *pgx.Batch
 	if s.recorded() {
-		b = s.recordedWrite(batch, servers, counts, toolServers, ordinals, names, digests, &inserted, &moved)
+		b = s.recordedWrite(batch, servers, counts, tc, &inserted, &moved)
 	} else {
 		b = &pgx.Batch{}
 		b.Queue(`INSERT INTO floor_snapshots (server_id, generation, tool_count) SELECT s, 1, c FROM unnest($1::text[], $2::int[]) AS u(s, c)`, servers, counts).
 			Exec(func(ct pgconn.CommandTag) error { inserted = ct.RowsAffected(); return nil })
-		queueTools(b, toolServers, ordinals, names, digests)
+		queueTools(b, tc)
 		b.Queue(`WITH r AS (UPDATE floor_counter SET revision = revision + $2 RETURNING revision),
 ch AS (INSERT INTO floor_changes (revision, server_id, generation)
   SELECT r.revision - $2 + u.i, u.s, 1 FROM r, unnest($1::text[]) WITH ORDINALITY AS u(s, i) RETURNING revision, server_id)
@@ -295,11 +317,28 @@ ON CONFLICT (server_id) DO NOTHING`, servers, n).
 	return nil
 }
 
+// floorToolColumns is a group's tools, one array per column; inputs and
+// raws only in the checked form.
+type floorToolColumns struct {
+	servers        []string
+	ordinals       []int32
+	names, digests []string
+	inputs         []string
+	raws           [][]byte
+}
+
 // queueTools queues the insert of a group's tools (after their snapshots:
-// the rows reference them), the same in every form.
-func queueTools(b *pgx.Batch, servers []string, ordinals []int32, names, digests []string) {
+// the rows reference them), the same in every form but the checked, which
+// adds each tool's input schema digest and raw JSON.
+func queueTools(b *pgx.Batch, tc floorToolColumns) {
+	if tc.raws != nil {
+		b.Queue(`INSERT INTO floor_tools (server_id, generation, ordinal, name, descriptor_digest, input_schema_digest, raw)
+SELECT s, 1, o, n, d, i, r FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[], $6::bytea[]) AS u(s, o, n, d, i, r)`,
+			tc.servers, tc.ordinals, tc.names, tc.digests, tc.inputs, tc.raws)
+		return
+	}
 	b.Queue(`INSERT INTO floor_tools (server_id, generation, ordinal, name, descriptor_digest)
-SELECT s, 1, o, n, d FROM unnest($1::text[], $2::int[], $3::text[], $4::text[]) AS u(s, o, n, d)`, servers, ordinals, names, digests)
+SELECT s, 1, o, n, d FROM unnest($1::text[], $2::int[], $3::text[], $4::text[]) AS u(s, o, n, d)`, tc.servers, tc.ordinals, tc.names, tc.digests)
 }
 
 // recordedWrite is the recorded form's group: the snapshots with their
@@ -307,8 +346,8 @@ SELECT s, 1, o, n, d FROM unnest($1::text[], $2::int[], $3::text[], $4::text[]) 
 // pointers' CAS against the generation each run found at its start, one
 // change-log revision and one catalog receipt per snapshot, and each run
 // ended, in one round trip and one transaction.
-func (s *rulesFloorStore) recordedWrite(batch []*floorCommit, servers []string, counts []int32, toolServers []string,
-	ordinals []int32, names, digests []string, inserted, moved *int64) *pgx.Batch {
+func (s *rulesFloorStore) recordedWrite(batch []*floorCommit, servers []string, counts []int32, tc floorToolColumns,
+	inserted, moved *int64) *pgx.Batch {
 	n := len(batch)
 	var (
 		runs                 = make([]int64, n)
@@ -326,10 +365,15 @@ func (s *rulesFloorStore) recordedWrite(batch []*floorCommit, servers []string, 
 		}
 	}
 	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO floor_snapshots (server_id, generation, tool_count, source_revision, page_root)
+	countInserted := func(ct pgconn.CommandTag) error { *inserted = ct.RowsAffected(); return nil }
+	if s.checked() {
+		s.checkedSnapshots(b, batch, servers, counts, revisions, roots, countInserted)
+	} else {
+		b.Queue(`INSERT INTO floor_snapshots (server_id, generation, tool_count, source_revision, page_root)
 SELECT s, 1, c, r, p FROM unnest($1::text[], $2::int[], $3::text[], $4::text[]) AS u(s, c, r, p)`, servers, counts, revisions, roots).
-		Exec(func(ct pgconn.CommandTag) error { *inserted = ct.RowsAffected(); return nil })
-	queueTools(b, toolServers, ordinals, names, digests)
+			Exec(countInserted)
+	}
+	queueTools(b, tc)
 	b.Queue(`INSERT INTO floor_run_pages (run_id, page, source_revision, page_digest)
 SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[])`, pageRuns, pageNos, pageRevs, pageDigest)
 	// A first commit's CAS is the pointer's insert (a run that found
@@ -373,6 +417,11 @@ FROM unnest($1::bigint[], $2::int[]) AS u(id, p) WHERE run_id = u.id AND expecte
 // Postgres backends.
 func rulesFloor(ctx context.Context, t *testing.T, urls []string, form floorForm) (took time.Duration, pages, tools int, pgCPU float64, err error) {
 	store := newRulesFloorStore(ctx, t, form)
+	if store.checked() {
+		if err := store.register(ctx, urls); err != nil {
+			t.Fatal(err)
+		}
+	}
 	pg := newPGMeter(ctx, t, store.url)
 	defer func() { pgCPU = pg.since(ctx, t) }()
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: floorConcurrency}}
@@ -509,45 +558,83 @@ func crawlAndCommit(ctx context.Context, hc *http.Client, store *rulesFloorStore
 	c := &floorCommit{server: server, job: j.id}
 	if store.recorded() {
 		var expected int64
-		if c.run, expected, err = store.start(ctx, server); err != nil {
+		if store.checked() {
+			c.run, expected, c.scan, err = store.startChecked(ctx, server)
+		} else {
+			c.run, expected, err = store.start(ctx, server)
+		}
+		if err != nil {
 			return 0, 0, fmt.Errorf("start %s: %w", server, err)
 		}
 		if expected != 0 {
 			return 0, 0, fmt.Errorf("start %s: a pointer at generation %d already", server, expected)
 		}
 	}
+	var transport mcp.Transport = &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}
+	var raw *rawResults
+	if store.checked() {
+		raw = &rawResults{Transport: transport}
+		transport = raw
+	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolcrib-bench-rules-floor", Version: "v1"}, nil)
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, nil)
+	cs, err := client.Connect(ctx, transport, nil)
 	if err != nil {
 		return 0, 0, fmt.Errorf("connect %s: %w", url, err)
 	}
 	defer cs.Close()
-	var names, digests []string
-	var first []*mcp.Tool
+	if store.checked() {
+		// A plain-HTTP server's identity is its URL's digest (a TLS
+		// server's would be its certificate's); a pinned server must show
+		// the identity pinned.
+		c.identity = canonical.DigestBytes([]byte(url))
+		if c.scan.pin != "" && c.scan.pin != c.identity {
+			return 0, 0, fmt.Errorf("%s: identity %s, pinned %s", server, c.identity, c.scan.pin)
+		}
+		c.trust = c.scan.trustDigest(server, c.identity)
+	}
+	var (
+		names, digests []string
+		first          listedPage
+		seen           = map[string]bool{}
+	)
 	params := &mcp.ListToolsParams{}
 	for {
 		res, err := cs.ListTools(ctx, params)
 		if err != nil {
 			return pages, len(names), fmt.Errorf("tools/list %s page %d: %w", url, pages, err)
 		}
+		lp, err := listed(res, raw)
+		if err != nil {
+			return pages, len(names), fmt.Errorf("tools/list %s page %d: %w", url, pages, err)
+		}
 		if pages == 0 {
-			first, c.revision = res.Tools, pageRevision(res)
+			first, c.revision = lp, lp.revision
 			if store.recorded() && c.revision == "" {
 				return pages, len(names), errNoRevision
 			}
-		} else if store.recorded() && pageRevision(res) != c.revision {
+		} else if store.recorded() && lp.revision != c.revision {
 			return pages, len(names), errRevisionMoved
 		}
 		pages++
 		page := sha256.New()
-		for _, tool := range res.Tools {
-			b, err := json.Marshal(tool)
-			if err != nil {
-				return pages, len(names), err
+		for i := range lp.count() {
+			var name, d string
+			if raw != nil {
+				ft, err := checkTool(lp.raw.Tools[i], seen)
+				if err != nil {
+					return pages, len(names), err
+				}
+				name, d = ft.name, ft.digest
+				c.inputs, c.raws = append(c.inputs, ft.input), append(c.raws, ft.raw)
+			} else {
+				b, err := json.Marshal(lp.tools[i])
+				if err != nil {
+					return pages, len(names), err
+				}
+				sum := sha256.Sum256(b)
+				name, d = lp.tools[i].Name, "sha256:"+hex.EncodeToString(sum[:])
 			}
-			sum := sha256.Sum256(b)
-			d := "sha256:" + hex.EncodeToString(sum[:])
-			names, digests = append(names, tool.Name), append(digests, d)
+			names, digests = append(names, name), append(digests, d)
 			if store.recorded() {
 				page.Write([]byte(d))
 			}
@@ -555,23 +642,22 @@ func crawlAndCommit(ctx context.Context, hc *http.Client, store *rulesFloorStore
 		if store.recorded() {
 			c.pageDigests = append(c.pageDigests, "sha256:"+hex.EncodeToString(page.Sum(nil)))
 		}
-		if res.NextCursor == "" {
+		if lp.cursor == "" {
 			break
 		}
-		params.Cursor = res.NextCursor
+		params.Cursor = lp.cursor
 	}
-	again, err := cs.ListTools(ctx, &mcp.ListToolsParams{})
+	res, err := cs.ListTools(ctx, &mcp.ListToolsParams{})
 	if err != nil {
 		return pages, len(names), fmt.Errorf("tools/list %s closing re-check: %w", url, err)
 	}
 	pages++
-	if len(again.Tools) != len(first) || (store.recorded() && pageRevision(again) != c.revision) {
-		return pages, len(names), errRecheckDiffers
+	again, err := listed(res, raw)
+	if err != nil {
+		return pages, len(names), fmt.Errorf("tools/list %s closing re-check: %w", url, err)
 	}
-	for i := range first {
-		if again.Tools[i].Name != first[i].Name {
-			return pages, len(names), errRecheckDiffers
-		}
+	if !again.same(first) || (store.recorded() && again.revision != c.revision) {
+		return pages, len(names), errRecheckDiffers
 	}
 	c.names, c.digests = names, digests
 	if store.recorded() {
@@ -582,4 +668,54 @@ func crawlAndCommit(ctx context.Context, hc *http.Client, store *rulesFloorStore
 		c.pageRoot = "sha256:" + hex.EncodeToString(root.Sum(nil))
 	}
 	return pages, len(names), store.commit(ctx, c)
+}
+
+// listedPage is one tools/list page as a floor reads it: the go-sdk's typed
+// result, or (the checked form) the raw result decoded once.
+type listedPage struct {
+	revision, cursor string
+	tools            []*mcp.Tool
+	raw              *rawPage
+}
+
+// listed reads the page res answered; with raw, from the raw result
+// captured beneath it.
+func listed(res *mcp.ListToolsResult, raw *rawResults) (listedPage, error) {
+	if raw == nil {
+		return listedPage{revision: pageRevision(res), cursor: res.NextCursor, tools: res.Tools}, nil
+	}
+	var p rawPage
+	b := raw.take()
+	if b == nil {
+		return listedPage{}, errors.New("no raw result captured")
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return listedPage{}, err
+	}
+	return listedPage{revision: p.revision(), cursor: p.NextCursor, raw: &p}, nil
+}
+
+func (p listedPage) count() int {
+	if p.raw != nil {
+		return len(p.raw.Tools)
+	}
+	return len(p.tools)
+}
+
+// same says the closing re-check's page lists the tools the walk's first
+// page did (by name; the checked form byte for byte).
+func (p listedPage) same(first listedPage) bool {
+	if p.count() != first.count() {
+		return false
+	}
+	for i := range p.count() {
+		if p.raw != nil {
+			if !bytes.Equal(p.raw.Tools[i], first.raw.Tools[i]) {
+				return false
+			}
+		} else if p.tools[i].Name != first.tools[i].Name {
+			return false
+		}
+	}
+	return true
 }
