@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -539,6 +540,7 @@ func (s *rulesFloorStore) feed(ctx context.Context, servers int, next chan<- flo
 var (
 	errRecheckDiffers = errors.New("the closing re-check's first page differs from the walk's")
 	errRevisionMoved  = errors.New("a page's source revision differs from the first page's")
+	errListChanged    = errors.New("the server sent tools/list_changed during the scan")
 	errNoRevision     = errors.New("the first page carries no source revision (I2: nothing to prove the catalog whole against)")
 )
 
@@ -576,7 +578,15 @@ func crawlAndCommit(ctx context.Context, hc *http.Client, store *rulesFloorStore
 		raw = &rawResults{Transport: transport}
 		transport = raw
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "toolcrib-bench-rules-floor", Version: "v1"}, nil)
+	// The checked form hears list_changed during the scan (I2: one ends
+	// the scan incomplete); a handler makes the go-sdk subscribe to it
+	// (under 2026-07-28, a subscriptions/listen stream per session).
+	var changed atomic.Bool
+	var opts *mcp.ClientOptions
+	if store.checked() {
+		opts = &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed.Store(true) }}
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "toolcrib-bench-rules-floor", Version: "v1"}, opts)
 	cs, err := client.Connect(ctx, transport, nil)
 	if err != nil {
 		return 0, 0, fmt.Errorf("connect %s: %w", url, err)
@@ -658,6 +668,9 @@ func crawlAndCommit(ctx context.Context, hc *http.Client, store *rulesFloorStore
 	}
 	if !again.same(first) || (store.recorded() && again.revision != c.revision) {
 		return pages, len(names), errRecheckDiffers
+	}
+	if changed.Load() {
+		return pages, len(names), errListChanged
 	}
 	c.names, c.digests = names, digests
 	if store.recorded() {
