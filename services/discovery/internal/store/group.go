@@ -179,60 +179,77 @@ func (s *Store) runGroup(items []*groupItem) (again []*groupItem) {
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 	var ok []*groupItem
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		ok = ok[:0]
-		for _, it := range items {
-			if err := it.ctx.Err(); err != nil {
-				it.err = err
-				continue
-			}
-			// The work sees its caller's values (the queue job's client)
-			// but the group's deadline, never its caller's cancellation.
-			wctx, wcancel := context.WithDeadline(context.WithoutCancel(it.ctx), deadline)
-			defer wcancel()
-			if len(items) == 1 {
-				// Alone: the transaction is the commit's.
-				c, err := it.run(wctx, tx)
-				if err != nil {
+	// First without savepoints: the commits' work almost never fails (a
+	// lost CAS writes nothing and is not a failure of the transaction),
+	// and a savepoint per commit costs a round trip and a subtransaction
+	// each. When a commit's work fails, the transaction rolls back whole
+	// and the group runs again with a savepoint per commit.
+	for savepoints := false; ; savepoints = true {
+		workFailed := false
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			ok = ok[:0]
+			for _, it := range items {
+				if err := it.ctx.Err(); err != nil {
+					it.err = err
+					continue
+				}
+				// The work sees its caller's values (the queue job's
+				// client) but the group's deadline, never its caller's
+				// cancellation.
+				wctx, wcancel := context.WithDeadline(context.WithoutCancel(it.ctx), deadline)
+				defer wcancel()
+				if !savepoints || len(items) == 1 {
+					// The transaction is the commit's (alone) or the
+					// group's: a failure fails it whole.
+					c, err := it.run(wctx, tx)
+					if err != nil {
+						it.err, workFailed = err, true
+						return err
+					}
+					it.change, ok = c, append(ok, it)
+					continue
+				}
+				// A savepoint of the commit's own; it is never released
+				// (the transaction's commit keeps it, and a release would
+				// cost a round trip per commit), only rolled back to when
+				// the work fails. A savepoint name may repeat: ROLLBACK TO
+				// names the latest.
+				if _, err := tx.Exec(wctx, "SAVEPOINT group_commit"); err != nil {
 					it.err = err
 					return err
 				}
-				it.change, ok = c, append(ok, it)
-				continue
-			}
-			// A savepoint of the commit's own; it is never released (the
-			// transaction's commit keeps it, and a release would cost a
-			// round trip per commit), only rolled back to when the work
-			// fails. A savepoint name may repeat: ROLLBACK TO names the
-			// latest.
-			if _, err := tx.Exec(wctx, "SAVEPOINT group_commit"); err != nil {
-				it.err = err
-				return err
-			}
-			c, err := it.run(wctx, tx)
-			if err != nil {
-				it.err = err
-				if _, rerr := tx.Exec(wctx, "ROLLBACK TO SAVEPOINT group_commit"); rerr != nil {
-					return rerr
+				c, err := it.run(wctx, tx)
+				if err != nil {
+					it.err = err
+					if _, rerr := tx.Exec(wctx, "ROLLBACK TO SAVEPOINT group_commit"); rerr != nil {
+						return rerr
+					}
+					continue
 				}
-				continue
+				it.change, ok = c, append(ok, it)
 			}
-			it.change, ok = c, append(ok, it)
+			changes := make([]*pendingChange, 0, len(ok))
+			for _, it := range ok {
+				if it.change != nil {
+					changes = append(changes, it.change)
+				}
+			}
+			return s.appendChanges(ctx, tx, changes)
+		})
+		if err != nil && workFailed && !savepoints && len(items) > 1 && ctx.Err() == nil {
+			for _, it := range items {
+				it.change, it.err = nil, nil
+			}
+			continue
 		}
-		changes := make([]*pendingChange, 0, len(ok))
-		for _, it := range ok {
-			if it.change != nil {
-				changes = append(changes, it.change)
+		if err != nil {
+			for _, it := range items {
+				if it.err == nil {
+					it.change, it.err = nil, err
+				}
 			}
 		}
-		return s.appendChanges(ctx, tx, changes)
-	})
-	if err != nil {
-		for _, it := range items {
-			if it.err == nil {
-				it.change, it.err = nil, err
-			}
-		}
+		break
 	}
 	return nil // the deferred loop names the commits to run again
 }

@@ -131,6 +131,49 @@ func TestGroupCommitKeepsEachCommitOnItsOwn(t *testing.T) {
 	t.Logf("%d commits in %d transactions", len(won), txs)
 }
 
+// Commits that all succeed share their group's transaction without a
+// savepoint each (a savepoint per commit cost a round trip and a
+// subtransaction): every snapshot row was written by the very transaction
+// that appended its change to the log (rows written under a savepoint
+// carry the subtransaction's id), and the commits did form groups.
+func TestGroupCommitWithoutFailuresTakesNoSavepoints(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	const commits = 32
+	runs := make([]string, commits)
+	for i := range runs {
+		runs[i] = f.run(t, fmt.Sprintf("srv%02d", i), "a.readers")
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make([]error, commits)
+	for i := range commits {
+		wg.Go(func() {
+			<-start
+			server := fmt.Sprintf("srv%02d", i)
+			_, errs[i] = f.st.Commit(ctx, store.Commit{RunID: runs[i], Snapshot: snapshot(server, "a.readers", "r1", 3, time.Hour),
+				State: eligible, Run: store.RunEnd{SourceRevision: "r1", ToolCount: 3}})
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("srv%02d: %v", i, err)
+		}
+	}
+	var rows, underSavepoint, txs int
+	if err := f.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE s.xmin::text <> c.xmin::text), count(DISTINCT c.xmin::text)
+FROM snapshots s JOIN pointers p USING (server_id, audience_class, generation) JOIN changes c ON c.revision = p.revision`).
+		Scan(&rows, &underSavepoint, &txs); err != nil {
+		t.Fatal(err)
+	}
+	if rows != commits || underSavepoint != 0 || txs >= commits {
+		t.Fatalf("%d snapshots, %d written apart from their change's transaction, %d transactions", rows, underSavepoint, txs)
+	}
+	t.Logf("%d commits in %d transactions", commits, txs)
+}
+
 // A commit whose caller's part panics fails alone: the others of its group
 // commit, and the process does not go down with it.
 func TestGroupCommitSurvivesAPanickingCommit(t *testing.T) {
