@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/toolcrib/toolcrib/services/discovery/internal/store"
@@ -25,8 +27,14 @@ import (
 // are reentrant), so the process keeps the keys it holds: a scan whose key
 // is held here is refused as one held elsewhere is. The session's
 // statements run one at a time (mu): a scan's start (the lock, its run
-// and its view, one round trip, see [store.Store.StartScan]) and a scan's
-// unlock. A scan's start that fails gives back the lock it may have taken;
+// and its view, one round trip, see [store.Store.StartScan]) and the
+// unlocks of the scans that ended. A scan that ends queues its unlock and
+// waits for the session: the next statement on it, a scan's start or the
+// first waiting end's, carries every unlock queued by then in its round
+// trip (issue 27: 800 scans cost 800 unlock round trips on the one
+// session, each waited for by the starts queued behind it). A key is
+// unlocked before it is locked again: a start sends the queued unlocks
+// ahead of its lock. A scan's start that fails gives back the lock it may have taken;
 // when the session itself fails (it died, or the unlock failed), it is
 // closed and every lock on it is gone: each scan holding one is cancelled
 // with [errPairLockLost] (it ends INCOMPLETE and River retries it), and the
@@ -40,7 +48,13 @@ type pairLocks struct {
 
 	mu   sync.Mutex
 	conn *pgxpool.Conn // nil until a scan starts, and after a failure
+
+	// hmu guards held and unlocks; taken alone, or inside mu.
+	hmu  sync.Mutex
 	held map[int64]*pairLock
+	// unlocks are the keys of the holds released whose unlock no
+	// statement took yet.
+	unlocks []int64
 }
 
 // pairLock is one scan's hold on its pair's lock.
@@ -68,7 +82,10 @@ func (p *pairLocks) start(ctx context.Context, key int64, cancel context.CancelC
 	start func(context.Context, store.Session) (locked bool, err error)) (*pairLock, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.held[key] != nil {
+	p.hmu.Lock()
+	held := p.held[key] != nil
+	p.hmu.Unlock()
+	if held {
 		return nil, nil
 	}
 	if p.conn == nil {
@@ -83,7 +100,20 @@ func (p *pairLocks) start(ctx context.Context, key int64, cancel context.CancelC
 	// lock on it would go.
 	sctx, cancelStmt := context.WithTimeout(context.WithoutCancel(ctx), sessionTimeout)
 	defer cancelStmt()
-	locked, err := start(sctx, p.conn)
+	session := &carrying{conn: p.conn, keys: p.takeUnlocks()}
+	locked, err := start(sctx, session)
+	switch {
+	case len(session.keys) > 0 && !session.sent:
+		p.unlockOrDropLocked(ctx, session.keys...)
+	case len(session.keys) > 0 && !session.ran:
+		// Whether the queued unlocks ran is unknown: only closing the
+		// session gives their locks back for sure.
+		p.dropLocked()
+		if err == nil {
+			err = errPairLockLost
+		}
+		return nil, err
+	}
 	if err != nil {
 		// The lock may be held (a session lock outlives the rollback of
 		// the statement that took it): give it back, or when the session
@@ -95,45 +125,96 @@ func (p *pairLocks) start(ctx context.Context, key int64, cancel context.CancelC
 		return nil, nil
 	}
 	h := &pairLock{key: key, cancel: cancel}
+	p.hmu.Lock()
 	p.held[key] = h
+	p.hmu.Unlock()
 	return h, nil
 }
 
-// release gives a hold's lock back; a hold whose session died meanwhile has
-// nothing to give back (and a newer hold of the same key is not touched).
+// release gives a hold's lock back, and returns once it is given back: it
+// queues the unlock, then waits for the session, whose next statement
+// carries it (a start's, or this release's); a hold whose session died
+// meanwhile has nothing to give back (and a newer hold of the same key is
+// not touched).
 func (p *pairLocks) release(ctx context.Context, h *pairLock) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.hmu.Lock()
 	if p.held[h.key] != h {
+		p.hmu.Unlock()
 		return
 	}
 	delete(p.held, h.key)
-	p.unlockOrDropLocked(ctx, h.key)
+	p.unlocks = append(p.unlocks, h.key)
+	p.hmu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// A statement that ran while this waited may have carried the unlock.
+	p.unlockOrDropLocked(ctx)
 }
 
-// unlockOrDropLocked gives key's lock back on the session (no lock of this
-// process is held on key then: a key is in held at most once); when that
-// fails, it closes the session. Unlocking a key the session does not hold
-// answers false, which is fine.
-func (p *pairLocks) unlockOrDropLocked(ctx context.Context, key int64) {
+// takeUnlocks returns the queued unlocks, which the caller's statement
+// carries.
+func (p *pairLocks) takeUnlocks() []int64 {
+	p.hmu.Lock()
+	defer p.hmu.Unlock()
+	keys := p.unlocks
+	p.unlocks = nil
+	return keys
+}
+
+// unlockSQL gives back the locks of the keys $1 in one statement. No lock
+// of this process is held on such a key then (a key is in held at most
+// once, and a start sends the queued unlocks ahead of its lock); unlocking
+// a key the session does not hold answers false, which is fine.
+const unlockSQL = "SELECT pg_advisory_unlock(k) FROM unnest($1::bigint[]) AS k"
+
+// unlockOrDropLocked gives back the locks of the queued unlocks and of
+// keys on the session; when that fails, it closes the session.
+func (p *pairLocks) unlockOrDropLocked(ctx context.Context, keys ...int64) {
+	keys = append(keys, p.takeUnlocks()...)
+	if len(keys) == 0 {
+		return
+	}
 	if p.conn == nil || p.conn.Conn().IsClosed() {
 		p.dropLocked()
 		return
 	}
 	sctx, cancelStmt := context.WithTimeout(context.WithoutCancel(ctx), sessionTimeout)
 	defer cancelStmt()
-	if _, err := p.conn.Exec(sctx, "SELECT pg_advisory_unlock($1)", key); err != nil {
+	if _, err := p.conn.Exec(sctx, unlockSQL, keys); err != nil {
 		p.dropLocked()
 	}
 }
 
+// carrying is the session as a scan's start uses it: its (first) batch
+// goes with the queued unlocks ahead of it, in its round trip; sent says
+// they were sent, ran that they ran.
+type carrying struct {
+	conn      *pgxpool.Conn
+	keys      []int64
+	sent, ran bool
+}
+
+func (c *carrying) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if len(c.keys) == 0 || c.sent {
+		return c.conn.SendBatch(ctx, b)
+	}
+	c.sent = true
+	all := &pgx.Batch{}
+	all.Queue(unlockSQL, c.keys).Exec(func(pgconn.CommandTag) error { c.ran = true; return nil })
+	all.QueuedQueries = append(all.QueuedQueries, b.QueuedQueries...)
+	return c.conn.SendBatch(ctx, all)
+}
+
 // dropLocked closes the session; every lock on it is gone, so every scan
-// holding one is cancelled.
+// holding one is cancelled (and no queued unlock is left to send).
 func (p *pairLocks) dropLocked() {
+	p.hmu.Lock()
+	p.unlocks = nil
 	for k, h := range p.held {
 		h.cancel(errPairLockLost)
 		delete(p.held, k)
 	}
+	p.hmu.Unlock()
 	if p.conn != nil {
 		_ = p.conn.Conn().Close(context.Background())
 		p.conn.Release()
@@ -150,7 +231,7 @@ func (p *pairLocks) close() {
 
 // holding reports how many locks the session holds (for tests).
 func (p *pairLocks) holding() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.hmu.Lock()
+	defer p.hmu.Unlock()
 	return len(p.held)
 }

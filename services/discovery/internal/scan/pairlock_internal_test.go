@@ -235,3 +235,52 @@ func TestPairLocksSurviveACancelledScan(t *testing.T) {
 		t.Fatal("a release on a cancelled context did not give the lock back")
 	}
 }
+
+// queueRelease is the first half of [pairLocks.release]: the hold is gone
+// and its unlock queued, as when the release waits for the session while
+// another statement runs on it.
+func queueRelease(p *pairLocks, h *pairLock) {
+	p.hmu.Lock()
+	defer p.hmu.Unlock()
+	delete(p.held, h.key)
+	p.unlocks = append(p.unlocks, h.key)
+}
+
+// A scan's start carries the unlocks queued while it waited for the
+// session, ahead of its own lock: the released pairs are free once it
+// ran, and a pair released and started again stays held (its unlock ran
+// before its new lock).
+func TestPairLocksStartCarriesQueuedUnlocks(t *testing.T) {
+	ctx := context.Background()
+	p, other := newPairLocksFixture(t)
+	hold := func(key int64) *pairLock {
+		t.Helper()
+		h, err := p.start(ctx, key, noCancel, tryLock(key))
+		if err != nil || h == nil {
+			t.Fatalf("start %d: %v, %v", key, h, err)
+		}
+		return h
+	}
+	h1, h2 := hold(1), hold(2)
+	queueRelease(p, h1)
+	queueRelease(p, h2)
+	if other.free(1) || other.free(2) {
+		t.Fatal("a queued unlock ran before a statement carried it")
+	}
+	h3 := hold(3)
+	if !other.free(1) || !other.free(2) || len(p.unlocks) != 0 {
+		t.Fatalf("the start did not carry the queued unlocks (free %v %v, queued %v)", other.free(1), other.free(2), p.unlocks)
+	}
+	queueRelease(p, h3)
+	hold(3)
+	if other.free(3) {
+		t.Fatal("a pair started again right after its release was given back by the queued unlock")
+	}
+	// The release of a hold whose unlock a start already carried sends
+	// nothing more, and leaves the other holds alone.
+	h4 := hold(4)
+	p.release(ctx, h4)
+	if !other.free(4) || other.free(3) || p.holding() != 1 {
+		t.Fatalf("free 4 %v, free 3 %v, holding %d", other.free(4), other.free(3), p.holding())
+	}
+}
