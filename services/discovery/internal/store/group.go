@@ -22,12 +22,15 @@ import (
 // per commit (BenchmarkCommitsThroughCounterRow in package changelog:
 // a few hundred commits per second, against thousands when each commit
 // writes only rows of its own). So scan commits that are waiting at the same
-// time share one transaction: each does its work in a savepoint of its own
-// (a lost CAS or a failed statement rolls back only that commit), then the
-// changes of those that succeeded are appended together, in one round
-// trip, and the transaction commits once. Revisions stay gapless and in
+// time share one transaction: each does its work, then the changes are
+// appended together, in one round trip, and the transaction commits once.
+// When one commit's work fails (a lost CAS, a failed statement), the
+// transaction rolls back and the group runs again with a savepoint per
+// commit, so that the failure rolls back only that commit (savepoints for
+// every group cost a round trip and a subtransaction per commit, and
+// commits almost never fail). Revisions stay gapless and in
 // commit order (they are taken in one transaction, consecutively), every
-// commit is still atomic (its savepoint and its append commit together or
+// commit is still atomic (its writes and its append commit together or
 // not at all), and the counter row is held for one append round trip and one
 // flush per group instead of per commit.
 //
