@@ -91,14 +91,14 @@ INSERT INTO floor_bindings (class, server_id, tenant_id) SELECT $4, id, $3 FROM 
 }
 
 // floorScan is what a checked scan read at its start: the tenant's policy
-// epoch, the server's pin and version, the binding's version and the
-// trust configuration's digest.
+// epoch, the server's pin and version, the binding's version and what the
+// trust configuration's digest is made of.
 type floorScan struct {
 	epoch          int64
 	pin            string
 	serverVersion  int64
 	bindingVersion int64
-	url, trust     string
+	url            string
 	level, source  string
 	secretRef      string
 }
