@@ -3,6 +3,7 @@ package sessionpool
 import (
 	"context"
 	"errors"
+	"reflect"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -111,13 +112,11 @@ func (p *Pool) connectFor(t Target, caller Caller) (*mcp.ClientSession, error) {
 			if relayed[method] {
 				// The call that asked, as the tap marked it on the
 				// call's stream ([MetaCall]); the mark goes no further.
-				if params := req.GetParams(); params != nil {
-					if meta := params.GetMeta(); meta != nil {
-						if id, ok := meta[MetaCall].(string); ok {
-							ctx = WithCall(ctx, id)
-						}
-						delete(meta, MetaCall)
+				if meta := metaOf(req); meta != nil {
+					if id, ok := meta[MetaCall].(string); ok {
+						ctx = WithCall(ctx, id)
 					}
+					delete(meta, MetaCall)
 				}
 				return caller.Handle(ctx, t, method, req)
 			}
@@ -161,6 +160,23 @@ func (p *Pool) connectFor(t Target, caller Caller) (*mcp.ClientSession, error) {
 		_ = cs.Close()
 	}()
 	return cs, nil
+}
+
+// metaOf is the `_meta` of req's params, nil when it has none. A request
+// may come without params (roots/list usually does: server-everything asks
+// so 350 ms after its session starts); the go-sdk then holds a nil pointer
+// of the method's params type in the [mcp.Params] interface, which is not
+// == nil and whose GetMeta dereferences it. Before, that request from any
+// upstream crashed the gateway.
+func metaOf(req mcp.Request) map[string]any {
+	params := req.GetParams()
+	if params == nil {
+		return nil
+	}
+	if v := reflect.ValueOf(params); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil
+	}
+	return params.GetMeta()
 }
 
 // closed is closed when cs ends.
