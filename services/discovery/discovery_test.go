@@ -205,6 +205,40 @@ func TestListChangedDuringScanIsIncompleteThenRetried(t *testing.T) {
 	}
 }
 
+// TestListChangedAtEachSessionStartIsListedAgain: a server announces a
+// change as every session starts (as server-everything does), so the
+// notification arrives before the crawl's first page. The scan lists
+// again on the same session and its first attempt proves the catalog
+// (one page, again, and the closing re-check: 3 tools/list). Before, every
+// attempt ended INCOMPLETE LIST_CHANGED, since each retry's new session
+// brought the notification again. A server that notifies before every
+// first page is listed again twice and then the run ends INCOMPLETE
+// LIST_CHANGED as before, nothing activated.
+func TestListChangedAtEachSessionStartIsListedAgain(t *testing.T) {
+	e := start(t, func(c *discovery.Config) { c.MaxAttempts = 1 })
+	cat := discoverytest.NewCatalog("r-1", 0, discoverytest.Tools("x", 3)...)
+	srv := discoverytest.NewHTTP(t, cat, discoverytest.ServerOptions{NotifyOnSessionStart: true}, false)
+	e.register("eager", srv.URL, registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED, "")
+	run := e.wait(e.scan("eager", class).GetScanId(), discovery.Terminal)
+	want(t, run, eligible, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
+	if run.GetAttempt() != 1 || run.GetGeneration() != 1 || srv.Calls() != 3 {
+		t.Fatalf("attempt %d committed generation %d after %d tools/list, want attempt 1, generation 1, 3 calls", run.GetAttempt(), run.GetGeneration(), srv.Calls())
+	}
+
+	always := discoverytest.NewCatalog("r-1", 0, discoverytest.Tools("y", 2)...)
+	always.OnList = func(_ *discoverytest.Catalog, _ int, _ *string, r *discoverytest.Reply) { r.NotifyBefore = true }
+	noisy := discoverytest.NewHTTP(t, always, discoverytest.ServerOptions{}, false)
+	e.register("noisy", noisy.URL, registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED, "")
+	run = e.wait(e.scan("noisy", class).GetScanId(), discovery.Terminal)
+	want(t, run, incomplete, discoveryv1.RunReason_RUN_REASON_LIST_CHANGED)
+	if noisy.Calls() != 3 {
+		t.Fatalf("%d tools/list to a server notifying before every answer, want 3 (the first page, listed again twice)", noisy.Calls())
+	}
+	if _, err := e.admin.GetActiveSnapshot(ctxT(t), &discoveryv1.GetActiveSnapshotRequest{ServerId: "noisy", AudienceClass: class}); status.Code(err) != codes.NotFound {
+		t.Fatalf("a scan that never read a page unchanged activated something: %v", err)
+	}
+}
+
 func TestLateListChangedSchedulesARescan(t *testing.T) {
 	e := start(t, func(c *discovery.Config) { c.Linger = 20 * time.Second })
 	cat := discoverytest.NewCatalog("r-1", 0, discoverytest.Tools("x", 2)...)

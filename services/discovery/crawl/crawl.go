@@ -580,7 +580,9 @@ type wirePage struct {
 	bytes       int64
 }
 
-// Crawl reads every page and the closing re-check. It may be called once.
+// Crawl reads every page and the closing re-check. Called again on the
+// same session it walks again from the first page; each walk counts only
+// the notifications read after it started.
 func (s *Session) Crawl(ctx context.Context) *Result {
 	w := &walk{s: s, ctx: ctx, baseline: s.tap.changed.Load(), r: &Result{
 		ProtocolVersion: s.protocol,

@@ -55,16 +55,25 @@ type ServerOptions struct {
 	// Stateless serves HTTP statelessly; the go-sdk speaks 2026-07-28 over
 	// HTTP only then.
 	Stateless bool
+	// NotifyOnSessionStart answers each session's first tools/list as if
+	// its Reply had NotifyBefore: a server whose tools change as a
+	// session starts and that announces it (server-everything registers
+	// tools on notifications/initialized), with the notification ordered
+	// before the answer. Over stateless HTTP every request is a session's
+	// first.
+	NotifyOnSessionStart bool
 }
 
 // Server is a go-sdk MCP server whose tools/list is answered by a Lister
 // (every other method is the go-sdk's own).
 type Server struct {
 	// MCP is the go-sdk server; Notify uses it.
-	MCP    *mcp.Server
-	lister Lister
-	calls  atomic.Int64
-	notes  atomic.Int64
+	MCP           *mcp.Server
+	lister        Lister
+	notifyOnStart bool
+	started       sync.Map // HTTP session ids that listed ([ServerOptions.NotifyOnSessionStart])
+	calls         atomic.Int64
+	notes         atomic.Int64
 }
 
 // NewServer returns a server answering tools/list with l.
@@ -73,7 +82,7 @@ func NewServer(l Lister, o ServerOptions) *Server {
 		Capabilities:              &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 		SupportedProtocolVersions: o.Versions,
 	})
-	return &Server{MCP: s, lister: l}
+	return &Server{MCP: s, lister: l, notifyOnStart: o.NotifyOnSessionStart}
 }
 
 // Calls is the number of tools/list requests answered or being answered.
@@ -137,8 +146,9 @@ func (t *listerTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 
 type listerConn struct {
 	mcp.Connection
-	s  *Server
-	mu sync.Mutex // orders a notification and its answer on the stream
+	s      *Server
+	listed atomic.Bool // a tools/list was answered on this connection
+	mu     sync.Mutex  // orders a notification and its answer on the stream
 }
 
 func (c *listerConn) Read(ctx context.Context) (jsonrpc.Message, error) {
@@ -152,6 +162,9 @@ func (c *listerConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			return msg, nil
 		}
 		r := c.s.answer(req.Params)
+		if c.s.notifyOnStart && c.listed.CompareAndSwap(false, true) {
+			r.NotifyBefore = true
+		}
 		go func() {
 			if r.Wait != nil {
 				select {
@@ -253,6 +266,12 @@ func NewHTTP(t testing.TB, l Lister, o ServerOptions, tls bool) *HTTPServer {
 
 func (h *HTTPServer) serveList(w http.ResponseWriter, r *http.Request, req *jsonrpc.Request) {
 	rep := h.answer(req.Params)
+	if h.notifyOnStart {
+		id := r.Header.Get("Mcp-Session-Id")
+		if _, listed := h.started.LoadOrStore(id, true); !listed || id == "" {
+			rep.NotifyBefore = true
+		}
+	}
 	if rep.Wait != nil {
 		select {
 		case <-rep.Wait:

@@ -224,10 +224,35 @@ func (st *scanState) connect() (outcome, bool) {
 	return outcome{}, true
 }
 
+// relistsBeforeFirstPage is how many times a scan lists again, on the same
+// session, when a `notifications/tools/list_changed` arrived before the
+// crawl had read any page ([startsOver]).
+const relistsBeforeFirstPage = 2
+
+// startsOver reports whether res ended on a list_changed read before any
+// page was. Such a notification usually announces a change the session's
+// own start made: a server that registers tools once it knows the client's
+// capabilities (server-everything registers its conditional tools on
+// notifications/initialized and announces them on the standalone stream,
+// which is not ordered with the crawl's first request). A new session
+// would bring the same notification again, so River's retries would never
+// prove the catalog; listing again on this session, whose baseline is
+// after the notification, proves it if nothing else changes. A
+// notification after a page was read aborts the run (DESIGN §6, "rescan
+// scheduled").
+func startsOver(res *crawl.Result) bool {
+	return res.State == stIncomplete && res.Reason == discoveryv1.RunReason_RUN_REASON_LIST_CHANGED && len(res.Pages) == 0
+}
+
 // crawl is step 4: crawl, and validate a whole catalog.
 func (st *scanState) crawl() (*candidate.Candidate, outcome, bool) {
 	s, ctx := st.s, st.ctx
 	res := st.sess.Crawl(ctx)
+	for i := 0; i < relistsBeforeFirstPage && startsOver(res) && ctx.Err() == nil; i++ {
+		s.lg.InfoContext(ctx, "tools/list_changed arrived before the first page; listing again on the same session",
+			"server", st.args.ServerID, "audience_class", st.args.AudienceClass, "run", st.runID, "relist", i+1)
+		res = st.sess.Crawl(ctx)
+	}
 	st.end.SourceRevision, st.end.ClosingRevision = res.Revision, res.ClosingRevision
 	st.end.PageRoot, st.end.Pages, st.end.ToolCount, st.end.Bytes = res.PageRoot, res.Pages, len(res.Tools), res.Bytes
 	st.end.CacheScope = res.CacheScope
