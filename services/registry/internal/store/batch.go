@@ -179,13 +179,29 @@ func (s *Store) PinIdentities(ctx context.Context, pins []Pin) ([]*registryv1.Pi
 		if len(setIDs) == 0 {
 			return nil
 		}
+		// The tenants covering each pinned server come back with it, read
+		// by the UPDATE's own snapshot: the change log's append (flush)
+		// needs them, and this saves it a statement of its own.
 		rows, err = u.tx.Query(ctx, `UPDATE servers s SET identity_pin = p.pin, version = s.version + 1, updated_at = now()
 FROM unnest($1::text[], $2::text[]) AS p(id, pin) WHERE s.server_id = p.id
-RETURNING `+prefixed("s.", serverCols), setIDs, setPins)
+RETURNING `+prefixed("s.", serverCols)+`, ARRAY(SELECT DISTINCT c.tenant_id FROM audience_servers a
+	JOIN audience_classes c ON c.name = a.class_name WHERE a.server_id = s.server_id ORDER BY c.tenant_id)`, setIDs, setPins)
 		if err != nil {
 			return err
 		}
-		written, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*registryv1.Server, error) { return scanServer(r) })
+		u.covering = make(map[string][]string, len(setIDs))
+		written, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*registryv1.Server, error) {
+			var tenants []string
+			srv, err := scanServer(withExtra{r, []any{&tenants}})
+			if err != nil {
+				return nil, err
+			}
+			if len(tenants) == 0 {
+				tenants = nil // as flush's own read gives a server no class covers
+			}
+			u.covering[srv.GetServerId()] = tenants
+			return srv, nil
+		})
 		if err != nil {
 			return fmt.Errorf("pin identities: %w", err)
 		}
@@ -207,6 +223,15 @@ RETURNING `+prefixed("s.", serverCols), setIDs, setPins)
 	})
 	return out, err
 }
+
+// withExtra scans a row's columns into a scanner's destinations and then
+// into extra, for columns a statement returns after the scanner's.
+type withExtra struct {
+	pgx.Row
+	extra []any
+}
+
+func (w withExtra) Scan(dest ...any) error { return w.Row.Scan(append(dest, w.extra...)...) }
 
 // prefixed qualifies each column of a comma-separated list with p.
 func prefixed(p, cols string) string {

@@ -68,6 +68,11 @@ type unit struct {
 	tx       pgx.Tx
 	objects  []queued
 	policies []*registryv1.PolicyChange
+	// covering holds, for servers whose changes are queued, the tenants
+	// of the classes covering them as a statement of this transaction
+	// already read them (PinIdentities reads them in its UPDATE); flush
+	// reads the others.
+	covering map[string][]string
 }
 
 type queued struct {
@@ -147,12 +152,20 @@ func (u *unit) flush(ctx context.Context, log *changelog.Log) error {
 	var servers []string
 	for _, q := range u.objects {
 		if id := changeServer(q.change); id != "" {
-			servers = append(servers, id)
+			if _, read := u.covering[id]; !read {
+				servers = append(servers, id)
+			}
 		}
 	}
 	covering, err := affectedTenantsOf(ctx, u.tx, servers)
 	if err != nil {
 		return err
+	}
+	for id, tenants := range u.covering {
+		if covering == nil {
+			covering = map[string][]string{}
+		}
+		covering[id] = tenants
 	}
 	n := len(u.objects) + len(u.policies)
 	if n == 0 {
