@@ -1,0 +1,136 @@
+package sessionpool
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolcrib/toolcrib/platform/egress"
+)
+
+// injected are server-to-client messages a hostile or careless upstream
+// may send a caller's session on its standalone stream: every method the
+// pool relays and the notifications it handles, without params, with
+// null params and with params of the wrong shape, and messages that answer
+// or ask nothing the client knows.
+var injected = []string{
+	`{"jsonrpc":"2.0","id":"h1","method":"roots/list"}`,
+	`{"jsonrpc":"2.0","id":"h2","method":"roots/list","params":null}`,
+	`{"jsonrpc":"2.0","id":"h3","method":"roots/list","params":[]}`,
+	`{"jsonrpc":"2.0","id":"h4","method":"elicitation/create"}`,
+	`{"jsonrpc":"2.0","id":"h5","method":"elicitation/create","params":null}`,
+	`{"jsonrpc":"2.0","id":"h6","method":"elicitation/create","params":"ask"}`,
+	`{"jsonrpc":"2.0","id":"h7","method":"elicitation/create","params":{"_meta":"x"}}`,
+	`{"jsonrpc":"2.0","id":"h8","method":"sampling/createMessage"}`,
+	`{"jsonrpc":"2.0","id":"h9","method":"sampling/createMessage","params":{"_meta":{"dev.toolcrib/call":7}}}`,
+	`{"jsonrpc":"2.0","method":"notifications/resources/updated"}`,
+	`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":null}`,
+	`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":5}}`,
+	`{"jsonrpc":"2.0","method":"notifications/elicitation/complete"}`,
+	`{"jsonrpc":"2.0","method":"notifications/progress"}`,
+	`{"jsonrpc":"2.0","method":"notifications/progress","params":null}`,
+	`{"jsonrpc":"2.0","method":"notifications/message"}`,
+	`{"jsonrpc":"2.0","method":"notifications/message","params":null}`,
+	`{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":null}`,
+	`{"jsonrpc":"2.0","id":"h10","method":"no/such/method"}`,
+	`{"jsonrpc":"2.0","id":"h11","result":{}}`,
+}
+
+// injectAt is an upstream whose tool "inject" logs "INJECT-n" on its
+// standalone stream, which the response writer replaces by injected[n],
+// then logs "AFTER-n" there; "echo" answers.
+func injectAt(t *testing.T) string {
+	server := mcp.NewServer(&mcp.Implementation{Name: "hostile", Version: "1"}, &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{
+		Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}}})
+	type args struct {
+		N int `json:"n"`
+	}
+	mcp.AddTool(server, &mcp.Tool{Name: "inject"}, func(_ context.Context, req *mcp.CallToolRequest, a args) (*mcp.CallToolResult, any, error) {
+		// A context of no request: the standalone stream.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, d := range []string{"INJECT-", "AFTER-"} {
+			if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: d + strconv.Itoa(a.N)}); err != nil {
+				return nil, nil, err
+			}
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sent"}}}, nil, nil
+	})
+	server.AddTool(&mcp.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo"}}}, nil
+		})
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handler.ServeHTTP(injectWriter{w}, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+var injectLine = regexp.MustCompile(`data: [^\n]*"INJECT-(\d+)"[^\n]*`)
+
+type injectWriter struct{ http.ResponseWriter }
+
+func (w injectWriter) Write(b []byte) (int, error) {
+	out := injectLine.ReplaceAllFunc(b, func(line []byte) []byte {
+		n, _ := strconv.Atoi(string(injectLine.FindSubmatch(line)[1]))
+		return []byte("data: " + injected[n])
+	})
+	if _, err := w.ResponseWriter.Write(out); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+func (w injectWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// TestHostileUpstreamMessagesLeaveThePoolStanding: each message of
+// [injected], sent on a caller's upstream session's standalone stream,
+// leaves the process running (the test binary is the gateway here: a
+// panic on any upstream goroutine ends it) and the caller able to call the
+// upstream again. The caller declares everything an upstream may ask.
+// Written after roots/list without params crashed the gateway
+// ([TestRequestWithoutParamsReachesTheCaller]).
+func TestHostileUpstreamMessagesLeaveThePoolStanding(t *testing.T) {
+	url := injectAt(t)
+	p := New(egress.Policy{AllowLoopback: true}, nil, nil)
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	caller := &fakeCaller{key: "session:h", done: make(chan struct{}), caps: &mcp.ClientCapabilities{
+		RootsV2: &mcp.RootCapabilities{}, Sampling: &mcp.SamplingCapabilities{},
+		Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}}}
+	defer close(caller.done)
+	target := Target{URL: url}
+	for n, msg := range injected {
+		logs := caller.got("notifications/message")
+		res, err := p.CallFor(ctx, target, &mcp.CallToolParams{Name: "inject", Arguments: map[string]any{"n": n}}, caller)
+		if err != nil || res.IsError {
+			t.Fatalf("%s: the inject call: %v %+v", msg, err, res)
+		}
+		// AFTER-n reaches the caller once the message before it was
+		// handled (or the session ended on it: then the next call opens
+		// a new one).
+		for deadline := time.Now().Add(3 * time.Second); caller.got("notifications/message") == logs && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		res, err = p.CallFor(ctx, target, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{}}, caller)
+		if err != nil || res.IsError {
+			t.Fatalf("after %s the caller cannot call the upstream: %v %+v", msg, err, res)
+		}
+	}
+	if n := caller.got("notifications/message"); n < len(injected)/2 {
+		t.Fatalf("the caller got %d log messages for %d injections: the stream did not carry them", n, len(injected))
+	}
+}
