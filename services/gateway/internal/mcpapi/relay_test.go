@@ -130,3 +130,29 @@ func TestAnUpstreamNamesOnlyTheCallItWasAskedOn(t *testing.T) {
 	end2()
 	refused(ctx, stdio, relayNoCall)
 }
+
+// TestRelayTakesRequestsWithoutParams: what an upstream sends without
+// params (the go-sdk hands the relay a nil params pointer) is refused or
+// dropped, never dereferenced: a question on a call's stream is refused as
+// undeclared, a resource update is dropped. The pool's own reading of such
+// a request crashed the gateway once (sessionpool's
+// TestRequestWithoutParamsReachesTheCaller).
+func TestRelayTakesRequestsWithoutParams(t *testing.T) {
+	ctx := context.Background()
+	r := &relay{inFlight: map[string][]*relayCall{}}
+	up := sessionpool.Target{URL: "http://127.0.0.1:1/mcp"}
+	callCtx, end := r.begin(ctx, ctx, up.Identity(), "inv", "ping", false)
+	defer end()
+	asked := sessionpool.WithCall(ctx, sessionpool.CallOf(callCtx))
+	_, err := r.Handle(asked, up, "elicitation/create", &mcp.ElicitRequest{})
+	var jerr *jsonrpc.Error
+	if !errors.As(err, &jerr) || jerr.Message != relayNotDeclared {
+		t.Fatalf("elicitation/create without params: %v, want the refusal %q", err, relayNotDeclared)
+	}
+	if res, err := r.Handle(asked, up, "notifications/resources/updated", &mcp.ResourceUpdatedNotificationRequest{}); res != nil || err != nil {
+		t.Fatalf("resources/updated without params: %v %v", res, err)
+	}
+	if _, err := r.Handle(asked, up, "sampling/createMessage", &mcp.CreateMessageWithToolsRequest{}); !errors.As(err, &jerr) {
+		t.Fatalf("sampling/createMessage without params: %v, want a refusal", err)
+	}
+}
