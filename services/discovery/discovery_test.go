@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
@@ -215,7 +216,8 @@ func TestListChangedDuringScanIsIncompleteThenRetried(t *testing.T) {
 // first page is listed again twice and then the run ends INCOMPLETE
 // LIST_CHANGED as before, nothing activated.
 func TestListChangedAtEachSessionStartIsListedAgain(t *testing.T) {
-	e := start(t, func(c *discovery.Config) { c.MaxAttempts = 1 })
+	reg := prometheus.NewRegistry()
+	e := start(t, func(c *discovery.Config) { c.MaxAttempts, c.Metrics = 1, reg })
 	cat := discoverytest.NewCatalog("r-1", 0, discoverytest.Tools("x", 3)...)
 	srv := discoverytest.NewHTTP(t, cat, discoverytest.ServerOptions{NotifyOnSessionStart: true}, false)
 	e.register("eager", srv.URL, registryv1.RevisionSource_REVISION_SOURCE_SERVER_PROVIDED, "")
@@ -223,6 +225,9 @@ func TestListChangedAtEachSessionStartIsListedAgain(t *testing.T) {
 	want(t, run, eligible, discoveryv1.RunReason_RUN_REASON_UNSPECIFIED)
 	if run.GetAttempt() != 1 || run.GetGeneration() != 1 || srv.Calls() != 3 {
 		t.Fatalf("attempt %d committed generation %d after %d tools/list, want attempt 1, generation 1, 3 calls", run.GetAttempt(), run.GetGeneration(), srv.Calls())
+	}
+	if n := metric(t, reg, "toolcrib_discovery_relists_total", nil); n != 1 {
+		t.Fatalf("toolcrib_discovery_relists_total %v after one relist", n)
 	}
 
 	always := discoverytest.NewCatalog("r-1", 0, discoverytest.Tools("y", 2)...)
@@ -233,6 +238,9 @@ func TestListChangedAtEachSessionStartIsListedAgain(t *testing.T) {
 	want(t, run, incomplete, discoveryv1.RunReason_RUN_REASON_LIST_CHANGED)
 	if noisy.Calls() != 3 {
 		t.Fatalf("%d tools/list to a server notifying before every answer, want 3 (the first page, listed again twice)", noisy.Calls())
+	}
+	if n := metric(t, reg, "toolcrib_discovery_relists_total", nil); n != 3 {
+		t.Fatalf("toolcrib_discovery_relists_total %v after three relists", n)
 	}
 	if _, err := e.admin.GetActiveSnapshot(ctxT(t), &discoveryv1.GetActiveSnapshotRequest{ServerId: "noisy", AudienceClass: class}); status.Code(err) != codes.NotFound {
 		t.Fatalf("a scan that never read a page unchanged activated something: %v", err)

@@ -31,6 +31,7 @@ const historyDepth = 16
 type metrics struct {
 	suppressed *prometheus.CounterVec
 	listeners  prometheus.Gauge
+	relists    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -43,12 +44,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "toolcrib_discovery_listeners",
 			Help: "Listening connections (one per server and audience class that declared tools.listChanged) held by this process.",
 		}),
+		relists: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "toolcrib_discovery_relists_total",
+			Help: "Walks a scan started again on its session because a notifications/tools/list_changed arrived before the first page.",
+		}),
 	}
 	for _, r := range []string{SuppressedCoalesced, SuppressedRateLimited} {
 		m.suppressed.WithLabelValues(r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.suppressed, m.listeners)
+		reg.MustRegister(m.suppressed, m.listeners, m.relists)
 	}
 	return m
 }

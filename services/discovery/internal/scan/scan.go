@@ -251,6 +251,7 @@ func (st *scanState) crawl() (*candidate.Candidate, outcome, bool) {
 	for i := 0; i < relistsBeforeFirstPage && startsOver(res) && ctx.Err() == nil; i++ {
 		s.lg.InfoContext(ctx, "tools/list_changed arrived before the first page; listing again on the same session",
 			"server", st.args.ServerID, "audience_class", st.args.AudienceClass, "run", st.runID, "relist", i+1)
+		s.metrics.relists.Inc()
 		res = st.sess.Crawl(ctx)
 	}
 	st.end.SourceRevision, st.end.ClosingRevision = res.Revision, res.ClosingRevision
