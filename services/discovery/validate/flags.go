@@ -2,6 +2,7 @@ package validate
 
 import (
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -74,17 +75,25 @@ func instructions(s string) string {
 // toolFlags returns the flags of one accepted tool.
 func toolFlags(vt *Tool) []Flag {
 	var flags []Flag
-	texts := []string{vt.Description, vt.Title}
-	if vt.Annotations != nil {
-		texts = append(texts, vt.Annotations.Title)
+	// The texts are gathered in map order first: only when one of them
+	// matches are they gathered again in key order, so the match named is
+	// the first in that order.
+	texts := func(sorted bool) []string {
+		out := []string{vt.Description, vt.Title}
+		if vt.Annotations != nil {
+			out = append(out, vt.Annotations.Title)
+		}
+		for _, doc := range vt.docs {
+			collectTexts(doc, &out, sorted)
+		}
+		return out
 	}
-	for _, doc := range vt.docs {
-		collectTexts(doc, &texts)
-	}
-	for _, s := range texts {
-		if m := instructions(s); m != "" {
-			flags = append(flags, Flag{Tool: vt.Name, Flag: FlagDescriptionInstructions, Detail: "matched " + quote(m)})
-			break
+	if slices.ContainsFunc(texts(false), func(s string) bool { return instructions(s) != "" }) {
+		for _, s := range texts(true) {
+			if m := instructions(s); m != "" {
+				flags = append(flags, Flag{Tool: vt.Name, Flag: FlagDescriptionInstructions, Detail: "matched " + quote(m)})
+				break
+			}
 		}
 	}
 	if a := vt.Annotations; a != nil && a.GetReadOnlyHint() && a.GetDestructiveHint() {
@@ -93,9 +102,21 @@ func toolFlags(vt *Tool) []Flag {
 	return flags
 }
 
-func collectTexts(v any, out *[]string) {
+// collectTexts appends the description and title strings of a decoded
+// schema, members in key order when sorted, in map order otherwise.
+func collectTexts(v any, out *[]string, sorted bool) {
 	switch x := v.(type) {
 	case map[string]any:
+		if !sorted {
+			for k, val := range x {
+				if s, ok := val.(string); ok && (k == "description" || k == "title") {
+					*out = append(*out, s)
+					continue
+				}
+				collectTexts(val, out, false)
+			}
+			return
+		}
 		keys := make([]string, 0, len(x))
 		for k := range x {
 			keys = append(keys, k)
@@ -106,11 +127,11 @@ func collectTexts(v any, out *[]string) {
 				*out = append(*out, s)
 				continue
 			}
-			collectTexts(x[k], out)
+			collectTexts(x[k], out, true)
 		}
 	case []any:
 		for _, e := range x {
-			collectTexts(e, out)
+			collectTexts(e, out, sorted)
 		}
 	}
 }
