@@ -97,6 +97,8 @@ type World struct {
 	pingDeadlineMs int32
 	// pingWithdraw: [Options.PingWithdraw].
 	pingWithdraw time.Duration
+	// wrapUpstream: [Options.WrapUpstream].
+	wrapUpstream func(http.Handler) http.Handler
 
 	// What gateway replicas share.
 	gatewayDB, redisPrefix, cursorKeyFile string
@@ -145,6 +147,9 @@ type Options struct {
 	// its question after this long (its request's context ends, so the
 	// upstream sends notifications/cancelled for it).
 	PingWithdraw time.Duration
+	// WrapUpstream, when set, wraps the upstream's MCP handler (a test
+	// that rewrites what the upstream sends, as a hostile server would).
+	WrapUpstream func(http.Handler) http.Handler
 }
 
 // PingRelay is what ping does on a stateful upstream, beside answering
@@ -402,7 +407,10 @@ func (w *World) startUpstream(t testing.TB, leaseAddr string, kit bool) string {
 	}
 	mux := http.NewServeMux()
 	w.upstream = server
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: !w.stateful})
+	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: !w.stateful})
+	if w.wrapUpstream != nil {
+		h = w.wrapUpstream(h)
+	}
 	mux.Handle("/mcp", http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			body, _ := io.ReadAll(r.Body)
@@ -569,6 +577,7 @@ func Start(t testing.TB, opts Options) *World {
 		}
 	}
 	w.stateful, w.pingDeadlineMs, w.pingWithdraw = opts.StatefulUpstream, opts.PingDeadlineMs, opts.PingWithdraw
+	w.wrapUpstream = opts.WrapUpstream
 	w.UpstreamURL = w.startUpstream(t, w.LeaseAddr, !opts.NoExecutorKit)
 	registered := w.UpstreamURL
 	gatewayAdmission, gatewayLease := w.AdmissionAddr, w.LeaseAddr

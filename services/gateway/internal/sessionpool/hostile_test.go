@@ -12,35 +12,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolcrib/toolcrib/platform/egress"
+	"github.com/toolcrib/toolcrib/services/gateway/gatewaytest"
 )
 
-// injected are server-to-client messages a hostile or careless upstream
-// may send a caller's session on its standalone stream: every method the
-// pool relays and the notifications it handles, without params, with
-// null params and with params of the wrong shape, and messages that answer
-// or ask nothing the client knows.
-var injected = []string{
-	`{"jsonrpc":"2.0","id":"h1","method":"roots/list"}`,
-	`{"jsonrpc":"2.0","id":"h2","method":"roots/list","params":null}`,
-	`{"jsonrpc":"2.0","id":"h3","method":"roots/list","params":[]}`,
-	`{"jsonrpc":"2.0","id":"h4","method":"elicitation/create"}`,
-	`{"jsonrpc":"2.0","id":"h5","method":"elicitation/create","params":null}`,
-	`{"jsonrpc":"2.0","id":"h6","method":"elicitation/create","params":"ask"}`,
-	`{"jsonrpc":"2.0","id":"h7","method":"elicitation/create","params":{"_meta":"x"}}`,
-	`{"jsonrpc":"2.0","id":"h8","method":"sampling/createMessage"}`,
-	`{"jsonrpc":"2.0","id":"h9","method":"sampling/createMessage","params":{"_meta":{"dev.toolcrib/call":7}}}`,
-	`{"jsonrpc":"2.0","method":"notifications/resources/updated"}`,
-	`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":null}`,
-	`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":5}}`,
-	`{"jsonrpc":"2.0","method":"notifications/elicitation/complete"}`,
-	`{"jsonrpc":"2.0","method":"notifications/progress"}`,
-	`{"jsonrpc":"2.0","method":"notifications/progress","params":null}`,
-	`{"jsonrpc":"2.0","method":"notifications/message"}`,
-	`{"jsonrpc":"2.0","method":"notifications/message","params":null}`,
-	`{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":null}`,
-	`{"jsonrpc":"2.0","id":"h10","method":"no/such/method"}`,
-	`{"jsonrpc":"2.0","id":"h11","result":{}}`,
-}
+// injected are the messages of [gatewaytest.HostileMessages].
+var injected = gatewaytest.HostileMessages
 
 // injectAt is an upstream whose tool "inject" logs "INJECT-n" on its
 // standalone stream, which the response writer replaces by injected[n],
