@@ -51,24 +51,6 @@ func (s *substitutes) rewrite(b []byte) []byte {
 	})
 }
 
-type substituteWriter struct {
-	http.ResponseWriter
-	s *substitutes
-}
-
-func (w substituteWriter) Write(b []byte) (int, error) {
-	if _, err := w.ResponseWriter.Write(w.s.rewrite(b)); err != nil {
-		return 0, err
-	}
-	return len(b), nil
-}
-
-func (w substituteWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
 // TestGatewayOutlivesAHostileUpstream: each message of
 // [gatewaytest.HostileMessages], sent by the upstream on the standalone
 // stream of the gateway's session with it (in place of a resources/updated
@@ -81,7 +63,7 @@ func (w substituteWriter) Flush() {
 func TestGatewayOutlivesAHostileUpstream(t *testing.T) {
 	subs := &substitutes{}
 	w := gatewayworld.Start(t, gatewayworld.Options{StatefulUpstream: true, WrapUpstream: func(h http.Handler) http.Handler {
-		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { h.ServeHTTP(substituteWriter{rw, subs}, r) })
+		return gatewaytest.Rewrite(h, subs.rewrite)
 	}})
 	alice := w.Token(t, "alice", gatewayworld.TenantA)
 	var updates atomic.Int64

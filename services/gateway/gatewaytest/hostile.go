@@ -1,6 +1,8 @@
 // Package gatewaytest holds test support for the gateway and its users.
 package gatewaytest
 
+import "net/http"
+
 // HostileMessages are server-to-client messages a hostile or careless
 // upstream may send a gateway's upstream session on its standalone stream:
 // every method the gateway relays and every notification it handles,
@@ -30,4 +32,32 @@ var HostileMessages = []string{
 	`{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":null}`,
 	`{"jsonrpc":"2.0","id":"h10","method":"no/such/method"}`,
 	`{"jsonrpc":"2.0","id":"h11","result":{}}`,
+}
+
+// Rewrite serves h with every write of its responses passed through
+// rewrite first (an upstream that alters what a well-behaved server sends;
+// the tests rewrite marked event-stream lines into hostile messages).
+// Flushes reach the connection, so events still stream.
+func Rewrite(h http.Handler, rewrite func([]byte) []byte) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(rewriter{w, rewrite}, r)
+	})
+}
+
+type rewriter struct {
+	http.ResponseWriter
+	rewrite func([]byte) []byte
+}
+
+func (w rewriter) Write(b []byte) (int, error) {
+	if _, err := w.ResponseWriter.Write(w.rewrite(b)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+func (w rewriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }

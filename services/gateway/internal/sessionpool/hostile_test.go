@@ -43,32 +43,19 @@ func injectAt(t *testing.T) string {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo"}}}, nil
 		})
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		handler.ServeHTTP(injectWriter{w}, r)
-	}))
+	srv := httptest.NewServer(gatewaytest.Rewrite(handler, injectMarked))
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
 
 var injectLine = regexp.MustCompile(`data: [^\n]*"INJECT-(\d+)"[^\n]*`)
 
-type injectWriter struct{ http.ResponseWriter }
-
-func (w injectWriter) Write(b []byte) (int, error) {
-	out := injectLine.ReplaceAllFunc(b, func(line []byte) []byte {
+// injectMarked replaces each INJECT-n log line by injected[n].
+func injectMarked(b []byte) []byte {
+	return injectLine.ReplaceAllFunc(b, func(line []byte) []byte {
 		n, _ := strconv.Atoi(string(injectLine.FindSubmatch(line)[1]))
 		return []byte("data: " + injected[n])
 	})
-	if _, err := w.ResponseWriter.Write(out); err != nil {
-		return 0, err
-	}
-	return len(b), nil
-}
-
-func (w injectWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
 }
 
 // TestHostileUpstreamMessagesLeaveThePoolStanding: each message of
