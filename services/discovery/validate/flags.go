@@ -3,7 +3,6 @@ package validate
 import (
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -107,27 +106,12 @@ func toolFlags(vt *Tool) []Flag {
 func collectTexts(v any, out *[]string, sorted bool) {
 	switch x := v.(type) {
 	case map[string]any:
-		if !sorted {
-			for k, val := range x {
-				if s, ok := val.(string); ok && (k == "description" || k == "title") {
-					*out = append(*out, s)
-					continue
-				}
-				collectTexts(val, out, false)
-			}
-			return
-		}
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range memberNames(x, sorted) {
 			if s, ok := x[k].(string); ok && (k == "description" || k == "title") {
 				*out = append(*out, s)
 				continue
 			}
-			collectTexts(x[k], out, true)
+			collectTexts(x[k], out, sorted)
 		}
 	case []any:
 		for _, e := range x {

@@ -420,18 +420,6 @@ type refWalk struct {
 	unordered  bool
 }
 
-// keys returns obj's member names, sorted unless the walk is unordered.
-func (w *refWalk) keys(obj map[string]any) []string {
-	if !w.unordered {
-		return sortedKeys(obj)
-	}
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	return keys
-}
-
 // at is the path of member or element k under path; an unordered walk
 // builds none ("/" for every path below the root).
 func (w *refWalk) at(path, k string) string {
@@ -441,13 +429,17 @@ func (w *refWalk) at(path, k string) string {
 	return path + "/" + k
 }
 
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
+// memberNames returns m's member names, in key order when sorted, in map
+// order otherwise (a walk that only asks whether anything is there).
+func memberNames(m map[string]any, sorted bool) []string {
+	names := make([]string, 0, len(m))
 	for k := range m {
-		keys = append(keys, k)
+		names = append(names, k)
 	}
-	sort.Strings(keys)
-	return keys
+	if sorted {
+		sort.Strings(names)
+	}
+	return names
 }
 
 // walk visits a schema (an object or a boolean).
@@ -456,7 +448,7 @@ func (w *refWalk) walk(v any, path string) {
 	if !ok {
 		return
 	}
-	for _, k := range w.keys(obj) {
+	for _, k := range memberNames(obj, !w.unordered) {
 		if w.finding != nil {
 			return
 		}
@@ -490,7 +482,7 @@ func (w *refWalk) walk(v any, path string) {
 		case dataKeywords[k]:
 		case schemaMaps[k]:
 			if m, ok := val.(map[string]any); ok {
-				for _, name := range w.keys(m) {
+				for _, name := range memberNames(m, !w.unordered) {
 					w.walk(m[name], w.at(p, name))
 				}
 			}
